@@ -1,0 +1,345 @@
+//! A data file being written: the active file of puts, or a merge output.
+//!
+//! Appends are gathered in a buffer and written in large chunks (seed 000
+//! §5.2); with O_DIRECT the chunks are 4096-aligned and a partial last block
+//! is written padded with zeros and rewritten when more data arrives. Reads
+//! of bytes still in the buffer are served from it. The file's hint is built
+//! alongside and written when the file is finished.
+
+use crate::error::{Error, Result};
+use crate::files::{data_path, hint_path};
+use crate::format::file_header::{encode_file_header, FileKind};
+use crate::format::hint::{encode_hint_entry, encode_hint_trailer, HintEntry};
+use crate::format::record::{encode_header, RecordMeta, RECORD_HEADER_LEN};
+use crate::vfs::{OpenMode, VFile, Vfs};
+use std::io;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+const ALIGN: usize = 4096;
+const HINT_SPILL_BYTES: usize = 1 << 20;
+
+/// A byte buffer whose start is 4096-aligned in memory, as O_DIRECT needs.
+struct AlignedBuf {
+    raw: Vec<u8>,
+    start: usize,
+    len: usize,
+}
+
+impl AlignedBuf {
+    fn with_capacity(cap: usize) -> AlignedBuf {
+        let raw = vec![0u8; cap + ALIGN];
+        let start = raw.as_ptr().align_offset(ALIGN);
+        AlignedBuf { raw, start, len: 0 }
+    }
+
+    fn capacity(&self) -> usize {
+        self.raw.len() - ALIGN
+    }
+
+    fn as_slice(&self) -> &[u8] {
+        &self.raw[self.start..self.start + self.len]
+    }
+
+    /// The first `len` bytes, zero-padded to `padded` (for O_DIRECT).
+    fn padded(&mut self, padded: usize) -> &[u8] {
+        self.raw[self.start + self.len..self.start + padded].fill(0);
+        &self.raw[self.start..self.start + padded]
+    }
+
+    fn ensure(&mut self, extra: usize) {
+        let need = (self.len + extra).next_multiple_of(ALIGN);
+        if need > self.capacity() {
+            let mut bigger = AlignedBuf::with_capacity(need.max(self.capacity() * 2));
+            bigger.push(self.as_slice());
+            *self = bigger;
+        }
+    }
+
+    fn push(&mut self, bytes: &[u8]) {
+        self.ensure(bytes.len());
+        let at = self.start + self.len;
+        self.raw[at..at + bytes.len()].copy_from_slice(bytes);
+        self.len += bytes.len();
+    }
+
+    fn truncate(&mut self, len: usize) {
+        self.len = self.len.min(len);
+    }
+
+    /// Drops the first `n` bytes.
+    fn drain_front(&mut self, n: usize) {
+        let s = self.start;
+        self.raw.copy_within(s + n..s + self.len, s);
+        self.len -= n;
+    }
+}
+
+/// Builds a hint file next to its data file.
+pub(crate) struct HintBuilder {
+    final_path: PathBuf,
+    tmp_path: PathBuf,
+    file: Option<Arc<dyn VFile>>,
+    pending: Vec<u8>,
+    written: u64,
+    crc: crc32fast::Hasher,
+    count: u64,
+    failed: bool,
+}
+
+impl HintBuilder {
+    pub fn new(dir: &Path, id: u32) -> HintBuilder {
+        let final_path = hint_path(dir, id);
+        let mut crc = crc32fast::Hasher::new();
+        crc.update(&encode_file_header(FileKind::Hint, id));
+        HintBuilder {
+            tmp_path: final_path.with_extension("hint.tmp"),
+            final_path,
+            file: None,
+            pending: Vec::new(),
+            written: 0,
+            crc,
+            count: 0,
+            failed: false,
+        }
+    }
+
+    pub fn add(&mut self, vfs: &dyn Vfs, entry: &HintEntry<'_>) {
+        if self.failed {
+            return;
+        }
+        let before = self.pending.len();
+        encode_hint_entry(&mut self.pending, entry);
+        self.crc.update(&self.pending[before..]);
+        self.count += 1;
+        if self.pending.len() >= HINT_SPILL_BYTES {
+            if let Err(e) = self.spill(vfs, id_of(&self.final_path)) {
+                self.fail(vfs, &e);
+            }
+        }
+    }
+
+    fn spill(&mut self, vfs: &dyn Vfs, id: u32) -> io::Result<()> {
+        if self.file.is_none() {
+            let _ = vfs.remove_file(&self.tmp_path);
+            let f = vfs.open(&self.tmp_path, OpenMode::CreateNew)?;
+            f.write_all_at(&encode_file_header(FileKind::Hint, id), 0)?;
+            self.written = crate::format::FILE_HEADER_LEN as u64;
+            self.file = Some(f);
+        }
+        let f = self.file.as_ref().expect("opened above");
+        f.write_all_at(&self.pending, self.written)?;
+        self.written += self.pending.len() as u64;
+        self.pending.clear();
+        Ok(())
+    }
+
+    fn fail(&mut self, vfs: &dyn Vfs, e: &io::Error) {
+        tracing::warn!(path = %self.tmp_path.display(), error = %e,
+            "could not write hint file; a restart will scan the data file instead");
+        self.failed = true;
+        self.file = None;
+        self.pending = Vec::new();
+        let _ = vfs.remove_file(&self.tmp_path);
+    }
+
+    /// Writes the trailer, syncs and moves the hint into place. A failure is
+    /// logged and leaves no hint: the data file stays the truth.
+    pub fn finish(mut self, vfs: &dyn Vfs, id: u32) {
+        if self.failed {
+            return;
+        }
+        let trailer = encode_hint_trailer(self.count, self.crc.clone().finalize());
+        self.pending.extend_from_slice(&trailer);
+        let result = self.spill(vfs, id).and_then(|()| {
+            let f = self.file.take().expect("spilled");
+            f.sync_data()?;
+            vfs.rename(&self.tmp_path, &self.final_path)
+        });
+        if let Err(e) = result {
+            self.fail(vfs, &e);
+        }
+    }
+}
+
+fn id_of(path: &Path) -> u32 {
+    crate::files::parse_file_name(path).map_or(0, |(id, _)| id)
+}
+
+/// A data file open for appending.
+pub(crate) struct AppendFile {
+    pub id: u32,
+    pub path: PathBuf,
+    file: Arc<dyn VFile>,
+    direct: bool,
+    buffer_bytes: usize,
+    buf: AlignedBuf,
+    /// File offset of `buf[0]`.
+    buf_start: u64,
+    /// Logical length: header and every record appended.
+    pub len: u64,
+    /// Bytes `[0, readable)` are on the descriptor and may be read there.
+    readable: u64,
+    hint: HintBuilder,
+    /// True once data went to the descriptor that was not yet fsynced.
+    dirty: bool,
+}
+
+impl AppendFile {
+    pub fn create(
+        vfs: &dyn Vfs,
+        dir: &Path,
+        id: u32,
+        direct: bool,
+        buffer_bytes: usize,
+    ) -> Result<AppendFile> {
+        let path = data_path(dir, id);
+        let mode = if direct {
+            OpenMode::CreateNewDirect
+        } else {
+            OpenMode::CreateNew
+        };
+        let file = vfs.open(&path, mode).map_err(|e| Error::io(&path, e))?;
+        let mut buf = AlignedBuf::with_capacity(buffer_bytes.max(ALIGN));
+        buf.push(&encode_file_header(FileKind::Data, id));
+        Ok(AppendFile {
+            id,
+            path,
+            file,
+            direct,
+            buffer_bytes,
+            buf,
+            buf_start: 0,
+            len: crate::format::FILE_HEADER_LEN as u64,
+            readable: 0,
+            hint: HintBuilder::new(dir, id),
+            dirty: false,
+        })
+    }
+
+    /// Appends a record; returns its offset. On error nothing of it remains
+    /// (the file is cut back) and records appended before are kept.
+    pub fn append(
+        &mut self,
+        vfs: &dyn Vfs,
+        meta: &RecordMeta,
+        key: &[u8],
+        value: &[u8],
+        flush_now: bool,
+    ) -> Result<u32> {
+        let offset = self.len;
+        let buf_len_before = self.buf.len;
+        let mut header = [0u8; RECORD_HEADER_LEN];
+        encode_header(&mut header, meta, key, value);
+        self.buf.push(&header);
+        self.buf.push(key);
+        self.buf.push(value);
+        let size = (RECORD_HEADER_LEN + key.len() + value.len()) as u64;
+        if flush_now || self.buf.len >= self.buffer_bytes {
+            if let Err(e) = self.flush(flush_now) {
+                self.buf.truncate(buf_len_before);
+                return Err(e);
+            }
+        }
+        self.len += size;
+        self.hint.add(
+            vfs,
+            &HintEntry {
+                key,
+                tombstone: meta.tombstone,
+                expiry_s: meta.expiry_s,
+                offset: offset as u32,
+                record_len: size as u32,
+                seq: meta.seq,
+            },
+        );
+        Ok(offset as u32)
+    }
+
+    /// Hands buffered bytes to the kernel. With `pad_tail`, an O_DIRECT file
+    /// also writes its partial last block, so every byte is on the
+    /// descriptor. A failed write is cut back so the file ends at a record
+    /// boundary again; the buffer keeps its bytes for a later retry.
+    pub fn flush(&mut self, pad_tail: bool) -> Result<()> {
+        if self.buf.len == 0 {
+            return Ok(());
+        }
+        let data = self.buf.len;
+        let (write_len, consumed) = if !self.direct {
+            (data, data)
+        } else if pad_tail {
+            (data.next_multiple_of(ALIGN), data & !(ALIGN - 1))
+        } else {
+            (data & !(ALIGN - 1), data & !(ALIGN - 1))
+        };
+        if write_len > 0 {
+            let bytes = if write_len > data {
+                self.buf.padded(write_len)
+            } else {
+                &self.buf.as_slice()[..write_len]
+            };
+            if let Err(e) = self.file.write_all_at(bytes, self.buf_start) {
+                // Cut a torn write back to the last byte known good.
+                if let Err(cut) = self.file.set_len(self.readable) {
+                    tracing::error!(path = %self.path.display(), error = %cut,
+                        "could not cut back a failed write");
+                }
+                return Err(Error::io(&self.path, e));
+            }
+            self.dirty = true;
+            self.readable = self.buf_start + write_len.min(data) as u64;
+        }
+        if consumed > 0 {
+            self.buf.drain_front(consumed);
+            self.buf_start += consumed as u64;
+        }
+        Ok(())
+    }
+
+    /// Flushes and fsyncs.
+    pub fn sync(&mut self) -> Result<()> {
+        self.flush(true)?;
+        if self.dirty {
+            self.file
+                .sync_data()
+                .map_err(|e| Error::io(&self.path, e))?;
+            self.dirty = false;
+        }
+        Ok(())
+    }
+
+    /// The descriptor, for group commit outside the writer lock.
+    pub fn descriptor(&self) -> Arc<dyn VFile> {
+        self.file.clone()
+    }
+
+    /// Copies into `out` the part of `[offset, offset + out.len())` that is
+    /// only in the buffer; returns how many leading bytes must still be read
+    /// from the descriptor.
+    pub fn read_buffered(&self, offset: u64, out: &mut [u8]) -> usize {
+        let end = offset + out.len() as u64;
+        let from = offset.max(self.readable);
+        if from >= end {
+            return out.len();
+        }
+        let src =
+            &self.buf.as_slice()[(from - self.buf_start) as usize..(end - self.buf_start) as usize];
+        out[(from - offset) as usize..].copy_from_slice(src);
+        (from - offset) as usize
+    }
+
+    /// Flushes, trims O_DIRECT padding, fsyncs and writes the hint file.
+    pub fn finish(mut self, vfs: &dyn Vfs) -> Result<()> {
+        self.flush(true)?;
+        if self.direct {
+            self.file
+                .set_len(self.len)
+                .map_err(|e| Error::io(&self.path, e))?;
+        }
+        self.file
+            .sync_data()
+            .map_err(|e| Error::io(&self.path, e))?;
+        self.hint.finish(vfs, self.id);
+        Ok(())
+    }
+}

@@ -1,0 +1,81 @@
+//! Errors of the Bitcask engine.
+
+use std::io;
+use std::path::PathBuf;
+
+/// Why bytes read from a data or hint file were rejected.
+#[derive(Debug, thiserror::Error, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum DecodeError {
+    #[error("truncated: needed {needed} bytes, found {found}")]
+    Truncated { needed: usize, found: usize },
+    #[error("header checksum mismatch: stored {expected:#010x}, computed {got:#010x}")]
+    HeaderChecksum { expected: u32, got: u32 },
+    #[error("body checksum mismatch: stored {expected:#010x}, computed {got:#010x}")]
+    BodyChecksum { expected: u32, got: u32 },
+    #[error("unknown flag bits {0:#04x}")]
+    UnknownFlags(u8),
+    #[error("bad magic bytes: not a Rill Bitcask file of this kind")]
+    BadMagic,
+    #[error("format version {0} is not supported (this build reads version 1)")]
+    UnsupportedVersion(u8),
+    #[error("invalid: {0}")]
+    Invalid(&'static str),
+}
+
+/// Errors returned by [`crate::Store`].
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum Error {
+    #[error("I/O error on {path}: {source}")]
+    Io {
+        path: PathBuf,
+        #[source]
+        source: io::Error,
+    },
+    #[error("the disk is full writing {path}: free space, then retry the write")]
+    DiskFull { path: PathBuf },
+    #[error(
+        "the store refuses writes after an earlier I/O failure ({cause}); \
+         reopen it to recover what was durably written"
+    )]
+    PreviousIo { cause: String },
+    #[error("key of {len} bytes exceeds the maximum of {max}")]
+    KeyTooLarge { len: usize, max: usize },
+    #[error("value of {len} bytes exceeds the maximum of {max}")]
+    ValueTooLarge { len: usize, max: usize },
+    #[error("invalid option {name}: {reason}")]
+    InvalidOption { name: &'static str, reason: String },
+    #[error("{path} is locked by another process (pid file {lock})")]
+    Locked { path: PathBuf, lock: PathBuf },
+    #[error("corrupt record in {path} at offset {offset}: {source}")]
+    Corrupt {
+        path: PathBuf,
+        offset: u64,
+        #[source]
+        source: DecodeError,
+    },
+    #[error("the store is closed")]
+    Closed,
+    #[error("busy: {0}")]
+    Busy(String),
+}
+
+impl Error {
+    /// Wraps an I/O error, turning ENOSPC and EDQUOT into [`Error::DiskFull`].
+    pub fn io(path: impl Into<PathBuf>, source: io::Error) -> Error {
+        let path = path.into();
+        match source.raw_os_error() {
+            Some(libc::ENOSPC) | Some(libc::EDQUOT) => Error::DiskFull { path },
+            _ => Error::Io { path, source },
+        }
+    }
+
+    /// True when the error came from the disk being full.
+    pub fn is_disk_full(&self) -> bool {
+        matches!(self, Error::DiskFull { .. })
+            || matches!(self, Error::PreviousIo { cause } if cause.contains("disk is full"))
+    }
+}
+
+pub type Result<T, E = Error> = std::result::Result<T, E>;

@@ -1,0 +1,379 @@
+//! The keydir: every key in RAM, mapped to where its newest record lies.
+//!
+//! Sharded by key hash; each shard is a hash table of 32-bit handles into a
+//! byte arena (see `arena.rs`), behind its own `RwLock`, so readers of
+//! different keys never contend and a reader never waits for the disk.
+//!
+//! Deleted keys stay as tombstone entries until merge drops the tombstone:
+//! the entry is what tells merge whether a tombstone on disk is still the
+//! newest record of its key.
+//!
+//! Snapshots for folds: while a snapshot is open, every change records the
+//! entry it replaced in an undo log, so a fold walking the shards one at a
+//! time still sees the keydir exactly as it was at its sequence number.
+
+mod arena;
+
+use arena::{Arena, ENTRY_FIXED_LEN};
+use hashbrown::hash_table::HashTable;
+use hashbrown::DefaultHashBuilder;
+use std::collections::HashSet;
+use std::hash::BuildHasher;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Mutex, RwLock};
+
+const SHARDS: usize = 64;
+
+/// Where the newest record of a key lies, and what the keydir needs to know
+/// about it without reading it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Entry {
+    pub seq: u64,
+    pub file_id: u32,
+    pub offset: u32,
+    /// Record length on disk (header, key, value).
+    pub size: u32,
+    /// Expiry in seconds since the epoch; 0 means none.
+    pub expiry_s: u32,
+    pub tombstone: bool,
+}
+
+impl Entry {
+    pub fn is_expired(&self, now_s: u32) -> bool {
+        self.expiry_s != 0 && self.expiry_s <= now_s
+    }
+
+    /// A key is readable when its newest record is a value not yet expired.
+    pub fn is_visible(&self, now_s: u32) -> bool {
+        !self.tombstone && !self.is_expired(now_s)
+    }
+
+    pub fn same_place(&self, other: &Entry) -> bool {
+        self.file_id == other.file_id && self.offset == other.offset
+    }
+}
+
+#[derive(Default)]
+struct Shard {
+    table: HashTable<u32>,
+    arena: Arena,
+    /// Entries replaced while a snapshot is open, in order of change. Its
+    /// length is bounded by the writes made during the longest open fold.
+    undo: Vec<(Box<[u8]>, Option<Entry>)>,
+}
+
+pub struct Keydir {
+    hasher: DefaultHashBuilder,
+    shards: Box<[RwLock<Shard>]>,
+    snapshots_open: AtomicUsize,
+    /// Serializes opening and closing snapshots.
+    snapshot_gate: Mutex<usize>,
+}
+
+/// An open snapshot: where each shard's undo log stood when it opened.
+pub struct Snapshot {
+    undo_start: Box<[usize]>,
+}
+
+impl Default for Keydir {
+    fn default() -> Self {
+        Keydir::new()
+    }
+}
+
+/// What an insert or update replaced.
+pub type Replaced = Option<Entry>;
+
+impl Keydir {
+    pub fn new() -> Keydir {
+        Keydir {
+            hasher: DefaultHashBuilder::default(),
+            shards: (0..SHARDS).map(|_| RwLock::default()).collect(),
+            snapshots_open: AtomicUsize::new(0),
+            snapshot_gate: Mutex::new(0),
+        }
+    }
+
+    fn hash(&self, key: &[u8]) -> u64 {
+        self.hasher.hash_one(key)
+    }
+
+    fn shard_of(hash: u64) -> usize {
+        // The table uses the low bits; shard by the high ones.
+        (hash >> 58) as usize % SHARDS
+    }
+
+    pub fn get(&self, key: &[u8]) -> Option<Entry> {
+        let hash = self.hash(key);
+        let shard = self.shards[Self::shard_of(hash)]
+            .read()
+            .expect("keydir lock");
+        shard
+            .table
+            .find(hash, |&h| shard.arena.key(h) == key)
+            .map(|&h| shard.arena.entry(h))
+    }
+
+    /// Sets the entry of `key` when `entry` is newer (higher `seq`) than the
+    /// one present, or when none is present. Returns what it replaced, or
+    /// `Err(existing)` when the present entry is newer.
+    pub fn put_if_newer(&self, key: &[u8], entry: Entry) -> Result<Replaced, Entry> {
+        self.update(key, |old| match old {
+            Some(o) if o.seq > entry.seq => Err(o),
+            _ => Ok(Some(entry)),
+        })
+    }
+
+    /// Sets the entry of `key` unconditionally (a new write).
+    pub fn put(&self, key: &[u8], entry: Entry) -> Replaced {
+        self.update(key, |_| Ok::<_, ()>(Some(entry)))
+            .expect("infallible")
+    }
+
+    /// Replaces the entry of `key` with `new` (or removes it when `None`)
+    /// only if it still points at `expected`'s place. Merge uses this to move
+    /// records without racing writers.
+    pub fn compare_and_swap(&self, key: &[u8], expected: &Entry, new: Option<Entry>) -> bool {
+        self.update(key, |old| match old {
+            Some(o) if o.same_place(expected) && o.seq == expected.seq => Ok(new),
+            _ => Err(()),
+        })
+        .is_ok()
+    }
+
+    /// The one mutation path: `decide` sees the present entry and returns the
+    /// new one (`None` removes) or an error that leaves the key untouched.
+    fn update<E>(
+        &self,
+        key: &[u8],
+        decide: impl FnOnce(Option<Entry>) -> Result<Option<Entry>, E>,
+    ) -> Result<Replaced, E> {
+        let hash = self.hash(key);
+        let shard_idx = Self::shard_of(hash);
+        let mut guard = self.shards[shard_idx].write().expect("keydir lock");
+        let shard = &mut *guard;
+        let found = shard
+            .table
+            .find(hash, |&h| shard.arena.key(h) == key)
+            .copied();
+        let old = found.map(|h| shard.arena.entry(h));
+        let new = decide(old)?;
+        if old == new {
+            return Ok(old);
+        }
+        if self.snapshots_open.load(Ordering::Acquire) > 0 {
+            shard.undo.push((key.into(), old));
+        }
+        match (found, new) {
+            (Some(h), Some(n)) => shard.arena.set_entry(h, &n),
+            (None, Some(n)) => {
+                let h = shard.arena.alloc(key, &n);
+                let Shard { table, arena, .. } = shard;
+                table.insert_unique(hash, h, |&x| self.hash(arena.key(x)));
+            }
+            (Some(h), None) => {
+                if let Ok(slot) = shard.table.find_entry(hash, |&x| x == h) {
+                    slot.remove();
+                }
+                shard.arena.free(h);
+                if shard.arena.wants_compaction() {
+                    compact(shard);
+                }
+            }
+            (None, None) => {}
+        }
+        Ok(old)
+    }
+
+    /// Number of entries, tombstones included.
+    pub fn len(&self) -> usize {
+        self.shards
+            .iter()
+            .map(|s| s.read().expect("keydir lock").table.len())
+            .sum()
+    }
+
+    /// Bytes held for the keydir: tables and arenas.
+    pub fn memory_bytes(&self) -> usize {
+        self.shards
+            .iter()
+            .map(|s| {
+                let s = s.read().expect("keydir lock");
+                s.arena.allocated_bytes() + s.table.capacity() * (std::mem::size_of::<u32>() + 1)
+            })
+            .sum::<usize>()
+            + std::mem::size_of::<Self>()
+    }
+
+    /// Bytes of keys stored (for the overhead figure).
+    pub fn key_bytes(&self) -> usize {
+        self.shards
+            .iter()
+            .map(|s| {
+                let s = s.read().expect("keydir lock");
+                s.arena.live_bytes - s.table.len() * ENTRY_FIXED_LEN
+            })
+            .sum()
+    }
+
+    /// Reserves room for `additional` more keys (used before loading hints).
+    pub fn reserve(&self, additional: usize) {
+        let per_shard = additional / SHARDS + 1;
+        for s in self.shards.iter() {
+            let mut s = s.write().expect("keydir lock");
+            let Shard { table, arena, .. } = &mut *s;
+            table.reserve(per_shard, |&x| self.hash(arena.key(x)));
+        }
+    }
+
+    /// Opens a snapshot of the keydir as it is now. Changes made while it
+    /// is open are logged so [`Keydir::fold_snapshot`] can undo them.
+    pub fn open_snapshot(&self) -> Snapshot {
+        let mut open = self.snapshot_gate.lock().expect("snapshot gate");
+        *open += 1;
+        self.snapshots_open.store(*open, Ordering::Release);
+        let undo_start = self
+            .shards
+            .iter()
+            .map(|s| s.read().expect("keydir lock").undo.len())
+            .collect();
+        Snapshot { undo_start }
+    }
+
+    fn close_snapshot(&self) {
+        let mut open = self.snapshot_gate.lock().expect("snapshot gate");
+        *open -= 1;
+        self.snapshots_open.store(*open, Ordering::Release);
+        if *open == 0 {
+            for s in self.shards.iter() {
+                s.write().expect("keydir lock").undo = Vec::new();
+            }
+        }
+    }
+
+    /// Visits every entry as it was when `snapshot` opened, then closes it.
+    /// `visit` returns false to stop early.
+    pub fn fold_snapshot(&self, snapshot: Snapshot, mut visit: impl FnMut(&[u8], Entry) -> bool) {
+        struct Close<'a>(&'a Keydir);
+        impl Drop for Close<'_> {
+            fn drop(&mut self) {
+                self.0.close_snapshot();
+            }
+        }
+        let _close = Close(self);
+        let mut batch: Vec<(Box<[u8]>, Entry)> = Vec::new();
+        for (i, shard) in self.shards.iter().enumerate() {
+            {
+                let s = shard.read().expect("keydir lock");
+                // The first change of a key since the snapshot holds the
+                // entry it had then; later changes are of no interest.
+                let mut changed: HashSet<&[u8]> = HashSet::new();
+                batch.clear();
+                for (key, old) in &s.undo[snapshot.undo_start[i]..] {
+                    if changed.insert(key) {
+                        if let Some(old) = old {
+                            batch.push((key.clone(), *old));
+                        }
+                    }
+                }
+                batch.extend(s.table.iter().filter_map(|&h| {
+                    let key = s.arena.key(h);
+                    (!changed.contains(key)).then(|| (key.into(), s.arena.entry(h)))
+                }));
+            }
+            for (k, e) in batch.drain(..) {
+                if !visit(&k, e) {
+                    return;
+                }
+            }
+        }
+    }
+}
+
+fn compact(shard: &mut Shard) {
+    let mut fresh = Arena::default();
+    let Shard { table, arena, .. } = shard;
+    for h in table.iter_mut() {
+        let key = arena.key(*h);
+        let entry = arena.entry(*h);
+        *h = fresh.alloc(key, &entry);
+    }
+    *arena = fresh;
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn e(seq: u64, file_id: u32) -> Entry {
+        Entry {
+            seq,
+            file_id,
+            offset: seq as u32 * 10,
+            size: 50,
+            expiry_s: 0x0102_0304,
+            tombstone: false,
+        }
+    }
+
+    #[test]
+    fn put_get_overwrite_remove() {
+        let kd = Keydir::new();
+        assert_eq!(kd.put(b"a", e(1, 1)), None);
+        assert_eq!(kd.get(b"a"), Some(e(1, 1)));
+        assert_eq!(kd.put(b"a", e(2, 1)), Some(e(1, 1)));
+        assert!(kd.compare_and_swap(b"a", &e(2, 1), Some(e(2, 7))));
+        assert!(!kd.compare_and_swap(b"a", &e(2, 1), None));
+        assert!(kd.compare_and_swap(b"a", &e(2, 7), None));
+        assert_eq!(kd.get(b"a"), None);
+        assert!(kd.put_if_newer(b"b", e(5, 1)).is_ok());
+        assert_eq!(kd.put_if_newer(b"b", e(4, 1)), Err(e(5, 1)));
+    }
+
+    #[test]
+    fn many_keys_survive_removal_and_compaction() {
+        let kd = Keydir::new();
+        for i in 0..50_000u64 {
+            kd.put(format!("key-{i}").as_bytes(), e(i + 1, 1));
+        }
+        for i in (0..50_000u64).filter(|i| i % 3 != 0) {
+            let k = format!("key-{i}");
+            assert!(kd.compare_and_swap(k.as_bytes(), &e(i + 1, 1), None));
+        }
+        for i in 0..50_000u64 {
+            let got = kd.get(format!("key-{i}").as_bytes());
+            assert_eq!(got, (i % 3 == 0).then(|| e(i + 1, 1)), "key-{i}");
+        }
+        assert_eq!(kd.len(), (0..50_000).filter(|i| i % 3 == 0).count());
+    }
+
+    #[test]
+    fn fold_sees_the_snapshot_despite_concurrent_changes() {
+        let kd = Keydir::new();
+        for i in 0..1000u64 {
+            kd.put(format!("k{i}").as_bytes(), e(i + 1, 1));
+        }
+        let snap = kd.open_snapshot();
+        let mut seen = Vec::new();
+        let mut step = 0u64;
+        kd.fold_snapshot(snap, |k, en| {
+            seen.push((k.to_vec(), en.seq));
+            // Change keys while the fold runs: overwrite, delete, add.
+            step += 1;
+            let victim = format!("k{}", (step * 7) % 1000);
+            kd.put(victim.as_bytes(), e(2000 + step, 2));
+            let gone = format!("k{}", (step * 13) % 1000);
+            if let Some(cur) = kd.get(gone.as_bytes()) {
+                kd.compare_and_swap(gone.as_bytes(), &cur, None);
+            }
+            kd.put(format!("new{step}").as_bytes(), e(5000 + step, 3));
+            true
+        });
+        seen.sort();
+        let mut want: Vec<_> = (0..1000u64)
+            .map(|i| (format!("k{i}").into_bytes(), i + 1))
+            .collect();
+        want.sort();
+        assert_eq!(seen, want);
+    }
+}

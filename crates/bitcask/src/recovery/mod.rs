@@ -1,0 +1,233 @@
+//! Opening a store: rebuild the keydir and per-file statistics from hint
+//! files, or from the data files where a hint is missing or damaged.
+//!
+//! A torn tail is truncated; a damaged record in the middle of a file is
+//! skipped, counted and logged with its file and offset. Recovery never
+//! loops and never panics on file contents.
+
+pub mod scan;
+
+use crate::append::HintBuilder;
+use crate::error::{Error, Result};
+use crate::files::{data_path, hint_path, parse_file_name, FileTable};
+use crate::format::file_header::{decode_file_header, FileKind, FILE_HEADER_LEN};
+use crate::format::hint::{HintEntry, HintFile};
+use crate::keydir::{Entry, Keydir};
+use crate::stats::StatsTable;
+use crate::vfs::{OpenMode, Vfs};
+use scan::{ScanEvent, Scanner};
+use std::path::Path;
+
+/// What recovery found.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct RecoveryReport {
+    pub files: usize,
+    pub files_from_hints: usize,
+    pub files_scanned: usize,
+    pub records: u64,
+    /// Damaged regions skipped in the middle of files.
+    pub corrupt_regions: u64,
+    pub corrupt_bytes: u64,
+    /// Bytes cut off torn file ends.
+    pub torn_bytes: u64,
+    pub max_seq: u64,
+    pub max_file_id: u32,
+}
+
+pub(crate) struct Loader<'a> {
+    pub dir: &'a Path,
+    pub vfs: &'a dyn Vfs,
+    pub keydir: &'a Keydir,
+    pub stats: &'a mut StatsTable,
+    pub files: &'a FileTable,
+}
+
+impl Loader<'_> {
+    pub fn load(&mut self) -> Result<RecoveryReport> {
+        let mut report = RecoveryReport::default();
+        let mut data_ids = Vec::new();
+        let listing = self
+            .vfs
+            .list_dir(self.dir)
+            .map_err(|e| Error::io(self.dir, e))?;
+        for path in listing {
+            match parse_file_name(&path) {
+                Some((id, "data")) => data_ids.push(id),
+                Some((_, "hint.tmp")) => {
+                    // An unfinished hint from a crash; its data file is the truth.
+                    let _ = self.vfs.remove_file(&path);
+                }
+                _ => {}
+            }
+        }
+        data_ids.sort_unstable();
+        for id in data_ids {
+            report.max_file_id = report.max_file_id.max(id);
+            self.load_file(id, &mut report)?;
+        }
+        Ok(report)
+    }
+
+    fn load_file(&mut self, id: u32, report: &mut RecoveryReport) -> Result<()> {
+        let path = data_path(self.dir, id);
+        let file = self
+            .vfs
+            .open(&path, OpenMode::ReadWrite)
+            .map_err(|e| Error::io(&path, e))?;
+        let len = file.len().map_err(|e| Error::io(&path, e))?;
+        if len < FILE_HEADER_LEN as u64 {
+            // Created, then the process died before the header was written.
+            tracing::warn!(path = %path.display(), len, "removing a data file with no header");
+            drop(file);
+            self.vfs
+                .remove_file(&path)
+                .map_err(|e| Error::io(&path, e))?;
+            let _ = self.vfs.remove_file(&hint_path(self.dir, id));
+            return Ok(());
+        }
+        let mut header = [0u8; FILE_HEADER_LEN];
+        file.read_exact_at(&mut header, 0)
+            .map_err(|e| Error::io(&path, e))?;
+        match decode_file_header(FileKind::Data, &header) {
+            Ok(stored) if stored == id => {}
+            Ok(_) => {
+                return Err(Error::Corrupt {
+                    path,
+                    offset: 0,
+                    source: crate::error::DecodeError::Invalid(
+                        "file id in header does not match the file name",
+                    ),
+                })
+            }
+            Err(source) => {
+                return Err(Error::Corrupt {
+                    path,
+                    offset: 0,
+                    source,
+                })
+            }
+        }
+        self.stats.add_file(id);
+        self.files.insert(id, path.clone());
+        report.files += 1;
+        if self.load_hint(id, len, report) {
+            report.files_from_hints += 1;
+            return Ok(());
+        }
+        report.files_scanned += 1;
+        // Scan the data file and write a fresh hint for it.
+        let mut hint = HintBuilder::new(self.dir, id);
+        let mut truncate_at = None;
+        {
+            let mut scanner = Scanner::of_file(file.as_ref(), len);
+            while let Some(event) = scanner.try_next().map_err(|e| Error::io(&path, e))? {
+                match event {
+                    ScanEvent::Record {
+                        offset,
+                        header,
+                        key,
+                        ..
+                    } => {
+                        let entry = HintEntry {
+                            key,
+                            tombstone: header.is_tombstone(),
+                            expiry_s: header.expiry(),
+                            offset: offset as u32,
+                            record_len: header.record_len() as u32,
+                            seq: header.seq,
+                        };
+                        self.add(id, &entry, report);
+                        hint.add(self.vfs, &entry);
+                    }
+                    ScanEvent::Skipped { offset, len } => {
+                        tracing::error!(path = %path.display(), offset, len,
+                            "skipping a damaged region of a data file");
+                        report.corrupt_regions += 1;
+                        report.corrupt_bytes += len;
+                    }
+                    ScanEvent::TornTail { offset } => truncate_at = Some(offset),
+                }
+            }
+        }
+        if let Some(offset) = truncate_at {
+            tracing::warn!(path = %path.display(), offset, cut = len - offset,
+                "truncating a torn tail");
+            report.torn_bytes += len - offset;
+            file.set_len(offset).map_err(|e| Error::io(&path, e))?;
+            file.sync_data().map_err(|e| Error::io(&path, e))?;
+        }
+        drop(file);
+        hint.finish(self.vfs, id);
+        Ok(())
+    }
+
+    /// Loads a file from its hint; false when the hint is missing or damaged
+    /// (nothing was loaded then).
+    fn load_hint(&mut self, id: u32, data_len: u64, report: &mut RecoveryReport) -> bool {
+        let path = hint_path(self.dir, id);
+        let bytes = match self
+            .vfs
+            .open(&path, OpenMode::Read)
+            .and_then(|f| f.read_all())
+        {
+            Ok(b) => b,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return false,
+            Err(e) => {
+                tracing::warn!(path = %path.display(), error = %e, "cannot read hint file");
+                return false;
+            }
+        };
+        let hint = match HintFile::parse(&bytes) {
+            Ok(h) if h.file_id == id => h,
+            Ok(_) => {
+                tracing::warn!(path = %path.display(), "hint names another file; scanning data");
+                return false;
+            }
+            Err(e) => {
+                tracing::warn!(path = %path.display(), error = %e, "damaged hint file; scanning data");
+                return false;
+            }
+        };
+        // The records a hint names must lie in order inside the data file and
+        // end where it ends (gaps are regions skipped as damaged): otherwise
+        // the hint is for another version of the file.
+        let mut end = FILE_HEADER_LEN as u64;
+        for e in hint.iter() {
+            if u64::from(e.offset) < end {
+                tracing::warn!(path = %path.display(), "hint does not match its data file; scanning data");
+                return false;
+            }
+            end = u64::from(e.offset) + u64::from(e.record_len);
+        }
+        if end != data_len {
+            tracing::warn!(path = %path.display(), end, data_len,
+                "hint does not cover its data file; scanning data");
+            return false;
+        }
+        self.keydir.reserve(hint.len() as usize);
+        for e in hint.iter() {
+            self.add(id, &e, report);
+        }
+        true
+    }
+
+    fn add(&mut self, file_id: u32, e: &HintEntry<'_>, report: &mut RecoveryReport) {
+        report.records += 1;
+        report.max_seq = report.max_seq.max(e.seq);
+        self.stats.record_written(file_id, e.record_len, e.seq);
+        let entry = Entry {
+            seq: e.seq,
+            file_id,
+            offset: e.offset,
+            size: e.record_len,
+            expiry_s: e.expiry_s.unwrap_or(0),
+            tombstone: e.tombstone,
+        };
+        if let Ok(replaced) = self.keydir.put_if_newer(e.key, entry) {
+            self.stats.became_live(&entry);
+            if let Some(old) = replaced {
+                self.stats.became_dead(&old);
+            }
+        }
+    }
+}

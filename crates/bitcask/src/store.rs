@@ -1,0 +1,669 @@
+//! The store: puts, gets, deletes and folds over one directory.
+//!
+//! Locks, in the order they may be taken: `merge_lock`, `sync_lock`,
+//! `writer`, `folds`, a keydir shard, `stats`. Puts are serialized by
+//! `writer` (held for an append to a memory buffer and a keydir update, not
+//! for a disk wait: o_sync puts share one fsync outside it). Gets take
+//! only a keydir shard briefly, and `writer` only for bytes still buffered.
+
+use crate::append::AppendFile;
+use crate::error::{Error, Result};
+use crate::files::{data_path, FileTable};
+use crate::format::record::{decode_record, RecordMeta, RECORD_HEADER_LEN};
+use crate::format::FILE_HEADER_LEN;
+use crate::keydir::{Entry, Keydir};
+use crate::options::{Options, SyncStrategy, WriteMode};
+use crate::recovery::{Loader, RecoveryReport};
+use crate::stats::{FileStats, StatsTable};
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
+use std::sync::mpsc::{self, RecvTimeoutError};
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
+
+/// Per-put settings.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct PutOptions {
+    /// Expiry for this record, overriding the store's default TTL.
+    pub ttl: Option<Duration>,
+}
+
+pub(crate) struct WriterState {
+    pub active: AppendFile,
+    pub next_file_id: u32,
+    pub seq: u64,
+    pub poisoned: Option<String>,
+    pub last_append: Instant,
+}
+
+#[derive(Default)]
+pub(crate) struct FoldState {
+    pub active: usize,
+    /// Files merged away while a fold could still read them.
+    pub deferred_deletes: Vec<u32>,
+}
+
+pub(crate) struct Inner {
+    pub dir: PathBuf,
+    pub opts: Options,
+    pub keydir: Keydir,
+    pub files: FileTable,
+    pub stats: Mutex<StatsTable>,
+    pub writer: Mutex<WriterState>,
+    pub active_id: AtomicU32,
+    pub synced_seq: AtomicU64,
+    pub sync_lock: Mutex<()>,
+    pub merge_lock: Mutex<()>,
+    pub folds: Mutex<FoldState>,
+    pub counters: Counters,
+    closed: AtomicBool,
+    _lock: LockFile,
+}
+
+/// Running totals an operator can watch.
+#[derive(Default)]
+pub(crate) struct Counters {
+    pub merges: AtomicU64,
+    pub files_deleted_unread: AtomicU64,
+    pub merge_bytes_read: AtomicU64,
+    pub merge_bytes_written: AtomicU64,
+}
+
+/// A point-in-time view of the store.
+#[derive(Clone, Debug)]
+pub struct StoreStats {
+    /// Keydir entries, tombstones and expired keys included.
+    pub keydir_entries: usize,
+    pub keydir_memory_bytes: usize,
+    pub keydir_key_bytes: usize,
+    pub data_files: usize,
+    pub open_read_files: usize,
+    pub merges: u64,
+    pub files_deleted_unread: u64,
+    pub merge_bytes_read: u64,
+    pub merge_bytes_written: u64,
+}
+
+impl StoreStats {
+    /// Keydir bytes per key beyond the key bytes themselves.
+    pub fn keydir_overhead_bytes_per_key(&self) -> f64 {
+        if self.keydir_entries == 0 {
+            return 0.0;
+        }
+        (self.keydir_memory_bytes - self.keydir_key_bytes) as f64 / self.keydir_entries as f64
+    }
+}
+
+/// A Bitcask store over one directory.
+pub struct Store {
+    pub(crate) inner: Arc<Inner>,
+    stop: Option<mpsc::Sender<()>>,
+    background: Option<JoinHandle<()>>,
+    recovery: RecoveryReport,
+}
+
+impl Store {
+    /// Opens (or creates) the store in `dir`.
+    pub fn open(dir: impl AsRef<Path>, opts: Options) -> Result<Store> {
+        opts.validate()?;
+        let dir = dir.as_ref().to_path_buf();
+        opts.vfs
+            .create_dir_all(&dir)
+            .map_err(|e| Error::io(&dir, e))?;
+        let lock = LockFile::acquire(&dir)?;
+        let keydir = Keydir::new();
+        let files = FileTable::new(opts.vfs.clone(), opts.max_open_files);
+        let mut stats = StatsTable::default();
+        let report = Loader {
+            dir: &dir,
+            vfs: opts.vfs.as_ref(),
+            keydir: &keydir,
+            stats: &mut stats,
+            files: &files,
+        }
+        .load()?;
+        let active_id = report.max_file_id + 1;
+        let active = AppendFile::create(
+            opts.vfs.as_ref(),
+            &dir,
+            active_id,
+            opts.write_mode == WriteMode::Direct,
+            opts.write_buffer_bytes,
+        )?;
+        opts.vfs.sync_dir(&dir).map_err(|e| Error::io(&dir, e))?;
+        stats.add_file(active_id);
+        files.insert(active_id, active.path.clone());
+        tracing::info!(dir = %dir.display(), files = report.files, records = report.records,
+            from_hints = report.files_from_hints, scanned = report.files_scanned,
+            corrupt_regions = report.corrupt_regions, torn_bytes = report.torn_bytes,
+            "bitcask store opened");
+        let inner = Arc::new(Inner {
+            dir,
+            keydir,
+            files,
+            stats: Mutex::new(stats),
+            writer: Mutex::new(WriterState {
+                active,
+                next_file_id: active_id + 1,
+                seq: report.max_seq,
+                poisoned: None,
+                last_append: Instant::now(),
+            }),
+            active_id: AtomicU32::new(active_id),
+            synced_seq: AtomicU64::new(report.max_seq),
+            sync_lock: Mutex::new(()),
+            merge_lock: Mutex::new(()),
+            folds: Mutex::default(),
+            counters: Counters::default(),
+            closed: AtomicBool::new(false),
+            opts,
+            _lock: lock,
+        });
+        let (stop, background) = spawn_background(&inner);
+        Ok(Store {
+            inner,
+            stop: Some(stop),
+            background: Some(background),
+            recovery: report,
+        })
+    }
+
+    /// What recovery found when this store was opened.
+    pub fn recovery_report(&self) -> &RecoveryReport {
+        &self.recovery
+    }
+
+    pub fn dir(&self) -> &Path {
+        &self.inner.dir
+    }
+
+    pub fn options(&self) -> &Options {
+        &self.inner.opts
+    }
+
+    pub fn put(&self, key: &[u8], value: &[u8]) -> Result<()> {
+        self.put_with(key, value, PutOptions::default())
+    }
+
+    pub fn put_with(&self, key: &[u8], value: &[u8], opts: PutOptions) -> Result<()> {
+        let o = &self.inner.opts;
+        if key.len() > o.max_key_bytes || key.is_empty() {
+            return Err(Error::KeyTooLarge {
+                len: key.len(),
+                max: o.max_key_bytes,
+            });
+        }
+        if value.len() > o.max_value_bytes {
+            return Err(Error::ValueTooLarge {
+                len: value.len(),
+                max: o.max_value_bytes,
+            });
+        }
+        let now = o.clock.now();
+        let expiry_s = opts
+            .ttl
+            .or(o.default_ttl)
+            .map(|ttl| (now + ttl).as_secs().clamp(1, u64::from(u32::MAX)) as u32);
+        self.inner.write(key, value, expiry_s, false)
+    }
+
+    /// Deletes a key: writes a tombstone if the key has any record.
+    pub fn delete(&self, key: &[u8]) -> Result<()> {
+        if key.len() > self.inner.opts.max_key_bytes || key.is_empty() {
+            return Err(Error::KeyTooLarge {
+                len: key.len(),
+                max: self.inner.opts.max_key_bytes,
+            });
+        }
+        match self.inner.keydir.get(key) {
+            None => Ok(()),
+            Some(e) if e.tombstone => Ok(()),
+            Some(_) => self.inner.write(key, &[], None, true),
+        }
+    }
+
+    pub fn get(&self, key: &[u8]) -> Result<Option<Vec<u8>>> {
+        self.inner.get(key)
+    }
+
+    /// True when the key is readable (present, not deleted, not expired).
+    pub fn contains(&self, key: &[u8]) -> bool {
+        let now = self.inner.opts.now_s();
+        self.inner
+            .keydir
+            .get(key)
+            .is_some_and(|e| e.is_visible(now))
+    }
+
+    /// Makes every acknowledged put durable now, whatever the strategy.
+    pub fn sync(&self) -> Result<()> {
+        let seq = self.inner.writer().seq;
+        self.inner.sync_through(seq)
+    }
+
+    /// Visits every readable key of one consistent snapshot; writes and
+    /// merges go on meanwhile. `visit` returns false to stop.
+    pub fn fold_keys(&self, mut visit: impl FnMut(&[u8]) -> bool) -> Result<()> {
+        self.inner.fold(|key, _| Ok(visit(key)))
+    }
+
+    /// Visits every readable key and value of one consistent snapshot.
+    pub fn fold(&self, mut visit: impl FnMut(&[u8], &[u8]) -> bool) -> Result<()> {
+        let inner = &self.inner;
+        inner.fold(|key, entry| {
+            let value = inner.read_entry(key, &entry)?;
+            Ok(visit(key, &value))
+        })
+    }
+
+    /// Statistics of every data file, the active one included.
+    pub fn file_stats(&self) -> Vec<FileStats> {
+        let now = self.inner.opts.now_s();
+        let active = self.inner.active_id.load(Ordering::Acquire);
+        let stats = self.inner.stats.lock().expect("stats");
+        let mut out: Vec<FileStats> = stats
+            .file_ids()
+            .filter_map(|id| stats.snapshot(id, now, id == active))
+            .collect();
+        out.sort_by_key(|f| f.file_id);
+        out
+    }
+
+    pub fn stats(&self) -> StoreStats {
+        let i = &self.inner;
+        StoreStats {
+            keydir_entries: i.keydir.len(),
+            keydir_memory_bytes: i.keydir.memory_bytes(),
+            keydir_key_bytes: i.keydir.key_bytes(),
+            data_files: i.files.ids().len(),
+            open_read_files: i.files.open_count(),
+            merges: i.counters.merges.load(Ordering::Relaxed),
+            files_deleted_unread: i.counters.files_deleted_unread.load(Ordering::Relaxed),
+            merge_bytes_read: i.counters.merge_bytes_read.load(Ordering::Relaxed),
+            merge_bytes_written: i.counters.merge_bytes_written.load(Ordering::Relaxed),
+        }
+    }
+
+    /// Flushes, syncs and writes the active file's hint. Dropping a store
+    /// does the same, logging instead of returning errors.
+    pub fn close(mut self) -> Result<()> {
+        self.shutdown()
+    }
+
+    fn shutdown(&mut self) -> Result<()> {
+        if self.inner.closed.swap(true, Ordering::AcqRel) {
+            return Ok(());
+        }
+        drop(self.stop.take());
+        if let Some(bg) = self.background.take() {
+            let _ = bg.join();
+        }
+        let mut w = self.inner.writer();
+        if w.poisoned.is_some() {
+            return Ok(());
+        }
+        w.active.sync()?;
+        Ok(())
+    }
+}
+
+impl Drop for Store {
+    fn drop(&mut self) {
+        if let Err(e) = self.shutdown() {
+            tracing::error!(error = %e, dir = %self.inner.dir.display(), "closing bitcask store");
+        }
+    }
+}
+
+impl Inner {
+    pub(crate) fn writer(&self) -> MutexGuard<'_, WriterState> {
+        self.writer.lock().expect("writer lock")
+    }
+
+    fn write(
+        &self,
+        key: &[u8],
+        value: &[u8],
+        expiry_s: Option<u32>,
+        tombstone: bool,
+    ) -> Result<()> {
+        if self.closed.load(Ordering::Acquire) {
+            return Err(Error::Closed);
+        }
+        let o = &self.opts;
+        let size = (RECORD_HEADER_LEN + key.len() + value.len()) as u32;
+        let mut w = self.writer();
+        if let Some(cause) = &w.poisoned {
+            return Err(Error::PreviousIo {
+                cause: cause.clone(),
+            });
+        }
+        if w.active.len + u64::from(size) > o.max_file_size_bytes
+            && w.active.len > FILE_HEADER_LEN as u64
+        {
+            self.rotate(&mut w)?;
+        }
+        let seq = w.seq + 1;
+        let meta = RecordMeta {
+            seq,
+            timestamp_us: o.now_us(),
+            expiry_s,
+            tombstone,
+        };
+        let vfs = o.vfs.as_ref();
+        let o_sync = o.sync == SyncStrategy::OSync;
+        let offset = match w.active.append(vfs, &meta, key, value, o_sync) {
+            Ok(off) => off,
+            Err(e) => return Err(self.write_failed(&mut w, e)),
+        };
+        w.seq = seq;
+        w.last_append = Instant::now();
+        let entry = Entry {
+            seq,
+            file_id: w.active.id,
+            offset,
+            size,
+            expiry_s: expiry_s.unwrap_or(0),
+            tombstone,
+        };
+        let replaced = self.keydir.put(key, entry);
+        {
+            let mut stats = self.stats.lock().expect("stats");
+            stats.record_written(entry.file_id, size, seq);
+            stats.became_live(&entry);
+            if let Some(old) = replaced {
+                stats.became_dead(&old);
+            }
+        }
+        if o_sync {
+            drop(w);
+            self.sync_through(seq)?;
+        }
+        Ok(())
+    }
+
+    /// Decides what a failed append means: a full disk is reported and the
+    /// store stays usable (the file was cut back); anything else stops
+    /// writes until reopen.
+    fn write_failed(&self, w: &mut WriterState, e: Error) -> Error {
+        match e {
+            Error::DiskFull { .. } => e,
+            other => {
+                let cause = other.to_string();
+                tracing::error!(error = %cause, "write failed; the store refuses writes until reopened");
+                w.poisoned = Some(cause);
+                other
+            }
+        }
+    }
+
+    fn poison(&self, cause: String) -> Error {
+        tracing::error!(error = %cause, "sync failed; the store refuses writes until reopened");
+        let mut w = self.writer();
+        if w.poisoned.is_none() {
+            w.poisoned = Some(cause.clone());
+        }
+        Error::PreviousIo { cause }
+    }
+
+    /// Closes the active file (flush, fsync, hint) and starts a new one.
+    fn rotate(&self, w: &mut WriterState) -> Result<()> {
+        if let Err(e) = w.active.sync() {
+            return Err(match e {
+                Error::DiskFull { .. } => e,
+                other => self.poison_locked(w, other),
+            });
+        }
+        let id = w.next_file_id;
+        let o = &self.opts;
+        let next = AppendFile::create(
+            o.vfs.as_ref(),
+            &self.dir,
+            id,
+            o.write_mode == WriteMode::Direct,
+            o.write_buffer_bytes,
+        )?;
+        w.next_file_id += 1;
+        self.stats.lock().expect("stats").add_file(id);
+        self.files.insert(id, next.path.clone());
+        let old = std::mem::replace(&mut w.active, next);
+        self.active_id.store(id, Ordering::Release);
+        // Everything up to `w.seq` is on disk: the old file was just synced.
+        self.synced_seq.fetch_max(w.seq, Ordering::AcqRel);
+        if let Err(e) = old.finish(o.vfs.as_ref()) {
+            return Err(self.poison_locked(w, e));
+        }
+        if let Err(e) = o.vfs.sync_dir(&self.dir) {
+            return Err(self.poison_locked(w, Error::io(&self.dir, e)));
+        }
+        Ok(())
+    }
+
+    fn poison_locked(&self, w: &mut WriterState, e: Error) -> Error {
+        let cause = e.to_string();
+        tracing::error!(error = %cause, "the store refuses writes until reopened");
+        w.poisoned.get_or_insert(cause);
+        e
+    }
+
+    /// Makes every record up to `seq` durable; concurrent callers share one
+    /// fsync (group commit).
+    pub(crate) fn sync_through(&self, seq: u64) -> Result<()> {
+        let _sync = self.sync_lock.lock().expect("sync lock");
+        if self.synced_seq.load(Ordering::Acquire) >= seq {
+            return Ok(());
+        }
+        let (descriptor, target, path) = {
+            let mut w = self.writer();
+            if let Some(cause) = &w.poisoned {
+                return Err(Error::PreviousIo {
+                    cause: cause.clone(),
+                });
+            }
+            if let Err(e) = w.active.flush(true) {
+                return Err(self.write_failed(&mut w, e));
+            }
+            (w.active.descriptor(), w.seq, w.active.path.clone())
+        };
+        if let Err(e) = descriptor.sync_data() {
+            return Err(self.poison(Error::io(&path, e).to_string()));
+        }
+        self.synced_seq.fetch_max(target, Ordering::AcqRel);
+        Ok(())
+    }
+
+    fn get(&self, key: &[u8]) -> Result<Option<Vec<u8>>> {
+        // A merge may move the record between the keydir lookup and the
+        // read; then the lookup is repeated. Merges of one key are far apart,
+        // so a few tries suffice.
+        for _ in 0..8 {
+            let Some(entry) = self.keydir.get(key) else {
+                return Ok(None);
+            };
+            if !entry.is_visible(self.opts.now_s()) {
+                return Ok(None);
+            }
+            match self.read_entry_opt(key, &entry)? {
+                Some(v) => return Ok(Some(v)),
+                None => continue,
+            }
+        }
+        Err(Error::Busy(
+            "a record kept moving while it was read; retry".into(),
+        ))
+    }
+
+    /// Reads the value of `entry`; fails if its file is gone.
+    pub(crate) fn read_entry(&self, key: &[u8], entry: &Entry) -> Result<Vec<u8>> {
+        self.read_entry_opt(key, entry)?.ok_or_else(|| {
+            Error::Busy(format!(
+                "data file {} vanished during a read",
+                entry.file_id
+            ))
+        })
+    }
+
+    /// Reads and checks the record `entry` points at; `None` when its file
+    /// was deleted meanwhile.
+    fn read_entry_opt(&self, key: &[u8], entry: &Entry) -> Result<Option<Vec<u8>>> {
+        let mut buf = vec![0u8; entry.size as usize];
+        let mut from_file = buf.len();
+        if entry.file_id == self.active_id.load(Ordering::Acquire) {
+            let w = self.writer();
+            if w.active.id == entry.file_id {
+                from_file = w.active.read_buffered(u64::from(entry.offset), &mut buf);
+            }
+        }
+        if from_file > 0 {
+            let Some(handle) = self.files.handle(entry.file_id)? else {
+                return Ok(None);
+            };
+            if let Err(e) = handle.read_exact_at(&mut buf[..from_file], u64::from(entry.offset)) {
+                return Err(Error::io(data_path(&self.dir, entry.file_id), e));
+            }
+        }
+        let corrupt = |source| Error::Corrupt {
+            path: data_path(&self.dir, entry.file_id),
+            offset: u64::from(entry.offset),
+            source,
+        };
+        let rec = decode_record(&buf).map_err(corrupt)?;
+        if rec.key != key || rec.header.seq != entry.seq {
+            return Err(corrupt(crate::error::DecodeError::Invalid(
+                "record does not match its keydir entry",
+            )));
+        }
+        let value_at = RECORD_HEADER_LEN + key.len();
+        buf.drain(..value_at);
+        Ok(Some(buf))
+    }
+
+    /// Runs `visit` over a consistent snapshot of the visible keys.
+    fn fold(&self, mut visit: impl FnMut(&[u8], Entry) -> Result<bool>) -> Result<()> {
+        let (snapshot, now) = {
+            // Holding the writer makes the snapshot fall between two puts.
+            let _w = self.writer();
+            self.folds.lock().expect("folds").active += 1;
+            (self.keydir.open_snapshot(), self.opts.now_s())
+        };
+        let mut result = Ok(());
+        self.keydir.fold_snapshot(snapshot, |key, entry| {
+            if !entry.is_visible(now) {
+                return true;
+            }
+            match visit(key, entry) {
+                Ok(go_on) => go_on,
+                Err(e) => {
+                    result = Err(e);
+                    false
+                }
+            }
+        });
+        let deferred = {
+            let mut f = self.folds.lock().expect("folds");
+            f.active -= 1;
+            if f.active == 0 {
+                std::mem::take(&mut f.deferred_deletes)
+            } else {
+                Vec::new()
+            }
+        };
+        for id in deferred {
+            self.delete_file(id)?;
+        }
+        result
+    }
+
+    /// Deletes a merged-away file now, or when the last fold ends.
+    pub(crate) fn delete_file_when_unread(&self, id: u32) -> Result<()> {
+        {
+            let mut f = self.folds.lock().expect("folds");
+            if f.active > 0 {
+                if !f.deferred_deletes.contains(&id) {
+                    f.deferred_deletes.push(id);
+                }
+                return Ok(());
+            }
+        }
+        self.delete_file(id)
+    }
+
+    fn delete_file(&self, id: u32) -> Result<()> {
+        self.files.delete(id, &self.dir)?;
+        self.stats.lock().expect("stats").remove_file(id);
+        Ok(())
+    }
+}
+
+/// Background work of one store: hand buffered appends to the kernel every
+/// `flush_interval_ms`, and fsync every `interval_ms` under that strategy.
+fn spawn_background(inner: &Arc<Inner>) -> (mpsc::Sender<()>, JoinHandle<()>) {
+    let (stop, stopped) = mpsc::channel::<()>();
+    let weak = Arc::downgrade(inner);
+    let flush_every = Duration::from_millis(inner.opts.flush_interval_ms.max(1));
+    let sync_every = match inner.opts.sync {
+        SyncStrategy::Interval { interval_ms } => Some(Duration::from_millis(interval_ms)),
+        _ => None,
+    };
+    let tick = sync_every.map_or(flush_every, |s| s.min(flush_every));
+    let handle = std::thread::Builder::new()
+        .name("bitcask-bg".into())
+        .spawn(move || {
+            let mut last_sync = Instant::now();
+            loop {
+                match stopped.recv_timeout(tick) {
+                    Err(RecvTimeoutError::Timeout) => {}
+                    _ => return,
+                }
+                let Some(inner) = weak.upgrade() else { return };
+                {
+                    let mut w = inner.writer();
+                    if w.poisoned.is_none() && w.last_append.elapsed() >= flush_every {
+                        if let Err(e) = w.active.flush(true) {
+                            tracing::warn!(error = %e, "background flush failed; will retry");
+                        }
+                    }
+                }
+                if let Some(every) = sync_every {
+                    if last_sync.elapsed() >= every {
+                        last_sync = Instant::now();
+                        let seq = inner.writer().seq;
+                        if let Err(e) = inner.sync_through(seq) {
+                            tracing::warn!(error = %e, "interval sync failed");
+                        }
+                    }
+                }
+            }
+        })
+        .expect("spawn bitcask background thread");
+    (stop, handle)
+}
+
+/// An exclusive advisory lock on the store directory, so two processes
+/// never write one store.
+struct LockFile {
+    _file: std::fs::File,
+}
+
+impl LockFile {
+    fn acquire(dir: &Path) -> Result<LockFile> {
+        use std::os::unix::io::AsRawFd;
+        let path = dir.join("LOCK");
+        let file = std::fs::OpenOptions::new()
+            .create(true)
+            .truncate(false)
+            .write(true)
+            .open(&path)
+            .map_err(|e| Error::io(&path, e))?;
+        // SAFETY: flock on a descriptor we own; no memory is involved.
+        let rc = unsafe { libc::flock(file.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) };
+        if rc != 0 {
+            return Err(Error::Locked {
+                path: dir.to_path_buf(),
+                lock: path,
+            });
+        }
+        Ok(LockFile { _file: file })
+    }
+}

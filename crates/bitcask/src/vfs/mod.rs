@@ -1,0 +1,100 @@
+//! The one narrow door through which the engine touches the filesystem.
+//!
+//! Everything the engine does to disk goes through [`Vfs`] and [`VFile`], so
+//! tests can swap in [`FaultyVfs`] to inject ENOSPC, EIO, failed fsyncs and
+//! torn writes at chosen moments.
+
+mod faulty;
+mod std_fs;
+
+pub use faulty::{Fault, FaultyVfs};
+pub use std_fs::StdVfs;
+
+use std::io;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+/// How a file is opened.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum OpenMode {
+    /// Read only.
+    Read,
+    /// Create a new file (fail if it exists) for writing.
+    CreateNew,
+    /// Create a new file with O_DIRECT: writes must be 4096-aligned in
+    /// offset, length and memory.
+    CreateNewDirect,
+    /// Open an existing file for reading and writing (recovery truncation).
+    ReadWrite,
+}
+
+/// An open file. Positional I/O only, so one handle serves many threads.
+pub trait VFile: Send + Sync {
+    fn read_at(&self, buf: &mut [u8], offset: u64) -> io::Result<usize>;
+    fn write_at(&self, buf: &[u8], offset: u64) -> io::Result<usize>;
+    fn sync_data(&self) -> io::Result<()>;
+    fn set_len(&self, len: u64) -> io::Result<()>;
+    fn len(&self) -> io::Result<u64>;
+
+    /// Reads exactly `buf.len()` bytes or fails with `UnexpectedEof`.
+    fn read_exact_at(&self, mut buf: &mut [u8], mut offset: u64) -> io::Result<()> {
+        while !buf.is_empty() {
+            match self.read_at(buf, offset) {
+                Ok(0) => return Err(io::ErrorKind::UnexpectedEof.into()),
+                Ok(n) => {
+                    buf = &mut buf[n..];
+                    offset += n as u64;
+                }
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                Err(e) => return Err(e),
+            }
+        }
+        Ok(())
+    }
+
+    /// Writes all of `buf` or fails; on failure some prefix may be written.
+    fn write_all_at(&self, mut buf: &[u8], mut offset: u64) -> io::Result<()> {
+        while !buf.is_empty() {
+            match self.write_at(buf, offset) {
+                Ok(0) => return Err(io::ErrorKind::WriteZero.into()),
+                Ok(n) => {
+                    buf = &buf[n..];
+                    offset += n as u64;
+                }
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                Err(e) => return Err(e),
+            }
+        }
+        Ok(())
+    }
+
+    /// Reads the whole file into memory.
+    fn read_all(&self) -> io::Result<Vec<u8>> {
+        let len = self.len()? as usize;
+        let mut buf = vec![0u8; len];
+        let mut filled = 0;
+        while filled < len {
+            match self.read_at(&mut buf[filled..], filled as u64) {
+                Ok(0) => break,
+                Ok(n) => filled += n,
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                Err(e) => return Err(e),
+            }
+        }
+        buf.truncate(filled);
+        Ok(buf)
+    }
+}
+
+/// Filesystem operations.
+pub trait Vfs: Send + Sync + 'static {
+    fn open(&self, path: &Path, mode: OpenMode) -> io::Result<Arc<dyn VFile>>;
+    fn remove_file(&self, path: &Path) -> io::Result<()>;
+    fn rename(&self, from: &Path, to: &Path) -> io::Result<()>;
+    fn create_dir_all(&self, path: &Path) -> io::Result<()>;
+    /// Names of the entries in a directory.
+    fn list_dir(&self, path: &Path) -> io::Result<Vec<PathBuf>>;
+    /// Makes creations, renames and removals in `dir` durable.
+    fn sync_dir(&self, dir: &Path) -> io::Result<()>;
+    fn exists(&self, path: &Path) -> bool;
+}
