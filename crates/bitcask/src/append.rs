@@ -180,7 +180,8 @@ pub(crate) struct AppendFile {
     pub len: u64,
     /// Bytes `[0, readable)` are on the descriptor and may be read there.
     readable: u64,
-    hint: HintBuilder,
+    /// Taken when the file is finished.
+    hint: Option<HintBuilder>,
     /// True once data went to the descriptor that was not yet fsynced.
     dirty: bool,
 }
@@ -212,7 +213,7 @@ impl AppendFile {
             buf_start: 0,
             len: crate::format::FILE_HEADER_LEN as u64,
             readable: 0,
-            hint: HintBuilder::new(dir, id),
+            hint: Some(HintBuilder::new(dir, id)),
             dirty: false,
         })
     }
@@ -242,7 +243,8 @@ impl AppendFile {
             }
         }
         self.len += size;
-        self.hint.add(
+        let hint = self.hint.as_mut().expect("append to a finished file");
+        hint.add(
             vfs,
             &HintEntry {
                 key,
@@ -308,6 +310,11 @@ impl AppendFile {
         Ok(())
     }
 
+    /// True when no record was appended.
+    pub fn is_empty(&self) -> bool {
+        self.len == crate::format::FILE_HEADER_LEN as u64
+    }
+
     /// The descriptor, for group commit outside the writer lock.
     pub fn descriptor(&self) -> Arc<dyn VFile> {
         self.file.clone()
@@ -329,7 +336,7 @@ impl AppendFile {
     }
 
     /// Flushes, trims O_DIRECT padding, fsyncs and writes the hint file.
-    pub fn finish(mut self, vfs: &dyn Vfs) -> Result<()> {
+    pub fn finish(&mut self, vfs: &dyn Vfs) -> Result<()> {
         self.flush(true)?;
         if self.direct {
             self.file
@@ -339,7 +346,9 @@ impl AppendFile {
         self.file
             .sync_data()
             .map_err(|e| Error::io(&self.path, e))?;
-        self.hint.finish(vfs, self.id);
+        if let Some(hint) = self.hint.take() {
+            hint.finish(vfs, self.id);
+        }
         Ok(())
     }
 }

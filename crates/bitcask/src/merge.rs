@@ -143,7 +143,7 @@ impl Output<'_> {
 
     fn finish_file(&mut self) -> Result<()> {
         self.switch()?;
-        if let Some(f) = self.file.take() {
+        if let Some(mut f) = self.file.take() {
             f.finish(self.inner.opts.vfs.as_ref())?;
         }
         Ok(())

@@ -124,14 +124,16 @@ impl Options {
                 format!("must be 1..=65535, found {}", self.max_key_bytes),
             );
         }
+        // A record larger than max_file_size goes alone into a fresh file;
+        // offsets within a file are 32-bit.
         let record_max = crate::format::RECORD_HEADER_LEN as u64
             + self.max_key_bytes as u64
             + self.max_value_bytes as u64;
-        if record_max + crate::format::FILE_HEADER_LEN as u64 > self.max_file_size_bytes {
+        if self.max_file_size_bytes + record_max > u64::from(u32::MAX) {
             return bad(
                 "max_value_bytes",
                 format!(
-                    "a record of the largest key and value ({record_max} bytes) must fit in max_file_size ({})",
+                    "max_file_size ({}) plus the largest record ({record_max} bytes) must stay below 4 GiB",
                     self.max_file_size_bytes
                 ),
             );

@@ -299,11 +299,20 @@ impl Store {
         if let Some(bg) = self.background.take() {
             let _ = bg.join();
         }
-        let mut w = self.inner.writer();
+        let inner = &self.inner;
+        let mut w = inner.writer();
         if w.poisoned.is_some() {
             return Ok(());
         }
-        w.active.sync()?;
+        if w.active.is_empty() {
+            // Nothing was written since open: leave no empty file behind.
+            let id = w.active.id;
+            drop(w);
+            inner.files.delete(id, &inner.dir)?;
+            inner.stats.lock().expect("stats").remove_file(id);
+            return Ok(());
+        }
+        w.active.finish(inner.opts.vfs.as_ref())?;
         Ok(())
     }
 }
@@ -427,7 +436,7 @@ impl Inner {
         w.next_file_id += 1;
         self.stats.lock().expect("stats").add_file(id);
         self.files.insert(id, next.path.clone());
-        let old = std::mem::replace(&mut w.active, next);
+        let mut old = std::mem::replace(&mut w.active, next);
         self.active_id.store(id, Ordering::Release);
         // Everything up to `w.seq` is on disk: the old file was just synced.
         self.synced_seq.fetch_max(w.seq, Ordering::AcqRel);
