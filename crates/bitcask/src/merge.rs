@@ -61,6 +61,10 @@ struct Output<'a> {
     pending: Vec<(Box<[u8]>, Entry, Entry)>,
     pending_bytes: usize,
     report: MergeReport,
+    /// Time that decides expiry, fixed for the whole merge.
+    now_s: u32,
+    /// Smallest sequence number in any file outside the merge.
+    min_seq_outside: u64,
 }
 
 impl Output<'_> {
@@ -172,6 +176,8 @@ impl Inner {
             pending: Vec::new(),
             pending_bytes: 0,
             report: MergeReport::default(),
+            now_s,
+            min_seq_outside,
         };
         let mut done = Vec::new();
         for &id in &inputs {
@@ -186,12 +192,12 @@ impl Inner {
                 done.push(id);
                 continue;
             }
-            let sparse = visible_share <= self.opts.sparse_live_share
-                && self.merge_sparse(id, now_s, min_seq_outside, &mut out)?;
+            let sparse =
+                visible_share <= self.opts.sparse_live_share && self.merge_sparse(id, &mut out)?;
             if sparse {
                 out.report.files_read_sparse += 1;
             } else {
-                self.merge_full(id, now_s, min_seq_outside, &mut out)?;
+                self.merge_full(id, &mut out)?;
                 out.report.files_read_full += 1;
             }
             out.switch()?;
@@ -237,11 +243,9 @@ impl Inner {
         header: &RecordHeader,
         value: &[u8],
         current: Entry,
-        now_s: u32,
-        min_seq_outside: u64,
         out: &mut Output<'_>,
     ) -> Result<()> {
-        let gone = header.is_tombstone() || header.expiry().is_some_and(|e| e <= now_s);
+        let gone = header.is_tombstone() || header.expiry().is_some_and(|e| e <= out.now_s);
         if !gone {
             let meta = RecordMeta {
                 seq: header.seq,
@@ -251,7 +255,7 @@ impl Inner {
             };
             return out.append(key, &current, &meta, value);
         }
-        if min_seq_outside > header.seq {
+        if out.min_seq_outside > header.seq {
             // No file outside this merge holds an older record of the key.
             if self.keydir.compare_and_swap(key, &current, None) {
                 self.stats.lock().expect("stats").became_dead(&current);
@@ -268,12 +272,12 @@ impl Inner {
         out.append(key, &current, &meta, &[])
     }
 
-    fn merge_full(&self, id: u32, now_s: u32, min_seq: u64, out: &mut Output<'_>) -> Result<()> {
+    fn merge_full(&self, id: u32, out: &mut Output<'_>) -> Result<()> {
         let path = crate::files::data_path(&self.dir, id);
         let Some(file) = self.files.handle(id)? else {
             return Ok(());
         };
-        let len = file.len().map_err(|e| Error::io(&path, e))?;
+        let len = file.size().map_err(|e| Error::io(&path, e))?;
         out.report.bytes_read += len;
         let mut scanner = Scanner::of_file(file.as_ref(), len);
         while let Some(event) = scanner.try_next().map_err(|e| Error::io(&path, e))? {
@@ -290,7 +294,7 @@ impl Inner {
                     if current.file_id != id || u64::from(current.offset) != offset {
                         continue;
                     }
-                    self.merge_record(key, &header, value, current, now_s, min_seq, out)?;
+                    self.merge_record(key, &header, value, current, out)?;
                 }
                 ScanEvent::Skipped { offset, len } => {
                     tracing::error!(path = %path.display(), offset, len, "merge skipped a damaged region");
@@ -305,13 +309,7 @@ impl Inner {
 
     /// Reads only the live records, found through the hint. False when the
     /// hint cannot be used (then nothing was done).
-    fn merge_sparse(
-        &self,
-        id: u32,
-        now_s: u32,
-        min_seq: u64,
-        out: &mut Output<'_>,
-    ) -> Result<bool> {
+    fn merge_sparse(&self, id: u32, out: &mut Output<'_>) -> Result<bool> {
         let path = hint_path(&self.dir, id);
         let Ok(bytes) = self
             .opts
@@ -340,7 +338,7 @@ impl Inner {
             if current.file_id != id || current.offset != e.offset || current.seq != e.seq {
                 continue;
             }
-            let expired = e.expiry_s.is_some_and(|x| x <= now_s);
+            let expired = e.expiry_s.is_some_and(|x| x <= out.now_s);
             if e.tombstone || expired {
                 // Its value is not needed: decide from the hint alone.
                 let header = RecordHeader {
@@ -352,7 +350,7 @@ impl Inner {
                     timestamp_us: self.opts.now_us(),
                     expiry_s: 0,
                 };
-                self.merge_record(e.key, &header, &[], current, now_s, min_seq, out)?;
+                self.merge_record(e.key, &header, &[], current, out)?;
                 continue;
             }
             buf.resize(e.record_len as usize, 0);
@@ -362,7 +360,7 @@ impl Inner {
             match decode_record(&buf) {
                 Ok(rec) if rec.key == e.key && rec.header.seq == e.seq => {
                     let header = rec.header;
-                    self.merge_record(e.key, &header, rec.value, current, now_s, min_seq, out)?;
+                    self.merge_record(e.key, &header, rec.value, current, out)?;
                 }
                 Ok(_) | Err(_) => {
                     tracing::error!(path = %data_path.display(), offset = e.offset,

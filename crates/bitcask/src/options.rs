@@ -138,7 +138,7 @@ impl Options {
                 ),
             );
         }
-        if self.write_mode == WriteMode::Direct && self.write_buffer_bytes % 4096 != 0 {
+        if self.write_mode == WriteMode::Direct && !self.write_buffer_bytes.is_multiple_of(4096) {
             return bad(
                 "write_buffer_bytes",
                 "must be a multiple of 4096 with direct writes".into(),

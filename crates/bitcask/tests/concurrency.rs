@@ -24,7 +24,11 @@ fn parse(v: &[u8]) -> (u64, u64, u64) {
     let head = text.split('|').next().unwrap();
     let mut it = head.split(':').map(|x| x.parse::<u64>().unwrap());
     let parsed = (it.next().unwrap(), it.next().unwrap(), it.next().unwrap());
-    assert_eq!(v, value(parsed.0, parsed.1, parsed.2).as_slice(), "torn value");
+    assert_eq!(
+        v,
+        value(parsed.0, parsed.1, parsed.2).as_slice(),
+        "torn value"
+    );
     parsed
 }
 

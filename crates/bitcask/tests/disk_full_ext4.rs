@@ -27,7 +27,11 @@ impl LoopFs {
         if !ok(Command::new("mkfs.ext4").args(["-q", "-F"]).arg(&img)) {
             return None;
         }
-        if !ok(Command::new("mount").args(["-o", "loop"]).arg(&img).arg(&mnt)) {
+        if !ok(Command::new("mount")
+            .args(["-o", "loop"])
+            .arg(&img)
+            .arg(&mnt))
+        {
             return None;
         }
         Some(LoopFs { _tmp: tmp, mnt })

@@ -30,7 +30,12 @@ fn value(i: u32) -> Vec<u8> {
 fn check_reopened(dir: &Path, acked: &BTreeMap<Vec<u8>, Vec<u8>>) {
     let s = Store::open(dir, Options::default()).unwrap();
     for (k, v) in acked {
-        assert_eq!(s.get(k).unwrap().as_ref(), Some(v), "{}", String::from_utf8_lossy(k));
+        assert_eq!(
+            s.get(k).unwrap().as_ref(),
+            Some(v),
+            "{}",
+            String::from_utf8_lossy(k)
+        );
     }
 }
 

@@ -15,8 +15,11 @@ fn decoders_survive_random_and_mutated_input() {
     let dir = tempfile::tempdir().unwrap();
     let s = Store::open(dir.path(), small_options()).unwrap();
     for i in 0..300u32 {
-        s.put(format!("k{i}").as_bytes(), &vec![i as u8; (i % 50) as usize])
-            .unwrap();
+        s.put(
+            format!("k{i}").as_bytes(),
+            &vec![i as u8; (i % 50) as usize],
+        )
+        .unwrap();
         if i % 7 == 0 {
             s.delete(format!("k{}", i / 2).as_bytes()).unwrap();
         }

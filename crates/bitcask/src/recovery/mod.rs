@@ -74,7 +74,7 @@ impl Loader<'_> {
             .vfs
             .open(&path, OpenMode::ReadWrite)
             .map_err(|e| Error::io(&path, e))?;
-        let len = file.len().map_err(|e| Error::io(&path, e))?;
+        let len = file.size().map_err(|e| Error::io(&path, e))?;
         if len < FILE_HEADER_LEN as u64 {
             // Created, then the process died before the header was written.
             tracing::warn!(path = %path.display(), len, "removing a data file with no header");

@@ -188,12 +188,7 @@ mod tests {
                 expiry_s: None,
                 tombstone: false,
             };
-            encode_record(
-                &mut buf,
-                &meta,
-                format!("k{i}").as_bytes(),
-                &vec![i as u8; 100],
-            );
+            encode_record(&mut buf, &meta, format!("k{i}").as_bytes(), &[i as u8; 100]);
         }
         (buf, offsets)
     }

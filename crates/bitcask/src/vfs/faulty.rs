@@ -108,8 +108,8 @@ impl VFile for FaultyFile {
         self.inner.set_len(len)
     }
 
-    fn len(&self) -> io::Result<u64> {
-        self.inner.len()
+    fn size(&self) -> io::Result<u64> {
+        self.inner.size()
     }
 }
 

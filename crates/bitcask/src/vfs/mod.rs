@@ -34,7 +34,7 @@ pub trait VFile: Send + Sync {
     fn write_at(&self, buf: &[u8], offset: u64) -> io::Result<usize>;
     fn sync_data(&self) -> io::Result<()>;
     fn set_len(&self, len: u64) -> io::Result<()>;
-    fn len(&self) -> io::Result<u64>;
+    fn size(&self) -> io::Result<u64>;
 
     /// Reads exactly `buf.len()` bytes or fails with `UnexpectedEof`.
     fn read_exact_at(&self, mut buf: &mut [u8], mut offset: u64) -> io::Result<()> {
@@ -70,7 +70,7 @@ pub trait VFile: Send + Sync {
 
     /// Reads the whole file into memory.
     fn read_all(&self) -> io::Result<Vec<u8>> {
-        let len = self.len()? as usize;
+        let len = self.size()? as usize;
         let mut buf = vec![0u8; len];
         let mut filled = 0;
         while filled < len {
