@@ -236,13 +236,14 @@ impl AppendFile {
         self.buf.push(key);
         self.buf.push(value);
         let size = (RECORD_HEADER_LEN + key.len() + value.len()) as u64;
+        self.len += size;
         if flush_now || self.buf.len >= self.buffer_bytes {
             if let Err(e) = self.flush(flush_now) {
                 self.buf.truncate(buf_len_before);
+                self.len -= size;
                 return Err(e);
             }
         }
-        self.len += size;
         let hint = self.hint.as_mut().expect("append to a finished file");
         hint.add(
             vfs,
@@ -263,7 +264,7 @@ impl AppendFile {
     /// descriptor. A failed write is cut back so the file ends at a record
     /// boundary again; the buffer keeps its bytes for a later retry.
     pub fn flush(&mut self, pad_tail: bool) -> Result<()> {
-        if self.buf.len == 0 {
+        if self.buf.len == 0 || self.readable == self.len {
             return Ok(());
         }
         let data = self.buf.len;
