@@ -25,6 +25,7 @@ struct State {
     sync_errno: Option<i32>,
     create_errno: Option<i32>,
     writes_failed: u64,
+    file_syncs: u64,
 }
 
 /// Wraps another [`Vfs`] and injects [`Fault`]s.
@@ -60,6 +61,11 @@ impl FaultyVfs {
         s.write_budget = None;
         s.sync_errno = None;
         s.create_errno = None;
+    }
+
+    /// How many file fsyncs were made (successful or not).
+    pub fn file_syncs(&self) -> u64 {
+        self.state.lock().expect("fault state").file_syncs
     }
 
     /// How many write calls were failed so far.
@@ -98,8 +104,12 @@ impl VFile for FaultyFile {
     }
 
     fn sync_data(&self) -> io::Result<()> {
-        if let Some(errno) = self.state.lock().expect("fault state").sync_errno {
-            return Err(io::Error::from_raw_os_error(errno));
+        {
+            let mut s = self.state.lock().expect("fault state");
+            s.file_syncs += 1;
+            if let Some(errno) = s.sync_errno {
+                return Err(io::Error::from_raw_os_error(errno));
+            }
         }
         self.inner.sync_data()
     }
