@@ -1,8 +1,9 @@
 //! A data file being written: the active file of puts, or a merge output.
 //!
-//! Appends are gathered in a buffer and written in large chunks (seed 000
-//! §5.2); with O_DIRECT the chunks are 4096-aligned and a partial last block
-//! is written padded with zeros and rewritten when more data arrives. Reads
+//! Appends are gathered in a buffer and written in large 4096-aligned chunks
+//! (seed 000 §5.2). A flush that must put every byte on the descriptor
+//! (sync, idle timer) also writes the partial last block, zero-padded under
+//! O_DIRECT, and that block is written again when more data arrives. Reads
 //! of bytes still in the buffer are served from it. The file's hint is built
 //! alongside and written when the file is finished.
 
@@ -238,7 +239,7 @@ impl AppendFile {
         let size = (RECORD_HEADER_LEN + key.len() + value.len()) as u64;
         self.len += size;
         if flush_now || self.buf.len >= self.buffer_bytes {
-            if let Err(e) = self.flush(flush_now) {
+            if let Err(e) = self.flush(flush_now || self.buffer_bytes == 0) {
                 self.buf.truncate(buf_len_before);
                 self.len -= size;
                 return Err(e);
@@ -267,14 +268,17 @@ impl AppendFile {
         if self.buf.len == 0 || self.readable == self.len {
             return Ok(());
         }
+        // Writes start at 4096-aligned offsets and, but for the tail of a
+        // padded flush, have 4096-multiple lengths: the partial last block
+        // stays in the buffer and is written again, whole, later.
         let data = self.buf.len;
-        let (write_len, consumed) = if !self.direct {
-            (data, data)
-        } else if pad_tail {
-            (data.next_multiple_of(ALIGN), data & !(ALIGN - 1))
-        } else {
-            (data & !(ALIGN - 1), data & !(ALIGN - 1))
+        let full = data & !(ALIGN - 1);
+        let write_len = match (pad_tail, self.direct) {
+            (false, _) => full,
+            (true, false) => data,
+            (true, true) => data.next_multiple_of(ALIGN),
         };
+        let consumed = full;
         if write_len > 0 {
             let bytes = if write_len > data {
                 self.buf.padded(write_len)
