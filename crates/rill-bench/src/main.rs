@@ -1,1 +1,29 @@
-fn main() {}
+//! `rill-bench`: Rill's benchmark tool. Each subcommand is a workload that
+//! prints its figures as it measures them (with the machine named) and ends
+//! with one JSON line of all figures; `--quick` runs a short version for CI.
+
+mod engine;
+mod machine;
+mod report;
+
+use clap::{Parser, Subcommand};
+
+#[derive(Parser)]
+#[command(name = "rill-bench", version, about = "Rill's benchmark tool")]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// The Bitcask engine alone: put and append MB/s, get ops/s, keydir
+    /// bytes per key, restart time with and without hints.
+    Engine(engine::Args),
+}
+
+fn main() -> anyhow::Result<()> {
+    match Cli::parse().command {
+        Command::Engine(args) => engine::run(args),
+    }
+}
