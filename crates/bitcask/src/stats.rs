@@ -7,18 +7,54 @@
 //! expiry second, so expired bytes count as dead the moment they expire.
 
 use crate::keydir::Entry;
-use std::collections::{BTreeMap, HashMap};
+use hashbrown::HashMap;
+use std::collections::BTreeMap;
 
-#[derive(Clone, Debug, Default)]
+/// Counters of one file. Signed, so a table filled by one loader thread
+/// can hold deltas that [`StatsTable::absorb`] adds to the shared one.
+#[derive(Clone, Debug)]
 pub(crate) struct FileCounters {
-    pub total_bytes: u64,
-    pub total_keys: u64,
-    pub live_bytes: u64,
-    pub live_keys: u64,
+    pub total_bytes: i64,
+    pub total_keys: i64,
+    pub live_bytes: i64,
+    pub live_keys: i64,
     pub min_seq: u64,
     pub max_seq: u64,
     /// Live records with an expiry: expiry second to (keys, bytes).
-    expiring: BTreeMap<u32, (u64, u64)>,
+    expiring: BTreeMap<u32, (i64, i64)>,
+}
+
+impl Default for FileCounters {
+    fn default() -> Self {
+        FileCounters {
+            total_bytes: 0,
+            total_keys: 0,
+            live_bytes: 0,
+            live_keys: 0,
+            min_seq: u64::MAX,
+            max_seq: 0,
+            expiring: BTreeMap::new(),
+        }
+    }
+}
+
+impl FileCounters {
+    fn add_expiring(&mut self, expiry_s: u32, keys: i64, bytes: i64) {
+        let slot = self.expiring.entry(expiry_s).or_default();
+        slot.0 += keys;
+        slot.1 += bytes;
+        if *slot == (0, 0) {
+            self.expiring.remove(&expiry_s);
+        }
+    }
+
+    fn add_live(&mut self, entry: &Entry, sign: i64) {
+        self.live_bytes += sign * i64::from(entry.size);
+        self.live_keys += sign;
+        if entry.expiry_s != 0 && !entry.tombstone {
+            self.add_expiring(entry.expiry_s, sign, sign * i64::from(entry.size));
+        }
+    }
 }
 
 /// A file's statistics at one moment, as the store reports them.
@@ -31,7 +67,7 @@ pub struct FileStats {
     /// Live bytes and keys, expired records excluded.
     pub live_bytes: u64,
     pub live_keys: u64,
-    /// Live records that are expired or tombstones: merge must look at them.
+    /// Live records that are expired: merge must still look at them.
     pub expired_keys: u64,
     pub min_seq: u64,
     pub max_seq: u64,
@@ -58,58 +94,71 @@ impl FileStats {
 #[derive(Default)]
 pub(crate) struct StatsTable {
     files: HashMap<u32, FileCounters>,
+    /// A delta table (one loader thread's) creates files on first mention;
+    /// the store's own table ignores files it no longer has.
+    is_delta: bool,
 }
 
 impl StatsTable {
+    pub fn delta() -> StatsTable {
+        StatsTable {
+            files: HashMap::new(),
+            is_delta: true,
+        }
+    }
+
     pub fn add_file(&mut self, file_id: u32) {
-        self.files.entry(file_id).or_insert_with(|| FileCounters {
-            min_seq: u64::MAX,
-            ..FileCounters::default()
-        });
+        self.files.entry(file_id).or_default();
     }
 
     pub fn remove_file(&mut self, file_id: u32) {
         self.files.remove(&file_id);
     }
 
+    fn file(&mut self, file_id: u32) -> Option<&mut FileCounters> {
+        if self.is_delta {
+            Some(self.files.entry(file_id).or_default())
+        } else {
+            self.files.get_mut(&file_id)
+        }
+    }
+
     /// A record was appended to a file (live or not, it takes space).
     pub fn record_written(&mut self, file_id: u32, size: u32, seq: u64) {
-        let f = self
-            .files
-            .get_mut(&file_id)
-            .expect("stats for a known file");
-        f.total_bytes += u64::from(size);
-        f.total_keys += 1;
-        f.min_seq = f.min_seq.min(seq);
-        f.max_seq = f.max_seq.max(seq);
+        if let Some(f) = self.file(file_id) {
+            f.total_bytes += i64::from(size);
+            f.total_keys += 1;
+            f.min_seq = f.min_seq.min(seq);
+            f.max_seq = f.max_seq.max(seq);
+        }
     }
 
     /// `entry` became the current record of its key.
     pub fn became_live(&mut self, entry: &Entry) {
-        if let Some(f) = self.files.get_mut(&entry.file_id) {
-            f.live_bytes += u64::from(entry.size);
-            f.live_keys += 1;
-            if entry.expiry_s != 0 && !entry.tombstone {
-                let slot = f.expiring.entry(entry.expiry_s).or_default();
-                slot.0 += 1;
-                slot.1 += u64::from(entry.size);
-            }
+        if let Some(f) = self.file(entry.file_id) {
+            f.add_live(entry, 1);
         }
     }
 
     /// `entry` stopped being the current record of its key.
     pub fn became_dead(&mut self, entry: &Entry) {
-        if let Some(f) = self.files.get_mut(&entry.file_id) {
-            f.live_bytes -= u64::from(entry.size);
-            f.live_keys -= 1;
-            if entry.expiry_s != 0 && !entry.tombstone {
-                if let Some(slot) = f.expiring.get_mut(&entry.expiry_s) {
-                    slot.0 -= 1;
-                    slot.1 -= u64::from(entry.size);
-                    if slot.0 == 0 {
-                        f.expiring.remove(&entry.expiry_s);
-                    }
-                }
+        if let Some(f) = self.file(entry.file_id) {
+            f.add_live(entry, -1);
+        }
+    }
+
+    /// Adds a delta table's counts to this one.
+    pub fn absorb(&mut self, delta: StatsTable) {
+        for (id, d) in delta.files {
+            let f = self.files.entry(id).or_default();
+            f.total_bytes += d.total_bytes;
+            f.total_keys += d.total_keys;
+            f.live_bytes += d.live_bytes;
+            f.live_keys += d.live_keys;
+            f.min_seq = f.min_seq.min(d.min_seq);
+            f.max_seq = f.max_seq.max(d.max_seq);
+            for (exp, (keys, bytes)) in d.expiring {
+                f.add_expiring(exp, keys, bytes);
             }
         }
     }
@@ -120,13 +169,14 @@ impl StatsTable {
             .expiring
             .range(..=now_s)
             .fold((0, 0), |(k, b), (_, (kk, bb))| (k + kk, b + bb));
+        let count = |x: i64| x.max(0) as u64;
         Some(FileStats {
             file_id,
-            total_bytes: f.total_bytes,
-            total_keys: f.total_keys,
-            live_bytes: f.live_bytes - exp_bytes,
-            live_keys: f.live_keys - exp_keys,
-            expired_keys: exp_keys,
+            total_bytes: count(f.total_bytes),
+            total_keys: count(f.total_keys),
+            live_bytes: count(f.live_bytes - exp_bytes),
+            live_keys: count(f.live_keys - exp_keys),
+            expired_keys: count(exp_keys),
             min_seq: f.min_seq,
             max_seq: f.max_seq,
             active,
@@ -135,7 +185,9 @@ impl StatsTable {
 
     /// Raw live-key count, expired and tombstone entries included.
     pub fn current_entries(&self, file_id: u32) -> u64 {
-        self.files.get(&file_id).map_or(0, |f| f.live_keys)
+        self.files
+            .get(&file_id)
+            .map_or(0, |f| f.live_keys.max(0) as u64)
     }
 
     pub fn file_ids(&self) -> impl Iterator<Item = u32> + '_ {

@@ -32,6 +32,37 @@ impl Model {
     }
 }
 
+/// Per-file counts of non-empty files, and a check that they add up to
+/// the keydir.
+fn file_counts(s: &Store) -> Vec<(u32, u64, u64, u64, u64)> {
+    let files = s.file_stats();
+    let current: u64 = files.iter().map(|f| f.live_keys + f.expired_keys).sum();
+    let tombstones_and_keys = s.stats().keydir_entries as u64;
+    assert_eq!(
+        current, tombstones_and_keys,
+        "every keydir entry is live in one file"
+    );
+    for f in &files {
+        assert!(
+            f.live_bytes <= f.total_bytes && f.live_keys <= f.total_keys,
+            "{f:?}"
+        );
+    }
+    files
+        .iter()
+        .filter(|f| f.total_keys > 0)
+        .map(|f| {
+            (
+                f.file_id,
+                f.total_bytes,
+                f.total_keys,
+                f.live_bytes,
+                f.live_keys,
+            )
+        })
+        .collect()
+}
+
 fn options_for(seed: u64, clock: &Arc<ManualClock>) -> Options {
     let mut o = small_options();
     o.clock = clock.clone();
@@ -104,8 +135,13 @@ fn run_seed(seed: u64, ops: usize) {
                 assert_eq!(seen, model.visible(now), "fold {}", ctx());
             }
             _ => {
+                // Statistics kept up to date op by op must equal the ones
+                // rebuilt from hints on reopen.
+                let before = file_counts(s);
                 store.take().unwrap().close().unwrap();
-                store = Some(Store::open(dir.path(), options_for(seed, &clock)).unwrap());
+                let s = Store::open(dir.path(), options_for(seed, &clock)).unwrap();
+                assert_eq!(file_counts(&s), before, "file statistics, {}", ctx());
+                store = Some(s);
             }
         }
     }

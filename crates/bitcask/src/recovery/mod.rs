@@ -61,18 +61,83 @@ impl Loader<'_> {
             }
         }
         data_ids.sort_unstable();
+        let mut present = Vec::with_capacity(data_ids.len());
         for id in data_ids {
             report.max_file_id = report.max_file_id.max(id);
-            self.load_file(id, &mut report)?;
+            if let Some(len) = self.check_file(id)? {
+                present.push((id, len));
+            }
         }
+        report.files = present.len();
+        // Hints load in parallel (the keydir is sharded and the outcome does
+        // not depend on order: the highest sequence number wins); files
+        // whose hint is unusable are scanned afterwards, one at a time.
+        let to_scan = self.load_hints_parallel(&present, &mut report);
+        for (id, len) in to_scan {
+            report.files_scanned += 1;
+            let mut stats = StatsTable::delta();
+            self.scan_file(id, len, &mut stats, &mut report)?;
+            self.stats.absorb(stats);
+        }
+        report.files_from_hints = report.files - report.files_scanned;
         Ok(report)
     }
 
-    fn load_file(&mut self, id: u32, report: &mut RecoveryReport) -> Result<()> {
+    fn load_hints_parallel(
+        &mut self,
+        files: &[(u32, u64)],
+        report: &mut RecoveryReport,
+    ) -> Vec<(u32, u64)> {
+        let workers = std::thread::available_parallelism()
+            .map_or(1, |n| n.get())
+            .clamp(1, 8)
+            .min(files.len().max(1));
+        let next = std::sync::atomic::AtomicUsize::new(0);
+        let this: &Self = self;
+        let results: Vec<(StatsTable, RecoveryReport, Vec<(u32, u64)>)> = std::thread::scope(|s| {
+            let handles: Vec<_> = (0..workers)
+                .map(|_| {
+                    let next = &next;
+                    s.spawn(move || {
+                        let mut stats = StatsTable::delta();
+                        let mut part = RecoveryReport::default();
+                        let mut failed = Vec::new();
+                        loop {
+                            let i = next.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                            let Some(&(id, len)) = files.get(i) else {
+                                break;
+                            };
+                            if !this.load_hint(id, len, &mut stats, &mut part) {
+                                failed.push((id, len));
+                            }
+                        }
+                        (stats, part, failed)
+                    })
+                })
+                .collect();
+            handles
+                .into_iter()
+                .map(|h| h.join().expect("hint loader thread"))
+                .collect()
+        });
+        let mut to_scan = Vec::new();
+        for (stats, part, failed) in results {
+            self.stats.absorb(stats);
+            report.records += part.records;
+            report.max_seq = report.max_seq.max(part.max_seq);
+            to_scan.extend(failed);
+        }
+        to_scan.sort_unstable();
+        to_scan
+    }
+
+    /// Checks a data file's header and registers it; `None` when the file
+    /// was an empty leftover and has been removed.
+    fn check_file(&mut self, id: u32) -> Result<Option<u64>> {
         let path = data_path(self.dir, id);
         let file = self
             .vfs
-            .open(&path, OpenMode::ReadWrite)
+            .open(&path, OpenMode::Read)
             .map_err(|e| Error::io(&path, e))?;
         let len = file.size().map_err(|e| Error::io(&path, e))?;
         if len < FILE_HEADER_LEN as u64 {
@@ -83,39 +148,44 @@ impl Loader<'_> {
                 .remove_file(&path)
                 .map_err(|e| Error::io(&path, e))?;
             let _ = self.vfs.remove_file(&hint_path(self.dir, id));
-            return Ok(());
+            return Ok(None);
         }
         let mut header = [0u8; FILE_HEADER_LEN];
         file.read_exact_at(&mut header, 0)
             .map_err(|e| Error::io(&path, e))?;
+        let corrupt = |source| Error::Corrupt {
+            path: path.clone(),
+            offset: 0,
+            source,
+        };
         match decode_file_header(FileKind::Data, &header) {
             Ok(stored) if stored == id => {}
             Ok(_) => {
-                return Err(Error::Corrupt {
-                    path,
-                    offset: 0,
-                    source: crate::error::DecodeError::Invalid(
-                        "file id in header does not match the file name",
-                    ),
-                })
+                return Err(corrupt(crate::error::DecodeError::Invalid(
+                    "file id in header does not match the file name",
+                )))
             }
-            Err(source) => {
-                return Err(Error::Corrupt {
-                    path,
-                    offset: 0,
-                    source,
-                })
-            }
+            Err(source) => return Err(corrupt(source)),
         }
         self.stats.add_file(id);
         self.files.insert(id, path.clone());
-        report.files += 1;
-        if self.load_hint(id, len, report) {
-            report.files_from_hints += 1;
-            return Ok(());
-        }
-        report.files_scanned += 1;
-        // Scan the data file and write a fresh hint for it.
+        Ok(Some(len))
+    }
+
+    /// Scans a data file whose hint is unusable, truncates a torn tail and
+    /// writes a fresh hint.
+    fn scan_file(
+        &self,
+        id: u32,
+        len: u64,
+        stats: &mut StatsTable,
+        report: &mut RecoveryReport,
+    ) -> Result<()> {
+        let path = data_path(self.dir, id);
+        let file = self
+            .vfs
+            .open(&path, OpenMode::ReadWrite)
+            .map_err(|e| Error::io(&path, e))?;
         let mut hint = HintBuilder::new(self.dir, id);
         let mut truncate_at = None;
         {
@@ -136,7 +206,7 @@ impl Loader<'_> {
                             record_len: header.record_len() as u32,
                             seq: header.seq,
                         };
-                        self.add(id, &entry, report);
+                        self.add(id, &entry, stats, report);
                         hint.add(self.vfs, &entry);
                     }
                     ScanEvent::Skipped { offset, len } => {
@@ -163,7 +233,13 @@ impl Loader<'_> {
 
     /// Loads a file from its hint; false when the hint is missing or damaged
     /// (nothing was loaded then).
-    fn load_hint(&mut self, id: u32, data_len: u64, report: &mut RecoveryReport) -> bool {
+    fn load_hint(
+        &self,
+        id: u32,
+        data_len: u64,
+        stats: &mut StatsTable,
+        report: &mut RecoveryReport,
+    ) -> bool {
         let path = hint_path(self.dir, id);
         let bytes = match self
             .vfs
@@ -206,15 +282,21 @@ impl Loader<'_> {
         }
         self.keydir.reserve(hint.len() as usize);
         for e in hint.iter() {
-            self.add(id, &e, report);
+            self.add(id, &e, stats, report);
         }
         true
     }
 
-    fn add(&mut self, file_id: u32, e: &HintEntry<'_>, report: &mut RecoveryReport) {
+    fn add(
+        &self,
+        file_id: u32,
+        e: &HintEntry<'_>,
+        stats: &mut StatsTable,
+        report: &mut RecoveryReport,
+    ) {
         report.records += 1;
         report.max_seq = report.max_seq.max(e.seq);
-        self.stats.record_written(file_id, e.record_len, e.seq);
+        stats.record_written(file_id, e.record_len, e.seq);
         let entry = Entry {
             seq: e.seq,
             file_id,
@@ -224,9 +306,9 @@ impl Loader<'_> {
             tombstone: e.tombstone,
         };
         if let Ok(replaced) = self.keydir.put_if_newer(e.key, entry) {
-            self.stats.became_live(&entry);
+            stats.became_live(&entry);
             if let Some(old) = replaced {
-                self.stats.became_dead(&old);
+                stats.became_dead(&old);
             }
         }
     }
