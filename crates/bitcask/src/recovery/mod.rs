@@ -34,6 +34,9 @@ pub struct RecoveryReport {
     pub max_file_id: u32,
 }
 
+/// One hint-loading thread's statistics delta, report and unusable hints.
+type WorkerResult = (StatsTable, RecoveryReport, Vec<(u32, u64)>);
+
 pub(crate) struct Loader<'a> {
     pub dir: &'a Path,
     pub vfs: &'a dyn Vfs,
@@ -94,7 +97,7 @@ impl Loader<'_> {
             .min(files.len().max(1));
         let next = std::sync::atomic::AtomicUsize::new(0);
         let this: &Self = self;
-        let results: Vec<(StatsTable, RecoveryReport, Vec<(u32, u64)>)> = std::thread::scope(|s| {
+        let results: Vec<WorkerResult> = std::thread::scope(|s| {
             let handles: Vec<_> = (0..workers)
                 .map(|_| {
                     let next = &next;
