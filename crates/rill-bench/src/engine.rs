@@ -335,7 +335,7 @@ fn timed_open(dir: &Path, opts: &Options, keys: u64) -> Result<(f64, Store)> {
 }
 
 fn millions(keys: u64) -> String {
-    if keys % 1_000_000 == 0 {
+    if keys.is_multiple_of(1_000_000) {
         format!("{}m", keys / 1_000_000)
     } else {
         format!("{keys}")
