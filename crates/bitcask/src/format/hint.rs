@@ -116,8 +116,37 @@ impl<'a> HintFile<'a> {
     pub fn iter(&self) -> HintIter<'a> {
         HintIter { rest: self.entries }
     }
+
+    /// The entries cut into runs of at most `per_chunk`, for loading them
+    /// from several threads.
+    pub fn chunks(&self, per_chunk: usize) -> Vec<HintIter<'a>> {
+        let per_chunk = per_chunk.max(1);
+        let mut out = Vec::new();
+        let mut start = 0;
+        let mut at = 0;
+        let mut n = 0;
+        while at < self.entries.len() {
+            let key_len = u16::from_le_bytes([self.entries[at + 2], self.entries[at + 3]]) as usize;
+            at += HINT_ENTRY_FIXED_LEN + key_len;
+            n += 1;
+            if n == per_chunk {
+                out.push(HintIter {
+                    rest: &self.entries[start..at],
+                });
+                start = at;
+                n = 0;
+            }
+        }
+        if start < at {
+            out.push(HintIter {
+                rest: &self.entries[start..at],
+            });
+        }
+        out
+    }
 }
 
+#[derive(Clone)]
 pub struct HintIter<'a> {
     rest: &'a [u8],
 }
@@ -221,6 +250,12 @@ mod tests {
         let hint = HintFile::parse(&bytes).unwrap();
         assert_eq!(hint.file_id, 9);
         assert_eq!(hint.iter().collect::<Vec<_>>(), sample());
+        for per in 1..4 {
+            let chunks = hint.chunks(per);
+            assert_eq!(chunks.len(), sample().len().div_ceil(per));
+            let joined: Vec<_> = chunks.into_iter().flatten().collect();
+            assert_eq!(joined, sample());
+        }
     }
 
     #[test]

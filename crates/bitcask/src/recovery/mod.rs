@@ -17,6 +17,7 @@ use crate::stats::StatsTable;
 use crate::vfs::{OpenMode, Vfs};
 use scan::{ScanEvent, Scanner};
 use std::path::Path;
+use std::sync::atomic::{AtomicUsize, Ordering};
 
 /// What recovery found.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
@@ -34,8 +35,9 @@ pub struct RecoveryReport {
     pub max_file_id: u32,
 }
 
-/// One hint-loading thread's statistics delta, report and unusable hints.
-type WorkerResult = (StatsTable, RecoveryReport, Vec<(u32, u64)>);
+/// Hint entries one loader thread takes at a time.
+const HINT_CHUNK_ENTRIES: usize = 1 << 16;
+const MAX_LOAD_THREADS: usize = 8;
 
 pub(crate) struct Loader<'a> {
     pub dir: &'a Path,
@@ -72,10 +74,16 @@ impl Loader<'_> {
             }
         }
         report.files = present.len();
-        // Hints load in parallel (the keydir is sharded and the outcome does
-        // not depend on order: the highest sequence number wins); files
-        // whose hint is unusable are scanned afterwards, one at a time.
-        let to_scan = self.load_hints_parallel(&present, &mut report);
+        // Files whose hint is unusable are scanned afterwards.
+        let mut to_scan = Vec::new();
+        for &(id, len) in &present {
+            let mut stats = StatsTable::delta();
+            if self.load_hint(id, len, &mut stats, &mut report) {
+                self.stats.absorb(stats);
+            } else {
+                to_scan.push((id, len));
+            }
+        }
         for (id, len) in to_scan {
             report.files_scanned += 1;
             let mut stats = StatsTable::delta();
@@ -84,54 +92,6 @@ impl Loader<'_> {
         }
         report.files_from_hints = report.files - report.files_scanned;
         Ok(report)
-    }
-
-    fn load_hints_parallel(
-        &mut self,
-        files: &[(u32, u64)],
-        report: &mut RecoveryReport,
-    ) -> Vec<(u32, u64)> {
-        let workers = std::thread::available_parallelism()
-            .map_or(1, |n| n.get())
-            .clamp(1, 8)
-            .min(files.len().max(1));
-        let next = std::sync::atomic::AtomicUsize::new(0);
-        let this: &Self = self;
-        let results: Vec<WorkerResult> = std::thread::scope(|s| {
-            let handles: Vec<_> = (0..workers)
-                .map(|_| {
-                    let next = &next;
-                    s.spawn(move || {
-                        let mut stats = StatsTable::delta();
-                        let mut part = RecoveryReport::default();
-                        let mut failed = Vec::new();
-                        loop {
-                            let i = next.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-                            let Some(&(id, len)) = files.get(i) else {
-                                break;
-                            };
-                            if !this.load_hint(id, len, &mut stats, &mut part) {
-                                failed.push((id, len));
-                            }
-                        }
-                        (stats, part, failed)
-                    })
-                })
-                .collect();
-            handles
-                .into_iter()
-                .map(|h| h.join().expect("hint loader thread"))
-                .collect()
-        });
-        let mut to_scan = Vec::new();
-        for (stats, part, failed) in results {
-            self.stats.absorb(stats);
-            report.records += part.records;
-            report.max_seq = report.max_seq.max(part.max_seq);
-            to_scan.extend(failed);
-        }
-        to_scan.sort_unstable();
-        to_scan
     }
 
     /// Checks a data file's header and registers it; `None` when the file
@@ -284,8 +244,46 @@ impl Loader<'_> {
             return false;
         }
         self.keydir.reserve(hint.len() as usize);
-        for e in hint.iter() {
-            self.add(id, &e, stats, report);
+        // Several threads share the entries: the keydir is sharded, and the
+        // outcome does not depend on order (the highest sequence number
+        // wins), so each thread keeps its own statistics delta.
+        let chunks = hint.chunks(HINT_CHUNK_ENTRIES);
+        let workers = std::thread::available_parallelism()
+            .map_or(1, |n| n.get())
+            .clamp(1, MAX_LOAD_THREADS)
+            .min(chunks.len());
+        if workers <= 1 {
+            for e in hint.iter() {
+                self.add(id, &e, stats, report);
+            }
+            return true;
+        }
+        let next = AtomicUsize::new(0);
+        let parts: Vec<(StatsTable, RecoveryReport)> = std::thread::scope(|s| {
+            let handles: Vec<_> = (0..workers)
+                .map(|_| {
+                    let (next, chunks) = (&next, &chunks);
+                    s.spawn(move || {
+                        let mut stats = StatsTable::delta();
+                        let mut part = RecoveryReport::default();
+                        while let Some(chunk) = chunks.get(next.fetch_add(1, Ordering::Relaxed)) {
+                            for e in chunk.clone() {
+                                self.add(id, &e, &mut stats, &mut part);
+                            }
+                        }
+                        (stats, part)
+                    })
+                })
+                .collect();
+            handles
+                .into_iter()
+                .map(|h| h.join().expect("hint loader thread"))
+                .collect()
+        });
+        for (part_stats, part) in parts {
+            stats.absorb(part_stats);
+            report.records += part.records;
+            report.max_seq = report.max_seq.max(part.max_seq);
         }
         true
     }
