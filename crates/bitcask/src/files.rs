@@ -11,7 +11,7 @@ use crate::error::{Error, Result};
 use crate::vfs::{OpenMode, VFile, Vfs};
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, RwLock};
 use std::time::{Duration, Instant};
 
@@ -36,7 +36,10 @@ pub(crate) struct DataFile {
     pub id: u32,
     pub path: PathBuf,
     handle: Mutex<Option<Arc<dyn VFile>>>,
-    last_used: AtomicU64,
+    /// Second-chance bit for eviction: set on use (only if clear, so hot
+    /// files do not bounce a cache line between readers), cleared by the
+    /// eviction sweep.
+    recently_used: AtomicBool,
 }
 
 pub(crate) struct FileTable {
@@ -44,7 +47,6 @@ pub(crate) struct FileTable {
     files: RwLock<BTreeMap<u32, Arc<DataFile>>>,
     open: Mutex<usize>,
     max_open: usize,
-    tick: AtomicU64,
 }
 
 impl FileTable {
@@ -54,7 +56,6 @@ impl FileTable {
             files: RwLock::default(),
             open: Mutex::new(0),
             max_open,
-            tick: AtomicU64::new(0),
         }
     }
 
@@ -63,7 +64,7 @@ impl FileTable {
             id,
             path,
             handle: Mutex::new(None),
-            last_used: AtomicU64::new(0),
+            recently_used: AtomicBool::new(true),
         });
         self.files.write().expect("file table").insert(id, file);
     }
@@ -87,8 +88,9 @@ impl FileTable {
         let Some(file) = self.files.read().expect("file table").get(&id).cloned() else {
             return Ok(None);
         };
-        file.last_used
-            .store(self.tick.fetch_add(1, Ordering::Relaxed), Ordering::Relaxed);
+        if !file.recently_used.load(Ordering::Relaxed) {
+            file.recently_used.store(true, Ordering::Relaxed);
+        }
         let mut slot = file.handle.lock().expect("file handle");
         if let Some(h) = slot.as_ref() {
             return Ok(Some(h.clone()));
@@ -110,10 +112,11 @@ impl FileTable {
         Ok(Some(h))
     }
 
-    /// Closes least recently used descriptors not in use until the cache is
-    /// back within its bound (`keep` is the one just opened).
+    /// Closes descriptors not in use until the cache is back within its
+    /// bound (`keep` is the one just opened): files not used since the last
+    /// sweep first, then the others (second chance).
     fn evict(&self, keep: u32) {
-        let mut candidates: Vec<Arc<DataFile>> = self
+        let candidates: Vec<Arc<DataFile>> = self
             .files
             .read()
             .expect("file table")
@@ -121,8 +124,10 @@ impl FileTable {
             .filter(|f| f.id != keep)
             .cloned()
             .collect();
-        candidates.sort_by_key(|f| f.last_used.load(Ordering::Relaxed));
-        for f in candidates {
+        let (cold, warm): (Vec<_>, Vec<_>) = candidates
+            .into_iter()
+            .partition(|f| !f.recently_used.swap(false, Ordering::Relaxed));
+        for f in cold.into_iter().chain(warm) {
             if *self.open.lock().expect("open count") <= self.max_open {
                 break;
             }

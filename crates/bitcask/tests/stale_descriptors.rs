@@ -75,3 +75,22 @@ fn merge_leaves_no_descriptor_of_a_deleted_file() {
         assert!(!dir.path().join(format!("{f:010}.data")).exists());
     }
 }
+
+#[test]
+fn the_read_handle_cache_stays_within_its_bound() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut opts = small_options();
+    opts.max_open_files = 4;
+    let store = Store::open(dir.path(), opts).unwrap();
+    let key = |i: u32| format!("k{i:04}").into_bytes();
+    for i in 0..2000 {
+        store.put(&key(i), &[i as u8; 300]).unwrap();
+    }
+    assert!(store.file_stats().len() > 8);
+    for round in 0..3 {
+        for i in (0..2000).step_by(3 + round) {
+            assert_eq!(store.get(&key(i)).unwrap().unwrap(), vec![i as u8; 300]);
+            assert!(store.stats().open_read_files <= 4);
+        }
+    }
+}
