@@ -29,7 +29,7 @@ pub mod vfs;
 
 pub use error::{DecodeError, Error, Result};
 pub use merge::MergeReport;
-pub use options::{Clock, Options, SyncStrategy, SystemClock, WriteMode};
+pub use options::{Clock, Options, PutGate, SyncStrategy, SystemClock, WriteMode};
 pub use recovery::RecoveryReport;
 pub use stats::FileStats;
 pub use store::{PutOptions, Store, StoreStats};

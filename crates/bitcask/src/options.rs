@@ -48,6 +48,13 @@ pub trait Clock: Send + Sync + 'static {
     fn now(&self) -> Duration;
 }
 
+/// Decides how long a put waits before it is written: the node's merge
+/// control sets this from filesystem usage (put throttling, seed 000 §2.3),
+/// so writers slow down before the disk fills.
+pub trait PutGate: Send + Sync + 'static {
+    fn delay(&self) -> Duration;
+}
+
 /// The system clock.
 #[derive(Clone, Copy, Debug, Default)]
 pub struct SystemClock;
@@ -85,6 +92,8 @@ pub struct Options {
     pub sparse_live_share: f64,
     pub vfs: Arc<dyn Vfs>,
     pub clock: Arc<dyn Clock>,
+    /// Consulted before every put and delete; `None` never delays.
+    pub put_gate: Option<Arc<dyn PutGate>>,
 }
 
 impl Default for Options {
@@ -102,6 +111,7 @@ impl Default for Options {
             sparse_live_share: 0.25,
             vfs: Arc::new(StdVfs),
             clock: Arc::new(SystemClock),
+            put_gate: None,
         }
     }
 }

@@ -270,6 +270,14 @@ impl Store {
         out
     }
 
+    /// Bytes of all data files (the active one included).
+    pub fn disk_bytes(&self) -> u64 {
+        self.file_stats()
+            .iter()
+            .map(|f| f.total_bytes + crate::format::FILE_HEADER_LEN as u64)
+            .sum()
+    }
+
     pub fn stats(&self) -> StoreStats {
         let i = &self.inner;
         StoreStats {
@@ -341,6 +349,12 @@ impl Inner {
             return Err(Error::Closed);
         }
         let o = &self.opts;
+        if let Some(gate) = &o.put_gate {
+            let delay = gate.delay();
+            if !delay.is_zero() {
+                std::thread::sleep(delay);
+            }
+        }
         let size = (RECORD_HEADER_LEN + key.len() + value.len()) as u32;
         let mut w = self.writer();
         if let Some(cause) = &w.poisoned {

@@ -1,0 +1,21 @@
+//! Merge control for a node's Bitcask stores, after the sensor-data paper
+//! (shared/seeds/000, sections 2-4): a node-wide scheduler with a bounded
+//! number of merge workers, filesystem usage U as the trigger, the
+//! Fisherman policy (and Riak's classic one for comparison), put throttling
+//! and planing advice.
+//!
+//! The decisions (`policy`, `throttle`, `planing`) are pure functions of
+//! their inputs; `scheduler` is the thin shell that measures, merges and
+//! publishes metrics.
+
+pub mod planing;
+pub mod policy;
+pub mod scheduler;
+pub mod throttle;
+
+pub use planing::{advise, PlaningAdvice};
+pub use policy::{Classic, FileView, Fisherman, MergeWindow, Pick, Policy};
+pub use scheduler::{
+    filesystem_usage, MergeScheduler, Metrics, MetricsSnapshot, SchedulerSettings, UsageSource,
+};
+pub use throttle::{Throttle, ThrottleSettings};

@@ -1,0 +1,291 @@
+//! The node-level merge scheduler: one for all Bitcask stores of a node
+//! (one store per vnode, all on one filesystem), with a bounded number of
+//! merge workers (default 1, as in Riak). Each round it measures usage U,
+//! sets the put throttle from it, asks the policy which files to merge and
+//! merges the first one not already being merged.
+
+use crate::policy::{FileView, Pick, Policy};
+use crate::throttle::{Throttle, ThrottleSettings};
+use bitcask::Store;
+use std::collections::HashSet;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, RwLock};
+use std::thread::JoinHandle;
+use std::time::Duration;
+
+/// How filesystem usage U is measured.
+#[derive(Clone, Debug, PartialEq)]
+pub enum UsageSource {
+    /// statvfs of this directory, as `df` reports it.
+    Filesystem(PathBuf),
+    /// The stores' own bytes against a configured capacity
+    /// (`bitcask.capacity`).
+    Capacity { bytes: u64 },
+}
+
+pub struct SchedulerSettings {
+    pub usage: UsageSource,
+    pub policy: Box<dyn Policy>,
+    pub throttle: ThrottleSettings,
+    /// Merge workers (Riak: 1 per node).
+    pub workers: usize,
+    /// Pause between rounds when there is nothing to merge.
+    pub idle_tick: Duration,
+}
+
+/// Running totals an operator can watch.
+#[derive(Debug, Default)]
+pub struct Metrics {
+    usage_ppm: AtomicU64,
+    take_threshold_ppm: AtomicU64,
+    throttle_us: AtomicU64,
+    merges: AtomicU64,
+    files_merged: AtomicU64,
+    files_deleted_unread: AtomicU64,
+    merge_bytes_read: AtomicU64,
+    merge_bytes_written: AtomicU64,
+    merge_errors: AtomicU64,
+}
+
+/// A copy of the metrics at one moment.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct MetricsSnapshot {
+    pub usage: f64,
+    /// D_m of the fisherman (or the classic policy's threshold).
+    pub take_threshold: f64,
+    pub throttle_delay: Duration,
+    pub merges: u64,
+    pub files_merged: u64,
+    pub files_deleted_unread: u64,
+    pub merge_bytes_read: u64,
+    pub merge_bytes_written: u64,
+    pub merge_errors: u64,
+}
+
+fn ppm(x: f64) -> u64 {
+    (x.clamp(0.0, 10.0) * 1e6) as u64
+}
+
+impl Metrics {
+    pub fn snapshot(&self) -> MetricsSnapshot {
+        let get = |a: &AtomicU64| a.load(Ordering::Relaxed);
+        MetricsSnapshot {
+            usage: get(&self.usage_ppm) as f64 / 1e6,
+            take_threshold: get(&self.take_threshold_ppm) as f64 / 1e6,
+            throttle_delay: Duration::from_micros(get(&self.throttle_us)),
+            merges: get(&self.merges),
+            files_merged: get(&self.files_merged),
+            files_deleted_unread: get(&self.files_deleted_unread),
+            merge_bytes_read: get(&self.merge_bytes_read),
+            merge_bytes_written: get(&self.merge_bytes_written),
+            merge_errors: get(&self.merge_errors),
+        }
+    }
+}
+
+struct Shared {
+    stores: RwLock<Vec<Arc<Store>>>,
+    policy: Mutex<Box<dyn Policy>>,
+    in_flight: Mutex<HashSet<(usize, u32)>>,
+    usage: UsageSource,
+    throttle_settings: ThrottleSettings,
+    throttle: Arc<Throttle>,
+    metrics: Metrics,
+    stop: AtomicBool,
+    idle_tick: Duration,
+}
+
+/// Runs merges for every store registered with it until dropped.
+pub struct MergeScheduler {
+    shared: Arc<Shared>,
+    workers: Vec<JoinHandle<()>>,
+}
+
+impl MergeScheduler {
+    pub fn start(settings: SchedulerSettings) -> MergeScheduler {
+        let shared = Arc::new(Shared {
+            stores: RwLock::default(),
+            policy: Mutex::new(settings.policy),
+            in_flight: Mutex::default(),
+            usage: settings.usage,
+            throttle_settings: settings.throttle,
+            throttle: Arc::new(Throttle::default()),
+            metrics: Metrics::default(),
+            stop: AtomicBool::new(false),
+            idle_tick: settings.idle_tick,
+        });
+        let workers = (0..settings.workers.max(1))
+            .map(|i| {
+                let shared = shared.clone();
+                std::thread::Builder::new()
+                    .name(format!("merge-{i}"))
+                    .spawn(move || shared.run())
+                    .expect("spawn merge worker")
+            })
+            .collect();
+        MergeScheduler { shared, workers }
+    }
+
+    /// The throttle to give every store (`Options::put_gate`).
+    pub fn throttle(&self) -> Arc<Throttle> {
+        self.shared.throttle.clone()
+    }
+
+    pub fn add_store(&self, store: Arc<Store>) -> usize {
+        let mut stores = self.shared.stores.write().expect("stores");
+        stores.push(store);
+        stores.len() - 1
+    }
+
+    pub fn metrics(&self) -> MetricsSnapshot {
+        self.shared.metrics.snapshot()
+    }
+
+    /// Usage U now, as the scheduler measures it.
+    pub fn usage(&self) -> f64 {
+        self.shared.measure_usage()
+    }
+
+    /// Runs one decision and merge on the calling thread (tests, tools).
+    pub fn run_once(&self) -> bool {
+        self.shared.round()
+    }
+}
+
+impl Drop for MergeScheduler {
+    fn drop(&mut self) {
+        self.shared.stop.store(true, Ordering::Relaxed);
+        for w in self.workers.drain(..) {
+            let _ = w.join();
+        }
+    }
+}
+
+impl Shared {
+    fn run(&self) {
+        while !self.stop.load(Ordering::Relaxed) {
+            if !self.round() {
+                std::thread::sleep(self.idle_tick);
+            }
+        }
+    }
+
+    fn measure_usage(&self) -> f64 {
+        match &self.usage {
+            UsageSource::Filesystem(dir) => filesystem_usage(dir).unwrap_or(0.0),
+            UsageSource::Capacity { bytes } => {
+                let used: u64 = self
+                    .stores
+                    .read()
+                    .expect("stores")
+                    .iter()
+                    .map(|s| s.disk_bytes())
+                    .sum();
+                used as f64 / (*bytes).max(1) as f64
+            }
+        }
+    }
+
+    /// One round: measure, throttle, decide, merge one file. True when a
+    /// merge ran.
+    fn round(&self) -> bool {
+        let usage = self.measure_usage();
+        let delay = self.throttle_settings.delay(usage);
+        self.throttle.set(delay);
+        let m = &self.metrics;
+        m.usage_ppm.store(ppm(usage), Ordering::Relaxed);
+        m.throttle_us
+            .store(delay.as_micros() as u64, Ordering::Relaxed);
+        let stores: Vec<Arc<Store>> = self.stores.read().expect("stores").clone();
+        let files: Vec<FileView> = stores
+            .iter()
+            .enumerate()
+            .flat_map(|(i, s)| {
+                s.file_stats()
+                    .into_iter()
+                    .filter(|f| !f.active)
+                    .map(move |f| FileView {
+                        store: i,
+                        file_id: f.file_id,
+                        total_bytes: f.total_bytes,
+                        total_keys: f.total_keys,
+                        live_bytes: f.live_bytes,
+                        live_keys: f.live_keys,
+                    })
+            })
+            .collect();
+        let pick = {
+            let mut policy = self.policy.lock().expect("policy");
+            m.take_threshold_ppm
+                .store(ppm(policy.take_threshold(usage)), Ordering::Relaxed);
+            let picks = policy.decide(usage, &files, local_hour());
+            let mut in_flight = self.in_flight.lock().expect("in flight");
+            let pick = picks
+                .into_iter()
+                .find(|p| !in_flight.contains(&(p.store, p.file_id)));
+            if let Some(p) = pick {
+                in_flight.insert((p.store, p.file_id));
+                policy.merged(&p);
+            }
+            pick
+        };
+        let Some(pick) = pick else { return false };
+        self.merge(&stores[pick.store], &pick);
+        self.in_flight
+            .lock()
+            .expect("in flight")
+            .remove(&(pick.store, pick.file_id));
+        true
+    }
+
+    fn merge(&self, store: &Store, pick: &Pick) {
+        let m = &self.metrics;
+        match store.merge(&[pick.file_id]) {
+            Ok(report) => {
+                m.merges.fetch_add(1, Ordering::Relaxed);
+                m.files_merged
+                    .fetch_add(report.files_deleted.len() as u64, Ordering::Relaxed);
+                m.files_deleted_unread
+                    .fetch_add(report.files_deleted_unread as u64, Ordering::Relaxed);
+                m.merge_bytes_read
+                    .fetch_add(report.bytes_read, Ordering::Relaxed);
+                m.merge_bytes_written
+                    .fetch_add(report.bytes_written, Ordering::Relaxed);
+            }
+            Err(e) => {
+                m.merge_errors.fetch_add(1, Ordering::Relaxed);
+                tracing::warn!(store = %store.dir().display(), file_id = pick.file_id,
+                    error = %e, "merge failed; will try again");
+                std::thread::sleep(self.idle_tick);
+            }
+        }
+    }
+}
+
+/// Usage as `df` shows it: used / (used + available to unprivileged users).
+pub fn filesystem_usage(dir: &Path) -> std::io::Result<f64> {
+    use std::os::unix::ffi::OsStrExt;
+    let c = std::ffi::CString::new(dir.as_os_str().as_bytes())
+        .map_err(|_| std::io::Error::from(std::io::ErrorKind::InvalidInput))?;
+    // SAFETY: statvfs writes only into the struct we pass.
+    let mut st: libc::statvfs = unsafe { std::mem::zeroed() };
+    if unsafe { libc::statvfs(c.as_ptr(), &mut st) } != 0 {
+        return Err(std::io::Error::last_os_error());
+    }
+    let used = (st.f_blocks - st.f_bfree) as f64;
+    let usable = used + st.f_bavail as f64;
+    Ok(if usable > 0.0 { used / usable } else { 1.0 })
+}
+
+fn local_hour() -> u8 {
+    // SAFETY: time and localtime_r only write into the values we pass.
+    unsafe {
+        let now = libc::time(std::ptr::null_mut());
+        let mut tm: libc::tm = std::mem::zeroed();
+        if libc::localtime_r(&now, &mut tm).is_null() {
+            return 0;
+        }
+        tm.tm_hour.clamp(0, 23) as u8
+    }
+}

@@ -1,0 +1,156 @@
+//! The policies' decisions, from readable tables: given files (store, id,
+//! size, live bytes, keys) and usage U, which files are taken and in what
+//! order (seed 000 §3 for the Fisherman, Riak's bitcask.schema for Classic).
+
+use merge_control::{Classic, FileView, Fisherman, MergeWindow, Pick, Policy};
+
+const MB: u64 = 1 << 20;
+
+/// (store, file id, total MB, live MB); keys follow bytes (1 key per MB).
+fn files(rows: &[(usize, u32, u64, u64)]) -> Vec<FileView> {
+    rows.iter()
+        .map(|&(store, file_id, total, live)| FileView {
+            store,
+            file_id,
+            total_bytes: total * MB,
+            total_keys: total,
+            live_bytes: live * MB,
+            live_keys: live,
+        })
+        .collect()
+}
+
+fn ids(picks: &[Pick]) -> Vec<(usize, u32)> {
+    picks.iter().map(|p| (p.store, p.file_id)).collect()
+}
+
+fn fisherman(ewma: f64) -> Fisherman {
+    Fisherman {
+        ewma,
+        ..Fisherman::default()
+    }
+}
+
+// D of each file:           1.0        0.9        0.5        0.3        0.0
+const POND: &[(usize, u32, u64, u64)] = &[
+    (0, 1, 100, 0),
+    (0, 2, 100, 10),
+    (1, 3, 100, 50),
+    (1, 4, 100, 70),
+    (2, 5, 100, 100),
+];
+
+#[test]
+fn fisherman_table() {
+    let pond = files(POND);
+    // (U, ewma, expected picks in order, expected D_m)
+    let table: &[(f64, f64, &[(usize, u32)], f64)] = &[
+        // Not hungry (U <= U_m = 0.8): only fully dead files, at any U.
+        (0.10, 1.0, &[(0, 1)], 1.0),
+        (0.80, 0.2, &[(0, 1)], 1.0),
+        // H = 0.5: D_m = min(1 - H, ewma) = 0.5.
+        (0.90, 1.0, &[(0, 1), (0, 2), (1, 3)], 0.5),
+        // Experience lowers the bar: ewma 0.3 takes the 0.3 file too.
+        (0.90, 0.3, &[(0, 1), (0, 2), (1, 3), (1, 4)], 0.3),
+        // H = 0.25: D_m = 0.75.
+        (0.85, 1.0, &[(0, 1), (0, 2)], 0.75),
+        // Starving (U = 1): everything, highest D first.
+        (1.00, 1.0, &[(0, 1), (0, 2), (1, 3), (1, 4), (2, 5)], 0.0),
+    ];
+    for &(usage, ewma, want, want_dm) in table {
+        let mut p = fisherman(ewma);
+        let got = p.decide(usage, &pond, 12);
+        assert_eq!(ids(&got), want, "U = {usage}, ewma = {ewma}");
+        assert!(
+            (p.take_threshold(usage) - want_dm).abs() < 1e-9,
+            "D_m at U = {usage}, ewma = {ewma}: {}",
+            p.take_threshold(usage)
+        );
+    }
+}
+
+#[test]
+fn fisherman_orders_ties_by_store_then_file() {
+    let pond = files(&[(3, 9, 10, 5), (1, 7, 10, 5), (1, 2, 10, 5), (0, 4, 10, 9)]);
+    let got = fisherman(1.0).decide(1.0, &pond, 0);
+    assert_eq!(ids(&got), [(1, 2), (1, 7), (3, 9), (0, 4)]);
+}
+
+#[test]
+fn fisherman_learns_from_what_it_eats() {
+    let mut p = fisherman(1.0);
+    let eat = |d: f64| Pick {
+        store: 0,
+        file_id: 1,
+        dead_share: d,
+    };
+    p.merged(&eat(0.5));
+    assert!((p.ewma - 0.95).abs() < 1e-9);
+    for _ in 0..100 {
+        p.merged(&eat(0.4));
+    }
+    assert!((p.ewma - 0.4).abs() < 1e-3);
+    // Hungry at U = 0.85 (1 - H = 0.75): the memory of small fish wins.
+    assert!((p.take_threshold(0.85) - p.ewma).abs() < 1e-9);
+}
+
+#[test]
+fn classic_table() {
+    // (files, hour, window, expected picks)
+    let triggered_store_0 = &[
+        (0, 1, 100, 30), // frag 70%: triggers store 0, and is taken
+        (0, 2, 100, 55), // frag 45% >= 40: taken
+        (0, 3, 100, 70), // frag 30%, 30 MB dead: kept
+        (0, 4, 5, 5),    // small file (< 10 MB): taken
+        (1, 5, 100, 50), // frag 50%: meets the threshold, but store 1 never triggered
+    ];
+    let table: &[(&[(usize, u32, u64, u64)], u8, MergeWindow, &[(usize, u32)])] = &[
+        (
+            triggered_store_0,
+            12,
+            MergeWindow::Always,
+            &[(0, 1), (0, 2), (0, 4)],
+        ),
+        // Nothing reaches a trigger: nothing merges, thresholds or not.
+        (
+            &[(0, 1, 100, 45), (0, 2, 5, 5)],
+            12,
+            MergeWindow::Always,
+            &[],
+        ),
+        // 600 MB dead in a 2 GB file (frag 29%) triggers by dead bytes.
+        (
+            &[(0, 1, 2048, 1448), (0, 2, 1000, 800), (0, 3, 1000, 950)],
+            12,
+            MergeWindow::Always,
+            &[(0, 1), (0, 2)],
+        ),
+        (triggered_store_0, 12, MergeWindow::Never, &[]),
+        (
+            triggered_store_0,
+            23,
+            MergeWindow::Hours { start: 22, end: 3 },
+            &[(0, 1), (0, 2), (0, 4)],
+        ),
+        (
+            triggered_store_0,
+            12,
+            MergeWindow::Hours { start: 22, end: 3 },
+            &[],
+        ),
+    ];
+    for (i, &(rows, hour, window, want)) in table.iter().enumerate() {
+        let mut p = Classic {
+            merge_window: window,
+            ..Classic::default()
+        };
+        // Classic ignores U: the same answer at any usage.
+        for usage in [0.1, 0.99] {
+            assert_eq!(
+                ids(&p.decide(usage, &files(rows), hour)),
+                want,
+                "row {i}, U {usage}"
+            );
+        }
+    }
+}
