@@ -5,56 +5,8 @@
 
 use bitcask::{Error, Options, Store, SyncStrategy};
 use std::collections::BTreeMap;
-use std::path::{Path, PathBuf};
-use std::process::Command;
-
-struct LoopFs {
-    _tmp: tempfile::TempDir,
-    mnt: PathBuf,
-}
-
-impl LoopFs {
-    fn mount(size_mb: u64) -> Option<LoopFs> {
-        let tmp = tempfile::tempdir().unwrap();
-        let img = tmp.path().join("disk.img");
-        let mnt = tmp.path().join("mnt");
-        std::fs::create_dir(&mnt).unwrap();
-        std::fs::File::create(&img)
-            .unwrap()
-            .set_len(size_mb << 20)
-            .unwrap();
-        let ok = |c: &mut Command| c.output().map(|o| o.status.success()).unwrap_or(false);
-        if !ok(Command::new("mkfs.ext4").args(["-q", "-F"]).arg(&img)) {
-            return None;
-        }
-        if !ok(Command::new("mount")
-            .args(["-o", "loop"])
-            .arg(&img)
-            .arg(&mnt))
-        {
-            return None;
-        }
-        Some(LoopFs { _tmp: tmp, mnt })
-    }
-}
-
-impl Drop for LoopFs {
-    fn drop(&mut self) {
-        let _ = Command::new("umount").arg(&self.mnt).status();
-    }
-}
-
-fn fs_or_skip() -> Option<LoopFs> {
-    let fs = LoopFs::mount(24);
-    if fs.is_none() {
-        assert!(
-            std::env::var("CI").is_err(),
-            "CI must be able to loop-mount an ext4 image (root, mkfs.ext4, mount)"
-        );
-        eprintln!("skipping: cannot loop-mount an ext4 image here (needs root)");
-    }
-    fs
-}
+use std::path::Path;
+use testkit::LoopFs;
 
 fn fill_then_free(mnt: &Path, sync: SyncStrategy) {
     let dir = mnt.join(format!("store-{sync:?}"));
@@ -106,7 +58,9 @@ fn fill_then_free(mnt: &Path, sync: SyncStrategy) {
 
 #[test]
 fn real_full_disk() {
-    let Some(fs) = fs_or_skip() else { return };
-    fill_then_free(&fs.mnt, SyncStrategy::OSync);
-    fill_then_free(&fs.mnt, SyncStrategy::None);
+    let Some(fs) = LoopFs::mount_or_skip(24) else {
+        return;
+    };
+    fill_then_free(fs.path(), SyncStrategy::OSync);
+    fill_then_free(fs.path(), SyncStrategy::None);
 }

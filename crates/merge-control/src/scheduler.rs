@@ -85,11 +85,10 @@ impl Metrics {
 }
 
 struct Shared {
-    stores: RwLock<Vec<Arc<Store>>>,
+    stores: Arc<RwLock<Vec<Arc<Store>>>>,
     policy: Mutex<Box<dyn Policy>>,
     in_flight: Mutex<HashSet<(usize, u32)>>,
     usage: UsageSource,
-    throttle_settings: ThrottleSettings,
     throttle: Arc<Throttle>,
     metrics: Metrics,
     stop: AtomicBool,
@@ -104,13 +103,23 @@ pub struct MergeScheduler {
 
 impl MergeScheduler {
     pub fn start(settings: SchedulerSettings) -> MergeScheduler {
+        let stores: Arc<RwLock<Vec<Arc<Store>>>> = Arc::default();
+        let throttle = {
+            // Weak: every store holds the throttle (its put gate), so a
+            // strong reference back would keep the stores open forever.
+            let (source, stores) = (settings.usage.clone(), Arc::downgrade(&stores));
+            Arc::new(Throttle::new(
+                settings.throttle,
+                THROTTLE_REFRESH,
+                move || stores.upgrade().map_or(0.0, |s| measure_usage(&source, &s)),
+            ))
+        };
         let shared = Arc::new(Shared {
-            stores: RwLock::default(),
+            stores,
             policy: Mutex::new(settings.policy),
             in_flight: Mutex::default(),
             usage: settings.usage,
-            throttle_settings: settings.throttle,
-            throttle: Arc::new(Throttle::default()),
+            throttle,
             metrics: Metrics::default(),
             stop: AtomicBool::new(false),
             idle_tick: settings.idle_tick,
@@ -172,27 +181,14 @@ impl Shared {
     }
 
     fn measure_usage(&self) -> f64 {
-        match &self.usage {
-            UsageSource::Filesystem(dir) => filesystem_usage(dir).unwrap_or(0.0),
-            UsageSource::Capacity { bytes } => {
-                let used: u64 = self
-                    .stores
-                    .read()
-                    .expect("stores")
-                    .iter()
-                    .map(|s| s.disk_bytes())
-                    .sum();
-                used as f64 / (*bytes).max(1) as f64
-            }
-        }
+        measure_usage(&self.usage, &self.stores)
     }
 
     /// One round: measure, throttle, decide, merge one file. True when a
     /// merge ran.
     fn round(&self) -> bool {
-        let usage = self.measure_usage();
-        let delay = self.throttle_settings.delay(usage);
-        self.throttle.set(delay);
+        let usage = self.throttle.update();
+        let delay = self.throttle.current();
         let m = &self.metrics;
         m.usage_ppm.store(ppm(usage), Ordering::Relaxed);
         m.throttle_us
@@ -215,33 +211,34 @@ impl Shared {
                     })
             })
             .collect();
-        let pick = {
+        let batch = {
             let mut policy = self.policy.lock().expect("policy");
             m.take_threshold_ppm
                 .store(ppm(policy.take_threshold(usage)), Ordering::Relaxed);
             let picks = policy.decide(usage, &files, local_hour());
             let mut in_flight = self.in_flight.lock().expect("in flight");
-            let pick = picks
-                .into_iter()
-                .find(|p| !in_flight.contains(&(p.store, p.file_id)));
-            if let Some(p) = pick {
+            let batch = batch_for_one_store(&picks, &files, &stores, &in_flight);
+            for p in &batch {
                 in_flight.insert((p.store, p.file_id));
-                policy.merged(&p);
+                policy.merged(p);
             }
-            pick
+            batch
         };
-        let Some(pick) = pick else { return false };
-        self.merge(&stores[pick.store], &pick);
-        self.in_flight
-            .lock()
-            .expect("in flight")
-            .remove(&(pick.store, pick.file_id));
+        let Some(first) = batch.first() else {
+            return false;
+        };
+        self.merge(&stores[first.store], &batch);
+        let mut in_flight = self.in_flight.lock().expect("in flight");
+        for p in &batch {
+            in_flight.remove(&(p.store, p.file_id));
+        }
         true
     }
 
-    fn merge(&self, store: &Store, pick: &Pick) {
+    fn merge(&self, store: &Store, batch: &[Pick]) {
         let m = &self.metrics;
-        match store.merge(&[pick.file_id]) {
+        let ids: Vec<u32> = batch.iter().map(|p| p.file_id).collect();
+        match store.merge(&ids) {
             Ok(report) => {
                 m.merges.fetch_add(1, Ordering::Relaxed);
                 m.files_merged
@@ -255,10 +252,67 @@ impl Shared {
             }
             Err(e) => {
                 m.merge_errors.fetch_add(1, Ordering::Relaxed);
-                tracing::warn!(store = %store.dir().display(), file_id = pick.file_id,
+                tracing::warn!(store = %store.dir().display(), files = ?ids,
                     error = %e, "merge failed; will try again");
                 std::thread::sleep(self.idle_tick);
             }
+        }
+    }
+}
+
+/// The first pick not being merged, and with it the next picks of the same
+/// store, in the policy's order, as long as their live data fits in one
+/// output file: merging them together fills whole output files instead of
+/// leaving one small file per input.
+fn batch_for_one_store(
+    picks: &[Pick],
+    files: &[FileView],
+    stores: &[Arc<Store>],
+    in_flight: &HashSet<(usize, u32)>,
+) -> Vec<Pick> {
+    let free = |p: &&Pick| !in_flight.contains(&(p.store, p.file_id));
+    let Some(first) = picks.iter().find(free) else {
+        return Vec::new();
+    };
+    let live = |p: &Pick| {
+        files
+            .iter()
+            .find(|f| f.store == p.store && f.file_id == p.file_id)
+            .map_or(0, |f| f.live_bytes)
+    };
+    let room = stores[first.store].options().max_file_size_bytes;
+    let mut used = live(first);
+    let mut batch = vec![*first];
+    for p in picks.iter().filter(free) {
+        if p.store != first.store || p.file_id == first.file_id {
+            continue;
+        }
+        if used + live(p) > room || batch.len() >= MAX_BATCH_FILES {
+            break;
+        }
+        used += live(p);
+        batch.push(*p);
+    }
+    batch
+}
+
+/// Files merged together at most.
+const MAX_BATCH_FILES: usize = 16;
+
+/// How often puts re-measure usage for the throttle, at most.
+const THROTTLE_REFRESH: Duration = Duration::from_millis(2);
+
+fn measure_usage(source: &UsageSource, stores: &RwLock<Vec<Arc<Store>>>) -> f64 {
+    match source {
+        UsageSource::Filesystem(dir) => filesystem_usage(dir).unwrap_or(0.0),
+        UsageSource::Capacity { bytes } => {
+            let used: u64 = stores
+                .read()
+                .expect("stores")
+                .iter()
+                .map(|s| s.disk_bytes())
+                .sum();
+            used as f64 / (*bytes).max(1) as f64
         }
     }
 }

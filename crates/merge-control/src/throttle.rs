@@ -3,7 +3,7 @@
 //! before the disk fills and merge keeps the room it needs.
 
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 /// Throttle thresholds.
 #[derive(Clone, Copy, Debug, PartialEq)]
@@ -32,19 +32,50 @@ impl ThrottleSettings {
     }
 }
 
-/// The delay currently in force, shared by the scheduler (which sets it
-/// from U) and every store (which waits it before each put).
-#[derive(Debug, Default)]
+/// The delay in force, shared by every store of a node (each waits it
+/// before each put). It follows U closely: a put re-measures U when the
+/// last measure is older than `refresh`, so the throttle never lags behind
+/// a merge that is filling the disk with its output.
 pub struct Throttle {
+    settings: ThrottleSettings,
+    measure: Box<dyn Fn() -> f64 + Send + Sync>,
+    refresh: Duration,
+    epoch: Instant,
+    /// Microseconds since `epoch` of the last measure, and its delay.
+    measured_at_us: AtomicU64,
     delay_us: AtomicU64,
 }
 
 impl Throttle {
-    pub fn set(&self, delay: Duration) {
-        self.delay_us
-            .store(delay.as_micros() as u64, Ordering::Relaxed);
+    pub fn new(
+        settings: ThrottleSettings,
+        refresh: Duration,
+        measure: impl Fn() -> f64 + Send + Sync + 'static,
+    ) -> Throttle {
+        let t = Throttle {
+            settings,
+            measure: Box::new(measure),
+            refresh,
+            epoch: Instant::now(),
+            measured_at_us: AtomicU64::new(0),
+            delay_us: AtomicU64::new(0),
+        };
+        t.update();
+        t
     }
 
+    /// Measures U now and returns it.
+    pub fn update(&self) -> f64 {
+        let usage = (self.measure)();
+        let delay = self.settings.delay(usage);
+        self.delay_us
+            .store(delay.as_micros() as u64, Ordering::Relaxed);
+        self.measured_at_us
+            .store(self.epoch.elapsed().as_micros() as u64, Ordering::Relaxed);
+        usage
+    }
+
+    /// The delay as of the last measure.
     pub fn current(&self) -> Duration {
         Duration::from_micros(self.delay_us.load(Ordering::Relaxed))
     }
@@ -52,6 +83,11 @@ impl Throttle {
 
 impl bitcask::PutGate for Throttle {
     fn delay(&self) -> Duration {
+        let now_us = self.epoch.elapsed().as_micros() as u64;
+        let age_us = now_us.saturating_sub(self.measured_at_us.load(Ordering::Relaxed));
+        if age_us >= self.refresh.as_micros() as u64 {
+            self.update();
+        }
         self.current()
     }
 }

@@ -6,8 +6,17 @@ use merge_control::{Classic, FileView, Fisherman, MergeWindow, Pick, Policy};
 
 const MB: u64 = 1 << 20;
 
+/// (store, file id, total MB, live MB)
+type Row = (usize, u32, u64, u64);
+/// (store, file id) of a pick.
+type Id = (usize, u32);
+/// (U, ewma, expected picks in order, expected D_m)
+type FishermanCase = (f64, f64, &'static [Id], f64);
+/// (files, hour, window, expected picks)
+type ClassicCase<'a> = (&'a [Row], u8, MergeWindow, &'a [Id]);
+
 /// (store, file id, total MB, live MB); keys follow bytes (1 key per MB).
-fn files(rows: &[(usize, u32, u64, u64)]) -> Vec<FileView> {
+fn files(rows: &[Row]) -> Vec<FileView> {
     rows.iter()
         .map(|&(store, file_id, total, live)| FileView {
             store,
@@ -20,7 +29,7 @@ fn files(rows: &[(usize, u32, u64, u64)]) -> Vec<FileView> {
         .collect()
 }
 
-fn ids(picks: &[Pick]) -> Vec<(usize, u32)> {
+fn ids(picks: &[Pick]) -> Vec<Id> {
     picks.iter().map(|p| (p.store, p.file_id)).collect()
 }
 
@@ -32,7 +41,7 @@ fn fisherman(ewma: f64) -> Fisherman {
 }
 
 // D of each file:           1.0        0.9        0.5        0.3        0.0
-const POND: &[(usize, u32, u64, u64)] = &[
+const POND: &[Row] = &[
     (0, 1, 100, 0),
     (0, 2, 100, 10),
     (1, 3, 100, 50),
@@ -43,8 +52,7 @@ const POND: &[(usize, u32, u64, u64)] = &[
 #[test]
 fn fisherman_table() {
     let pond = files(POND);
-    // (U, ewma, expected picks in order, expected D_m)
-    let table: &[(f64, f64, &[(usize, u32)], f64)] = &[
+    let table: &[FishermanCase] = &[
         // Not hungry (U <= U_m = 0.8): only fully dead files, at any U.
         (0.10, 1.0, &[(0, 1)], 1.0),
         (0.80, 0.2, &[(0, 1)], 1.0),
@@ -96,15 +104,14 @@ fn fisherman_learns_from_what_it_eats() {
 
 #[test]
 fn classic_table() {
-    // (files, hour, window, expected picks)
-    let triggered_store_0 = &[
+    let triggered_store_0: &[Row] = &[
         (0, 1, 100, 30), // frag 70%: triggers store 0, and is taken
         (0, 2, 100, 55), // frag 45% >= 40: taken
         (0, 3, 100, 70), // frag 30%, 30 MB dead: kept
         (0, 4, 5, 5),    // small file (< 10 MB): taken
         (1, 5, 100, 50), // frag 50%: meets the threshold, but store 1 never triggered
     ];
-    let table: &[(&[(usize, u32, u64, u64)], u8, MergeWindow, &[(usize, u32)])] = &[
+    let table: &[ClassicCase] = &[
         (
             triggered_store_0,
             12,
