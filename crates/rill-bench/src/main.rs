@@ -5,6 +5,7 @@
 mod engine;
 mod machine;
 mod report;
+mod sensor;
 
 use clap::{Parser, Subcommand};
 
@@ -20,10 +21,14 @@ enum Command {
     /// The Bitcask engine alone: put and append MB/s, get ops/s, keydir
     /// bytes per key, restart time with and without hints.
     Engine(engine::Args),
+    /// The paper's sensor workload on a loop-mounted filesystem: cyclic
+    /// overwrite by M writers of S sensors, per engine side by side.
+    Sensor(sensor::Args),
 }
 
 fn main() -> anyhow::Result<()> {
     match Cli::parse().command {
         Command::Engine(args) => engine::run(args),
+        Command::Sensor(args) => sensor::run(args),
     }
 }

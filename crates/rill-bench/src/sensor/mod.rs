@@ -1,0 +1,292 @@
+//! `rill-bench sensor`: the paper's test program (shared/seeds/000 §1.1).
+//!
+//! M writers cycle over S sensors each, putting B-byte random blocks under
+//! 32-bit big-endian keys (writer id in the high 8 bits, sensor number in
+//! the low 24), so the live data stays at V = S·B·M / C while every put
+//! overwrites. It runs on a filesystem of a fixed size (a loop-mounted ext4
+//! image it creates and removes), so usage U is real, and prints MB/s per
+//! interval with an EWMA, U and merge activity, side by side for each
+//! engine: the ceiling writer, Bitcask with Riak's classic merge policy and
+//! with the Fisherman.
+
+mod targets;
+
+use crate::machine::Machine;
+use crate::report::Report;
+use anyhow::{bail, Context, Result};
+use merge_control::filesystem_usage;
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::time::{Duration, Instant};
+use targets::Target;
+use testkit::LoopFs;
+
+#[derive(clap::Args, Clone)]
+pub struct Args {
+    /// Engines to run, in order: ceiling, classic, fisherman.
+    #[arg(
+        long,
+        value_delimiter = ',',
+        default_value = "ceiling,classic,fisherman"
+    )]
+    engines: Vec<String>,
+    /// Filesystem capacity C, MiB (default 8192; 1024 with --quick).
+    #[arg(long)]
+    capacity_mib: Option<u64>,
+    /// Vnodes n_i (default 64; 8 with --quick).
+    #[arg(long)]
+    vnodes: Option<usize>,
+    /// Writers M.
+    #[arg(long, default_value_t = 8)]
+    writers: usize,
+    /// Block (value) size B, KiB.
+    #[arg(long, default_value_t = 128)]
+    block_kib: usize,
+    /// Live data share V; the sensor count S follows from it.
+    #[arg(long, default_value_t = 0.6)]
+    live_share: f64,
+    /// Rotation size R, MiB (default: the planing bound of eq. 4, at least 1).
+    #[arg(long)]
+    file_size_mib: Option<u64>,
+    /// Passes over the live data each engine writes.
+    #[arg(long)]
+    passes: Option<u64>,
+    /// Longest run per engine, seconds (the run stops by itself; at most
+    /// 25 with --quick).
+    #[arg(long, default_value_t = 1800)]
+    max_seconds: u64,
+    /// Reporting interval, milliseconds.
+    #[arg(long, default_value_t = 1000)]
+    interval_ms: u64,
+    /// Where the CSV files go.
+    #[arg(long, default_value = "bench-results/sensor")]
+    out: PathBuf,
+    /// A short run for CI: every engine in well under two minutes.
+    #[arg(long)]
+    quick: bool,
+}
+
+struct Plan {
+    capacity_mib: u64,
+    vnodes: usize,
+    passes: u64,
+    max_seconds: u64,
+}
+
+pub fn run(args: Args) -> Result<()> {
+    let plan = Plan {
+        capacity_mib: args
+            .capacity_mib
+            .unwrap_or(if args.quick { 1024 } else { 8192 }),
+        vnodes: args.vnodes.unwrap_or(if args.quick { 8 } else { 64 }),
+        passes: args.passes.unwrap_or(4),
+        max_seconds: if args.quick {
+            args.max_seconds.min(25)
+        } else {
+            args.max_seconds
+        },
+    };
+    if !(0.0..1.0).contains(&args.live_share) || args.live_share == 0.0 {
+        bail!("--live-share must be in (0, 1)");
+    }
+    std::fs::create_dir_all(&args.out)
+        .with_context(|| format!("creating {}", args.out.display()))?;
+    for engine in &args.engines {
+        if !["ceiling", "classic", "fisherman"].contains(&engine.as_str()) {
+            bail!("unknown engine {engine:?}: use ceiling, classic, fisherman");
+        }
+        let Some(fs) = LoopFs::mount(plan.capacity_mib) else {
+            bail!(
+                "cannot create and loop-mount a {} MiB ext4 image (needs root, mkfs.ext4, mount)",
+                plan.capacity_mib
+            );
+        };
+        run_engine(&args, &plan, engine, fs.path())?;
+    }
+    Ok(())
+}
+
+/// Capacity C as usage U counts it: used plus available bytes.
+fn usable_bytes(dir: &Path) -> u64 {
+    use std::os::unix::ffi::OsStrExt;
+    let Ok(c) = std::ffi::CString::new(dir.as_os_str().as_bytes()) else {
+        return 0;
+    };
+    // SAFETY: statvfs writes only into the struct we pass.
+    let mut st: libc::statvfs = unsafe { std::mem::zeroed() };
+    if unsafe { libc::statvfs(c.as_ptr(), &mut st) } != 0 {
+        return 0;
+    }
+    (st.f_blocks - st.f_bfree + st.f_bavail) * st.f_frsize
+}
+
+fn run_engine(args: &Args, plan: &Plan, engine: &str, mnt: &Path) -> Result<()> {
+    let capacity = usable_bytes(mnt);
+    let block = args.block_kib << 10;
+    let sensors = (args.live_share * capacity as f64 / (block as f64 * args.writers as f64)) as u64;
+    if sensors == 0 || sensors >= 1 << 24 {
+        bail!("{sensors} sensors per writer: choose another V, B or capacity");
+    }
+    let live_bytes = sensors * block as u64 * args.writers as u64;
+    let file_size = args.file_size_mib.map(|m| m << 20).unwrap_or_else(|| {
+        merge_control::advise(capacity, plan.vnodes as u32, 0.8, args.live_share)
+            .max_file_size_bytes
+            .unwrap_or(1 << 20)
+            .max(1 << 20)
+    });
+    let dir = mnt.join("data");
+    let target: Box<dyn Target> = match engine {
+        "ceiling" => Box::new(targets::Ceiling::new(
+            &dir,
+            args.writers,
+            sensors,
+            file_size,
+        )?),
+        policy => Box::new(targets::Bitcask::new(&dir, plan.vnodes, file_size, policy)?),
+    };
+    let machine = Machine::describe(mnt);
+    machine.print();
+    println!(
+        "sensor: engine {engine}, C = {capacity} B, n_i = {}, M = {}, S = {sensors}, B = {block}, \
+         V = {:.3}, R = {file_size} B, {} passes",
+        plan.vnodes,
+        args.writers,
+        live_bytes as f64 / capacity as f64,
+        plan.passes
+    );
+    let csv_path = args.out.join(format!(
+        "sensor-{engine}-v{:.2}-b{}k.csv",
+        args.live_share, args.block_kib
+    ));
+    let mut csv = std::fs::File::create(&csv_path)
+        .with_context(|| format!("creating {}", csv_path.display()))?;
+    writeln!(
+        csv,
+        "t_s,mb_s,mb_s_ewma,usage,merges,files_deleted_unread,merge_read_mb,merge_written_mb,throttle_ms,take_threshold,put_errors"
+    )?;
+    let pool = random_pool();
+    let written = AtomicU64::new(0);
+    let put_errors = AtomicU64::new(0);
+    let stop = AtomicBool::new(false);
+    let total_target = plan.passes * live_bytes;
+    let start = Instant::now();
+    let deadline = start + Duration::from_secs(plan.max_seconds);
+    let mut intervals: Vec<(f64, f64)> = Vec::new(); // (t, MB/s)
+    let mut max_usage = 0f64;
+    let mut first_pass_at = None;
+    std::thread::scope(|s| -> Result<()> {
+        for w in 0..args.writers {
+            let (target, pool, written, put_errors, stop) =
+                (&target, &pool, &written, &put_errors, &stop);
+            s.spawn(move || {
+                let mut n = 0u64;
+                while !stop.load(Ordering::Relaxed) {
+                    let sensor = n % sensors;
+                    let key = ((w as u32) << 24 | sensor as u32).to_be_bytes();
+                    let off = (n.wrapping_mul(7919) as usize + w * 131) % (pool.len() - block);
+                    match target.put(w, key, n, &pool[off..off + block]) {
+                        Ok(()) => {
+                            written.fetch_add(block as u64, Ordering::Relaxed);
+                        }
+                        Err(e) => {
+                            if put_errors.fetch_add(1, Ordering::Relaxed) < 5 {
+                                eprintln!("put failed: {e}");
+                            }
+                            std::thread::sleep(Duration::from_millis(10));
+                        }
+                    }
+                    n += 1;
+                }
+            });
+        }
+        let interval = Duration::from_millis(args.interval_ms.max(50));
+        let mut last_bytes = 0u64;
+        let mut last_t = 0f64;
+        let mut ewma = 0f64;
+        loop {
+            std::thread::sleep(interval);
+            let t = start.elapsed().as_secs_f64();
+            let bytes = written.load(Ordering::Relaxed);
+            let mb_s = (bytes - last_bytes) as f64 / 1e6 / (t - last_t);
+            ewma = if last_t == 0.0 {
+                mb_s
+            } else {
+                ewma + (mb_s - ewma) / 8.0
+            };
+            let usage = filesystem_usage(mnt).unwrap_or(0.0);
+            max_usage = max_usage.max(usage);
+            let m = target.merge_metrics();
+            let errors = put_errors.load(Ordering::Relaxed);
+            writeln!(
+                csv,
+                "{t:.2},{mb_s:.1},{ewma:.1},{usage:.4},{},{},{:.1},{:.1},{},{:.3},{errors}",
+                m.merges,
+                m.files_deleted_unread,
+                m.merge_bytes_read as f64 / 1e6,
+                m.merge_bytes_written as f64 / 1e6,
+                m.throttle_delay.as_millis(),
+                m.take_threshold,
+            )?;
+            println!(
+                "{t:7.1} s {mb_s:8.1} MB/s (ewma {ewma:7.1})  U {usage:.3}  merges {}  unread {}  merge r/w {:.0}/{:.0} MB  throttle {} ms  D_m {:.2}  errors {errors}",
+                m.merges,
+                m.files_deleted_unread,
+                m.merge_bytes_read as f64 / 1e6,
+                m.merge_bytes_written as f64 / 1e6,
+                m.throttle_delay.as_millis(),
+                m.take_threshold,
+            );
+            if first_pass_at.is_none() && bytes >= live_bytes {
+                first_pass_at = Some(t);
+            } else if first_pass_at.is_some() {
+                intervals.push((t, mb_s));
+            }
+            last_bytes = bytes;
+            last_t = t;
+            if bytes >= total_target || Instant::now() >= deadline {
+                stop.store(true, Ordering::Relaxed);
+                break;
+            }
+        }
+        Ok(())
+    })?;
+    drop(target);
+    let mut rates: Vec<f64> = intervals.iter().map(|&(_, r)| r).collect();
+    rates.sort_by(f64::total_cmp);
+    let median = rates.get(rates.len() / 2).copied().unwrap_or(0.0);
+    let mut r = Report::new("sensor", args.quick);
+    r.text("engine", engine);
+    r.num("live_share", args.live_share, "live share V");
+    r.int("block_bytes", block as u64, "block size B");
+    r.int("file_size_bytes", file_size, "rotation size R");
+    r.int("vnodes", plan.vnodes as u64, "vnodes");
+    r.int("capacity_bytes", capacity, "capacity C");
+    r.num(
+        "steady_mb_s",
+        median,
+        "steady MB/s (median after the first pass)",
+    );
+    r.num("max_usage", max_usage, "max U");
+    r.int(
+        "put_errors",
+        put_errors.load(Ordering::Relaxed),
+        "put errors",
+    );
+    r.num("seconds", start.elapsed().as_secs_f64(), "run time, s");
+    r.text("csv", &csv_path.display().to_string());
+    println!("{}", r.json());
+    Ok(())
+}
+
+fn random_pool() -> Vec<u8> {
+    let mut x = 0x2545_F491_4F6C_DD1Du64;
+    (0..(8 << 20))
+        .map(|_| {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            x as u8
+        })
+        .collect()
+}
