@@ -144,6 +144,12 @@ impl HintBuilder {
         let _ = vfs.remove_file(&self.tmp_path);
     }
 
+    /// Removes the partial hint of a file that is going away.
+    pub fn abandon(self, vfs: &dyn Vfs) {
+        drop(self.file);
+        let _ = vfs.remove_file(&self.tmp_path);
+    }
+
     /// Writes the trailer, syncs and moves the hint into place. A failure is
     /// logged and leaves no hint: the data file stays the truth.
     pub fn finish(mut self, vfs: &dyn Vfs, id: u32) {
@@ -338,6 +344,23 @@ impl AppendFile {
             &self.buf.as_slice()[(from - self.buf_start) as usize..(end - self.buf_start) as usize];
         out[(from - offset) as usize..].copy_from_slice(src);
         (from - offset) as usize
+    }
+
+    /// Hands every buffered byte to the kernel and frees the write buffer:
+    /// the file takes no more appends and waits to be sealed.
+    pub fn close_for_appends(&mut self) -> Result<()> {
+        self.flush(true)?;
+        self.buf = AlignedBuf::with_capacity(ALIGN);
+        self.buf_start = self.readable;
+        Ok(())
+    }
+
+    /// Drops a file that will never be sealed (merge deleted it): removes
+    /// its half-written hint.
+    pub fn abandon(mut self, vfs: &dyn Vfs) {
+        if let Some(hint) = self.hint.take() {
+            hint.abandon(vfs);
+        }
     }
 
     /// Flushes, trims O_DIRECT padding, fsyncs and writes the hint file.

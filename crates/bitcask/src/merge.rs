@@ -218,6 +218,15 @@ impl Inner {
                 .sync_dir(&self.dir)
                 .map_err(|e| Error::io(&self.dir, e))?;
         }
+        // A sealed original was durable; the records that replaced its dead
+        // ones may not be yet (sync = none). Make them durable before the
+        // original goes, so a crash cannot lose a key that was on disk.
+        if done.iter().any(|&id| !self.is_unsealed(id)) {
+            let seq = self.writer().seq;
+            if self.synced_seq.load(Ordering::Acquire) < seq {
+                self.sync_through(seq)?;
+            }
+        }
         // The copies are durable: the originals can go.
         for &id in &done {
             self.delete_file_when_unread(id)?;

@@ -94,6 +94,13 @@ pub struct Options {
     pub clock: Arc<dyn Clock>,
     /// Consulted before every put and delete; `None` never delays.
     pub put_gate: Option<Arc<dyn PutGate>>,
+    /// Under `SyncStrategy::None`, a closed data file is sealed (fsynced,
+    /// its hint written and moved into place) this long after rotation, by
+    /// the store's background thread, not by the put that rotated it; a
+    /// file merge deletes first is never written back at all. 0 seals at
+    /// rotation, as Riak's Bitcask does. After a crash, files closed in the
+    /// last `seal_delay_ms` have no hint and are scanned.
+    pub seal_delay_ms: u64,
 }
 
 impl Default for Options {
@@ -112,6 +119,7 @@ impl Default for Options {
             vfs: Arc::new(StdVfs),
             clock: Arc::new(SystemClock),
             put_gate: None,
+            seal_delay_ms: 30_000,
         }
     }
 }
@@ -167,6 +175,11 @@ impl Options {
             return bad("sparse_live_share", "must be within 0..=1".into());
         }
         Ok(())
+    }
+
+    /// True when rotation leaves the closed file to the background sealer.
+    pub(crate) fn defers_sealing(&self) -> bool {
+        self.sync == SyncStrategy::None && self.seal_delay_ms > 0
     }
 
     pub(crate) fn now_s(&self) -> u32 {

@@ -1,7 +1,7 @@
 //! The store: puts, gets, deletes and folds over one directory.
 //!
 //! Locks, in the order they may be taken: `merge_lock`, `sync_lock`,
-//! `writer`, `folds`, a keydir shard, `stats`. Puts are serialized by
+//! `seal_lock`, `writer`, `unsealed`, `folds`, a keydir shard, `stats`. Puts are serialized by
 //! `writer` (held for an append to a memory buffer and a keydir update, not
 //! for a disk wait: o_sync puts share one fsync outside it). Gets take
 //! only a keydir shard briefly, and `writer` only for bytes still buffered.
@@ -37,6 +37,15 @@ pub(crate) struct WriterState {
     pub last_append: Instant,
 }
 
+/// A closed data file not yet sealed (sync = none): its records are in the
+/// kernel's hands, its fsync and hint wait for the background sealer.
+pub(crate) struct Unsealed {
+    pub file: AppendFile,
+    pub closed_at: Instant,
+    /// fsynced by a `sync()` since it was closed (the hint is still due).
+    pub data_synced: bool,
+}
+
 #[derive(Default)]
 pub(crate) struct FoldState {
     pub active: usize,
@@ -54,6 +63,12 @@ pub(crate) struct Inner {
     pub active_id: AtomicU32,
     pub synced_seq: AtomicU64,
     pub sync_lock: Mutex<()>,
+    /// Held while unsealed files are sealed, synced or deleted, so none is
+    /// half-sealed while another thread counts on it.
+    pub seal_lock: Mutex<()>,
+    pub unsealed: Mutex<Vec<Unsealed>>,
+    /// A file was created since the directory was last fsynced.
+    pub dir_dirty: AtomicBool,
     pub merge_lock: Mutex<()>,
     pub folds: Mutex<FoldState>,
     pub counters: Counters,
@@ -153,6 +168,9 @@ impl Store {
             active_id: AtomicU32::new(active_id),
             synced_seq: AtomicU64::new(report.max_seq),
             sync_lock: Mutex::new(()),
+            seal_lock: Mutex::new(()),
+            unsealed: Mutex::default(),
+            dir_dirty: AtomicBool::new(false),
             merge_lock: Mutex::new(()),
             folds: Mutex::default(),
             counters: Counters::default(),
@@ -308,10 +326,12 @@ impl Store {
             let _ = bg.join();
         }
         let inner = &self.inner;
+        let sealed = inner.seal_unsealed(true);
         let mut w = inner.writer();
         if w.poisoned.is_some() {
             return Ok(());
         }
+        sealed?;
         if w.active.is_empty() {
             // Nothing was written since open: leave no empty file behind.
             let id = w.active.id;
@@ -430,8 +450,13 @@ impl Inner {
         Error::PreviousIo { cause }
     }
 
-    /// Closes the active file (flush, fsync, hint) and starts a new one.
+    /// Closes the active file and starts a new one. The closed file is
+    /// sealed (fsync, hint) here, or later by the background thread when
+    /// sealing is deferred.
     fn rotate(&self, w: &mut WriterState) -> Result<()> {
+        if self.opts.defers_sealing() {
+            return self.rotate_deferred(w);
+        }
         if let Err(e) = w.active.sync() {
             return Err(match e {
                 Error::DiskFull { .. } => e,
@@ -463,6 +488,102 @@ impl Inner {
         Ok(())
     }
 
+    fn rotate_deferred(&self, w: &mut WriterState) -> Result<()> {
+        if let Err(e) = w.active.close_for_appends() {
+            return Err(self.write_failed(w, e));
+        }
+        let id = w.next_file_id;
+        let o = &self.opts;
+        self.dir_dirty.store(true, Ordering::Release);
+        let next = AppendFile::create(
+            o.vfs.as_ref(),
+            &self.dir,
+            id,
+            o.write_mode == WriteMode::Direct,
+            o.write_buffer_bytes,
+        )?;
+        w.next_file_id += 1;
+        self.stats.lock().expect("stats").add_file(id);
+        self.files.insert(id, next.path.clone());
+        let old = std::mem::replace(&mut w.active, next);
+        self.active_id.store(id, Ordering::Release);
+        self.unsealed.lock().expect("unsealed").push(Unsealed {
+            file: old,
+            closed_at: Instant::now(),
+            data_synced: false,
+        });
+        Ok(())
+    }
+
+    /// Seals the unsealed files closed at least `seal_delay` ago (all of
+    /// them when `all`): fsync, hint into place, one directory fsync.
+    pub(crate) fn seal_unsealed(&self, all: bool) -> Result<()> {
+        let _sealing = self.seal_lock.lock().expect("seal lock");
+        let delay = Duration::from_millis(self.opts.seal_delay_ms);
+        let vfs = self.opts.vfs.as_ref();
+        let mut sealed = 0;
+        loop {
+            let next = {
+                let mut q = self.unsealed.lock().expect("unsealed");
+                match q.first() {
+                    Some(u) if all || u.closed_at.elapsed() >= delay => Some(q.remove(0)),
+                    _ => None,
+                }
+            };
+            let Some(mut u) = next else { break };
+            if let Err(e) = u.file.finish(vfs) {
+                return Err(self.poison(e.to_string()));
+            }
+            sealed += 1;
+        }
+        if sealed > 0 {
+            if let Err(e) = vfs.sync_dir(&self.dir) {
+                return Err(self.poison(Error::io(&self.dir, e).to_string()));
+            }
+        }
+        Ok(())
+    }
+
+    /// True when `id` was closed but not sealed yet.
+    pub(crate) fn is_unsealed(&self, id: u32) -> bool {
+        self.unsealed
+            .lock()
+            .expect("unsealed")
+            .iter()
+            .any(|u| u.file.id == id)
+    }
+
+    /// fsyncs every unsealed file not synced since it was closed, and the
+    /// directory if a file was created since its last fsync.
+    fn sync_unsealed(&self) -> Result<()> {
+        let _sealing = self.seal_lock.lock().expect("seal lock");
+        let pending: Vec<_> = self
+            .unsealed
+            .lock()
+            .expect("unsealed")
+            .iter()
+            .filter(|u| !u.data_synced)
+            .map(|u| (u.file.id, u.file.descriptor(), u.file.path.clone()))
+            .collect();
+        for (_, descriptor, path) in &pending {
+            if let Err(e) = descriptor.sync_data() {
+                return Err(self.poison(Error::io(path, e).to_string()));
+            }
+        }
+        for u in self.unsealed.lock().expect("unsealed").iter_mut() {
+            if pending.iter().any(|(id, _, _)| *id == u.file.id) {
+                u.data_synced = true;
+            }
+        }
+        if self.dir_dirty.swap(false, Ordering::AcqRel) {
+            if let Err(e) = self.opts.vfs.sync_dir(&self.dir) {
+                self.dir_dirty.store(true, Ordering::Release);
+                return Err(self.poison(Error::io(&self.dir, e).to_string()));
+            }
+        }
+        Ok(())
+    }
+
     fn poison_locked(&self, w: &mut WriterState, e: Error) -> Error {
         let cause = e.to_string();
         tracing::error!(error = %cause, "the store refuses writes until reopened");
@@ -489,6 +610,7 @@ impl Inner {
             }
             (w.active.descriptor(), w.seq, w.active.path.clone())
         };
+        self.sync_unsealed()?;
         if let Err(e) = descriptor.sync_data() {
             return Err(self.poison(Error::io(&path, e).to_string()));
         }
@@ -613,6 +735,15 @@ impl Inner {
     }
 
     fn delete_file(&self, id: u32) -> Result<()> {
+        {
+            let _sealing = self.seal_lock.lock().expect("seal lock");
+            let mut q = self.unsealed.lock().expect("unsealed");
+            if let Some(at) = q.iter().position(|u| u.file.id == id) {
+                let u = q.remove(at);
+                drop(q);
+                u.file.abandon(self.opts.vfs.as_ref());
+            }
+        }
         self.files.delete(id, &self.dir)?;
         self.stats.lock().expect("stats").remove_file(id);
         Ok(())
@@ -620,7 +751,8 @@ impl Inner {
 }
 
 /// Background work of one store: hand buffered appends to the kernel every
-/// `flush_interval_ms`, and fsync every `interval_ms` under that strategy.
+/// `flush_interval_ms`, seal closed files once `seal_delay_ms` has passed,
+/// and fsync every `interval_ms` under that strategy.
 fn spawn_background(inner: &Arc<Inner>) -> (mpsc::Sender<()>, JoinHandle<()>) {
     let (stop, stopped) = mpsc::channel::<()>();
     let weak = Arc::downgrade(inner);
@@ -646,6 +778,11 @@ fn spawn_background(inner: &Arc<Inner>) -> (mpsc::Sender<()>, JoinHandle<()>) {
                         if let Err(e) = w.active.flush(true) {
                             tracing::warn!(error = %e, "background flush failed; will retry");
                         }
+                    }
+                }
+                if inner.opts.defers_sealing() {
+                    if let Err(e) = inner.seal_unsealed(false) {
+                        tracing::warn!(error = %e, "sealing closed data files failed");
                     }
                 }
                 if let Some(every) = sync_every {
