@@ -14,7 +14,9 @@ pub mod scheduler;
 pub mod throttle;
 
 pub use planing::{advise, PlaningAdvice};
-pub use policy::{Classic, FileView, Fisherman, MergeWindow, Pick, Policy};
+pub use policy::{
+    Classic, ClassicSettings, FileView, Fisherman, MergeWindow, Moment, Pick, Policy,
+};
 pub use scheduler::{
     filesystem_usage, MergeScheduler, Metrics, MetricsSnapshot, SchedulerSettings, UsageSource,
 };

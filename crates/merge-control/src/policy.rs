@@ -7,6 +7,9 @@
 //!   share D first, files with D = 1 at any U, and take a file when
 //!   D >= D_m = min(1 - H, ewma(D taken)) with hunger H = (U - U_m)/(1 - U_m).
 
+use std::collections::BTreeMap;
+use std::time::Duration;
+
 /// One closed data file as the policies see it.
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub struct FileView {
@@ -67,15 +70,34 @@ impl Pick {
     }
 }
 
+/// When a decision is made: the local hour (for merge windows) and the
+/// time since the scheduler started (for check intervals).
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+pub struct Moment {
+    pub hour: u8,
+    pub elapsed: Duration,
+}
+
+impl Moment {
+    pub fn new(hour: u8, elapsed: Duration) -> Moment {
+        Moment { hour, elapsed }
+    }
+}
+
 /// A merge policy: given usage U (0..=1) and every closed file of the node,
 /// the files to merge now, first first. `merged` tells the policy what was
 /// actually taken, so it can learn.
 pub trait Policy: Send {
-    fn decide(&mut self, usage: f64, files: &[FileView], hour: u8) -> Vec<Pick>;
+    fn decide(&mut self, usage: f64, files: &[FileView], at: Moment) -> Vec<Pick>;
     fn merged(&mut self, _pick: &Pick) {}
     /// The current take threshold D_m, for metrics (1 when not merging).
     fn take_threshold(&self, usage: f64) -> f64;
     fn name(&self) -> &'static str;
+    /// Whether fully dead files are deleted at once, at any U and without
+    /// waiting for a merge worker (the scheduler's reaper does it).
+    fn reaps_dead_files(&self) -> bool {
+        false
+    }
 }
 
 /// When Riak allows merging (`bitcask.merge_window`).
@@ -101,9 +123,9 @@ impl MergeWindow {
     }
 }
 
-/// Riak's Bitcask merge policy, with its names and defaults.
+/// Riak's Bitcask merge settings, with its names and defaults.
 #[derive(Clone, Debug, PartialEq)]
-pub struct Classic {
+pub struct ClassicSettings {
     /// A store merges when any file has at least this fragmentation (%).
     pub frag_merge_trigger: f64,
     /// ... or at least this many dead bytes.
@@ -115,53 +137,140 @@ pub struct Classic {
     /// ... or smaller than this is merged.
     pub small_file_threshold: u64,
     pub merge_window: MergeWindow,
+    /// How often each store is checked (`bitcask.merge_check_interval`,
+    /// Riak's default 3 minutes) ...
+    pub merge_check_interval: Duration,
+    /// ... varied by up to this share either way
+    /// (`bitcask.merge_check_jitter`, default 30%).
+    pub merge_check_jitter: f64,
 }
 
-impl Default for Classic {
+impl Default for ClassicSettings {
     fn default() -> Self {
-        Classic {
+        ClassicSettings {
             frag_merge_trigger: 60.0,
             dead_bytes_merge_trigger: 512 << 20,
             frag_threshold: 40.0,
             dead_bytes_threshold: 128 << 20,
             small_file_threshold: 10 << 20,
             merge_window: MergeWindow::Always,
+            merge_check_interval: Duration::from_secs(180),
+            merge_check_jitter: 0.3,
         }
     }
 }
 
-impl Policy for Classic {
-    fn decide(&mut self, _usage: f64, files: &[FileView], hour: u8) -> Vec<Pick> {
-        if !self.merge_window.allows(hour) {
+/// Riak's Bitcask merge policy: each store is checked every
+/// `merge_check_interval`; a check that finds a trigger reached queues the
+/// store's files past the thresholds, and the queue is merged first come,
+/// first served.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Classic {
+    pub settings: ClassicSettings,
+    /// When each store is next checked.
+    next_check: BTreeMap<usize, Duration>,
+    /// Files found at a check and not merged yet, first found first
+    /// (Riak's merge worker queue).
+    queue: Vec<(usize, u32)>,
+    /// State of the jitter's xorshift.
+    rng: u64,
+}
+
+impl Default for Classic {
+    fn default() -> Self {
+        Classic::new(ClassicSettings::default())
+    }
+}
+
+impl Classic {
+    pub fn new(settings: ClassicSettings) -> Classic {
+        Classic {
+            settings,
+            next_check: BTreeMap::new(),
+            queue: Vec::new(),
+            rng: 0x9E37_79B9_7F4A_7C15,
+        }
+    }
+
+    /// The interval until a store's next check, jittered.
+    fn next_interval(&mut self) -> Duration {
+        let mut x = self.rng;
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        self.rng = x;
+        let unit = (x >> 11) as f64 / (1u64 << 53) as f64; // [0, 1)
+        let j = self.settings.merge_check_jitter.clamp(0.0, 1.0);
+        self.settings
+            .merge_check_interval
+            .mul_f64(1.0 - j + 2.0 * j * unit)
+    }
+
+    /// Riak's `needs_merge` for one store: its files to merge, if a trigger
+    /// is reached.
+    fn check_store(&self, store: usize, files: &[FileView]) -> Vec<u32> {
+        let mine = || files.iter().filter(move |f| f.store == store);
+        let triggered = mine().any(|f| {
+            f.fragmentation_percent() >= self.settings.frag_merge_trigger
+                || f.dead_bytes() >= self.settings.dead_bytes_merge_trigger
+        });
+        if !triggered {
             return Vec::new();
         }
-        let mut stores: Vec<usize> = files
-            .iter()
+        let mut ids: Vec<u32> = mine()
             .filter(|f| {
-                f.fragmentation_percent() >= self.frag_merge_trigger
-                    || f.dead_bytes() >= self.dead_bytes_merge_trigger
+                f.fragmentation_percent() >= self.settings.frag_threshold
+                    || f.dead_bytes() >= self.settings.dead_bytes_threshold
+                    || f.total_bytes < self.settings.small_file_threshold
             })
-            .map(|f| f.store)
+            .map(|f| f.file_id)
             .collect();
+        ids.sort_unstable();
+        ids
+    }
+}
+
+impl Policy for Classic {
+    fn decide(&mut self, _usage: f64, files: &[FileView], at: Moment) -> Vec<Pick> {
+        // Files merged or deleted since they were queued leave the queue.
+        self.queue
+            .retain(|&(s, id)| files.iter().any(|f| f.store == s && f.file_id == id));
+        if !self.settings.merge_window.allows(at.hour) {
+            return Vec::new();
+        }
+        let mut stores: Vec<usize> = files.iter().map(|f| f.store).collect();
         stores.sort_unstable();
         stores.dedup();
-        // Riak queues whole stores first come, first served; file order
-        // within a store is by id.
-        let mut picks: Vec<&FileView> = files
+        for store in stores {
+            // A store seen for the first time is checked at once.
+            let due = self.next_check.get(&store).is_none_or(|&t| t <= at.elapsed);
+            if !due {
+                continue;
+            }
+            let next = at.elapsed + self.next_interval();
+            self.next_check.insert(store, next);
+            for id in self.check_store(store, files) {
+                if !self.queue.contains(&(store, id)) {
+                    self.queue.push((store, id));
+                }
+            }
+        }
+        // Riak's merge worker takes queued stores first come, first
+        // served; within a store, files by id.
+        self.queue
             .iter()
-            .filter(|f| stores.contains(&f.store))
-            .filter(|f| {
-                f.fragmentation_percent() >= self.frag_threshold
-                    || f.dead_bytes() >= self.dead_bytes_threshold
-                    || f.total_bytes < self.small_file_threshold
-            })
-            .collect();
-        picks.sort_by_key(|f| (f.store, f.file_id));
-        picks.into_iter().map(Pick::of).collect()
+            .filter_map(|&(s, id)| files.iter().find(|f| f.store == s && f.file_id == id))
+            .map(Pick::of)
+            .collect()
+    }
+
+    fn merged(&mut self, pick: &Pick) {
+        self.queue
+            .retain(|&(s, id)| (s, id) != (pick.store, pick.file_id));
     }
 
     fn take_threshold(&self, _usage: f64) -> f64 {
-        self.frag_threshold / 100.0
+        self.settings.frag_threshold / 100.0
     }
 
     fn name(&self) -> &'static str {
@@ -199,7 +308,7 @@ impl Fisherman {
 }
 
 impl Policy for Fisherman {
-    fn decide(&mut self, usage: f64, files: &[FileView], _hour: u8) -> Vec<Pick> {
+    fn decide(&mut self, usage: f64, files: &[FileView], _at: Moment) -> Vec<Pick> {
         let threshold = self.take_threshold(usage);
         let mut picks: Vec<Pick> = files
             .iter()
@@ -231,5 +340,9 @@ impl Policy for Fisherman {
 
     fn name(&self) -> &'static str {
         "fisherman"
+    }
+
+    fn reaps_dead_files(&self) -> bool {
+        true
     }
 }

@@ -4,7 +4,7 @@
 //! sets the put throttle from it, asks the policy which files to merge and
 //! merges the first one not already being merged.
 
-use crate::policy::{FileView, Pick, Policy};
+use crate::policy::{FileView, Moment, Pick, Policy};
 use crate::throttle::{Throttle, ThrottleSettings};
 use bitcask::Store;
 use std::collections::HashSet;
@@ -12,7 +12,7 @@ use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, RwLock};
 use std::thread::JoinHandle;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 /// How filesystem usage U is measured.
 #[derive(Clone, Debug, PartialEq)]
@@ -93,6 +93,7 @@ struct Shared {
     metrics: Metrics,
     stop: AtomicBool,
     idle_tick: Duration,
+    started: Instant,
 }
 
 /// Runs merges for every store registered with it until dropped.
@@ -123,8 +124,10 @@ impl MergeScheduler {
             metrics: Metrics::default(),
             stop: AtomicBool::new(false),
             idle_tick: settings.idle_tick,
+            started: Instant::now(),
         });
-        let workers = (0..settings.workers.max(1))
+        let reaps = shared.policy.lock().expect("policy").reaps_dead_files();
+        let mut workers: Vec<JoinHandle<()>> = (0..settings.workers.max(1))
             .map(|i| {
                 let shared = shared.clone();
                 std::thread::Builder::new()
@@ -133,6 +136,15 @@ impl MergeScheduler {
                     .expect("spawn merge worker")
             })
             .collect();
+        if reaps {
+            let shared = shared.clone();
+            workers.push(
+                std::thread::Builder::new()
+                    .name("merge-reaper".into())
+                    .spawn(move || shared.run_reaper())
+                    .expect("spawn merge reaper"),
+            );
+        }
         MergeScheduler { shared, workers }
     }
 
@@ -184,6 +196,64 @@ impl Shared {
         measure_usage(&self.usage, &self.stores)
     }
 
+    /// Deletes fully dead files while the merge workers are busy with
+    /// other files: a dead file costs an unlink, not a read, so it must not
+    /// wait behind a long merge (seed 000 §3.0.3).
+    fn run_reaper(&self) {
+        while !self.stop.load(Ordering::Relaxed) {
+            if !self.reap() {
+                std::thread::sleep(self.idle_tick);
+            }
+        }
+    }
+
+    /// Deletes the fully dead files of every store no worker is merging.
+    /// True when any was deleted.
+    fn reap(&self) -> bool {
+        let stores: Vec<Arc<Store>> = self.stores.read().expect("stores").clone();
+        let mut any = false;
+        for (i, store) in stores.iter().enumerate() {
+            let dead: Vec<u32> = store
+                .file_stats()
+                .into_iter()
+                .filter(|f| !f.active && f.live_bytes == 0)
+                .map(|f| f.file_id)
+                .collect();
+            if dead.is_empty() {
+                continue;
+            }
+            let picks: Vec<Pick> = {
+                let mut in_flight = self.in_flight.lock().expect("in flight");
+                if in_flight.iter().any(|&(s, _)| s == i) {
+                    continue; // a worker holds this store; it will come back
+                }
+                dead.iter()
+                    .map(|&file_id| {
+                        in_flight.insert((i, file_id));
+                        Pick {
+                            store: i,
+                            file_id,
+                            dead_share: 1.0,
+                        }
+                    })
+                    .collect()
+            };
+            {
+                let mut policy = self.policy.lock().expect("policy");
+                for p in &picks {
+                    policy.merged(p);
+                }
+            }
+            self.merge(store, &picks);
+            let mut in_flight = self.in_flight.lock().expect("in flight");
+            for p in &picks {
+                in_flight.remove(&(i, p.file_id));
+            }
+            any = true;
+        }
+        any
+    }
+
     /// One round: measure, throttle, decide, merge one file. True when a
     /// merge ran.
     fn round(&self) -> bool {
@@ -215,7 +285,11 @@ impl Shared {
             let mut policy = self.policy.lock().expect("policy");
             m.take_threshold_ppm
                 .store(ppm(policy.take_threshold(usage)), Ordering::Relaxed);
-            let picks = policy.decide(usage, &files, local_hour());
+            let picks = policy.decide(
+                usage,
+                &files,
+                Moment::new(local_hour(), self.started.elapsed()),
+            );
             let mut in_flight = self.in_flight.lock().expect("in flight");
             let batch = batch_for_one_store(&picks, &files, &stores, &in_flight);
             for p in &batch {

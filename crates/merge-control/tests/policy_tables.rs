@@ -2,7 +2,10 @@
 //! size, live bytes, keys) and usage U, which files are taken and in what
 //! order (seed 000 §3 for the Fisherman, Riak's bitcask.schema for Classic).
 
-use merge_control::{Classic, FileView, Fisherman, MergeWindow, Pick, Policy};
+use merge_control::{
+    Classic, ClassicSettings, FileView, Fisherman, MergeWindow, Moment, Pick, Policy,
+};
+use std::time::Duration;
 
 const MB: u64 = 1 << 20;
 
@@ -27,6 +30,10 @@ fn files(rows: &[Row]) -> Vec<FileView> {
             live_keys: live,
         })
         .collect()
+}
+
+fn at(hour: u8, secs: u64) -> Moment {
+    Moment::new(hour, Duration::from_secs(secs))
 }
 
 fn ids(picks: &[Pick]) -> Vec<Id> {
@@ -67,7 +74,7 @@ fn fisherman_table() {
     ];
     for &(usage, ewma, want, want_dm) in table {
         let mut p = fisherman(ewma);
-        let got = p.decide(usage, &pond, 12);
+        let got = p.decide(usage, &pond, at(12, 0));
         assert_eq!(ids(&got), want, "U = {usage}, ewma = {ewma}");
         assert!(
             (p.take_threshold(usage) - want_dm).abs() < 1e-9,
@@ -80,7 +87,7 @@ fn fisherman_table() {
 #[test]
 fn fisherman_orders_ties_by_store_then_file() {
     let pond = files(&[(3, 9, 10, 5), (1, 7, 10, 5), (1, 2, 10, 5), (0, 4, 10, 9)]);
-    let got = fisherman(1.0).decide(1.0, &pond, 0);
+    let got = fisherman(1.0).decide(1.0, &pond, at(0, 0));
     assert_eq!(ids(&got), [(1, 2), (1, 7), (3, 9), (0, 4)]);
 }
 
@@ -147,17 +154,79 @@ fn classic_table() {
         ),
     ];
     for (i, &(rows, hour, window, want)) in table.iter().enumerate() {
-        let mut p = Classic {
+        let mut p = Classic::new(ClassicSettings {
             merge_window: window,
-            ..Classic::default()
-        };
+            ..ClassicSettings::default()
+        });
         // Classic ignores U: the same answer at any usage.
         for usage in [0.1, 0.99] {
             assert_eq!(
-                ids(&p.decide(usage, &files(rows), hour)),
+                ids(&p.decide(usage, &files(rows), at(hour, 0))),
                 want,
                 "row {i}, U {usage}"
             );
         }
     }
+}
+
+#[test]
+fn classic_checks_each_store_every_merge_check_interval() {
+    // Riak checks a store for merge every 3 minutes +- 30%: garbage that
+    // appears between checks waits for the next one.
+    let mut p = Classic::default();
+    let clean: &[Row] = &[(0, 1, 100, 100), (1, 2, 100, 100)];
+    assert!(p.decide(0.5, &files(clean), at(12, 0)).is_empty());
+    let dirty: &[Row] = &[(0, 1, 100, 20), (1, 2, 100, 100)];
+    for secs in [1, 60, 120, 125] {
+        assert!(
+            p.decide(0.5, &files(dirty), at(12, secs)).is_empty(),
+            "checked again after {secs} s"
+        );
+    }
+    // Past 180 s * 1.3, store 0 has surely been checked again.
+    assert_eq!(ids(&p.decide(0.5, &files(dirty), at(12, 235))), [(0, 1)]);
+    // Found files stay queued until merged, between checks too.
+    assert_eq!(ids(&p.decide(0.5, &files(dirty), at(12, 236))), [(0, 1)]);
+    p.merged(&Pick {
+        store: 0,
+        file_id: 1,
+        dead_share: 0.8,
+    });
+    assert!(p.decide(0.5, &files(dirty), at(12, 237)).is_empty());
+    // A queued file that disappeared (merged elsewhere) leaves the queue.
+    let mut q = Classic::default();
+    assert_eq!(ids(&q.decide(0.5, &files(dirty), at(12, 0))), [(0, 1)]);
+    assert!(q
+        .decide(0.5, &files(clean[1..].as_ref()), at(12, 1))
+        .is_empty());
+}
+
+#[test]
+fn classic_check_intervals_are_jittered_within_bounds() {
+    let mut p = Classic::default();
+    let dirty: &[Row] = &[(0, 1, 100, 20)];
+    // Check at 0, merge, and find when the store is checked next, many
+    // times over: always within 180 s +- 30%, and not always the same.
+    let mut seen = Vec::new();
+    let mut t = 0u64;
+    for _ in 0..20 {
+        let start = t;
+        loop {
+            let got = p.decide(0.5, &files(dirty), at(12, t));
+            if !got.is_empty() {
+                p.merged(&got[0]);
+                break;
+            }
+            t += 1;
+            assert!(t - start <= 235, "no check within 234 s");
+        }
+        if t > start {
+            seen.push(t - start);
+        }
+        t += 1;
+    }
+    assert!(seen.iter().all(|&d| (125..=235).contains(&d)), "{seen:?}");
+    seen.sort_unstable();
+    seen.dedup();
+    assert!(seen.len() > 3, "jitter varies the interval: {seen:?}");
 }

@@ -6,8 +6,9 @@
 //! overwrites. It runs on a filesystem of a fixed size (a loop-mounted ext4
 //! image it creates and removes), so usage U is real, and prints MB/s per
 //! interval with an EWMA, U and merge activity, side by side for each
-//! engine: the ceiling writer, Bitcask with Riak's classic merge policy and
-//! with the Fisherman.
+//! engine: the ceiling writer, Bitcask with Riak's classic merge policy,
+//! Bitcask with the Fisherman, and RocksDB (default leveled compaction,
+//! loaded from the system's librocksdb).
 
 mod targets;
 
@@ -24,11 +25,11 @@ use testkit::LoopFs;
 
 #[derive(clap::Args, Clone)]
 pub struct Args {
-    /// Engines to run, in order: ceiling, classic, fisherman.
+    /// Engines to run, in order: ceiling, classic, fisherman, rocksdb.
     #[arg(
         long,
         value_delimiter = ',',
-        default_value = "ceiling,classic,fisherman"
+        default_value = "ceiling,classic,fisherman,rocksdb"
     )]
     engines: Vec<String>,
     /// Filesystem capacity C, MiB (default 8192; 1024 with --quick).
@@ -67,6 +68,8 @@ pub struct Args {
     quick: bool,
 }
 
+const ENGINES: &[&str] = &["ceiling", "classic", "fisherman", "rocksdb"];
+
 struct Plan {
     capacity_mib: u64,
     vnodes: usize,
@@ -93,8 +96,11 @@ pub fn run(args: Args) -> Result<()> {
     std::fs::create_dir_all(&args.out)
         .with_context(|| format!("creating {}", args.out.display()))?;
     for engine in &args.engines {
-        if !["ceiling", "classic", "fisherman"].contains(&engine.as_str()) {
-            bail!("unknown engine {engine:?}: use ceiling, classic, fisherman");
+        if !ENGINES.contains(&engine.as_str()) {
+            bail!("unknown engine {engine:?}: use {}", ENGINES.join(", "));
+        }
+        if engine == "rocksdb" {
+            rocksdb_dl::available()?;
         }
         let Some(fs) = LoopFs::mount(plan.capacity_mib) else {
             bail!(
@@ -143,6 +149,7 @@ fn run_engine(args: &Args, plan: &Plan, engine: &str, mnt: &Path) -> Result<()> 
             sensors,
             file_size,
         )?),
+        "rocksdb" => Box::new(targets::Rocks::new(&dir)?),
         policy => Box::new(targets::Bitcask::new(&dir, plan.vnodes, file_size, policy)?),
     };
     let machine = Machine::describe(mnt);

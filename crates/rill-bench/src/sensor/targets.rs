@@ -1,5 +1,5 @@
-//! What the sensor workload writes into: the ceiling writer, or Bitcask
-//! stores (one per vnode) under the node's merge scheduler.
+//! What the sensor workload writes into: the ceiling writer, Bitcask
+//! stores (one per vnode) under the node's merge scheduler, or RocksDB.
 
 use anyhow::{Context, Result};
 use bitcask::{Options, Store};
@@ -144,5 +144,30 @@ impl Target for Bitcask {
 
     fn merge_metrics(&self) -> MetricsSnapshot {
         self.scheduler.metrics()
+    }
+}
+
+/// RocksDB with its default leveled compaction, one database for the node
+/// (what a user would pick instead of Bitcask).
+pub struct Rocks {
+    db: rocksdb_dl::RocksDb,
+}
+
+impl Rocks {
+    pub fn new(dir: &Path) -> Result<Rocks> {
+        std::fs::create_dir_all(dir)?;
+        let db = rocksdb_dl::RocksDb::open(dir, &rocksdb_dl::Tuning::default())?;
+        Ok(Rocks { db })
+    }
+}
+
+impl Target for Rocks {
+    fn put(&self, _writer: usize, key: [u8; 4], _block_no: u64, value: &[u8]) -> Result<()> {
+        self.db.put(&key, value)?;
+        Ok(())
+    }
+
+    fn merge_metrics(&self) -> MetricsSnapshot {
+        MetricsSnapshot::default()
     }
 }
