@@ -104,6 +104,8 @@ fn dlerror() -> String {
     }
 }
 
+// Each field's type states the C signature the transmute produces.
+#[allow(clippy::missing_transmute_annotations)]
 fn load() -> std::result::Result<Api, Error> {
     let names: Vec<String> = match std::env::var("RILL_ROCKSDB_LIB") {
         Ok(n) if !n.is_empty() => vec![n],

@@ -10,6 +10,7 @@
 //! Bitcask with the Fisherman, and RocksDB (default leveled compaction,
 //! loaded from the system's librocksdb).
 
+mod plot;
 mod targets;
 
 use crate::machine::Machine;
@@ -66,6 +67,10 @@ pub struct Args {
     /// A short run for CI: every engine in well under two minutes.
     #[arg(long)]
     quick: bool,
+    /// Internal: run the one engine on this mounted filesystem (the parent
+    /// process mounts it and starts one child per engine).
+    #[arg(long, hide = true)]
+    child_mount: Option<PathBuf>,
 }
 
 const ENGINES: &[&str] = &["ceiling", "classic", "fisherman", "rocksdb"];
@@ -93,8 +98,6 @@ pub fn run(args: Args) -> Result<()> {
     if !(0.0..1.0).contains(&args.live_share) || args.live_share == 0.0 {
         bail!("--live-share must be in (0, 1)");
     }
-    std::fs::create_dir_all(&args.out)
-        .with_context(|| format!("creating {}", args.out.display()))?;
     for engine in &args.engines {
         if !ENGINES.contains(&engine.as_str()) {
             bail!("unknown engine {engine:?}: use {}", ENGINES.join(", "));
@@ -102,15 +105,189 @@ pub fn run(args: Args) -> Result<()> {
         if engine == "rocksdb" {
             rocksdb_dl::available()?;
         }
+    }
+    std::fs::create_dir_all(&args.out)
+        .with_context(|| format!("creating {}", args.out.display()))?;
+    if let Some(mnt) = &args.child_mount {
+        // One engine, in the child process the parent started for it.
+        run_engine(&args, &plan, &args.engines[0], mnt)?;
+        return Ok(());
+    }
+    let mut csvs = Vec::new();
+    for engine in &args.engines {
         let Some(fs) = LoopFs::mount(plan.capacity_mib) else {
             bail!(
                 "cannot create and loop-mount a {} MiB ext4 image (needs root, mkfs.ext4, mount)",
                 plan.capacity_mib
             );
         };
-        run_engine(&args, &plan, engine, fs.path())?;
+        csvs.push((engine.clone(), run_child(&args, &plan, engine, fs.path())?));
+    }
+    let name = format!("sensor-v{:.2}-b{}k", args.live_share, args.block_kib);
+    match plot::draw(&args.out, &name, &csvs) {
+        Ok(png) => eprintln!("plot: {}", png.display()),
+        Err(e) => eprintln!("no plot drawn: {e}"),
     }
     Ok(())
+}
+
+/// Runs one engine in a child process (this program again), so that an
+/// engine that aborts (librocksdb asserts on some disk-full paths) ends
+/// its own run only. The parent owns the filesystem and unmounts it.
+fn run_child(args: &Args, plan: &Plan, engine: &str, mnt: &Path) -> Result<PathBuf> {
+    let mut argv: Vec<String> = Vec::new();
+    let mut skip = false;
+    for a in std::env::args().skip(1) {
+        if skip {
+            skip = false;
+        } else if a == "--engines" {
+            skip = true;
+        } else if !a.starts_with("--engines=") {
+            argv.push(a);
+        }
+    }
+    let exe = std::env::current_exe().context("finding rill-bench's own path")?;
+    let status = std::process::Command::new(exe)
+        .args(&argv)
+        .arg("--engines")
+        .arg(engine)
+        .arg("--child-mount")
+        .arg(mnt)
+        .status()
+        .with_context(|| format!("starting the {engine} run"))?;
+    let csv = csv_path(args, engine);
+    if !status.success() {
+        // The child's CSV has every interval it finished: the figures
+        // are computed from it, and the JSON line says how the run ended.
+        let w = Workload::of(args, plan, mnt)?;
+        let rows = read_csv(&csv).unwrap_or_default();
+        let mut r = summary(args, engine, &w, &rows, &csv);
+        r.text("aborted", &status.to_string());
+        println!("{}", r.json());
+    }
+    Ok(csv)
+}
+
+fn csv_path(args: &Args, engine: &str) -> PathBuf {
+    args.out.join(format!(
+        "sensor-{engine}-v{:.2}-b{}k.csv",
+        args.live_share, args.block_kib
+    ))
+}
+
+/// (t_s, MB/s, U, put errors) of each interval in a CSV the run wrote.
+fn read_csv(path: &Path) -> Result<Vec<Interval>> {
+    let text = std::fs::read_to_string(path)?;
+    Ok(text
+        .lines()
+        .skip(1)
+        .filter_map(|l| {
+            let f: Vec<&str> = l.split(',').collect();
+            Some(Interval {
+                t: f.first()?.parse().ok()?,
+                mb_s: f.get(1)?.parse().ok()?,
+                usage: f.get(3)?.parse().ok()?,
+                errors: f.last()?.parse().ok()?,
+            })
+        })
+        .collect())
+}
+
+#[derive(Clone, Copy, Debug, Default)]
+struct Interval {
+    t: f64,
+    mb_s: f64,
+    usage: f64,
+    errors: u64,
+}
+
+/// What one run writes: sizes derived from the filesystem and arguments.
+struct Workload {
+    capacity: u64,
+    block: usize,
+    sensors: u64,
+    live_bytes: u64,
+    file_size: u64,
+    vnodes: usize,
+}
+
+impl Workload {
+    fn of(args: &Args, plan: &Plan, mnt: &Path) -> Result<Workload> {
+        let capacity = usable_bytes(mnt);
+        let block = args.block_kib << 10;
+        let sensors =
+            (args.live_share * capacity as f64 / (block as f64 * args.writers as f64)) as u64;
+        if sensors == 0 || sensors >= 1 << 24 {
+            bail!("{sensors} sensors per writer: choose another V, B or capacity");
+        }
+        let live_bytes = sensors * block as u64 * args.writers as u64;
+        let file_size = args.file_size_mib.map(|m| m << 20).unwrap_or_else(|| {
+            merge_control::advise(capacity, plan.vnodes as u32, 0.8, args.live_share)
+                .max_file_size_bytes
+                .unwrap_or(1 << 20)
+                .max(1 << 20)
+        });
+        Ok(Workload {
+            capacity,
+            block,
+            sensors,
+            live_bytes,
+            file_size,
+            vnodes: plan.vnodes,
+        })
+    }
+}
+
+/// The final figures of a run, from its intervals: steady-state MB/s is
+/// the median of the intervals after the first full pass (and the mean
+/// is given too: on a page-cached disk intervals are bimodal).
+fn summary(args: &Args, engine: &str, w: &Workload, rows: &[Interval], csv: &Path) -> Report {
+    let mut written = 0f64;
+    let mut last_t = 0f64;
+    let mut steady: Vec<f64> = Vec::new();
+    let mut steady_bytes = 0f64;
+    let mut steady_secs = 0f64;
+    for r in rows {
+        let dt = r.t - last_t;
+        if written >= w.live_bytes as f64 {
+            steady.push(r.mb_s);
+            steady_bytes += r.mb_s * dt;
+            steady_secs += dt;
+        }
+        written += r.mb_s * 1e6 * dt;
+        last_t = r.t;
+    }
+    steady.sort_by(f64::total_cmp);
+    let median = steady.get(steady.len() / 2).copied().unwrap_or(0.0);
+    let mean = if steady_secs > 0.0 {
+        steady_bytes / steady_secs
+    } else {
+        0.0
+    };
+    let max_usage = rows.iter().map(|r| r.usage).fold(0.0, f64::max);
+    let errors = rows.last().map_or(0, |r| r.errors);
+    let mut r = Report::new("sensor", args.quick);
+    r.text("engine", engine);
+    r.num("live_share", args.live_share, "live share V");
+    r.int("block_bytes", w.block as u64, "block size B");
+    r.int("file_size_bytes", w.file_size, "rotation size R");
+    r.int("vnodes", w.vnodes as u64, "vnodes");
+    r.int("capacity_bytes", w.capacity, "capacity C");
+    r.num(
+        "steady_mb_s",
+        median,
+        "steady MB/s (median after the first pass)",
+    );
+    r.num(
+        "steady_mean_mb_s",
+        mean,
+        "steady MB/s (mean after the first pass)",
+    );
+    r.num("max_usage", max_usage, "max U");
+    r.int("put_errors", errors, "put errors");
+    r.num("seconds", last_t, "run time, s");
+    r.text("csv", &csv.display().to_string());
+    r
 }
 
 /// Capacity C as usage U counts it: used plus available bytes.
@@ -128,19 +305,9 @@ fn usable_bytes(dir: &Path) -> u64 {
 }
 
 fn run_engine(args: &Args, plan: &Plan, engine: &str, mnt: &Path) -> Result<()> {
-    let capacity = usable_bytes(mnt);
-    let block = args.block_kib << 10;
-    let sensors = (args.live_share * capacity as f64 / (block as f64 * args.writers as f64)) as u64;
-    if sensors == 0 || sensors >= 1 << 24 {
-        bail!("{sensors} sensors per writer: choose another V, B or capacity");
-    }
-    let live_bytes = sensors * block as u64 * args.writers as u64;
-    let file_size = args.file_size_mib.map(|m| m << 20).unwrap_or_else(|| {
-        merge_control::advise(capacity, plan.vnodes as u32, 0.8, args.live_share)
-            .max_file_size_bytes
-            .unwrap_or(1 << 20)
-            .max(1 << 20)
-    });
+    let w = Workload::of(args, plan, mnt)?;
+    let (capacity, block, sensors, live_bytes, file_size) =
+        (w.capacity, w.block, w.sensors, w.live_bytes, w.file_size);
     let dir = mnt.join("data");
     let target: Box<dyn Target> = match engine {
         "ceiling" => Box::new(targets::Ceiling::new(
@@ -162,10 +329,7 @@ fn run_engine(args: &Args, plan: &Plan, engine: &str, mnt: &Path) -> Result<()> 
         live_bytes as f64 / capacity as f64,
         plan.passes
     );
-    let csv_path = args.out.join(format!(
-        "sensor-{engine}-v{:.2}-b{}k.csv",
-        args.live_share, args.block_kib
-    ));
+    let csv_path = csv_path(args, engine);
     let mut csv = std::fs::File::create(&csv_path)
         .with_context(|| format!("creating {}", csv_path.display()))?;
     writeln!(
@@ -179,9 +343,6 @@ fn run_engine(args: &Args, plan: &Plan, engine: &str, mnt: &Path) -> Result<()> 
     let total_target = plan.passes * live_bytes;
     let start = Instant::now();
     let deadline = start + Duration::from_secs(plan.max_seconds);
-    let mut intervals: Vec<(f64, f64)> = Vec::new(); // (t, MB/s)
-    let mut max_usage = 0f64;
-    let mut first_pass_at = None;
     std::thread::scope(|s| -> Result<()> {
         for w in 0..args.writers {
             let (target, pool, written, put_errors, stop) =
@@ -222,7 +383,6 @@ fn run_engine(args: &Args, plan: &Plan, engine: &str, mnt: &Path) -> Result<()> 
                 ewma + (mb_s - ewma) / 8.0
             };
             let usage = filesystem_usage(mnt).unwrap_or(0.0);
-            max_usage = max_usage.max(usage);
             let m = target.merge_metrics();
             let errors = put_errors.load(Ordering::Relaxed);
             writeln!(
@@ -244,11 +404,6 @@ fn run_engine(args: &Args, plan: &Plan, engine: &str, mnt: &Path) -> Result<()> 
                 m.throttle_delay.as_millis(),
                 m.take_threshold,
             );
-            if first_pass_at.is_none() && bytes >= live_bytes {
-                first_pass_at = Some(t);
-            } else if first_pass_at.is_some() {
-                intervals.push((t, mb_s));
-            }
             last_bytes = bytes;
             last_t = t;
             if bytes >= total_target || Instant::now() >= deadline {
@@ -259,30 +414,9 @@ fn run_engine(args: &Args, plan: &Plan, engine: &str, mnt: &Path) -> Result<()> 
         Ok(())
     })?;
     drop(target);
-    let mut rates: Vec<f64> = intervals.iter().map(|&(_, r)| r).collect();
-    rates.sort_by(f64::total_cmp);
-    let median = rates.get(rates.len() / 2).copied().unwrap_or(0.0);
-    let mut r = Report::new("sensor", args.quick);
-    r.text("engine", engine);
-    r.num("live_share", args.live_share, "live share V");
-    r.int("block_bytes", block as u64, "block size B");
-    r.int("file_size_bytes", file_size, "rotation size R");
-    r.int("vnodes", plan.vnodes as u64, "vnodes");
-    r.int("capacity_bytes", capacity, "capacity C");
-    r.num(
-        "steady_mb_s",
-        median,
-        "steady MB/s (median after the first pass)",
-    );
-    r.num("max_usage", max_usage, "max U");
-    r.int(
-        "put_errors",
-        put_errors.load(Ordering::Relaxed),
-        "put errors",
-    );
-    r.num("seconds", start.elapsed().as_secs_f64(), "run time, s");
-    r.text("csv", &csv_path.display().to_string());
-    println!("{}", r.json());
+    drop(csv);
+    let rows = read_csv(&csv_path)?;
+    println!("{}", summary(args, engine, &w, &rows, &csv_path).json());
     Ok(())
 }
 
