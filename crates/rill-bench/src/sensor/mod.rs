@@ -51,14 +51,15 @@ pub struct Args {
     /// Rotation size R, MiB (default: the planing bound of eq. 4, at least 1).
     #[arg(long)]
     file_size_mib: Option<u64>,
-    /// Passes over the live data each engine writes.
+    /// Passes over the live data each engine writes (default 4; 12 with
+    /// --quick).
     #[arg(long)]
     passes: Option<u64>,
     /// Longest run per engine, seconds (the run stops by itself; at most
     /// 25 with --quick).
     #[arg(long, default_value_t = 1800)]
     max_seconds: u64,
-    /// Reporting interval, milliseconds.
+    /// Reporting interval, milliseconds (at most 500 with --quick).
     #[arg(long, default_value_t = 1000)]
     interval_ms: u64,
     /// Where the CSV files go.
@@ -88,7 +89,9 @@ pub fn run(args: Args) -> Result<()> {
             .capacity_mib
             .unwrap_or(if args.quick { 1024 } else { 8192 }),
         vnodes: args.vnodes.unwrap_or(if args.quick { 8 } else { 64 }),
-        passes: args.passes.unwrap_or(4),
+        // Quick runs fill a small disk in a second: more passes, so the
+        // steady state after the first one has intervals to measure.
+        passes: args.passes.unwrap_or(if args.quick { 12 } else { 4 }),
         max_seconds: if args.quick {
             args.max_seconds.min(25)
         } else {
@@ -368,7 +371,12 @@ fn run_engine(args: &Args, plan: &Plan, engine: &str, mnt: &Path) -> Result<()> 
                 }
             });
         }
-        let interval = Duration::from_millis(args.interval_ms.max(50));
+        let interval_ms = if args.quick {
+            args.interval_ms.min(500)
+        } else {
+            args.interval_ms
+        };
+        let interval = Duration::from_millis(interval_ms.max(50));
         let mut last_bytes = 0u64;
         let mut last_t = 0f64;
         let mut ewma = 0f64;
