@@ -76,7 +76,7 @@ pub fn run(args: Args) -> Result<()> {
         &format!("{}, {} cores", machine.cpu, machine.cores),
     );
     r.text("filesystem", &machine.filesystem);
-    let pool = random_pool();
+    let pool = random_pool(2 << 20);
     let buffer_bytes = args.write_buffer_kib << 10;
     r.int(
         "write_buffer_kib",
@@ -135,10 +135,10 @@ pub fn run(args: Args) -> Result<()> {
     Ok(())
 }
 
-/// 1 MiB of incompressible bytes; values are slices of it.
-fn random_pool() -> Vec<u8> {
+/// `len` incompressible bytes; values are slices of it.
+pub(crate) fn random_pool(len: usize) -> Vec<u8> {
     let mut x = 0x2545_F491_4F6C_DD1Du64;
-    (0..(2 << 20))
+    (0..len)
         .map(|_| {
             x ^= x << 13;
             x ^= x >> 7;

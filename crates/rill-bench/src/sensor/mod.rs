@@ -339,7 +339,7 @@ fn run_engine(args: &Args, plan: &Plan, engine: &str, mnt: &Path) -> Result<()> 
         csv,
         "t_s,mb_s,mb_s_ewma,usage,merges,files_deleted_unread,merge_read_mb,merge_written_mb,throttle_ms,take_threshold,put_errors"
     )?;
-    let pool = random_pool();
+    let pool = crate::engine::random_pool(8 << 20);
     let written = AtomicU64::new(0);
     let put_errors = AtomicU64::new(0);
     let stop = AtomicBool::new(false);
@@ -393,24 +393,18 @@ fn run_engine(args: &Args, plan: &Plan, engine: &str, mnt: &Path) -> Result<()> 
             let usage = filesystem_usage(mnt).unwrap_or(0.0);
             let m = target.merge_metrics();
             let errors = put_errors.load(Ordering::Relaxed);
+            let (merges, unread) = (m.merges, m.files_deleted_unread);
+            let (read_mb, written_mb) = (
+                m.merge_bytes_read as f64 / 1e6,
+                m.merge_bytes_written as f64 / 1e6,
+            );
+            let (throttle_ms, d_m) = (m.throttle_delay.as_millis(), m.take_threshold);
             writeln!(
                 csv,
-                "{t:.2},{mb_s:.1},{ewma:.1},{usage:.4},{},{},{:.1},{:.1},{},{:.3},{errors}",
-                m.merges,
-                m.files_deleted_unread,
-                m.merge_bytes_read as f64 / 1e6,
-                m.merge_bytes_written as f64 / 1e6,
-                m.throttle_delay.as_millis(),
-                m.take_threshold,
+                "{t:.2},{mb_s:.1},{ewma:.1},{usage:.4},{merges},{unread},{read_mb:.1},{written_mb:.1},{throttle_ms},{d_m:.3},{errors}",
             )?;
             println!(
-                "{t:7.1} s {mb_s:8.1} MB/s (ewma {ewma:7.1})  U {usage:.3}  merges {}  unread {}  merge r/w {:.0}/{:.0} MB  throttle {} ms  D_m {:.2}  errors {errors}",
-                m.merges,
-                m.files_deleted_unread,
-                m.merge_bytes_read as f64 / 1e6,
-                m.merge_bytes_written as f64 / 1e6,
-                m.throttle_delay.as_millis(),
-                m.take_threshold,
+                "{t:7.1} s {mb_s:8.1} MB/s (ewma {ewma:7.1})  U {usage:.3}  merges {merges}  unread {unread}  merge r/w {read_mb:.0}/{written_mb:.0} MB  throttle {throttle_ms} ms  D_m {d_m:.2}  errors {errors}",
             );
             last_bytes = bytes;
             last_t = t;
@@ -426,16 +420,4 @@ fn run_engine(args: &Args, plan: &Plan, engine: &str, mnt: &Path) -> Result<()> 
     let rows = read_csv(&csv_path)?;
     println!("{}", summary(args, engine, &w, &rows, &csv_path).json());
     Ok(())
-}
-
-fn random_pool() -> Vec<u8> {
-    let mut x = 0x2545_F491_4F6C_DD1Du64;
-    (0..(8 << 20))
-        .map(|_| {
-            x ^= x << 13;
-            x ^= x >> 7;
-            x ^= x << 17;
-            x as u8
-        })
-        .collect()
 }
