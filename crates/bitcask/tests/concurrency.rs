@@ -102,7 +102,16 @@ fn run(sync: SyncStrategy) {
                 }
             });
         }
-        std::thread::sleep(deadline.saturating_duration_since(Instant::now()));
+        // Run for at least three seconds and until every writer has
+        // finished two passes (under o_sync on a loaded machine a pass of
+        // fsynced puts can take seconds); a writer starved for two minutes
+        // fails the test below.
+        let hard_deadline = Instant::now() + Duration::from_secs(120);
+        while Instant::now() < hard_deadline
+            && (Instant::now() < deadline || versions.iter().any(|v| v.load(Ordering::SeqCst) < 2))
+        {
+            std::thread::sleep(Duration::from_millis(50));
+        }
         stop.store(true, Ordering::Relaxed);
     });
     let finals: Vec<u64> = versions.iter().map(|v| v.load(Ordering::SeqCst)).collect();

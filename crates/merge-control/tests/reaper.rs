@@ -76,7 +76,7 @@ fn dead_files_go_without_a_merge_decision() {
     let s = store_with_dead_files(dir.path());
     let sched = scheduler(true);
     sched.add_store(s.clone());
-    let until = Instant::now() + Duration::from_secs(10);
+    let until = Instant::now() + Duration::from_secs(60);
     while dead_files(&s) > 0 {
         assert!(
             Instant::now() < until,
