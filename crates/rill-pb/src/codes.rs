@@ -1,0 +1,126 @@
+//! The one-byte message codes (shared/riak-pb/riak_pb_messages.csv).
+
+pub const ERROR_RESP: u8 = 0;
+pub const PING_REQ: u8 = 1;
+pub const PING_RESP: u8 = 2;
+pub const GET_CLIENT_ID_REQ: u8 = 3;
+pub const GET_CLIENT_ID_RESP: u8 = 4;
+pub const SET_CLIENT_ID_REQ: u8 = 5;
+pub const SET_CLIENT_ID_RESP: u8 = 6;
+pub const GET_SERVER_INFO_REQ: u8 = 7;
+pub const GET_SERVER_INFO_RESP: u8 = 8;
+pub const GET_REQ: u8 = 9;
+pub const GET_RESP: u8 = 10;
+pub const PUT_REQ: u8 = 11;
+pub const PUT_RESP: u8 = 12;
+pub const DEL_REQ: u8 = 13;
+pub const DEL_RESP: u8 = 14;
+pub const LIST_BUCKETS_REQ: u8 = 15;
+pub const LIST_BUCKETS_RESP: u8 = 16;
+pub const LIST_KEYS_REQ: u8 = 17;
+pub const LIST_KEYS_RESP: u8 = 18;
+pub const GET_BUCKET_REQ: u8 = 19;
+pub const GET_BUCKET_RESP: u8 = 20;
+pub const SET_BUCKET_REQ: u8 = 21;
+pub const SET_BUCKET_RESP: u8 = 22;
+pub const MAP_RED_REQ: u8 = 23;
+pub const MAP_RED_RESP: u8 = 24;
+pub const INDEX_REQ: u8 = 25;
+pub const INDEX_RESP: u8 = 26;
+pub const SEARCH_QUERY_REQ: u8 = 27;
+pub const SEARCH_QUERY_RESP: u8 = 28;
+pub const RESET_BUCKET_REQ: u8 = 29;
+pub const RESET_BUCKET_RESP: u8 = 30;
+pub const GET_BUCKET_TYPE_REQ: u8 = 31;
+pub const SET_BUCKET_TYPE_REQ: u8 = 32;
+pub const GET_BUCKET_KEY_PREFLIST_REQ: u8 = 33;
+pub const GET_BUCKET_KEY_PREFLIST_RESP: u8 = 34;
+pub const CS_BUCKET_REQ: u8 = 40;
+pub const CS_BUCKET_RESP: u8 = 41;
+pub const INDEX_BODY_RESP: u8 = 42;
+pub const COUNTER_UPDATE_REQ: u8 = 50;
+pub const COUNTER_UPDATE_RESP: u8 = 51;
+pub const COUNTER_GET_REQ: u8 = 52;
+pub const COUNTER_GET_RESP: u8 = 53;
+pub const YZ_INDEX_GET_REQ: u8 = 54;
+pub const YZ_INDEX_PUT_REQ: u8 = 56;
+pub const YZ_INDEX_DELETE_REQ: u8 = 57;
+pub const YZ_SCHEMA_GET_REQ: u8 = 58;
+pub const YZ_SCHEMA_PUT_REQ: u8 = 60;
+pub const COVERAGE_REQ: u8 = 70;
+pub const COVERAGE_RESP: u8 = 71;
+pub const DT_FETCH_REQ: u8 = 80;
+pub const DT_FETCH_RESP: u8 = 81;
+pub const DT_UPDATE_REQ: u8 = 82;
+pub const DT_UPDATE_RESP: u8 = 83;
+pub const TS_QUERY_REQ: u8 = 90;
+pub const TS_TTB_MSG: u8 = 104;
+pub const AUTH_REQ: u8 = 253;
+pub const AUTH_RESP: u8 = 254;
+pub const START_TLS: u8 = 255;
+
+/// The name Riak gives a code, for error messages and logs.
+pub fn name(code: u8) -> &'static str {
+    match code {
+        ERROR_RESP => "RpbErrorResp",
+        PING_REQ => "RpbPingReq",
+        PING_RESP => "RpbPingResp",
+        GET_CLIENT_ID_REQ => "RpbGetClientIdReq",
+        GET_CLIENT_ID_RESP => "RpbGetClientIdResp",
+        SET_CLIENT_ID_REQ => "RpbSetClientIdReq",
+        SET_CLIENT_ID_RESP => "RpbSetClientIdResp",
+        GET_SERVER_INFO_REQ => "RpbGetServerInfoReq",
+        GET_SERVER_INFO_RESP => "RpbGetServerInfoResp",
+        GET_REQ => "RpbGetReq",
+        GET_RESP => "RpbGetResp",
+        PUT_REQ => "RpbPutReq",
+        PUT_RESP => "RpbPutResp",
+        DEL_REQ => "RpbDelReq",
+        DEL_RESP => "RpbDelResp",
+        LIST_BUCKETS_REQ => "RpbListBucketsReq",
+        LIST_BUCKETS_RESP => "RpbListBucketsResp",
+        LIST_KEYS_REQ => "RpbListKeysReq",
+        LIST_KEYS_RESP => "RpbListKeysResp",
+        GET_BUCKET_REQ => "RpbGetBucketReq",
+        GET_BUCKET_RESP => "RpbGetBucketResp",
+        SET_BUCKET_REQ => "RpbSetBucketReq",
+        SET_BUCKET_RESP => "RpbSetBucketResp",
+        MAP_RED_REQ => "RpbMapRedReq",
+        MAP_RED_RESP => "RpbMapRedResp",
+        INDEX_REQ => "RpbIndexReq",
+        INDEX_RESP => "RpbIndexResp",
+        SEARCH_QUERY_REQ => "RpbSearchQueryReq",
+        SEARCH_QUERY_RESP => "RpbSearchQueryResp",
+        RESET_BUCKET_REQ => "RpbResetBucketReq",
+        RESET_BUCKET_RESP => "RpbResetBucketResp",
+        GET_BUCKET_TYPE_REQ => "RpbGetBucketTypeReq",
+        SET_BUCKET_TYPE_REQ => "RpbSetBucketTypeReq",
+        GET_BUCKET_KEY_PREFLIST_REQ => "RpbGetBucketKeyPreflistReq",
+        GET_BUCKET_KEY_PREFLIST_RESP => "RpbGetBucketKeyPreflistResp",
+        CS_BUCKET_REQ => "RpbCSBucketReq",
+        CS_BUCKET_RESP => "RpbCSBucketResp",
+        INDEX_BODY_RESP => "RpbIndexBodyResp",
+        COUNTER_UPDATE_REQ => "RpbCounterUpdateReq",
+        COUNTER_UPDATE_RESP => "RpbCounterUpdateResp",
+        COUNTER_GET_REQ => "RpbCounterGetReq",
+        COUNTER_GET_RESP => "RpbCounterGetResp",
+        YZ_INDEX_GET_REQ => "RpbYokozunaIndexGetReq",
+        YZ_INDEX_PUT_REQ => "RpbYokozunaIndexPutReq",
+        YZ_INDEX_DELETE_REQ => "RpbYokozunaIndexDeleteReq",
+        YZ_SCHEMA_GET_REQ => "RpbYokozunaSchemaGetReq",
+        YZ_SCHEMA_PUT_REQ => "RpbYokozunaSchemaPutReq",
+        COVERAGE_REQ => "RpbCoverageReq",
+        COVERAGE_RESP => "RpbCoverageResp",
+        DT_FETCH_REQ => "DtFetchReq",
+        DT_FETCH_RESP => "DtFetchResp",
+        DT_UPDATE_REQ => "DtUpdateReq",
+        DT_UPDATE_RESP => "DtUpdateResp",
+        AUTH_REQ => "RpbAuthReq",
+        AUTH_RESP => "RpbAuthResp",
+        START_TLS => "RpbStartTls",
+        90..=104 => "a Riak TS message",
+        128..=130 => "a Riak replication message",
+        200..=231 => "an AAE fold or replication message",
+        _ => "an unknown message",
+    }
+}

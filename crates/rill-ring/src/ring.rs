@@ -1,0 +1,264 @@
+//! Partitions, ownership and preference lists.
+
+use crate::hash::KeyHash;
+
+/// Riak allows ring sizes up to 1024 in practice; Rill allows 2^14.
+pub const MAX_RING_SIZE: u32 = 1 << 14;
+
+#[derive(Debug, thiserror::Error, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum RingError {
+    #[error("ring_size must be a power of two between 1 and {MAX_RING_SIZE}, found {0}")]
+    BadSize(u32),
+    #[error("ring of {size} partitions given {owners} owners")]
+    OwnerCount { size: u32, owners: usize },
+}
+
+/// A partition by its number, 0..ring_size.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct Partition(pub u32);
+
+/// One replica of a key: the partition, the node that serves it, and
+/// whether that node is the partition's owner (primary) or stands in for
+/// a down owner (fallback).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct PreflistEntry {
+    pub partition: Partition,
+    pub node: String,
+    pub primary: bool,
+}
+
+/// Who owns each partition.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Ring {
+    size: u32,
+    bits: u32,
+    owners: Vec<String>,
+}
+
+impl Ring {
+    pub fn new(owners: Vec<String>) -> Result<Ring, RingError> {
+        let size = owners.len() as u32;
+        if !size.is_power_of_two() || size > MAX_RING_SIZE {
+            return Err(RingError::BadSize(size));
+        }
+        Ok(Ring {
+            size,
+            bits: size.trailing_zeros(),
+            owners,
+        })
+    }
+
+    /// Every partition owned by one node.
+    pub fn single(size: u32, node: &str) -> Result<Ring, RingError> {
+        if !size.is_power_of_two() || size > MAX_RING_SIZE {
+            return Err(RingError::BadSize(size));
+        }
+        Ring::new(vec![node.to_string(); size as usize])
+    }
+
+    pub fn size(&self) -> u32 {
+        self.size
+    }
+
+    pub fn owner(&self, p: Partition) -> &str {
+        &self.owners[p.0 as usize]
+    }
+
+    pub fn partitions(&self) -> impl Iterator<Item = Partition> {
+        (0..self.size).map(Partition)
+    }
+
+    /// The partition a hash falls in (`hash div inc`).
+    pub fn containing(&self, hash: &KeyHash) -> Partition {
+        if self.bits == 0 {
+            return Partition(0);
+        }
+        let top = u32::from_be_bytes([hash[0], hash[1], hash[2], hash[3]]);
+        Partition(top >> (32 - self.bits))
+    }
+
+    /// The key's first replica: the partition after the one its hash is
+    /// in (Riak's `chashbin:responsible_index`).
+    pub fn responsible(&self, hash: &KeyHash) -> Partition {
+        Partition((self.containing(hash).0 + 1) % self.size)
+    }
+
+    /// The first `n` partitions clockwise from the responsible one.
+    pub fn primaries(&self, hash: &KeyHash, n: u32) -> Vec<Partition> {
+        let first = self.responsible(hash).0;
+        (0..n.min(self.size))
+            .map(|i| Partition((first + i) % self.size))
+            .collect()
+    }
+
+    /// The preference list of Riak's `get_apl_ann`: the first `n`
+    /// partitions whose owner is up, as primaries, then for each primary
+    /// whose owner is down the next partition past the first `n` whose
+    /// owner is up, as a fallback standing in for it. With
+    /// `sloppy_quorum` false no fallbacks are taken.
+    pub fn preflist(
+        &self,
+        hash: &KeyHash,
+        n: u32,
+        is_up: impl Fn(&str) -> bool,
+        sloppy_quorum: bool,
+    ) -> Vec<PreflistEntry> {
+        let n = n.min(self.size);
+        let first = self.responsible(hash).0;
+        let mut out = Vec::with_capacity(n as usize);
+        let mut down = Vec::new();
+        for i in 0..n {
+            let p = Partition((first + i) % self.size);
+            let node = self.owner(p);
+            if is_up(node) {
+                out.push(PreflistEntry {
+                    partition: p,
+                    node: node.to_string(),
+                    primary: true,
+                });
+            } else {
+                down.push(p);
+            }
+        }
+        if sloppy_quorum {
+            let mut next = n;
+            for p in down {
+                while next < self.size {
+                    let q = Partition((first + next) % self.size);
+                    next += 1;
+                    if is_up(self.owner(q)) {
+                        out.push(PreflistEntry {
+                            partition: p,
+                            node: self.owner(q).to_string(),
+                            primary: false,
+                        });
+                        break;
+                    }
+                }
+            }
+        }
+        out
+    }
+
+    /// A partition's index on the ring as Riak writes it: the decimal
+    /// integer `p * 2^160 / ring_size` (vnode directory names, preflists).
+    pub fn index_decimal(&self, p: Partition) -> String {
+        // p << (160 - bits), as 20 big-endian bytes.
+        let mut n = [0u8; 20];
+        let shift = 160 - self.bits;
+        let v = u64::from(p.0) as u128;
+        // Place v at bit offset `shift`: byte offset from the right.
+        let byte_shift = (shift / 8) as usize;
+        let bit_shift = shift % 8;
+        let wide = v << bit_shift;
+        for i in 0..16 {
+            let byte = ((wide >> (8 * i)) & 0xff) as u8;
+            let pos = byte_shift + i;
+            if byte != 0 && pos < 20 {
+                n[19 - pos] = byte;
+            }
+        }
+        decimal(n)
+    }
+}
+
+fn decimal(mut n: [u8; 20]) -> String {
+    let mut digits = Vec::new();
+    loop {
+        let mut rem = 0u32;
+        let mut all_zero = true;
+        for b in n.iter_mut() {
+            let cur = (rem << 8) | u32::from(*b);
+            *b = (cur / 10) as u8;
+            rem = cur % 10;
+            if *b != 0 {
+                all_zero = false;
+            }
+        }
+        digits.push(b'0' + rem as u8);
+        if all_zero {
+            break;
+        }
+    }
+    digits.reverse();
+    String::from_utf8(digits).expect("ascii digits")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::hash::key_hash;
+
+    // riak_core_apl six_node_test: {<<"foo">>,<<"bar">>} on a 64-partition
+    // ring has primaries at indices 4338..696, 4567..680, 4795..664.
+    #[test]
+    fn foo_bar_lands_where_riak_puts_it() {
+        let ring = Ring::single(64, "n").unwrap();
+        let h = key_hash(b"default", b"foo", b"bar");
+        assert_eq!(ring.containing(&h), Partition(18));
+        let p = ring.primaries(&h, 3);
+        assert_eq!(p, vec![Partition(19), Partition(20), Partition(21)]);
+        assert_eq!(
+            ring.index_decimal(Partition(19)),
+            "433883298582611803841718934712646521460354973696"
+        );
+        assert_eq!(
+            ring.index_decimal(Partition(1)),
+            "22835963083295358096932575511191922182123945984"
+        );
+        assert_eq!(ring.index_decimal(Partition(0)), "0");
+    }
+
+    // riak_core_apl six_node_bucket_key_ann_test: favorite/jethrotull on
+    // partitions 34, 35, 36.
+    #[test]
+    fn favorite_jethrotull() {
+        let ring = Ring::single(64, "n").unwrap();
+        let h = key_hash(b"default", b"favorite", b"jethrotull");
+        assert_eq!(
+            ring.primaries(&h, 3),
+            vec![Partition(34), Partition(35), Partition(36)]
+        );
+    }
+
+    #[test]
+    fn the_last_slice_wraps_to_partition_zero() {
+        let ring = Ring::single(8, "n").unwrap();
+        assert_eq!(ring.responsible(&[0xff; 20]), Partition(0));
+        assert_eq!(ring.responsible(&[0; 20]), Partition(1));
+        let ring = Ring::single(1, "n").unwrap();
+        assert_eq!(ring.primaries(&[0x80; 20], 3), vec![Partition(0)]);
+    }
+
+    #[test]
+    fn bad_sizes_are_refused() {
+        assert_eq!(Ring::single(48, "n"), Err(RingError::BadSize(48)));
+        assert_eq!(Ring::single(0, "n"), Err(RingError::BadSize(0)));
+    }
+
+    // Preference lists from a table: owners a,b,c,d repeating; which are
+    // primaries and which fallbacks stand in, given the nodes that are up.
+    #[test]
+    fn preflists_from_a_table() {
+        let owners: Vec<String> = (0..8).map(|i| ["a", "b", "c", "d"][i % 4].into()).collect();
+        let ring = Ring::new(owners).unwrap();
+        let h = [0u8; 20]; // responsible partition 1 (owner b)
+        let table: &[(&[&str], bool, &[(u32, &str, bool)])] = &[
+            (&["a", "b", "c", "d"], true, &[(1, "b", true), (2, "c", true), (3, "d", true)]),
+            (&["a", "b", "d"], true, &[(1, "b", true), (3, "d", true), (2, "a", false)]),
+            (&["a", "b", "d"], false, &[(1, "b", true), (3, "d", true)]),
+            // Only partitions 4 and 0 past the first three are a's.
+            (&["a"], true, &[(1, "a", false), (2, "a", false)]),
+            (&[], true, &[]),
+        ];
+        for (up, sloppy, want) in table {
+            let got = ring.preflist(&h, 3, |n| up.contains(&n), *sloppy);
+            let got: Vec<(u32, &str, bool)> = got
+                .iter()
+                .map(|e| (e.partition.0, e.node.as_str(), e.primary))
+                .collect();
+            assert_eq!(&got, want, "up {up:?} sloppy {sloppy}");
+        }
+    }
+}
