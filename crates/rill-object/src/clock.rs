@@ -48,7 +48,10 @@ impl VClock {
 
     /// Every write `other` has seen, `self` has seen too.
     pub fn descends(&self, other: &VClock) -> bool {
-        other.entries.iter().all(|(a, (c, _))| self.counter(a) >= *c)
+        other
+            .entries
+            .iter()
+            .all(|(a, (c, _))| self.counter(a) >= *c)
     }
 
     pub fn dominates(&self, other: &VClock) -> bool {

@@ -11,6 +11,8 @@ const OBJECT_MAGIC: u8 = 0xB0;
 const VCLOCK_MAGIC: u8 = 0xC1;
 const VCLOCK_VERSION: u8 = 1;
 
+type Pairs = Vec<(Vec<u8>, Vec<u8>)>;
+
 const F_DELETED: u8 = 1;
 const F_DOT: u8 = 1 << 1;
 const F_CONTENT_TYPE: u8 = 1 << 2;
@@ -29,7 +31,11 @@ pub enum DecodeError {
         found: u8,
     },
     #[error("{what}: format version {found} is not known (this build reads up to {known})")]
-    UnknownVersion { what: &'static str, found: u8, known: u8 },
+    UnknownVersion {
+        what: &'static str,
+        found: u8,
+        known: u8,
+    },
     #[error("{what}: ends after {at} bytes, inside {field}")]
     Truncated {
         what: &'static str,
@@ -282,7 +288,7 @@ pub fn decode_object(bytes: &[u8]) -> Result<Object, DecodeError> {
                 tag: r.bytes("link tag")?,
             });
         }
-        let mut pairs = |field| -> Result<Vec<(Vec<u8>, Vec<u8>)>, DecodeError> {
+        let mut pairs = |field| -> Result<Pairs, DecodeError> {
             let n = r.count(field, 8)?;
             let mut out = Vec::with_capacity(n);
             for _ in 0..n {

@@ -22,5 +22,7 @@ mod codec;
 mod object;
 
 pub use clock::{Actor, Dot, VClock};
-pub use codec::{decode_object, decode_vclock, encode_object, encode_vclock, DecodeError, OBJECT_FORMAT_VERSION};
+pub use codec::{
+    decode_object, decode_vclock, encode_object, encode_vclock, DecodeError, OBJECT_FORMAT_VERSION,
+};
 pub use object::{Content, Link, Metadata, Object, PutMode};

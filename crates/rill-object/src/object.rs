@@ -135,8 +135,7 @@ impl Object {
             return self.clone();
         }
         let keep = |c: &&Content, theirs: &Object| {
-            theirs.contents.contains(c)
-                || c.dot.as_ref().is_none_or(|d| !theirs.clock.covers(d))
+            theirs.contents.contains(c) || c.dot.as_ref().is_none_or(|d| !theirs.clock.covers(d))
         };
         let mut contents: Vec<Content> = self
             .contents
@@ -170,8 +169,11 @@ impl Object {
             .contents
             .iter()
             .max_by(|a, b| {
-                (a.meta.last_modified_us, !a.meta.deleted, *a)
-                    .cmp(&(b.meta.last_modified_us, !b.meta.deleted, *b))
+                (a.meta.last_modified_us, !a.meta.deleted, *a).cmp(&(
+                    b.meta.last_modified_us,
+                    !b.meta.deleted,
+                    *b,
+                ))
             })
             .cloned()
             .expect("non-empty");
@@ -287,13 +289,7 @@ mod tests {
     fn replicas_merge_to_the_same_object() {
         let o1 = put(None, &VClock::new(), "one", 1, DVV);
         let a = put(Some(&o1), &o1.clock, "a", 2, DVV);
-        let b = Object::coordinate_put(
-            Some(&o1),
-            &o1.clock,
-            content("b", 3),
-            &b"B".to_vec(),
-            DVV,
-        );
+        let b = Object::coordinate_put(Some(&o1), &o1.clock, content("b", 3), &b"B".to_vec(), DVV);
         let ab = a.merge(&b);
         assert_eq!(ab, b.merge(&a));
         assert_eq!(values(&ab), ["a", "b"]);

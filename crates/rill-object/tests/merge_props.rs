@@ -17,7 +17,8 @@ enum Op {
 
 fn op() -> impl Strategy<Value = Op> {
     prop_oneof![
-        (0..3usize, proptest::option::of(0..3usize)).prop_map(|(at, ctx_from)| Op::Put { at, ctx_from }),
+        (0..3usize, proptest::option::of(0..3usize))
+            .prop_map(|(at, ctx_from)| Op::Put { at, ctx_from }),
         (0..3usize, 0..3usize).prop_map(|(from, to)| Op::Sync { from, to }),
     ]
 }
@@ -42,7 +43,13 @@ fn run(ops: &[Op]) -> Vec<Option<Object>> {
                     },
                 );
                 let actor = vec![b'a' + at as u8];
-                replicas[at] = Some(Object::coordinate_put(replicas[at].as_ref(), &ctx, c, &actor, mode));
+                replicas[at] = Some(Object::coordinate_put(
+                    replicas[at].as_ref(),
+                    &ctx,
+                    c,
+                    &actor,
+                    mode,
+                ));
             }
             Op::Sync { from, to } => {
                 if let Some(f) = replicas[from].clone() {

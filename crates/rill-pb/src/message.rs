@@ -48,6 +48,8 @@ fn empty(frame: &RawFrame) -> Result<(), DecodeError> {
 }
 
 /// What a client may ask.
+// Messages live for one request; boxing the big ones buys nothing.
+#[allow(clippy::large_enum_variant)]
 #[derive(Clone, Debug, PartialEq)]
 pub enum Request {
     Ping,
@@ -151,6 +153,7 @@ impl Request {
 /// What a server may answer. Streamed answers (list keys, list buckets
 /// with `stream`, 2i with `stream`) are several responses of one kind, the
 /// last with `done` set.
+#[allow(clippy::large_enum_variant)]
 #[derive(Clone, Debug, PartialEq)]
 pub enum Response {
     Error(RpbErrorResp),
@@ -233,7 +236,9 @@ impl Response {
             Response::CsBucket(m) => (c::CS_BUCKET_RESP, m.encode_to_vec()),
             Response::CounterUpdate(m) => (c::COUNTER_UPDATE_RESP, m.encode_to_vec()),
             Response::CounterGet(m) => (c::COUNTER_GET_RESP, m.encode_to_vec()),
-            Response::GetBucketKeyPreflist(m) => (c::GET_BUCKET_KEY_PREFLIST_RESP, m.encode_to_vec()),
+            Response::GetBucketKeyPreflist(m) => {
+                (c::GET_BUCKET_KEY_PREFLIST_RESP, m.encode_to_vec())
+            }
             Response::DtFetch(m) => (c::DT_FETCH_RESP, m.encode_to_vec()),
             Response::DtUpdate(m) => (c::DT_UPDATE_RESP, m.encode_to_vec()),
         };

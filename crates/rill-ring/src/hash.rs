@@ -57,7 +57,10 @@ mod tests {
             hex(&key_hash(b"default", b"foo", b"bar")),
             "49d41bea680d96cf005256b77de1ac9a872e0670"
         );
-        assert_eq!(key_hash(b"", b"foo", b"bar"), key_hash(b"default", b"foo", b"bar"));
+        assert_eq!(
+            key_hash(b"", b"foo", b"bar"),
+            key_hash(b"default", b"foo", b"bar")
+        );
     }
 
     #[test]

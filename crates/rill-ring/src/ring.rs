@@ -244,9 +244,18 @@ mod tests {
         let owners: Vec<String> = (0..8).map(|i| ["a", "b", "c", "d"][i % 4].into()).collect();
         let ring = Ring::new(owners).unwrap();
         let h = [0u8; 20]; // responsible partition 1 (owner b)
-        let table: &[(&[&str], bool, &[(u32, &str, bool)])] = &[
-            (&["a", "b", "c", "d"], true, &[(1, "b", true), (2, "c", true), (3, "d", true)]),
-            (&["a", "b", "d"], true, &[(1, "b", true), (3, "d", true), (2, "a", false)]),
+        type Expected<'a> = &'a [(u32, &'a str, bool)];
+        let table: &[(&[&str], bool, Expected)] = &[
+            (
+                &["a", "b", "c", "d"],
+                true,
+                &[(1, "b", true), (2, "c", true), (3, "d", true)],
+            ),
+            (
+                &["a", "b", "d"],
+                true,
+                &[(1, "b", true), (3, "d", true), (2, "a", false)],
+            ),
             (&["a", "b", "d"], false, &[(1, "b", true), (3, "d", true)]),
             // Only partitions 4 and 0 past the first three are a's.
             (&["a"], true, &[(1, "a", false), (2, "a", false)]),
