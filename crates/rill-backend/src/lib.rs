@@ -1,0 +1,82 @@
+//! Storage backends: where a vnode keeps its objects.
+//!
+//! A backend stores opaque object bytes under (bucket type, bucket, key)
+//! and, for secondary indexes, (field, term) entries per key. Every
+//! backend passes one conformance suite (tests/conformance.rs) and a model
+//! test against a `BTreeMap`.
+//!
+//! Invariants:
+//! - a put replaces the key's value and its index entries together: a
+//!   query never sees entries of a value that was replaced;
+//! - index queries return (term, key) in term order, then key order,
+//!   integer terms in numeric order;
+//! - folds see every key stored before they began.
+
+mod bitcask_backend;
+mod index;
+mod keys;
+mod memory;
+
+pub use bitcask_backend::BitcaskBackend;
+pub use index::{IndexQuery, IndexRange, Term};
+pub use keys::BKey;
+pub use memory::{MemoryBackend, MemoryOptions};
+
+/// Errors a backend reports.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum Error {
+    #[error(transparent)]
+    Bitcask(#[from] bitcask::Error),
+    #[error("bucket type of {0} bytes, bucket or field too long (at most 65535 bytes)")]
+    NameTooLong(usize),
+    #[error("the memory backend is full: {used_bytes} bytes used of {max_bytes}")]
+    MemoryFull { used_bytes: u64, max_bytes: u64 },
+    #[error("corrupt entry in the backend: {0}")]
+    Corrupt(String),
+}
+
+pub type Result<T, E = Error> = std::result::Result<T, E>;
+
+/// One index entry: a field (`name_bin` or `name_int`) and a term.
+pub type IndexEntry = (Vec<u8>, Term);
+
+/// What a vnode needs of its storage.
+pub trait Backend: Send + Sync {
+    /// Riak's name for this backend in errors and stats.
+    fn name(&self) -> &'static str;
+
+    fn get(&self, k: &BKey) -> Result<Option<Vec<u8>>>;
+
+    /// Stores `value` for `k`; index entries in `remove` are dropped and
+    /// those in `add` added, together with the value.
+    fn put(&self, k: &BKey, value: &[u8], add: &[IndexEntry], remove: &[IndexEntry]) -> Result<()>;
+
+    /// Removes `k` and the index entries given.
+    fn delete(&self, k: &BKey, remove: &[IndexEntry]) -> Result<()>;
+
+    /// Every (bucket type, bucket) holding at least one key; `visit`
+    /// returns false to stop.
+    fn fold_buckets(&self, visit: &mut dyn FnMut(&[u8], &[u8]) -> bool) -> Result<()>;
+
+    /// Every key of one bucket.
+    fn fold_keys(
+        &self,
+        bucket_type: &[u8],
+        bucket: &[u8],
+        visit: &mut dyn FnMut(&[u8]) -> bool,
+    ) -> Result<()>;
+
+    /// Index entries matching `q`, in order; `visit` returns false to stop.
+    fn query_index(
+        &self,
+        q: &IndexQuery,
+        visit: &mut dyn FnMut(&Term, &[u8]) -> bool,
+    ) -> Result<()>;
+
+    /// Makes every acknowledged write durable.
+    fn sync(&self) -> Result<()>;
+
+    /// Bytes on disk (or in memory) for stats and capacity checks.
+    fn size_bytes(&self) -> u64;
+}
