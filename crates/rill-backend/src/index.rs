@@ -64,11 +64,12 @@ pub struct IndexQuery {
 }
 
 type FieldKey = (Vec<u8>, Vec<u8>, Vec<u8>);
+type Entries = BTreeSet<(Term, Vec<u8>)>;
 
 /// The sorted entries of a backend's indexes.
 #[derive(Default)]
 pub(crate) struct IndexSet {
-    fields: RwLock<BTreeMap<FieldKey, BTreeSet<(Term, Vec<u8>)>>>,
+    fields: RwLock<BTreeMap<FieldKey, Entries>>,
 }
 
 impl IndexSet {

@@ -80,7 +80,9 @@ impl<'a> Cursor<'a> {
 }
 
 /// (kind, type, bucket, rest) of a backend key.
-pub(crate) fn split(raw: &[u8]) -> Option<(u8, &[u8], &[u8], &[u8])> {
+pub(crate) type Parts<'a> = (u8, &'a [u8], &'a [u8], &'a [u8]);
+
+pub(crate) fn split(raw: &[u8]) -> Option<Parts<'_>> {
     let mut c = Cursor(raw);
     let kind = c.take(1)?[0];
     let t = c.name()?;
