@@ -5,8 +5,9 @@
 //! Rill's does.
 //!
 //! Crash order: new index entries are written before the object and
-//! replaced ones removed after it, so a crash can leave a stale entry
-//! (the node checks each hit against the object) but never lose one.
+//! replaced ones removed after it, so a crash between the writes can
+//! leave a stale entry (a query may name a key whose value no longer
+//! carries the term, until the key is written again) but never loses one.
 
 use crate::index::{IndexQuery, IndexSet, Term};
 use crate::keys::{

@@ -31,7 +31,7 @@ pub struct Metadata {
 
 /// One sibling: a value, its metadata and, under dotted version vectors,
 /// the write that made it.
-#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+#[derive(Clone, Debug, Default, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub struct Content {
     pub value: Vec<u8>,
     pub meta: Metadata,

@@ -1,0 +1,80 @@
+//! What a node is made of, as the `rill` binary's config file sets it.
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+/// `storage_backend`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum BackendKind {
+    Bitcask,
+    Memory,
+}
+
+/// Riak's `delete_mode`: when a tombstone leaves the backend.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum DeleteMode {
+    /// Never: tombstones stay (list keys shows them).
+    Keep,
+    /// As soon as every replica holds the tombstone.
+    Immediate,
+    /// After this delay (Riak's default: 3 s).
+    After(Duration),
+}
+
+#[derive(Clone)]
+pub struct NodeConfig {
+    /// Riak's `nodename`, e.g. `rill@127.0.0.1`.
+    pub nodename: String,
+    /// `platform_data_dir`.
+    pub data_dir: PathBuf,
+    /// `ring_size`: partitions of the ring, a power of two.
+    pub ring_size: u32,
+    pub backend: BackendKind,
+    pub delete_mode: DeleteMode,
+    /// `bitcask.*` settings for every vnode's store.
+    pub bitcask: bitcask::Options,
+    /// Merge policy of the node's merge scheduler (`bitcask.merge.policy`).
+    pub merge_policy: MergePolicyKind,
+    /// `bitcask.capacity`: capacity for U instead of the filesystem's.
+    pub bitcask_capacity_bytes: Option<u64>,
+    pub throttle: merge_control::ThrottleSettings,
+    /// `memory_backend.max_memory_per_vnode`.
+    pub memory_max_bytes: Option<u64>,
+    /// `memory_backend.ttl`.
+    pub memory_ttl: Option<Duration>,
+    /// `object.size.warning_threshold` / `object.size.maximum`.
+    pub object_size_warning_bytes: usize,
+    pub object_size_max_bytes: usize,
+    /// `object.siblings.warning_threshold` / `object.siblings.maximum`.
+    pub siblings_warning: usize,
+    pub siblings_max: usize,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub enum MergePolicyKind {
+    Fisherman { target_usage: f64 },
+    Classic,
+}
+
+impl NodeConfig {
+    /// Riak's defaults, data under `data_dir`.
+    pub fn new(data_dir: impl Into<PathBuf>) -> NodeConfig {
+        NodeConfig {
+            nodename: "rill@127.0.0.1".into(),
+            data_dir: data_dir.into(),
+            ring_size: 64,
+            backend: BackendKind::Bitcask,
+            delete_mode: DeleteMode::After(Duration::from_secs(3)),
+            bitcask: bitcask::Options::default(),
+            merge_policy: MergePolicyKind::Fisherman { target_usage: 0.8 },
+            bitcask_capacity_bytes: None,
+            throttle: merge_control::ThrottleSettings::default(),
+            memory_max_bytes: None,
+            memory_ttl: None,
+            object_size_warning_bytes: 5 << 20,
+            object_size_max_bytes: 50 << 20,
+            siblings_warning: 25,
+            siblings_max: 100,
+        }
+    }
+}

@@ -1,0 +1,496 @@
+//! Get, put and delete, coordinated over the key's preference list with
+//! Riak's quorum rules.
+
+use crate::config::DeleteMode;
+use crate::error::{erl_bin, KvError};
+use crate::ids;
+use crate::node::Node;
+use crate::quorum::{read_outcome, write_outcome, ReadQuorum, ReadReply, WriteQuorum};
+use rill_backend::BKey;
+use rill_bucket::{Props, Quorum};
+use rill_object::{decode_vclock, Content, Object, PutMode, VClock};
+use rill_ring::PreflistEntry;
+use std::sync::atomic::Ordering;
+use std::time::Instant;
+
+#[derive(Clone, Debug, Default)]
+pub struct GetRequest {
+    pub bucket_type: Vec<u8>,
+    pub bucket: Vec<u8>,
+    pub key: Vec<u8>,
+    pub r: Option<Quorum>,
+    pub pr: Option<Quorum>,
+    pub basic_quorum: Option<bool>,
+    pub notfound_ok: Option<bool>,
+    /// Answer `Deleted` with the tombstone's clock instead of `NotFound`.
+    pub deletedvclock: bool,
+    /// Answer `Unchanged` when the stored clock equals this one.
+    pub if_modified: Option<Vec<u8>>,
+    pub n_val: Option<u32>,
+}
+
+#[derive(Clone, Debug, PartialEq)]
+pub enum GetAnswer {
+    Found(Object),
+    NotFound,
+    /// Every sibling is a tombstone; here is its clock.
+    Deleted(VClock),
+    Unchanged,
+}
+
+#[derive(Clone, Debug, Default)]
+pub struct PutRequest {
+    pub bucket_type: Vec<u8>,
+    pub bucket: Vec<u8>,
+    /// `None`: the server makes a key and returns it.
+    pub key: Option<Vec<u8>>,
+    /// The client's causal context (opaque vclock), if any.
+    pub vclock: Option<Vec<u8>>,
+    /// The value and its metadata; vtag and last-modified are set here.
+    pub content: Content,
+    pub w: Option<Quorum>,
+    pub dw: Option<Quorum>,
+    pub pw: Option<Quorum>,
+    pub return_body: bool,
+    pub if_not_modified: bool,
+    pub if_none_match: bool,
+    pub n_val: Option<u32>,
+}
+
+#[derive(Clone, Debug, PartialEq)]
+pub struct PutAnswer {
+    pub key: Vec<u8>,
+    pub generated_key: bool,
+    /// The object after the write (always set; the API decides whether to
+    /// return it).
+    pub object: Object,
+}
+
+#[derive(Clone, Debug, Default)]
+pub struct DeleteRequest {
+    pub bucket_type: Vec<u8>,
+    pub bucket: Vec<u8>,
+    pub key: Vec<u8>,
+    pub vclock: Option<Vec<u8>>,
+    pub rw: Option<Quorum>,
+    pub r: Option<Quorum>,
+    pub w: Option<Quorum>,
+    pub pr: Option<Quorum>,
+    pub pw: Option<Quorum>,
+    pub dw: Option<Quorum>,
+    pub n_val: Option<u32>,
+}
+
+fn prop_bool(p: &Props, name: &str) -> bool {
+    p.get(name).and_then(|v| v.as_bool()).unwrap_or(false)
+}
+
+fn prop_quorum(p: &Props, name: &str) -> Quorum {
+    p.get(name)
+        .and_then(Quorum::from_json)
+        .unwrap_or(Quorum::Quorum)
+}
+
+pub(crate) fn n_val(p: &Props) -> u32 {
+    p.get("n_val").and_then(|v| v.as_u64()).unwrap_or(3) as u32
+}
+
+/// The request's n (at most the bucket's) and its quorum value resolved.
+pub(crate) fn resolve(
+    name: &'static str,
+    asked: Option<Quorum>,
+    props: &Props,
+    n: u32,
+    zero_ok: bool,
+) -> Result<u32, KvError> {
+    let bucket = prop_quorum(props, name);
+    let v = asked.unwrap_or(Quorum::Default).resolve(n, bucket);
+    if v == 0 && !zero_ok {
+        return Err(KvError::QuorumViolation { name, value: 0 });
+    }
+    if v > n {
+        return Err(KvError::NValViolation(n));
+    }
+    Ok(v)
+}
+
+pub(crate) fn request_n(props: &Props, asked: Option<u32>) -> Result<u32, KvError> {
+    let n = n_val(props);
+    match asked {
+        None => Ok(n),
+        Some(a) if a > 0 && a <= n => Ok(a),
+        Some(a) => Err(KvError::NValViolation(a)),
+    }
+}
+
+pub(crate) fn check_names(
+    bucket_type: &[u8],
+    bucket: &[u8],
+    key: Option<&[u8]>,
+) -> Result<(), KvError> {
+    if bucket.is_empty() {
+        return Err(KvError::BadRequest("Bucket cannot be zero-length".into()));
+    }
+    if key.is_some_and(|k| k.is_empty()) {
+        return Err(KvError::BadRequest("Key cannot be zero-length".into()));
+    }
+    if key.is_some_and(|k| k.len() > 65535) || bucket.len() > 65535 || bucket_type.len() > 65535 {
+        return Err(KvError::BadRequest(
+            "key_too_large: bucket types, buckets and keys are at most 65535 bytes".into(),
+        ));
+    }
+    Ok(())
+}
+
+/// Lower-cases index fields, checks their suffix and makes `_int` terms
+/// canonical integers; sorted and unique, as Riak's precommit hook does.
+pub(crate) fn normalise_indexes(c: &mut Content) -> Result<(), KvError> {
+    let mut errors = Vec::new();
+    let mut out = Vec::with_capacity(c.meta.indexes.len());
+    for (field, term) in c.meta.indexes.drain(..) {
+        let field = field.to_ascii_lowercase();
+        if field.ends_with(b"_int") {
+            match std::str::from_utf8(&term)
+                .ok()
+                .and_then(|s| s.trim().parse::<i64>().ok())
+            {
+                Some(i) => out.push((field, i.to_string().into_bytes())),
+                None => errors.push(format!(
+                    "{{field_parsing_failed,{{{},{}}}}}",
+                    erl_bin(&field),
+                    erl_bin(&term)
+                )),
+            }
+        } else if field.ends_with(b"_bin") {
+            out.push((field, term));
+        } else {
+            errors.push(format!("{{unknown_field_type,{}}}", erl_bin(&field)));
+        }
+    }
+    if !errors.is_empty() {
+        errors.sort();
+        errors.dedup();
+        return Err(KvError::PrecommitFail(errors.join(",")));
+    }
+    out.sort();
+    out.dedup();
+    c.meta.indexes = out;
+    Ok(())
+}
+
+pub(crate) fn put_mode(props: &Props) -> PutMode {
+    PutMode {
+        allow_mult: prop_bool(props, "allow_mult"),
+        last_write_wins: prop_bool(props, "last_write_wins"),
+    }
+}
+
+impl Node {
+    fn record<T>(&self, r: &Result<T, KvError>) {
+        if r.is_err() {
+            self.counters.errors.fetch_add(1, Ordering::Relaxed);
+        }
+    }
+
+    pub fn get(&self, req: &GetRequest) -> Result<GetAnswer, KvError> {
+        let start = Instant::now();
+        let r = self.get_inner(req);
+        self.counters.gets.fetch_add(1, Ordering::Relaxed);
+        self.counters
+            .get_us
+            .fetch_add(start.elapsed().as_micros() as u64, Ordering::Relaxed);
+        self.record(&r);
+        r
+    }
+
+    fn get_inner(&self, req: &GetRequest) -> Result<GetAnswer, KvError> {
+        check_names(&req.bucket_type, &req.bucket, Some(&req.key))?;
+        let props = self.props_for_kv(&req.bucket_type, &req.bucket)?;
+        let n = request_n(&props, req.n_val)?;
+        let r = resolve("r", req.r, &props, n, false)?;
+        let pr = resolve("pr", req.pr, &props, n, true)?;
+        let notfound_ok = req.notfound_ok.unwrap_or_else(|| {
+            props
+                .get("notfound_ok")
+                .and_then(|v| v.as_bool())
+                .unwrap_or(true)
+        });
+        let k = Node::bkey(&req.bucket_type, &req.bucket, &req.key);
+        let preflist = self.preflist(&k.bucket_type, &req.bucket, &req.key, n);
+        if (preflist.len() as u32) < r {
+            return Err(KvError::InsufficientVnodes {
+                have: preflist.len() as u32,
+                need: r,
+            });
+        }
+        let merged =
+            self.read_replicas(&k, &preflist, ReadQuorum { r, pr, notfound_ok }, &props)?;
+        let Some(obj) = merged else {
+            return Ok(GetAnswer::NotFound);
+        };
+        if obj.is_tombstone() {
+            return Ok(if req.deletedvclock {
+                GetAnswer::Deleted(obj.clock)
+            } else {
+                GetAnswer::NotFound
+            });
+        }
+        if let Some(vc) = &req.if_modified {
+            let asked = decode_vclock(vc).map_err(|e| KvError::BadVclock(e.to_string()))?;
+            if asked == obj.clock {
+                return Ok(GetAnswer::Unchanged);
+            }
+        }
+        Ok(GetAnswer::Found(obj))
+    }
+
+    /// Reads every replica, applies the quorum rules, merges what was
+    /// found and repairs replicas that differ from the merge.
+    pub(crate) fn read_replicas(
+        &self,
+        k: &BKey,
+        preflist: &[PreflistEntry],
+        q: ReadQuorum,
+        props: &Props,
+    ) -> Result<Option<Object>, KvError> {
+        let mut replies = Vec::with_capacity(preflist.len());
+        let mut found: Vec<(usize, Option<Object>)> = Vec::with_capacity(preflist.len());
+        let mut last_error = None;
+        for (i, e) in preflist.iter().enumerate() {
+            match self.vnode(e).get(k) {
+                Ok(Some(o)) => {
+                    replies.push((e.primary, ReadReply::Found));
+                    found.push((i, Some(o)));
+                }
+                Ok(None) => {
+                    replies.push((e.primary, ReadReply::NotFound));
+                    found.push((i, None));
+                }
+                Err(err) => {
+                    replies.push((e.primary, ReadReply::Failed));
+                    last_error = Some(err);
+                }
+            }
+        }
+        if let Err(e) = read_outcome(q, &replies) {
+            if let (KvError::RUnsatisfied { got: 0, .. }, Some(err)) = (&e, last_error) {
+                return Err(err);
+            }
+            return Err(e);
+        }
+        let mut merged: Option<Object> = None;
+        for (_, o) in &found {
+            if let Some(o) = o {
+                merged = Some(match merged {
+                    None => o.clone(),
+                    Some(m) => m.merge(o),
+                });
+            }
+        }
+        let Some(mut merged) = merged else {
+            return Ok(None);
+        };
+        if !put_mode(props).allow_mult {
+            merged.keep_newest();
+        }
+        // Read repair: replicas missing the object or holding less.
+        for (i, o) in &found {
+            let stale = match o {
+                None => !merged.is_tombstone(),
+                Some(o) => o != &merged && !o.clock.dominates(&merged.clock),
+            };
+            if stale {
+                let allow_mult = put_mode(props).allow_mult;
+                let target = merged.clone();
+                let r = self.vnode(&preflist[*i]).update(k, &self.limits, |stored| {
+                    let mut next = match stored {
+                        Some(s) => s.merge(&target),
+                        None => target.clone(),
+                    };
+                    if !allow_mult {
+                        next.keep_newest();
+                    }
+                    Ok(Some(next))
+                });
+                match r {
+                    Ok(_) => {
+                        self.counters.read_repairs.fetch_add(1, Ordering::Relaxed);
+                    }
+                    Err(e) => tracing::warn!(error = %e, "read repair failed"),
+                }
+            }
+        }
+        Ok(Some(merged))
+    }
+
+    pub fn put(&self, req: PutRequest) -> Result<PutAnswer, KvError> {
+        let start = Instant::now();
+        let r = self.put_inner(req);
+        self.counters.puts.fetch_add(1, Ordering::Relaxed);
+        self.counters
+            .put_us
+            .fetch_add(start.elapsed().as_micros() as u64, Ordering::Relaxed);
+        self.record(&r);
+        r
+    }
+
+    fn put_inner(&self, mut req: PutRequest) -> Result<PutAnswer, KvError> {
+        check_names(&req.bucket_type, &req.bucket, req.key.as_deref())?;
+        let props = self.props_for_kv(&req.bucket_type, &req.bucket)?;
+        let n = request_n(&props, req.n_val)?;
+        let w = resolve("w", req.w, &props, n, false)?;
+        let dw = resolve("dw", req.dw, &props, n, true)?.max(1).min(n);
+        let pw = resolve("pw", req.pw, &props, n, true)?;
+        normalise_indexes(&mut req.content)?;
+        let (key, generated_key) = match req.key.take() {
+            Some(k) => (k, false),
+            None => (ids::generated_key(), true),
+        };
+        let context = match &req.vclock {
+            Some(v) => decode_vclock(v).map_err(|e| KvError::BadVclock(e.to_string()))?,
+            None => VClock::new(),
+        };
+        if req.if_none_match || req.if_not_modified {
+            let current = self.get_inner(&GetRequest {
+                bucket_type: req.bucket_type.clone(),
+                bucket: req.bucket.clone(),
+                key: key.clone(),
+                n_val: req.n_val,
+                ..GetRequest::default()
+            });
+            if req.if_none_match && matches!(current, Ok(GetAnswer::Found(_))) {
+                return Err(KvError::MatchFound);
+            }
+            if req.if_not_modified {
+                match current {
+                    Ok(GetAnswer::Found(o)) if o.clock == context => {}
+                    Ok(GetAnswer::Found(_)) => return Err(KvError::Modified),
+                    Ok(_) => return Err(KvError::NotFound),
+                    Err(e) => return Err(e),
+                }
+            }
+        }
+        let mut content = req.content;
+        content.meta.last_modified_us = ids::now_us();
+        content.meta.vtag = Some(ids::vtag());
+        content.dot = None;
+        let k = Node::bkey(&req.bucket_type, &req.bucket, &key);
+        let object =
+            self.write_replicas(&k, n, WriteQuorum { w, dw, pw }, &props, |stored, actor| {
+                Object::coordinate_put(stored, &context, content, actor, put_mode(&props))
+            })?;
+        Ok(PutAnswer {
+            key,
+            generated_key,
+            object,
+        })
+    }
+
+    /// The coordinating vnode (first in the preference list) computes the
+    /// new object from what it holds; the others merge it in.
+    pub(crate) fn write_replicas(
+        &self,
+        k: &BKey,
+        n: u32,
+        q: WriteQuorum,
+        props: &Props,
+        coordinate: impl FnOnce(Option<&Object>, &Vec<u8>) -> Object,
+    ) -> Result<Object, KvError> {
+        let preflist = self.preflist(&k.bucket_type, &k.bucket, &k.key, n);
+        let need = q.w.max(q.dw).max(q.pw).max(1);
+        if (preflist.len() as u32) < need {
+            return Err(KvError::InsufficientVnodes {
+                have: preflist.len() as u32,
+                need,
+            });
+        }
+        let allow_mult = put_mode(props).allow_mult;
+        let coordinator = self.vnode(&preflist[0]).clone();
+        let object = coordinator
+            .update(k, &self.limits, |stored| {
+                Ok(Some(coordinate(stored, &coordinator.actor)))
+            })?
+            .expect("the coordinator always writes");
+        let mut replies = vec![(preflist[0].primary, true)];
+        for e in &preflist[1..] {
+            let r = self.vnode(e).update(k, &self.limits, |stored| {
+                let mut next = match stored {
+                    Some(s) => s.merge(&object),
+                    None => object.clone(),
+                };
+                if !allow_mult {
+                    next.keep_newest();
+                }
+                Ok(Some(next))
+            });
+            if let Err(err) = &r {
+                tracing::warn!(partition = e.partition.0, error = %err, "replica write failed");
+            }
+            replies.push((e.primary, r.is_ok()));
+        }
+        write_outcome(q, &replies)?;
+        Ok(object)
+    }
+
+    pub fn delete(&self, req: &DeleteRequest) -> Result<(), KvError> {
+        let r = self.delete_inner(req);
+        self.counters.deletes.fetch_add(1, Ordering::Relaxed);
+        self.record(&r);
+        r
+    }
+
+    fn delete_inner(&self, req: &DeleteRequest) -> Result<(), KvError> {
+        check_names(&req.bucket_type, &req.bucket, Some(&req.key))?;
+        let props = self.props_for_kv(&req.bucket_type, &req.bucket)?;
+        let n = request_n(&props, req.n_val)?;
+        let context = match &req.vclock {
+            Some(v) if !v.is_empty() => {
+                decode_vclock(v).map_err(|e| KvError::BadVclock(e.to_string()))?
+            }
+            _ => {
+                let r = req.r.or(req.rw);
+                match self.get_inner(&GetRequest {
+                    bucket_type: req.bucket_type.clone(),
+                    bucket: req.bucket.clone(),
+                    key: req.key.clone(),
+                    r,
+                    pr: req.pr,
+                    n_val: req.n_val,
+                    deletedvclock: true,
+                    ..GetRequest::default()
+                })? {
+                    GetAnswer::Found(o) => o.clock,
+                    GetAnswer::Deleted(_) | GetAnswer::NotFound | GetAnswer::Unchanged => {
+                        return Ok(())
+                    }
+                }
+            }
+        };
+        let w = resolve("w", req.w.or(req.rw), &props, n, false)?;
+        let dw = resolve("dw", req.dw, &props, n, true)?.max(1).min(n);
+        let pw = resolve("pw", req.pw, &props, n, true)?;
+        let k = Node::bkey(&req.bucket_type, &req.bucket, &req.key);
+        let tombstone = Content::tombstone(ids::now_us(), ids::vtag());
+        let object =
+            self.write_replicas(&k, n, WriteQuorum { w, dw, pw }, &props, |stored, actor| {
+                Object::coordinate_put(stored, &context, tombstone, actor, put_mode(&props))
+            })?;
+        if object.is_tombstone() {
+            let partitions: Vec<u32> = self
+                .preflist(&k.bucket_type, &k.bucket, &k.key, n)
+                .iter()
+                .map(|e| e.partition.0)
+                .collect();
+            match self.delete_mode() {
+                DeleteMode::Keep => {}
+                DeleteMode::Immediate => {
+                    for p in partitions {
+                        self.vnodes[p as usize].reap(&k, &object.clock)?;
+                    }
+                }
+                DeleteMode::After(d) => self.reaper.schedule(k, object.clock, partitions, d),
+            }
+        }
+        Ok(())
+    }
+}

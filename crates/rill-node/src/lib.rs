@@ -1,0 +1,32 @@
+//! A Rill node, network aside: one vnode per partition of the ring, each
+//! with its own backend; requests coordinated through preference lists
+//! with Riak's quorum rules (R, W, PR, PW, DW, notfound_ok, basic_quorum),
+//! so the cluster only adds remote vnodes; bucket types; list buckets and
+//! keys; secondary index queries; convergent data types.
+//!
+//! Invariants:
+//! - a put is acknowledged only when W replicas (DW durable) hold it;
+//! - writes to one key on one vnode are serialised (read, merge, write
+//!   under a striped lock), so concurrent writers never lose a sibling;
+//! - bucket types and properties are on disk before a change returns.
+
+mod config;
+mod error;
+mod ids;
+mod index;
+mod kv;
+mod listing;
+mod meta;
+mod node;
+mod quorum;
+mod reaper;
+mod vnode;
+
+pub use config::{BackendKind, DeleteMode, NodeConfig};
+pub use error::KvError;
+pub use index::{IndexAnswer, IndexRequest, IndexSpec};
+pub use kv::{DeleteRequest, GetAnswer, GetRequest, PutAnswer, PutRequest};
+pub use node::{Node, NodeStats};
+pub use rill_backend::Term;
+pub use rill_bucket::{Props, Quorum, TypeStatus};
+pub use rill_object::{Content, Link, Metadata, Object, VClock};

@@ -1,0 +1,48 @@
+//! The node's small metadata files under `<data>/meta/`, JSON written
+//! atomically (temporary file, fsync, rename, fsync of the directory):
+//! `node.json` (format version, ring size, each vnode's actor id) and
+//! `buckets.json` (bucket types and bucket properties). docs/format.md
+//! describes both.
+
+use serde_json::Value;
+use std::fs;
+use std::io::Write;
+use std::path::{Path, PathBuf};
+
+pub(crate) const NODE_FORMAT_VERSION: u64 = 1;
+
+pub(crate) struct MetaDir {
+    dir: PathBuf,
+}
+
+impl MetaDir {
+    pub fn open(data_dir: &Path) -> std::io::Result<MetaDir> {
+        let dir = data_dir.join("meta");
+        fs::create_dir_all(&dir)?;
+        Ok(MetaDir { dir })
+    }
+
+    pub fn read(&self, name: &str) -> Result<Option<Value>, String> {
+        let path = self.dir.join(name);
+        match fs::read(&path) {
+            Ok(bytes) => serde_json::from_slice(&bytes)
+                .map(Some)
+                .map_err(|e| format!("{} is not valid JSON ({e}); restore it from a backup or remove it to start afresh", path.display())),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
+            Err(e) => Err(format!("cannot read {}: {e}", path.display())),
+        }
+    }
+
+    pub fn write(&self, name: &str, value: &Value) -> std::io::Result<()> {
+        let path = self.dir.join(name);
+        let tmp = self.dir.join(format!("{name}.tmp"));
+        {
+            let mut f = fs::File::create(&tmp)?;
+            f.write_all(serde_json::to_string_pretty(value)?.as_bytes())?;
+            f.write_all(b"\n")?;
+            f.sync_all()?;
+        }
+        fs::rename(&tmp, &path)?;
+        fs::File::open(&self.dir)?.sync_all()
+    }
+}

@@ -1,0 +1,408 @@
+//! The node: its vnodes, ring, bucket registry and background work.
+
+use crate::config::{BackendKind, DeleteMode, MergePolicyKind, NodeConfig};
+use crate::error::KvError;
+use crate::meta::{MetaDir, NODE_FORMAT_VERSION};
+use crate::reaper::Reaper;
+use crate::vnode::{Limits, Vnode};
+use merge_control::{Classic, Fisherman, MergeScheduler, SchedulerSettings, UsageSource};
+use rill_backend::{BKey, Backend, BitcaskBackend, MemoryBackend, MemoryOptions};
+use rill_bucket::{Props, Registry, RegistryError, TypeStatus};
+use rill_ring::{key_hash, PreflistEntry, Ring};
+use serde_json::{json, Value};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, RwLock};
+use std::time::{Duration, Instant};
+
+/// Counters an operator reads through `/stats` and `rill admin status`.
+#[derive(Default)]
+pub(crate) struct Counters {
+    pub gets: AtomicU64,
+    pub puts: AtomicU64,
+    pub deletes: AtomicU64,
+    pub get_us: AtomicU64,
+    pub put_us: AtomicU64,
+    pub read_repairs: AtomicU64,
+    pub index_queries: AtomicU64,
+    pub list_keys: AtomicU64,
+    pub dt_updates: AtomicU64,
+    pub dt_fetches: AtomicU64,
+    pub errors: AtomicU64,
+}
+
+#[derive(Clone, Debug, Default)]
+pub struct NodeStats {
+    pub gets: u64,
+    pub puts: u64,
+    pub deletes: u64,
+    pub get_us_total: u64,
+    pub put_us_total: u64,
+    pub read_repairs: u64,
+    pub index_queries: u64,
+    pub list_keys: u64,
+    pub dt_updates: u64,
+    pub dt_fetches: u64,
+    pub errors: u64,
+    pub vnodes: u32,
+    pub storage_bytes: u64,
+    pub disk_usage: Option<f64>,
+    pub merges: u64,
+    pub files_deleted_unread: u64,
+    pub throttle_delay_ms: f64,
+}
+
+pub struct Node {
+    pub(crate) config: NodeConfig,
+    pub(crate) ring: Ring,
+    pub(crate) vnodes: Vec<Arc<Vnode>>,
+    registry: RwLock<Registry>,
+    meta: MetaDir,
+    scheduler: Option<MergeScheduler>,
+    pub(crate) reaper: Reaper,
+    pub(crate) counters: Counters,
+    pub(crate) limits: Limits,
+    started: Instant,
+}
+
+fn hex(b: &[u8]) -> String {
+    b.iter().map(|x| format!("{x:02x}")).collect()
+}
+
+fn unhex(s: &str) -> Option<Vec<u8>> {
+    (0..s.len() / 2)
+        .map(|i| u8::from_str_radix(s.get(2 * i..2 * i + 2)?, 16).ok())
+        .collect()
+}
+
+impl Node {
+    /// Opens (or creates) the node's data under `config.data_dir`.
+    pub fn open(config: NodeConfig) -> Result<Arc<Node>, String> {
+        let ring = Ring::single(config.ring_size, &config.nodename).map_err(|e| e.to_string())?;
+        std::fs::create_dir_all(&config.data_dir)
+            .map_err(|e| format!("cannot create {}: {e}", config.data_dir.display()))?;
+        let meta = MetaDir::open(&config.data_dir)
+            .map_err(|e| format!("cannot create the meta directory: {e}"))?;
+        let node_meta = meta.read("node.json")?;
+        let mut actors: Vec<Vec<u8>> = Vec::new();
+        if let Some(m) = &node_meta {
+            let version = m["format"].as_u64().unwrap_or(0);
+            if version != NODE_FORMAT_VERSION {
+                return Err(format!(
+                    "meta/node.json has format {version}; this build reads {NODE_FORMAT_VERSION}"
+                ));
+            }
+            let size = m["ring_size"].as_u64().unwrap_or(0);
+            if size != u64::from(config.ring_size) {
+                return Err(format!(
+                    "the data in {} was written with ring_size = {size}, but ring_size = {} is configured; \
+                     set ring_size back to {size} (changing it needs a fresh data directory)",
+                    config.data_dir.display(),
+                    config.ring_size
+                ));
+            }
+            actors = m["actors"]
+                .as_array()
+                .map(|a| {
+                    a.iter()
+                        .filter_map(|x| x.as_str().and_then(unhex))
+                        .collect()
+                })
+                .unwrap_or_default();
+        }
+        if actors.len() != config.ring_size as usize {
+            actors = (0..config.ring_size)
+                .map(|_| crate::ids::random_u64().to_be_bytes().to_vec())
+                .collect();
+            let v = json!({
+                "format": NODE_FORMAT_VERSION,
+                "ring_size": config.ring_size,
+                "nodename": config.nodename,
+                "actors": actors.iter().map(|a| hex(a)).collect::<Vec<_>>(),
+            });
+            meta.write("node.json", &v)
+                .map_err(|e| format!("cannot write meta/node.json: {e}"))?;
+        }
+        let registry = match meta.read("buckets.json")? {
+            Some(v) => Registry::from_json(&v).map_err(|e| format!("meta/buckets.json: {e}"))?,
+            None => Registry::new(),
+        };
+        let scheduler = (config.backend == BackendKind::Bitcask).then(|| {
+            let dir = config.data_dir.join("bitcask");
+            let _ = std::fs::create_dir_all(&dir);
+            MergeScheduler::start(SchedulerSettings {
+                usage: match config.bitcask_capacity_bytes {
+                    Some(bytes) => UsageSource::Capacity { bytes },
+                    None => UsageSource::Filesystem(dir),
+                },
+                policy: match config.merge_policy {
+                    MergePolicyKind::Fisherman { target_usage } => Box::new(Fisherman {
+                        target_usage,
+                        ..Fisherman::default()
+                    }),
+                    MergePolicyKind::Classic => Box::new(Classic::default()),
+                },
+                throttle: config.throttle,
+                workers: 1,
+                idle_tick: Duration::from_millis(200),
+            })
+        });
+        let mut vnodes = Vec::with_capacity(config.ring_size as usize);
+        for p in ring.partitions() {
+            let backend: Box<dyn Backend> = match config.backend {
+                BackendKind::Memory => Box::new(MemoryBackend::new(MemoryOptions {
+                    max_memory_bytes: config.memory_max_bytes,
+                    ttl: config.memory_ttl,
+                })),
+                BackendKind::Bitcask => {
+                    let dir = config.data_dir.join("bitcask").join(ring.index_decimal(p));
+                    let mut opts = config.bitcask.clone();
+                    if let Some(s) = &scheduler {
+                        opts.put_gate = Some(s.throttle());
+                    }
+                    let store = bitcask::Store::open(&dir, opts).map_err(|e| {
+                        format!("cannot open the Bitcask store of partition {}: {e}", p.0)
+                    })?;
+                    let store = Arc::new(store);
+                    if let Some(s) = &scheduler {
+                        s.add_store(store.clone());
+                    }
+                    Box::new(BitcaskBackend::new(store).map_err(|e| e.to_string())?)
+                }
+            };
+            vnodes.push(Arc::new(Vnode::new(
+                p,
+                actors[p.0 as usize].clone(),
+                backend,
+            )));
+        }
+        let limits = Limits {
+            size_warning_bytes: config.object_size_warning_bytes,
+            size_max_bytes: config.object_size_max_bytes,
+            siblings_warning: config.siblings_warning,
+            siblings_max: config.siblings_max,
+        };
+        let node = Arc::new(Node {
+            config,
+            ring,
+            vnodes,
+            registry: RwLock::new(registry),
+            meta,
+            scheduler,
+            reaper: Reaper::default(),
+            counters: Counters::default(),
+            limits,
+            started: Instant::now(),
+        });
+        let weak = Arc::downgrade(&node);
+        let reaper = node.reaper.clone();
+        std::thread::Builder::new()
+            .name("rill-reaper".into())
+            .spawn(move || {
+                reaper.run(|job| {
+                    let Some(node) = weak.upgrade() else { return };
+                    for p in &job.partitions {
+                        if let Err(e) = node.vnodes[*p as usize].reap(&job.key, &job.clock) {
+                            tracing::warn!(error = %e, "tombstone not reaped");
+                        }
+                    }
+                })
+            })
+            .map_err(|e| format!("cannot start the reaper thread: {e}"))?;
+        Ok(node)
+    }
+
+    pub fn nodename(&self) -> &str {
+        &self.config.nodename
+    }
+
+    pub fn ring_size(&self) -> u32 {
+        self.ring.size()
+    }
+
+    pub fn config(&self) -> &NodeConfig {
+        &self.config
+    }
+
+    pub fn uptime(&self) -> Duration {
+        self.started.elapsed()
+    }
+
+    pub(crate) fn delete_mode(&self) -> DeleteMode {
+        self.config.delete_mode
+    }
+
+    /// The preference list of a key for `n` replicas (all primaries on one
+    /// node).
+    pub fn preflist(
+        &self,
+        bucket_type: &[u8],
+        bucket: &[u8],
+        key: &[u8],
+        n: u32,
+    ) -> Vec<PreflistEntry> {
+        let h = key_hash(bucket_type, bucket, key);
+        self.ring.preflist(&h, n, |_| true, true)
+    }
+
+    pub(crate) fn vnode(&self, e: &PreflistEntry) -> &Arc<Vnode> {
+        &self.vnodes[e.partition.0 as usize]
+    }
+
+    fn registry(&self) -> std::sync::RwLockReadGuard<'_, Registry> {
+        self.registry.read().unwrap_or_else(|e| e.into_inner())
+    }
+
+    fn change_registry(
+        &self,
+        f: impl FnOnce(&mut Registry) -> Result<(), RegistryError>,
+    ) -> Result<(), KvError> {
+        let mut reg = self.registry.write().unwrap_or_else(|e| e.into_inner());
+        let mut next = reg.clone();
+        f(&mut next).map_err(registry_error)?;
+        self.meta
+            .write("buckets.json", &next.to_json())
+            .map_err(|e| KvError::Backend(format!("cannot persist bucket properties: {e}")))?;
+        *reg = next;
+        Ok(())
+    }
+
+    /// The properties in force for a bucket, for KV requests (`no_type`
+    /// when the type is missing or inactive).
+    pub(crate) fn props_for_kv(&self, bucket_type: &[u8], bucket: &[u8]) -> Result<Props, KvError> {
+        let t = std::str::from_utf8(bucket_type).map_err(|_| KvError::NoType)?;
+        self.registry()
+            .bucket_props(t, bucket)
+            .ok_or(KvError::NoType)
+    }
+
+    /// A bucket's properties as RpbGetBucketReq and GET /props return
+    /// them, with `name` (and `active`/`claimant` for typed buckets).
+    pub fn bucket_props(&self, bucket_type: &str, bucket: &[u8]) -> Result<Props, KvError> {
+        let mut p = self
+            .registry()
+            .bucket_props(bucket_type, bucket)
+            .ok_or_else(|| KvError::NoSuchType(bucket_type.to_string()))?;
+        p.insert(
+            "name".into(),
+            Value::String(String::from_utf8_lossy(bucket).into_owned()),
+        );
+        if !(bucket_type.is_empty() || bucket_type == "default") {
+            p.insert("active".into(), true.into());
+            p.insert("claimant".into(), self.config.nodename.clone().into());
+        }
+        Ok(p)
+    }
+
+    pub fn set_bucket_props(
+        &self,
+        bucket_type: &str,
+        bucket: &[u8],
+        props: &Props,
+    ) -> Result<(), KvError> {
+        self.change_registry(|r| r.set_bucket(bucket_type, bucket, props))
+    }
+
+    pub fn reset_bucket_props(&self, bucket_type: &str, bucket: &[u8]) -> Result<(), KvError> {
+        self.change_registry(|r| r.reset_bucket(bucket_type, bucket))
+    }
+
+    /// A type's properties (`Invalid bucket type` when missing or
+    /// inactive, as RpbGetBucketTypeReq answers).
+    pub fn type_props(&self, name: &str) -> Result<Props, KvError> {
+        match self.registry().get_type(name) {
+            Some((mut p, TypeStatus::Active)) => {
+                if !(name.is_empty() || name == "default") {
+                    p.insert("active".into(), true.into());
+                    p.insert("claimant".into(), self.config.nodename.clone().into());
+                }
+                Ok(p)
+            }
+            _ => Err(KvError::InvalidType(name.to_string())),
+        }
+    }
+
+    pub fn type_status(&self, name: &str) -> Option<(Props, TypeStatus)> {
+        self.registry().get_type(name)
+    }
+
+    pub fn list_types(&self) -> Vec<(String, TypeStatus)> {
+        self.registry().list_types()
+    }
+
+    pub fn create_type(&self, name: &str, props: &Props) -> Result<(), KvError> {
+        self.change_registry(|r| r.create_type(name, props))
+    }
+
+    pub fn activate_type(&self, name: &str) -> Result<(), KvError> {
+        self.change_registry(|r| r.activate_type(name))
+    }
+
+    pub fn update_type(&self, name: &str, props: &Props) -> Result<(), KvError> {
+        self.change_registry(|r| r.update_type(name, props))
+    }
+
+    pub fn stats(&self) -> NodeStats {
+        let c = &self.counters;
+        let l = |a: &AtomicU64| a.load(Ordering::Relaxed);
+        let m = self.scheduler.as_ref().map(|s| s.metrics());
+        NodeStats {
+            gets: l(&c.gets),
+            puts: l(&c.puts),
+            deletes: l(&c.deletes),
+            get_us_total: l(&c.get_us),
+            put_us_total: l(&c.put_us),
+            read_repairs: l(&c.read_repairs),
+            index_queries: l(&c.index_queries),
+            list_keys: l(&c.list_keys),
+            dt_updates: l(&c.dt_updates),
+            dt_fetches: l(&c.dt_fetches),
+            errors: l(&c.errors),
+            vnodes: self.vnodes.len() as u32,
+            storage_bytes: self.vnodes.iter().map(|v| v.backend().size_bytes()).sum(),
+            disk_usage: self.scheduler.as_ref().map(|s| s.usage()),
+            merges: m.as_ref().map_or(0, |m| m.merges),
+            files_deleted_unread: m.as_ref().map_or(0, |m| m.files_deleted_unread),
+            throttle_delay_ms: self
+                .scheduler
+                .as_ref()
+                .map_or(0.0, |s| s.throttle().current().as_secs_f64() * 1000.0),
+        }
+    }
+
+    /// Makes every acknowledged write durable.
+    pub fn sync(&self) -> Result<(), KvError> {
+        for v in &self.vnodes {
+            v.backend().sync()?;
+        }
+        Ok(())
+    }
+
+    pub(crate) fn bkey(bucket_type: &[u8], bucket: &[u8], key: &[u8]) -> BKey {
+        let t: &[u8] = if bucket_type == b"default" {
+            b""
+        } else {
+            bucket_type
+        };
+        BKey::new(t, bucket, key)
+    }
+}
+
+impl Drop for Node {
+    fn drop(&mut self) {
+        self.reaper.stop();
+        if let Err(e) = self.sync() {
+            tracing::error!(error = %e, "sync at shutdown failed");
+        }
+    }
+}
+
+fn registry_error(e: RegistryError) -> KvError {
+    match e {
+        RegistryError::NoSuchType(t) => KvError::NoSuchType(t),
+        RegistryError::Props(p) => KvError::Props(p.to_string()),
+        RegistryError::DefaultType => {
+            KvError::Props("Invalid bucket properties: no_default_update".into())
+        }
+        other => KvError::Props(other.to_string()),
+    }
+}
