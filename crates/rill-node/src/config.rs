@@ -60,7 +60,7 @@ impl NodeConfig {
     /// Riak's defaults, data under `data_dir`.
     pub fn new(data_dir: impl Into<PathBuf>) -> NodeConfig {
         NodeConfig {
-            nodename: "rill@127.0.0.1".into(),
+            nodename: "riak@127.0.0.1".into(),
             data_dir: data_dir.into(),
             ring_size: 64,
             backend: BackendKind::Bitcask,

@@ -11,7 +11,7 @@
 //! - bucket types and properties are on disk before a change returns.
 
 mod config;
-mod error;
+pub mod error;
 mod ids;
 mod index;
 mod kv;
@@ -22,11 +22,16 @@ mod quorum;
 mod reaper;
 mod vnode;
 
-pub use config::{BackendKind, DeleteMode, NodeConfig};
-pub use error::KvError;
+pub use config::{BackendKind, DeleteMode, MergePolicyKind, NodeConfig};
+pub use error::{erl_bin, KvError};
 pub use index::{IndexAnswer, IndexRequest, IndexSpec};
 pub use kv::{DeleteRequest, GetAnswer, GetRequest, PutAnswer, PutRequest};
 pub use node::{Node, NodeStats};
 pub use rill_backend::Term;
 pub use rill_bucket::{Props, Quorum, TypeStatus};
 pub use rill_object::{Content, Link, Metadata, Object, VClock};
+
+/// A fresh multipart boundary (base 62, unique).
+pub fn ids_boundary() -> String {
+    String::from_utf8(ids::vtag()).expect("base62 is ascii")
+}

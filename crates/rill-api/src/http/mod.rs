@@ -1,0 +1,127 @@
+//! Riak's HTTP API (shared/riak-pb/HTTP_API.md) on a node. Routing is by
+//! hand: Riak's paths (`/buckets/B/keys/K`, `/types/T/buckets/B/...`,
+//! `/riak/B/K`) carry percent-encoded names where `+` means a space, as
+//! Riak's webmachine decodes them.
+
+// Handlers return `Result<_, Response>`: the error is the answer to send.
+#![allow(clippy::result_large_err)]
+
+mod object;
+mod other;
+pub mod util;
+
+use axum::body::{Body, Bytes};
+use axum::extract::State;
+use axum::http::{HeaderMap, Method, Request, StatusCode};
+use axum::response::Response;
+use rill_node::Node;
+use std::sync::Arc;
+use tokio::net::TcpListener;
+use util::{decode_segment, parse_query, text, Query};
+
+/// The largest request body accepted (a value plus headroom).
+pub const MAX_BODY_BYTES: usize = 64 << 20;
+
+pub(crate) struct Ctx {
+    pub node: Arc<Node>,
+    pub pb_stats: Arc<crate::pb::PbStats>,
+}
+
+/// Serves HTTP until the listener fails.
+pub async fn serve(
+    listener: TcpListener,
+    node: Arc<Node>,
+    pb_stats: Arc<crate::pb::PbStats>,
+) -> std::io::Result<()> {
+    let ctx = Arc::new(Ctx { node, pb_stats });
+    let app = axum::Router::new().fallback(dispatch).with_state(ctx);
+    axum::serve(listener, app).await
+}
+
+/// One request as the handlers see it.
+pub(crate) struct Req {
+    pub method: Method,
+    pub headers: HeaderMap,
+    pub query: Query,
+    pub body: Bytes,
+}
+
+async fn dispatch(State(ctx): State<Arc<Ctx>>, request: Request<Body>) -> Response {
+    let (parts, body) = request.into_parts();
+    let body = match axum::body::to_bytes(body, MAX_BODY_BYTES).await {
+        Ok(b) => b,
+        Err(_) => {
+            return text(
+                StatusCode::PAYLOAD_TOO_LARGE,
+                format!("request body larger than {MAX_BODY_BYTES} bytes\n"),
+            )
+        }
+    };
+    let raw_path = parts.uri.path().to_string();
+    let query = parse_query(parts.uri.query().unwrap_or(""));
+    let segments: Result<Vec<Vec<u8>>, String> = raw_path
+        .split('/')
+        .filter(|s| !s.is_empty())
+        .map(decode_segment)
+        .collect();
+    let segments = match segments {
+        Ok(s) => s,
+        Err(e) => return text(StatusCode::BAD_REQUEST, format!("{e}\n")),
+    };
+    let req = Req {
+        method: parts.method,
+        headers: parts.headers,
+        query,
+        body,
+    };
+    let segs: Vec<&[u8]> = segments.iter().map(|s| s.as_slice()).collect();
+    route(&ctx, &req, &segs).await
+}
+
+async fn route(ctx: &Arc<Ctx>, req: &Req, segs: &[&[u8]]) -> Response {
+    // /types/T/... is the same as /... with bucket type T.
+    let (btype, rest): (Vec<u8>, &[&[u8]]) = match segs {
+        [b"types", t, rest @ ..] if !rest.is_empty() && rest[0] == b"buckets" => (t.to_vec(), rest),
+        _ => (Vec::new(), segs),
+    };
+    match rest {
+        [] => other::resources(req),
+        [b"ping"] => text(StatusCode::OK, "OK"),
+        [b"stats"] => other::stats(ctx),
+        [b"metrics"] => other::metrics(ctx),
+        [b"types", t, b"props"] => other::type_props(ctx, req, t).await,
+        [b"rill", b"bucket-types"] => other::admin_list_types(ctx),
+        [b"rill", b"bucket-types", t] => other::admin_type(ctx, req, t).await,
+        [b"rill", b"bucket-types", t, b"activate"] => other::admin_activate(ctx, req, t).await,
+        [b"buckets"] => other::list_buckets(ctx, req, &btype).await,
+        [b"buckets", b, b"props"] => other::bucket_props(ctx, req, &btype, b).await,
+        [b"buckets", b, b"keys"] if req.method == Method::POST => {
+            object::store(ctx, req, &btype, b, None).await
+        }
+        [b"buckets", b, b"keys"] => other::list_keys(ctx, req, &btype, b).await,
+        [b"buckets", b, b"keys", k] => object::object(ctx, req, &btype, b, k).await,
+        [b"buckets", b, b"keys", k, b"preflist"] => other::preflist(ctx, &btype, b, k),
+        [b"buckets", b, b"index", index, value] => {
+            other::index(ctx, req, &btype, b, index, value, None).await
+        }
+        [b"buckets", b, b"index", index, lo, hi] => {
+            other::index(ctx, req, &btype, b, index, lo, Some(hi)).await
+        }
+        [b"buckets", b, b"datatypes"]
+        | [b"buckets", b, b"datatypes", _]
+        | [b"buckets", b, b"counters", _] => {
+            let _ = b;
+            text(
+                StatusCode::NOT_IMPLEMENTED,
+                "data types are not available on this node yet\n",
+            )
+        }
+        [b"riak", b] => other::bucket_props(ctx, req, b"", b).await,
+        [b"riak", b, k] => object::object(ctx, req, b"", b, k).await,
+        [b"mapred"] => text(
+            StatusCode::NOT_IMPLEMENTED,
+            "MapReduce is not supported by Rill\n",
+        ),
+        _ => text(StatusCode::NOT_FOUND, "not found\n"),
+    }
+}

@@ -1,0 +1,490 @@
+//! Everything over HTTP but objects: discovery, stats, properties, bucket
+//! types, listing, 2i, preflists, and Rill's admin routes.
+
+use super::util::{empty, json, kv_error, text};
+use super::{Ctx, Req};
+use axum::body::Body;
+use axum::http::{HeaderValue, Method, StatusCode};
+use axum::response::Response;
+use rill_node::{IndexRequest, IndexSpec, KvError, Props, TypeStatus};
+use serde_json::{json, Map, Value};
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+use std::time::Duration;
+
+fn s(b: &[u8]) -> String {
+    String::from_utf8_lossy(b).into_owned()
+}
+
+fn type_name(t: &[u8]) -> String {
+    if t.is_empty() {
+        "default".into()
+    } else {
+        s(t)
+    }
+}
+
+async fn blocking<T: Send + 'static>(f: impl FnOnce() -> T + Send + 'static) -> T {
+    tokio::task::spawn_blocking(f)
+        .await
+        .expect("request task panicked")
+}
+
+/// The resources this node serves, as Riak's `GET /` lists them (JSON
+/// with `Accept: application/json`, else an HTML list).
+const RESOURCES: &[(&str, &str)] = &[
+    ("riak_kv_wm_bucket_type", "/types"),
+    ("riak_kv_wm_buckets", "/buckets"),
+    ("riak_kv_wm_index", "/buckets"),
+    ("riak_kv_wm_keylist", "/buckets"),
+    ("riak_kv_wm_object", "/buckets"),
+    ("riak_kv_wm_ping", "/ping"),
+    ("riak_kv_wm_preflist", "/buckets"),
+    ("riak_kv_wm_props", "/buckets"),
+    ("riak_kv_wm_stats", "/stats"),
+];
+
+pub(crate) fn resources(req: &Req) -> Response {
+    let wants_json = req
+        .headers
+        .get("accept")
+        .and_then(|v| v.to_str().ok())
+        .is_some_and(|a| a.contains("application/json"));
+    let links: Vec<String> = RESOURCES
+        .iter()
+        .map(|(_, p)| format!("<{p}>; rel=\"res\""))
+        .collect();
+    let mut r = if wants_json {
+        let mut m = Map::new();
+        for (name, path) in RESOURCES {
+            m.insert((*name).into(), Value::from(*path));
+        }
+        json(StatusCode::OK, &Value::Object(m))
+    } else {
+        let items: String = RESOURCES
+            .iter()
+            .map(|(n, p)| format!("<li><a href=\"{p}\">{n}</a></li>"))
+            .collect();
+        let mut r = Response::new(Body::from(format!(
+            "<html><body><ul>{items}</ul></body></html>"
+        )));
+        r.headers_mut()
+            .insert("content-type", HeaderValue::from_static("text/html"));
+        r
+    };
+    if let Ok(v) = HeaderValue::from_str(&links.join(", ")) {
+        r.headers_mut().insert("link", v);
+    }
+    r
+}
+
+fn stats_json(ctx: &Ctx) -> Value {
+    let st = ctx.node.stats();
+    let mean = |total: u64, n: u64| total.checked_div(n).unwrap_or(0);
+    json!({
+        "nodename": ctx.node.nodename(),
+        "riak_kv_version": crate::RIAK_COMPAT_VERSION,
+        "riak_core_version": crate::RIAK_COMPAT_VERSION,
+        "riak_pb_version": crate::RIAK_COMPAT_VERSION,
+        "rill_version": env!("CARGO_PKG_VERSION"),
+        "storage_backend": match ctx.node.config().backend {
+            rill_node::BackendKind::Bitcask => "riak_kv_bitcask_backend",
+            rill_node::BackendKind::Memory => "riak_kv_memory_backend",
+        },
+        "ring_num_partitions": ctx.node.ring_size(),
+        "ring_creation_size": ctx.node.ring_size(),
+        "ring_members": [ctx.node.nodename()],
+        "connected_nodes": [],
+        "node_gets_total": st.gets,
+        "node_puts_total": st.puts,
+        "node_deletes_total": st.deletes,
+        "node_get_fsm_time_mean": mean(st.get_us_total, st.gets),
+        "node_put_fsm_time_mean": mean(st.put_us_total, st.puts),
+        "read_repairs_total": st.read_repairs,
+        "index_fsm_create": st.index_queries,
+        "list_fsm_create": st.list_keys,
+        "object_merge_total": 0,
+        "dt_updates_total": st.dt_updates,
+        "dt_fetches_total": st.dt_fetches,
+        "request_errors_total": st.errors,
+        "pbc_connects_total": ctx.pb_stats.connects.load(Ordering::Relaxed),
+        "pbc_active": ctx.pb_stats.active.load(Ordering::Relaxed),
+        "storage_bytes": st.storage_bytes,
+        "disk_usage": st.disk_usage,
+        "bitcask_merges_total": st.merges,
+        "bitcask_files_deleted_unread_total": st.files_deleted_unread,
+        "bitcask_throttle_delay_ms": st.throttle_delay_ms,
+        "uptime_seconds": ctx.node.uptime().as_secs(),
+    })
+}
+
+pub(crate) fn stats(ctx: &Arc<Ctx>) -> Response {
+    json(StatusCode::OK, &stats_json(ctx))
+}
+
+/// Prometheus text exposition of the numeric stats.
+pub(crate) fn metrics(ctx: &Arc<Ctx>) -> Response {
+    let mut out = String::new();
+    if let Value::Object(m) = stats_json(ctx) {
+        for (k, v) in m {
+            if let Some(n) = v.as_f64() {
+                let kind = if k.ends_with("_total") {
+                    "counter"
+                } else {
+                    "gauge"
+                };
+                out.push_str(&format!("# TYPE rill_{k} {kind}\nrill_{k} {n}\n"));
+            }
+        }
+    }
+    let mut r = text(StatusCode::OK, out);
+    r.headers_mut().insert(
+        "content-type",
+        HeaderValue::from_static("text/plain; version=0.0.4"),
+    );
+    r
+}
+
+fn props_body(req: &Req) -> Result<Props, Response> {
+    let v: Value = serde_json::from_slice(&req.body)
+        .map_err(|e| text(StatusCode::BAD_REQUEST, format!("invalid JSON: {e}\n")))?;
+    match v.get("props") {
+        Some(Value::Object(p)) => Ok(p.clone()),
+        _ => Err(text(
+            StatusCode::BAD_REQUEST,
+            "expected {\"props\":{...}}\n",
+        )),
+    }
+}
+
+pub(crate) async fn type_props(ctx: &Arc<Ctx>, req: &Req, t: &[u8]) -> Response {
+    let name = s(t);
+    match req.method {
+        Method::GET => match ctx.node.type_props(&name) {
+            Ok(p) => json(StatusCode::OK, &json!({ "props": p })),
+            Err(e) => kv_error(e),
+        },
+        Method::PUT | Method::POST => {
+            let props = match props_body(req) {
+                Ok(p) => p,
+                Err(e) => return e,
+            };
+            let node = ctx.node.clone();
+            match blocking(move || node.update_type(&name, &props)).await {
+                Ok(()) => empty(StatusCode::NO_CONTENT),
+                Err(e) => kv_error(e),
+            }
+        }
+        _ => text(StatusCode::METHOD_NOT_ALLOWED, "method not allowed\n"),
+    }
+}
+
+pub(crate) async fn bucket_props(ctx: &Arc<Ctx>, req: &Req, t: &[u8], b: &[u8]) -> Response {
+    let t = type_name(t);
+    let b = b.to_vec();
+    let node = ctx.node.clone();
+    match req.method {
+        Method::GET => match node.bucket_props(&t, &b) {
+            Ok(p) => json(StatusCode::OK, &json!({ "props": p })),
+            Err(e) => kv_error(e),
+        },
+        Method::PUT | Method::POST => {
+            let props = match props_body(req) {
+                Ok(p) => p,
+                Err(e) => return e,
+            };
+            match blocking(move || node.set_bucket_props(&t, &b, &props)).await {
+                Ok(()) => empty(StatusCode::NO_CONTENT),
+                Err(e) => kv_error(e),
+            }
+        }
+        Method::DELETE => match blocking(move || node.reset_bucket_props(&t, &b)).await {
+            Ok(()) => empty(StatusCode::NO_CONTENT),
+            Err(e) => kv_error(e),
+        },
+        _ => text(StatusCode::METHOD_NOT_ALLOWED, "method not allowed\n"),
+    }
+}
+
+fn timeout(req: &Req) -> Result<Option<Duration>, Response> {
+    match req.query.get("timeout") {
+        None => Ok(None),
+        Some(v) => match v.parse::<u64>() {
+            Ok(0) => Ok(None),
+            Ok(ms) => Ok(Some(Duration::from_millis(ms))),
+            Err(_) => Err(text(
+                StatusCode::BAD_REQUEST,
+                format!("Bad timeout value {v:?}\n"),
+            )),
+        },
+    }
+}
+
+fn strings(v: &[Vec<u8>]) -> Vec<Value> {
+    v.iter().map(|b| Value::from(s(b))).collect()
+}
+
+pub(crate) async fn list_buckets(ctx: &Arc<Ctx>, req: &Req, t: &[u8]) -> Response {
+    let mode = req.query.get("buckets").cloned().unwrap_or_default();
+    if mode != "true" && mode != "stream" {
+        return text(
+            StatusCode::BAD_REQUEST,
+            "list buckets with ?buckets=true or ?buckets=stream\n",
+        );
+    }
+    let to = match timeout(req) {
+        Ok(t) => t,
+        Err(e) => return e,
+    };
+    let t = type_name(t).into_bytes();
+    let node = ctx.node.clone();
+    match blocking(move || node.list_buckets(&t, to)).await {
+        Ok(b) if mode == "stream" => {
+            let body = format!(
+                "{}{}",
+                json!({"buckets": strings(&b)}),
+                json!({"buckets": []})
+            );
+            let mut r = Response::new(Body::from(body));
+            r.headers_mut()
+                .insert("content-type", HeaderValue::from_static("application/json"));
+            r
+        }
+        Ok(b) => json(StatusCode::OK, &json!({"buckets": strings(&b)})),
+        Err(e) => kv_error(e),
+    }
+}
+
+pub(crate) async fn list_keys(ctx: &Arc<Ctx>, req: &Req, t: &[u8], b: &[u8]) -> Response {
+    let mode = req.query.get("keys").cloned().unwrap_or_default();
+    if mode != "true" && mode != "stream" {
+        return text(
+            StatusCode::BAD_REQUEST,
+            "list keys with ?keys=true or ?keys=stream\n",
+        );
+    }
+    let to = match timeout(req) {
+        Ok(t) => t,
+        Err(e) => return e,
+    };
+    let (t, b) = (type_name(t).into_bytes(), b.to_vec());
+    let node = ctx.node.clone();
+    if mode == "true" {
+        let r = blocking(move || {
+            let mut keys = Vec::new();
+            node.list_keys(&t, &b, to, &mut |batch| {
+                keys.extend(batch);
+                true
+            })
+            .map(|()| keys)
+        })
+        .await;
+        return match r {
+            Ok(keys) => json(StatusCode::OK, &json!({"keys": strings(&keys)})),
+            Err(e) => kv_error(e),
+        };
+    }
+    // Streamed: one JSON object per batch, an error object on failure.
+    let (tx, rx) = tokio::sync::mpsc::channel::<Result<axum::body::Bytes, std::io::Error>>(4);
+    tokio::task::spawn_blocking(move || {
+        let r = node.list_keys(&t, &b, to, &mut |batch| {
+            let chunk = json!({"keys": strings(&batch)}).to_string();
+            tx.blocking_send(Ok(chunk.into())).is_ok()
+        });
+        let last = match r {
+            Ok(()) => json!({"keys": []}),
+            Err(e) => json!({"error": e.to_string()}),
+        };
+        let _ = tx.blocking_send(Ok(last.to_string().into()));
+    });
+    let mut r = Response::new(Body::from_stream(ChunkStream(rx)));
+    r.headers_mut()
+        .insert("content-type", HeaderValue::from_static("application/json"));
+    r
+}
+
+pub(crate) fn preflist(ctx: &Arc<Ctx>, t: &[u8], b: &[u8], k: &[u8]) -> Response {
+    let props = match ctx.node.bucket_props(&type_name(t), b) {
+        Ok(p) => p,
+        Err(e) => return kv_error(e),
+    };
+    let n = props.get("n_val").and_then(Value::as_u64).unwrap_or(3) as u32;
+    let t = if t == b"default" { &b""[..] } else { t };
+    let list: Vec<Value> = ctx
+        .node
+        .preflist(t, b, k, n)
+        .into_iter()
+        .map(|e| json!({"partition": e.partition.0, "node": e.node, "primary": e.primary}))
+        .collect();
+    json(StatusCode::OK, &json!({ "preflist": list }))
+}
+
+#[allow(clippy::too_many_arguments)]
+pub(crate) async fn index(
+    ctx: &Arc<Ctx>,
+    req: &Req,
+    t: &[u8],
+    b: &[u8],
+    index: &[u8],
+    lo: &[u8],
+    hi: Option<&[u8]>,
+) -> Response {
+    let q = &req.query;
+    let max_results = match q.get("max_results").map(|v| v.parse::<u32>()) {
+        None => None,
+        Some(Ok(m)) => Some(m),
+        Some(Err(_)) => {
+            return text(
+                StatusCode::BAD_REQUEST,
+                "max_results must be a positive integer\n",
+            )
+        }
+    };
+    let ir = IndexRequest {
+        bucket_type: t.to_vec(),
+        bucket: b.to_vec(),
+        index: index.to_vec(),
+        spec: match hi {
+            None => IndexSpec::Eq(lo.to_vec()),
+            Some(hi) => IndexSpec::Range(lo.to_vec(), hi.to_vec()),
+        },
+        return_terms: q.get("return_terms").is_some_and(|v| v == "true"),
+        max_results,
+        continuation: q.get("continuation").map(|c| c.as_bytes().to_vec()),
+        term_regex: q.get("term_regex").map(|c| c.as_bytes().to_vec()),
+    };
+    let stream = q.get("stream").is_some_and(|v| v == "true");
+    let node = ctx.node.clone();
+    let answer = match blocking(move || node.index_query(&ir)).await {
+        Ok(a) => a,
+        Err(KvError::NoType) => {
+            return text(
+                StatusCode::NOT_FOUND,
+                format!("Unknown bucket type: {}\n", s(t)),
+            )
+        }
+        Err(e) => return kv_error(e),
+    };
+    let body_of = |results: &[(Option<Vec<u8>>, Vec<u8>)]| -> Value {
+        if results.iter().any(|(t, _)| t.is_some()) {
+            json!({"results": results.iter().map(|(t, k)| {
+                let mut m = Map::new();
+                m.insert(s(t.as_deref().unwrap_or_default()), Value::from(s(k)));
+                Value::Object(m)
+            }).collect::<Vec<_>>()})
+        } else {
+            json!({"keys": results.iter().map(|(_, k)| Value::from(s(k))).collect::<Vec<_>>()})
+        }
+    };
+    if !stream {
+        let mut v = body_of(&answer.results);
+        if let Some(c) = &answer.continuation {
+            v["continuation"] = Value::from(s(c));
+        }
+        return json(StatusCode::OK, &v);
+    }
+    let boundary = rill_node::ids_boundary();
+    let mut body = String::new();
+    let part = |body: &mut String, v: &Value| {
+        body.push_str(&format!(
+            "\r\n--{boundary}\r\nContent-Type: application/json\r\n\r\n{v}"
+        ));
+    };
+    for chunk in answer.results.chunks(100) {
+        part(&mut body, &body_of(chunk));
+    }
+    if let Some(c) = &answer.continuation {
+        part(&mut body, &json!({"continuation": s(c)}));
+    }
+    body.push_str(&format!("\r\n--{boundary}--\r\n"));
+    let mut r = Response::new(Body::from(body));
+    if let Ok(v) = HeaderValue::from_str(&format!("multipart/mixed; boundary={boundary}")) {
+        r.headers_mut().insert("content-type", v);
+    }
+    r
+}
+
+// ---- Rill's admin routes: bucket types (Riak does this with riak-admin).
+
+fn status_name(st: TypeStatus) -> &'static str {
+    match st {
+        TypeStatus::Created => "created",
+        TypeStatus::Active => "active",
+    }
+}
+
+pub(crate) fn admin_list_types(ctx: &Arc<Ctx>) -> Response {
+    let types: Vec<Value> = ctx
+        .node
+        .list_types()
+        .into_iter()
+        .map(|(n, st)| json!({"name": n, "status": status_name(st)}))
+        .collect();
+    json(StatusCode::OK, &json!({ "types": types }))
+}
+
+/// GET: a type's status and properties; PUT: create it from
+/// `{"props":{...}}`.
+pub(crate) async fn admin_type(ctx: &Arc<Ctx>, req: &Req, t: &[u8]) -> Response {
+    let name = s(t);
+    match req.method {
+        Method::GET => match ctx.node.type_status(&name) {
+            Some((props, st)) => json(
+                StatusCode::OK,
+                &json!({"name": name, "status": status_name(st), "props": props}),
+            ),
+            None => text(
+                StatusCode::NOT_FOUND,
+                format!("{name} is not an existing bucket type\n"),
+            ),
+        },
+        Method::PUT | Method::POST => {
+            let props = if req.body.is_empty() {
+                Props::new()
+            } else {
+                match props_body(req) {
+                    Ok(p) => p,
+                    Err(e) => return e,
+                }
+            };
+            let node = ctx.node.clone();
+            match blocking(move || node.create_type(&name, &props)).await {
+                Ok(()) => empty(StatusCode::CREATED),
+                Err(e) => text(StatusCode::BAD_REQUEST, format!("{e}\n")),
+            }
+        }
+        _ => text(StatusCode::METHOD_NOT_ALLOWED, "method not allowed\n"),
+    }
+}
+
+pub(crate) async fn admin_activate(ctx: &Arc<Ctx>, req: &Req, t: &[u8]) -> Response {
+    if req.method != Method::POST {
+        return text(StatusCode::METHOD_NOT_ALLOWED, "method not allowed\n");
+    }
+    let name = s(t);
+    let node = ctx.node.clone();
+    match blocking(move || node.activate_type(&name)).await {
+        Ok(()) => empty(StatusCode::NO_CONTENT),
+        Err(KvError::NoSuchType(n)) => text(
+            StatusCode::NOT_FOUND,
+            format!("{n} is not an existing bucket type\n"),
+        ),
+        Err(e) => text(StatusCode::BAD_REQUEST, format!("{e}\n")),
+    }
+}
+
+/// Body chunks from a channel, for streamed answers.
+pub(crate) struct ChunkStream(
+    pub tokio::sync::mpsc::Receiver<Result<axum::body::Bytes, std::io::Error>>,
+);
+
+impl futures_core::Stream for ChunkStream {
+    type Item = Result<axum::body::Bytes, std::io::Error>;
+
+    fn poll_next(
+        mut self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<Option<Self::Item>> {
+        self.0.poll_recv(cx)
+    }
+}

@@ -1,0 +1,165 @@
+//! `rill ping`, `rill admin ...`: small HTTP requests to a running node
+//! (Riak's riak-admin talks to its node the same way, over its own
+//! channel).
+
+use anyhow::{anyhow, bail, Context, Result};
+use serde_json::Value;
+use std::io::{Read, Write};
+use std::net::{SocketAddr, TcpStream};
+use std::time::Duration;
+
+pub struct Reply {
+    pub status: u16,
+    pub body: String,
+}
+
+/// One HTTP/1.1 request with `Connection: close`.
+pub fn request(addr: SocketAddr, method: &str, path: &str, body: Option<&str>) -> Result<Reply> {
+    let mut s = TcpStream::connect_timeout(&addr, Duration::from_secs(5)).with_context(|| {
+        format!("cannot reach the node at {addr} (is it running? `rill start`)")
+    })?;
+    s.set_read_timeout(Some(Duration::from_secs(60)))?;
+    let body = body.unwrap_or("");
+    write!(
+        s,
+        "{method} {path} HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\nContent-Type: application/json\r\nContent-Length: {}\r\n\r\n{body}",
+        body.len()
+    )?;
+    let mut raw = Vec::new();
+    s.read_to_end(&mut raw)?;
+    let text = String::from_utf8_lossy(&raw).into_owned();
+    let (head, rest) = text
+        .split_once("\r\n\r\n")
+        .ok_or_else(|| anyhow!("malformed answer from the node"))?;
+    let status: u16 = head
+        .split_whitespace()
+        .nth(1)
+        .and_then(|s| s.parse().ok())
+        .ok_or_else(|| anyhow!("malformed status line from the node"))?;
+    let chunked = head
+        .to_ascii_lowercase()
+        .contains("transfer-encoding: chunked");
+    let body = if chunked {
+        dechunk(rest)
+    } else {
+        rest.to_string()
+    };
+    Ok(Reply { status, body })
+}
+
+fn dechunk(mut s: &str) -> String {
+    let mut out = String::new();
+    while let Some((len, rest)) = s.split_once("\r\n") {
+        let Ok(n) = usize::from_str_radix(len.trim(), 16) else {
+            break;
+        };
+        if n == 0 || rest.len() < n {
+            break;
+        }
+        out.push_str(&rest[..n]);
+        s = rest[n..].trim_start_matches("\r\n");
+    }
+    out
+}
+
+pub fn ping(addr: SocketAddr) -> Result<()> {
+    let r = request(addr, "GET", "/ping", None)?;
+    if r.status == 200 {
+        println!("pong");
+        Ok(())
+    } else {
+        bail!("the node answered {} to /ping", r.status)
+    }
+}
+
+fn enc(name: &str) -> String {
+    name.bytes()
+        .map(|c| {
+            if c.is_ascii_alphanumeric() || b"-_.~".contains(&c) {
+                (c as char).to_string()
+            } else {
+                format!("%{c:02X}")
+            }
+        })
+        .collect()
+}
+
+/// `rill admin bucket-type create|activate|update|list|status`, with
+/// riak-admin's argument forms and answers.
+pub fn bucket_type(addr: SocketAddr, args: &[String]) -> Result<()> {
+    match args {
+        [cmd, name, rest @ ..] if cmd == "create" => {
+            let json = rest.first().map(String::as_str).unwrap_or("{\"props\":{}}");
+            let v: Value = serde_json::from_str(json).map_err(|_| anyhow!("Cannot create bucket type {name}: invalid json"))?;
+            if v.get("props").is_none() {
+                bail!("Cannot create bucket type {name}: no props field found in json");
+            }
+            let r = request(addr, "PUT", &format!("/rill/bucket-types/{}", enc(name)), Some(json))?;
+            if r.status == 201 {
+                println!("{name} created");
+                Ok(())
+            } else {
+                bail!("Error creating bucket type {name}:\n{}", r.body.trim_end())
+            }
+        }
+        [cmd, name] if cmd == "activate" => {
+            let r = request(addr, "POST", &format!("/rill/bucket-types/{}/activate", enc(name)), None)?;
+            match r.status {
+                204 => {
+                    println!("{name} has been activated");
+                    Ok(())
+                }
+                404 => bail!("{name} is not an existing bucket type"),
+                _ => bail!("Error activating bucket type {name}:\n{}", r.body.trim_end()),
+            }
+        }
+        [cmd, name, json] if cmd == "update" => {
+            serde_json::from_str::<Value>(json).map_err(|_| anyhow!("Cannot update bucket type: {name}: invalid json"))?;
+            let r = request(addr, "PUT", &format!("/types/{}/props", enc(name)), Some(json))?;
+            if r.status == 204 {
+                println!("{name} updated");
+                Ok(())
+            } else {
+                bail!("Error updating bucket type {name}:\n{}", r.body.trim_end())
+            }
+        }
+        [cmd] if cmd == "list" => {
+            let r = request(addr, "GET", "/rill/bucket-types", None)?;
+            let v: Value = serde_json::from_str(&r.body)?;
+            for t in v["types"].as_array().into_iter().flatten() {
+                let active = if t["status"] == "active" { "active" } else { "not active" };
+                println!("{} ({active})", t["name"].as_str().unwrap_or_default());
+            }
+            Ok(())
+        }
+        [cmd, name] if cmd == "status" => {
+            let r = request(addr, "GET", &format!("/rill/bucket-types/{}", enc(name)), None)?;
+            if r.status == 404 {
+                println!("{name} is not an existing bucket type");
+                std::process::exit(1);
+            }
+            let v: Value = serde_json::from_str(&r.body)?;
+            match v["status"].as_str() {
+                Some("active") => println!("{name} is active\n"),
+                _ => println!("{name} has been created and may be activated\n"),
+            }
+            for (k, val) in v["props"].as_object().into_iter().flatten() {
+                println!("{k}: {val}");
+            }
+            Ok(())
+        }
+        _ => bail!(
+            "usage: rill admin bucket-type create NAME ['{{\"props\":{{...}}}}'] | activate NAME | update NAME JSON | list | status NAME"
+        ),
+    }
+}
+
+/// `rill admin status`: the node's statistics, one per line.
+pub fn status(addr: SocketAddr) -> Result<()> {
+    let r = request(addr, "GET", "/stats", None)?;
+    let v: Value = serde_json::from_str(&r.body).context("the node's /stats is not JSON")?;
+    for (k, val) in v.as_object().into_iter().flatten() {
+        println!("{k} : {val}");
+    }
+    Ok(())
+}

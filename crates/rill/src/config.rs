@@ -1,0 +1,406 @@
+//! The `riak.conf`-style configuration file: `key = value` lines, `#`
+//! comments, Riak's key names where the concept is the same. Every key
+//! is checked: an unknown key or a bad value names its line.
+
+use bitcask::SyncStrategy;
+use rill_node::{BackendKind, DeleteMode, MergePolicyKind, NodeConfig};
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+/// Everything the `rill` binary runs from.
+pub struct Config {
+    pub node: NodeConfig,
+    pub pb_listener: SocketAddr,
+    pub http_listener: SocketAddr,
+    pub pb_max_frame_bytes: usize,
+    pub log_level: String,
+    /// Where `rill start` writes the node's pid.
+    pub pid_file: PathBuf,
+}
+
+/// A problem with one line.
+#[derive(Debug, PartialEq, Eq)]
+pub struct ConfigError {
+    pub line: usize,
+    pub message: String,
+}
+
+impl std::fmt::Display for ConfigError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        if self.line == 0 {
+            write!(f, "{}", self.message)
+        } else {
+            write!(f, "line {}: {}", self.line, self.message)
+        }
+    }
+}
+
+/// Sizes as cuttlefish reads them: KB, MB, GB, TB are powers of 1024.
+pub fn bytesize(v: &str) -> Result<u64, String> {
+    let t = v.trim();
+    let split = t.find(|c: char| !c.is_ascii_digit()).unwrap_or(t.len());
+    let (n, unit) = t.split_at(split);
+    let n: u64 = n
+        .parse()
+        .map_err(|_| format!("expected a size such as 2GB or 512MB, found {v:?}"))?;
+    let mult: u64 = match unit.trim().to_ascii_uppercase().as_str() {
+        "" | "B" => 1,
+        "KB" | "KIB" => 1 << 10,
+        "MB" | "MIB" => 1 << 20,
+        "GB" | "GIB" => 1 << 30,
+        "TB" | "TIB" => 1 << 40,
+        u => {
+            return Err(format!(
+                "unknown size unit {u:?} in {v:?} (use KB, MB, GB or TB)"
+            ))
+        }
+    };
+    n.checked_mul(mult)
+        .ok_or_else(|| format!("size {v:?} is too large"))
+}
+
+/// Durations as cuttlefish reads them: `10ms`, `3s`, `5m`, `1h`, `1d`.
+pub fn duration(v: &str) -> Result<Duration, String> {
+    let t = v.trim();
+    let split = t.find(|c: char| !c.is_ascii_digit()).unwrap_or(t.len());
+    let (n, unit) = t.split_at(split);
+    let n: u64 = n
+        .parse()
+        .map_err(|_| format!("expected a duration such as 3s or 1d, found {v:?}"))?;
+    let ms = match unit.trim() {
+        "ms" => 1,
+        "s" | "" => 1000,
+        "m" => 60_000,
+        "h" => 3_600_000,
+        "d" => 86_400_000,
+        "w" => 7 * 86_400_000,
+        u => {
+            return Err(format!(
+                "unknown duration unit {u:?} in {v:?} (use ms, s, m, h, d or w)"
+            ))
+        }
+    };
+    Ok(Duration::from_millis(n * ms))
+}
+
+fn share(v: &str) -> Result<f64, String> {
+    match v.parse::<f64>() {
+        Ok(x) if (0.0..=1.0).contains(&x) => Ok(x),
+        _ => Err(format!("expected a number between 0 and 1, found {v:?}")),
+    }
+}
+
+fn addr(v: &str) -> Result<SocketAddr, String> {
+    v.parse()
+        .map_err(|_| format!("expected an address such as 127.0.0.1:8087, found {v:?}"))
+}
+
+/// The keys this build understands, with what each takes; `rill
+/// chkconfig` and the docs list them.
+pub const KEYS: &[(&str, &str)] = &[
+    (
+        "nodename",
+        "the node's name, name@host (default riak@127.0.0.1, as Riak)",
+    ),
+    (
+        "ring_size",
+        "partitions of the ring, a power of two (default 64)",
+    ),
+    ("storage_backend", "bitcask or memory (default bitcask)"),
+    ("platform_data_dir", "where data lives (default ./data)"),
+    (
+        "listener.protobuf.internal",
+        "PB address (default 127.0.0.1:8087)",
+    ),
+    (
+        "listener.http.internal",
+        "HTTP address (default 127.0.0.1:8098)",
+    ),
+    (
+        "protobuf.max_message_size",
+        "largest PB frame accepted (default 64MB)",
+    ),
+    (
+        "delete_mode",
+        "keep, immediate or a delay such as 3s (default 3s)",
+    ),
+    (
+        "object.size.warning_threshold",
+        "log objects larger than this (default 5MB)",
+    ),
+    (
+        "object.size.maximum",
+        "refuse objects larger than this (default 50MB)",
+    ),
+    (
+        "object.siblings.warning_threshold",
+        "log objects with more siblings (default 25)",
+    ),
+    (
+        "object.siblings.maximum",
+        "refuse writes making more siblings (default 100)",
+    ),
+    (
+        "bitcask.max_file_size",
+        "rotation size R of data files (default 2GB)",
+    ),
+    (
+        "bitcask.sync.strategy",
+        "none, o_sync or interval (default none)",
+    ),
+    (
+        "bitcask.sync.interval",
+        "fsync period with strategy interval (default 1s)",
+    ),
+    (
+        "bitcask.expiry",
+        "off or a time to live such as 1d (default off)",
+    ),
+    (
+        "bitcask.merge.policy",
+        "fisherman or classic (default fisherman)",
+    ),
+    (
+        "bitcask.merge.target_usage",
+        "U_m: fisherman merges above this usage (default 0.8)",
+    ),
+    (
+        "bitcask.capacity",
+        "capacity for usage U instead of the filesystem's (default off)",
+    ),
+    (
+        "bitcask.throttle.low_usage",
+        "U_l: puts slow down above this usage (default 0.95)",
+    ),
+    (
+        "bitcask.throttle.high_usage",
+        "U_h: puts wait a full second at this usage (default 1.0)",
+    ),
+    (
+        "memory_backend.max_memory_per_vnode",
+        "memory backend cap per vnode (default off)",
+    ),
+    (
+        "memory_backend.ttl",
+        "memory backend time to live (default off)",
+    ),
+    (
+        "log.console.level",
+        "debug, info, warning or error (default info)",
+    ),
+];
+
+impl Config {
+    /// Riak's defaults with data under `./data`.
+    pub fn defaults() -> Config {
+        let data = PathBuf::from("./data");
+        Config {
+            pid_file: data.join("rill.pid"),
+            node: NodeConfig::new(data),
+            pb_listener: "127.0.0.1:8087".parse().expect("address"),
+            http_listener: "127.0.0.1:8098".parse().expect("address"),
+            pb_max_frame_bytes: 64 << 20,
+            log_level: "info".into(),
+        }
+    }
+
+    pub fn load(path: &Path) -> Result<Config, Vec<ConfigError>> {
+        let text = std::fs::read_to_string(path).map_err(|e| {
+            vec![ConfigError {
+                line: 0,
+                message: format!("cannot read {}: {e}", path.display()),
+            }]
+        })?;
+        Config::parse(&text)
+    }
+
+    /// Parses a whole file; every problem is reported, not just the first.
+    pub fn parse(text: &str) -> Result<Config, Vec<ConfigError>> {
+        let mut c = Config::defaults();
+        let mut errors = Vec::new();
+        let mut sync_interval: Option<u64> = None;
+        for (i, raw) in text.lines().enumerate() {
+            let line = i + 1;
+            let content = raw.split('#').next().unwrap_or("").trim();
+            if content.is_empty() {
+                continue;
+            }
+            let Some((key, value)) = content.split_once('=') else {
+                errors.push(ConfigError {
+                    line,
+                    message: format!("expected key = value, found {content:?}"),
+                });
+                continue;
+            };
+            let (key, value) = (key.trim(), value.trim());
+            if let Err(message) = c.set(key, value, &mut sync_interval) {
+                errors.push(ConfigError { line, message });
+            }
+        }
+        if let (SyncStrategy::Interval { .. }, Some(ms)) = (c.node.bitcask.sync, sync_interval) {
+            c.node.bitcask.sync = SyncStrategy::Interval { interval_ms: ms };
+        }
+        let t = &c.node.throttle;
+        if t.low_usage >= t.high_usage {
+            errors.push(ConfigError {
+                line: 0,
+                message: format!(
+                    "bitcask.throttle.low_usage ({}) must be below bitcask.throttle.high_usage ({})",
+                    t.low_usage, t.high_usage
+                ),
+            });
+        }
+        if errors.is_empty() {
+            Ok(c)
+        } else {
+            Err(errors)
+        }
+    }
+
+    fn set(&mut self, key: &str, v: &str, sync_interval: &mut Option<u64>) -> Result<(), String> {
+        let n = &mut self.node;
+        match key {
+            "nodename" => {
+                if !v.contains('@') {
+                    return Err(format!("nodename must be name@host, found {v:?}"));
+                }
+                n.nodename = v.to_string();
+            }
+            "ring_size" => {
+                let size: u32 = v.parse().map_err(|_| format!("ring_size must be an integer, found {v:?}"))?;
+                if !size.is_power_of_two() || !(1..=16384).contains(&size) {
+                    return Err(format!("ring_size must be a power of two between 1 and 16384, found {size}"));
+                }
+                n.ring_size = size;
+            }
+            "storage_backend" => {
+                n.backend = match v {
+                    "bitcask" => BackendKind::Bitcask,
+                    "memory" => BackendKind::Memory,
+                    "leveldb" | "leveled" | "multi" => {
+                        return Err(format!("storage_backend = {v} is not available yet; use bitcask or memory"))
+                    }
+                    _ => return Err(format!("storage_backend must be bitcask or memory, found {v:?}")),
+                }
+            }
+            "platform_data_dir" => {
+                n.data_dir = PathBuf::from(v);
+                self.pid_file = n.data_dir.join("rill.pid");
+            }
+            "listener.protobuf.internal" => self.pb_listener = addr(v)?,
+            "listener.http.internal" => self.http_listener = addr(v)?,
+            "protobuf.max_message_size" => self.pb_max_frame_bytes = bytesize(v)? as usize,
+            "delete_mode" => {
+                n.delete_mode = match v {
+                    "keep" => DeleteMode::Keep,
+                    "immediate" => DeleteMode::Immediate,
+                    d => DeleteMode::After(duration(d)?),
+                }
+            }
+            "object.size.warning_threshold" => n.object_size_warning_bytes = bytesize(v)? as usize,
+            "object.size.maximum" => n.object_size_max_bytes = bytesize(v)? as usize,
+            "object.siblings.warning_threshold" => {
+                n.siblings_warning = v.parse().map_err(|_| format!("expected an integer, found {v:?}"))?
+            }
+            "object.siblings.maximum" => {
+                n.siblings_max = v.parse().map_err(|_| format!("expected an integer, found {v:?}"))?
+            }
+            "bitcask.max_file_size" => n.bitcask.max_file_size_bytes = bytesize(v)?,
+            "bitcask.sync.strategy" => {
+                n.bitcask.sync = match v {
+                    "none" => SyncStrategy::None,
+                    "o_sync" => SyncStrategy::OSync,
+                    "interval" => SyncStrategy::Interval { interval_ms: 1000 },
+                    _ => return Err(format!("bitcask.sync.strategy must be none, o_sync or interval, found {v:?}")),
+                }
+            }
+            "bitcask.sync.interval" => *sync_interval = Some(duration(v)?.as_millis() as u64),
+            "bitcask.expiry" => {
+                n.bitcask.default_ttl = if v == "off" { None } else { Some(duration(v)?) };
+            }
+            "bitcask.merge.policy" => {
+                n.merge_policy = match v {
+                    "fisherman" => MergePolicyKind::Fisherman { target_usage: 0.8 },
+                    "classic" => MergePolicyKind::Classic,
+                    _ => return Err(format!("bitcask.merge.policy must be fisherman or classic, found {v:?}")),
+                }
+            }
+            "bitcask.merge.target_usage" => {
+                let u = share(v)?;
+                if let MergePolicyKind::Fisherman { target_usage } = &mut n.merge_policy {
+                    *target_usage = u;
+                }
+            }
+            "bitcask.capacity" => {
+                n.bitcask_capacity_bytes = if v == "off" { None } else { Some(bytesize(v)?) };
+            }
+            "bitcask.throttle.low_usage" => n.throttle.low_usage = share(v)?,
+            "bitcask.throttle.high_usage" => n.throttle.high_usage = share(v)?,
+            "memory_backend.max_memory_per_vnode" => {
+                n.memory_max_bytes = if v == "off" { None } else { Some(bytesize(v)?) };
+            }
+            "memory_backend.ttl" => n.memory_ttl = if v == "off" { None } else { Some(duration(v)?) },
+            "log.console.level" => match v {
+                "debug" | "info" | "warning" | "error" => self.log_level = v.replace("warning", "warn"),
+                _ => return Err(format!("log.console.level must be debug, info, warning or error, found {v:?}")),
+            },
+            _ => {
+                return Err(format!(
+                    "unknown setting {key:?} (`rill chkconfig --keys` lists the settings this build knows)"
+                ))
+            }
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_file_with_riak_names() {
+        let c = Config::parse(
+            "## comment\nnodename = rill@127.0.0.1\nring_size = 32\nstorage_backend = memory\n\
+             listener.protobuf.internal = 127.0.0.1:10017\nbitcask.max_file_size = 64MB\n\
+             bitcask.sync.strategy = interval\nbitcask.sync.interval = 250ms\ndelete_mode = immediate\n",
+        )
+        .unwrap();
+        assert_eq!(c.node.ring_size, 32);
+        assert_eq!(c.node.backend, BackendKind::Memory);
+        assert_eq!(c.pb_listener.port(), 10017);
+        assert_eq!(c.node.bitcask.max_file_size_bytes, 64 << 20);
+        assert_eq!(
+            c.node.bitcask.sync,
+            SyncStrategy::Interval { interval_ms: 250 }
+        );
+        assert_eq!(c.node.delete_mode, DeleteMode::Immediate);
+    }
+
+    #[test]
+    fn every_bad_line_is_named() {
+        let errs = Config::parse(
+            "ring_size = 48\nbogus = 1\nno equals sign\nbitcask.max_file_size = 2 furlongs\n",
+        )
+        .err()
+        .unwrap();
+        let lines: Vec<usize> = errs.iter().map(|e| e.line).collect();
+        assert_eq!(lines, vec![1, 2, 3, 4]);
+        assert!(errs[0].to_string().contains("power of two"), "{}", errs[0]);
+        assert!(
+            errs[1].to_string().contains("unknown setting \"bogus\""),
+            "{}",
+            errs[1]
+        );
+    }
+
+    #[test]
+    fn sizes_and_durations() {
+        assert_eq!(bytesize("2GB").unwrap(), 2 << 30);
+        assert_eq!(bytesize("4096").unwrap(), 4096);
+        assert_eq!(duration("3s").unwrap(), Duration::from_secs(3));
+        assert_eq!(duration("1d").unwrap(), Duration::from_secs(86400));
+        assert!(bytesize("x").is_err());
+    }
+}
