@@ -35,3 +35,47 @@ impl Clock {
         }
     }
 }
+
+const CONTEXT_VERSION: u8 = 1;
+
+impl Clock {
+    /// The opaque context handed to clients.
+    pub fn encode(&self) -> Vec<u8> {
+        let mut out = vec![CONTEXT_VERSION];
+        out.extend_from_slice(&(self.0.len() as u32).to_be_bytes());
+        for (a, n) in &self.0 {
+            let a = &a[..a.len().min(255)];
+            out.push(a.len() as u8);
+            out.extend_from_slice(a);
+            out.extend_from_slice(&n.to_be_bytes());
+        }
+        out
+    }
+
+    /// A client's context back; `None` when the bytes are not one.
+    pub fn decode(b: &[u8]) -> Option<Clock> {
+        let (&v, mut rest) = b.split_first()?;
+        if v != CONTEXT_VERSION || rest.len() < 4 {
+            return None;
+        }
+        let n = u32::from_be_bytes(rest[..4].try_into().ok()?) as usize;
+        rest = &rest[4..];
+        if n > rest.len() / 9 {
+            return None;
+        }
+        let mut m = BTreeMap::new();
+        for _ in 0..n {
+            let (&len, r) = rest.split_first()?;
+            let len = len as usize;
+            if r.len() < len + 8 {
+                return None;
+            }
+            m.insert(
+                r[..len].to_vec(),
+                u64::from_be_bytes(r[len..len + 8].try_into().ok()?),
+            );
+            rest = &r[len + 8..];
+        }
+        rest.is_empty().then_some(Clock(m))
+    }
+}

@@ -244,6 +244,18 @@ impl Node {
         Ok(GetAnswer::Found(obj))
     }
 
+    /// Like `read_replicas`, keeping every sibling (allow_mult).
+    pub(crate) fn read_replicas_merged(
+        &self,
+        k: &BKey,
+        preflist: &[PreflistEntry],
+        q: ReadQuorum,
+    ) -> Result<Option<Object>, KvError> {
+        let mut props = Props::new();
+        props.insert("allow_mult".into(), true.into());
+        self.read_replicas(k, preflist, q, &props)
+    }
+
     /// Reads every replica, applies the quorum rules, merges what was
     /// found and repairs replicas that differ from the merge.
     pub(crate) fn read_replicas(
@@ -377,7 +389,13 @@ impl Node {
         let k = Node::bkey(&req.bucket_type, &req.bucket, &key);
         let object =
             self.write_replicas(&k, n, WriteQuorum { w, dw, pw }, &props, |stored, actor| {
-                Object::coordinate_put(stored, &context, content, actor, put_mode(&props))
+                Ok(Object::coordinate_put(
+                    stored,
+                    &context,
+                    content,
+                    actor,
+                    put_mode(&props),
+                ))
             })?;
         Ok(PutAnswer {
             key,
@@ -394,7 +412,7 @@ impl Node {
         n: u32,
         q: WriteQuorum,
         props: &Props,
-        coordinate: impl FnOnce(Option<&Object>, &Vec<u8>) -> Object,
+        coordinate: impl FnOnce(Option<&Object>, &Vec<u8>) -> Result<Object, KvError>,
     ) -> Result<Object, KvError> {
         let preflist = self.preflist(&k.bucket_type, &k.bucket, &k.key, n);
         let need = q.w.max(q.dw).max(q.pw).max(1);
@@ -408,7 +426,7 @@ impl Node {
         let coordinator = self.vnode(&preflist[0]).clone();
         let object = coordinator
             .update(k, &self.limits, |stored| {
-                Ok(Some(coordinate(stored, &coordinator.actor)))
+                coordinate(stored, &coordinator.actor).map(Some)
             })?
             .expect("the coordinator always writes");
         let mut replies = vec![(preflist[0].primary, true)];
@@ -473,7 +491,13 @@ impl Node {
         let tombstone = Content::tombstone(ids::now_us(), ids::vtag());
         let object =
             self.write_replicas(&k, n, WriteQuorum { w, dw, pw }, &props, |stored, actor| {
-                Object::coordinate_put(stored, &context, tombstone, actor, put_mode(&props))
+                Ok(Object::coordinate_put(
+                    stored,
+                    &context,
+                    tombstone,
+                    actor,
+                    put_mode(&props),
+                ))
             })?;
         if object.is_tombstone() {
             let partitions: Vec<u32> = self

@@ -11,6 +11,7 @@
 //! - bucket types and properties are on disk before a change returns.
 
 mod config;
+mod dt;
 pub mod error;
 mod ids;
 mod index;
@@ -23,12 +24,14 @@ mod reaper;
 mod vnode;
 
 pub use config::{BackendKind, DeleteMode, MergePolicyKind, NodeConfig};
+pub use dt::{DtFetchAnswer, DtFetchRequest, DtUpdateAnswer, DtUpdateRequest};
 pub use error::{erl_bin, KvError};
 pub use index::{IndexAnswer, IndexRequest, IndexSpec};
 pub use kv::{DeleteRequest, GetAnswer, GetRequest, PutAnswer, PutRequest};
 pub use node::{Node, NodeStats};
 pub use rill_backend::Term;
 pub use rill_bucket::{Props, Quorum, TypeStatus};
+pub use rill_crdt as crdt;
 pub use rill_object::{Content, Link, Metadata, Object, VClock};
 
 /// A fresh multipart boundary (base 62, unique).

@@ -214,12 +214,10 @@ impl Session {
                 },
             },
             Request::CsBucket(_) => unsupported(codes::CS_BUCKET_REQ),
-            Request::CounterUpdate(_)
-            | Request::CounterGet(_)
-            | Request::DtFetch(_)
-            | Request::DtUpdate(_) => {
-                Response::error("data types are not available on this node yet")
-            }
+            Request::DtFetch(r) => super::dt::fetch(node, r).await,
+            Request::DtUpdate(r) => super::dt::update(node, r).await,
+            Request::CounterUpdate(r) => super::dt::counter_update(node, r).await,
+            Request::CounterGet(r) => super::dt::counter_get(node, r).await,
             Request::Unsupported(code) => unsupported(code),
             Request::ListKeys(_) => unreachable!("streamed above"),
         }

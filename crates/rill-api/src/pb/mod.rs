@@ -4,6 +4,7 @@
 #![allow(clippy::result_large_err)]
 
 mod convert;
+mod dt;
 mod handler;
 
 use bytes::BytesMut;

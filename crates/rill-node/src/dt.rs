@@ -1,0 +1,212 @@
+//! Data types (DtFetch, DtUpdate, Riak's 1.4 counters): the coordinating
+//! vnode applies the operation to its merged state; replicas merge
+//! states. A data type is stored as an object with one sibling holding
+//! the encoded state; concurrent states met on a read are merged.
+
+use crate::error::{erl_bin, KvError};
+use crate::ids;
+use crate::kv::{check_names, request_n, resolve};
+use crate::node::Node;
+use crate::quorum::{ReadQuorum, WriteQuorum};
+use rill_bucket::{Props, Quorum};
+use rill_crdt::{Clock, Crdt, Op};
+use rill_object::{Content, Metadata, Object};
+use std::sync::atomic::Ordering;
+
+#[derive(Clone, Debug, Default)]
+pub struct DtFetchRequest {
+    pub bucket_type: Vec<u8>,
+    pub bucket: Vec<u8>,
+    pub key: Vec<u8>,
+    pub r: Option<Quorum>,
+    pub pr: Option<Quorum>,
+    pub notfound_ok: Option<bool>,
+    pub n_val: Option<u32>,
+}
+
+#[derive(Clone, Debug, PartialEq)]
+pub enum DtFetchAnswer {
+    /// Nothing stored; the bucket's datatype.
+    NotFound {
+        datatype: String,
+    },
+    Found {
+        value: Crdt,
+    },
+}
+
+#[derive(Clone, Debug)]
+pub struct DtUpdateRequest {
+    pub bucket_type: Vec<u8>,
+    pub bucket: Vec<u8>,
+    pub key: Option<Vec<u8>>,
+    /// The opaque context from an earlier fetch.
+    pub context: Option<Vec<u8>>,
+    pub op: Op,
+    pub w: Option<Quorum>,
+    pub dw: Option<Quorum>,
+    pub pw: Option<Quorum>,
+    pub n_val: Option<u32>,
+}
+
+#[derive(Clone, Debug, PartialEq)]
+pub struct DtUpdateAnswer {
+    pub key: Vec<u8>,
+    pub generated_key: bool,
+    pub value: Crdt,
+}
+
+/// The data type held by an object: its live siblings' states merged.
+fn crdt_of(o: Option<&Object>) -> Result<Option<Crdt>, KvError> {
+    let Some(o) = o else { return Ok(None) };
+    let mut acc: Option<Crdt> = None;
+    for c in o.contents.iter().filter(|c| !c.meta.deleted) {
+        let x = Crdt::decode(&c.value)
+            .map_err(|e| KvError::Backend(format!("stored data type does not decode: {e}")))?;
+        match &mut acc {
+            None => acc = Some(x),
+            Some(a) => a.merge(&x),
+        }
+    }
+    Ok(acc)
+}
+
+fn hll_precision(props: &Props) -> u8 {
+    props
+        .get("hll_precision")
+        .and_then(|v| v.as_u64())
+        .unwrap_or(14) as u8
+}
+
+impl Node {
+    /// The bucket's datatype, with Riak's refusals.
+    fn datatype_of(
+        &self,
+        bucket_type: &[u8],
+        bucket: &[u8],
+        fetch: bool,
+    ) -> Result<(Props, String), KvError> {
+        let props = self.props_for_kv(bucket_type, bucket).map_err(|_| {
+            KvError::Datatype(format!("Error no bucket type `{}`", erl_bin(bucket_type)))
+        })?;
+        if props.get("allow_mult").and_then(|v| v.as_bool()) != Some(true) {
+            return Err(KvError::Datatype(
+                "\"Bucket must be allow_mult=true\"".into(),
+            ));
+        }
+        match props.get("datatype").and_then(|v| v.as_str()) {
+            Some(dt) => {
+                let dt = dt.to_string();
+                Ok((props, dt))
+            }
+            None if fetch => Err(KvError::Datatype(
+                "`undefined` is not a supported type".into(),
+            )),
+            None => Err(KvError::Datatype(
+                "Bucket datatype `undefined` is not a supported type".into(),
+            )),
+        }
+    }
+
+    pub fn dt_fetch(&self, req: &DtFetchRequest) -> Result<DtFetchAnswer, KvError> {
+        self.counters.dt_fetches.fetch_add(1, Ordering::Relaxed);
+        check_names(&req.bucket_type, &req.bucket, Some(&req.key))?;
+        let (props, dt) = if req.bucket_type.is_empty() || req.bucket_type == b"default" {
+            // Riak's 1.4 counters live in default-type buckets.
+            (self.props_for_kv(b"", &req.bucket)?, "counter".to_string())
+        } else {
+            self.datatype_of(&req.bucket_type, &req.bucket, true)?
+        };
+        let n = request_n(&props, req.n_val)?;
+        let r = resolve("r", req.r, &props, n, false)?;
+        let pr = resolve("pr", req.pr, &props, n, true)?;
+        let notfound_ok = req.notfound_ok.unwrap_or_else(|| {
+            props
+                .get("notfound_ok")
+                .and_then(|v| v.as_bool())
+                .unwrap_or(true)
+        });
+        let k = Node::bkey(&req.bucket_type, &req.bucket, &req.key);
+        let preflist = self.preflist(&k.bucket_type, &k.bucket, &k.key, n);
+        let merged = self.read_replicas_merged(&k, &preflist, ReadQuorum { r, pr, notfound_ok })?;
+        match crdt_of(merged.as_ref())? {
+            Some(value) => Ok(DtFetchAnswer::Found { value }),
+            None => Ok(DtFetchAnswer::NotFound { datatype: dt }),
+        }
+    }
+
+    pub fn dt_update(&self, req: DtUpdateRequest) -> Result<DtUpdateAnswer, KvError> {
+        self.counters.dt_updates.fetch_add(1, Ordering::Relaxed);
+        check_names(&req.bucket_type, &req.bucket, req.key.as_deref())?;
+        let legacy = req.bucket_type.is_empty() || req.bucket_type == b"default";
+        let (props, dt) = if legacy {
+            let props = self.props_for_kv(b"", &req.bucket)?;
+            if !matches!(req.op, Op::Counter(_)) {
+                return Err(KvError::Datatype(
+                    "\"non-counter operation on default bucket\"".into(),
+                ));
+            }
+            if props.get("allow_mult").and_then(|v| v.as_bool()) != Some(true) {
+                return Err(KvError::Datatype(
+                    "\"Counters require bucket property 'allow_mult=true'\"".into(),
+                ));
+            }
+            (props, "counter".to_string())
+        } else {
+            self.datatype_of(&req.bucket_type, &req.bucket, false)?
+        };
+        let n = request_n(&props, req.n_val)?;
+        let w = resolve("w", req.w.filter(|q| *q != Quorum::N(0)), &props, n, false)?;
+        let dw = resolve("dw", req.dw, &props, n, true)?.max(1).min(n);
+        let pw = resolve("pw", req.pw, &props, n, true)?;
+        let context = match &req.context {
+            Some(c) if !c.is_empty() => Some(Clock::decode(c).ok_or_else(|| {
+                KvError::BadRequest("the data type context does not decode".into())
+            })?),
+            _ => None,
+        };
+        let (key, generated_key) = match req.key {
+            Some(k) => (k, false),
+            None => (ids::generated_key(), true),
+        };
+        let k = Node::bkey(&req.bucket_type, &req.bucket, &key);
+        let precision = hll_precision(&props);
+        let op = req.op;
+        let mut result: Option<Crdt> = None;
+        self.write_replicas(&k, n, WriteQuorum { w, dw, pw }, &props, |stored, actor| {
+            let mut value = match crdt_of(stored)? {
+                Some(v) => v,
+                None => Crdt::new(&dt, precision).ok_or_else(|| {
+                    KvError::Datatype(format!("Bucket datatype `{dt}` is not a supported type"))
+                })?,
+            };
+            let now = ids::now_us();
+            value
+                .apply(&op, actor, context.as_ref(), now)
+                .map_err(|e| KvError::Datatype(e.to_string()))?;
+            let content = Content::new(
+                value.encode(),
+                Metadata {
+                    content_type: Some(value.content_type().as_bytes().to_vec()),
+                    last_modified_us: now,
+                    vtag: Some(ids::vtag()),
+                    ..Metadata::default()
+                },
+            );
+            result = Some(value);
+            // The op was applied to everything stored: the new state
+            // replaces it (the stored clock is the context).
+            let ctx = stored.map(|s| s.clock.clone()).unwrap_or_default();
+            let mode = rill_object::PutMode {
+                allow_mult: true,
+                last_write_wins: false,
+            };
+            Ok(Object::coordinate_put(stored, &ctx, content, actor, mode))
+        })?;
+        Ok(DtUpdateAnswer {
+            key,
+            generated_key,
+            value: result.expect("the coordinator applied the operation"),
+        })
+    }
+}
