@@ -6,6 +6,7 @@
 // Handlers return `Result<_, Response>`: the error is the answer to send.
 #![allow(clippy::result_large_err)]
 
+mod dt;
 mod object;
 mod other;
 pub mod util;
@@ -107,15 +108,9 @@ async fn route(ctx: &Arc<Ctx>, req: &Req, segs: &[&[u8]]) -> Response {
         [b"buckets", b, b"index", index, lo, hi] => {
             other::index(ctx, req, &btype, b, index, lo, Some(hi)).await
         }
-        [b"buckets", b, b"datatypes"]
-        | [b"buckets", b, b"datatypes", _]
-        | [b"buckets", b, b"counters", _] => {
-            let _ = b;
-            text(
-                StatusCode::NOT_IMPLEMENTED,
-                "data types are not available on this node yet\n",
-            )
-        }
+        [b"buckets", b, b"datatypes"] => dt::datatype(ctx, req, &btype, b, None).await,
+        [b"buckets", b, b"datatypes", k] => dt::datatype(ctx, req, &btype, b, Some(k)).await,
+        [b"buckets", b, b"counters", k] => dt::counter(ctx, req, b, k).await,
         [b"riak", b] => other::bucket_props(ctx, req, b"", b).await,
         [b"riak", b, k] => object::object(ctx, req, b"", b, k).await,
         [b"mapred"] => text(

@@ -35,6 +35,7 @@ async fn blocking<T: Send + 'static>(f: impl FnOnce() -> T + Send + 'static) -> 
 const RESOURCES: &[(&str, &str)] = &[
     ("riak_kv_wm_bucket_type", "/types"),
     ("riak_kv_wm_buckets", "/buckets"),
+    ("riak_kv_wm_counter", "/buckets"),
     ("riak_kv_wm_index", "/buckets"),
     ("riak_kv_wm_keylist", "/buckets"),
     ("riak_kv_wm_object", "/buckets"),
