@@ -97,7 +97,9 @@ fn counter_op(v: &Json) -> Result<i64, Response> {
     }
 }
 
-fn set_parts(v: &Json) -> Result<(Vec<Vec<u8>>, Vec<Vec<u8>>), Response> {
+type AddsRemoves = (Vec<Vec<u8>>, Vec<Vec<u8>>);
+
+fn set_parts(v: &Json) -> Result<AddsRemoves, Response> {
     let o = v
         .as_object()
         .ok_or_else(|| bad("expected a set operation object"))?;
