@@ -65,7 +65,13 @@ impl NodeConfig {
             ring_size: 64,
             backend: BackendKind::Bitcask,
             delete_mode: DeleteMode::After(Duration::from_secs(3)),
-            bitcask: bitcask::Options::default(),
+            // Each put reaches the kernel before it is acknowledged, so a
+            // crash of the process loses nothing acknowledged (an OS
+            // crash is what bitcask.sync.strategy guards against).
+            bitcask: bitcask::Options {
+                write_buffer_bytes: 0,
+                ..bitcask::Options::default()
+            },
             merge_policy: MergePolicyKind::Fisherman { target_usage: 0.8 },
             bitcask_capacity_bytes: None,
             throttle: merge_control::ThrottleSettings::default(),

@@ -315,6 +315,7 @@ impl Config {
                     _ => return Err(format!("bitcask.sync.strategy must be none, o_sync or interval, found {v:?}")),
                 }
             }
+            "bitcask.write_buffer_size" => n.bitcask.write_buffer_bytes = bytesize(v)? as usize,
             "bitcask.sync.interval" => *sync_interval = Some(duration(v)?.as_millis() as u64),
             "bitcask.expiry" => {
                 n.bitcask.default_ttl = if v == "off" { None } else { Some(duration(v)?) };

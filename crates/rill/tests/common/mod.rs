@@ -1,0 +1,205 @@
+//! Runs the real `rill` binary on loopback for end-to-end tests.
+
+#![allow(dead_code)]
+
+use std::io::{Read, Write};
+use std::net::{SocketAddr, TcpListener, TcpStream};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+pub struct Node {
+    pub dir: PathBuf,
+    pub pb: SocketAddr,
+    pub http: SocketAddr,
+    child: Option<Child>,
+}
+
+fn free_port() -> u16 {
+    TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}
+
+impl Node {
+    /// Starts a node with its data in `dir`, on fresh loopback ports,
+    /// with `extra` config lines.
+    pub fn start(dir: &Path, extra: &str) -> Node {
+        let (pb, http) = (free_port(), free_port());
+        Node::start_on(dir, extra, pb, http)
+    }
+
+    pub fn start_on(dir: &Path, extra: &str, pb: u16, http: u16) -> Node {
+        let conf = dir.join("rill.conf");
+        std::fs::write(
+            &conf,
+            format!(
+                "ring_size = 16\nplatform_data_dir = {}\nlistener.protobuf.internal = 127.0.0.1:{pb}\n\
+                 listener.http.internal = 127.0.0.1:{http}\n{extra}\n",
+                dir.join("data").display()
+            ),
+        )
+        .unwrap();
+        let log = std::fs::File::create(dir.join("console.log")).unwrap();
+        let child = Command::new(env!("CARGO_BIN_EXE_rill"))
+            .args(["-c", conf.to_str().unwrap(), "console"])
+            .stdout(log.try_clone().unwrap())
+            .stderr(log)
+            .stdin(Stdio::null())
+            .spawn()
+            .unwrap();
+        let mut node = Node {
+            dir: dir.to_path_buf(),
+            pb: format!("127.0.0.1:{pb}").parse().unwrap(),
+            http: format!("127.0.0.1:{http}").parse().unwrap(),
+            child: Some(child),
+        };
+        let deadline = Instant::now() + Duration::from_secs(60);
+        loop {
+            if node
+                .http("GET", "/ping", &[], b"")
+                .is_some_and(|r| r.status == 200)
+            {
+                return node;
+            }
+            if let Some(st) = node.child.as_mut().unwrap().try_wait().unwrap() {
+                panic!("rill exited ({st}): {}", node.log());
+            }
+            assert!(
+                Instant::now() < deadline,
+                "rill did not start: {}",
+                node.log()
+            );
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    }
+
+    pub fn log(&self) -> String {
+        std::fs::read_to_string(self.dir.join("console.log")).unwrap_or_default()
+    }
+
+    pub fn alive(&mut self) -> bool {
+        self.child
+            .as_mut()
+            .is_some_and(|c| c.try_wait().unwrap().is_none())
+    }
+
+    /// SIGTERM and wait: a clean stop.
+    pub fn stop(mut self) {
+        let mut c = self.child.take().unwrap();
+        unsafe { libc_kill(c.id() as i32, 15) };
+        let status = c.wait().unwrap();
+        assert!(
+            status.success(),
+            "rill stopped with {status}: {}",
+            self.log()
+        );
+    }
+
+    /// SIGKILL: a crash.
+    pub fn kill(mut self) {
+        let mut c = self.child.take().unwrap();
+        c.kill().unwrap();
+        c.wait().unwrap();
+    }
+
+    pub fn http(
+        &self,
+        method: &str,
+        path: &str,
+        headers: &[(&str, &str)],
+        body: &[u8],
+    ) -> Option<HttpReply> {
+        http(self.http, method, path, headers, body)
+    }
+}
+
+impl Drop for Node {
+    fn drop(&mut self) {
+        if let Some(mut c) = self.child.take() {
+            let _ = c.kill();
+            let _ = c.wait();
+        }
+    }
+}
+
+extern "C" {
+    #[link_name = "kill"]
+    fn libc_kill(pid: i32, sig: i32) -> i32;
+}
+
+pub struct HttpReply {
+    pub status: u16,
+    pub headers: Vec<(String, String)>,
+    pub body: Vec<u8>,
+}
+
+impl HttpReply {
+    pub fn header(&self, name: &str) -> Option<&str> {
+        self.headers
+            .iter()
+            .find(|(n, _)| n.eq_ignore_ascii_case(name))
+            .map(|(_, v)| v.as_str())
+    }
+}
+
+/// One HTTP/1.1 request with `Connection: close`; `None` if the node
+/// cannot be reached.
+pub fn http(
+    addr: SocketAddr,
+    method: &str,
+    path: &str,
+    headers: &[(&str, &str)],
+    body: &[u8],
+) -> Option<HttpReply> {
+    let mut s = TcpStream::connect_timeout(&addr, Duration::from_secs(2)).ok()?;
+    s.set_read_timeout(Some(Duration::from_secs(60))).ok()?;
+    let mut req = format!(
+        "{method} {path} HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\nContent-Length: {}\r\n",
+        body.len()
+    );
+    for (n, v) in headers {
+        req.push_str(&format!("{n}: {v}\r\n"));
+    }
+    req.push_str("\r\n");
+    s.write_all(req.as_bytes()).ok()?;
+    s.write_all(body).ok()?;
+    let mut raw = Vec::new();
+    s.read_to_end(&mut raw).ok()?;
+    let split = raw.windows(4).position(|w| w == b"\r\n\r\n")?;
+    let head = String::from_utf8_lossy(&raw[..split]).into_owned();
+    let mut body = raw[split + 4..].to_vec();
+    let mut lines = head.split("\r\n");
+    let status = lines.next()?.split_whitespace().nth(1)?.parse().ok()?;
+    let headers: Vec<(String, String)> = lines
+        .filter_map(|l| l.split_once(':'))
+        .map(|(n, v)| (n.trim().to_string(), v.trim().to_string()))
+        .collect();
+    if headers
+        .iter()
+        .any(|(n, v)| n.eq_ignore_ascii_case("transfer-encoding") && v.contains("chunked"))
+    {
+        body = dechunk(&body);
+    }
+    Some(HttpReply {
+        status,
+        headers,
+        body,
+    })
+}
+
+fn dechunk(mut b: &[u8]) -> Vec<u8> {
+    let mut out = Vec::new();
+    while let Some(p) = b.windows(2).position(|w| w == b"\r\n") {
+        let n = usize::from_str_radix(std::str::from_utf8(&b[..p]).unwrap_or("0").trim(), 16)
+            .unwrap_or(0);
+        if n == 0 || b.len() < p + 2 + n {
+            break;
+        }
+        out.extend_from_slice(&b[p + 2..p + 2 + n]);
+        b = &b[(p + 4 + n).min(b.len())..];
+    }
+    out
+}
