@@ -1,0 +1,90 @@
+//! An object written through PB reads back identically through HTTP, and
+//! the other way round: value, content type, charset, user metadata,
+//! indexes, links, vtag, vclock.
+
+mod common;
+
+use bytes::Bytes;
+use common::Node;
+use rill_client::Client;
+use rill_pb::pb::{RpbContent, RpbGetReq, RpbLink, RpbPair, RpbPutReq};
+
+fn b(s: &str) -> Bytes {
+    Bytes::from(s.to_string())
+}
+
+#[test]
+fn pb_writes_read_through_http_and_back() {
+    let dir = tempfile::tempdir().unwrap();
+    let n = Node::start(dir.path(), "");
+    let mut c = Client::connect(n.pb).unwrap();
+    let value = "température: 21.5 °C".as_bytes();
+    c.put_with(RpbPutReq {
+        bucket: b("agree"),
+        key: Some(b("from pb")),
+        content: RpbContent {
+            value: Bytes::from(value.to_vec()),
+            content_type: Some(b("text/plain")),
+            charset: Some(b("utf-8")),
+            usermeta: vec![RpbPair { key: b("sensor"), value: Some(b("s-17")) }],
+            indexes: vec![
+                RpbPair { key: b("room_bin"), value: Some(b("kitchen")) },
+                RpbPair { key: b("floor_int"), value: Some(b("2")) },
+            ],
+            links: vec![RpbLink { bucket: Some(b("rooms")), key: Some(b("kitchen")), tag: Some(b("in")) }],
+            ..Default::default()
+        },
+        ..Default::default()
+    })
+    .unwrap();
+    let pb = c.get(b"agree", b"from pb").unwrap().unwrap();
+    let r = n.http("GET", "/buckets/agree/keys/from%20pb", &[], b"").unwrap();
+    assert_eq!(r.status, 200);
+    assert_eq!(r.body, value);
+    assert_eq!(r.header("content-type"), Some("text/plain; charset=utf-8"));
+    assert_eq!(r.header("x-riak-meta-sensor"), Some("s-17"));
+    assert_eq!(r.header("x-riak-index-room_bin"), Some("kitchen"));
+    assert_eq!(r.header("x-riak-index-floor_int"), Some("2"));
+    assert_eq!(
+        r.header("link"),
+        Some("</buckets/rooms/keys/kitchen>; riaktag=\"in\", </buckets/agree>; rel=\"up\"")
+    );
+    let vtag = String::from_utf8(pb.contents[0].vtag.clone().unwrap().to_vec()).unwrap();
+    assert_eq!(r.header("etag"), Some(format!("\"{vtag}\"").as_str()));
+    use base64::Engine;
+    let vclock = base64::engine::general_purpose::STANDARD.decode(r.header("x-riak-vclock").unwrap()).unwrap();
+    assert_eq!(vclock, pb.vclock);
+
+    // And back: written over HTTP, read over PB.
+    let r = n
+        .http(
+            "PUT",
+            "/buckets/agree/keys/from%20http",
+            &[
+                ("Content-Type", "application/json; charset=\"UTF-8\""),
+                ("X-Riak-Meta-Sensor", "s-18"),
+                ("X-Riak-Index-room_bin", "hall, attic"),
+                ("Link", "</buckets/rooms/keys/hall>; riaktag=\"in\""),
+            ],
+            b"{\"t\":19}",
+        )
+        .unwrap();
+    assert_eq!(r.status, 204);
+    let got = c
+        .get_with(RpbGetReq { bucket: b("agree"), key: b("from http"), ..Default::default() })
+        .unwrap()
+        .unwrap();
+    let content = &got.contents[0];
+    assert_eq!(&content.value[..], b"{\"t\":19}");
+    assert_eq!(content.content_type.as_deref(), Some(&b"application/json"[..]));
+    assert_eq!(content.charset.as_deref(), Some(&b"UTF-8"[..]));
+    assert_eq!(content.usermeta, vec![RpbPair { key: b("sensor"), value: Some(b("s-18")) }]);
+    let idx: Vec<(Bytes, Bytes)> = content.indexes.iter().map(|p| (p.key.clone(), p.value.clone().unwrap())).collect();
+    assert_eq!(idx, vec![(b("room_bin"), b("attic")), (b("room_bin"), b("hall"))]);
+    assert_eq!(content.links[0].key.as_deref(), Some(&b"hall"[..]));
+    // The HTTP read of the HTTP write agrees with the PB read.
+    let r = n.http("GET", "/buckets/agree/keys/from%20http", &[], b"").unwrap();
+    assert_eq!(r.body, b"{\"t\":19}");
+    assert_eq!(r.header("content-type"), Some("application/json; charset=UTF-8"));
+    n.stop();
+}
