@@ -12,3 +12,26 @@ pub mod pb;
 /// The Riak release whose API Rill speaks, as `RpbGetServerInfoResp`
 /// reports it (clients parse three integers and gate features on them).
 pub const RIAK_COMPAT_VERSION: &str = "3.2.1";
+
+/// Entry points for the fuzz targets (fuzz/): every parser of bytes from
+/// an HTTP request, on arbitrary input. Not part of the API.
+#[doc(hidden)]
+pub mod fuzzing {
+    use axum::http::{HeaderMap, HeaderName, HeaderValue};
+
+    pub fn http_parsers(data: &[u8]) {
+        let text = String::from_utf8_lossy(data);
+        let _ = crate::http::util::percent_decode(&text);
+        let _ = crate::http::util::parse_query(&text);
+        // Header lines `name: value` from the input, then the object
+        // parsers over them.
+        let mut h = HeaderMap::new();
+        for line in data.split(|c| *c == b'\n') {
+            let Some(p) = line.iter().position(|c| *c == b':') else { continue };
+            if let (Ok(n), Ok(v)) = (HeaderName::from_bytes(&line[..p]), HeaderValue::from_bytes(&line[p + 1..])) {
+                h.append(n, v);
+            }
+        }
+        crate::http::fuzz_object_headers(&h, data);
+    }
+}

@@ -28,6 +28,12 @@ pub(crate) struct Ctx {
     pub pb_stats: Arc<crate::pb::PbStats>,
 }
 
+/// The object parsers (links, metadata, indexes, vclock) on arbitrary
+/// headers and body; see `crate::fuzzing`.
+pub(crate) fn fuzz_object_headers(h: &HeaderMap, body: &[u8]) {
+    object::fuzz(h, body);
+}
+
 /// Serves HTTP until the listener fails.
 pub async fn serve(
     listener: TcpListener,

@@ -519,3 +519,14 @@ async fn delete(ctx: &Arc<Ctx>, req: &Req, t: &[u8], b: &[u8], k: &[u8]) -> Resp
         Err(e) => kv_error(e),
     }
 }
+
+pub(crate) fn fuzz(h: &HeaderMap, body: &[u8]) {
+    let req = Req {
+        method: Method::PUT,
+        headers: h.clone(),
+        query: Default::default(),
+        body: axum::body::Bytes::copy_from_slice(body),
+    };
+    let _ = content_from_request(&req);
+    let _ = vclock_from(h);
+}
