@@ -27,8 +27,13 @@ pub mod fuzzing {
         // parsers over them.
         let mut h = HeaderMap::new();
         for line in data.split(|c| *c == b'\n') {
-            let Some(p) = line.iter().position(|c| *c == b':') else { continue };
-            if let (Ok(n), Ok(v)) = (HeaderName::from_bytes(&line[..p]), HeaderValue::from_bytes(&line[p + 1..])) {
+            let Some(p) = line.iter().position(|c| *c == b':') else {
+                continue;
+            };
+            if let (Ok(n), Ok(v)) = (
+                HeaderName::from_bytes(&line[..p]),
+                HeaderValue::from_bytes(&line[p + 1..]),
+            ) {
                 h.append(n, v);
             }
         }

@@ -3,6 +3,7 @@
 //! with one JSON line of all figures; `--quick` runs a short version for CI.
 
 mod engine;
+mod kv;
 mod machine;
 mod report;
 mod sensor;
@@ -24,11 +25,16 @@ enum Command {
     /// The paper's sensor workload on a loop-mounted filesystem: cyclic
     /// overwrite by M writers of S sensors, per engine side by side.
     Sensor(sensor::Args),
+    /// A load on any Riak-compatible PB endpoint: a get/put/delete mix,
+    /// key and value generators, concurrency, duration; ops/s and latency
+    /// percentiles per interval.
+    Kv(kv::Args),
 }
 
 fn main() -> anyhow::Result<()> {
     match Cli::parse().command {
         Command::Engine(args) => engine::run(args),
         Command::Sensor(args) => sensor::run(args),
+        Command::Kv(args) => kv::run(args),
     }
 }

@@ -14,7 +14,8 @@ use std::time::Duration;
 
 fn raw(n: &Node, bytes: &[u8]) -> Vec<Response> {
     let mut s = TcpStream::connect(n.pb).unwrap();
-    s.set_read_timeout(Some(Duration::from_millis(500))).unwrap();
+    s.set_read_timeout(Some(Duration::from_millis(500)))
+        .unwrap();
     s.write_all(bytes).unwrap();
     let mut buf = BytesMut::new();
     let mut chunk = [0u8; 4096];
@@ -56,7 +57,11 @@ fn bad_pb_input_is_answered_and_survived() {
     assert!(error_text(&r[0]).contains("no body"), "{:?}", r[0]);
     // An oversized frame: refused, connection closed.
     let r = raw(&n, &[0x10, 0, 0, 0, 11]);
-    assert!(error_text(&r[0]).contains("larger than the limit"), "{:?}", r[0]);
+    assert!(
+        error_text(&r[0]).contains("larger than the limit"),
+        "{:?}",
+        r[0]
+    );
     // A zero-length frame.
     let r = raw(&n, &[0, 0, 0, 0]);
     assert!(error_text(&r[0]).contains("frame length 0"), "{:?}", r[0]);
@@ -81,7 +86,10 @@ fn bad_pb_input_is_answered_and_survived() {
     c.ping().unwrap();
     // Empty names are refused with Riak's words.
     let e = c.get(b"", b"k").unwrap_err();
-    assert!(e.to_string().contains("Bucket cannot be zero-length"), "{e}");
+    assert!(
+        e.to_string().contains("Bucket cannot be zero-length"),
+        "{e}"
+    );
     c.ping().unwrap();
     n.stop();
 }
@@ -93,13 +101,46 @@ fn bad_http_input_is_answered_and_survived() {
     let cases: &[(&str, &str, &[(&str, &str)], &[u8], u16)] = &[
         ("GET", "/buckets/b/keys/%zz", &[], b"", 400),
         ("PUT", "/buckets/b/keys/k", &[], b"no content type", 400),
-        ("PUT", "/buckets/b/keys/k", &[("Content-Type", "text/plain"), ("Link", "garbage")], b"x", 400),
-        ("PUT", "/buckets/b/keys/k", &[("Content-Type", "text/plain"), ("X-Riak-Vclock", "!!!")], b"x", 400),
-        ("PUT", "/buckets/b/keys/k", &[("Content-Type", "text/plain"), ("X-Riak-Index-x_int", "nan")], b"x", 400),
+        (
+            "PUT",
+            "/buckets/b/keys/k",
+            &[("Content-Type", "text/plain"), ("Link", "garbage")],
+            b"x",
+            400,
+        ),
+        (
+            "PUT",
+            "/buckets/b/keys/k",
+            &[("Content-Type", "text/plain"), ("X-Riak-Vclock", "!!!")],
+            b"x",
+            400,
+        ),
+        (
+            "PUT",
+            "/buckets/b/keys/k",
+            &[
+                ("Content-Type", "text/plain"),
+                ("X-Riak-Index-x_int", "nan"),
+            ],
+            b"x",
+            400,
+        ),
         ("GET", "/buckets/b/keys/k?r=lots", &[], b"", 400),
         ("GET", "/buckets/b/keys/k?r=9", &[], b"", 400),
-        ("PUT", "/buckets/b/props", &[("Content-Type", "application/json")], b"{not json", 400),
-        ("PUT", "/buckets/b/props", &[("Content-Type", "application/json")], b"{\"props\":{\"n_val\":\"x\"}}", 400),
+        (
+            "PUT",
+            "/buckets/b/props",
+            &[("Content-Type", "application/json")],
+            b"{not json",
+            400,
+        ),
+        (
+            "PUT",
+            "/buckets/b/props",
+            &[("Content-Type", "application/json")],
+            b"{\"props\":{\"n_val\":\"x\"}}",
+            400,
+        ),
         ("GET", "/types/nosuch/buckets/b/keys/k", &[], b"", 404),
         ("GET", "/buckets/b/index/x_int/notanumber", &[], b"", 400),
         ("GET", "/buckets/b/index/bogus/1", &[], b"", 400),
@@ -107,7 +148,12 @@ fn bad_http_input_is_answered_and_survived() {
     ];
     for (method, path, headers, body, want) in cases {
         let r = n.http(method, path, headers, body).unwrap();
-        assert_eq!(r.status, *want, "{method} {path}: {}", String::from_utf8_lossy(&r.body));
+        assert_eq!(
+            r.status,
+            *want,
+            "{method} {path}: {}",
+            String::from_utf8_lossy(&r.body)
+        );
     }
     // A request that is not HTTP at all.
     let mut s = TcpStream::connect(n.http).unwrap();

@@ -26,19 +26,34 @@ fn pb_writes_read_through_http_and_back() {
             value: Bytes::from(value.to_vec()),
             content_type: Some(b("text/plain")),
             charset: Some(b("utf-8")),
-            usermeta: vec![RpbPair { key: b("sensor"), value: Some(b("s-17")) }],
+            usermeta: vec![RpbPair {
+                key: b("sensor"),
+                value: Some(b("s-17")),
+            }],
             indexes: vec![
-                RpbPair { key: b("room_bin"), value: Some(b("kitchen")) },
-                RpbPair { key: b("floor_int"), value: Some(b("2")) },
+                RpbPair {
+                    key: b("room_bin"),
+                    value: Some(b("kitchen")),
+                },
+                RpbPair {
+                    key: b("floor_int"),
+                    value: Some(b("2")),
+                },
             ],
-            links: vec![RpbLink { bucket: Some(b("rooms")), key: Some(b("kitchen")), tag: Some(b("in")) }],
+            links: vec![RpbLink {
+                bucket: Some(b("rooms")),
+                key: Some(b("kitchen")),
+                tag: Some(b("in")),
+            }],
             ..Default::default()
         },
         ..Default::default()
     })
     .unwrap();
     let pb = c.get(b"agree", b"from pb").unwrap().unwrap();
-    let r = n.http("GET", "/buckets/agree/keys/from%20pb", &[], b"").unwrap();
+    let r = n
+        .http("GET", "/buckets/agree/keys/from%20pb", &[], b"")
+        .unwrap();
     assert_eq!(r.status, 200);
     assert_eq!(r.body, value);
     assert_eq!(r.header("content-type"), Some("text/plain; charset=utf-8"));
@@ -52,7 +67,9 @@ fn pb_writes_read_through_http_and_back() {
     let vtag = String::from_utf8(pb.contents[0].vtag.clone().unwrap().to_vec()).unwrap();
     assert_eq!(r.header("etag"), Some(format!("\"{vtag}\"").as_str()));
     use base64::Engine;
-    let vclock = base64::engine::general_purpose::STANDARD.decode(r.header("x-riak-vclock").unwrap()).unwrap();
+    let vclock = base64::engine::general_purpose::STANDARD
+        .decode(r.header("x-riak-vclock").unwrap())
+        .unwrap();
     assert_eq!(vclock, pb.vclock);
 
     // And back: written over HTTP, read over PB.
@@ -71,20 +88,45 @@ fn pb_writes_read_through_http_and_back() {
         .unwrap();
     assert_eq!(r.status, 204);
     let got = c
-        .get_with(RpbGetReq { bucket: b("agree"), key: b("from http"), ..Default::default() })
+        .get_with(RpbGetReq {
+            bucket: b("agree"),
+            key: b("from http"),
+            ..Default::default()
+        })
         .unwrap()
         .unwrap();
     let content = &got.contents[0];
     assert_eq!(&content.value[..], b"{\"t\":19}");
-    assert_eq!(content.content_type.as_deref(), Some(&b"application/json"[..]));
+    assert_eq!(
+        content.content_type.as_deref(),
+        Some(&b"application/json"[..])
+    );
     assert_eq!(content.charset.as_deref(), Some(&b"UTF-8"[..]));
-    assert_eq!(content.usermeta, vec![RpbPair { key: b("sensor"), value: Some(b("s-18")) }]);
-    let idx: Vec<(Bytes, Bytes)> = content.indexes.iter().map(|p| (p.key.clone(), p.value.clone().unwrap())).collect();
-    assert_eq!(idx, vec![(b("room_bin"), b("attic")), (b("room_bin"), b("hall"))]);
+    assert_eq!(
+        content.usermeta,
+        vec![RpbPair {
+            key: b("sensor"),
+            value: Some(b("s-18"))
+        }]
+    );
+    let idx: Vec<(Bytes, Bytes)> = content
+        .indexes
+        .iter()
+        .map(|p| (p.key.clone(), p.value.clone().unwrap()))
+        .collect();
+    assert_eq!(
+        idx,
+        vec![(b("room_bin"), b("attic")), (b("room_bin"), b("hall"))]
+    );
     assert_eq!(content.links[0].key.as_deref(), Some(&b"hall"[..]));
     // The HTTP read of the HTTP write agrees with the PB read.
-    let r = n.http("GET", "/buckets/agree/keys/from%20http", &[], b"").unwrap();
+    let r = n
+        .http("GET", "/buckets/agree/keys/from%20http", &[], b"")
+        .unwrap();
     assert_eq!(r.body, b"{\"t\":19}");
-    assert_eq!(r.header("content-type"), Some("application/json; charset=UTF-8"));
+    assert_eq!(
+        r.header("content-type"),
+        Some("application/json; charset=UTF-8")
+    );
     n.stop();
 }
