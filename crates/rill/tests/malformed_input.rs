@@ -98,7 +98,8 @@ fn bad_pb_input_is_answered_and_survived() {
 fn bad_http_input_is_answered_and_survived() {
     let dir = tempfile::tempdir().unwrap();
     let mut n = Node::start(dir.path(), "");
-    let cases: &[(&str, &str, &[(&str, &str)], &[u8], u16)] = &[
+    type Case<'a> = (&'a str, &'a str, &'a [(&'a str, &'a str)], &'a [u8], u16);
+    let cases: &[Case] = &[
         ("GET", "/buckets/b/keys/%zz", &[], b"", 400),
         ("PUT", "/buckets/b/keys/k", &[], b"no content type", 400),
         (
