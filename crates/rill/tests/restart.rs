@@ -45,7 +45,7 @@ fn check(n: &Node, acked: &[(Vec<u8>, Vec<u8>)]) {
                 .get(b"http", rest)
                 .unwrap()
                 .expect("acknowledged HTTP write lost");
-            assert_eq!(&got.values, &[v.clone()]);
+            assert_eq!(&got.values, std::slice::from_ref(v));
         } else {
             let got = c
                 .get(b"sensors", k)
@@ -53,7 +53,7 @@ fn check(n: &Node, acked: &[(Vec<u8>, Vec<u8>)]) {
                 .expect("acknowledged write lost");
             assert_eq!(
                 &got.values,
-                &[v.clone()],
+                std::slice::from_ref(v),
                 "key {}",
                 String::from_utf8_lossy(k)
             );
