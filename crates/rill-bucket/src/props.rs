@@ -207,6 +207,20 @@ pub fn validate(current: &Props, update: &Props, creating_type: bool) -> Result<
             }
         }
     }
+    // A numeric quorum larger than n_val can never be met.
+    let n_val = merged.get("n_val").and_then(as_int).unwrap_or(3);
+    for q in ["r", "w", "dw", "rw", "pr", "pw"] {
+        if let Some(Quorum::N(v)) = merged.get(q).and_then(Quorum::from_json) {
+            if u64::from(v) > n_val && (update.contains_key(q) || update.contains_key("n_val")) {
+                errors.push((
+                    q.to_string(),
+                    Reason::Text(format!(
+                        "{q} = {v} exceeds n_val = {n_val}: it could never be met"
+                    )),
+                ));
+            }
+        }
+    }
     let lww = merged.get("last_write_wins").and_then(as_bool) == Some(true);
     let dvv = merged.get("dvv_enabled").and_then(as_bool) == Some(true);
     if lww && dvv && update.contains_key("last_write_wins") {
@@ -427,6 +441,21 @@ mod tests {
         assert_eq!(p["n_val"], 2);
         assert_eq!(p["w"], "all");
         assert_eq!(p["pr"], 1);
+    }
+
+    #[test]
+    fn quorums_cannot_exceed_n_val() {
+        let cur = default_type_props();
+        let e = validate(&cur, &props(json!({"r": 5})), false).unwrap_err();
+        assert!(e.to_string().contains("r = 5 exceeds n_val = 3"), "{e}");
+        let with_w = validate(&cur, &props(json!({"w": 3})), false).unwrap();
+        assert!(validate(&with_w, &props(json!({"n_val": 2})), false).is_err());
+        assert!(validate(
+            &cur,
+            &props(json!({"r": "all", "n_val": 5, "pw": 5})),
+            false
+        )
+        .is_ok());
     }
 
     #[test]

@@ -62,16 +62,6 @@ fn dechunk(mut s: &str) -> String {
     out
 }
 
-pub fn ping(addr: SocketAddr) -> Result<()> {
-    let r = request(addr, "GET", "/ping", None)?;
-    if r.status == 200 {
-        println!("pong");
-        Ok(())
-    } else {
-        bail!("the node answered {} to /ping", r.status)
-    }
-}
-
 fn enc(name: &str) -> String {
     name.bytes()
         .map(|c| {

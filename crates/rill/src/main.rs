@@ -134,7 +134,18 @@ fn main() -> Result<()> {
         Command::Console => console(load(&cli.config)?),
         Command::Start => start(&cli.config, load(&cli.config)?),
         Command::Stop => stop(load(&cli.config)?),
-        Command::Ping => admin::ping(load(&cli.config)?.http_listener),
+        Command::Ping => {
+            let cfg = load(&cli.config)?;
+            let mut c = rill_client::Client::connect(cfg.pb_listener).with_context(|| {
+                format!(
+                    "cannot reach the node at {} (is it running? `rill start`)",
+                    cfg.pb_listener
+                )
+            })?;
+            c.ping()?;
+            println!("pong");
+            Ok(())
+        }
         Command::Admin { what } => {
             let addr = load(&cli.config)?.http_listener;
             match what {
