@@ -5,9 +5,8 @@
 
 use crate::error::{erl_bin, KvError};
 use crate::ids;
-use crate::kv::{check_names, request_n, resolve};
+use crate::kv::{check_names, read_quorum, request_n, write_quorum};
 use crate::node::Node;
-use crate::quorum::{ReadQuorum, WriteQuorum};
 use rill_bucket::{Props, Quorum};
 use rill_crdt::{Clock, Crdt, Op};
 use rill_object::{Content, Metadata, Object};
@@ -118,17 +117,10 @@ impl Node {
             self.datatype_of(&req.bucket_type, &req.bucket, true)?
         };
         let n = request_n(&props, req.n_val)?;
-        let r = resolve("r", req.r, &props, n, false)?;
-        let pr = resolve("pr", req.pr, &props, n, true)?;
-        let notfound_ok = req.notfound_ok.unwrap_or_else(|| {
-            props
-                .get("notfound_ok")
-                .and_then(|v| v.as_bool())
-                .unwrap_or(true)
-        });
+        let q = read_quorum(&props, n, req.r, req.pr, req.notfound_ok)?;
         let k = Node::bkey(&req.bucket_type, &req.bucket, &req.key);
         let preflist = self.preflist(&k.bucket_type, &k.bucket, &k.key, n);
-        let merged = self.read_replicas_merged(&k, &preflist, ReadQuorum { r, pr, notfound_ok })?;
+        let merged = self.read_replicas_merged(&k, &preflist, q)?;
         match crdt_of(merged.as_ref())? {
             Some(value) => Ok(DtFetchAnswer::Found { value }),
             None => Ok(DtFetchAnswer::NotFound { datatype: dt }),
@@ -156,9 +148,14 @@ impl Node {
             self.datatype_of(&req.bucket_type, &req.bucket, false)?
         };
         let n = request_n(&props, req.n_val)?;
-        let w = resolve("w", req.w.filter(|q| *q != Quorum::N(0)), &props, n, false)?;
-        let dw = resolve("dw", req.dw, &props, n, true)?.max(1).min(n);
-        let pw = resolve("pw", req.pw, &props, n, true)?;
+        // Clients send w = 0 for "the default" (riak-go-client does).
+        let wq = write_quorum(
+            &props,
+            n,
+            req.w.filter(|q| *q != Quorum::N(0)),
+            req.dw,
+            req.pw,
+        )?;
         let context = match &req.context {
             Some(c) if !c.is_empty() => Some(Clock::decode(c).ok_or_else(|| {
                 KvError::BadRequest("the data type context does not decode".into())
@@ -173,7 +170,7 @@ impl Node {
         let precision = hll_precision(&props);
         let op = req.op;
         let mut result: Option<Crdt> = None;
-        self.write_replicas(&k, n, WriteQuorum { w, dw, pw }, &props, |stored, actor| {
+        self.write_replicas(&k, n, wq, &props, |stored, actor| {
             let mut value = match crdt_of(stored)? {
                 Some(v) => v,
                 None => Crdt::new(&dt, precision).ok_or_else(|| {

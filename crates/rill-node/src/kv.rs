@@ -114,6 +114,41 @@ pub(crate) fn resolve(
     Ok(v)
 }
 
+/// R, PR and notfound_ok of a read, from the request over the bucket.
+pub(crate) fn read_quorum(
+    props: &Props,
+    n: u32,
+    r: Option<Quorum>,
+    pr: Option<Quorum>,
+    notfound_ok: Option<bool>,
+) -> Result<ReadQuorum, KvError> {
+    Ok(ReadQuorum {
+        r: resolve("r", r, props, n, false)?,
+        pr: resolve("pr", pr, props, n, true)?,
+        notfound_ok: notfound_ok.unwrap_or_else(|| {
+            props
+                .get("notfound_ok")
+                .and_then(|v| v.as_bool())
+                .unwrap_or(true)
+        }),
+    })
+}
+
+/// W, DW (at least 1, as Riak) and PW of a write.
+pub(crate) fn write_quorum(
+    props: &Props,
+    n: u32,
+    w: Option<Quorum>,
+    dw: Option<Quorum>,
+    pw: Option<Quorum>,
+) -> Result<WriteQuorum, KvError> {
+    Ok(WriteQuorum {
+        w: resolve("w", w, props, n, false)?,
+        dw: resolve("dw", dw, props, n, true)?.max(1).min(n),
+        pw: resolve("pw", pw, props, n, true)?,
+    })
+}
+
 pub(crate) fn request_n(props: &Props, asked: Option<u32>) -> Result<u32, KvError> {
     let n = n_val(props);
     match asked {
@@ -207,24 +242,16 @@ impl Node {
         check_names(&req.bucket_type, &req.bucket, Some(&req.key))?;
         let props = self.props_for_kv(&req.bucket_type, &req.bucket)?;
         let n = request_n(&props, req.n_val)?;
-        let r = resolve("r", req.r, &props, n, false)?;
-        let pr = resolve("pr", req.pr, &props, n, true)?;
-        let notfound_ok = req.notfound_ok.unwrap_or_else(|| {
-            props
-                .get("notfound_ok")
-                .and_then(|v| v.as_bool())
-                .unwrap_or(true)
-        });
+        let q = read_quorum(&props, n, req.r, req.pr, req.notfound_ok)?;
         let k = Node::bkey(&req.bucket_type, &req.bucket, &req.key);
         let preflist = self.preflist(&k.bucket_type, &req.bucket, &req.key, n);
-        if (preflist.len() as u32) < r {
+        if (preflist.len() as u32) < q.r {
             return Err(KvError::InsufficientVnodes {
                 have: preflist.len() as u32,
-                need: r,
+                need: q.r,
             });
         }
-        let merged =
-            self.read_replicas(&k, &preflist, ReadQuorum { r, pr, notfound_ok }, &props)?;
+        let merged = self.read_replicas(&k, &preflist, q, &props)?;
         let Some(obj) = merged else {
             return Ok(GetAnswer::NotFound);
         };
@@ -350,9 +377,7 @@ impl Node {
         check_names(&req.bucket_type, &req.bucket, req.key.as_deref())?;
         let props = self.props_for_kv(&req.bucket_type, &req.bucket)?;
         let n = request_n(&props, req.n_val)?;
-        let w = resolve("w", req.w, &props, n, false)?;
-        let dw = resolve("dw", req.dw, &props, n, true)?.max(1).min(n);
-        let pw = resolve("pw", req.pw, &props, n, true)?;
+        let wq = write_quorum(&props, n, req.w, req.dw, req.pw)?;
         normalise_indexes(&mut req.content)?;
         let (key, generated_key) = match req.key.take() {
             Some(k) => (k, false),
@@ -387,16 +412,15 @@ impl Node {
         content.meta.vtag = Some(ids::vtag());
         content.dot = None;
         let k = Node::bkey(&req.bucket_type, &req.bucket, &key);
-        let object =
-            self.write_replicas(&k, n, WriteQuorum { w, dw, pw }, &props, |stored, actor| {
-                Ok(Object::coordinate_put(
-                    stored,
-                    &context,
-                    content,
-                    actor,
-                    put_mode(&props),
-                ))
-            })?;
+        let object = self.write_replicas(&k, n, wq, &props, |stored, actor| {
+            Ok(Object::coordinate_put(
+                stored,
+                &context,
+                content,
+                actor,
+                put_mode(&props),
+            ))
+        })?;
         Ok(PutAnswer {
             key,
             generated_key,
@@ -484,21 +508,18 @@ impl Node {
                 }
             }
         };
-        let w = resolve("w", req.w.or(req.rw), &props, n, false)?;
-        let dw = resolve("dw", req.dw, &props, n, true)?.max(1).min(n);
-        let pw = resolve("pw", req.pw, &props, n, true)?;
+        let wq = write_quorum(&props, n, req.w.or(req.rw), req.dw, req.pw)?;
         let k = Node::bkey(&req.bucket_type, &req.bucket, &req.key);
         let tombstone = Content::tombstone(ids::now_us(), ids::vtag());
-        let object =
-            self.write_replicas(&k, n, WriteQuorum { w, dw, pw }, &props, |stored, actor| {
-                Ok(Object::coordinate_put(
-                    stored,
-                    &context,
-                    tombstone,
-                    actor,
-                    put_mode(&props),
-                ))
-            })?;
+        let object = self.write_replicas(&k, n, wq, &props, |stored, actor| {
+            Ok(Object::coordinate_put(
+                stored,
+                &context,
+                tombstone,
+                actor,
+                put_mode(&props),
+            ))
+        })?;
         if object.is_tombstone() {
             let partitions: Vec<u32> = self
                 .preflist(&k.bucket_type, &k.bucket, &k.key, n)
