@@ -48,6 +48,10 @@ pub struct NodeStats {
     pub disk_usage: Option<f64>,
     pub merges: u64,
     pub files_deleted_unread: u64,
+    pub merge_bytes_read: u64,
+    pub merge_bytes_written: u64,
+    /// The Fisherman's current take threshold D_m.
+    pub merge_take_threshold: f64,
     pub throttle_delay_ms: f64,
 }
 
@@ -362,6 +366,9 @@ impl Node {
             disk_usage: self.scheduler.as_ref().map(|s| s.usage()),
             merges: m.as_ref().map_or(0, |m| m.merges),
             files_deleted_unread: m.as_ref().map_or(0, |m| m.files_deleted_unread),
+            merge_bytes_read: m.as_ref().map_or(0, |m| m.merge_bytes_read),
+            merge_bytes_written: m.as_ref().map_or(0, |m| m.merge_bytes_written),
+            merge_take_threshold: m.as_ref().map_or(1.0, |m| m.take_threshold),
             throttle_delay_ms: self
                 .scheduler
                 .as_ref()

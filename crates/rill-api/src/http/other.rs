@@ -114,6 +114,9 @@ fn stats_json(ctx: &Ctx) -> Value {
         "disk_usage": st.disk_usage,
         "bitcask_merges_total": st.merges,
         "bitcask_files_deleted_unread_total": st.files_deleted_unread,
+        "bitcask_merge_bytes_read_total": st.merge_bytes_read,
+        "bitcask_merge_bytes_written_total": st.merge_bytes_written,
+        "bitcask_merge_take_threshold": st.merge_take_threshold,
         "bitcask_throttle_delay_ms": st.throttle_delay_ms,
         "uptime_seconds": ctx.node.uptime().as_secs(),
     })
