@@ -363,3 +363,47 @@ fn secondary_indexes_with_pages() {
         "{precommit_fail,[{unknown_field_type,<<\"foo\">>}]}"
     );
 }
+
+#[test]
+fn limits_are_enforced_with_clear_errors() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut c = config(dir.path(), BackendKind::Memory);
+    c.object_size_max_bytes = 10_000;
+    c.siblings_max = 3;
+    let n = Node::open(c).unwrap();
+    let e = n
+        .put(PutRequest {
+            bucket: b"b".to_vec(),
+            key: Some(b"big".to_vec()),
+            content: Content::new(vec![0u8; 20_000], Metadata::default()),
+            ..PutRequest::default()
+        })
+        .unwrap_err();
+    assert!(matches!(e, KvError::TooLarge { .. }), "{e}");
+    assert!(e.to_string().contains("object.size.maximum"), "{e}");
+    n.set_bucket_props("default", b"sibs", &props(json!({"allow_mult": true})))
+        .unwrap();
+    for v in ["a", "b", "c"] {
+        put(&n, "", "sibs", "k", v, None);
+    }
+    let e = n
+        .put(PutRequest {
+            bucket: b"sibs".to_vec(),
+            key: Some(b"k".to_vec()),
+            content: Content::new(b"d".to_vec(), Metadata::default()),
+            ..PutRequest::default()
+        })
+        .unwrap_err();
+    assert_eq!(e, KvError::TooManySiblings(4));
+    // Nothing of the refused write is stored.
+    assert_eq!(values(&get(&n, "", "sibs", "k")), ["a", "b", "c"]);
+    let long_key = vec![b'k'; 70_000];
+    let e = n
+        .get(&GetRequest {
+            bucket: b"b".to_vec(),
+            key: long_key,
+            ..GetRequest::default()
+        })
+        .unwrap_err();
+    assert!(e.to_string().contains("65535"), "{e}");
+}
