@@ -157,7 +157,9 @@ impl Output<'_> {
 impl Inner {
     pub(crate) fn merge(&self, file_ids: &[u32]) -> Result<MergeReport> {
         let _merging = self.merge_lock.lock().expect("merge lock");
-        let active = self.active_id.load(Ordering::Acquire);
+        // Read under the writer lock, so no rotation is half done: the file
+        // being made active must not be taken for a dead one.
+        let active = self.writer().active.id;
         let mut inputs: Vec<u32> = file_ids
             .iter()
             .copied()

@@ -473,10 +473,12 @@ impl Inner {
             o.write_buffer_bytes,
         )?;
         w.next_file_id += 1;
-        self.stats.lock().expect("stats").add_file(id);
-        self.files.insert(id, next.path.clone());
         let mut old = std::mem::replace(&mut w.active, next);
+        // The new file is the active one before it is visible to merge
+        // (stats, file table): a merge must never take it as an input.
         self.active_id.store(id, Ordering::Release);
+        self.stats.lock().expect("stats").add_file(id);
+        self.files.insert(id, w.active.path.clone());
         // Everything up to `w.seq` is on disk: the old file was just synced.
         self.synced_seq.fetch_max(w.seq, Ordering::AcqRel);
         if let Err(e) = old.finish(o.vfs.as_ref()) {
@@ -503,10 +505,12 @@ impl Inner {
             o.write_buffer_bytes,
         )?;
         w.next_file_id += 1;
-        self.stats.lock().expect("stats").add_file(id);
-        self.files.insert(id, next.path.clone());
         let old = std::mem::replace(&mut w.active, next);
+        // The new file is the active one before it is visible to merge
+        // (stats, file table): a merge must never take it as an input.
         self.active_id.store(id, Ordering::Release);
+        self.stats.lock().expect("stats").add_file(id);
+        self.files.insert(id, w.active.path.clone());
         self.unsealed.lock().expect("unsealed").push(Unsealed {
             file: old,
             closed_at: Instant::now(),
@@ -735,6 +739,15 @@ impl Inner {
     }
 
     fn delete_file(&self, id: u32) -> Result<()> {
+        // Tests check the invariant merge relies on: no current entry
+        // points into a file that goes (a full keydir scan, debug only).
+        #[cfg(debug_assertions)]
+        if let Some((key, entry)) = self.keydir.any_in_file(id) {
+            let stats = self.stats.lock().expect("stats").snapshot(id, 0, false);
+            panic!(
+                "deleting file {id} while key {key:?} points into it: {entry:?}; stats {stats:?}"
+            );
+        }
         {
             let _sealing = self.seal_lock.lock().expect("seal lock");
             let mut q = self.unsealed.lock().expect("unsealed");

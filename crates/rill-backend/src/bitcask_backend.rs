@@ -58,20 +58,60 @@ impl Backend for BitcaskBackend {
     }
 
     fn put(&self, k: &BKey, value: &[u8], add: &[IndexEntry], remove: &[IndexEntry]) -> Result<()> {
+        // Every key and size is checked before anything is written, so a
+        // refused put leaves nothing behind.
+        let opts = self.store.options();
         let obj = object_key(k)?;
-        for (field, term) in add {
-            self.store.put(&index_key(k, field, term)?, b"")?;
-            self.index
-                .add(&k.bucket_type, &k.bucket, field, term.clone(), &k.key);
+        let added: Vec<Vec<u8>> = add
+            .iter()
+            .map(|(f, t)| index_key(k, f, t))
+            .collect::<Result<_>>()?;
+        let removed: Vec<Vec<u8>> = remove
+            .iter()
+            .map(|(f, t)| index_key(k, f, t))
+            .collect::<Result<_>>()?;
+        for key in added.iter().chain(&removed).chain(std::iter::once(&obj)) {
+            if key.len() > opts.max_key_bytes {
+                return Err(bitcask::Error::KeyTooLarge {
+                    len: key.len(),
+                    max: opts.max_key_bytes,
+                }
+                .into());
+            }
         }
-        self.store.put(&obj, value)?;
-        for (field, term) in remove {
+        if value.len() > opts.max_value_bytes {
+            return Err(bitcask::Error::ValueTooLarge {
+                len: value.len(),
+                max: opts.max_value_bytes,
+            }
+            .into());
+        }
+        let mut written = 0;
+        let result = (|| -> Result<()> {
+            for ((field, term), key) in add.iter().zip(&added) {
+                self.store.put(key, b"")?;
+                self.index
+                    .add(&k.bucket_type, &k.bucket, field, term.clone(), &k.key);
+                written += 1;
+            }
+            self.store.put(&obj, value).map_err(crate::Error::from)
+        })();
+        if let Err(e) = result {
+            // Queries must not see entries of a value that was not stored;
+            // the records on disk are stale entries, as after a crash.
+            for (field, term) in &add[..written] {
+                self.index
+                    .remove(&k.bucket_type, &k.bucket, field, term, &k.key);
+            }
+            return Err(e);
+        }
+        for ((field, term), key) in remove.iter().zip(&removed) {
             if add.iter().any(|(f, t)| f == field && t == term) {
                 continue;
             }
             self.index
                 .remove(&k.bucket_type, &k.bucket, field, term, &k.key);
-            self.store.delete(&index_key(k, field, term)?)?;
+            self.store.delete(key)?;
         }
         Ok(())
     }

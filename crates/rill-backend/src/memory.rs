@@ -89,6 +89,15 @@ impl Backend for MemoryBackend {
 
     fn put(&self, k: &BKey, value: &[u8], add: &[IndexEntry], remove: &[IndexEntry]) -> Result<()> {
         let raw = object_key(k)?;
+        if let Some(max) = self.opts.max_memory_bytes {
+            let need = (raw.len() + value.len()) as u64;
+            if need > max {
+                return Err(crate::Error::MemoryFull {
+                    used_bytes: need,
+                    max_bytes: max,
+                });
+            }
+        }
         let mut inner = self.lock();
         let mut indexes = match inner.objects.get(&raw) {
             Some(e) => e.indexes.clone(),

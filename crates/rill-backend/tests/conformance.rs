@@ -234,6 +234,9 @@ fn memory_cap_evicts_the_oldest() {
     assert_eq!(b.get(&k("", "b", "k0")).unwrap(), None);
     assert!(b.get(&k("", "b", "k9")).unwrap().is_some());
     assert!(query(&b, "b", "i_int", IndexRange::Eq(Term::Int(0))).is_empty());
+    // A value larger than the whole cap is refused, not stored and evicted.
+    assert!(b.put(&k("", "b", "huge"), &[0u8; 5000], &[], &[]).is_err());
+    assert!(b.get(&k("", "b", "k9")).unwrap().is_some());
 }
 
 #[test]

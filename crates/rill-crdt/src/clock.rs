@@ -20,6 +20,12 @@ impl Clock {
         (a.to_vec(), *c)
     }
 
+    /// Records that the event `d` has been seen.
+    pub fn add_dot(&mut self, d: &Dot) {
+        let c = self.0.entry(d.0.clone()).or_insert(0);
+        *c = (*c).max(d.1);
+    }
+
     pub fn covers(&self, d: &Dot) -> bool {
         self.get(&d.0) >= d.1
     }

@@ -38,6 +38,8 @@ pub enum CrdtError {
         op: &'static str,
         bucket: &'static str,
     },
+    #[error("maps may nest at most {max} deep; this operation nests {depth}")]
+    TooDeep { depth: usize, max: usize },
 }
 
 /// An operation on a top-level data type.
@@ -132,6 +134,15 @@ impl Crdt {
         context: Option<&Clock>,
         now_us: u64,
     ) -> Result<(), CrdtError> {
+        if let Op::Map(m) = op {
+            let depth = m.depth();
+            if depth > codec::MAX_DEPTH {
+                return Err(CrdtError::TooDeep {
+                    depth,
+                    max: codec::MAX_DEPTH,
+                });
+            }
+        }
         let mut next = self.clone();
         match (&mut next, op) {
             (Crdt::Counter(c), Op::Counter(n)) => c.increment(actor, *n),

@@ -72,6 +72,21 @@ pub struct MapOp {
     pub updates: Vec<(Field, EmbeddedOp)>,
 }
 
+impl MapOp {
+    /// How deeply the operation nests maps (1 for a flat map).
+    pub fn depth(&self) -> usize {
+        1 + self
+            .updates
+            .iter()
+            .map(|(_, op)| match op {
+                EmbeddedOp::Map(m) => m.depth(),
+                _ => 0,
+            })
+            .max()
+            .unwrap_or(0)
+    }
+}
+
 /// Each field keeps one embedded value per unremoved update (dot), as
 /// riak_dt_map does: a remove drops exactly the updates it observed, and
 /// the field reads as the merge of what is left.
@@ -92,18 +107,19 @@ impl Embedded {
         }
     }
 
+    /// Applies a field's operation under the map's event `dot` (embedded
+    /// sets, flags and maps record their adds with it).
     fn apply(
         &mut self,
         op: &EmbeddedOp,
-        actor: &[u8],
         dot: &Dot,
         ctx: Option<&Clock>,
         now_us: u64,
     ) -> Result<(), CrdtError> {
         match (self, op) {
-            (Embedded::Counter(c), EmbeddedOp::Counter(n)) => c.increment(actor, *n),
+            (Embedded::Counter(c), EmbeddedOp::Counter(n)) => c.increment(&dot.0, *n),
             (Embedded::Set(s), EmbeddedOp::Set { adds, removes }) => {
-                s.update(adds, removes, actor, ctx)?
+                s.update_with_dot(adds, removes, dot, ctx)?
             }
             (Embedded::Register(r), EmbeddedOp::Register(v)) => {
                 let ts = now_us.max(r.timestamp_us + 1);
@@ -120,7 +136,7 @@ impl Embedded {
                 None => dots.clear(),
                 Some(c) => dots.retain(|d| !c.covers(d)),
             },
-            (Embedded::Map(m), EmbeddedOp::Map(op)) => m.update(op, actor, ctx, now_us)?,
+            (Embedded::Map(m), EmbeddedOp::Map(op)) => m.apply_with_dot(op, dot, ctx, now_us)?,
             // The field's kind fixes the op's kind (the codec pairs them).
             _ => {}
         }
@@ -185,7 +201,8 @@ impl OrMap {
             .collect()
     }
 
-    /// Removes first, then updates (Riak's order); all or nothing.
+    /// Removes first, then updates (Riak's order), all under one new
+    /// event of `actor`; all or nothing.
     pub fn update(
         &mut self,
         op: &MapOp,
@@ -193,6 +210,18 @@ impl OrMap {
         ctx: Option<&Clock>,
         now_us: u64,
     ) -> Result<(), CrdtError> {
+        let dot = self.clock.next_dot(actor);
+        self.apply_with_dot(op, &dot, ctx, now_us)
+    }
+
+    fn apply_with_dot(
+        &mut self,
+        op: &MapOp,
+        dot: &Dot,
+        ctx: Option<&Clock>,
+        now_us: u64,
+    ) -> Result<(), CrdtError> {
+        self.clock.add_dot(dot);
         for f in &op.removes {
             match ctx {
                 None => {
@@ -219,10 +248,9 @@ impl OrMap {
                 Some(v) => OrMap::field_state(f, v),
                 None => Embedded::new(f.kind),
             };
-            let dot = self.clock.next_dot(actor);
-            state.apply(fop, actor, &dot, ctx, now_us)?;
+            state.apply(fop, dot, ctx, now_us)?;
             self.entries
-                .insert(f.clone(), BTreeMap::from([(dot, state)]));
+                .insert(f.clone(), BTreeMap::from([(dot.clone(), state)]));
         }
         Ok(())
     }

@@ -49,6 +49,14 @@ impl OrSet {
         self.entries.insert(e.to_vec(), BTreeSet::from([dot]));
     }
 
+    /// Adds under an event of the enclosing map, so that the map's context
+    /// says which adds a remove has seen (riak_dt's embedded sets).
+    pub fn add_dot(&mut self, e: &[u8], dot: &Dot) {
+        self.clock.add_dot(dot);
+        self.entries
+            .insert(e.to_vec(), BTreeSet::from([dot.clone()]));
+    }
+
     /// Removes `e`: everything observed without a context (refused when
     /// absent), the dots the context saw with one.
     pub fn remove(&mut self, e: &[u8], context: Option<&Clock>) -> Result<(), CrdtError> {
@@ -86,6 +94,23 @@ impl OrSet {
     ) -> Result<(), CrdtError> {
         for a in adds {
             self.add(a, actor);
+        }
+        for r in removes {
+            self.remove(r, context)?;
+        }
+        Ok(())
+    }
+
+    /// A set update inside a map: adds under the map's event `dot`.
+    pub fn update_with_dot(
+        &mut self,
+        adds: &[Vec<u8>],
+        removes: &[Vec<u8>],
+        dot: &Dot,
+        context: Option<&Clock>,
+    ) -> Result<(), CrdtError> {
+        for a in adds {
+            self.add_dot(a, dot);
         }
         for r in removes {
             self.remove(r, context)?;

@@ -222,3 +222,66 @@ proptest! {
         }
     }
 }
+
+// A set inside a map: a remove with the context from a fetch takes out
+// what the fetch saw, and an add made after the fetch survives it.
+#[test]
+fn removes_inside_a_map_follow_the_map_context() {
+    let tags = field("tags", FieldKind::Set);
+    let set_update = |adds: &[&str], removes: &[&str]| {
+        Op::Map(MapOp {
+            removes: vec![],
+            updates: vec![(
+                tags.clone(),
+                EmbeddedOp::Set {
+                    adds: adds.iter().map(|s| s.as_bytes().to_vec()).collect(),
+                    removes: removes.iter().map(|s| s.as_bytes().to_vec()).collect(),
+                },
+            )],
+        })
+    };
+    let mut m = Crdt::new("map", 14).unwrap();
+    m.apply(&set_update(&["a", "b", "c"], &[]), b"x", None, 0)
+        .unwrap();
+    let ctx = m.context().unwrap().clone();
+    m.apply(&set_update(&[], &["c"]), b"x", Some(&ctx), 0)
+        .unwrap();
+    let tags_of = |m: &Crdt| match m.value() {
+        Value::Map(fields) => fields
+            .into_iter()
+            .find(|(f, _)| f.name == b"tags")
+            .map(|(_, v)| v),
+        _ => None,
+    };
+    assert_eq!(
+        tags_of(&m),
+        Some(MapValue::Set(vec![b"a".to_vec(), b"b".to_vec()]))
+    );
+    // Concurrent: one replica re-adds a, another removes a with an older context.
+    let old = m.context().unwrap().clone();
+    let mut r1 = m.clone();
+    let mut r2 = m.clone();
+    r1.apply(&set_update(&["a"], &[]), b"y", None, 0).unwrap();
+    r2.apply(&set_update(&[], &["a"]), b"z", Some(&old), 0)
+        .unwrap();
+    r1.merge(&r2);
+    assert_eq!(
+        tags_of(&r1),
+        Some(MapValue::Set(vec![b"a".to_vec(), b"b".to_vec()])),
+        "add wins"
+    );
+}
+
+#[test]
+fn maps_refuse_nesting_they_could_not_read_back() {
+    let mut op = MapOp::default();
+    for _ in 0..40 {
+        op = MapOp {
+            removes: vec![],
+            updates: vec![(field("m", FieldKind::Map), EmbeddedOp::Map(op))],
+        };
+    }
+    let mut m = Crdt::new("map", 14).unwrap();
+    let e = m.apply(&Op::Map(op), b"x", None, 0).unwrap_err();
+    assert!(matches!(e, CrdtError::TooDeep { .. }), "{e}");
+}

@@ -251,11 +251,16 @@ impl Node {
                 need: q.r,
             });
         }
-        let merged = self.read_replicas(&k, &preflist, q, &props)?;
+        let (merged, settled) = self.read_replicas(&k, &preflist, q, &props)?;
         let Some(obj) = merged else {
             return Ok(GetAnswer::NotFound);
         };
         if obj.is_tombstone() {
+            // Every replica holds the same tombstone: it may go (Riak reaps
+            // on reads too, so tombstones whose timer a restart lost go).
+            if settled && req.n_val.is_none_or(|v| v == n_val(&props)) {
+                self.reap_later(&k, &obj.clock, &preflist);
+            }
             return Ok(if req.deletedvclock {
                 GetAnswer::Deleted(obj.clock)
             } else {
@@ -280,18 +285,38 @@ impl Node {
     ) -> Result<Option<Object>, KvError> {
         let mut props = Props::new();
         props.insert("allow_mult".into(), true.into());
-        self.read_replicas(k, preflist, q, &props)
+        self.read_replicas(k, preflist, q, &props).map(|(o, _)| o)
+    }
+
+    /// Takes a tombstone out of the replicas per `delete_mode`, if it is
+    /// still the same tombstone then.
+    fn reap_later(&self, k: &BKey, clock: &VClock, preflist: &[PreflistEntry]) {
+        let partitions: Vec<u32> = preflist.iter().map(|e| e.partition.0).collect();
+        match self.delete_mode() {
+            DeleteMode::Keep => {}
+            DeleteMode::Immediate => {
+                for p in partitions {
+                    if let Err(e) = self.vnodes[p as usize].reap(k, clock) {
+                        tracing::warn!(partition = p, error = %e, "tombstone not reaped");
+                    }
+                }
+            }
+            DeleteMode::After(d) => self
+                .reaper
+                .schedule(k.clone(), clock.clone(), partitions, d),
+        }
     }
 
     /// Reads every replica, applies the quorum rules, merges what was
-    /// found and repairs replicas that differ from the merge.
+    /// found and repairs replicas that differ from the merge. Also says
+    /// whether every replica answered with exactly the merged object.
     pub(crate) fn read_replicas(
         &self,
         k: &BKey,
         preflist: &[PreflistEntry],
         q: ReadQuorum,
         props: &Props,
-    ) -> Result<Option<Object>, KvError> {
+    ) -> Result<(Option<Object>, bool), KvError> {
         let mut replies = Vec::with_capacity(preflist.len());
         let mut found: Vec<(usize, Option<Object>)> = Vec::with_capacity(preflist.len());
         let mut last_error = None;
@@ -327,7 +352,7 @@ impl Node {
             }
         }
         let Some(mut merged) = merged else {
-            return Ok(None);
+            return Ok((None, false));
         };
         if !put_mode(props).allow_mult {
             merged.keep_newest();
@@ -359,7 +384,9 @@ impl Node {
                 }
             }
         }
-        Ok(Some(merged))
+        let settled =
+            found.len() == preflist.len() && found.iter().all(|(_, o)| o.as_ref() == Some(&merged));
+        Ok((Some(merged), settled))
     }
 
     pub fn put(&self, req: PutRequest) -> Result<PutAnswer, KvError> {
@@ -412,7 +439,7 @@ impl Node {
         content.meta.vtag = Some(ids::vtag());
         content.dot = None;
         let k = Node::bkey(&req.bucket_type, &req.bucket, &key);
-        let object = self.write_replicas(&k, n, wq, &props, |stored, actor| {
+        let (object, _) = self.write_replicas(&k, n, wq, &props, |stored, actor| {
             Ok(Object::coordinate_put(
                 stored,
                 &context,
@@ -437,7 +464,7 @@ impl Node {
         q: WriteQuorum,
         props: &Props,
         coordinate: impl FnOnce(Option<&Object>, &Vec<u8>) -> Result<Object, KvError>,
-    ) -> Result<Object, KvError> {
+    ) -> Result<(Object, bool), KvError> {
         let preflist = self.preflist(&k.bucket_type, &k.bucket, &k.key, n);
         let need = q.w.max(q.dw).max(q.pw).max(1);
         if (preflist.len() as u32) < need {
@@ -450,7 +477,7 @@ impl Node {
         let coordinator = self.vnode(&preflist[0]).clone();
         let object = coordinator
             .update(k, &self.limits, |stored| {
-                coordinate(stored, &coordinator.actor).map(Some)
+                coordinate(stored, &coordinator.actor_for(stored)).map(Some)
             })?
             .expect("the coordinator always writes");
         let mut replies = vec![(preflist[0].primary, true)];
@@ -471,7 +498,8 @@ impl Node {
             replies.push((e.primary, r.is_ok()));
         }
         write_outcome(q, &replies)?;
-        Ok(object)
+        let everywhere = replies.iter().all(|(_, ok)| *ok);
+        Ok((object, everywhere))
     }
 
     pub fn delete(&self, req: &DeleteRequest) -> Result<(), KvError> {
@@ -511,7 +539,7 @@ impl Node {
         let wq = write_quorum(&props, n, req.w.or(req.rw), req.dw, req.pw)?;
         let k = Node::bkey(&req.bucket_type, &req.bucket, &req.key);
         let tombstone = Content::tombstone(ids::now_us(), ids::vtag());
-        let object = self.write_replicas(&k, n, wq, &props, |stored, actor| {
+        let (object, everywhere) = self.write_replicas(&k, n, wq, &props, |stored, actor| {
             Ok(Object::coordinate_put(
                 stored,
                 &context,
@@ -520,22 +548,76 @@ impl Node {
                 put_mode(&props),
             ))
         })?;
-        if object.is_tombstone() {
-            let partitions: Vec<u32> = self
-                .preflist(&k.bucket_type, &k.bucket, &k.key, n)
-                .iter()
-                .map(|e| e.partition.0)
-                .collect();
-            match self.delete_mode() {
-                DeleteMode::Keep => {}
-                DeleteMode::Immediate => {
-                    for p in partitions {
-                        self.vnodes[p as usize].reap(&k, &object.clock)?;
-                    }
-                }
-                DeleteMode::After(d) => self.reaper.schedule(k, object.clock, partitions, d),
-            }
+        // Only a tombstone every replica holds may go; a replica that
+        // missed it would bring the value back. A delete with a smaller
+        // n_val never reaps (as in Riak): the other replicas keep the value.
+        if object.is_tombstone()
+            && everywhere
+            && req.n_val.is_none_or(|v| v == n)
+            && n == n_val(&props)
+        {
+            let preflist = self.preflist(&k.bucket_type, &k.bucket, &k.key, n);
+            self.reap_later(&k, &object.clock, &preflist);
         }
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::config::{BackendKind, NodeConfig};
+    use rill_object::Metadata;
+
+    fn put(n: &Node, v: &str) {
+        n.put(PutRequest {
+            bucket: b"b".to_vec(),
+            key: Some(b"k".to_vec()),
+            content: Content::new(v.as_bytes().to_vec(), Metadata::default()),
+            ..PutRequest::default()
+        })
+        .unwrap();
+    }
+
+    fn values(n: &Node) -> Vec<Vec<u8>> {
+        match n
+            .get(&GetRequest {
+                bucket: b"b".to_vec(),
+                key: b"k".to_vec(),
+                ..GetRequest::default()
+            })
+            .unwrap()
+        {
+            GetAnswer::Found(o) => o.contents.into_iter().map(|c| c.value).collect(),
+            other => panic!("{other:?}"),
+        }
+    }
+
+    // Regression (review): a coordinator that lost a key its replicas kept
+    // wrote the next put with a counter already issued; a replica then
+    // merged the two to nothing, or dropped the new write as old.
+    #[test]
+    fn a_coordinator_that_lost_a_key_writes_as_a_new_actor() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut c = NodeConfig::new(dir.path());
+        c.ring_size = 8;
+        c.backend = BackendKind::Memory;
+        let n = Node::open(c).unwrap();
+        for v in ["v1", "v2", "v3", "v4", "v5"] {
+            put(&n, v);
+        }
+        // The coordinator loses the key (eviction, expiry); the replicas
+        // keep v5 with the coordinator's count at 5.
+        let k = Node::bkey(b"", b"b", b"k");
+        let first = &n.preflist(b"", b"b", b"k", 3)[0];
+        n.vnode(first).backend().delete(&k, &[]).unwrap();
+        put(&n, "v6");
+        assert_eq!(
+            values(&n),
+            vec![b"v6".to_vec()],
+            "the acknowledged write is what reads see"
+        );
+        put(&n, "v7");
+        assert_eq!(values(&n), vec![b"v7".to_vec()]);
     }
 }

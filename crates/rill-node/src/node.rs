@@ -88,6 +88,7 @@ impl Node {
             .map_err(|e| format!("cannot create the meta directory: {e}"))?;
         let node_meta = meta.read("node.json")?;
         let mut actors: Vec<Vec<u8>> = Vec::new();
+        let mut epoch: u32 = 0;
         if let Some(m) = &node_meta {
             let version = m["format"].as_u64().unwrap_or(0);
             if version != NODE_FORMAT_VERSION {
@@ -112,20 +113,25 @@ impl Node {
                         .collect()
                 })
                 .unwrap_or_default();
+            epoch = m["epoch"].as_u64().unwrap_or(0) as u32;
         }
         if actors.len() != config.ring_size as usize {
             actors = (0..config.ring_size)
                 .map(|_| crate::ids::random_u64().to_be_bytes().to_vec())
                 .collect();
-            let v = json!({
-                "format": NODE_FORMAT_VERSION,
-                "ring_size": config.ring_size,
-                "nodename": config.nodename,
-                "actors": actors.iter().map(|a| hex(a)).collect::<Vec<_>>(),
-            });
-            meta.write("node.json", &v)
-                .map_err(|e| format!("cannot write meta/node.json: {e}"))?;
         }
+        // Every run writes under a new epoch, recorded before the first
+        // write (see Vnode::actor_for).
+        epoch = epoch.wrapping_add(1);
+        let v = json!({
+            "format": NODE_FORMAT_VERSION,
+            "ring_size": config.ring_size,
+            "nodename": config.nodename,
+            "epoch": epoch,
+            "actors": actors.iter().map(|a| hex(a)).collect::<Vec<_>>(),
+        });
+        meta.write("node.json", &v)
+            .map_err(|e| format!("cannot write meta/node.json: {e}"))?;
         let registry = match meta.read("buckets.json")? {
             Some(v) => Registry::from_json(&v).map_err(|e| format!("meta/buckets.json: {e}"))?,
             None => Registry::new(),
@@ -175,7 +181,8 @@ impl Node {
             };
             vnodes.push(Arc::new(Vnode::new(
                 p,
-                actors[p.0 as usize].clone(),
+                &actors[p.0 as usize],
+                epoch,
                 backend,
             )));
         }

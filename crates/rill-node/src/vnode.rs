@@ -5,6 +5,7 @@ use crate::error::KvError;
 use rill_backend::{BKey, Backend, IndexEntry, Term};
 use rill_object::{decode_object, encode_object, Object, VClock};
 use rill_ring::Partition;
+use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::{Mutex, MutexGuard};
 
 const STRIPES: usize = 64;
@@ -20,7 +21,11 @@ pub(crate) struct Limits {
 
 pub(crate) struct Vnode {
     pub partition: Partition,
-    pub actor: Vec<u8>,
+    /// The vnode's id (8 bytes) and this run's epoch (4 bytes): the prefix
+    /// of every actor it writes as.
+    actor_base: Vec<u8>,
+    /// Numbers the incarnations of keys this vnode starts in this epoch.
+    incarnations: AtomicU32,
     backend: Box<dyn Backend>,
     stripes: Vec<Mutex<()>>,
 }
@@ -44,18 +49,54 @@ pub(crate) fn index_terms(o: &Object) -> Vec<IndexEntry> {
         .collect()
 }
 
-fn object_bytes(o: &Object) -> usize {
-    o.contents.iter().map(|c| c.value.len() + 64).sum()
-}
-
 impl Vnode {
-    pub fn new(partition: Partition, actor: Vec<u8>, backend: Box<dyn Backend>) -> Vnode {
+    pub fn new(
+        partition: Partition,
+        vnode_id: &[u8],
+        epoch: u32,
+        backend: Box<dyn Backend>,
+    ) -> Vnode {
+        let mut actor_base = vnode_id.to_vec();
+        actor_base.extend_from_slice(&epoch.to_be_bytes());
         Vnode {
             partition,
-            actor,
+            actor_base,
+            incarnations: AtomicU32::new(0),
             backend,
             stripes: (0..STRIPES).map(|_| Mutex::new(())).collect(),
         }
+    }
+
+    /// The actor this vnode coordinates a write of `stored` as.
+    ///
+    /// An actor's counter must never be issued twice, or a replica would
+    /// take a new write for one it has seen (Riak's per-key epochs). So a
+    /// vnode writes a key as `vnode id | run epoch | incarnation`: a new
+    /// incarnation whenever it holds nothing for the key (it may have lost
+    /// or reaped it while other replicas kept it), else the newest of its
+    /// own incarnations in the stored clock, whose count is then complete.
+    /// A restart starts a new epoch, so counters of writes a machine crash
+    /// lost are not reused either.
+    pub fn actor_for(&self, stored: Option<&Object>) -> Vec<u8> {
+        let len = self.actor_base.len() + 4;
+        let own = stored.and_then(|o| {
+            o.clock
+                .entries()
+                .map(|(a, _, _)| a)
+                .filter(|a| a.len() == len && a.starts_with(&self.actor_base))
+                .max()
+                .cloned()
+        });
+        own.unwrap_or_else(|| {
+            let mut a = self.actor_base.clone();
+            a.extend_from_slice(
+                &self
+                    .incarnations
+                    .fetch_add(1, Ordering::Relaxed)
+                    .to_be_bytes(),
+            );
+            a
+        })
     }
 
     pub fn backend(&self) -> &dyn Backend {
@@ -99,7 +140,8 @@ impl Vnode {
         if stored.as_ref() == Some(&new) {
             return Ok(Some(new));
         }
-        let size = object_bytes(&new);
+        let bytes = encode_object(&new);
+        let size = bytes.len();
         if size > limits.size_max_bytes {
             return Err(KvError::TooLarge {
                 size_bytes: size,
@@ -128,7 +170,7 @@ impl Vnode {
             .filter(|e| !new_terms.contains(e))
             .cloned()
             .collect();
-        self.backend.put(k, &encode_object(&new), &add, &remove)?;
+        self.backend.put(k, &bytes, &add, &remove)?;
         Ok(Some(new))
     }
 

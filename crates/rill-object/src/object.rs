@@ -144,6 +144,18 @@ impl Object {
             .cloned()
             .collect();
         contents.extend(other.contents.iter().filter(|c| keep(c, self)).cloned());
+        if contents.is_empty() {
+            // Each side's clock covers the other's dots without holding
+            // them: only possible if an actor's counter was issued twice
+            // (vnodes avoid that, see rill-node's actor_for). Keep both
+            // rather than store nothing.
+            contents = self
+                .contents
+                .iter()
+                .chain(&other.contents)
+                .cloned()
+                .collect();
+        }
         let mut obj = Object {
             clock: self.clock.merge(&other.clock),
             contents,
@@ -294,6 +306,15 @@ mod tests {
         assert_eq!(ab, b.merge(&a));
         assert_eq!(values(&ab), ["a", "b"]);
         assert_eq!(ab.merge(&o1), ab);
+    }
+
+    #[test]
+    fn a_reused_counter_never_merges_to_nothing() {
+        let a = put(None, &VClock::new(), "v1", 1, DVV);
+        let b = put(None, &VClock::new(), "v2", 2, DVV);
+        assert_eq!(a.clock, b.clock, "same actor, same counter");
+        let m = a.merge(&b);
+        assert_eq!(values(&m), ["v1", "v2"]);
     }
 
     #[test]

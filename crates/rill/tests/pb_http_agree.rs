@@ -128,5 +128,72 @@ fn pb_writes_read_through_http_and_back() {
         r.header("content-type"),
         Some("application/json; charset=UTF-8")
     );
+
+    // Conditional writes over HTTP.
+    let path = "/buckets/agree/keys/cond";
+    let ct = ("Content-Type", "text/plain");
+    assert_eq!(n.http("PUT", path, &[ct], b"one").unwrap().status, 204);
+    let cur = n.http("GET", path, &[], b"").unwrap();
+    let etag = cur.header("etag").unwrap().to_string();
+    let vclock = cur.header("x-riak-vclock").unwrap().to_string();
+    assert_eq!(
+        n.http("PUT", path, &[ct, ("If-Match", "\"nope\"")], b"two")
+            .unwrap()
+            .status,
+        412
+    );
+    assert_eq!(
+        n.http("PUT", path, &[ct, ("If-None-Match", &etag)], b"two")
+            .unwrap()
+            .status,
+        412
+    );
+    assert_eq!(
+        n.http("PUT", path, &[ct, ("If-None-Match", "*")], b"two")
+            .unwrap()
+            .status,
+        412
+    );
+    assert_eq!(
+        n.http("PUT", path, &[ct, ("If-Match", &etag)], b"two")
+            .unwrap()
+            .status,
+        204
+    );
+    // The clock moved on: a write conditional on the old one conflicts.
+    assert_eq!(
+        n.http(
+            "PUT",
+            path,
+            &[ct, ("X-Riak-If-Not-Modified", &vclock)],
+            b"three"
+        )
+        .unwrap()
+        .status,
+        409
+    );
+    assert_eq!(n.http("GET", path, &[], b"").unwrap().body, b"two");
+
+    // What an operator watches.
+    let stats = n.http("GET", "/stats", &[], b"").unwrap();
+    let v: serde_json::Value = serde_json::from_slice(&stats.body).unwrap();
+    assert_eq!(v["riak_kv_version"], "3.2.1");
+    assert!(v["node_puts_total"].as_u64().unwrap() >= 2);
+    for k in [
+        "disk_usage",
+        "bitcask_merges_total",
+        "bitcask_files_deleted_unread_total",
+        "bitcask_merge_bytes_read_total",
+        "bitcask_merge_take_threshold",
+        "bitcask_throttle_delay_ms",
+    ] {
+        assert!(v.get(k).is_some(), "/stats lacks {k}");
+    }
+    let metrics = n.http("GET", "/metrics", &[], b"").unwrap();
+    let text = String::from_utf8(metrics.body).unwrap();
+    assert!(
+        text.contains("# TYPE rill_node_puts_total counter"),
+        "{text}"
+    );
     n.stop();
 }

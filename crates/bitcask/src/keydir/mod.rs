@@ -186,6 +186,21 @@ impl Keydir {
         Ok(old)
     }
 
+    /// Some key whose entry points into `file_id` (a full scan; for
+    /// checks in debug builds).
+    pub fn any_in_file(&self, file_id: u32) -> Option<(Vec<u8>, Entry)> {
+        for s in self.shards.iter() {
+            let s = s.read().expect("keydir lock");
+            for &h in s.table.iter() {
+                let e = s.arena.entry(h);
+                if e.file_id == file_id {
+                    return Some((s.arena.key(h).to_vec(), e));
+                }
+            }
+        }
+        None
+    }
+
     /// Number of entries, tombstones included.
     pub fn len(&self) -> usize {
         self.shards

@@ -435,6 +435,73 @@ pub(crate) async fn store(
             Err(e) => return e,
         }
     }
+    // X-Riak-If-Not-Modified: the write goes ahead only if the stored
+    // clock is this one (409 otherwise, as Riak answers).
+    let mut conflict_status = StatusCode::PRECONDITION_FAILED;
+    if let Some(v) = req.headers.get("x-riak-if-not-modified") {
+        match B64.decode(v.as_bytes()) {
+            Ok(clock) => {
+                put.if_not_modified = true;
+                if put.vclock.is_none() {
+                    put.vclock = Some(clock);
+                }
+                conflict_status = StatusCode::CONFLICT;
+            }
+            Err(_) => {
+                return text(
+                    StatusCode::BAD_REQUEST,
+                    "X-Riak-If-Not-Modified is not valid base64\n",
+                )
+            }
+        }
+    }
+    // If-Match / If-None-Match with entity tags: compared with the vtags of
+    // what is stored now.
+    let if_match = req
+        .headers
+        .get("if-match")
+        .and_then(|v| v.to_str().ok())
+        .map(str::to_string);
+    let if_none_match_tag = req
+        .headers
+        .get("if-none-match")
+        .and_then(|v| v.to_str().ok())
+        .filter(|v| *v != "*")
+        .map(str::to_string);
+    if (if_match.is_some() || if_none_match_tag.is_some()) && k.is_some() {
+        let get = GetRequest {
+            bucket_type: t.to_vec(),
+            bucket: b.to_vec(),
+            key: k.unwrap_or_default().to_vec(),
+            ..GetRequest::default()
+        };
+        let node = ctx.node.clone();
+        let current = tokio::task::spawn_blocking(move || node.get(&get))
+            .await
+            .expect("get task");
+        let tags: Vec<Vec<u8>> = match &current {
+            Ok(GetAnswer::Found(o)) => o
+                .contents
+                .iter()
+                .filter_map(|c| c.meta.vtag.clone())
+                .collect(),
+            _ => Vec::new(),
+        };
+        let listed = |header: &str| -> bool {
+            header
+                .split(',')
+                .map(|t| t.trim().trim_start_matches("W/").trim_matches('"'))
+                .any(|t| {
+                    (t == "*" && !tags.is_empty())
+                        || tags.iter().any(|v| v.as_slice() == t.as_bytes())
+                })
+        };
+        if if_match.as_deref().is_some_and(|h| !listed(h))
+            || if_none_match_tag.as_deref().is_some_and(listed)
+        {
+            return text(StatusCode::PRECONDITION_FAILED, "precondition failed\n");
+        }
+    }
     let node = ctx.node.clone();
     match tokio::task::spawn_blocking(move || node.put(put))
         .await
@@ -476,6 +543,11 @@ pub(crate) async fn store(
             StatusCode::NOT_FOUND,
             format!("Unknown bucket type: {}\n", String::from_utf8_lossy(t)),
         ),
+        Err(e @ (KvError::Modified | KvError::NotFound)) => {
+            let mut r = kv_error(e);
+            *r.status_mut() = conflict_status;
+            r
+        }
         Err(e) => kv_error(e),
     }
 }

@@ -42,6 +42,14 @@ pub struct PbStats {
     pub active: AtomicU64,
 }
 
+struct ActiveGuard(Arc<PbStats>);
+
+impl Drop for ActiveGuard {
+    fn drop(&mut self) {
+        self.0.active.fetch_sub(1, Ordering::Relaxed);
+    }
+}
+
 /// Accepts connections until the listener fails.
 pub async fn serve(
     listener: TcpListener,
@@ -56,6 +64,8 @@ pub async fn serve(
         let active = stats.active.fetch_add(1, Ordering::Relaxed) + 1;
         let (node, config, stats) = (node.clone(), config.clone(), stats.clone());
         tokio::spawn(async move {
+            // Counted out however the connection ends, a panic included.
+            let _active = ActiveGuard(stats.clone());
             if active > config.max_connections {
                 let mut socket = socket;
                 let mut out = BytesMut::new();
@@ -68,7 +78,6 @@ pub async fn serve(
             } else if let Err(e) = connection(socket, peer, node, &config).await {
                 tracing::debug!(%peer, error = %e, "PB connection ended");
             }
-            stats.active.fetch_sub(1, Ordering::Relaxed);
         });
     }
 }
