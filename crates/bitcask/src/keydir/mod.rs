@@ -188,6 +188,7 @@ impl Keydir {
 
     /// Some key whose entry points into `file_id` (a full scan; for
     /// checks in debug builds).
+    #[cfg(debug_assertions)]
     pub fn any_in_file(&self, file_id: u32) -> Option<(Vec<u8>, Entry)> {
         for s in self.shards.iter() {
             let s = s.read().expect("keydir lock");
