@@ -9,6 +9,23 @@
 pub mod http;
 pub mod pb;
 
+/// Runs node work (which blocks on disk) off the async threads.
+pub(crate) async fn blocking<T: Send + 'static>(f: impl FnOnce() -> T + Send + 'static) -> T {
+    tokio::task::spawn_blocking(f)
+        .await
+        .expect("request task panicked")
+}
+
+/// A bucket type as the node's property calls name it: `default` for
+/// the empty (default) type.
+pub(crate) fn type_name(t: &[u8]) -> String {
+    if t.is_empty() {
+        "default".into()
+    } else {
+        String::from_utf8_lossy(t).into_owned()
+    }
+}
+
 /// The Riak release whose API Rill speaks, as `RpbGetServerInfoResp`
 /// reports it (clients parse three integers and gate features on them).
 pub const RIAK_COMPAT_VERSION: &str = "3.2.1";

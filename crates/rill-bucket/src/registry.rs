@@ -232,12 +232,7 @@ fn canonical(t: &str) -> String {
 /// update; clients send back what they read).
 fn strip_fixed(p: &Props) -> Props {
     p.iter()
-        .filter(|(k, _)| {
-            !matches!(
-                k.as_str(),
-                "name" | "active" | "claimant" | "search_index_unused"
-            )
-        })
+        .filter(|(k, _)| !matches!(k.as_str(), "name" | "active" | "claimant"))
         .map(|(k, v)| (k.clone(), v.clone()))
         .collect()
 }

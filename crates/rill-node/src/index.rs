@@ -104,7 +104,8 @@ impl Node {
     pub fn index_query(&self, req: &IndexRequest) -> Result<IndexAnswer, KvError> {
         self.counters.index_queries.fetch_add(1, Ordering::Relaxed);
         crate::kv::check_names(&req.bucket_type, &req.bucket, None)?;
-        let props = self.props_for_kv(&req.bucket_type, &req.bucket)?;
+        // The bucket type must exist and be active.
+        self.props_for_kv(&req.bucket_type, &req.bucket)?;
         let field = req.index.to_ascii_lowercase();
         let after = match &req.continuation {
             Some(c) if !c.is_empty() => Some(
@@ -133,8 +134,6 @@ impl Node {
         } else {
             req.bucket_type.clone()
         };
-        let n = crate::kv::n_val(&props);
-        let _ = n;
         // (term, key) pairs, deduplicated across the replicas.
         let mut hits: BTreeSet<(Term, Vec<u8>)> = BTreeSet::new();
         let keep = |term: &Term, key: &[u8]| match &regex {

@@ -5,7 +5,7 @@
 //! everything is the only value left.
 
 use proptest::prelude::*;
-use rill_object::{Content, Metadata, Object, PutMode, VClock};
+use rill_object::{Content, Metadata, Object, PutMode};
 
 #[derive(Clone, Debug)]
 enum Op {
@@ -118,9 +118,4 @@ proptest! {
             }
         }
     }
-}
-
-#[test]
-fn empty_context_is_the_empty_clock() {
-    assert!(VClock::new().is_empty());
 }

@@ -311,7 +311,7 @@ mod tests {
     }
 
     #[test]
-    fn a_get_without_its_required_key_is_malformed() {
+    fn a_get_without_its_required_key_decodes_to_an_empty_key() {
         let m = RpbGetReq {
             bucket: "b".into(),
             ..Default::default()
@@ -326,6 +326,9 @@ mod tests {
         };
         // prost treats missing proto2 required fields as defaults: an
         // empty key, which the node refuses with its own error.
-        assert!(Request::decode(&f).is_ok());
+        match Request::decode(&f).unwrap() {
+            Request::Get(g) => assert!(g.key.is_empty() && &g.bucket[..] == b"b"),
+            other => panic!("expected a get, found {other:?}"),
+        }
     }
 }

@@ -1,8 +1,9 @@
 //! Data types over HTTP (`/types/T/buckets/B/datatypes/K`) and Riak 1.4's
 //! counters (`/buckets/B/counters/K`), in Riak's JSON.
 
-use super::util::{empty, encode_segment, json, kv_error, quorum_param, text};
+use super::util::{empty, encode_segment, json, kv_error, quorum_params, text};
 use super::{Ctx, Req};
+use crate::blocking;
 use axum::http::{HeaderValue, Method, StatusCode};
 use axum::response::Response;
 use base64::Engine;
@@ -19,12 +20,6 @@ fn s(b: &[u8]) -> String {
 
 fn bad(msg: impl Into<String>) -> Response {
     text(StatusCode::BAD_REQUEST, format!("{}\n", msg.into()))
-}
-
-async fn blocking<T: Send + 'static>(f: impl FnOnce() -> T + Send + 'static) -> T {
-    tokio::task::spawn_blocking(f)
-        .await
-        .expect("request task panicked")
 }
 
 fn kind_suffix(k: FieldKind) -> &'static str {
@@ -257,11 +252,8 @@ pub(crate) async fn datatype(
                 key: k.to_vec(),
                 ..Default::default()
             };
-            for (name, slot) in [("r", &mut fr.r), ("pr", &mut fr.pr)] {
-                match quorum_param(&req.query, name) {
-                    Ok(v) => *slot = v,
-                    Err(e) => return e,
-                }
+            if let Err(e) = quorum_params(&req.query, &mut [("r", &mut fr.r), ("pr", &mut fr.pr)]) {
+                return e;
             }
             let node = ctx.node.clone();
             match blocking(move || node.dt_fetch(&fr)).await {
@@ -318,11 +310,11 @@ async fn update(
         pw: None,
         n_val: None,
     };
-    for (name, slot) in [("w", &mut ur.w), ("dw", &mut ur.dw), ("pw", &mut ur.pw)] {
-        match quorum_param(&req.query, name) {
-            Ok(v) => *slot = v,
-            Err(e) => return e,
-        }
+    if let Err(e) = quorum_params(
+        &req.query,
+        &mut [("w", &mut ur.w), ("dw", &mut ur.dw), ("pw", &mut ur.pw)],
+    ) {
+        return e;
     }
     let returnbody = req.query.get("returnbody").map(String::as_str) == Some("true");
     let node = ctx.node.clone();

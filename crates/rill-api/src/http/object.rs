@@ -1,7 +1,9 @@
 //! Objects over HTTP: fetch (with siblings as 300 Multiple Choices),
 //! store (PUT with a key, POST without), delete.
 
-use super::util::{bool_param, empty, encode_segment, http_date, kv_error, quorum_param, text};
+use super::util::{
+    bool_param, empty, encode_segment, http_date, kv_error, quorum_param, quorum_params, text,
+};
 use super::{Ctx, Req};
 use axum::body::Body;
 use axum::http::{HeaderMap, HeaderValue, Method, StatusCode};
@@ -236,10 +238,7 @@ async fn fetch(ctx: &Arc<Ctx>, req: &Req, t: &[u8], b: &[u8], k: &[u8]) -> Respo
         n_val: None,
     };
     let node = ctx.node.clone();
-    match tokio::task::spawn_blocking(move || node.get(&get))
-        .await
-        .expect("get task")
-    {
+    match crate::blocking(move || node.get(&get)).await {
         Ok(GetAnswer::Found(o)) => {
             if let Some(inm) = req
                 .headers
@@ -429,11 +428,11 @@ pub(crate) async fn store(
             .is_some_and(|v| v.as_bytes() == b"*"),
         ..PutRequest::default()
     };
-    for (name, slot) in [("w", &mut put.w), ("dw", &mut put.dw), ("pw", &mut put.pw)] {
-        match quorum_param(q, name) {
-            Ok(v) => *slot = v,
-            Err(e) => return e,
-        }
+    if let Err(e) = quorum_params(
+        q,
+        &mut [("w", &mut put.w), ("dw", &mut put.dw), ("pw", &mut put.pw)],
+    ) {
+        return e;
     }
     // X-Riak-If-Not-Modified: the write goes ahead only if the stored
     // clock is this one (409 otherwise, as Riak answers).
@@ -476,9 +475,7 @@ pub(crate) async fn store(
             ..GetRequest::default()
         };
         let node = ctx.node.clone();
-        let current = tokio::task::spawn_blocking(move || node.get(&get))
-            .await
-            .expect("get task");
+        let current = crate::blocking(move || node.get(&get)).await;
         let tags: Vec<Vec<u8>> = match &current {
             Ok(GetAnswer::Found(o)) => o
                 .contents
@@ -503,10 +500,7 @@ pub(crate) async fn store(
         }
     }
     let node = ctx.node.clone();
-    match tokio::task::spawn_blocking(move || node.put(put))
-        .await
-        .expect("put task")
-    {
+    match crate::blocking(move || node.put(put)).await {
         Ok(a) => {
             let location = format!(
                 "/buckets/{}/keys/{}",
@@ -565,24 +559,21 @@ async fn delete(ctx: &Arc<Ctx>, req: &Req, t: &[u8], b: &[u8], k: &[u8]) -> Resp
         vclock,
         ..DeleteRequest::default()
     };
-    for (name, slot) in [
-        ("rw", &mut d.rw),
-        ("r", &mut d.r),
-        ("w", &mut d.w),
-        ("pr", &mut d.pr),
-        ("pw", &mut d.pw),
-        ("dw", &mut d.dw),
-    ] {
-        match quorum_param(q, name) {
-            Ok(v) => *slot = v,
-            Err(e) => return e,
-        }
+    if let Err(e) = quorum_params(
+        q,
+        &mut [
+            ("rw", &mut d.rw),
+            ("r", &mut d.r),
+            ("w", &mut d.w),
+            ("pr", &mut d.pr),
+            ("pw", &mut d.pw),
+            ("dw", &mut d.dw),
+        ],
+    ) {
+        return e;
     }
     let node = ctx.node.clone();
-    match tokio::task::spawn_blocking(move || node.delete(&d))
-        .await
-        .expect("delete task")
-    {
+    match crate::blocking(move || node.delete(&d)).await {
         Ok(()) => empty(StatusCode::NO_CONTENT),
         Err(KvError::NoType) => text(
             StatusCode::NOT_FOUND,

@@ -3,6 +3,7 @@
 
 use super::util::{empty, json, kv_error, text};
 use super::{Ctx, Req};
+use crate::{blocking, type_name};
 use axum::body::Body;
 use axum::http::{HeaderValue, Method, StatusCode};
 use axum::response::Response;
@@ -14,20 +15,6 @@ use std::time::Duration;
 
 fn s(b: &[u8]) -> String {
     String::from_utf8_lossy(b).into_owned()
-}
-
-fn type_name(t: &[u8]) -> String {
-    if t.is_empty() {
-        "default".into()
-    } else {
-        s(t)
-    }
-}
-
-async fn blocking<T: Send + 'static>(f: impl FnOnce() -> T + Send + 'static) -> T {
-    tokio::task::spawn_blocking(f)
-        .await
-        .expect("request task panicked")
 }
 
 /// The resources this node serves, as Riak's `GET /` lists them (JSON
@@ -228,22 +215,31 @@ fn strings(v: &[Vec<u8>]) -> Vec<Value> {
     v.iter().map(|b| Value::from(s(b))).collect()
 }
 
+/// `?buckets=true|stream` (or `keys`) and `timeout` of a listing: whether
+/// to stream, and the time limit.
+fn listing_params(req: &Req, what: &str) -> Result<(bool, Option<Duration>), Response> {
+    let stream = match req.query.get(what).map(String::as_str) {
+        Some("true") => false,
+        Some("stream") => true,
+        _ => {
+            return Err(text(
+                StatusCode::BAD_REQUEST,
+                format!("list {what} with ?{what}=true or ?{what}=stream\n"),
+            ))
+        }
+    };
+    Ok((stream, timeout(req)?))
+}
+
 pub(crate) async fn list_buckets(ctx: &Arc<Ctx>, req: &Req, t: &[u8]) -> Response {
-    let mode = req.query.get("buckets").cloned().unwrap_or_default();
-    if mode != "true" && mode != "stream" {
-        return text(
-            StatusCode::BAD_REQUEST,
-            "list buckets with ?buckets=true or ?buckets=stream\n",
-        );
-    }
-    let to = match timeout(req) {
-        Ok(t) => t,
+    let (stream, to) = match listing_params(req, "buckets") {
+        Ok(p) => p,
         Err(e) => return e,
     };
     let t = type_name(t).into_bytes();
     let node = ctx.node.clone();
     match blocking(move || node.list_buckets(&t, to)).await {
-        Ok(b) if mode == "stream" => {
+        Ok(b) if stream => {
             let body = format!(
                 "{}{}",
                 json!({"buckets": strings(&b)}),
@@ -260,20 +256,13 @@ pub(crate) async fn list_buckets(ctx: &Arc<Ctx>, req: &Req, t: &[u8]) -> Respons
 }
 
 pub(crate) async fn list_keys(ctx: &Arc<Ctx>, req: &Req, t: &[u8], b: &[u8]) -> Response {
-    let mode = req.query.get("keys").cloned().unwrap_or_default();
-    if mode != "true" && mode != "stream" {
-        return text(
-            StatusCode::BAD_REQUEST,
-            "list keys with ?keys=true or ?keys=stream\n",
-        );
-    }
-    let to = match timeout(req) {
-        Ok(t) => t,
+    let (stream, to) = match listing_params(req, "keys") {
+        Ok(p) => p,
         Err(e) => return e,
     };
     let (t, b) = (type_name(t).into_bytes(), b.to_vec());
     let node = ctx.node.clone();
-    if mode == "true" {
+    if !stream {
         let r = blocking(move || {
             let mut keys = Vec::new();
             node.list_keys(&t, &b, to, &mut |batch| {

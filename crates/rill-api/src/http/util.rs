@@ -119,6 +119,14 @@ pub fn quorum_param(q: &Query, name: &str) -> Result<Option<Quorum>, Response> {
     }
 }
 
+/// Several quorum parameters at once, into their slots.
+pub fn quorum_params(q: &Query, slots: &mut [(&str, &mut Option<Quorum>)]) -> Result<(), Response> {
+    for (name, slot) in slots.iter_mut() {
+        **slot = quorum_param(q, name)?;
+    }
+    Ok(())
+}
+
 pub fn bool_param(q: &Query, name: &str) -> Result<Option<bool>, Response> {
     match q.get(name).map(String::as_str) {
         None => Ok(None),

@@ -1,6 +1,7 @@
 //! Data types over PB: DtFetch, DtUpdate and Riak 1.4's counters.
 
 use super::convert::quorum;
+use crate::blocking;
 use bytes::Bytes;
 use rill_node::crdt::{Crdt, EmbeddedOp, Field, FieldKind, MapOp, MapValue, Op, Value};
 use rill_node::{DtFetchAnswer, DtFetchRequest, DtUpdateRequest, KvError, Node};
@@ -14,12 +15,6 @@ use std::sync::Arc;
 
 fn err(e: KvError) -> Response {
     Response::error(e.to_string())
-}
-
-async fn blocking<T: Send + 'static>(f: impl FnOnce() -> T + Send + 'static) -> T {
-    tokio::task::spawn_blocking(f)
-        .await
-        .expect("request task panicked")
 }
 
 fn data_type(name: &str) -> DataType {

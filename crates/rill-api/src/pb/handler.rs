@@ -4,6 +4,7 @@
 use super::convert::{content_from_pb, contents_to_pb, props_from_pb, props_to_pb, quorum};
 use super::write;
 use crate::RIAK_COMPAT_VERSION;
+use crate::{blocking, type_name};
 use bytes::Bytes;
 use rill_node::{
     DeleteRequest, GetAnswer, GetRequest, IndexRequest, IndexSpec, KvError, Node, PutRequest,
@@ -34,23 +35,9 @@ fn bucket_type(t: &Option<Bytes>) -> Result<Vec<u8>, Response> {
     }
 }
 
-fn type_name(t: &[u8]) -> String {
-    if t.is_empty() {
-        "default".into()
-    } else {
-        String::from_utf8_lossy(t).into_owned()
-    }
-}
-
 fn timeout(ms: Option<u32>) -> Option<Duration> {
     ms.filter(|m| *m > 0)
         .map(|m| Duration::from_millis(m.into()))
-}
-
-async fn blocking<T: Send + 'static>(f: impl FnOnce() -> T + Send + 'static) -> T {
-    tokio::task::spawn_blocking(f)
-        .await
-        .expect("request task panicked")
 }
 
 fn unsupported(code: u8) -> Response {
@@ -114,7 +101,6 @@ impl Session {
                     Ok(t) => t,
                     Err(e) => return e,
                 };
-                let t = if t.is_empty() { b"default".to_vec() } else { t };
                 match blocking(move || node.list_buckets(&t, timeout(r.timeout))).await {
                     Ok(b) => Response::ListBuckets(RpbListBucketsResp {
                         buckets: b.into_iter().map(Bytes::from).collect(),
@@ -229,13 +215,7 @@ impl Session {
         socket: &mut TcpStream,
     ) -> std::io::Result<()> {
         let t = match bucket_type(&r.r#type) {
-            Ok(t) => {
-                if t.is_empty() {
-                    b"default".to_vec()
-                } else {
-                    t
-                }
-            }
+            Ok(t) => t,
             Err(e) => return write(socket, &[e]).await,
         };
         let node = self.node.clone();
@@ -269,13 +249,7 @@ impl Session {
         socket: &mut TcpStream,
     ) -> std::io::Result<()> {
         let t = match bucket_type(&r.r#type) {
-            Ok(t) => {
-                if t.is_empty() {
-                    b"default".to_vec()
-                } else {
-                    t
-                }
-            }
+            Ok(t) => t,
             Err(e) => return write(socket, &[e]).await,
         };
         let node = self.node.clone();

@@ -15,23 +15,44 @@ pub struct Node {
     child: Option<Child>,
 }
 
-fn free_port() -> u16 {
-    TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
+/// Two distinct free loopback ports (both held while the second is
+/// chosen, so they differ).
+fn free_ports() -> (u16, u16) {
+    let a = TcpListener::bind("127.0.0.1:0").unwrap();
+    let b = TcpListener::bind("127.0.0.1:0").unwrap();
+    (
+        a.local_addr().unwrap().port(),
+        b.local_addr().unwrap().port(),
+    )
 }
 
 impl Node {
     /// Starts a node with its data in `dir`, on fresh loopback ports,
-    /// with `extra` config lines.
+    /// with `extra` config lines. A port chosen free can be taken by
+    /// another process before the node binds it; then the node is started
+    /// again on other ports.
     pub fn start(dir: &Path, extra: &str) -> Node {
-        let (pb, http) = (free_port(), free_port());
+        for _ in 0..4 {
+            let (pb, http) = free_ports();
+            if let Some(n) = Node::try_start_on(dir, extra, pb, http) {
+                return n;
+            }
+        }
+        let (pb, http) = free_ports();
         Node::start_on(dir, extra, pb, http)
     }
 
     pub fn start_on(dir: &Path, extra: &str, pb: u16, http: u16) -> Node {
+        Node::try_start_on(dir, extra, pb, http).unwrap_or_else(|| {
+            panic!(
+                "rill could not listen on 127.0.0.1:{pb}/{http}: {}",
+                std::fs::read_to_string(dir.join("console.log")).unwrap_or_default()
+            )
+        })
+    }
+
+    /// `None` when the node exited because one of its ports was taken.
+    fn try_start_on(dir: &Path, extra: &str, pb: u16, http: u16) -> Option<Node> {
         let conf = dir.join("rill.conf");
         std::fs::write(
             &conf,
@@ -62,9 +83,13 @@ impl Node {
                 .http("GET", "/ping", &[], b"")
                 .is_some_and(|r| r.status == 200)
             {
-                return node;
+                return Some(node);
             }
             if let Some(st) = node.child.as_mut().unwrap().try_wait().unwrap() {
+                node.child = None;
+                if node.log().contains("cannot listen") {
+                    return None;
+                }
                 panic!("rill exited ({st}): {}", node.log());
             }
             assert!(
