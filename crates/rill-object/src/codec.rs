@@ -53,6 +53,8 @@ pub enum DecodeError {
     UnknownFlags { what: &'static str, flags: u8 },
     #[error("{what}: {left} bytes left over after the end")]
     TrailingBytes { what: &'static str, left: usize },
+    #[error("{what}: clock actors out of order or repeated")]
+    UnsortedClock { what: &'static str },
     #[error("object: a stored object has no siblings")]
     NoContents,
 }
@@ -149,10 +151,16 @@ impl<'a> Reader<'a> {
     fn clock(&mut self) -> Result<VClock, DecodeError> {
         let n = self.count("clock entries", 17)?;
         let mut c = VClock::new();
+        let mut last: Option<Vec<u8>> = None;
         for _ in 0..n {
             let a = self.actor()?;
             let counter = self.u64("clock counter")?;
             let ts = self.u64("clock timestamp")?;
+            // Written in actor order, each once: anything else is damage.
+            if last.as_ref().is_some_and(|l| *l >= a) {
+                return Err(DecodeError::UnsortedClock { what: self.what });
+            }
+            last = Some(a.clone());
             c.set(a, counter, ts);
         }
         Ok(c)
@@ -411,6 +419,20 @@ mod tests {
             decode_object(&longer),
             Err(DecodeError::TrailingBytes { .. })
         ));
+    }
+
+    // Found by fuzz/object_decoders: a clock naming one actor twice.
+    #[test]
+    fn repeated_clock_actors_are_refused() {
+        let mut b = vec![0xC1, 1, 0, 0, 0, 2];
+        for _ in 0..2 {
+            b.push(0);
+            b.extend_from_slice(&[0; 16]);
+        }
+        assert_eq!(
+            decode_vclock(&b),
+            Err(DecodeError::UnsortedClock { what: "vclock" })
+        );
     }
 
     #[test]
