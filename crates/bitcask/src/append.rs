@@ -19,6 +19,8 @@ use std::sync::Arc;
 
 const ALIGN: usize = 4096;
 const HINT_SPILL_BYTES: usize = 1 << 20;
+/// Records at least this large skip the write buffer (buffered mode).
+const WRITE_AROUND_BYTES: u64 = 32 << 10;
 
 /// A byte buffer whose start is 4096-aligned in memory, as O_DIRECT needs.
 struct AlignedBuf {
@@ -236,19 +238,23 @@ impl AppendFile {
         flush_now: bool,
     ) -> Result<u32> {
         let offset = self.len;
-        let buf_len_before = self.buf.len;
         let mut header = [0u8; RECORD_HEADER_LEN];
         encode_header(&mut header, meta, key, value);
-        self.buf.push(&header);
-        self.buf.push(key);
-        self.buf.push(value);
         let size = (RECORD_HEADER_LEN + key.len() + value.len()) as u64;
-        self.len += size;
-        if flush_now || self.buf.len >= self.buffer_bytes {
-            if let Err(e) = self.flush(flush_now || self.buffer_bytes == 0) {
-                self.buf.truncate(buf_len_before);
-                self.len -= size;
-                return Err(e);
+        if !self.direct && (self.buffer_bytes == 0 || size >= WRITE_AROUND_BYTES) {
+            self.write_around(&header, key, value)?;
+        } else {
+            let buf_len_before = self.buf.len;
+            self.buf.push(&header);
+            self.buf.push(key);
+            self.buf.push(value);
+            self.len += size;
+            if flush_now || self.buf.len >= self.buffer_bytes {
+                if let Err(e) = self.flush(flush_now || self.buffer_bytes == 0) {
+                    self.buf.truncate(buf_len_before);
+                    self.len -= size;
+                    return Err(e);
+                }
             }
         }
         let hint = self.hint.as_mut().expect("append to a finished file");
@@ -264,6 +270,34 @@ impl AppendFile {
             },
         );
         Ok(offset as u32)
+    }
+
+    /// Writes the bytes still only in the buffer and then the record, from
+    /// the caller's memory, in one vectored write: a large value is not
+    /// copied into the buffer first (that copy, and reading the cold buffer
+    /// again to write it, cost as much as the kernel's own copy), and a
+    /// write-through store rewrites nothing. Buffered mode only: O_DIRECT
+    /// needs aligned memory. On failure the file is cut back and nothing
+    /// changes.
+    fn write_around(&mut self, header: &[u8], key: &[u8], value: &[u8]) -> Result<()> {
+        let pending = &self.buf.as_slice()[(self.readable - self.buf_start) as usize..];
+        let at = self.readable;
+        if let Err(e) = self
+            .file
+            .write_all_vectored_at(&[pending, header, key, value], at)
+        {
+            if let Err(cut) = self.file.set_len(self.readable) {
+                tracing::error!(path = %self.path.display(), error = %cut,
+                    "could not cut back a failed write");
+            }
+            return Err(Error::io(&self.path, e));
+        }
+        self.dirty = true;
+        self.len += (header.len() + key.len() + value.len()) as u64;
+        self.readable = self.len;
+        self.buf.truncate(0);
+        self.buf_start = self.len;
+        Ok(())
     }
 
     /// Hands buffered bytes to the kernel. With `pad_tail`, an O_DIRECT file

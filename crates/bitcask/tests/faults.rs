@@ -39,7 +39,19 @@ fn check_reopened(dir: &Path, acked: &BTreeMap<Vec<u8>, Vec<u8>>) {
     }
 }
 
-fn disk_full_then_space_returns(sync: SyncStrategy) {
+/// Every `large_every`-th value (none when 0) is 40 KiB: large records
+/// skip the write buffer and go out in one vectored write with whatever the
+/// buffer held, so a failure can tear both.
+fn disk_full_then_space_returns(sync: SyncStrategy, large_every: u32) {
+    let value = |i: u32| {
+        if large_every > 0 && i % large_every == 0 {
+            let mut v = value(i);
+            v.resize(40 << 10, (i % 251) as u8);
+            v
+        } else {
+            value(i)
+        }
+    };
     let dir = tempfile::tempdir().unwrap();
     let (opts, vfs) = faulty_options(sync);
     let s = Store::open(dir.path(), opts).unwrap();
@@ -63,6 +75,7 @@ fn disk_full_then_space_returns(sync: SyncStrategy) {
         }
     }
     assert!(full_errors > 100, "the disk never filled");
+
     // Reads go on while the disk is full.
     for (k, v) in &acked {
         assert_eq!(s.get(k).unwrap().as_ref(), Some(v));
@@ -79,17 +92,31 @@ fn disk_full_then_space_returns(sync: SyncStrategy) {
 
 #[test]
 fn disk_full_under_o_sync() {
-    disk_full_then_space_returns(SyncStrategy::OSync);
+    disk_full_then_space_returns(SyncStrategy::OSync, 0);
 }
 
 #[test]
 fn disk_full_with_buffered_appends() {
-    disk_full_then_space_returns(SyncStrategy::None);
+    disk_full_then_space_returns(SyncStrategy::None, 0);
+}
+
+#[test]
+fn disk_full_with_large_values_under_o_sync() {
+    disk_full_then_space_returns(SyncStrategy::OSync, 3);
+}
+
+#[test]
+fn disk_full_with_large_values_buffered() {
+    disk_full_then_space_returns(SyncStrategy::None, 3);
 }
 
 /// An I/O error other than a full disk: writes are refused until reopen,
 /// reads go on, and reopening recovers everything acknowledged.
 fn refuses_writes_until_reopen(fault: Fault) {
+    refuses_writes_until_reopen_after(fault, b"x");
+}
+
+fn refuses_writes_until_reopen_after(fault: Fault, doomed: &[u8]) {
     let dir = tempfile::tempdir().unwrap();
     let (opts, vfs) = faulty_options(SyncStrategy::OSync);
     let s = Store::open(dir.path(), opts).unwrap();
@@ -100,7 +127,7 @@ fn refuses_writes_until_reopen(fault: Fault) {
         acked.insert(k, value(i));
     }
     vfs.inject(fault);
-    let err = s.put(b"doomed", b"x").unwrap_err();
+    let err = s.put(b"doomed", doomed).unwrap_err();
     assert!(!matches!(err, Error::DiskFull { .. }), "{err}");
     vfs.heal();
     match s.put(b"after", b"y") {
@@ -133,6 +160,19 @@ fn torn_write_then_eio() {
         budget_bytes: 20,
         errno: libc::EIO,
     });
+}
+
+/// A large record goes out with the buffered bytes in one vectored write;
+/// tearing it loses neither the records before it nor the store.
+#[test]
+fn torn_large_write_then_eio() {
+    refuses_writes_until_reopen_after(
+        Fault::WritesFailAfter {
+            budget_bytes: 20,
+            errno: libc::EIO,
+        },
+        &[7u8; 40 << 10],
+    );
 }
 
 #[test]

@@ -101,6 +101,8 @@ fn run_seed(seed: u64, ops: usize) {
                 let len = match rng.below(10) {
                     0 => 0,
                     1 => 3000 + rng.below(6000) as usize,
+                    // Large enough to skip the write buffer.
+                    2 if rng.chance(30) => (32 << 10) + rng.below(8 << 10) as usize,
                     _ => rng.below(200) as usize,
                 };
                 let value = rng.bytes(len);

@@ -28,6 +28,9 @@ pub enum OpenMode {
     ReadWrite,
 }
 
+/// The most slices [`VFile::write_all_vectored_at`] takes.
+pub const MAX_WRITE_PARTS: usize = 4;
+
 /// An open file. Positional I/O only, so one handle serves many threads.
 pub trait VFile: Send + Sync {
     fn read_at(&self, buf: &mut [u8], offset: u64) -> io::Result<usize>;
@@ -66,6 +69,53 @@ pub trait VFile: Send + Sync {
             }
         }
         Ok(())
+    }
+
+    /// Writes the slices back to back from `offset` in one call where the
+    /// platform can (`pwritev`); returns how many bytes were written. The
+    /// default writes from the first non-empty slice only.
+    fn write_vectored_at(&self, bufs: &[&[u8]], offset: u64) -> io::Result<usize> {
+        match bufs.iter().find(|b| !b.is_empty()) {
+            Some(b) => self.write_at(b, offset),
+            None => Ok(0),
+        }
+    }
+
+    /// Writes every byte of the slices, back to back from `offset`, or
+    /// fails; on failure some prefix may be written. At most
+    /// [`MAX_WRITE_PARTS`] slices.
+    fn write_all_vectored_at(&self, bufs: &[&[u8]], mut offset: u64) -> io::Result<()> {
+        assert!(
+            bufs.len() <= MAX_WRITE_PARTS,
+            "too many slices for one write"
+        );
+        let mut parts: [&[u8]; MAX_WRITE_PARTS] = [&[]; MAX_WRITE_PARTS];
+        parts[..bufs.len()].copy_from_slice(bufs);
+        let mut first = 0;
+        loop {
+            while first < parts.len() && parts[first].is_empty() {
+                first += 1;
+            }
+            if first == parts.len() {
+                return Ok(());
+            }
+            match self.write_vectored_at(&parts[first..], offset) {
+                Ok(0) => return Err(io::ErrorKind::WriteZero.into()),
+                Ok(mut n) => {
+                    offset += n as u64;
+                    while n > 0 {
+                        let take = n.min(parts[first].len());
+                        parts[first] = &parts[first][take..];
+                        n -= take;
+                        if parts[first].is_empty() {
+                            first += 1;
+                        }
+                    }
+                }
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                Err(e) => return Err(e),
+            }
+        }
     }
 
     /// Reads the whole file into memory.

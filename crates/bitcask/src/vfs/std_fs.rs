@@ -19,6 +19,29 @@ impl VFile for StdFile {
     fn write_at(&self, buf: &[u8], offset: u64) -> io::Result<usize> {
         self.0.write_at(buf, offset)
     }
+    fn write_vectored_at(&self, bufs: &[&[u8]], offset: u64) -> io::Result<usize> {
+        use std::os::fd::AsRawFd;
+        let mut iov = [libc::iovec {
+            iov_base: std::ptr::null_mut(),
+            iov_len: 0,
+        }; super::MAX_WRITE_PARTS];
+        let n = bufs.len().min(iov.len());
+        for (v, b) in iov.iter_mut().zip(&bufs[..n]) {
+            v.iov_base = b.as_ptr() as *mut libc::c_void;
+            v.iov_len = b.len();
+        }
+        let offset = libc::off_t::try_from(offset)
+            .map_err(|_| io::Error::from(io::ErrorKind::InvalidInput))?;
+        // SAFETY: the iovecs point into `bufs`, which outlive the call, and
+        // pwritev only reads through them.
+        let r =
+            unsafe { libc::pwritev(self.0.as_raw_fd(), iov.as_ptr(), n as libc::c_int, offset) };
+        if r < 0 {
+            Err(io::Error::last_os_error())
+        } else {
+            Ok(r as usize)
+        }
+    }
     fn sync_data(&self) -> io::Result<()> {
         self.0.sync_data()
     }
