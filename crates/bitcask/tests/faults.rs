@@ -44,7 +44,7 @@ fn check_reopened(dir: &Path, acked: &BTreeMap<Vec<u8>, Vec<u8>>) {
 /// buffer held, so a failure can tear both.
 fn disk_full_then_space_returns(sync: SyncStrategy, large_every: u32) {
     let value = |i: u32| {
-        if large_every > 0 && i % large_every == 0 {
+        if large_every > 0 && i.is_multiple_of(large_every) {
             let mut v = value(i);
             v.resize(40 << 10, (i % 251) as u8);
             v
