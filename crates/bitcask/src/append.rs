@@ -355,6 +355,11 @@ impl AppendFile {
         Ok(())
     }
 
+    /// True when appended bytes are still only in the write buffer.
+    pub fn has_unflushed(&self) -> bool {
+        self.readable < self.len
+    }
+
     /// True when no record was appended.
     pub fn is_empty(&self) -> bool {
         self.len == crate::format::FILE_HEADER_LEN as u64

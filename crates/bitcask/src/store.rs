@@ -17,8 +17,7 @@ use crate::recovery::{Loader, RecoveryReport};
 use crate::stats::{FileStats, StatsTable};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
-use std::sync::mpsc::{self, RecvTimeoutError};
-use std::sync::{Arc, Mutex, MutexGuard};
+use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
@@ -34,7 +33,9 @@ pub(crate) struct WriterState {
     pub next_file_id: u32,
     pub seq: u64,
     pub poisoned: Option<String>,
-    pub last_append: Instant,
+    /// When the oldest byte still only in the write buffer was appended
+    /// (`None`: every appended byte is on the descriptor).
+    pub unflushed_since: Option<Instant>,
 }
 
 /// A closed data file not yet sealed (sync = none): its records are in the
@@ -73,6 +74,8 @@ pub(crate) struct Inner {
     pub folds: Mutex<FoldState>,
     pub counters: Counters,
     closed: AtomicBool,
+    /// Wakes the background thread when it has new work.
+    wake: Arc<Wake>,
     _lock: LockFile,
 }
 
@@ -113,7 +116,6 @@ impl StoreStats {
 /// A Bitcask store over one directory.
 pub struct Store {
     pub(crate) inner: Arc<Inner>,
-    stop: Option<mpsc::Sender<()>>,
     background: Option<JoinHandle<()>>,
     recovery: RecoveryReport,
 }
@@ -163,7 +165,7 @@ impl Store {
                 next_file_id: active_id + 1,
                 seq: report.max_seq,
                 poisoned: None,
-                last_append: Instant::now(),
+                unflushed_since: None,
             }),
             active_id: AtomicU32::new(active_id),
             synced_seq: AtomicU64::new(report.max_seq),
@@ -175,13 +177,13 @@ impl Store {
             folds: Mutex::default(),
             counters: Counters::default(),
             closed: AtomicBool::new(false),
+            wake: Arc::new(Wake::default()),
             opts,
             _lock: lock,
         });
-        let (stop, background) = spawn_background(&inner);
+        let background = spawn_background(&inner);
         Ok(Store {
             inner,
-            stop: Some(stop),
             background: Some(background),
             recovery: report,
         })
@@ -321,7 +323,7 @@ impl Store {
         if self.inner.closed.swap(true, Ordering::AcqRel) {
             return Ok(());
         }
-        drop(self.stop.take());
+        self.inner.wake.stop();
         if let Some(bg) = self.background.take() {
             let _ = bg.join();
         }
@@ -401,7 +403,14 @@ impl Inner {
             Err(e) => return Err(self.write_failed(&mut w, e)),
         };
         w.seq = seq;
-        w.last_append = Instant::now();
+        if !w.active.has_unflushed() {
+            w.unflushed_since = None;
+        } else if w.unflushed_since.is_none() {
+            // The buffer was clean: the background thread flushes it
+            // within flush_interval_ms from now.
+            w.unflushed_since = Some(Instant::now());
+            self.wake.kick();
+        }
         let entry = Entry {
             seq,
             file_id: w.active.id,
@@ -516,6 +525,7 @@ impl Inner {
             closed_at: Instant::now(),
             data_synced: false,
         });
+        self.wake.kick();
         Ok(())
     }
 
@@ -593,6 +603,27 @@ impl Inner {
         tracing::error!(error = %cause, "the store refuses writes until reopened");
         w.poisoned.get_or_insert(cause);
         e
+    }
+
+    /// How long until the background thread has a flush or a seal to do
+    /// (`Duration::MAX` when nothing is scheduled).
+    fn background_due(&self, now: Instant, flush_every: Duration) -> Duration {
+        let mut due = Duration::MAX;
+        {
+            let w = self.writer();
+            if w.poisoned.is_none() {
+                if let Some(since) = w.unflushed_since {
+                    due = (since + flush_every).saturating_duration_since(now);
+                }
+            }
+        }
+        if self.opts.defers_sealing() {
+            let delay = Duration::from_millis(self.opts.seal_delay_ms);
+            if let Some(u) = self.unsealed.lock().expect("unsealed").first() {
+                due = due.min((u.closed_at + delay).saturating_duration_since(now));
+            }
+        }
+        due
     }
 
     /// Makes every record up to `seq` durable; concurrent callers share one
@@ -763,39 +794,100 @@ impl Inner {
     }
 }
 
-/// Background work of one store: hand buffered appends to the kernel every
-/// `flush_interval_ms`, seal closed files once `seal_delay_ms` has passed,
-/// and fsync every `interval_ms` under that strategy.
-fn spawn_background(inner: &Arc<Inner>) -> (mpsc::Sender<()>, JoinHandle<()>) {
-    let (stop, stopped) = mpsc::channel::<()>();
+/// How the background thread is told there is work, or that it must stop.
+#[derive(Default)]
+struct Wake {
+    /// (kicked, stop)
+    state: Mutex<(bool, bool)>,
+    cv: Condvar,
+}
+
+impl Wake {
+    fn kick(&self) {
+        let mut s = self.state.lock().expect("wake");
+        if !s.0 {
+            s.0 = true;
+            self.cv.notify_one();
+        }
+    }
+
+    fn stop(&self) {
+        self.state.lock().expect("wake").1 = true;
+        self.cv.notify_one();
+    }
+
+    /// Waits until kicked, stopped or `timeout`; true when stopped.
+    fn wait(&self, timeout: Duration) -> bool {
+        let mut s = self.state.lock().expect("wake");
+        if !s.0 && !s.1 {
+            s = self.cv.wait_timeout(s, timeout).expect("wake").0;
+        }
+        s.0 = false;
+        s.1
+    }
+}
+
+/// Longest the background thread sleeps with nothing scheduled (a safety
+/// net: every new piece of work kicks it).
+const BACKGROUND_IDLE: Duration = Duration::from_secs(1);
+
+/// Background work of one store: hand buffered appends to the kernel at
+/// most `flush_interval_ms` after they were made, seal closed files once
+/// `seal_delay_ms` has passed, and fsync every `interval_ms` under that
+/// strategy. It sleeps until the earliest of these is due or a put gives
+/// it new work, so an idle store, or one whose records skip the buffer,
+/// costs no wake-ups.
+fn spawn_background(inner: &Arc<Inner>) -> JoinHandle<()> {
     let weak = Arc::downgrade(inner);
+    let wake = inner.wake.clone();
     let flush_every = Duration::from_millis(inner.opts.flush_interval_ms.max(1));
     let sync_every = match inner.opts.sync {
         SyncStrategy::Interval { interval_ms } => Some(Duration::from_millis(interval_ms)),
         _ => None,
     };
-    let tick = sync_every.map_or(flush_every, |s| s.min(flush_every));
-    let handle = std::thread::Builder::new()
+    std::thread::Builder::new()
         .name("bitcask-bg".into())
         .spawn(move || {
             let mut last_sync = Instant::now();
+            // After a failure, the earliest time to try again.
+            let mut retry_at: Option<Instant> = None;
             loop {
-                match stopped.recv_timeout(tick) {
-                    Err(RecvTimeoutError::Timeout) => {}
-                    _ => return,
+                let wait = {
+                    let Some(inner) = weak.upgrade() else { return };
+                    let now = Instant::now();
+                    let mut due = inner.background_due(now, flush_every);
+                    if let Some(every) = sync_every {
+                        due = due.min((last_sync + every).saturating_duration_since(now));
+                    }
+                    if let Some(at) = retry_at {
+                        due = due.max(at.saturating_duration_since(now));
+                    }
+                    due.min(BACKGROUND_IDLE)
+                };
+                if wake.wait(wait) {
+                    return;
                 }
                 let Some(inner) = weak.upgrade() else { return };
+                let mut failed = false;
                 {
                     let mut w = inner.writer();
-                    if w.poisoned.is_none() && w.last_append.elapsed() >= flush_every {
-                        if let Err(e) = w.active.flush(true) {
-                            tracing::warn!(error = %e, "background flush failed; will retry");
+                    let due = w
+                        .unflushed_since
+                        .is_some_and(|t| t.elapsed() >= flush_every);
+                    if w.poisoned.is_none() && due {
+                        match w.active.flush(true) {
+                            Ok(()) => w.unflushed_since = None,
+                            Err(e) => {
+                                tracing::warn!(error = %e, "background flush failed; will retry");
+                                failed = true;
+                            }
                         }
                     }
                 }
                 if inner.opts.defers_sealing() {
                     if let Err(e) = inner.seal_unsealed(false) {
                         tracing::warn!(error = %e, "sealing closed data files failed");
+                        failed = true;
                     }
                 }
                 if let Some(every) = sync_every {
@@ -804,13 +896,14 @@ fn spawn_background(inner: &Arc<Inner>) -> (mpsc::Sender<()>, JoinHandle<()>) {
                         let seq = inner.writer().seq;
                         if let Err(e) = inner.sync_through(seq) {
                             tracing::warn!(error = %e, "interval sync failed");
+                            failed = true;
                         }
                     }
                 }
+                retry_at = failed.then(|| Instant::now() + flush_every);
             }
         })
-        .expect("spawn bitcask background thread");
-    (stop, handle)
+        .expect("spawn bitcask background thread")
 }
 
 /// An exclusive advisory lock on the store directory, so two processes
