@@ -75,7 +75,8 @@ pub struct Options {
     pub sync: SyncStrategy,
     pub write_mode: WriteMode,
     /// Appends are gathered into writes of this size; 0 writes each put
-    /// as it comes.
+    /// as it comes. Under buffered writes, records of 32 KiB and more skip
+    /// the buffer (written from the caller's memory with what it held).
     pub write_buffer_bytes: usize,
     /// Longest time a buffered append waits before it is handed to the
     /// kernel, under every sync strategy.
