@@ -3,8 +3,8 @@
 //! Appends are gathered in a buffer and written in large 4096-aligned chunks
 //! (seed 000 §5.2); large records, and every record of a write-through
 //! store, skip the buffer (one `pwritev` of the buffered bytes and the
-//! record, from the caller's memory). A flush that must put every byte on the descriptor
-//! (sync, idle timer) also writes the partial last block, zero-padded under
+//! record, from the caller's memory). A flush that must put every byte on
+//! the descriptor (sync, flush timer) also writes the partial last block, zero-padded under
 //! O_DIRECT, and that block is written again when more data arrives. Reads
 //! of bytes still in the buffer are served from it. The file's hint is built
 //! alongside and written when the file is finished.
@@ -288,11 +288,7 @@ impl AppendFile {
             .file
             .write_all_vectored_at(&[pending, header, key, value], at)
         {
-            if let Err(cut) = self.file.set_len(self.readable) {
-                tracing::error!(path = %self.path.display(), error = %cut,
-                    "could not cut back a failed write");
-            }
-            return Err(Error::io(&self.path, e));
+            return Err(self.cut_back(e));
         }
         self.dirty = true;
         self.len += (header.len() + key.len() + value.len()) as u64;
@@ -300,6 +296,16 @@ impl AppendFile {
         self.buf.truncate(0);
         self.buf_start = self.len;
         Ok(())
+    }
+
+    /// Cuts a failed, perhaps torn, write back to the last byte known good;
+    /// returns the write's error.
+    fn cut_back(&self, e: io::Error) -> Error {
+        if let Err(cut) = self.file.set_len(self.readable) {
+            tracing::error!(path = %self.path.display(), error = %cut,
+                "could not cut back a failed write");
+        }
+        Error::io(&self.path, e)
     }
 
     /// Hands buffered bytes to the kernel. With `pad_tail`, an O_DIRECT file
@@ -328,12 +334,7 @@ impl AppendFile {
                 &self.buf.as_slice()[..write_len]
             };
             if let Err(e) = self.file.write_all_at(bytes, self.buf_start) {
-                // Cut a torn write back to the last byte known good.
-                if let Err(cut) = self.file.set_len(self.readable) {
-                    tracing::error!(path = %self.path.display(), error = %cut,
-                        "could not cut back a failed write");
-                }
-                return Err(Error::io(&self.path, e));
+                return Err(self.cut_back(e));
             }
             self.dirty = true;
             self.readable = self.buf_start + write_len.min(data) as u64;

@@ -1,5 +1,7 @@
 //! The three sync strategies, observed through the number of fsyncs.
 
+mod common;
+
 use bitcask::vfs::{FaultyVfs, StdVfs};
 use bitcask::{Options, Store, SyncStrategy};
 use std::sync::Arc;
@@ -107,10 +109,8 @@ fn buffered_puts_reach_the_kernel_under_steady_load() {
         put += (7 + value.len()) as u64;
         std::thread::sleep(Duration::from_millis(2));
     }
-    let on_disk: u64 = std::fs::read_dir(dir.path())
-        .unwrap()
-        .map(|e| e.unwrap().path())
-        .filter(|p| p.extension().is_some_and(|e| e == "data"))
+    let on_disk: u64 = common::data_files(dir.path())
+        .iter()
         .map(|p| std::fs::metadata(p).unwrap().len())
         .sum();
     // At most the last flush interval's puts (about a tenth here) may be
