@@ -23,6 +23,7 @@ mod keydir;
 mod merge;
 mod options;
 pub mod recovery;
+mod retire;
 mod stats;
 mod store;
 pub mod vfs;

@@ -10,11 +10,16 @@
 //!
 //! Tombstones and expired records are dropped when no file outside the merge
 //! could hold an older record of their key (every such file's smallest
-//! sequence number is higher); otherwise a tombstone is written, so nothing
-//! deleted or expired can come back after a restart.
+//! sequence number is higher) and every input goes; otherwise a tombstone is
+//! written, so nothing deleted or expired can come back after a restart. A
+//! merge that drops records deletes its inputs all or nothing across a
+//! crash (`retire.rs`).
 //!
 //! Merge runs beside puts and gets: a copied record only takes over if the
-//! keydir still points at the original (compare and swap).
+//! keydir still points at the original (compare and swap), and only once
+//! the copy is durable (its file fsynced, its name in the directory too),
+//! so a merge that fails half way leaves every key readable from a durable
+//! record, whichever of the two the keydir names.
 
 use crate::append::AppendFile;
 use crate::error::{Error, Result};
@@ -65,6 +70,11 @@ struct Output<'a> {
     now_s: u32,
     /// Smallest sequence number in any file outside the merge.
     min_seq_outside: u64,
+    /// Tombstones and expired records that may be dropped, applied only
+    /// once the deletion of every input is committed.
+    drops: Vec<(Box<[u8]>, Entry)>,
+    /// The output file's name is not durable yet.
+    name_unsynced: bool,
 }
 
 impl Output<'_> {
@@ -102,6 +112,7 @@ impl Output<'_> {
             inner.files.insert(id, f.path.clone());
             self.report.output_files.push(id);
             self.file = Some(f);
+            self.name_unsynced = true;
         }
         let f = self.file.as_mut().expect("created above");
         let offset = f.append(o.vfs.as_ref(), meta, key, value, false)?;
@@ -121,18 +132,29 @@ impl Output<'_> {
         };
         self.pending.push((key.into(), *original, copy));
         self.pending_bytes += size as usize;
-        if self.pending_bytes >= 1 << 20 {
+        if self.pending_bytes >= SWITCH_BYTES {
             self.switch()?;
         }
         Ok(())
     }
 
-    /// Puts pending copies on the descriptor and points the keydir at them.
+    /// Makes pending copies durable and points the keydir at them.
     fn switch(&mut self) -> Result<()> {
-        if let Some(f) = self.file.as_mut() {
-            f.flush(true)?;
-        }
         let inner = self.inner;
+        if let Some(f) = self.file.as_mut() {
+            if let Err(e) = f.sync() {
+                return Err(match e {
+                    Error::DiskFull { .. } => e,
+                    other => inner.poison(other.to_string()),
+                });
+            }
+            if self.name_unsynced {
+                if let Err(e) = inner.opts.vfs.sync_dir(&inner.dir) {
+                    return Err(inner.poison(Error::io(&inner.dir, e).to_string()));
+                }
+                self.name_unsynced = false;
+            }
+        }
         for (key, original, copy) in self.pending.drain(..) {
             if inner.keydir.compare_and_swap(&key, &original, Some(copy)) {
                 let mut stats = inner.stats.lock().expect("stats");
@@ -154,12 +176,24 @@ impl Output<'_> {
     }
 }
 
+/// Copies wait for this many bytes before one fsync makes them durable and
+/// the keydir takes them.
+const SWITCH_BYTES: usize = 8 << 20;
+
 impl Inner {
     pub(crate) fn merge(&self, file_ids: &[u32]) -> Result<MergeReport> {
         let _merging = self.merge_lock.lock().expect("merge lock");
         // Read under the writer lock, so no rotation is half done: the file
         // being made active must not be taken for a dead one.
-        let active = self.writer().active.id;
+        let active = {
+            let w = self.writer();
+            if let Some(cause) = &w.poisoned {
+                return Err(Error::PreviousIo {
+                    cause: cause.clone(),
+                });
+            }
+            w.active.id
+        };
         let mut inputs: Vec<u32> = file_ids
             .iter()
             .copied()
@@ -180,6 +214,8 @@ impl Inner {
             report: MergeReport::default(),
             now_s,
             min_seq_outside,
+            drops: Vec::new(),
+            name_unsynced: false,
         };
         let mut done = Vec::new();
         for &id in &inputs {
@@ -203,7 +239,8 @@ impl Inner {
                 out.report.files_read_full += 1;
             }
             out.switch()?;
-            if self.stats.lock().expect("stats").current_entries(id) == 0 {
+            let dropping = out.drops.iter().filter(|(_, e)| e.file_id == id).count();
+            if self.stats.lock().expect("stats").current_entries(id) == dropping as u64 {
                 done.push(id);
             } else {
                 tracing::error!(
@@ -229,10 +266,29 @@ impl Inner {
                 self.sync_through(seq)?;
             }
         }
-        // The copies are durable: the originals can go.
-        for &id in &done {
-            self.delete_file_when_unread(id)?;
+        // Drops are safe only when every input goes, at once.
+        let drops = std::mem::take(&mut out.drops);
+        let mut manifest = None;
+        if !drops.is_empty() {
+            if out.report.files_kept.is_empty() {
+                manifest = Some(self.write_manifest(&done)?);
+                let mut stats = self.stats.lock().expect("stats");
+                for (key, entry) in &drops {
+                    if self.keydir.compare_and_swap(key, entry, None) {
+                        stats.became_dead(entry);
+                        out.report.tombstones_dropped += 1;
+                    }
+                }
+            } else {
+                // Their tombstones stay current, so their files stay.
+                done.retain(|id| !drops.iter().any(|(_, e)| e.file_id == *id));
+            }
         }
+        // The copies are durable: the originals can go.
+        self.retire(crate::retire::Retired {
+            ids: done.clone(),
+            manifest,
+        })?;
         let mut report = out.report;
         report.files_deleted = done;
         let c = &self.counters;
@@ -268,10 +324,7 @@ impl Inner {
         }
         if out.min_seq_outside > header.seq {
             // No file outside this merge holds an older record of the key.
-            if self.keydir.compare_and_swap(key, &current, None) {
-                self.stats.lock().expect("stats").became_dead(&current);
-                out.report.tombstones_dropped += 1;
-            }
+            out.drops.push((key.into(), current));
             return Ok(());
         }
         let meta = RecordMeta {

@@ -50,8 +50,9 @@ pub(crate) struct Unsealed {
 #[derive(Default)]
 pub(crate) struct FoldState {
     pub active: usize,
-    /// Files merged away while a fold could still read them.
-    pub deferred_deletes: Vec<u32>,
+    /// Files merged away while a fold could still read them, each batch
+    /// with the manifest that makes its deletion all or nothing.
+    pub deferred: Vec<crate::retire::Retired>,
 }
 
 pub(crate) struct Inner {
@@ -76,7 +77,8 @@ pub(crate) struct Inner {
     closed: AtomicBool,
     /// Wakes the background thread when it has new work.
     wake: Arc<Wake>,
-    _lock: LockFile,
+    /// The directory lock ([`crate::vfs::Vfs::lock`]), held while open.
+    _lock: Box<dyn std::any::Any + Send + Sync>,
 }
 
 /// Running totals an operator can watch.
@@ -125,10 +127,17 @@ impl Store {
     pub fn open(dir: impl AsRef<Path>, opts: Options) -> Result<Store> {
         opts.validate()?;
         let dir = dir.as_ref().to_path_buf();
-        opts.vfs
-            .create_dir_all(&dir)
-            .map_err(|e| Error::io(&dir, e))?;
-        let lock = LockFile::acquire(&dir)?;
+        create_dir_durably(opts.vfs.as_ref(), &dir)?;
+        let lock = match opts.vfs.lock(&dir) {
+            Ok(guard) => guard,
+            Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {
+                return Err(Error::Locked {
+                    path: dir.clone(),
+                    lock: dir.join("LOCK"),
+                })
+            }
+            Err(e) => return Err(Error::io(&dir, e)),
+        };
         let keydir = Keydir::new();
         let files = FileTable::new(opts.vfs.clone(), opts.max_open_files);
         let mut stats = StatsTable::default();
@@ -237,9 +246,24 @@ impl Store {
             });
         }
         match self.inner.keydir.get(key) {
-            None => Ok(()),
-            Some(e) if e.tombstone => Ok(()),
-            Some(_) => self.inner.write(key, &[], None, true),
+            Some(e) if !e.tombstone => self.inner.write(key, &[], None, true),
+            // Already deleted (or never written): nothing to append, but the
+            // answer must promise what a delete promises. The tombstone may
+            // be one whose own write just failed (the store is poisoned) or
+            // whose fsync another thread is still waiting for.
+            found => {
+                if let Some(cause) = &self.inner.writer().poisoned {
+                    return Err(Error::PreviousIo {
+                        cause: cause.clone(),
+                    });
+                }
+                match found {
+                    Some(e) if self.inner.opts.sync == SyncStrategy::OSync => {
+                        self.inner.sync_through(e.seq)
+                    }
+                    _ => Ok(()),
+                }
+            }
         }
     }
 
@@ -330,8 +354,11 @@ impl Store {
         let inner = &self.inner;
         let sealed = inner.seal_unsealed(true);
         let mut w = inner.writer();
-        if w.poisoned.is_some() {
-            return Ok(());
+        if let Some(cause) = w.poisoned.clone() {
+            // Hand buffered appends to the kernel all the same (a later
+            // open may find them), but say the close was not clean.
+            let _ = w.active.flush(true);
+            return Err(Error::PreviousIo { cause });
         }
         sealed?;
         if w.active.is_empty() {
@@ -343,6 +370,13 @@ impl Store {
             return Ok(());
         }
         w.active.finish(inner.opts.vfs.as_ref())?;
+        // A file created by a deferred rotation has a name that only a
+        // directory fsync makes durable: a clean close promises all of it.
+        if inner.dir_dirty.swap(false, Ordering::AcqRel) {
+            let vfs = inner.opts.vfs.as_ref();
+            vfs.sync_dir(&inner.dir)
+                .map_err(|e| Error::io(&inner.dir, e))?;
+        }
         Ok(())
     }
 }
@@ -450,7 +484,7 @@ impl Inner {
         }
     }
 
-    fn poison(&self, cause: String) -> Error {
+    pub(crate) fn poison(&self, cause: String) -> Error {
         tracing::error!(error = %cause, "sync failed; the store refuses writes until reopened");
         let mut w = self.writer();
         if w.poisoned.is_none() {
@@ -744,32 +778,18 @@ impl Inner {
             let mut f = self.folds.lock().expect("folds");
             f.active -= 1;
             if f.active == 0 {
-                std::mem::take(&mut f.deferred_deletes)
+                std::mem::take(&mut f.deferred)
             } else {
                 Vec::new()
             }
         };
-        for id in deferred {
-            self.delete_file(id)?;
+        for retired in deferred {
+            self.delete_retired(retired)?;
         }
         result
     }
 
-    /// Deletes a merged-away file now, or when the last fold ends.
-    pub(crate) fn delete_file_when_unread(&self, id: u32) -> Result<()> {
-        {
-            let mut f = self.folds.lock().expect("folds");
-            if f.active > 0 {
-                if !f.deferred_deletes.contains(&id) {
-                    f.deferred_deletes.push(id);
-                }
-                return Ok(());
-            }
-        }
-        self.delete_file(id)
-    }
-
-    fn delete_file(&self, id: u32) -> Result<()> {
+    pub(crate) fn delete_file(&self, id: u32) -> Result<()> {
         // Tests check the invariant merge relies on: no current entry
         // points into a file that goes (a full keydir scan, debug only).
         #[cfg(debug_assertions)]
@@ -906,30 +926,26 @@ fn spawn_background(inner: &Arc<Inner>) -> JoinHandle<()> {
         .expect("spawn bitcask background thread")
 }
 
-/// An exclusive advisory lock on the store directory, so two processes
-/// never write one store.
-struct LockFile {
-    _file: std::fs::File,
-}
-
-impl LockFile {
-    fn acquire(dir: &Path) -> Result<LockFile> {
-        use std::os::unix::io::AsRawFd;
-        let path = dir.join("LOCK");
-        let file = std::fs::OpenOptions::new()
-            .create(true)
-            .truncate(false)
-            .write(true)
-            .open(&path)
-            .map_err(|e| Error::io(&path, e))?;
-        // SAFETY: flock on a descriptor we own; no memory is involved.
-        let rc = unsafe { libc::flock(file.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) };
-        if rc != 0 {
-            return Err(Error::Locked {
-                path: dir.to_path_buf(),
-                lock: path,
-            });
-        }
-        Ok(LockFile { _file: file })
+/// Creates `dir` and any missing ancestors, and makes their names durable
+/// (an fsync of each new directory's parent): a store created and written
+/// under `o_sync` must not vanish with its directory at a power loss.
+fn create_dir_durably(vfs: &dyn crate::vfs::Vfs, dir: &Path) -> Result<()> {
+    let mut missing = Vec::new();
+    let mut at = Some(dir);
+    while let Some(p) = at.filter(|p| !p.as_os_str().is_empty() && !vfs.exists(p)) {
+        missing.push(p);
+        at = p.parent();
     }
+    if missing.is_empty() {
+        return Ok(());
+    }
+    vfs.create_dir_all(dir).map_err(|e| Error::io(dir, e))?;
+    for p in missing.iter().rev() {
+        let parent = match p.parent() {
+            Some(q) if !q.as_os_str().is_empty() => q,
+            _ => Path::new("."),
+        };
+        vfs.sync_dir(parent).map_err(|e| Error::io(parent, e))?;
+    }
+    Ok(())
 }

@@ -1,8 +1,9 @@
-//! Byte layouts of data and hint files. Pure encoding and decoding, no I/O;
+//! Byte layouts of data, hint and merge manifest files. Pure encoding and decoding, no I/O;
 //! docs/format.md is the reference these functions follow.
 
 pub mod file_header;
 pub mod hint;
+pub mod manifest;
 pub mod record;
 
 pub use file_header::{FileKind, FILE_HEADER_LEN, FORMAT_VERSION};
@@ -18,6 +19,7 @@ pub fn fuzz_decoders(data: &[u8]) {
         let _ = h.record_len();
     }
     let _ = file_header::decode_file_header(FileKind::Data, data);
+    let _ = manifest::decode_manifest(data);
     if let Ok(hint) = HintFile::parse(data) {
         let mut n = 0u64;
         for e in hint.iter() {

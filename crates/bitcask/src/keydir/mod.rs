@@ -117,10 +117,13 @@ impl Keydir {
 
     /// Sets the entry of `key` when `entry` is newer (higher `seq`) than the
     /// one present, or when none is present. Returns what it replaced, or
-    /// `Err(existing)` when the present entry is newer.
+    /// `Err(existing)` when the present entry is newer. Two records with
+    /// one `seq` are an original and a merge's copy (an interrupted merge
+    /// leaves both): the one in the higher file id wins, whatever order
+    /// the files are loaded in, so every rebuild picks the same one.
     pub fn put_if_newer(&self, key: &[u8], entry: Entry) -> Result<Replaced, Entry> {
         self.update(key, |old| match old {
-            Some(o) if o.seq > entry.seq => Err(o),
+            Some(o) if (o.seq, o.file_id) > (entry.seq, entry.file_id) => Err(o),
             _ => Ok(Some(entry)),
         })
     }

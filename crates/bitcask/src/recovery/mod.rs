@@ -33,6 +33,8 @@ pub struct RecoveryReport {
     pub torn_bytes: u64,
     pub max_seq: u64,
     pub max_file_id: u32,
+    /// Merges whose deletions a crash interrupted, finished at open.
+    pub merges_finished: usize,
 }
 
 /// Hint entries one loader thread takes at a time.
@@ -51,13 +53,26 @@ impl Loader<'_> {
     pub fn load(&mut self) -> Result<RecoveryReport> {
         let mut report = RecoveryReport::default();
         let mut data_ids = Vec::new();
+        let mut hint_ids = Vec::new();
         let listing = self
             .vfs
             .list_dir(self.dir)
             .map_err(|e| Error::io(self.dir, e))?;
+        let (manifest_max, manifests) =
+            crate::retire::finish_manifests(self.vfs, self.dir, &listing)?;
+        report.max_file_id = manifest_max;
+        report.merges_finished = manifests;
+        let listing = if manifests > 0 {
+            self.vfs
+                .list_dir(self.dir)
+                .map_err(|e| Error::io(self.dir, e))?
+        } else {
+            listing
+        };
         for path in listing {
             match parse_file_name(&path) {
                 Some((id, "data")) => data_ids.push(id),
+                Some((id, "hint")) => hint_ids.push(id),
                 Some((_, "hint.tmp")) => {
                     // An unfinished hint from a crash; its data file is the truth.
                     let _ = self.vfs.remove_file(&path);
@@ -66,6 +81,14 @@ impl Loader<'_> {
             }
         }
         data_ids.sort_unstable();
+        for id in hint_ids {
+            // Ids are never reused, hints' included; a hint whose data file
+            // is gone is the leftover of a deletion a crash cut short.
+            report.max_file_id = report.max_file_id.max(id);
+            if data_ids.binary_search(&id).is_err() {
+                let _ = self.vfs.remove_file(&hint_path(self.dir, id));
+            }
+        }
         let mut present = Vec::with_capacity(data_ids.len());
         for id in data_ids {
             report.max_file_id = report.max_file_id.max(id);
@@ -116,6 +139,10 @@ impl Loader<'_> {
         let mut header = [0u8; FILE_HEADER_LEN];
         file.read_exact_at(&mut header, 0)
             .map_err(|e| Error::io(&path, e))?;
+        if header.iter().all(|&b| b == 0) {
+            drop(file);
+            return self.torn_header(id, len);
+        }
         let corrupt = |source| Error::Corrupt {
             path: path.clone(),
             offset: 0,
@@ -132,6 +159,41 @@ impl Loader<'_> {
         }
         self.stats.add_file(id);
         self.files.insert(id, path.clone());
+        Ok(Some(len))
+    }
+
+    /// A data file whose first sector never reached the disk (a power cut
+    /// soon after it was created): what did reach it is scanned as usual
+    /// once the header is written again; a file of zeros only is removed.
+    /// Nothing in it was ever fsynced, since an fsync would have made the
+    /// header durable too.
+    fn torn_header(&mut self, id: u32, len: u64) -> Result<Option<u64>> {
+        let path = data_path(self.dir, id);
+        let file = self
+            .vfs
+            .open(&path, OpenMode::ReadWrite)
+            .map_err(|e| Error::io(&path, e))?;
+        let all = file.read_all().map_err(|e| Error::io(&path, e))?;
+        if all.iter().all(|&b| b == 0) {
+            tracing::warn!(path = %path.display(), len,
+                "removing a data file of zeros only (created just before a crash)");
+            drop(file);
+            self.vfs
+                .remove_file(&path)
+                .map_err(|e| Error::io(&path, e))?;
+            let _ = self.vfs.remove_file(&hint_path(self.dir, id));
+            return Ok(None);
+        }
+        tracing::warn!(path = %path.display(), len,
+            "a data file's header never reached the disk; writing it again and scanning the file");
+        let header = crate::format::file_header::encode_file_header(FileKind::Data, id);
+        file.write_all_at(&header, 0)
+            .and_then(|()| file.sync_data())
+            .map_err(|e| Error::io(&path, e))?;
+        // Its hint, if any, cannot be trusted to describe this file.
+        let _ = self.vfs.remove_file(&hint_path(self.dir, id));
+        self.stats.add_file(id);
+        self.files.insert(id, path);
         Ok(Some(len))
     }
 
@@ -187,8 +249,12 @@ impl Loader<'_> {
                 "truncating a torn tail");
             report.torn_bytes += len - offset;
             file.set_len(offset).map_err(|e| Error::io(&path, e))?;
-            file.sync_data().map_err(|e| Error::io(&path, e))?;
         }
+        // A file without a usable hint was not sealed: the previous run may
+        // have died with its pages unwritten. What the store serves from now
+        // on must be durable, or a later power cut could take back what a
+        // `sync()` after this open promised (a delete among them).
+        file.sync_data().map_err(|e| Error::io(&path, e))?;
         drop(file);
         hint.finish(self.vfs, id);
         Ok(())

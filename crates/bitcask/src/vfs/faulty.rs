@@ -163,4 +163,8 @@ impl Vfs for FaultyVfs {
     fn exists(&self, path: &Path) -> bool {
         self.inner.exists(path)
     }
+
+    fn lock(&self, dir: &Path) -> io::Result<Box<dyn std::any::Any + Send + Sync>> {
+        self.inner.lock(dir)
+    }
 }

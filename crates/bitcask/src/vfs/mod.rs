@@ -2,12 +2,15 @@
 //!
 //! Everything the engine does to disk goes through [`Vfs`] and [`VFile`], so
 //! tests can swap in [`FaultyVfs`] to inject ENOSPC, EIO, failed fsyncs and
-//! torn writes at chosen moments.
+//! torn writes at chosen moments, or [`SimVfs`], a simulated disk that
+//! loses power and keeps only what was made durable.
 
 mod faulty;
+mod sim;
 mod std_fs;
 
 pub use faulty::{Fault, FaultyVfs};
+pub use sim::{CrashKeep, SimVfs, SECTOR_BYTES};
 pub use std_fs::StdVfs;
 
 use std::io;
@@ -147,4 +150,7 @@ pub trait Vfs: Send + Sync + 'static {
     /// Makes creations, renames and removals in `dir` durable.
     fn sync_dir(&self, dir: &Path) -> io::Result<()>;
     fn exists(&self, path: &Path) -> bool;
+    /// Takes an exclusive lock on a directory, held until the returned
+    /// guard is dropped; fails with `WouldBlock` when another holder has it.
+    fn lock(&self, dir: &Path) -> io::Result<Box<dyn std::any::Any + Send + Sync>>;
 }

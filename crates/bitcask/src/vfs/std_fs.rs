@@ -103,4 +103,21 @@ impl Vfs for StdVfs {
     fn exists(&self, path: &Path) -> bool {
         path.exists()
     }
+
+    /// `flock` on `dir/LOCK`: released by the kernel when the process dies,
+    /// so a crash never leaves a stale lock.
+    fn lock(&self, dir: &Path) -> io::Result<Box<dyn std::any::Any + Send + Sync>> {
+        use std::os::unix::io::AsRawFd;
+        let file = OpenOptions::new()
+            .create(true)
+            .truncate(false)
+            .write(true)
+            .open(dir.join("LOCK"))?;
+        // SAFETY: flock on a descriptor we own; no memory is involved.
+        let rc = unsafe { libc::flock(file.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) };
+        if rc != 0 {
+            return Err(io::Error::last_os_error());
+        }
+        Ok(Box::new(file))
+    }
 }
