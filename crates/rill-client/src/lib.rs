@@ -12,7 +12,7 @@ use bytes::{Bytes, BytesMut};
 use rill_pb::pb::*;
 use rill_pb::{FrameDecoder, Request, Response};
 use std::io::{Read, Write};
-use std::net::{TcpStream, ToSocketAddrs};
+use std::net::{SocketAddr, TcpStream, ToSocketAddrs};
 use std::time::Duration;
 
 #[derive(Debug, thiserror::Error)]
@@ -50,6 +50,21 @@ impl Client {
         let stream = TcpStream::connect(addr)?;
         stream.set_nodelay(true)?;
         stream.set_read_timeout(Some(Duration::from_secs(120)))?;
+        Ok(Client {
+            stream,
+            input: BytesMut::with_capacity(64 << 10),
+            decoder: FrameDecoder::new(1 << 30),
+        })
+    }
+
+    /// Like [`Client::connect`], but gives up on connecting, and on every
+    /// later read or write, after `timeout` (a liveness probe must not wait
+    /// two minutes on a listener that never answers).
+    pub fn connect_timeout(addr: &SocketAddr, timeout: Duration) -> Result<Client> {
+        let stream = TcpStream::connect_timeout(addr, timeout)?;
+        stream.set_nodelay(true)?;
+        stream.set_read_timeout(Some(timeout))?;
+        stream.set_write_timeout(Some(timeout))?;
         Ok(Client {
             stream,
             input: BytesMut::with_capacity(64 << 10),

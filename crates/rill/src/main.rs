@@ -1,7 +1,7 @@
 //! `rill`: the Rill node and its admin tool.
 //!
 //!   rill console            run a node in the foreground
-//!   rill start | stop       run one in the background (pid file)
+//!   rill start | stop       run one in the background (pid file, see daemon.rs)
 //!   rill ping               is the node up?
 //!   rill chkconfig          check a configuration file
 //!   rill admin ...          bucket types, status
@@ -9,11 +9,15 @@
 
 mod admin;
 mod config;
+mod daemon;
 mod size;
 
 use anyhow::{bail, Context, Result};
 use clap::{Parser, Subcommand};
 use config::Config;
+use daemon::Status;
+use std::io::IsTerminal;
+use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -38,12 +42,14 @@ struct Cli {
 enum Command {
     /// Run a node in the foreground (Ctrl-C or SIGTERM stops it cleanly).
     Console,
-    /// Run a node in the background; its pid goes to <data>/rill.pid and
-    /// its log to <data>/rill.log.
+    /// Run a node in the background, its log in <data>/rill.log. A node
+    /// (background or console) holds a lock on <data>/rill.pid, with its
+    /// pid in it; a pid file nobody holds is stale and ignored.
     Start,
-    /// Stop the background node.
+    /// Stop the node running on the configured data directory.
     Stop,
-    /// Ask the node whether it is up.
+    /// Ask the node running on the configured data directory whether it
+    /// answers.
     Ping,
     /// Check a configuration file: every problem with its line.
     Chkconfig {
@@ -134,18 +140,7 @@ fn main() -> Result<()> {
         Command::Console => console(load(&cli.config)?),
         Command::Start => start(&cli.config, load(&cli.config)?),
         Command::Stop => stop(load(&cli.config)?),
-        Command::Ping => {
-            let cfg = load(&cli.config)?;
-            let mut c = rill_client::Client::connect(cfg.pb_listener).with_context(|| {
-                format!(
-                    "cannot reach the node at {} (is it running? `rill start`)",
-                    cfg.pb_listener
-                )
-            })?;
-            c.ping()?;
-            println!("pong");
-            Ok(())
-        }
+        Command::Ping => ping(load(&cli.config)?),
         Command::Admin { what } => {
             let addr = load(&cli.config)?.http_listener;
             match what {
@@ -163,10 +158,32 @@ fn console(cfg: Config) -> Result<()> {
         "error" => tracing::Level::ERROR,
         _ => tracing::Level::INFO,
     };
+    // Colour only for a person at a terminal: `rill start` sends this to
+    // <data>/rill.log, which must stay plain text.
+    let colour = std::io::stdout().is_terminal()
+        && std::env::var_os("NO_COLOR").is_none_or(|v| v.is_empty());
     tracing_subscriber::fmt()
         .with_max_level(level)
         .with_target(false)
+        .with_ansi(colour)
         .init();
+    let data = &cfg.node.data_dir;
+    std::fs::create_dir_all(data)
+        .with_context(|| format!("cannot create the data directory {}", data.display()))?;
+    // First, before binding a port or touching the data: only one node per
+    // data directory. Held until the process exits.
+    daemon::lock(&cfg.pid_file).map_err(|e| match e {
+        daemon::LockError::Held { pid: Some(pid) } => anyhow::anyhow!(
+            "a node is already running on {} (pid {pid})",
+            data.display()
+        ),
+        daemon::LockError::Held { pid: None } => {
+            anyhow::anyhow!("a node is already running on {}", data.display())
+        }
+        daemon::LockError::Io(e) => {
+            anyhow::anyhow!("cannot lock {}: {e}", cfg.pid_file.display())
+        }
+    })?;
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()?;
@@ -219,30 +236,50 @@ fn console(cfg: Config) -> Result<()> {
     })
 }
 
-fn read_pid(path: &Path) -> Option<i32> {
-    std::fs::read_to_string(path).ok()?.trim().parse().ok()
+/// What `rill ping` asks: a PB ping, giving up after `timeout`.
+fn pb_ping(addr: SocketAddr, timeout: Duration) -> Result<()> {
+    rill_client::Client::connect_timeout(&addr, timeout)?.ping()?;
+    Ok(())
 }
 
-fn alive(pid: i32) -> bool {
-    // SAFETY: signal 0 only checks that the process exists.
-    unsafe { libc::kill(pid, 0) == 0 }
+fn status(cfg: &Config) -> Result<Status> {
+    daemon::status(&cfg.pid_file).with_context(|| format!("cannot read {}", cfg.pid_file.display()))
+}
+
+fn ping(cfg: Config) -> Result<()> {
+    let Status::Running { pid } = status(&cfg)? else {
+        bail!("the node is not running");
+    };
+    pb_ping(cfg.pb_listener, Duration::from_secs(10)).map_err(|e| {
+        anyhow::anyhow!(
+            "the node (pid {pid}) is running but does not answer on {}: {e}",
+            cfg.pb_listener
+        )
+    })?;
+    println!("pong");
+    Ok(())
 }
 
 fn start(config_arg: &Option<PathBuf>, cfg: Config) -> Result<()> {
-    if let Some(pid) = read_pid(&cfg.pid_file) {
-        if alive(pid) {
-            bail!(
-                "a node is already running (pid {pid}, {})",
-                cfg.pid_file.display()
-            );
-        }
+    match status(&cfg)? {
+        Status::Running { pid } => bail!("a node is already running (pid {pid})"),
+        Status::NotRunning {
+            stale_pid: Some(pid),
+        } => println!("ignoring a stale pid file (pid {pid} is not running)"),
+        Status::NotRunning { stale_pid: None } => {}
     }
-    std::fs::create_dir_all(&cfg.node.data_dir)?;
+    std::fs::create_dir_all(&cfg.node.data_dir).with_context(|| {
+        format!(
+            "cannot create the data directory {}",
+            cfg.node.data_dir.display()
+        )
+    })?;
     let log_path = cfg.node.data_dir.join("rill.log");
     let log = std::fs::OpenOptions::new()
         .create(true)
         .append(true)
-        .open(&log_path)?;
+        .open(&log_path)
+        .with_context(|| format!("cannot open the log {}", log_path.display()))?;
     let mut cmd = std::process::Command::new(std::env::current_exe()?);
     if let Some(p) = config_path(config_arg) {
         cmd.arg("--config").arg(std::fs::canonicalize(&p)?);
@@ -260,54 +297,64 @@ fn start(config_arg: &Option<PathBuf>, cfg: Config) -> Result<()> {
             Ok(())
         });
     }
-    let child = cmd.spawn().context("cannot start the node")?;
-    std::fs::write(&cfg.pid_file, format!("{}\n", child.id()))?;
+    // The node writes the pid file itself (daemon.rs); it is our child
+    // until we exit, so `try_wait` sees it die (a zombie included).
+    let mut child = cmd.spawn().context("cannot start the node")?;
+    let pid = child.id() as i32;
     let deadline = Instant::now() + Duration::from_secs(120);
-    while Instant::now() < deadline {
-        if admin::request(cfg.http_listener, "GET", "/ping", None).is_ok_and(|r| r.status == 200) {
-            println!(
-                "rill started (pid {}), log in {}",
-                child.id(),
+    loop {
+        if let Some(st) = child.try_wait()? {
+            let how = match st.code() {
+                Some(code) => format!("status {code}"),
+                None => st.to_string(),
+            };
+            bail!(
+                "the node exited during start ({how}); see {}",
                 log_path.display()
             );
+        }
+        // Ready: our child holds the lock and the PB listener answers.
+        if status(&cfg)? == (Status::Running { pid })
+            && pb_ping(cfg.pb_listener, Duration::from_secs(2)).is_ok()
+        {
+            println!("rill started (pid {pid}), log in {}", log_path.display());
             return Ok(());
         }
-        if !alive(child.id() as i32) {
-            bail!("the node exited during start; see {}", log_path.display());
+        if Instant::now() >= deadline {
+            bail!(
+                "the node (pid {pid}) did not answer on {} within 120 s; see {}",
+                cfg.pb_listener,
+                log_path.display()
+            );
         }
         std::thread::sleep(Duration::from_millis(100));
     }
-    bail!(
-        "the node did not answer within 120 s; see {}",
-        log_path.display()
-    )
 }
 
 fn stop(cfg: Config) -> Result<()> {
-    let Some(pid) = read_pid(&cfg.pid_file) else {
-        bail!(
-            "no pid file at {}: is a node running?",
-            cfg.pid_file.display()
-        );
+    let Status::Running { pid } = status(&cfg)? else {
+        // Leave the file alone: a node starting now may have just locked it.
+        bail!("the node is not running");
     };
-    if !alive(pid) {
-        let _ = std::fs::remove_file(&cfg.pid_file);
-        bail!("the node (pid {pid}) is not running");
-    }
-    // SAFETY: sending SIGTERM to the pid we started.
-    unsafe {
-        libc::kill(pid, libc::SIGTERM);
+    // SAFETY: kill has no memory effects; `pid` is the lock holder (> 0).
+    if unsafe { libc::kill(pid, libc::SIGTERM) } != 0 {
+        let e = std::io::Error::last_os_error();
+        // ESRCH: it exited just now; the loop below sees the lock gone.
+        if e.raw_os_error() != Some(libc::ESRCH) {
+            bail!("cannot signal the node (pid {pid}): {e}");
+        }
     }
     let deadline = Instant::now() + Duration::from_secs(60);
-    while alive(pid) && Instant::now() < deadline {
+    loop {
+        if matches!(status(&cfg)?, Status::NotRunning { .. }) {
+            println!("rill stopped");
+            return Ok(());
+        }
+        if Instant::now() >= deadline {
+            bail!("the node (pid {pid}) did not stop within 60 s");
+        }
         std::thread::sleep(Duration::from_millis(50));
     }
-    if alive(pid) {
-        bail!("the node (pid {pid}) did not stop within 60 s");
-    }
-    let _ = std::fs::remove_file(&cfg.pid_file);
-    println!("rill stopped");
-    Ok(())
 }
 
 fn planing(capacity: &str, vnodes: u32, live_share: f64, target_usage: f64) -> Result<()> {

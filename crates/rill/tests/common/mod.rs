@@ -17,7 +17,7 @@ pub struct Node {
 
 /// Two distinct free loopback ports (both held while the second is
 /// chosen, so they differ).
-fn free_ports() -> (u16, u16) {
+pub fn free_ports() -> (u16, u16) {
     let a = TcpListener::bind("127.0.0.1:0").unwrap();
     let b = TcpListener::bind("127.0.0.1:0").unwrap();
     (
@@ -53,16 +53,7 @@ impl Node {
 
     /// `None` when the node exited because one of its ports was taken.
     fn try_start_on(dir: &Path, extra: &str, pb: u16, http: u16) -> Option<Node> {
-        let conf = dir.join("rill.conf");
-        std::fs::write(
-            &conf,
-            format!(
-                "ring_size = 16\nplatform_data_dir = {}\nlistener.protobuf.internal = 127.0.0.1:{pb}\n\
-                 listener.http.internal = 127.0.0.1:{http}\n{extra}\n",
-                dir.join("data").display()
-            ),
-        )
-        .unwrap();
+        let conf = write_config(dir, extra, pb, http);
         let log = std::fs::File::create(dir.join("console.log")).unwrap();
         let child = Command::new(env!("CARGO_BIN_EXE_rill"))
             .args(["-c", conf.to_str().unwrap(), "console"])
@@ -148,6 +139,22 @@ impl Drop for Node {
             let _ = c.wait();
         }
     }
+}
+
+/// Writes `<dir>/rill.conf`: a small ring, data in `<dir>/data`, the
+/// given loopback ports, then `extra` lines. Returns its path.
+pub fn write_config(dir: &Path, extra: &str, pb: u16, http: u16) -> PathBuf {
+    let conf = dir.join("rill.conf");
+    std::fs::write(
+        &conf,
+        format!(
+            "ring_size = 16\nplatform_data_dir = {}\nlistener.protobuf.internal = 127.0.0.1:{pb}\n\
+             listener.http.internal = 127.0.0.1:{http}\n{extra}\n",
+            dir.join("data").display()
+        ),
+    )
+    .unwrap();
+    conf
 }
 
 extern "C" {
