@@ -75,6 +75,8 @@ struct Output<'a> {
     drops: Vec<(Box<[u8]>, Entry)>,
     /// The output file's name is not durable yet.
     name_unsynced: bool,
+    /// Inputs with a damaged region or record: they are kept.
+    damaged: std::collections::HashSet<u32>,
 }
 
 impl Output<'_> {
@@ -216,6 +218,7 @@ impl Inner {
             min_seq_outside,
             drops: Vec::new(),
             name_unsynced: false,
+            damaged: std::collections::HashSet::new(),
         };
         let mut done = Vec::new();
         for &id in &inputs {
@@ -239,8 +242,13 @@ impl Inner {
                 out.report.files_read_full += 1;
             }
             out.switch()?;
+            // A file with damage may hold a live record no one could copy;
+            // counts alone cannot tell (a concurrent put lowers them), so
+            // damage keeps the file.
+            let damaged = out.damaged.contains(&id);
             let dropping = out.drops.iter().filter(|(_, e)| e.file_id == id).count();
-            if self.stats.lock().expect("stats").current_entries(id) == dropping as u64 {
+            if !damaged && self.stats.lock().expect("stats").current_entries(id) <= dropping as u64
+            {
                 done.push(id);
             } else {
                 tracing::error!(
@@ -257,10 +265,11 @@ impl Inner {
                 .sync_dir(&self.dir)
                 .map_err(|e| Error::io(&self.dir, e))?;
         }
-        // A sealed original was durable; the records that replaced its dead
-        // ones may not be yet (sync = none). Make them durable before the
-        // original goes, so a crash cannot lose a key that was on disk.
-        if done.iter().any(|&id| !self.is_unsealed(id)) {
+        // An original may be durable (sealed, or fsynced by a `sync()`); the
+        // records that replaced its dead ones may not be yet (sync = none).
+        // Make them durable before the original goes, so a crash cannot
+        // roll a key back past what was on disk.
+        if done.iter().any(|&id| self.may_be_durable(id)) {
             let seq = self.writer().seq;
             if self.synced_seq.load(Ordering::Acquire) < seq {
                 self.sync_through(seq)?;
@@ -361,9 +370,11 @@ impl Inner {
                     self.merge_record(key, &header, value, current, out)?;
                 }
                 ScanEvent::Skipped { offset, len } => {
+                    out.damaged.insert(id);
                     tracing::error!(path = %path.display(), offset, len, "merge skipped a damaged region");
                 }
                 ScanEvent::TornTail { offset } => {
+                    out.damaged.insert(id);
                     tracing::error!(path = %path.display(), offset, "merge found a damaged file end");
                 }
             }
@@ -427,6 +438,7 @@ impl Inner {
                     self.merge_record(e.key, &header, rec.value, current, out)?;
                 }
                 Ok(_) | Err(_) => {
+                    out.damaged.insert(id);
                     tracing::error!(path = %data_path.display(), offset = e.offset,
                         "merge found a damaged live record; its file is kept");
                 }

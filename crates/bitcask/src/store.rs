@@ -592,13 +592,15 @@ impl Inner {
         Ok(())
     }
 
-    /// True when `id` was closed but not sealed yet.
-    pub(crate) fn is_unsealed(&self, id: u32) -> bool {
+    /// True when file `id` may be durable: sealed, or unsealed but fsynced
+    /// by a `sync()` since it was closed.
+    pub(crate) fn may_be_durable(&self, id: u32) -> bool {
         self.unsealed
             .lock()
             .expect("unsealed")
             .iter()
-            .any(|u| u.file.id == id)
+            .find(|u| u.file.id == id)
+            .is_none_or(|u| u.data_synced)
     }
 
     /// fsyncs every unsealed file not synced since it was closed, and the
