@@ -1,7 +1,7 @@
 //! A data file being written: the active file of puts, or a merge output.
 //!
 //! Appends are gathered in a buffer and written in large 4096-aligned chunks
-//! (seed 000 §5.2); large records, and every record of a write-through
+//! (the sensor-data paper, §5.2); large records, and every record of a write-through
 //! store, skip the buffer (one `pwritev` of the buffered bytes and the
 //! record, from the caller's memory). A flush that must put every byte on
 //! the descriptor (sync, flush timer) also writes the partial last block, zero-padded under

@@ -5,7 +5,7 @@
 //! first) or when the file is deleted. Deletion takes the file out of the
 //! table, waits for in-flight reads to drop their handle, closes the
 //! descriptor and only then unlinks: no descriptor of a deleted file ever
-//! stays open (the stale-descriptor bug of Riak's Bitcask, seed 000 §2.2).
+//! stays open (the stale-descriptor bug of Riak's Bitcask, the sensor-data paper, §2.2).
 
 use crate::error::{Error, Result};
 use crate::vfs::{OpenMode, VFile, Vfs};

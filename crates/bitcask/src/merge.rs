@@ -5,7 +5,7 @@
 //!
 //! - A file with no current record (D = 1) is deleted without being read.
 //! - A sparse file (live share at most `sparse_live_share`) is merged by
-//!   reading only its live records, found through its hint (seed 000 §5.1).
+//!   reading only its live records, found through its hint (the sensor-data paper, §5.1).
 //! - Otherwise the file is read sequentially.
 //!
 //! Tombstones and expired records are dropped when no file outside the merge

@@ -49,7 +49,7 @@ pub trait Clock: Send + Sync + 'static {
 }
 
 /// Decides how long a put waits before it is written: the node's merge
-/// control sets this from filesystem usage (put throttling, seed 000 §2.3),
+/// control sets this from filesystem usage (put throttling, the sensor-data paper, §2.3),
 /// so writers slow down before the disk fills.
 pub trait PutGate: Send + Sync + 'static {
     fn delay(&self) -> Duration;

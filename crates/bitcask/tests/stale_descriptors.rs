@@ -1,5 +1,5 @@
 //! After merge deletes files, no descriptor of a deleted file stays open
-//! (Riak's Bitcask kept them until the disk filled: seed 000 §2.2,
+//! (Riak's Bitcask kept them until the disk filled: the sensor-data paper, §2.2,
 //! basho/bitcask#113). Checked through /proc/self/fd while readers run.
 
 mod common;

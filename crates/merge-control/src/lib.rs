@@ -1,5 +1,6 @@
 //! Merge control for a node's Bitcask stores, after the sensor-data paper
-//! (shared/seeds/000, sections 2-4): a node-wide scheduler with a bounded
+//! ("Riak KV performance in sensor data storage application", Zhivchikova
+//! and Shevchuk, 2017, sections 2-4): a node-wide scheduler with a bounded
 //! number of merge workers, filesystem usage U as the trigger, the
 //! Fisherman policy (and Riak's classic one for comparison), put throttling
 //! and planing advice.

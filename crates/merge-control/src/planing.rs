@@ -1,4 +1,5 @@
-//! Planing advice (seed 000 §4.2, eq. 4): a node keeps "planing" (merge only
+//! Planing advice (the sensor-data paper, "Riak KV performance in sensor
+//! data storage application", §4.2, eq. 4): a node keeps "planing" (merge only
 //! deletes fully dead files) while R <= (C_i / n_i)(U_m - V).
 
 /// What the advice says for one configuration.
@@ -44,7 +45,7 @@ pub fn advise(
     };
     if live_share > 0.6 {
         warnings.push(format!(
-            "V = {live_share:.2}: a node failure raises V on the others (seed 000 §4.3); leave headroom"
+            "V = {live_share:.2}: a node failure raises V on the others (the sensor-data paper, §4.3); leave headroom"
         ));
     }
     PlaningAdvice {
@@ -61,7 +62,7 @@ mod tests {
     #[test]
     fn the_papers_configuration() {
         // C_i = 100 GB, n_i = 64, U_m = 0.8: planing with R = 1 GB holds up
-        // to V = 0.16 (seed 000 §4.2).
+        // to V = 0.16 (the sensor-data paper, §4.2).
         let gb = 1_000_000_000u64;
         let a = advise(100 * gb, 64, 0.8, 0.16);
         let r = a.max_file_size_bytes.unwrap();

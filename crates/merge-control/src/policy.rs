@@ -1,5 +1,5 @@
 //! Which files to merge, and in what order: pure decisions from file
-//! statistics and filesystem usage U (seed 000, sections 2-3).
+//! statistics and filesystem usage U (the sensor-data paper, sections 2-3).
 //!
 //! - [`Classic`]: Riak's Bitcask triggers and thresholds with Riak's
 //!   defaults, kept so the difference can be measured.
@@ -278,7 +278,7 @@ impl Policy for Classic {
     }
 }
 
-/// The Fisherman (seed 000 §3.0.4).
+/// The Fisherman (the sensor-data paper, §3.0.4).
 #[derive(Clone, Debug, PartialEq)]
 pub struct Fisherman {
     /// Target usage U_m: no merging below it but of fully dead files.

@@ -198,7 +198,7 @@ impl Shared {
 
     /// Deletes fully dead files while the merge workers are busy with
     /// other files: a dead file costs an unlink, not a read, so it must not
-    /// wait behind a long merge (seed 000 §3.0.3).
+    /// wait behind a long merge (the sensor-data paper, §3.0.3).
     fn run_reaper(&self) {
         while !self.stop.load(Ordering::Relaxed) {
             if !self.reap() {

@@ -1,4 +1,4 @@
-//! Put throttling (seed 000 §2.3): each put waits
+//! Put throttling (the sensor-data paper, §2.3): each put waits
 //! T = clamp((U - U_l)/(U_h - U_l), 0, 1) seconds, so writers slow down
 //! before the disk fills and merge keeps the room it needs.
 

@@ -1,4 +1,4 @@
-//! End to end on a real, small filesystem at V = 0.9 (seed 000 §4.1, area
+//! End to end on a real, small filesystem at V = 0.9 (the sensor-data paper, §4.1, area
 //! C): several writers overwrite their sensors cyclically, running through
 //! the disk several times, while the node's merge scheduler (Fisherman) and
 //! put throttling keep usage in bounds. No put may fail (no ENOSPC reaches

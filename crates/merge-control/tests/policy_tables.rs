@@ -1,6 +1,6 @@
 //! The policies' decisions, from readable tables: given files (store, id,
 //! size, live bytes, keys) and usage U, which files are taken and in what
-//! order (seed 000 §3 for the Fisherman, Riak's bitcask.schema for Classic).
+//! order (the sensor-data paper, §3, for the Fisherman, Riak's bitcask.schema for Classic).
 
 use merge_control::{
     Classic, ClassicSettings, FileView, Fisherman, MergeWindow, Moment, Pick, Policy,

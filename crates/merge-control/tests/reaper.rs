@@ -1,5 +1,5 @@
 //! Fully dead files are deleted at once, without reading, by the
-//! scheduler's reaper, whatever the merge workers decide (seed 000 §3.0.3):
+//! scheduler's reaper, whatever the merge workers decide (the sensor-data paper, §3.0.3):
 //! a dead file must not wait behind a long merge.
 
 use bitcask::{Options, Store};

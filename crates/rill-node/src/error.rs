@@ -1,5 +1,6 @@
 //! What a request can fail with, worded as Riak words it (clients and
-//! operators match on these texts: shared/riak-pb, riak_kv's sources).
+//! operators match on these texts: riak_pb's protocol definitions and
+//! riak_kv's sources).
 
 /// An Erlang binary as Riak prints it with `~p`: `<<"abc">>` when
 /// printable, `<<1,2,3>>` otherwise.

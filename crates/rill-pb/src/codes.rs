@@ -1,4 +1,4 @@
-//! The one-byte message codes (shared/riak-pb/riak_pb_messages.csv).
+//! The one-byte message codes (riak_pb's `riak_pb_messages.csv`).
 
 pub const ERROR_RESP: u8 = 0;
 pub const PING_REQ: u8 = 1;

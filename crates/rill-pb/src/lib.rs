@@ -1,4 +1,4 @@
-//! Riak's Protocol Buffers API on the wire (shared/riak-pb): the message
+//! Riak's Protocol Buffers API on the wire (riak_pb's definitions): the message
 //! types generated from Riak's .proto files, the one-byte message codes,
 //! and the frame `<u32 big-endian length L><code><L-1 bytes of protobuf>`.
 //!

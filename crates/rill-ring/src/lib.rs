@@ -1,4 +1,5 @@
-//! The ring of Riak Core (shared/seeds/002): the 160-bit SHA-1 space cut
+//! The ring of Riak Core ("Partisan: scaling Riak Core"; riak_core's
+//! chash): the 160-bit SHA-1 space cut
 //! into `ring_size` equal partitions, each served by one vnode.
 //!
 //! Invariants:

@@ -64,7 +64,8 @@ enum Command {
     },
     /// The largest Bitcask rotation size R that keeps a node "planing"
     /// (merge only deletes fully dead files): R <= (C_i / n_i)(U_m - V)
-    /// (shared/seeds/000, eq. 4).
+    /// (the sensor-data paper, "Riak KV performance in sensor data storage
+    /// application", eq. 4).
     Planing {
         /// Filesystem capacity of the node's data directory, C_i
         /// (bytes, or with a unit: 100GB, 8GiB, 512MB).

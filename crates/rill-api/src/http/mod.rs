@@ -1,4 +1,4 @@
-//! Riak's HTTP API (shared/riak-pb/HTTP_API.md) on a node. Routing is by
+//! Riak's HTTP API (Riak KV documentation, "HTTP API") on a node. Routing is by
 //! hand: Riak's paths (`/buckets/B/keys/K`, `/types/T/buckets/B/...`,
 //! `/riak/B/K`) carry percent-encoded names where `+` means a space, as
 //! Riak's webmachine decodes them.

@@ -1,4 +1,5 @@
-//! `rill-bench sensor`: the paper's test program (shared/seeds/000 §1.1).
+//! `rill-bench sensor`: the test program of the sensor-data paper ("Riak KV
+//! performance in sensor data storage application", §1.1).
 //!
 //! M writers cycle over S sensors each, putting B-byte random blocks under
 //! 32-bit big-endian keys (writer id in the high 8 bits, sensor number in
