@@ -189,11 +189,7 @@ impl Inner {
         // being made active must not be taken for a dead one.
         let active = {
             let w = self.writer();
-            if let Some(cause) = &w.poisoned {
-                return Err(Error::PreviousIo {
-                    cause: cause.clone(),
-                });
-            }
+            w.refuse_if_poisoned()?;
             w.active.id
         };
         let mut inputs: Vec<u32> = file_ids
@@ -281,10 +277,9 @@ impl Inner {
         if !drops.is_empty() {
             if out.report.files_kept.is_empty() {
                 manifest = Some(self.write_manifest(&done)?);
-                let mut stats = self.stats.lock().expect("stats");
                 for (key, entry) in &drops {
                     if self.keydir.compare_and_swap(key, entry, None) {
-                        stats.became_dead(entry);
+                        self.stats.lock().expect("stats").became_dead(entry);
                         out.report.tombstones_dropped += 1;
                     }
                 }

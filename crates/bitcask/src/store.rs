@@ -38,6 +38,18 @@ pub(crate) struct WriterState {
     pub unflushed_since: Option<Instant>,
 }
 
+impl WriterState {
+    /// The error every write gets once an I/O failure poisoned the store.
+    pub(crate) fn refuse_if_poisoned(&self) -> Result<()> {
+        match &self.poisoned {
+            Some(cause) => Err(Error::PreviousIo {
+                cause: cause.clone(),
+            }),
+            None => Ok(()),
+        }
+    }
+}
+
 /// A closed data file not yet sealed (sync = none): its records are in the
 /// kernel's hands, its fsync and hint wait for the background sealer.
 pub(crate) struct Unsealed {
@@ -163,6 +175,7 @@ impl Store {
         tracing::info!(dir = %dir.display(), files = report.files, records = report.records,
             from_hints = report.files_from_hints, scanned = report.files_scanned,
             corrupt_regions = report.corrupt_regions, torn_bytes = report.torn_bytes,
+            merges_finished = report.merges_finished,
             "bitcask store opened");
         let inner = Arc::new(Inner {
             dir,
@@ -252,11 +265,7 @@ impl Store {
             // be one whose own write just failed (the store is poisoned) or
             // whose fsync another thread is still waiting for.
             found => {
-                if let Some(cause) = &self.inner.writer().poisoned {
-                    return Err(Error::PreviousIo {
-                        cause: cause.clone(),
-                    });
-                }
+                self.inner.writer().refuse_if_poisoned()?;
                 match found {
                     Some(e) if self.inner.opts.sync == SyncStrategy::OSync => {
                         self.inner.sync_through(e.seq)
@@ -413,11 +422,7 @@ impl Inner {
         }
         let size = (RECORD_HEADER_LEN + key.len() + value.len()) as u32;
         let mut w = self.writer();
-        if let Some(cause) = &w.poisoned {
-            return Err(Error::PreviousIo {
-                cause: cause.clone(),
-            });
-        }
+        w.refuse_if_poisoned()?;
         if w.active.len + u64::from(size) > o.max_file_size_bytes
             && w.active.len > FILE_HEADER_LEN as u64
         {
@@ -671,11 +676,7 @@ impl Inner {
         }
         let (descriptor, target, path) = {
             let mut w = self.writer();
-            if let Some(cause) = &w.poisoned {
-                return Err(Error::PreviousIo {
-                    cause: cause.clone(),
-                });
-            }
+            w.refuse_if_poisoned()?;
             if let Err(e) = w.active.flush(true) {
                 return Err(self.write_failed(&mut w, e));
             }

@@ -5,7 +5,7 @@
 mod common;
 
 use bitcask::{Options, PutOptions, Store, SyncStrategy, WriteMode};
-use common::{closed_files, small_options, ManualClock, Rng};
+use common::{closed_files, file_counts, small_options, ManualClock, Rng};
 use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::Duration;
@@ -30,37 +30,6 @@ impl Model {
             .map(|(k, (v, _))| (k.clone(), v.clone()))
             .collect()
     }
-}
-
-/// Per-file counts of non-empty files, and a check that they add up to
-/// the keydir.
-fn file_counts(s: &Store) -> Vec<(u32, u64, u64, u64, u64)> {
-    let files = s.file_stats();
-    let current: u64 = files.iter().map(|f| f.live_keys + f.expired_keys).sum();
-    let tombstones_and_keys = s.stats().keydir_entries as u64;
-    assert_eq!(
-        current, tombstones_and_keys,
-        "every keydir entry is live in one file"
-    );
-    for f in &files {
-        assert!(
-            f.live_bytes <= f.total_bytes && f.live_keys <= f.total_keys,
-            "{f:?}"
-        );
-    }
-    files
-        .iter()
-        .filter(|f| f.total_keys > 0)
-        .map(|f| {
-            (
-                f.file_id,
-                f.total_bytes,
-                f.total_keys,
-                f.live_bytes,
-                f.live_keys,
-            )
-        })
-        .collect()
 }
 
 fn options_for(seed: u64, clock: &Arc<ManualClock>) -> Options {

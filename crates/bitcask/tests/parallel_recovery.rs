@@ -2,23 +2,10 @@
 //! The keydir and every file's statistics must come out exactly as if one
 //! thread had loaded them, whatever the interleaving.
 
-use bitcask::{Options, Store};
+mod common;
 
-fn counts(s: &Store) -> Vec<(u32, u64, u64, u64, u64)> {
-    s.file_stats()
-        .iter()
-        .filter(|f| f.total_keys > 0)
-        .map(|f| {
-            (
-                f.file_id,
-                f.total_bytes,
-                f.total_keys,
-                f.live_bytes,
-                f.live_keys,
-            )
-        })
-        .collect()
-}
+use bitcask::{Options, Store};
+use common::file_counts;
 
 #[test]
 fn big_hints_load_in_parallel_to_the_same_state() {
@@ -38,7 +25,7 @@ fn big_hints_load_in_parallel_to_the_same_state() {
             s.put(&key(i), &i.to_le_bytes()).unwrap();
         }
     }
-    let before = counts(&s);
+    let before = file_counts(&s);
     let mut expect = Vec::new();
     s.fold(|k, v| {
         expect.push((k.to_vec(), v.to_vec()));
@@ -54,7 +41,7 @@ fn big_hints_load_in_parallel_to_the_same_state() {
     for _ in 0..3 {
         let s = Store::open(dir.path(), opts.clone()).unwrap();
         assert_eq!(s.recovery_report().files_scanned, 0);
-        assert_eq!(counts(&s), before);
+        assert_eq!(file_counts(&s), before);
         let mut got = Vec::new();
         s.fold(|k, v| {
             got.push((k.to_vec(), v.to_vec()));

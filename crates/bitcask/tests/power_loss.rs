@@ -16,7 +16,7 @@ mod common;
 
 use bitcask::vfs::{SimVfs, Vfs};
 use bitcask::{Error, Options, PutOptions, Store, SyncStrategy, WriteMode};
-use common::{ManualClock, Rng};
+use common::{file_counts, ManualClock, Rng};
 use std::collections::BTreeMap;
 use std::path::Path;
 use std::sync::Arc;
@@ -125,26 +125,6 @@ impl Model {
     }
 }
 
-/// Per-file counts of non-empty files, checked to add up to the keydir.
-fn file_counts(s: &Store) -> Vec<(u32, u64, u64, u64, u64)> {
-    let files = s.file_stats();
-    let current: u64 = files.iter().map(|f| f.live_keys + f.expired_keys).sum();
-    assert_eq!(current, s.stats().keydir_entries as u64, "keydir vs files");
-    files
-        .iter()
-        .filter(|f| f.total_keys > 0)
-        .map(|f| {
-            (
-                f.file_id,
-                f.total_bytes,
-                f.total_keys,
-                f.live_bytes,
-                f.live_keys,
-            )
-        })
-        .collect()
-}
-
 fn options(seed: u64, vfs: &SimVfs, clock: &Arc<ManualClock>) -> Options {
     let mut o = Options {
         max_file_size_bytes: 16 << 10,
@@ -191,6 +171,19 @@ struct Run {
     /// and reads may be one of several states.
     troubled: bool,
     crashes: u64,
+    /// `BITCASK_POWER_TRACE`: print every step and reopen.
+    trace: bool,
+    /// `BITCASK_POWER_WATCH=key`: print that key after every step.
+    watch: Option<String>,
+}
+
+/// The names in the store directory, for traces.
+fn names(vfs: &SimVfs) -> Vec<String> {
+    vfs.list_dir(Path::new(DIR))
+        .unwrap_or_default()
+        .iter()
+        .filter_map(|p| Some(p.file_name()?.to_string_lossy().into_owned()))
+        .collect()
 }
 
 impl Run {
@@ -205,16 +198,12 @@ impl Run {
     /// Reopens after a clean close or a power cut, and checks every key.
     fn reopen(&mut self, crash: bool, step: usize) {
         let ctx = format!("seed {} step {step}", self.seed);
-        let trace = std::env::var("BITCASK_POWER_TRACE").is_ok();
-        if trace {
+        if self.trace {
             eprintln!(
                 "reopen crash={crash} crashed={} troubled={} files {:?}",
                 self.vfs.crashed(),
                 self.troubled,
-                self.vfs.list_dir(Path::new(DIR)).map(|v| v
-                    .iter()
-                    .map(|p| p.file_name().unwrap().to_string_lossy().to_string())
-                    .collect::<Vec<_>>())
+                names(&self.vfs)
             );
         }
         let old = self.store.take().expect("open");
@@ -252,14 +241,8 @@ impl Run {
             }
         };
         self.vfs.disarm();
-        if trace {
-            eprintln!(
-                "reopened crashed={crashed} files {:?}",
-                self.vfs.list_dir(Path::new(DIR)).map(|v| v
-                    .iter()
-                    .map(|p| p.file_name().unwrap().to_string_lossy().to_string())
-                    .collect::<Vec<_>>())
-            );
+        if self.trace {
+            eprintln!("reopened crashed={crashed} files {:?}", names(&self.vfs));
         }
         self.model
             .check_reopened(&s, crashed, self.clock.now_s(), &ctx);
@@ -317,9 +300,11 @@ fn run_seed(seed: u64, ops: usize) -> u64 {
         model: Model::default(),
         troubled: false,
         crashes: 0,
+        trace: std::env::var("BITCASK_POWER_TRACE").is_ok(),
+        watch: std::env::var("BITCASK_POWER_WATCH").ok(),
     };
     let keyspace = 20 + rng.below(60);
-    let trace = std::env::var("BITCASK_POWER_TRACE").is_ok();
+    let trace = run.trace;
     for step in 0..ops {
         let key = format!("key-{}", rng.below(keyspace)).into_bytes();
         let now = run.clock.now_s();
@@ -456,7 +441,7 @@ fn run_seed(seed: u64, ops: usize) -> u64 {
         if run.vfs.crashed() {
             run.reopen(true, step);
         }
-        if let Ok(k) = std::env::var("BITCASK_POWER_WATCH") {
+        if let Some(k) = &run.watch {
             eprintln!(
                 "  {k} = {:?} model {:?} now {}",
                 run.store().get(k.as_bytes()).map(|v| v.map(|v| v.len())),

@@ -130,11 +130,7 @@ impl Loader<'_> {
             // Created, then the process died before the header was written.
             tracing::warn!(path = %path.display(), len, "removing a data file with no header");
             drop(file);
-            self.vfs
-                .remove_file(&path)
-                .map_err(|e| Error::io(&path, e))?;
-            let _ = self.vfs.remove_file(&hint_path(self.dir, id));
-            return Ok(None);
+            return self.remove_leftover(id);
         }
         let mut header = [0u8; FILE_HEADER_LEN];
         file.read_exact_at(&mut header, 0)
@@ -157,9 +153,23 @@ impl Loader<'_> {
             }
             Err(source) => return Err(corrupt(source)),
         }
-        self.stats.add_file(id);
-        self.files.insert(id, path.clone());
+        self.register(id, path);
         Ok(Some(len))
+    }
+
+    fn register(&mut self, id: u32, path: std::path::PathBuf) {
+        self.stats.add_file(id);
+        self.files.insert(id, path);
+    }
+
+    /// Removes a data file that holds nothing, and its hint if any.
+    fn remove_leftover(&self, id: u32) -> Result<Option<u64>> {
+        let path = data_path(self.dir, id);
+        self.vfs
+            .remove_file(&path)
+            .map_err(|e| Error::io(&path, e))?;
+        let _ = self.vfs.remove_file(&hint_path(self.dir, id));
+        Ok(None)
     }
 
     /// A data file whose first sector never reached the disk (a power cut
@@ -173,16 +183,11 @@ impl Loader<'_> {
             .vfs
             .open(&path, OpenMode::ReadWrite)
             .map_err(|e| Error::io(&path, e))?;
-        let all = file.read_all().map_err(|e| Error::io(&path, e))?;
-        if all.iter().all(|&b| b == 0) {
+        if only_zeros(file.as_ref(), len).map_err(|e| Error::io(&path, e))? {
             tracing::warn!(path = %path.display(), len,
                 "removing a data file of zeros only (created just before a crash)");
             drop(file);
-            self.vfs
-                .remove_file(&path)
-                .map_err(|e| Error::io(&path, e))?;
-            let _ = self.vfs.remove_file(&hint_path(self.dir, id));
-            return Ok(None);
+            return self.remove_leftover(id);
         }
         tracing::warn!(path = %path.display(), len,
             "a data file's header never reached the disk; writing it again and scanning the file");
@@ -192,8 +197,7 @@ impl Loader<'_> {
             .map_err(|e| Error::io(&path, e))?;
         // Its hint, if any, cannot be trusted to describe this file.
         let _ = self.vfs.remove_file(&hint_path(self.dir, id));
-        self.stats.add_file(id);
-        self.files.insert(id, path);
+        self.register(id, path);
         Ok(Some(len))
     }
 
@@ -379,4 +383,21 @@ impl Loader<'_> {
             }
         }
     }
+}
+
+/// True when the first `len` bytes of `file` are all zero (read in chunks:
+/// a file may be as large as the rotation size).
+fn only_zeros(file: &dyn crate::vfs::VFile, len: u64) -> std::io::Result<bool> {
+    const CHUNK: u64 = 1 << 20;
+    let mut buf = vec![0u8; CHUNK.min(len) as usize];
+    let mut at = 0;
+    while at < len {
+        let n = CHUNK.min(len - at) as usize;
+        file.read_exact_at(&mut buf[..n], at)?;
+        if buf[..n].iter().any(|&b| b != 0) {
+            return Ok(false);
+        }
+        at += n as u64;
+    }
+    Ok(true)
 }

@@ -82,3 +82,34 @@ pub fn closed_files(store: &bitcask::Store) -> Vec<u32> {
         .map(|f| f.file_id)
         .collect()
 }
+
+/// Per-file (id, total bytes, total keys, live bytes, live keys) of the
+/// non-empty files, after checking that they add up to the keydir.
+pub fn file_counts(s: &bitcask::Store) -> Vec<(u32, u64, u64, u64, u64)> {
+    let files = s.file_stats();
+    let current: u64 = files.iter().map(|f| f.live_keys + f.expired_keys).sum();
+    assert_eq!(
+        current,
+        s.stats().keydir_entries as u64,
+        "every keydir entry is live in one file"
+    );
+    for f in &files {
+        assert!(
+            f.live_bytes <= f.total_bytes && f.live_keys <= f.total_keys,
+            "{f:?}"
+        );
+    }
+    files
+        .iter()
+        .filter(|f| f.total_keys > 0)
+        .map(|f| {
+            (
+                f.file_id,
+                f.total_bytes,
+                f.total_keys,
+                f.live_bytes,
+                f.live_keys,
+            )
+        })
+        .collect()
+}

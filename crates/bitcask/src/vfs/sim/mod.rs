@@ -91,8 +91,6 @@ struct Disk {
     capacity_bytes: Option<u64>,
     sync_errno: Option<i32>,
     locks: HashSet<PathBuf>,
-    file_syncs: u64,
-    dir_syncs: u64,
     /// An armed power cut: (changes left before it, seed).
     armed: Option<(u64, u64)>,
 }
@@ -498,12 +496,6 @@ impl SimVfs {
     /// errno and makes nothing durable.
     pub fn fail_syncs(&self, errno: Option<i32>) {
         self.disk().sync_errno = errno;
-    }
-
-    /// (file fsyncs, directory fsyncs) made so far, failed ones included.
-    pub fn sync_counts(&self) -> (u64, u64) {
-        let d = self.disk();
-        (d.file_syncs, d.dir_syncs)
     }
 
     /// The bytes of a file as written (not necessarily durable).
