@@ -19,6 +19,7 @@ pub use policy::{
     Classic, ClassicSettings, FileView, Fisherman, MergeWindow, Moment, Pick, Policy,
 };
 pub use scheduler::{
-    filesystem_usage, MergeScheduler, Metrics, MetricsSnapshot, SchedulerSettings, UsageSource,
+    filesystem_free_bytes, filesystem_usage, MergeScheduler, Metrics, MetricsSnapshot,
+    SchedulerSettings, UsageSource,
 };
 pub use throttle::{Throttle, ThrottleSettings};

@@ -312,7 +312,10 @@ impl Policy for Fisherman {
         let threshold = self.take_threshold(usage);
         let mut picks: Vec<Pick> = files
             .iter()
-            .filter(|f| f.fully_dead() || f.dead_share() >= threshold)
+            // A file with nothing dead is never worth a merge: past U = 1
+            // the threshold reaches 0, and copying such a file would only
+            // spend the space that is short.
+            .filter(|f| f.fully_dead() || (f.dead_share() > 0.0 && f.dead_share() >= threshold))
             .map(Pick::of)
             .collect();
         // Highest D first; ties by store and file for a stable order.
@@ -332,7 +335,7 @@ impl Policy for Fisherman {
     fn take_threshold(&self, usage: f64) -> f64 {
         let h = self.hunger(usage);
         if h > 0.0 {
-            (1.0 - h).min(self.ewma)
+            (1.0 - h).clamp(0.0, 1.0).min(self.ewma)
         } else {
             1.0
         }

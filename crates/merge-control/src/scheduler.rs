@@ -10,7 +10,7 @@ use bitcask::Store;
 use std::collections::HashSet;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::{Arc, Mutex, RwLock};
+use std::sync::{Arc, Condvar, Mutex, RwLock};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
@@ -92,6 +92,8 @@ struct Shared {
     throttle: Arc<Throttle>,
     metrics: Metrics,
     stop: AtomicBool,
+    /// Wakes idle workers when the scheduler stops.
+    wake: (Mutex<()>, Condvar),
     idle_tick: Duration,
     started: Instant,
 }
@@ -123,6 +125,7 @@ impl MergeScheduler {
             throttle,
             metrics: Metrics::default(),
             stop: AtomicBool::new(false),
+            wake: (Mutex::new(()), Condvar::new()),
             idle_tick: settings.idle_tick,
             started: Instant::now(),
         });
@@ -168,6 +171,20 @@ impl MergeScheduler {
         self.shared.measure_usage()
     }
 
+    /// Bytes merges could give back now: the dead bytes of every sealed
+    /// file whose live bytes fit in the free space (a merge writes those
+    /// first). Zero means no merge can make room.
+    pub fn reclaimable_bytes(&self) -> u64 {
+        let stores: Vec<Arc<Store>> = self.shared.stores.read().expect("stores").clone();
+        let free = free_bytes(&self.shared.usage, &stores);
+        stores
+            .iter()
+            .flat_map(|s| s.file_stats())
+            .filter(|f| !f.active && f.live_bytes <= free)
+            .map(|f| f.total_bytes.saturating_sub(f.live_bytes))
+            .sum()
+    }
+
     /// Runs one decision and merge on the calling thread (tests, tools).
     pub fn run_once(&self) -> bool {
         self.shared.round()
@@ -176,7 +193,11 @@ impl MergeScheduler {
 
 impl Drop for MergeScheduler {
     fn drop(&mut self) {
-        self.shared.stop.store(true, Ordering::Relaxed);
+        {
+            let _g = self.shared.wake.0.lock().expect("wake");
+            self.shared.stop.store(true, Ordering::Relaxed);
+        }
+        self.shared.wake.1.notify_all();
         for w in self.workers.drain(..) {
             let _ = w.join();
         }
@@ -187,7 +208,7 @@ impl Shared {
     fn run(&self) {
         while !self.stop.load(Ordering::Relaxed) {
             if !self.round() {
-                std::thread::sleep(self.idle_tick);
+                self.idle();
             }
         }
     }
@@ -196,13 +217,21 @@ impl Shared {
         measure_usage(&self.usage, &self.stores)
     }
 
+    /// Waits one idle tick, or less when the scheduler stops.
+    fn idle(&self) {
+        let g = self.wake.0.lock().expect("wake");
+        if !self.stop.load(Ordering::Relaxed) {
+            let _ = self.wake.1.wait_timeout(g, self.idle_tick);
+        }
+    }
+
     /// Deletes fully dead files while the merge workers are busy with
     /// other files: a dead file costs an unlink, not a read, so it must not
     /// wait behind a long merge (the sensor-data paper, §3.0.3).
     fn run_reaper(&self) {
         while !self.stop.load(Ordering::Relaxed) {
             if !self.reap() {
-                std::thread::sleep(self.idle_tick);
+                self.idle();
             }
         }
     }
@@ -328,7 +357,7 @@ impl Shared {
                 m.merge_errors.fetch_add(1, Ordering::Relaxed);
                 tracing::warn!(store = %store.dir().display(), files = ?ids,
                     error = %e, "merge failed; will try again");
-                std::thread::sleep(self.idle_tick);
+                self.idle();
             }
         }
     }
@@ -391,8 +420,26 @@ fn measure_usage(source: &UsageSource, stores: &RwLock<Vec<Arc<Store>>>) -> f64 
     }
 }
 
-/// Usage as `df` shows it: used / (used + available to unprivileged users).
-pub fn filesystem_usage(dir: &Path) -> std::io::Result<f64> {
+/// Bytes still free for the stores: what statvfs gives unprivileged
+/// users, or the configured capacity less the stores' bytes.
+fn free_bytes(source: &UsageSource, stores: &[Arc<Store>]) -> u64 {
+    match source {
+        UsageSource::Filesystem(dir) => filesystem_free_bytes(dir).unwrap_or(0),
+        UsageSource::Capacity { bytes } => {
+            let used: u64 = stores.iter().map(|s| s.disk_bytes()).sum();
+            bytes.saturating_sub(used)
+        }
+    }
+}
+
+/// Bytes available to unprivileged users on the filesystem of `dir`, as
+/// `df` shows them.
+pub fn filesystem_free_bytes(dir: &Path) -> std::io::Result<u64> {
+    let st = statvfs(dir)?;
+    Ok(st.f_bavail as u64 * st.f_frsize as u64)
+}
+
+fn statvfs(dir: &Path) -> std::io::Result<libc::statvfs> {
     use std::os::unix::ffi::OsStrExt;
     let c = std::ffi::CString::new(dir.as_os_str().as_bytes())
         .map_err(|_| std::io::Error::from(std::io::ErrorKind::InvalidInput))?;
@@ -401,6 +448,12 @@ pub fn filesystem_usage(dir: &Path) -> std::io::Result<f64> {
     if unsafe { libc::statvfs(c.as_ptr(), &mut st) } != 0 {
         return Err(std::io::Error::last_os_error());
     }
+    Ok(st)
+}
+
+/// Usage as `df` shows it: used / (used + available to unprivileged users).
+pub fn filesystem_usage(dir: &Path) -> std::io::Result<f64> {
+    let st = statvfs(dir)?;
     let used = (st.f_blocks - st.f_bfree) as f64;
     let usable = used + st.f_bavail as f64;
     Ok(if usable > 0.0 { used / usable } else { 1.0 })

@@ -44,6 +44,7 @@ pub struct Throttle {
     /// Microseconds since `epoch` of the last measure, and its delay.
     measured_at_us: AtomicU64,
     delay_us: AtomicU64,
+    usage_ppm: AtomicU64,
 }
 
 impl Throttle {
@@ -59,6 +60,7 @@ impl Throttle {
             epoch: Instant::now(),
             measured_at_us: AtomicU64::new(0),
             delay_us: AtomicU64::new(0),
+            usage_ppm: AtomicU64::new(0),
         };
         t.update();
         t
@@ -70,6 +72,8 @@ impl Throttle {
         let delay = self.settings.delay(usage);
         self.delay_us
             .store(delay.as_micros() as u64, Ordering::Relaxed);
+        self.usage_ppm
+            .store((usage.clamp(0.0, 10.0) * 1e6) as u64, Ordering::Relaxed);
         self.measured_at_us
             .store(self.epoch.elapsed().as_micros() as u64, Ordering::Relaxed);
         usage
@@ -79,15 +83,31 @@ impl Throttle {
     pub fn current(&self) -> Duration {
         Duration::from_micros(self.delay_us.load(Ordering::Relaxed))
     }
-}
 
-impl bitcask::PutGate for Throttle {
-    fn delay(&self) -> Duration {
+    /// The thresholds in force.
+    pub fn settings(&self) -> ThrottleSettings {
+        self.settings
+    }
+
+    /// U, measured anew when the last measure is older than the refresh
+    /// period.
+    pub fn usage(&self) -> f64 {
+        self.refresh_if_stale();
+        self.usage_ppm.load(Ordering::Relaxed) as f64 / 1e6
+    }
+
+    fn refresh_if_stale(&self) {
         let now_us = self.epoch.elapsed().as_micros() as u64;
         let age_us = now_us.saturating_sub(self.measured_at_us.load(Ordering::Relaxed));
         if age_us >= self.refresh.as_micros() as u64 {
             self.update();
         }
+    }
+}
+
+impl bitcask::PutGate for Throttle {
+    fn delay(&self) -> Duration {
+        self.refresh_if_stale();
         self.current()
     }
 }

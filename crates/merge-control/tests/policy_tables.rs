@@ -69,8 +69,11 @@ fn fisherman_table() {
         (0.90, 0.3, &[(0, 1), (0, 2), (1, 3), (1, 4)], 0.3),
         // H = 0.25: D_m = 0.75.
         (0.85, 1.0, &[(0, 1), (0, 2)], 0.75),
-        // Starving (U = 1): everything, highest D first.
-        (1.00, 1.0, &[(0, 1), (0, 2), (1, 3), (1, 4), (2, 5)], 0.0),
+        // Starving (U = 1): everything with something dead, highest D
+        // first; a file with nothing dead (D = 0) never (its copy would
+        // only spend the space that is short).
+        (1.00, 1.0, &[(0, 1), (0, 2), (1, 3), (1, 4)], 0.0),
+        (1.20, 1.0, &[(0, 1), (0, 2), (1, 3), (1, 4)], 0.0),
     ];
     for &(usage, ewma, want, want_dm) in table {
         let mut p = fisherman(ewma);

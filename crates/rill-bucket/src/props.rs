@@ -165,8 +165,9 @@ pub fn validate(current: &Props, update: &Props, creating_type: bool) -> Result<
                 .map(Value::from)
                 .ok_or_else(|| err(Reason::Atom("not_boolean"))),
             "n_val" | "old_vclock" | "young_vclock" | "big_vclock" | "small_vclock" => {
+                // Pruning thresholds may be 0 (prune at once); n_val not.
                 as_int(value)
-                    .filter(|n| *n > 0 && *n <= u32::MAX as u64)
+                    .filter(|n| (*n > 0 || name != "n_val") && *n <= u32::MAX as u64)
                     .map(Value::from)
                     .ok_or_else(|| err(Reason::Atom("not_integer")))
             }

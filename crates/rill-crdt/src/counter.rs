@@ -17,6 +17,11 @@ impl PnCounter {
         }
     }
 
+    /// How many actors have counted (each holds one entry).
+    pub fn actors(&self) -> usize {
+        self.entries.len()
+    }
+
     pub fn value(&self) -> i64 {
         let (p, n) = self.entries.values().fold((0u64, 0u64), |(p, n), (a, b)| {
             (p.wrapping_add(*a), n.wrapping_add(*b))

@@ -38,6 +38,9 @@ pub struct NodeConfig {
     /// `bitcask.capacity`: capacity for U instead of the filesystem's.
     pub bitcask_capacity_bytes: Option<u64>,
     pub throttle: merge_control::ThrottleSettings,
+    /// `bitcask.reserve`: disk space held back from puts for deletes,
+    /// merges and a start at a full disk (0: none).
+    pub reserve_bytes: u64,
     /// `memory_backend.max_memory_per_vnode`.
     pub memory_max_bytes: Option<u64>,
     /// `memory_backend.ttl`.
@@ -75,6 +78,7 @@ impl NodeConfig {
             merge_policy: MergePolicyKind::Fisherman { target_usage: 0.8 },
             bitcask_capacity_bytes: None,
             throttle: merge_control::ThrottleSettings::default(),
+            reserve_bytes: 64 << 20,
             memory_max_bytes: None,
             memory_ttl: None,
             object_size_warning_bytes: 5 << 20,

@@ -79,16 +79,52 @@ pub enum KvError {
     /// A data type request refused; the text is Riak's.
     #[error("{0}")]
     Datatype(String),
-    /// Storage failed (a full disk among others); nothing was acknowledged.
+    /// The node's disk is full (or holds back its last headroom for
+    /// deletes and merges): writes are refused at once, reads and deletes
+    /// go on, and writes resume by themselves once space returns.
+    #[error(
+        "out_of_space: the node's disk is full; reads and deletes still work, and writes \
+         resume once deletes and merges free space (retry after {retry_after_secs} s)"
+    )]
+    OutOfSpace { retry_after_secs: u32 },
+    /// Storage failed; nothing was acknowledged. The text is for clients
+    /// and names no file (the node's log has the whole error).
     #[error("backend error: {0}")]
     Backend(String),
     #[error("timeout")]
     Timeout,
 }
 
+/// Seconds a client is asked to wait before retrying a write refused
+/// for space (HTTP `Retry-After`, and the PB error's text).
+pub const OUT_OF_SPACE_RETRY_SECS: u32 = 2;
+
 impl From<rill_backend::Error> for KvError {
+    /// A full disk becomes [`KvError::OutOfSpace`]; any other storage
+    /// error is logged whole and reaches the client without file names.
     fn from(e: rill_backend::Error) -> KvError {
-        KvError::Backend(e.to_string())
+        use rill_backend::Error as B;
+        let client_text = match &e {
+            B::Bitcask(b) => match b {
+                bitcask::Error::DiskFull { .. } => {
+                    return KvError::OutOfSpace {
+                        retry_after_secs: OUT_OF_SPACE_RETRY_SECS,
+                    }
+                }
+                bitcask::Error::Io { source, .. } => format!("I/O error: {source}"),
+                bitcask::Error::PreviousIo { .. } => "the storage refuses writes after an I/O \
+                    failure; the node's log names it, and a restart of the node recovers \
+                    what was durably written"
+                    .to_string(),
+                bitcask::Error::Locked { .. } => "the storage is locked by another process".into(),
+                bitcask::Error::Corrupt { .. } => "a stored record is damaged".into(),
+                other => other.to_string(),
+            },
+            B::Corrupt(_) => "a stored entry is damaged".into(),
+            other => other.to_string(),
+        };
+        tracing::error!(error = %e, "storage error");
+        KvError::Backend(client_text)
     }
 }
 

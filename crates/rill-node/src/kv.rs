@@ -8,7 +8,7 @@ use crate::node::Node;
 use crate::quorum::{read_outcome, write_outcome, ReadQuorum, ReadReply, WriteQuorum};
 use rill_backend::BKey;
 use rill_bucket::{Props, Quorum};
-use rill_object::{decode_vclock, Content, Object, PutMode, VClock};
+use rill_object::{decode_vclock, Content, Object, PruneRules, PutMode, VClock};
 use rill_ring::PreflistEntry;
 use std::sync::atomic::Ordering;
 use std::time::Instant;
@@ -89,6 +89,18 @@ fn prop_quorum(p: &Props, name: &str) -> Quorum {
     p.get(name)
         .and_then(Quorum::from_json)
         .unwrap_or(Quorum::Quorum)
+}
+
+/// The bucket's vclock pruning rules (Riak's properties and defaults).
+pub(crate) fn prune_rules(p: &Props) -> PruneRules {
+    let d = PruneRules::default();
+    let num = |name: &str, default: u64| p.get(name).and_then(|v| v.as_u64()).unwrap_or(default);
+    PruneRules {
+        small: num("small_vclock", d.small as u64) as usize,
+        big: num("big_vclock", d.big as u64) as usize,
+        young_secs: num("young_vclock", d.young_secs),
+        old_secs: num("old_vclock", d.old_secs),
+    }
 }
 
 pub(crate) fn n_val(p: &Props) -> u32 {
@@ -366,16 +378,18 @@ impl Node {
             if stale {
                 let allow_mult = put_mode(props).allow_mult;
                 let target = merged.clone();
-                let r = self.vnode(&preflist[*i]).update(k, &self.limits, |stored| {
-                    let mut next = match stored {
-                        Some(s) => s.merge(&target),
-                        None => target.clone(),
-                    };
-                    if !allow_mult {
-                        next.keep_newest();
-                    }
-                    Ok(Some(next))
-                });
+                let r = self
+                    .vnode(&preflist[*i])
+                    .update(k, &self.limits, None, |stored| {
+                        let mut next = match stored {
+                            Some(s) => s.merge(&target),
+                            None => target.clone(),
+                        };
+                        if !allow_mult {
+                            next.keep_newest();
+                        }
+                        Ok(Some(next))
+                    });
                 match r {
                     Ok(_) => {
                         self.counters.read_repairs.fetch_add(1, Ordering::Relaxed);
@@ -439,7 +453,7 @@ impl Node {
         content.meta.vtag = Some(ids::vtag());
         content.dot = None;
         let k = Node::bkey(&req.bucket_type, &req.bucket, &key);
-        let (object, _) = self.write_replicas(&k, n, wq, &props, |stored, actor| {
+        let (object, _) = self.write_replicas(&k, n, wq, &props, true, |stored, actor| {
             Ok(Object::coordinate_put(
                 stored,
                 &context,
@@ -456,13 +470,15 @@ impl Node {
     }
 
     /// The coordinating vnode (first in the preference list) computes the
-    /// new object from what it holds; the others merge it in.
+    /// new object from what it holds; the others merge it in. A write
+    /// that `adds` data (not a delete) is first admitted for disk space.
     pub(crate) fn write_replicas(
         &self,
         k: &BKey,
         n: u32,
         q: WriteQuorum,
         props: &Props,
+        adds: bool,
         coordinate: impl FnOnce(Option<&Object>, &Vec<u8>) -> Result<Object, KvError>,
     ) -> Result<(Object, bool), KvError> {
         let preflist = self.preflist(&k.bucket_type, &k.bucket, &k.key, n);
@@ -473,31 +489,55 @@ impl Node {
                 need,
             });
         }
+        if adds {
+            self.admit_write()?;
+        }
         let allow_mult = put_mode(props).allow_mult;
+        let prune = prune_rules(props);
         let coordinator = self.vnode(&preflist[0]).clone();
         let object = coordinator
-            .update(k, &self.limits, |stored| {
-                coordinate(stored, &coordinator.actor_for(stored)).map(Some)
+            .update(k, &self.limits, Some(&prune), |stored| {
+                coordinate(stored, &coordinator.actor_for(stored)?).map(Some)
+            })
+            .inspect_err(|e| {
+                if matches!(e, KvError::OutOfSpace { .. }) {
+                    self.disk_full();
+                }
             })?
             .expect("the coordinator always writes");
         let mut replies = vec![(preflist[0].primary, true)];
+        let mut out_of_space = false;
         for e in &preflist[1..] {
-            let r = self.vnode(e).update(k, &self.limits, |stored| {
-                let mut next = match stored {
-                    Some(s) => s.merge(&object),
-                    None => object.clone(),
-                };
-                if !allow_mult {
-                    next.keep_newest();
-                }
-                Ok(Some(next))
-            });
+            let r = self
+                .vnode(e)
+                .update(k, &self.limits, Some(&prune), |stored| {
+                    let mut next = match stored {
+                        Some(s) => s.merge(&object),
+                        None => object.clone(),
+                    };
+                    if !allow_mult {
+                        next.keep_newest();
+                    }
+                    Ok(Some(next))
+                });
             if let Err(err) = &r {
                 tracing::warn!(partition = e.partition.0, error = %err, "replica write failed");
+                out_of_space |= matches!(err, KvError::OutOfSpace { .. });
             }
             replies.push((e.primary, r.is_ok()));
         }
-        write_outcome(q, &replies)?;
+        if out_of_space {
+            self.disk_full();
+        }
+        write_outcome(q, &replies).map_err(|e| {
+            if out_of_space {
+                KvError::OutOfSpace {
+                    retry_after_secs: crate::error::OUT_OF_SPACE_RETRY_SECS,
+                }
+            } else {
+                e
+            }
+        })?;
         let everywhere = replies.iter().all(|(_, ok)| *ok);
         Ok((object, everywhere))
     }
@@ -539,15 +579,23 @@ impl Node {
         let wq = write_quorum(&props, n, req.w.or(req.rw), req.dw, req.pw)?;
         let k = Node::bkey(&req.bucket_type, &req.bucket, &req.key);
         let tombstone = Content::tombstone(ids::now_us(), ids::vtag());
-        let (object, everywhere) = self.write_replicas(&k, n, wq, &props, |stored, actor| {
-            Ok(Object::coordinate_put(
-                stored,
-                &context,
-                tombstone,
-                actor,
-                put_mode(&props),
-            ))
-        })?;
+        let write = || {
+            self.write_replicas(&k, n, wq, &props, false, |stored, actor| {
+                Ok(Object::coordinate_put(
+                    stored,
+                    &context,
+                    tombstone.clone(),
+                    actor,
+                    put_mode(&props),
+                ))
+            })
+        };
+        // A delete that meets a full disk gets the reserve's room: deletes
+        // are how an operator frees space.
+        let (object, everywhere) = match write() {
+            Err(KvError::OutOfSpace { .. }) if self.disk_full() => write()?,
+            r => r?,
+        };
         // Only a tombstone every replica holds may go; a replica that
         // missed it would bring the value back. A delete with a smaller
         // n_val never reaps (as in Riak): the other replicas keep the value.

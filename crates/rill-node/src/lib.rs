@@ -13,14 +13,17 @@
 mod config;
 mod dt;
 pub mod error;
+mod identity;
 mod ids;
 mod index;
 mod kv;
+pub mod lease;
 mod listing;
 mod meta;
 mod node;
 mod quorum;
 mod reaper;
+mod space;
 mod vnode;
 
 pub use config::{BackendKind, DeleteMode, MergePolicyKind, NodeConfig};

@@ -1,6 +1,6 @@
 //! The node's small metadata files under `<data>/meta/`, JSON written
 //! atomically (temporary file, fsync, rename, fsync of the directory):
-//! `node.json` (format version, ring size, each vnode's actor id) and
+//! `node.json` (format version, ring size, each vnode's id) and
 //! `buckets.json` (bucket types and bucket properties). docs/format.md
 //! describes both.
 
@@ -8,8 +8,6 @@ use serde_json::Value;
 use std::fs;
 use std::io::Write;
 use std::path::{Path, PathBuf};
-
-pub(crate) const NODE_FORMAT_VERSION: u64 = 1;
 
 pub(crate) struct MetaDir {
     dir: PathBuf,
@@ -20,6 +18,10 @@ impl MetaDir {
         let dir = data_dir.join("meta");
         fs::create_dir_all(&dir)?;
         Ok(MetaDir { dir })
+    }
+
+    pub fn dir(&self) -> &Path {
+        &self.dir
     }
 
     pub fn read(&self, name: &str) -> Result<Option<Value>, String> {

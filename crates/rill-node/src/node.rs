@@ -2,14 +2,17 @@
 
 use crate::config::{BackendKind, DeleteMode, MergePolicyKind, NodeConfig};
 use crate::error::KvError;
-use crate::meta::{MetaDir, NODE_FORMAT_VERSION};
+use crate::identity::NodeIds;
+use crate::lease::LeaseFile;
+use crate::meta::MetaDir;
 use crate::reaper::Reaper;
+use crate::space::Space;
 use crate::vnode::{Limits, Vnode};
 use merge_control::{Classic, Fisherman, MergeScheduler, SchedulerSettings, UsageSource};
 use rill_backend::{BKey, Backend, BitcaskBackend, MemoryBackend, MemoryOptions};
 use rill_bucket::{Props, Registry, RegistryError, TypeStatus};
 use rill_ring::{key_hash, PreflistEntry, Ring};
-use serde_json::{json, Value};
+use serde_json::Value;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, RwLock};
 use std::time::{Duration, Instant};
@@ -53,6 +56,10 @@ pub struct NodeStats {
     /// The Fisherman's current take threshold D_m.
     pub merge_take_threshold: f64,
     pub throttle_delay_ms: f64,
+    /// Puts refused because the disk is full.
+    pub out_of_space_refusals: u64,
+    /// True while the space reserve is released and puts are refused.
+    pub space_reserve_released: bool,
 }
 
 pub struct Node {
@@ -65,17 +72,12 @@ pub struct Node {
     pub(crate) reaper: Reaper,
     pub(crate) counters: Counters,
     pub(crate) limits: Limits,
+    /// Disk space: admission of writes, the reserve (Bitcask only).
+    pub(crate) space: Option<Space>,
+    leases: Arc<LeaseFile>,
+    /// Tests: stop as a crash of the process would (no clean record).
+    forget_clean_stop: std::sync::atomic::AtomicBool,
     started: Instant,
-}
-
-fn hex(b: &[u8]) -> String {
-    b.iter().map(|x| format!("{x:02x}")).collect()
-}
-
-fn unhex(s: &str) -> Option<Vec<u8>> {
-    (0..s.len() / 2)
-        .map(|i| u8::from_str_radix(s.get(2 * i..2 * i + 2)?, 16).ok())
-        .collect()
 }
 
 impl Node {
@@ -86,59 +88,23 @@ impl Node {
             .map_err(|e| format!("cannot create {}: {e}", config.data_dir.display()))?;
         let meta = MetaDir::open(&config.data_dir)
             .map_err(|e| format!("cannot create the meta directory: {e}"))?;
-        let node_meta = meta.read("node.json")?;
-        let mut actors: Vec<Vec<u8>> = Vec::new();
-        let mut epoch: u32 = 0;
-        if let Some(m) = &node_meta {
-            let version = m["format"].as_u64().unwrap_or(0);
-            if version != NODE_FORMAT_VERSION {
-                return Err(format!(
-                    "meta/node.json has format {version}; this build reads {NODE_FORMAT_VERSION}"
-                ));
-            }
-            let size = m["ring_size"].as_u64().unwrap_or(0);
-            if size != u64::from(config.ring_size) {
-                return Err(format!(
-                    "the data in {} was written with ring_size = {size}, but ring_size = {} is configured; \
-                     set ring_size back to {size} (changing it needs a fresh data directory)",
-                    config.data_dir.display(),
-                    config.ring_size
-                ));
-            }
-            actors = m["actors"]
-                .as_array()
-                .map(|a| {
-                    a.iter()
-                        .filter_map(|x| x.as_str().and_then(unhex))
-                        .collect()
-                })
-                .unwrap_or_default();
-            epoch = m["epoch"].as_u64().unwrap_or(0) as u32;
-        }
-        if actors.len() != config.ring_size as usize {
-            actors = (0..config.ring_size)
-                .map(|_| crate::ids::random_u64().to_be_bytes().to_vec())
-                .collect();
-        }
-        // Every run writes under a new epoch, recorded before the first
-        // write (see Vnode::actor_for).
-        epoch = epoch.wrapping_add(1);
-        let v = json!({
-            "format": NODE_FORMAT_VERSION,
-            "ring_size": config.ring_size,
-            "nodename": config.nodename,
-            "epoch": epoch,
-            "actors": actors.iter().map(|a| hex(a)).collect::<Vec<_>>(),
-        });
-        meta.write("node.json", &v)
-            .map_err(|e| format!("cannot write meta/node.json: {e}"))?;
+        let ids = NodeIds::load(&meta, &config)?;
         let registry = match meta.read("buckets.json")? {
             Some(v) => Registry::from_json(&v).map_err(|e| format!("meta/buckets.json: {e}"))?,
             None => Registry::new(),
         };
+        // Before anything else is written: at a full disk the reserve
+        // makes room for the stores to open.
+        let space = (config.backend == BackendKind::Bitcask)
+            .then(|| {
+                let dir = config.data_dir.join("bitcask");
+                std::fs::create_dir_all(&dir)
+                    .map_err(|e| format!("cannot create {}: {e}", dir.display()))?;
+                Ok::<_, String>(Space::open(&dir, config.reserve_bytes))
+            })
+            .transpose()?;
         let scheduler = (config.backend == BackendKind::Bitcask).then(|| {
             let dir = config.data_dir.join("bitcask");
-            let _ = std::fs::create_dir_all(&dir);
             MergeScheduler::start(SchedulerSettings {
                 usage: match config.bitcask_capacity_bytes {
                     Some(bytes) => UsageSource::Capacity { bytes },
@@ -165,10 +131,9 @@ impl Node {
                 })),
                 BackendKind::Bitcask => {
                     let dir = config.data_dir.join("bitcask").join(ring.index_decimal(p));
-                    let mut opts = config.bitcask.clone();
-                    if let Some(s) = &scheduler {
-                        opts.put_gate = Some(s.throttle());
-                    }
+                    // The throttle is applied once per request by the node
+                    // (Space::admit_write), not once per record.
+                    let opts = config.bitcask.clone();
                     let store = bitcask::Store::open(&dir, opts).map_err(|e| {
                         format!("cannot open the Bitcask store of partition {}: {e}", p.0)
                     })?;
@@ -181,8 +146,8 @@ impl Node {
             };
             vnodes.push(Arc::new(Vnode::new(
                 p,
-                &actors[p.0 as usize],
-                epoch,
+                ids.ids[p.0 as usize],
+                ids.epochs(p.0 as usize),
                 backend,
             )));
         }
@@ -202,6 +167,9 @@ impl Node {
             reaper: Reaper::default(),
             counters: Counters::default(),
             limits,
+            space,
+            leases: ids.leases.clone(),
+            forget_clean_stop: Default::default(),
             started: Instant::now(),
         });
         let weak = Arc::downgrade(&node);
@@ -213,6 +181,9 @@ impl Node {
                     let Some(node) = weak.upgrade() else { return };
                     for p in &job.partitions {
                         if let Err(e) = node.vnodes[*p as usize].reap(&job.key, &job.clock) {
+                            if matches!(e, KvError::OutOfSpace { .. }) {
+                                node.disk_full();
+                            }
                             tracing::warn!(error = %e, "tombstone not reaped");
                         }
                     }
@@ -380,6 +351,11 @@ impl Node {
                 .scheduler
                 .as_ref()
                 .map_or(0.0, |s| s.throttle().current().as_secs_f64() * 1000.0),
+            out_of_space_refusals: self
+                .space
+                .as_ref()
+                .map_or(0, |s| s.refusals.load(Ordering::Relaxed)),
+            space_reserve_released: self.space.as_ref().is_some_and(|s| s.is_low()),
         }
     }
 
@@ -389,6 +365,26 @@ impl Node {
             v.backend().sync()?;
         }
         Ok(())
+    }
+
+    /// Admits a write that adds data, or refuses it for space.
+    pub(crate) fn admit_write(&self) -> Result<(), KvError> {
+        match (&self.space, &self.scheduler) {
+            (Some(space), Some(scheduler)) => space.admit_write(scheduler),
+            _ => Ok(()),
+        }
+    }
+
+    /// A write met a full disk; true when room was released for a retry.
+    pub(crate) fn disk_full(&self) -> bool {
+        self.space.as_ref().is_some_and(|s| s.disk_full())
+    }
+
+    /// For tests: when dropped, this node records no clean shutdown, as
+    /// after `kill -9` (its appends are in the kernel all the same).
+    #[doc(hidden)]
+    pub fn stop_as_if_killed(&self) {
+        self.forget_clean_stop.store(true, Ordering::Relaxed);
     }
 
     pub(crate) fn bkey(bucket_type: &[u8], bucket: &[u8], key: &[u8]) -> BKey {
@@ -406,6 +402,19 @@ impl Drop for Node {
         self.reaper.stop();
         if let Err(e) = self.sync() {
             tracing::error!(error = %e, "sync at shutdown failed");
+            return;
+        }
+        if self.forget_clean_stop.load(Ordering::Relaxed) {
+            return;
+        }
+        // Every acknowledged write is durable: the next start may trust
+        // the stored clocks, and continues each vnode's epochs exactly.
+        let next: Vec<u64> = self.vnodes.iter().map(|v| v.next_epoch()).collect();
+        if let Err(e) = self.leases.write(|t| {
+            t.ends = next;
+            t.clean = true;
+        }) {
+            tracing::error!(error = %e, "cannot record the clean shutdown in the lease file");
         }
     }
 }

@@ -2,11 +2,12 @@
 //! under a striped lock.
 
 use crate::error::KvError;
+use crate::lease::LeaseFile;
 use rill_backend::{BKey, Backend, IndexEntry, Term};
-use rill_object::{decode_object, encode_object, Object, VClock};
+use rill_object::{decode_object, encode_object, Object, PruneRules, VClock};
 use rill_ring::Partition;
-use std::sync::atomic::{AtomicU32, Ordering};
-use std::sync::{Mutex, MutexGuard};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard};
 
 const STRIPES: usize = 64;
 
@@ -21,14 +22,23 @@ pub(crate) struct Limits {
 
 pub(crate) struct Vnode {
     pub partition: Partition,
-    /// The vnode's id (8 bytes) and this run's epoch (4 bytes): the prefix
-    /// of every actor it writes as.
-    actor_base: Vec<u8>,
-    /// Numbers the incarnations of keys this vnode starts in this epoch.
-    incarnations: AtomicU32,
+    /// The vnode's id: the first 8 bytes of every actor it writes as.
+    id: [u8; 8],
+    /// The next key epoch to start (the actor's last 8 bytes).
+    next_epoch: AtomicU64,
+    /// No epoch at or above this is leased yet.
+    lease_end: AtomicU64,
+    /// A key whose newest own epoch is below this starts a new epoch at
+    /// its next write (0: never). Set after a stop that may have lost
+    /// writes this vnode made (see `Node::open`).
+    fresh_from: u64,
+    leases: Arc<LeaseFile>,
     backend: Box<dyn Backend>,
     stripes: Vec<Mutex<()>>,
 }
+
+/// Bytes of an actor: vnode id (8) and key epoch (8, big-endian).
+pub(crate) const ACTOR_BYTES: usize = 16;
 
 /// An object's index metadata as backend entries.
 pub(crate) fn index_terms(o: &Object) -> Vec<IndexEntry> {
@@ -49,54 +59,85 @@ pub(crate) fn index_terms(o: &Object) -> Vec<IndexEntry> {
         .collect()
 }
 
+/// Where a vnode's key epochs start in this run.
+pub(crate) struct Epochs {
+    pub next: u64,
+    pub lease_end: u64,
+    pub fresh_from: u64,
+    pub leases: Arc<LeaseFile>,
+}
+
 impl Vnode {
     pub fn new(
         partition: Partition,
-        vnode_id: &[u8],
-        epoch: u32,
+        id: [u8; 8],
+        epochs: Epochs,
         backend: Box<dyn Backend>,
     ) -> Vnode {
-        let mut actor_base = vnode_id.to_vec();
-        actor_base.extend_from_slice(&epoch.to_be_bytes());
         Vnode {
             partition,
-            actor_base,
-            incarnations: AtomicU32::new(0),
+            id,
+            next_epoch: AtomicU64::new(epochs.next),
+            lease_end: AtomicU64::new(epochs.lease_end),
+            fresh_from: epochs.fresh_from,
+            leases: epochs.leases,
             backend,
             stripes: (0..STRIPES).map(|_| Mutex::new(())).collect(),
         }
+    }
+
+    /// The next key epoch this vnode would start (for a clean shutdown's
+    /// lease record).
+    pub fn next_epoch(&self) -> u64 {
+        self.next_epoch.load(Ordering::SeqCst)
     }
 
     /// The actor this vnode coordinates a write of `stored` as.
     ///
     /// An actor's counter must never be issued twice, or a replica would
     /// take a new write for one it has seen (Riak's per-key epochs). So a
-    /// vnode writes a key as `vnode id | run epoch | incarnation`: a new
-    /// incarnation whenever it holds nothing for the key (it may have lost
-    /// or reaped it while other replicas kept it), else the newest of its
-    /// own incarnations in the stored clock, whose count is then complete.
-    /// A restart starts a new epoch, so counters of writes a machine crash
-    /// lost are not reused either.
-    pub fn actor_for(&self, stored: Option<&Object>) -> Vec<u8> {
-        let len = self.actor_base.len() + 4;
+    /// vnode writes a key as `vnode id | key epoch`: a new epoch whenever
+    /// it holds nothing for the key (it may have lost or reaped it while
+    /// other replicas kept it), else the newest of its own epochs in the
+    /// stored clock, whose count is then complete. Epochs come from a
+    /// counter leased ahead of use (`lease.rs`), so the same vnode id
+    /// serves every run and clocks do not grow with restarts. After a stop
+    /// that may have lost writes (a power loss without `o_sync`), a key's
+    /// first write starts a new epoch, since its stored count may be
+    /// behind what the vnode issued.
+    pub fn actor_for(&self, stored: Option<&Object>) -> Result<Vec<u8>, KvError> {
         let own = stored.and_then(|o| {
             o.clock
                 .entries()
                 .map(|(a, _, _)| a)
-                .filter(|a| a.len() == len && a.starts_with(&self.actor_base))
+                .filter(|a| a.len() == ACTOR_BYTES && a[..8] == self.id)
                 .max()
                 .cloned()
         });
-        own.unwrap_or_else(|| {
-            let mut a = self.actor_base.clone();
-            a.extend_from_slice(
-                &self
-                    .incarnations
-                    .fetch_add(1, Ordering::Relaxed)
-                    .to_be_bytes(),
-            );
-            a
-        })
+        match own {
+            Some(a) if epoch_of(&a) >= self.fresh_from => Ok(a),
+            _ => {
+                let epoch = self.new_epoch()?;
+                let mut a = self.id.to_vec();
+                a.extend_from_slice(&epoch.to_be_bytes());
+                Ok(a)
+            }
+        }
+    }
+
+    fn new_epoch(&self) -> Result<u64, KvError> {
+        let e = self.next_epoch.fetch_add(1, Ordering::SeqCst);
+        if e >= self.lease_end.load(Ordering::SeqCst) {
+            let end = self
+                .leases
+                .cover(self.partition.0 as usize, e + 1)
+                .map_err(|err| {
+                    tracing::error!(file = %self.leases.path().display(), error = %err, "cannot extend the counter lease");
+                    KvError::Backend(format!("cannot extend the vnode's counter lease: {err}"))
+                })?;
+            self.lease_end.fetch_max(end, Ordering::SeqCst);
+        }
+        Ok(e)
     }
 
     pub fn backend(&self) -> &dyn Backend {
@@ -126,17 +167,23 @@ impl Vnode {
     /// Reads the key, lets `update` compute the new object from what is
     /// stored, checks limits, and writes it with its index changes.
     /// Returns what was stored, or `None` when `update` chose not to write.
+    /// A write (not a read repair) prunes the new object's clock by the
+    /// bucket's `prune` rules first.
     pub fn update(
         &self,
         k: &BKey,
         limits: &Limits,
+        prune: Option<&PruneRules>,
         update: impl FnOnce(Option<&Object>) -> Result<Option<Object>, KvError>,
     ) -> Result<Option<Object>, KvError> {
         let _guard = self.lock(k);
         let stored = self.get(k)?;
-        let Some(new) = update(stored.as_ref())? else {
+        let Some(mut new) = update(stored.as_ref())? else {
             return Ok(None);
         };
+        if let Some(rules) = prune {
+            new.prune_clock(crate::ids::now_us() / 1_000_000, rules);
+        }
         if stored.as_ref() == Some(&new) {
             return Ok(Some(new));
         }
@@ -185,4 +232,15 @@ impl Vnode {
             _ => Ok(false),
         }
     }
+}
+
+/// The key epoch of an actor of [`ACTOR_BYTES`] (the last 8 bytes).
+/// Actors written before format 2 (`id | run epoch (4) | incarnation
+/// (4)`) read as `run epoch << 32 | incarnation`, below every epoch a
+/// migrated vnode issues.
+pub(crate) fn epoch_of(actor: &[u8]) -> u64 {
+    actor
+        .get(8..16)
+        .and_then(|b| b.try_into().ok())
+        .map_or(0, u64::from_be_bytes)
 }

@@ -88,6 +88,74 @@ impl VClock {
     }
 }
 
+/// Riak's vclock pruning thresholds, the bucket properties of the same
+/// names (defaults 50, 50, 20 s, 86400 s).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct PruneRules {
+    /// `small_vclock`: never prune a clock of this many entries or fewer.
+    pub small: usize,
+    /// `big_vclock`: prune a clock longer than this...
+    pub big: usize,
+    /// `young_vclock`: ...but never an entry younger than this...
+    pub young_secs: u64,
+    /// `old_vclock`: ...and prune entries older than this while longer
+    /// than `small`.
+    pub old_secs: u64,
+}
+
+impl Default for PruneRules {
+    fn default() -> Self {
+        PruneRules {
+            small: 50,
+            big: 50,
+            young_secs: 20,
+            old_secs: 86_400,
+        }
+    }
+}
+
+impl VClock {
+    /// Riak's `vclock:prune`: entries are taken oldest first (by
+    /// timestamp, then actor, so every replica prunes alike); while the
+    /// clock is longer than `small` and the oldest entry is not younger
+    /// than `young`, it is dropped if the clock is longer than `big` or
+    /// the entry is older than `old`. Entries for which `keep` holds (the
+    /// actors of an object's sibling dots) are never dropped, nor counted
+    /// out. Returns how many entries went.
+    pub fn prune(
+        &mut self,
+        now_secs: u64,
+        rules: &PruneRules,
+        keep: impl Fn(&[u8]) -> bool,
+    ) -> usize {
+        if self.entries.len() <= rules.small {
+            return 0;
+        }
+        let mut candidates: Vec<(u64, Actor)> = self
+            .entries
+            .iter()
+            .filter(|(a, _)| !keep(a))
+            .map(|(a, (_, t))| (*t, a.clone()))
+            .collect();
+        candidates.sort();
+        let mut dropped = 0;
+        for (t, a) in candidates {
+            let len = self.entries.len();
+            let age = now_secs.saturating_sub(t);
+            if len <= rules.small || age < rules.young_secs {
+                break;
+            }
+            if len > rules.big || age > rules.old_secs {
+                self.entries.remove(&a);
+                dropped += 1;
+            } else {
+                break;
+            }
+        }
+        dropped
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -107,5 +175,96 @@ mod tests {
         assert_eq!((m.counter(b"x"), m.counter(b"y")), (2, 1));
         assert!(VClock::new().descends(&VClock::new()));
         assert!(a.descends(&VClock::new()));
+    }
+
+    fn clock(entries: &[(&str, u64)]) -> VClock {
+        let mut c = VClock::new();
+        for (a, t) in entries {
+            c.set(a.as_bytes().to_vec(), 1, *t);
+        }
+        c
+    }
+
+    fn actors(c: &VClock) -> Vec<String> {
+        c.entries()
+            .map(|(a, _, _)| String::from_utf8(a.clone()).unwrap())
+            .collect()
+    }
+
+    /// Riak's own cases (riak_core's vclock tests), and the edges.
+    #[test]
+    fn prune_table() {
+        let none = |_: &[u8]| false;
+        let r = |small, big, young_secs, old_secs| PruneRules {
+            small,
+            big,
+            young_secs,
+            old_secs,
+        };
+        // (clock, now, rules, left)
+        type Case = (Vec<(&'static str, u64)>, u64, PruneRules, Vec<&'static str>);
+        let cases: Vec<Case> = vec![
+            // small: short clocks are never pruned, however old
+            (
+                vec![("a", 1), ("b", 2)],
+                1_000_000,
+                r(4, 4, 0, 0),
+                vec!["a", "b"],
+            ),
+            // young: entries younger than young_vclock stay
+            (
+                vec![("a", 1), ("b", 2), ("c", 3)],
+                10,
+                r(1, 1, 100, 1000),
+                vec!["a", "b", "c"],
+            ),
+            // big: longer than big, older than young -> oldest go
+            (
+                vec![("a", 1), ("b", 2), ("c", 3)],
+                1000,
+                r(1, 2, 1, 10_000),
+                vec!["b", "c"],
+            ),
+            // old: entries older than old_vclock go while longer than small
+            (
+                vec![("a", 1), ("b", 2), ("c", 999)],
+                1000,
+                r(1, 10, 1, 100),
+                vec!["c"],
+            ),
+            // neither big nor old: nothing goes
+            (
+                vec![("a", 1), ("b", 2), ("c", 3)],
+                50,
+                r(1, 10, 1, 100),
+                vec!["a", "b", "c"],
+            ),
+            // ties in time break by actor
+            (
+                vec![("b", 5), ("a", 5), ("c", 5)],
+                1000,
+                r(1, 2, 1, 10_000),
+                vec!["b", "c"],
+            ),
+        ];
+        for (entries, now, rules, left) in cases {
+            let mut c = clock(&entries);
+            c.prune(now, &rules, none);
+            assert_eq!(actors(&c), left, "{entries:?} at {now} with {rules:?}");
+        }
+    }
+
+    #[test]
+    fn prune_keeps_protected_actors() {
+        let mut c = clock(&[("a", 1), ("b", 2), ("c", 3)]);
+        let rules = PruneRules {
+            small: 1,
+            big: 1,
+            young_secs: 0,
+            old_secs: 0,
+        };
+        assert_eq!(c.prune(1000, &rules, |a| a == b"a"), 2);
+        assert_eq!(actors(&c), vec!["a"]);
+        assert_eq!(VClock::new().prune(1000, &rules, |_| false), 0);
     }
 }

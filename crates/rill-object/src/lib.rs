@@ -21,7 +21,7 @@ mod clock;
 mod codec;
 mod object;
 
-pub use clock::{Actor, Dot, VClock};
+pub use clock::{Actor, Dot, PruneRules, VClock};
 pub use codec::{
     decode_object, decode_vclock, encode_object, encode_vclock, DecodeError, OBJECT_FORMAT_VERSION,
 };

@@ -164,6 +164,17 @@ impl Object {
         obj
     }
 
+    /// Prunes the clock by Riak's rules, keeping every actor a sibling's
+    /// dot names (so each sibling stays covered by its own clock).
+    pub fn prune_clock(&mut self, now_secs: u64, rules: &crate::PruneRules) -> usize {
+        let dotted: Vec<&[u8]> = self
+            .contents
+            .iter()
+            .filter_map(|c| c.dot.as_ref().map(|d| d.actor.as_slice()))
+            .collect();
+        self.clock.prune(now_secs, rules, |a| dotted.contains(&a))
+    }
+
     /// Sorted by value, then metadata; duplicates removed.
     pub fn normalise(&mut self) {
         self.contents.sort();

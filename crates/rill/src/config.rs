@@ -178,6 +178,10 @@ pub const KEYS: &[(&str, &str)] = &[
         "U_h: puts wait a full second at this usage (default 1.0)",
     ),
     (
+        "bitcask.reserve",
+        "disk space held back from puts for deletes, merges and a start at a full disk (default 64MB; 0 for none)",
+    ),
+    (
         "memory_backend.max_memory_per_vnode",
         "memory backend cap per vnode (default off)",
     ),
@@ -338,6 +342,7 @@ impl Config {
             }
             "bitcask.throttle.low_usage" => n.throttle.low_usage = share(v)?,
             "bitcask.throttle.high_usage" => n.throttle.high_usage = share(v)?,
+            "bitcask.reserve" => n.reserve_bytes = bytesize(v)?,
             "memory_backend.max_memory_per_vnode" => {
                 n.memory_max_bytes = if v == "off" { None } else { Some(bytesize(v)?) };
             }

@@ -186,6 +186,8 @@ fn pb_writes_read_through_http_and_back() {
         "bitcask_merge_bytes_read_total",
         "bitcask_merge_take_threshold",
         "bitcask_throttle_delay_ms",
+        "out_of_space_refusals_total",
+        "space_reserve_released",
     ] {
         assert!(v.get(k).is_some(), "/stats lacks {k}");
     }

@@ -105,6 +105,8 @@ fn stats_json(ctx: &Ctx) -> Value {
         "bitcask_merge_bytes_written_total": st.merge_bytes_written,
         "bitcask_merge_take_threshold": st.merge_take_threshold,
         "bitcask_throttle_delay_ms": st.throttle_delay_ms,
+        "out_of_space_refusals_total": st.out_of_space_refusals,
+        "space_reserve_released": u8::from(st.space_reserve_released),
         "uptime_seconds": ctx.node.uptime().as_secs(),
     })
 }

@@ -160,7 +160,8 @@ pub fn kv_error(e: KvError) -> Response {
         | KvError::PwUnsatisfied { .. }
         | KvError::DwUnsatisfied { .. }
         | KvError::InsufficientVnodes { .. }
-        | KvError::Timeout => StatusCode::SERVICE_UNAVAILABLE,
+        | KvError::Timeout
+        | KvError::OutOfSpace { .. } => StatusCode::SERVICE_UNAVAILABLE,
         KvError::TooManySiblings(_) | KvError::Backend(_) => StatusCode::INTERNAL_SERVER_ERROR,
         _ => StatusCode::INTERNAL_SERVER_ERROR,
     };
@@ -173,7 +174,14 @@ pub fn kv_error(e: KvError) -> Response {
         KvError::NoType => "Unknown bucket type\n".into(),
         other => format!("{other}\n"),
     };
-    text(status, msg)
+    let mut r = text(status, msg);
+    if let KvError::OutOfSpace { retry_after_secs } = e {
+        r.headers_mut().insert(
+            axum::http::header::RETRY_AFTER,
+            HeaderValue::from(retry_after_secs),
+        );
+    }
+    r
 }
 
 /// RFC 1123 date of Unix seconds: `Sun, 06 Nov 1994 08:49:37 GMT`.

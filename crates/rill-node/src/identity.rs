@@ -1,0 +1,185 @@
+//! Each vnode's identity across runs: its id in `meta/node.json` and its
+//! key-epoch counter in `meta/leases` (docs/format.md).
+//!
+//! A start reads both, leases the next [`LEASE_SIZE`] epochs of every
+//! vnode in place (no new space: a node starts on a full disk), and decides
+//! whether the stored clocks can be trusted: they can after a clean
+//! shutdown, under `o_sync`, or when the machine did not restart since the
+//! last run (same boot id) and every put reached the kernel before it was
+//! acknowledged (no write buffer). Otherwise a power loss may have taken
+//! writes the vnode made, so each key starts a new epoch at its first
+//! write (see `Vnode::actor_for`).
+//!
+//! Format 1 of `node.json` kept a run epoch, raised at every start, in
+//! each actor (`id | epoch (4) | incarnation (4)`). It is migrated by
+//! starting each vnode's counter at `(epoch + 1) << 32`, above every actor
+//! it wrote, and rewriting `node.json` as format 2.
+
+use crate::config::NodeConfig;
+use crate::lease::{boot_id, LeaseFile, LeaseTable, LEASE_SIZE};
+use crate::meta::MetaDir;
+use crate::vnode::Epochs;
+use serde_json::json;
+use std::sync::Arc;
+
+/// The version of `meta/node.json` this build writes.
+pub(crate) const NODE_FORMAT_VERSION: u64 = 2;
+
+pub(crate) struct NodeIds {
+    pub ids: Vec<[u8; 8]>,
+    pub leases: Arc<LeaseFile>,
+    /// Per vnode: the first epoch of this run.
+    starts: Vec<u64>,
+    trusted: bool,
+}
+
+fn hex(b: &[u8]) -> String {
+    b.iter().map(|x| format!("{x:02x}")).collect()
+}
+
+fn unhex8(s: &str) -> Option<[u8; 8]> {
+    if s.len() != 16 {
+        return None;
+    }
+    let mut out = [0u8; 8];
+    for (i, o) in out.iter_mut().enumerate() {
+        *o = u8::from_str_radix(s.get(2 * i..2 * i + 2)?, 16).ok()?;
+    }
+    Some(out)
+}
+
+fn random_ids(n: u32) -> Vec<[u8; 8]> {
+    (0..n)
+        .map(|_| crate::ids::random_u64().to_be_bytes())
+        .collect()
+}
+
+impl NodeIds {
+    pub fn load(meta: &MetaDir, config: &NodeConfig) -> Result<NodeIds, String> {
+        let n = config.ring_size as usize;
+        let node_meta = meta.read("node.json")?;
+        let mut ids: Option<Vec<[u8; 8]>> = None;
+        let mut old_epoch: Option<u64> = None;
+        let mut write_meta = node_meta.is_none();
+        if let Some(m) = &node_meta {
+            let version = m["format"].as_u64().unwrap_or(0);
+            if version != 1 && version != NODE_FORMAT_VERSION {
+                return Err(format!(
+                    "meta/node.json has format {version}; this build reads formats 1 and {NODE_FORMAT_VERSION}"
+                ));
+            }
+            let size = m["ring_size"].as_u64().unwrap_or(0);
+            if size != u64::from(config.ring_size) {
+                return Err(format!(
+                    "the data in {} was written with ring_size = {size}, but ring_size = {} is configured; \
+                     set ring_size back to {size} (changing it needs a fresh data directory)",
+                    config.data_dir.display(),
+                    config.ring_size
+                ));
+            }
+            let read: Vec<[u8; 8]> = m["actors"]
+                .as_array()
+                .map(|a| {
+                    a.iter()
+                        .filter_map(|x| x.as_str().and_then(unhex8))
+                        .collect()
+                })
+                .unwrap_or_default();
+            if read.len() == n {
+                ids = Some(read);
+            }
+            if version == 1 {
+                old_epoch = Some(m["epoch"].as_u64().unwrap_or(0));
+                write_meta = true;
+            }
+        }
+        let lease_dir = meta.dir();
+        let opened =
+            LeaseFile::open(lease_dir, n).map_err(|e| format!("cannot read meta/leases: {e}"))?;
+        let (leases, table, trusted) = match (opened, ids.as_ref(), old_epoch) {
+            (Some((file, t)), Some(_), _) => {
+                let trusted = t.clean
+                    || config.bitcask.sync == bitcask::SyncStrategy::OSync
+                    || (t.boot_id == boot_id()
+                        && t.boot_id != [0; 16]
+                        && config.bitcask.write_buffer_bytes == 0);
+                (file, t, trusted)
+            }
+            (None, Some(_), Some(epoch)) => {
+                // Format 1: continue above every actor the old runs wrote.
+                let start = (epoch + 1) << 32;
+                let t = LeaseTable {
+                    seq: 1,
+                    clean: false,
+                    boot_id: [0; 16],
+                    ends: vec![start; n],
+                };
+                let file = LeaseFile::create(lease_dir, &t)
+                    .map_err(|e| format!("cannot write meta/leases: {e}"))?;
+                (file, t, false)
+            }
+            (_, had_ids, _) => {
+                if had_ids.is_some() {
+                    tracing::warn!(
+                        "meta/leases is missing or damaged: the vnodes take new ids, so no counter is issued twice"
+                    );
+                }
+                ids = Some(random_ids(config.ring_size));
+                write_meta = true;
+                let t = LeaseTable {
+                    seq: 1,
+                    clean: true,
+                    boot_id: [0; 16],
+                    ends: vec![0; n],
+                };
+                let file = LeaseFile::create(lease_dir, &t)
+                    .map_err(|e| format!("cannot write meta/leases: {e}"))?;
+                (file, t, true)
+            }
+        };
+        let ids = ids.expect("set above");
+        if write_meta {
+            let v = json!({
+                "format": NODE_FORMAT_VERSION,
+                "ring_size": config.ring_size,
+                "nodename": config.nodename,
+                "actors": ids.iter().map(|a| hex(a)).collect::<Vec<_>>(),
+            });
+            meta.write("node.json", &v)
+                .map_err(|e| format!("cannot write meta/node.json: {e}"))?;
+        }
+        // Lease this run's first epochs before any is used; in place.
+        let starts = table.ends.clone();
+        let boot = boot_id();
+        leases
+            .write(|t| {
+                t.ends = starts
+                    .iter()
+                    .map(|s| s.saturating_add(LEASE_SIZE))
+                    .collect();
+                t.clean = false;
+                t.boot_id = boot;
+            })
+            .map_err(|e| format!("cannot write meta/leases: {e}"))?;
+        if !trusted {
+            tracing::info!("the last run did not stop cleanly and writes may have been lost: each key starts a new epoch at its next write");
+        }
+        Ok(NodeIds {
+            ids,
+            leases: Arc::new(leases),
+            starts,
+            trusted,
+        })
+    }
+
+    /// Where vnode `i`'s epochs start in this run.
+    pub fn epochs(&self, i: usize) -> Epochs {
+        let start = self.starts[i];
+        Epochs {
+            next: start,
+            lease_end: start.saturating_add(LEASE_SIZE),
+            fresh_from: if self.trusted { 0 } else { start },
+            leases: self.leases.clone(),
+        }
+    }
+}

@@ -1,0 +1,280 @@
+//! Each vnode's counter lease, in `<data>/meta/leases` (docs/format.md,
+//! "Counter leases").
+//!
+//! A vnode writes as `vnode id | counter`, where the counter numbers the
+//! key epochs it starts (see `Vnode::actor_for`). A counter value must
+//! never be issued twice, or a replica could take a new write for one it
+//! has already seen. So, as Riak's vnodes do, a vnode leases counters ahead
+//! of use: the file records, per vnode, a value no issued counter reaches;
+//! it is raised (and made durable) before a counter past it is issued. A
+//! start continues from the recorded value, so the vnode id stays the same
+//! across clean and unclean restarts; a clean shutdown records the exact
+//! next value, so restarts do not use up the lease.
+//!
+//! The file is written in place, never grown, so a start or a lease at a
+//! full disk needs no new space: two slots, written in turn, each with a
+//! sequence number and a CRC; the valid slot with the higher sequence is
+//! the current one, so a write torn by a power cut leaves the other.
+
+use std::fs::{File, OpenOptions};
+use std::io::{Read, Seek, SeekFrom, Write};
+use std::os::unix::fs::FileExt;
+use std::path::{Path, PathBuf};
+use std::sync::Mutex;
+
+const MAGIC: &[u8; 8] = b"RILLLEAS";
+const VERSION: u8 = 1;
+const HEADER: usize = 40;
+/// Counters leased ahead of use (Riak's `counter_lease_size` default).
+pub const LEASE_SIZE: u64 = 10_000;
+
+/// The content of one slot.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct LeaseTable {
+    pub seq: u64,
+    /// Written by a clean shutdown: every store was synced and closed.
+    pub clean: bool,
+    /// The kernel's boot id when written (zeros when unknown).
+    pub boot_id: [u8; 16],
+    /// Per vnode: no counter at or above this was issued.
+    pub ends: Vec<u64>,
+}
+
+/// Bytes of one slot for `n` vnodes: a whole number of 4 KiB pages.
+pub fn slot_bytes(n: usize) -> usize {
+    (HEADER + 8 * n + 4).div_ceil(4096) * 4096
+}
+
+/// Encodes a slot (padded with zeros to [`slot_bytes`]).
+pub fn encode_slot(t: &LeaseTable) -> Vec<u8> {
+    let mut b = Vec::with_capacity(slot_bytes(t.ends.len()));
+    b.extend_from_slice(MAGIC);
+    b.push(VERSION);
+    b.push(u8::from(t.clean));
+    b.extend_from_slice(&[0, 0]);
+    b.extend_from_slice(&(t.ends.len() as u32).to_be_bytes());
+    b.extend_from_slice(&t.seq.to_be_bytes());
+    b.extend_from_slice(&t.boot_id);
+    for e in &t.ends {
+        b.extend_from_slice(&e.to_be_bytes());
+    }
+    let crc = crc32fast::hash(&b);
+    b.extend_from_slice(&crc.to_be_bytes());
+    b.resize(slot_bytes(t.ends.len()), 0);
+    b
+}
+
+/// Decodes a slot; `None` when it is not a whole, valid slot (never
+/// written, torn, damaged).
+pub fn decode_slot(b: &[u8]) -> Option<LeaseTable> {
+    if b.len() < HEADER + 4 || &b[..8] != MAGIC || b[8] != VERSION || b[9] > 1 {
+        return None;
+    }
+    let n = u32::from_be_bytes(b[12..16].try_into().ok()?) as usize;
+    let end = HEADER.checked_add(n.checked_mul(8)?)?;
+    let stored = u32::from_be_bytes(b.get(end..end + 4)?.try_into().ok()?);
+    if crc32fast::hash(&b[..end]) != stored {
+        return None;
+    }
+    Some(LeaseTable {
+        seq: u64::from_be_bytes(b[16..24].try_into().ok()?),
+        clean: b[9] == 1,
+        boot_id: b[24..40].try_into().ok()?,
+        ends: b[HEADER..end]
+            .chunks_exact(8)
+            .map(|c| u64::from_be_bytes(c.try_into().expect("8 bytes")))
+            .collect(),
+    })
+}
+
+/// The current table of a file's bytes: the valid slot with the higher
+/// sequence number.
+pub fn decode_file(b: &[u8], n: usize) -> Option<LeaseTable> {
+    let s = slot_bytes(n);
+    let a = b.get(..s).and_then(decode_slot);
+    let c = b.get(s..2 * s).and_then(decode_slot);
+    [a, c]
+        .into_iter()
+        .flatten()
+        .filter(|t| t.ends.len() == n)
+        .max_by_key(|t| t.seq)
+}
+
+/// The kernel's boot id, zeros when it cannot be read. Equal boot ids
+/// mean the machine did not restart in between, so the page cache kept
+/// whatever the last run handed to the kernel.
+pub fn boot_id() -> [u8; 16] {
+    let mut id = [0u8; 16];
+    if let Ok(s) = std::fs::read_to_string("/proc/sys/kernel/random/boot_id") {
+        let hex: Vec<u8> = s.bytes().filter(u8::is_ascii_hexdigit).collect();
+        for (i, pair) in hex.chunks_exact(2).take(16).enumerate() {
+            let h = std::str::from_utf8(pair).ok();
+            id[i] = h.and_then(|h| u8::from_str_radix(h, 16).ok()).unwrap_or(0);
+        }
+    }
+    id
+}
+
+/// The open lease file.
+pub struct LeaseFile {
+    path: PathBuf,
+    inner: Mutex<(File, LeaseTable)>,
+}
+
+impl LeaseFile {
+    /// Opens the file of `n` vnodes. `Ok(None)`: there is none (or none
+    /// that can be read), so the leases are lost.
+    pub fn open(dir: &Path, n: usize) -> std::io::Result<Option<(LeaseFile, LeaseTable)>> {
+        let path = dir.join("leases");
+        let mut f = match OpenOptions::new().read(true).write(true).open(&path) {
+            Ok(f) => f,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
+            Err(e) => return Err(e),
+        };
+        let mut bytes = Vec::new();
+        f.seek(SeekFrom::Start(0))?;
+        f.read_to_end(&mut bytes)?;
+        let Some(t) = decode_file(&bytes, n) else {
+            return Ok(None);
+        };
+        let file = LeaseFile {
+            path,
+            inner: Mutex::new((f, t.clone())),
+        };
+        Ok(Some((file, t)))
+    }
+
+    /// Creates (or replaces) the file with `t` in both slots, durably.
+    pub fn create(dir: &Path, t: &LeaseTable) -> std::io::Result<LeaseFile> {
+        let path = dir.join("leases");
+        let tmp = dir.join("leases.tmp");
+        {
+            let mut f = File::create(&tmp)?;
+            let slot = encode_slot(t);
+            let mut second = t.clone();
+            second.seq = t.seq.wrapping_sub(1);
+            f.write_all(&slot)?;
+            f.write_all(&encode_slot(&second))?;
+            f.sync_all()?;
+        }
+        std::fs::rename(&tmp, &path)?;
+        File::open(dir)?.sync_all()?;
+        let f = OpenOptions::new().read(true).write(true).open(&path)?;
+        Ok(LeaseFile {
+            path,
+            inner: Mutex::new((f, t.clone())),
+        })
+    }
+
+    /// Writes the next table, made from the current one by `change`,
+    /// into the older slot, durably. Needs no new space.
+    pub fn write(&self, change: impl FnOnce(&mut LeaseTable)) -> std::io::Result<LeaseTable> {
+        let mut g = self.inner.lock().unwrap_or_else(|e| e.into_inner());
+        let mut next = g.1.clone();
+        change(&mut next);
+        next.seq = g.1.seq.wrapping_add(1);
+        let bytes = encode_slot(&next);
+        let at = (next.seq % 2) * bytes.len() as u64;
+        g.0.write_all_at(&bytes, at)?;
+        g.0.sync_data()?;
+        g.1 = next.clone();
+        Ok(next)
+    }
+
+    /// Makes sure no counter below `needed` of vnode `i` is outside the
+    /// lease, raising it by [`LEASE_SIZE`] past `needed` when it is.
+    /// Returns the lease end in force.
+    pub fn cover(&self, i: usize, needed: u64) -> std::io::Result<u64> {
+        {
+            let g = self.inner.lock().unwrap_or_else(|e| e.into_inner());
+            if g.1.ends[i] >= needed {
+                return Ok(g.1.ends[i]);
+            }
+        }
+        let t = self.write(|t| {
+            if t.ends[i] < needed {
+                t.ends[i] = needed.saturating_add(LEASE_SIZE);
+            }
+            t.clean = false;
+        })?;
+        Ok(t.ends[i])
+    }
+
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn table(seq: u64, ends: Vec<u64>) -> LeaseTable {
+        LeaseTable {
+            seq,
+            clean: seq.is_multiple_of(3),
+            boot_id: [7; 16],
+            ends,
+        }
+    }
+
+    #[test]
+    fn slots_round_trip_and_damage_is_refused() {
+        for n in [0, 1, 64, 500, 600, 2048] {
+            let t = table(9, (0..n as u64).map(|i| i * 1000 + 3).collect());
+            let b = encode_slot(&t);
+            assert_eq!(b.len(), slot_bytes(n));
+            assert_eq!(b.len() % 4096, 0);
+            assert_eq!(decode_slot(&b), Some(t));
+            for at in [0, 8, 9, 12, 20, 30, HEADER + 8 * n] {
+                let mut bad = b.clone();
+                bad[at] ^= 0x10;
+                assert_eq!(decode_slot(&bad), None, "n {n}, byte {at} flipped");
+            }
+            assert_eq!(decode_slot(&b[..HEADER + 8 * n]), None, "no CRC");
+        }
+    }
+
+    #[test]
+    fn the_newer_valid_slot_wins() {
+        let n = 4;
+        let old = encode_slot(&table(4, vec![1; n]));
+        let new = encode_slot(&table(5, vec![2; n]));
+        let both = [old.clone(), new.clone()].concat();
+        assert_eq!(decode_file(&both, n).unwrap().ends, vec![2; n]);
+        let swapped = [new.clone(), old.clone()].concat();
+        assert_eq!(decode_file(&swapped, n).unwrap().ends, vec![2; n]);
+        let mut torn = both.clone();
+        torn[slot_bytes(n) + 50] ^= 1;
+        assert_eq!(decode_file(&torn, n).unwrap().ends, vec![1; n]);
+        assert_eq!(decode_file(&both, n + 1), None, "another ring size");
+        assert_eq!(decode_file(&[], n), None);
+    }
+
+    #[test]
+    fn leases_are_durable_before_use_and_survive_reopen() {
+        let dir = tempfile::tempdir().unwrap();
+        assert!(LeaseFile::open(dir.path(), 2).unwrap().is_none());
+        let f = LeaseFile::create(dir.path(), &table(1, vec![0, 100])).unwrap();
+        let len = std::fs::metadata(f.path()).unwrap().len();
+        assert_eq!(f.cover(1, 50).unwrap(), 100, "already covered");
+        assert_eq!(f.cover(0, 1).unwrap(), 1 + LEASE_SIZE);
+        for i in 0..5 {
+            f.cover(1, 200 + i * LEASE_SIZE).unwrap();
+        }
+        assert_eq!(
+            std::fs::metadata(f.path()).unwrap().len(),
+            len,
+            "never grows"
+        );
+        drop(f);
+        let (_, t) = LeaseFile::open(dir.path(), 2).unwrap().unwrap();
+        assert_eq!(t.ends, vec![1 + LEASE_SIZE, 200 + 5 * LEASE_SIZE]);
+        assert!(!t.clean);
+    }
+
+    #[test]
+    fn boot_id_is_stable_within_a_boot() {
+        assert_eq!(boot_id(), boot_id());
+    }
+}

@@ -1,0 +1,212 @@
+//! Replica identities across restarts: a vnode keeps its actor id and
+//! continues its counter, so clocks and data types do not grow with
+//! restarts (clean ones and crashes of the process alike); after a stop
+//! that may have lost writes, clocks grow by at most one entry per key and
+//! restart, and vclock pruning bounds them.
+
+use rill_node::crdt::{Crdt, Op};
+use rill_node::lease::LeaseFile;
+use rill_node::{
+    BackendKind, Content, DtFetchAnswer, DtFetchRequest, DtUpdateRequest, GetAnswer, GetRequest,
+    Metadata, Node, NodeConfig, Object, PutRequest,
+};
+use serde_json::json;
+use std::path::Path;
+use std::sync::Arc;
+
+fn open(dir: &Path) -> Arc<Node> {
+    let mut c = NodeConfig::new(dir);
+    c.ring_size = 8;
+    c.backend = BackendKind::Bitcask;
+    c.reserve_bytes = 0;
+    Node::open(c).unwrap()
+}
+
+fn get(n: &Node, bucket: &str, key: &str) -> Option<Object> {
+    match n
+        .get(&GetRequest {
+            bucket: bucket.into(),
+            key: key.into(),
+            ..GetRequest::default()
+        })
+        .unwrap()
+    {
+        GetAnswer::Found(o) => Some(o),
+        _ => None,
+    }
+}
+
+/// A read-modify-write, as a client does: the value read is the context.
+fn put(n: &Node, bucket: &str, key: &str, value: &str) {
+    let vclock = get(n, bucket, key).map(|o| rill_object::encode_vclock(&o.clock));
+    n.put(PutRequest {
+        bucket: bucket.into(),
+        key: Some(key.into()),
+        vclock,
+        content: Content::new(value.as_bytes().to_vec(), Metadata::default()),
+        ..PutRequest::default()
+    })
+    .unwrap();
+}
+
+fn dt(n: &Node, t: &str, key: &str, op: Op) {
+    n.dt_update(DtUpdateRequest {
+        bucket_type: t.into(),
+        bucket: b"b".to_vec(),
+        key: Some(key.into()),
+        context: None,
+        op,
+        w: None,
+        dw: None,
+        pw: None,
+        n_val: None,
+    })
+    .unwrap();
+}
+
+fn fetch(n: &Node, t: &str, key: &str) -> Crdt {
+    match n
+        .dt_fetch(&DtFetchRequest {
+            bucket_type: t.into(),
+            bucket: b"b".to_vec(),
+            key: key.into(),
+            ..Default::default()
+        })
+        .unwrap()
+    {
+        DtFetchAnswer::Found { value } => value,
+        other => panic!("{other:?}"),
+    }
+}
+
+fn make_types(n: &Node) {
+    for (name, dt) in [("counters", "counter"), ("sets", "set")] {
+        n.create_type(name, json!({ "datatype": dt }).as_object().unwrap())
+            .unwrap();
+        n.activate_type(name).unwrap();
+    }
+}
+
+const KEYS: [&str; 3] = ["k0", "k1", "k2"];
+const RESTARTS: usize = 200;
+
+#[test]
+fn clocks_and_data_types_do_not_grow_with_restarts() {
+    let dir = tempfile::tempdir().unwrap();
+    make_types(&open(dir.path()));
+    for round in 0..RESTARTS {
+        let n = open(dir.path());
+        for k in KEYS {
+            put(&n, "b", k, &format!("{k} in round {round}"));
+        }
+        dt(&n, "counters", "c", Op::Counter(1));
+        dt(
+            &n,
+            "sets",
+            "s",
+            Op::Set {
+                adds: vec![format!("e{}", round % 5).into_bytes()],
+                removes: vec![],
+            },
+        );
+        // Half the runs end as a crash of the process would.
+        if round % 2 == 1 {
+            n.stop_as_if_killed();
+        }
+    }
+    let n = open(dir.path());
+    for k in KEYS {
+        let o = get(&n, "b", k).unwrap();
+        assert_eq!(o.contents.len(), 1, "{k}: no siblings");
+        assert_eq!(
+            o.contents[0].value,
+            format!("{k} in round {}", RESTARTS - 1).into_bytes()
+        );
+        // One node coordinates every put of a key: one writer.
+        assert_eq!(o.clock.len(), 1, "{k}: clock {:?}", o.clock);
+        let (_, count, _) = o.clock.entries().next().unwrap();
+        assert_eq!(count, RESTARTS as u64, "{k}: every put counted once");
+    }
+    match fetch(&n, "counters", "c") {
+        Crdt::Counter(c) => {
+            assert_eq!(c.value(), RESTARTS as i64);
+            assert_eq!(c.actors(), 1, "one actor counted across {RESTARTS} runs");
+        }
+        other => panic!("{other:?}"),
+    }
+    let set = fetch(&n, "sets", "s");
+    assert_eq!(
+        set.context().unwrap().0.len(),
+        1,
+        "one actor in the set's clock"
+    );
+    let object = get(&n, "sets", "s");
+    assert!(object.is_none() || object.unwrap().clock.len() == 1);
+}
+
+/// Marks the last run as one that may have lost writes (another boot, no
+/// clean stop), as after a power loss.
+fn as_if_power_was_lost(dir: &Path) {
+    let (f, _) = LeaseFile::open(&dir.join("meta"), 8).unwrap().unwrap();
+    f.write(|t| {
+        t.clean = false;
+        t.boot_id = [0xee; 16];
+    })
+    .unwrap();
+}
+
+#[test]
+fn after_possible_loss_each_key_takes_one_new_epoch_and_pruning_bounds_clocks() {
+    let dir = tempfile::tempdir().unwrap();
+    {
+        let n = open(dir.path());
+        // Prune whatever exceeds 3 entries, however young.
+        n.set_bucket_props(
+            "default",
+            b"p",
+            json!({"small_vclock": 3, "big_vclock": 3, "young_vclock": 0})
+                .as_object()
+                .unwrap(),
+        )
+        .unwrap();
+    }
+    let mut lens = Vec::new();
+    for round in 0..12 {
+        let n = open(dir.path());
+        for b in ["b", "p"] {
+            put(&n, b, "k", &format!("round {round}"));
+            // A second write in the same run keeps the new epoch.
+            put(&n, b, "k", &format!("round {round}, again"));
+        }
+        let o = get(&n, "p", "k").unwrap();
+        assert_eq!(
+            o.contents[0].value,
+            format!("round {round}, again").into_bytes()
+        );
+        assert!(o.clock.len() <= 3, "pruned to small_vclock: {:?}", o.clock);
+        lens.push(get(&n, "b", "k").unwrap().clock.len());
+        drop(n);
+        as_if_power_was_lost(dir.path());
+    }
+    // Default pruning keeps young entries: one entry per run that may
+    // have lost writes, never more.
+    assert_eq!(lens, (1..=12).collect::<Vec<_>>());
+}
+
+#[test]
+fn a_lost_lease_file_means_new_ids_not_reused_counters() {
+    let dir = tempfile::tempdir().unwrap();
+    let first = {
+        let n = open(dir.path());
+        put(&n, "b", "k", "v1");
+        get(&n, "b", "k").unwrap().clock
+    };
+    std::fs::remove_file(dir.path().join("meta/leases")).unwrap();
+    let n = open(dir.path());
+    put(&n, "b", "k", "v2");
+    let o = get(&n, "b", "k").unwrap();
+    assert_eq!(o.contents.len(), 1);
+    assert_eq!(o.contents[0].value, b"v2");
+    assert_eq!(o.clock.len(), 2, "a new actor: {:?}", o.clock);
+    assert!(o.clock.descends(&first));
+}
