@@ -100,7 +100,7 @@ impl Node {
                 let dir = config.data_dir.join("bitcask");
                 std::fs::create_dir_all(&dir)
                     .map_err(|e| format!("cannot create {}: {e}", dir.display()))?;
-                Ok::<_, String>(Space::open(&dir, config.reserve_bytes))
+                Ok::<_, String>(Space::open(&dir, config.reserve_bytes, config.ring_size))
             })
             .transpose()?;
         let scheduler = (config.backend == BackendKind::Bitcask).then(|| {

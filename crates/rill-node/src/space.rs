@@ -15,8 +15,12 @@
 //!   disk it is released: deletes, merges and a restart then have room,
 //!   and puts stay refused until the free space is twice the reserve, when
 //!   the reserve is made again and puts resume by themselves.
-//! - A node that starts with less free space than the reserve releases it
-//!   before anything else is written, so a node starts on a full disk.
+//! - A second, small file (`start.reserve`: 1 MiB and 64 KiB a vnode)
+//!   is released only by a start that finds less free space than it holds,
+//!   before anything else is written: it pays for the files a start
+//!   creates (each store's new active file), so a node starts on a full
+//!   disk even when something else took the released reserve's room. It is
+//!   made again with the other when space returns.
 
 use crate::error::{KvError, OUT_OF_SPACE_RETRY_SECS};
 use merge_control::{MergeScheduler, ThrottleSettings};
@@ -27,6 +31,13 @@ use std::time::{Duration, Instant};
 
 /// The reserve's file name in the Bitcask directory.
 pub(crate) const RESERVE_FILE: &str = "space.reserve";
+/// The start reserve's file name in the Bitcask directory.
+pub(crate) const START_RESERVE_FILE: &str = "start.reserve";
+
+/// Bytes of the start reserve for `vnodes` stores.
+pub(crate) fn start_reserve_bytes(vnodes: u32) -> u64 {
+    (1 << 20) + u64::from(vnodes) * (64 << 10)
+}
 
 /// How often, at most, a refused put checks whether space has returned.
 const RECOVERY_CHECK: Duration = Duration::from_millis(100);
@@ -58,10 +69,16 @@ pub(crate) fn admit(low: bool, usage: f64, t: ThrottleSettings, reclaimable: u64
     Admit::Go(t.delay(usage))
 }
 
-/// Whether puts may resume after the reserve was released: room for the
-/// reserve again and as much besides, and usage below U_h.
-pub(crate) fn may_resume(free: u64, reserve: u64, usage: f64, t: ThrottleSettings) -> bool {
-    free >= reserve.saturating_mul(2) && usage < t.high_usage
+/// Whether puts may resume after the reserves were released: room for
+/// both reserves and the reserve's size again besides, and usage below U_h.
+pub(crate) fn may_resume(
+    free: u64,
+    reserve: u64,
+    start_reserve: u64,
+    usage: f64,
+    t: ThrottleSettings,
+) -> bool {
+    free >= reserve.saturating_mul(2).saturating_add(start_reserve) && usage < t.high_usage
 }
 
 /// The disk-space state of a node whose backend stores on disk.
@@ -69,6 +86,8 @@ pub(crate) struct Space {
     /// The Bitcask directory (statvfs, and the reserve file in it).
     dir: PathBuf,
     reserve_bytes: u64,
+    /// 0 when `reserve_bytes` is 0 (no reserves at all).
+    start_bytes: u64,
     /// True while the reserve is released and puts are refused.
     low: AtomicBool,
     checked: Mutex<Option<Instant>>,
@@ -76,27 +95,44 @@ pub(crate) struct Space {
 }
 
 impl Space {
-    /// Called at start, before any store opens: releases the reserve when
-    /// the free space is short, else makes sure it is there.
-    pub fn open(dir: &Path, reserve_bytes: u64) -> Space {
+    /// Called at start, before any store opens: releases the reserves
+    /// when the free space is short, else makes sure they are there.
+    pub fn open(dir: &Path, reserve_bytes: u64, vnodes: u32) -> Space {
+        let start_bytes = if reserve_bytes == 0 {
+            0
+        } else {
+            start_reserve_bytes(vnodes)
+        };
         let space = Space {
             dir: dir.to_path_buf(),
             reserve_bytes,
+            start_bytes,
             low: AtomicBool::new(false),
             checked: Mutex::new(None),
             refusals: AtomicU64::new(0),
         };
-        let path = space.reserve_path();
-        let free = space.free_bytes();
+        let (path, start_path) = (space.reserve_path(), space.start_reserve_path());
         if reserve_bytes == 0 {
             let _ = std::fs::remove_file(&path);
-        } else if path.exists() {
+            let _ = std::fs::remove_file(&start_path);
+            return space;
+        }
+        if start_path.exists() && space.free_bytes() < start_bytes {
+            tracing::warn!(
+                free = space.free_bytes(),
+                "starting on a full disk: the start reserve is released so the stores can open"
+            );
+            remove_durably(&start_path);
+            space.low.store(true, Ordering::Relaxed);
+        }
+        let free = space.free_bytes();
+        if path.exists() {
             if free < reserve_bytes {
                 tracing::warn!(free, reserve = reserve_bytes, "starting with little free space: the space reserve is released for deletes and merges, puts are refused until space returns");
                 space.release();
             }
-        } else if free >= reserve_bytes.saturating_mul(2) {
-            space.make_reserve();
+        } else if !space.is_low() && free >= (reserve_bytes * 2).saturating_add(start_bytes) {
+            space.make_reserves();
         } else {
             tracing::warn!(
                 free,
@@ -106,6 +142,10 @@ impl Space {
             space.low.store(true, Ordering::Relaxed);
         }
         space
+    }
+
+    fn start_reserve_path(&self) -> PathBuf {
+        self.dir.join(START_RESERVE_FILE)
     }
 
     fn reserve_path(&self) -> PathBuf {
@@ -179,15 +219,7 @@ impl Space {
 
     fn release(&self) -> bool {
         self.low.store(true, Ordering::Relaxed);
-        match std::fs::remove_file(self.reserve_path()) {
-            Ok(()) => {
-                if let Ok(d) = std::fs::File::open(&self.dir) {
-                    let _ = d.sync_all();
-                }
-                true
-            }
-            Err(_) => false,
-        }
+        remove_durably(&self.reserve_path())
     }
 
     /// At most every [`RECOVERY_CHECK`]: when space has returned, make the
@@ -200,32 +232,58 @@ impl Space {
             return;
         }
         *checked = Some(Instant::now());
-        if !may_resume(self.free_bytes(), self.reserve_bytes, usage, settings) {
+        if !may_resume(
+            self.free_bytes(),
+            self.reserve_bytes,
+            self.start_bytes,
+            usage,
+            settings,
+        ) {
             return;
         }
-        if self.reserve_bytes == 0 || self.make_reserve() {
+        if self.reserve_bytes == 0 || self.make_reserves() {
             tracing::info!("free space has returned: puts are admitted again");
             self.low.store(false, Ordering::Relaxed);
         }
     }
 
-    /// Allocates the reserve file (its blocks, not a sparse length). True
-    /// when it is there.
-    fn make_reserve(&self) -> bool {
-        match allocate(&self.reserve_path(), self.reserve_bytes) {
-            Ok(()) => {
-                if let Ok(d) = std::fs::File::open(&self.dir) {
-                    let _ = d.sync_all();
-                }
-                true
-            }
+    /// Allocates both reserve files (their blocks, not a sparse length).
+    /// True when they are there.
+    fn make_reserves(&self) -> bool {
+        let made = [
+            (self.start_reserve_path(), self.start_bytes),
+            (self.reserve_path(), self.reserve_bytes),
+        ]
+        .into_iter()
+        .try_for_each(|(path, bytes)| {
+            allocate(&path, bytes).inspect_err(|_| {
+                let _ = std::fs::remove_file(&path);
+            })
+        });
+        if let Ok(d) = std::fs::File::open(&self.dir) {
+            let _ = d.sync_all();
+        }
+        match made {
+            Ok(()) => true,
             Err(e) => {
-                let _ = std::fs::remove_file(self.reserve_path());
                 tracing::warn!(error = %e, "cannot make the space reserve");
                 self.low.store(true, Ordering::Relaxed);
                 false
             }
         }
+    }
+}
+
+/// Removes a file and makes the removal durable; true when it was there.
+fn remove_durably(path: &Path) -> bool {
+    match std::fs::remove_file(path) {
+        Ok(()) => {
+            if let Some(Ok(d)) = path.parent().map(std::fs::File::open) {
+                let _ = d.sync_all();
+            }
+            true
+        }
+        Err(_) => false,
     }
 }
 
@@ -276,18 +334,18 @@ mod tests {
     #[test]
     fn resume_table() {
         let t = ThrottleSettings::default();
-        for (free, reserve, usage, want) in [
-            (100, 50, 0.5, true),
-            (99, 50, 0.5, false),
-            (100, 50, 1.0, false),
-            (0, 0, 0.99, true),
-            (0, 0, 1.0, false),
-            (u64::MAX, u64::MAX, 0.1, true),
+        for (free, reserve, start, usage, want) in [
+            (110, 50, 10, 0.5, true),
+            (109, 50, 10, 0.5, false),
+            (110, 50, 10, 1.0, false),
+            (0, 0, 0, 0.99, true),
+            (0, 0, 0, 1.0, false),
+            (u64::MAX, u64::MAX, 1, 0.1, true),
         ] {
             assert_eq!(
-                may_resume(free, reserve, usage, t),
+                may_resume(free, reserve, start, usage, t),
                 want,
-                "free {free}, reserve {reserve}, U {usage}"
+                "free {free}, reserve {reserve}, start {start}, U {usage}"
             );
         }
     }
@@ -295,21 +353,27 @@ mod tests {
     #[test]
     fn the_reserve_is_made_released_and_made_again() {
         let dir = tempfile::tempdir().unwrap();
-        let s = Space::open(dir.path(), 1 << 20);
+        let s = Space::open(dir.path(), 1 << 20, 4);
         let path = dir.path().join(RESERVE_FILE);
+        let start = dir.path().join(START_RESERVE_FILE);
         assert!(!s.is_low());
         assert_eq!(std::fs::metadata(&path).unwrap().len(), 1 << 20);
+        assert_eq!(
+            std::fs::metadata(&start).unwrap().len(),
+            start_reserve_bytes(4)
+        );
         assert!(s.disk_full(), "the reserve was there to release");
         assert!(s.is_low() && !path.exists());
+        assert!(start.exists(), "only a start releases the start reserve");
         assert!(!s.disk_full(), "nothing left to release");
         s.maybe_resume(0.1, ThrottleSettings::default());
         assert!(!s.is_low() && path.exists());
         // A start with the reserve present keeps it.
         drop(s);
-        let s = Space::open(dir.path(), 1 << 20);
-        assert!(!s.is_low() && path.exists());
-        // Turned off: the file goes.
-        let s = Space::open(dir.path(), 0);
-        assert!(!s.is_low() && !path.exists());
+        let s = Space::open(dir.path(), 1 << 20, 4);
+        assert!(!s.is_low() && path.exists() && start.exists());
+        // Turned off: the files go.
+        let s = Space::open(dir.path(), 0, 4);
+        assert!(!s.is_low() && !path.exists() && !start.exists());
     }
 }

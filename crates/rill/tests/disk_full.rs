@@ -1,0 +1,194 @@
+//! A node on a small, loop-mounted ext4 filled to the last block, through
+//! the real binary: puts over HTTP and PB are refused with the documented
+//! out-of-space errors (no internal paths), reads go on, the node starts
+//! again after `kill -9` on the full disk, every acknowledged write reads
+//! back, deletes work and free space, and puts resume without a restart.
+
+mod common;
+
+use common::Node;
+use rill_client::Client;
+use std::io::Write;
+use std::path::Path;
+use std::time::{Duration, Instant};
+
+const VALUE_BYTES: usize = 48 << 10;
+
+fn value(i: usize) -> Vec<u8> {
+    let mut v = format!("value {i} ").into_bytes();
+    v.resize(VALUE_BYTES, b'a' + (i % 26) as u8);
+    v
+}
+
+fn config(data: &Path) -> String {
+    format!(
+        "ring_size = 8\nplatform_data_dir = {}\nbitcask.max_file_size = 2MB\n\
+         bitcask.reserve = 4MB\ndelete_mode = immediate\n",
+        data.display()
+    )
+}
+
+/// Fills what is left of the filesystem with a file of its own, to the
+/// last byte, as another program could.
+fn fill_up(path: &Path) -> u64 {
+    let mut f = std::fs::File::create(path).unwrap();
+    let block = vec![0x5au8; 64 << 10];
+    let mut written = 0u64;
+    loop {
+        match f.write(&block) {
+            Ok(0) => break,
+            Ok(n) => written += n as u64,
+            Err(e) if e.raw_os_error() == Some(libc_enospc()) => break,
+            Err(e) => panic!("filling the disk: {e}"),
+        }
+    }
+    // Smaller writes for the last partial block.
+    loop {
+        match f.write(&block[..512]) {
+            Ok(0) | Err(_) => break,
+            Ok(n) => written += n as u64,
+        }
+    }
+    let _ = f.sync_all();
+    written
+}
+
+fn libc_enospc() -> i32 {
+    28
+}
+
+fn http_put(n: &Node, key: &str, body: &[u8]) -> common::HttpReply {
+    n.http(
+        "PUT",
+        &format!("/buckets/sensors/keys/{key}"),
+        &[("Content-Type", "application/octet-stream")],
+        body,
+    )
+    .expect("the node answers")
+}
+
+#[test]
+fn a_full_disk_refuses_puts_clearly_keeps_reads_restarts_and_recovers() {
+    let Some(fs) = testkit::LoopFs::mount_or_skip(64) else {
+        return;
+    };
+    let home = tempfile::tempdir().unwrap();
+    let data = fs.path().join("data");
+    let n = Node::start(home.path(), &config(&data));
+    let data_path = data.display().to_string();
+
+    // Fill through HTTP until refused.
+    let mut acked: Vec<usize> = Vec::new();
+    let refusal = loop {
+        let i = acked.len();
+        assert!(i < 5000, "a 64 MiB disk never filled");
+        let r = http_put(&n, &format!("k{i}"), &value(i));
+        match r.status {
+            204 => acked.push(i),
+            _ => break r,
+        }
+    };
+    let body = String::from_utf8_lossy(&refusal.body).into_owned();
+    assert_eq!(refusal.status, 503, "{body}");
+    assert!(body.starts_with("out_of_space"), "{body}");
+    assert!(
+        !body.contains(&data_path) && !body.contains("/bitcask"),
+        "no internal path: {body}"
+    );
+    let retry: u64 = refusal
+        .header("Retry-After")
+        .expect("Retry-After")
+        .parse()
+        .unwrap();
+    assert!(retry >= 1);
+    assert!(
+        acked.len() > 100,
+        "only {} puts before the refusal",
+        acked.len()
+    );
+
+    // PB is refused too, at once and with the same words.
+    let mut pb = Client::connect(n.pb).unwrap();
+    let err = pb
+        .put(b"sensors", b"pb-key", &value(0), "application/octet-stream")
+        .expect_err("a put at a full disk is refused");
+    let msg = err.to_string();
+    assert!(msg.contains("out_of_space"), "{msg}");
+    assert!(!msg.contains(&data_path), "{msg}");
+
+    // Reads go on.
+    for &i in acked.iter().step_by(37) {
+        let got = pb.get(b"sensors", format!("k{i}").as_bytes()).unwrap();
+        assert_eq!(got.unwrap().values, vec![value(i)], "k{i}");
+    }
+
+    // Something else takes whatever room is left, then the node crashes.
+    let filler = fill_up(&fs.path().join("filler"));
+    eprintln!(
+        "{} puts acknowledged, then {filler} bytes of filler",
+        acked.len()
+    );
+    n.kill();
+
+    // It starts again on the full disk.
+    let n = Node::start(home.path(), &config(&data));
+    assert!(
+        n.log().contains("starting on a full disk"),
+        "the start found the disk full: {}",
+        n.log()
+    );
+    let mut pb = Client::connect(n.pb).unwrap();
+    for &i in &acked {
+        let got = pb.get(b"sensors", format!("k{i}").as_bytes()).unwrap();
+        assert_eq!(got.map(|g| g.values), Some(vec![value(i)]), "k{i} lost");
+    }
+    let r = http_put(&n, "after-restart", b"x");
+    assert_eq!(
+        r.status,
+        503,
+        "still full: {}",
+        String::from_utf8_lossy(&r.body)
+    );
+
+    // Deletes work on the full disk, and free its space (the filler stays).
+    let (gone, kept) = acked.split_at(acked.len() * 2 / 3);
+    for &i in gone {
+        let r = n
+            .http("DELETE", &format!("/buckets/sensors/keys/k{i}"), &[], b"")
+            .unwrap();
+        assert_eq!(
+            r.status,
+            204,
+            "delete k{i}: {}",
+            String::from_utf8_lossy(&r.body)
+        );
+    }
+
+    // Puts resume by themselves once merges have given the space back.
+    let deadline = Instant::now() + Duration::from_secs(120);
+    let mut attempt = 0;
+    loop {
+        let r = http_put(&n, &format!("new{attempt}"), &value(attempt));
+        if r.status == 204 {
+            break;
+        }
+        assert_eq!(r.status, 503, "{}", String::from_utf8_lossy(&r.body));
+        assert!(
+            Instant::now() < deadline,
+            "puts did not resume within 120 s of deleting {} keys",
+            gone.len()
+        );
+        attempt += 1;
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    eprintln!("puts resumed after {attempt} refusals");
+    for &i in gone.iter().step_by(11) {
+        let got = pb.get(b"sensors", format!("k{i}").as_bytes()).unwrap();
+        assert!(got.is_none(), "deleted k{i} came back");
+    }
+    for &i in kept {
+        let got = pb.get(b"sensors", format!("k{i}").as_bytes()).unwrap();
+        assert_eq!(got.map(|g| g.values), Some(vec![value(i)]), "k{i} lost");
+    }
+    n.stop();
+}
