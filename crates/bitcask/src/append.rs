@@ -14,7 +14,7 @@ use crate::files::{data_path, hint_path};
 use crate::format::file_header::{encode_file_header, FileKind};
 use crate::format::hint::{encode_hint_entry, encode_hint_trailer, HintEntry};
 use crate::format::record::{encode_header, RecordMeta, RECORD_HEADER_LEN};
-use crate::vfs::{OpenMode, VFile, Vfs};
+use crate::vfs::{OpenMode, VFile, Vfs, MAX_WRITE_PARTS};
 use std::io;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -239,17 +239,41 @@ impl AppendFile {
         value: &[u8],
         flush_now: bool,
     ) -> Result<u32> {
-        let offset = self.len;
-        let mut header = [0u8; RECORD_HEADER_LEN];
-        encode_header(&mut header, meta, key, value);
-        let size = (RECORD_HEADER_LEN + key.len() + value.len()) as u64;
+        Ok(self.append_batch(vfs, &[(*meta, key, value)], flush_now)?[0])
+    }
+
+    /// Appends records one after another as one write: on failure none of
+    /// them is in the file (it is cut back) and nothing changes. Returns
+    /// each record's offset.
+    pub fn append_batch(
+        &mut self,
+        vfs: &dyn Vfs,
+        records: &[(RecordMeta, &[u8], &[u8])],
+        flush_now: bool,
+    ) -> Result<Vec<u32>> {
+        let start = self.len;
+        let mut headers = vec![[0u8; RECORD_HEADER_LEN]; records.len()];
+        let mut offsets = Vec::with_capacity(records.len());
+        let mut at = start;
+        for (h, (meta, key, value)) in headers.iter_mut().zip(records) {
+            encode_header(h, meta, key, value);
+            offsets.push(at);
+            at += (RECORD_HEADER_LEN + key.len() + value.len()) as u64;
+        }
+        let size = at - start;
         if !self.direct && (self.buffer_bytes == 0 || size >= WRITE_AROUND_BYTES) {
-            self.write_around(&header, key, value)?;
+            let mut parts: Vec<&[u8]> = Vec::with_capacity(records.len() * 3);
+            for (h, (_, key, value)) in headers.iter().zip(records) {
+                parts.extend_from_slice(&[&h[..], key, value]);
+            }
+            self.write_around(&parts)?;
         } else {
             let buf_len_before = self.buf.len;
-            self.buf.push(&header);
-            self.buf.push(key);
-            self.buf.push(value);
+            for (h, (_, key, value)) in headers.iter().zip(records) {
+                self.buf.push(h);
+                self.buf.push(key);
+                self.buf.push(value);
+            }
             self.len += size;
             if flush_now || self.buf.len >= self.buffer_bytes {
                 if let Err(e) = self.flush(flush_now || self.buffer_bytes == 0) {
@@ -260,38 +284,48 @@ impl AppendFile {
             }
         }
         let hint = self.hint.as_mut().expect("append to a finished file");
-        hint.add(
-            vfs,
-            &HintEntry {
-                key,
-                tombstone: meta.tombstone,
-                expiry_s: meta.expiry_s,
-                offset: offset as u32,
-                record_len: size as u32,
-                seq: meta.seq,
-            },
-        );
-        Ok(offset as u32)
+        for ((meta, key, value), offset) in records.iter().zip(&offsets) {
+            hint.add(
+                vfs,
+                &HintEntry {
+                    key,
+                    tombstone: meta.tombstone,
+                    expiry_s: meta.expiry_s,
+                    offset: *offset as u32,
+                    record_len: (RECORD_HEADER_LEN + key.len() + value.len()) as u32,
+                    seq: meta.seq,
+                },
+            );
+        }
+        Ok(offsets.into_iter().map(|o| o as u32).collect())
     }
 
-    /// Writes the bytes still only in the buffer and then the record, from
-    /// the caller's memory, in one vectored write: a large value is not
-    /// copied into the buffer first (that copy, and reading the cold buffer
-    /// again to write it, cost as much as the kernel's own copy), and a
-    /// write-through store rewrites nothing. Buffered mode only: O_DIRECT
-    /// needs aligned memory. On failure the file is cut back and nothing
-    /// changes.
-    fn write_around(&mut self, header: &[u8], key: &[u8], value: &[u8]) -> Result<()> {
+    /// Writes the bytes still only in the buffer and then the records'
+    /// `parts`, from the caller's memory, in one vectored write: a large
+    /// value is not copied into the buffer first (that copy, and reading
+    /// the cold buffer again to write it, cost as much as the kernel's own
+    /// copy), and a write-through store rewrites nothing. Buffered mode
+    /// only: O_DIRECT needs aligned memory. On failure the file is cut back
+    /// and nothing changes.
+    fn write_around(&mut self, parts: &[&[u8]]) -> Result<()> {
         let pending = &self.buf.as_slice()[(self.readable - self.buf_start) as usize..];
         let at = self.readable;
-        if let Err(e) = self
-            .file
-            .write_all_vectored_at(&[pending, header, key, value], at)
-        {
+        // One record is three parts; a batch is copied into one (a vectored
+        // write takes at most MAX_WRITE_PARTS slices).
+        let joined: Vec<u8>;
+        let mut iov: Vec<&[u8]> = Vec::with_capacity(MAX_WRITE_PARTS);
+        iov.push(pending);
+        if parts.len() < MAX_WRITE_PARTS {
+            iov.extend_from_slice(parts);
+        } else {
+            joined = parts.concat();
+            iov.push(&joined);
+        }
+        if let Err(e) = self.file.write_all_vectored_at(&iov, at) {
             return Err(self.cut_back(e));
         }
         self.dirty = true;
-        self.len += (header.len() + key.len() + value.len()) as u64;
+        self.len += parts.iter().map(|p| p.len() as u64).sum::<u64>();
         self.readable = self.len;
         self.buf.truncate(0);
         self.buf_start = self.len;

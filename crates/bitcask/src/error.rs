@@ -17,7 +17,7 @@ pub enum DecodeError {
     UnknownFlags(u8),
     #[error("bad magic bytes: not a Rill Bitcask file of this kind")]
     BadMagic,
-    #[error("format version {0} is not supported (this build reads version 1)")]
+    #[error("format version {0} is not supported (this build reads data files of versions 1 and 2, hint files of version 1)")]
     UnsupportedVersion(u8),
     #[error("invalid: {0}")]
     Invalid(&'static str),

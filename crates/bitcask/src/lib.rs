@@ -16,6 +16,7 @@
 //! - all file I/O goes through [`vfs::Vfs`], so tests can break the disk.
 
 mod append;
+mod batch;
 pub mod error;
 mod files;
 pub mod format;
@@ -28,6 +29,7 @@ mod stats;
 mod store;
 pub mod vfs;
 
+pub use batch::BatchOp;
 pub use error::{DecodeError, Error, Result};
 pub use merge::MergeReport;
 pub use options::{Clock, Options, PutGate, SyncStrategy, SystemClock, WriteMode};

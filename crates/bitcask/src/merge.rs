@@ -25,7 +25,7 @@ use crate::append::AppendFile;
 use crate::error::{Error, Result};
 use crate::files::hint_path;
 use crate::format::hint::HintFile;
-use crate::format::record::{decode_record, RecordHeader, RecordMeta};
+use crate::format::record::{decode_record, BatchPos, RecordHeader, RecordMeta};
 use crate::keydir::Entry;
 use crate::options::WriteMode;
 use crate::recovery::scan::{ScanEvent, Scanner};
@@ -323,6 +323,7 @@ impl Inner {
                 timestamp_us: header.timestamp_us,
                 expiry_s: header.expiry(),
                 tombstone: false,
+                batch: BatchPos::Alone,
             };
             return out.append(key, &current, &meta, value);
         }
@@ -336,6 +337,7 @@ impl Inner {
             timestamp_us: header.timestamp_us,
             expiry_s: None,
             tombstone: true,
+            batch: BatchPos::Alone,
         };
         out.append(key, &current, &meta, &[])
     }

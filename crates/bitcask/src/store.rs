@@ -9,7 +9,7 @@
 use crate::append::AppendFile;
 use crate::error::{Error, Result};
 use crate::files::{data_path, FileTable};
-use crate::format::record::{decode_record, RecordMeta, RECORD_HEADER_LEN};
+use crate::format::record::{decode_record, BatchPos, RecordMeta, RECORD_HEADER_LEN};
 use crate::format::FILE_HEADER_LEN;
 use crate::keydir::{Entry, Keydir};
 use crate::options::{Options, SyncStrategy, WriteMode};
@@ -57,6 +57,9 @@ pub(crate) struct Unsealed {
     pub closed_at: Instant,
     /// fsynced by a `sync()` since it was closed (the hint is still due).
     pub data_synced: bool,
+    /// Some of its records were made durable while it was active (a
+    /// `sync()`, or `o_sync`).
+    pub partly_synced: bool,
 }
 
 #[derive(Default)]
@@ -398,6 +401,14 @@ impl Drop for Store {
     }
 }
 
+/// One record of [`Inner::write_records`].
+pub(crate) struct Rec<'a> {
+    pub key: &'a [u8],
+    pub value: &'a [u8],
+    pub expiry_s: Option<u32>,
+    pub tombstone: bool,
+}
+
 impl Inner {
     pub(crate) fn writer(&self) -> MutexGuard<'_, WriterState> {
         self.writer.lock().expect("writer lock")
@@ -410,6 +421,18 @@ impl Inner {
         expiry_s: Option<u32>,
         tombstone: bool,
     ) -> Result<()> {
+        self.write_records(&[Rec {
+            key,
+            value,
+            expiry_s,
+            tombstone,
+        }])
+    }
+
+    /// Appends records as one write, with consecutive sequence numbers in
+    /// one file; more than one are flagged as a batch, which recovery
+    /// serves whole or not at all. On failure none is written.
+    pub(crate) fn write_records(&self, recs: &[Rec<'_>]) -> Result<()> {
         if self.closed.load(Ordering::Acquire) {
             return Err(Error::Closed);
         }
@@ -420,28 +443,47 @@ impl Inner {
                 std::thread::sleep(delay);
             }
         }
-        let size = (RECORD_HEADER_LEN + key.len() + value.len()) as u32;
+        let sizes: Vec<u32> = recs
+            .iter()
+            .map(|r| (RECORD_HEADER_LEN + r.key.len() + r.value.len()) as u32)
+            .collect();
+        let total: u64 = sizes.iter().map(|s| u64::from(*s)).sum();
         let mut w = self.writer();
         w.refuse_if_poisoned()?;
-        if w.active.len + u64::from(size) > o.max_file_size_bytes
-            && w.active.len > FILE_HEADER_LEN as u64
-        {
+        if w.active.len + total > o.max_file_size_bytes && w.active.len > FILE_HEADER_LEN as u64 {
             self.rotate(&mut w)?;
         }
-        let seq = w.seq + 1;
-        let meta = RecordMeta {
-            seq,
-            timestamp_us: o.now_us(),
-            expiry_s,
-            tombstone,
-        };
+        let first = w.seq + 1;
+        let timestamp_us = o.now_us();
+        let n = recs.len();
+        let records: Vec<(RecordMeta, &[u8], &[u8])> = recs
+            .iter()
+            .enumerate()
+            .map(|(i, r)| {
+                let batch = match (n, i) {
+                    (1, _) => BatchPos::Alone,
+                    (_, 0) => BatchPos::First,
+                    (_, i) if i + 1 == n => BatchPos::Last,
+                    _ => BatchPos::Middle,
+                };
+                let meta = RecordMeta {
+                    seq: first + i as u64,
+                    timestamp_us,
+                    expiry_s: r.expiry_s,
+                    tombstone: r.tombstone,
+                    batch,
+                };
+                (meta, r.key, r.value)
+            })
+            .collect();
         let vfs = o.vfs.as_ref();
         let o_sync = o.sync == SyncStrategy::OSync;
-        let offset = match w.active.append(vfs, &meta, key, value, o_sync) {
+        let offsets = match w.active.append_batch(vfs, &records, o_sync) {
             Ok(off) => off,
             Err(e) => return Err(self.write_failed(&mut w, e)),
         };
-        w.seq = seq;
+        let last = first + n as u64 - 1;
+        w.seq = last;
         if !w.active.has_unflushed() {
             w.unflushed_since = None;
         } else if w.unflushed_since.is_none() {
@@ -450,18 +492,18 @@ impl Inner {
             w.unflushed_since = Some(Instant::now());
             self.wake.kick();
         }
-        let entry = Entry {
-            seq,
-            file_id: w.active.id,
-            offset,
-            size,
-            expiry_s: expiry_s.unwrap_or(0),
-            tombstone,
-        };
-        let replaced = self.keydir.put(key, entry);
-        {
+        for (((meta, key, _), offset), size) in records.iter().zip(offsets).zip(sizes) {
+            let entry = Entry {
+                seq: meta.seq,
+                file_id: w.active.id,
+                offset,
+                size,
+                expiry_s: meta.expiry_s.unwrap_or(0),
+                tombstone: meta.tombstone,
+            };
+            let replaced = self.keydir.put(key, entry);
             let mut stats = self.stats.lock().expect("stats");
-            stats.record_written(entry.file_id, size, seq);
+            stats.record_written(entry.file_id, size, meta.seq);
             stats.became_live(&entry);
             if let Some(old) = replaced {
                 stats.became_dead(&old);
@@ -469,7 +511,7 @@ impl Inner {
         }
         if o_sync {
             drop(w);
-            self.sync_through(seq)?;
+            self.sync_through(last)?;
         }
         Ok(())
     }
@@ -557,12 +599,20 @@ impl Inner {
         // The new file is the active one before it is visible to merge
         // (stats, file table): a merge must never take it as an input.
         self.active_id.store(id, Ordering::Release);
-        self.stats.lock().expect("stats").add_file(id);
+        let partly_synced = {
+            let mut stats = self.stats.lock().expect("stats");
+            stats.add_file(id);
+            let min_seq = stats
+                .snapshot(old.id, 0, false)
+                .map_or(u64::MAX, |f| f.min_seq);
+            self.synced_seq.load(Ordering::Acquire) >= min_seq
+        };
         self.files.insert(id, w.active.path.clone());
         self.unsealed.lock().expect("unsealed").push(Unsealed {
             file: old,
             closed_at: Instant::now(),
             data_synced: false,
+            partly_synced,
         });
         self.wake.kick();
         Ok(())
@@ -597,15 +647,16 @@ impl Inner {
         Ok(())
     }
 
-    /// True when file `id` may be durable: sealed, or unsealed but fsynced
-    /// by a `sync()` since it was closed.
+    /// True when records of file `id` may be durable: sealed, or unsealed
+    /// but fsynced by a `sync()` since it was closed, or in part while it
+    /// was active.
     pub(crate) fn may_be_durable(&self, id: u32) -> bool {
         self.unsealed
             .lock()
             .expect("unsealed")
             .iter()
             .find(|u| u.file.id == id)
-            .is_none_or(|u| u.data_synced)
+            .is_none_or(|u| u.data_synced || u.partly_synced)
     }
 
     /// fsyncs every unsealed file not synced since it was closed, and the

@@ -451,6 +451,15 @@ fn run_seed(seed: u64, ops: usize) -> u64 {
                     .collect::<Vec<_>>()),
                 run.clock.now_s()
             );
+            if std::env::var("BITCASK_POWER_FILES").is_ok() {
+                let fs: Vec<(u32, bool, u64, u64)> = run
+                    .store()
+                    .file_stats()
+                    .iter()
+                    .map(|f| (f.file_id, f.active, f.live_keys, f.total_bytes))
+                    .collect();
+                eprintln!("  files {fs:?} durable names {:?}", names(&run.vfs));
+            }
         }
     }
     run.vfs.disarm();

@@ -265,3 +265,39 @@ fn deleting_a_key_whose_tombstone_is_not_durable_is_not_acknowledged() {
         "a poisoned store acknowledged a delete it never made durable"
     );
 }
+
+/// Seed 13139 (the 20000-seed run): a `sync()` made a put durable in the
+/// active file; more puts followed, then a put of the same key went to a
+/// new active file (the old one closed by a deferred rotation, marked "not
+/// fsynced since closed"); a merge of the closed file took that mark to
+/// mean nothing in it was durable, deleted it without making the newer put
+/// durable, and a power cut that kept the deletion lost both: the key read
+/// as never written.
+#[test]
+fn a_merge_makes_what_supersedes_its_inputs_durable_before_they_go() {
+    for seed in 0..64 {
+        let vfs = SimVfs::new();
+        let s = Store::open(DIR, options(&vfs, SyncStrategy::None)).unwrap();
+        s.put(b"key", b"durable").unwrap();
+        s.put(b"other", &value(1)).unwrap();
+        s.sync().unwrap();
+        // Not synced: the file is no longer wholly durable when it closes.
+        s.put(b"later", &value(2)).unwrap();
+        // Too large for the active file: a rotation, deferred sealing.
+        s.put(b"key", &[7u8; 6000]).unwrap();
+        let closed = closed_files(&s);
+        assert_eq!(closed.len(), 1, "{closed:?}");
+        let report = s.merge(&closed).unwrap();
+        assert_eq!(report.files_deleted, closed);
+        let vfs = vfs.crash_keeping(seed, CrashKeep::Some);
+        drop(s);
+        let s = Store::open(DIR, options(&vfs, SyncStrategy::None)).unwrap();
+        let got = s.get(b"key").unwrap();
+        assert!(
+            got.as_deref() == Some(&b"durable"[..]) || got.as_deref() == Some(&[7u8; 6000][..]),
+            "seed {seed}: the synced put, or the newer one, not {:?}",
+            got.map(|v| v.len())
+        );
+        assert_eq!(s.get(b"other").unwrap(), Some(value(1)), "seed {seed}");
+    }
+}

@@ -4,17 +4,18 @@
 //! reading values. Riak's own Bitcask backend has no secondary indexes;
 //! Rill's does.
 //!
-//! Crash order: new index entries are written before the object and
-//! replaced ones removed after it, so a crash between the writes can
-//! leave a stale entry (a query may name a key whose value no longer
-//! carries the term, until the key is written again) but never loses one.
+//! An object and its index changes are one batch of records (one append,
+//! one fsync under `o_sync`), which a crash keeps whole or not at all, and
+//! the in-RAM index changes under its lock held across the write, so
+//! queries see the change all at once: the index always matches the
+//! objects.
 
 use crate::index::{IndexQuery, IndexSet, Term};
 use crate::keys::{
     bucket_prefix, index_key, object_key, split, split_index_rest, BKey, INDEX, OBJECT,
 };
 use crate::{Backend, IndexEntry, Result};
-use bitcask::Store;
+use bitcask::{BatchOp, Store};
 use std::collections::BTreeSet;
 use std::sync::Arc;
 
@@ -86,42 +87,50 @@ impl Backend for BitcaskBackend {
             }
             .into());
         }
-        let mut written = 0;
-        let result = (|| -> Result<()> {
-            for ((field, term), key) in add.iter().zip(&added) {
-                self.store.put(key, b"")?;
-                self.index
-                    .add(&k.bucket_type, &k.bucket, field, term.clone(), &k.key);
-                written += 1;
-            }
-            self.store.put(&obj, value).map_err(crate::Error::from)
-        })();
-        if let Err(e) = result {
-            // Queries must not see entries of a value that was not stored;
-            // the records on disk are stale entries, as after a crash.
-            for (field, term) in &add[..written] {
-                self.index
-                    .remove(&k.bucket_type, &k.bucket, field, term, &k.key);
-            }
-            return Err(e);
+        // Terms both added and removed stay (a caller's overlap).
+        let removed: Vec<(&IndexEntry, &Vec<u8>)> = remove
+            .iter()
+            .zip(&removed)
+            .filter(|(r, _)| !add.contains(r))
+            .collect();
+        if added.is_empty() && removed.is_empty() {
+            return Ok(self.store.put(&obj, value)?);
         }
-        for ((field, term), key) in remove.iter().zip(&removed) {
-            if add.iter().any(|(f, t)| f == field && t == term) {
-                continue;
-            }
-            self.index
-                .remove(&k.bucket_type, &k.bucket, field, term, &k.key);
-            self.store.delete(key)?;
+        // The object and its index changes in one batch, under the index
+        // lock: queries see all of the change or none of it, and a crash
+        // keeps all of it or none of it.
+        let mut ops: Vec<BatchOp<'_>> = added
+            .iter()
+            .map(|key| BatchOp::Put { key, value: b"" })
+            .collect();
+        ops.push(BatchOp::Put { key: &obj, value });
+        ops.extend(removed.iter().map(|(_, key)| BatchOp::Delete { key }));
+        let mut index = self.index.writer();
+        self.store.write_batch(&ops)?;
+        for (field, term) in add {
+            index.add(&k.bucket_type, &k.bucket, field, term.clone(), &k.key);
+        }
+        for ((field, term), _) in removed {
+            index.remove(&k.bucket_type, &k.bucket, field, term, &k.key);
         }
         Ok(())
     }
 
     fn delete(&self, k: &BKey, remove: &[IndexEntry]) -> Result<()> {
-        self.store.delete(&object_key(k)?)?;
+        let obj = object_key(k)?;
+        if remove.is_empty() {
+            return Ok(self.store.delete(&obj)?);
+        }
+        let keys: Vec<Vec<u8>> = remove
+            .iter()
+            .map(|(f, t)| index_key(k, f, t))
+            .collect::<Result<_>>()?;
+        let mut ops = vec![BatchOp::Delete { key: &obj }];
+        ops.extend(keys.iter().map(|key| BatchOp::Delete { key }));
+        let mut index = self.index.writer();
+        self.store.write_batch(&ops)?;
         for (field, term) in remove {
-            self.index
-                .remove(&k.bucket_type, &k.bucket, field, term, &k.key);
-            self.store.delete(&index_key(k, field, term)?)?;
+            index.remove(&k.bucket_type, &k.bucket, field, term, &k.key);
         }
         Ok(())
     }

@@ -2,7 +2,7 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::ops::Bound;
-use std::sync::RwLock;
+use std::sync::{RwLock, RwLockWriteGuard};
 
 /// An index term: bytes for `_bin` fields, a signed integer for `_int`.
 #[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
@@ -72,23 +72,45 @@ pub(crate) struct IndexSet {
     fields: RwLock<BTreeMap<FieldKey, Entries>>,
 }
 
-impl IndexSet {
-    pub(crate) fn add(&self, t: &[u8], b: &[u8], field: &[u8], term: Term, key: &[u8]) {
-        let mut f = self.fields.write().unwrap_or_else(|e| e.into_inner());
-        f.entry((t.to_vec(), b.to_vec(), field.to_vec()))
+/// The index locked for changes: queries wait until it is dropped, so a
+/// backend holding it across the write of an object sees its index change
+/// with it.
+pub(crate) struct IndexWriter<'a> {
+    fields: RwLockWriteGuard<'a, BTreeMap<FieldKey, Entries>>,
+}
+
+impl IndexWriter<'_> {
+    pub(crate) fn add(&mut self, t: &[u8], b: &[u8], field: &[u8], term: Term, key: &[u8]) {
+        self.fields
+            .entry((t.to_vec(), b.to_vec(), field.to_vec()))
             .or_default()
             .insert((term, key.to_vec()));
     }
 
-    pub(crate) fn remove(&self, t: &[u8], b: &[u8], field: &[u8], term: &Term, key: &[u8]) {
-        let mut f = self.fields.write().unwrap_or_else(|e| e.into_inner());
+    pub(crate) fn remove(&mut self, t: &[u8], b: &[u8], field: &[u8], term: &Term, key: &[u8]) {
         let fk = (t.to_vec(), b.to_vec(), field.to_vec());
-        if let Some(set) = f.get_mut(&fk) {
+        if let Some(set) = self.fields.get_mut(&fk) {
             set.remove(&(term.clone(), key.to_vec()));
             if set.is_empty() {
-                f.remove(&fk);
+                self.fields.remove(&fk);
             }
         }
+    }
+}
+
+impl IndexSet {
+    pub(crate) fn writer(&self) -> IndexWriter<'_> {
+        IndexWriter {
+            fields: self.fields.write().unwrap_or_else(|e| e.into_inner()),
+        }
+    }
+
+    pub(crate) fn add(&self, t: &[u8], b: &[u8], field: &[u8], term: Term, key: &[u8]) {
+        self.writer().add(t, b, field, term, key);
+    }
+
+    pub(crate) fn remove(&self, t: &[u8], b: &[u8], field: &[u8], term: &Term, key: &[u8]) {
+        self.writer().remove(t, b, field, term, key);
     }
 
     pub(crate) fn query(&self, q: &IndexQuery, visit: &mut dyn FnMut(&Term, &[u8]) -> bool) {

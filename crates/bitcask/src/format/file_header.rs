@@ -4,8 +4,12 @@
 use crate::error::DecodeError;
 
 pub const FILE_HEADER_LEN: usize = 16;
-/// The only format version this build writes; the readers accept it alone.
-pub const FORMAT_VERSION: u8 = 1;
+/// The format version of the data files this build writes: 2 (records
+/// may carry batch flags). Version 1 data files are read as well; they
+/// hold no batches. Hint files are version 1.
+pub const FORMAT_VERSION: u8 = 2;
+/// The hint file format version (unchanged by data format 2).
+pub const HINT_FORMAT_VERSION: u8 = 1;
 
 pub const DATA_MAGIC: [u8; 8] = *b"RILLBCD\0";
 pub const HINT_MAGIC: [u8; 8] = *b"RILLBCH\0";
@@ -17,6 +21,20 @@ pub enum FileKind {
 }
 
 impl FileKind {
+    fn version(self) -> u8 {
+        match self {
+            FileKind::Data => FORMAT_VERSION,
+            FileKind::Hint => HINT_FORMAT_VERSION,
+        }
+    }
+
+    fn reads_version(self, v: u8) -> bool {
+        match self {
+            FileKind::Data => v == 1 || v == 2,
+            FileKind::Hint => v == HINT_FORMAT_VERSION,
+        }
+    }
+
     fn magic(self) -> [u8; 8] {
         match self {
             FileKind::Data => DATA_MAGIC,
@@ -28,7 +46,7 @@ impl FileKind {
 pub fn encode_file_header(kind: FileKind, file_id: u32) -> [u8; FILE_HEADER_LEN] {
     let mut out = [0u8; FILE_HEADER_LEN];
     out[..8].copy_from_slice(&kind.magic());
-    out[8] = FORMAT_VERSION;
+    out[8] = kind.version();
     out[12..16].copy_from_slice(&file_id.to_le_bytes());
     out
 }
@@ -44,7 +62,7 @@ pub fn decode_file_header(kind: FileKind, buf: &[u8]) -> Result<u32, DecodeError
     if buf[..8] != kind.magic() {
         return Err(DecodeError::BadMagic);
     }
-    if buf[8] != FORMAT_VERSION {
+    if !kind.reads_version(buf[8]) {
         return Err(DecodeError::UnsupportedVersion(buf[8]));
     }
     if buf[9..12] != [0, 0, 0] {
@@ -65,10 +83,22 @@ mod tests {
             decode_file_header(FileKind::Hint, &h),
             Err(DecodeError::BadMagic)
         ));
-        let mut v2 = h;
-        v2[8] = 2;
+        assert_eq!(h[8], 2, "data files are written as version 2");
+        let mut v1 = h;
+        v1[8] = 1;
+        assert_eq!(decode_file_header(FileKind::Data, &v1).unwrap(), 42);
+        let mut v3 = h;
+        v3[8] = 3;
         assert!(matches!(
-            decode_file_header(FileKind::Data, &v2),
+            decode_file_header(FileKind::Data, &v3),
+            Err(DecodeError::UnsupportedVersion(3))
+        ));
+        let hint = encode_file_header(FileKind::Hint, 7);
+        assert_eq!(hint[8], 1, "hint files stay version 1");
+        let mut hint2 = hint;
+        hint2[8] = 2;
+        assert!(matches!(
+            decode_file_header(FileKind::Hint, &hint2),
             Err(DecodeError::UnsupportedVersion(2))
         ));
     }

@@ -1,4 +1,4 @@
-//! Data-file records (format version 1; docs/format.md, "Data record").
+//! Data-file records (format versions 1 and 2; docs/format.md, "Data record").
 //!
 //! A record is a fixed 36-byte header followed by the key and the value.
 //! Two checksums: one over the header, so a reader scanning for the next
@@ -14,7 +14,26 @@ pub const RECORD_HEADER_LEN: usize = 36;
 pub const FLAG_TOMBSTONE: u8 = 0x01;
 /// The record carries an expiry time in `expiry_s`.
 pub const FLAG_EXPIRES: u8 = 0x02;
-const FLAGS_KNOWN: u8 = FLAG_TOMBSTONE | FLAG_EXPIRES;
+/// The record is one of a batch written as one (format 2): all of the
+/// batch is read back, or none of it.
+pub const FLAG_BATCH: u8 = 0x04;
+/// With [`FLAG_BATCH`]: the batch's first record.
+pub const FLAG_BATCH_FIRST: u8 = 0x08;
+/// With [`FLAG_BATCH`]: the batch's last record.
+pub const FLAG_BATCH_LAST: u8 = 0x10;
+const FLAGS_KNOWN: u8 =
+    FLAG_TOMBSTONE | FLAG_EXPIRES | FLAG_BATCH | FLAG_BATCH_FIRST | FLAG_BATCH_LAST;
+
+/// Where a record sits in a batch.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum BatchPos {
+    /// Written alone.
+    #[default]
+    Alone,
+    First,
+    Middle,
+    Last,
+}
 
 /// Largest key the format can hold (its length is a u16).
 pub const MAX_KEY_LEN: usize = u16::MAX as usize;
@@ -42,6 +61,20 @@ impl RecordHeader {
 
     pub fn expiry(&self) -> Option<u32> {
         (self.flags & FLAG_EXPIRES != 0).then_some(self.expiry_s)
+    }
+
+    /// Where the record sits in a batch.
+    pub fn batch(&self) -> BatchPos {
+        match (
+            self.flags & FLAG_BATCH != 0,
+            self.flags & FLAG_BATCH_FIRST != 0,
+            self.flags & FLAG_BATCH_LAST != 0,
+        ) {
+            (false, ..) => BatchPos::Alone,
+            (true, true, _) => BatchPos::First,
+            (true, false, true) => BatchPos::Last,
+            (true, false, false) => BatchPos::Middle,
+        }
     }
 
     /// Total bytes of the record on disk: header, key and value.
@@ -84,6 +117,15 @@ impl RecordHeader {
         if header.flags & FLAG_EXPIRES == 0 && header.expiry_s != 0 {
             return Err(DecodeError::Invalid("expiry set without its flag"));
         }
+        let edges = FLAG_BATCH_FIRST | FLAG_BATCH_LAST;
+        if header.flags & FLAG_BATCH == 0 && header.flags & edges != 0 {
+            return Err(DecodeError::Invalid(
+                "batch position without the batch flag",
+            ));
+        }
+        if header.flags & edges == edges {
+            return Err(DecodeError::Invalid("a batch of one record"));
+        }
         Ok(header)
     }
 
@@ -110,6 +152,7 @@ pub struct RecordMeta {
     pub timestamp_us: u64,
     pub expiry_s: Option<u32>,
     pub tombstone: bool,
+    pub batch: BatchPos,
 }
 
 /// Appends one encoded record to `out`.
@@ -138,6 +181,12 @@ pub fn encode_header(
     if meta.expiry_s.is_some() {
         flags |= FLAG_EXPIRES;
     }
+    flags |= match meta.batch {
+        BatchPos::Alone => 0,
+        BatchPos::First => FLAG_BATCH | FLAG_BATCH_FIRST,
+        BatchPos::Middle => FLAG_BATCH,
+        BatchPos::Last => FLAG_BATCH | FLAG_BATCH_LAST,
+    };
     let mut hasher = crc32fast::Hasher::new();
     hasher.update(key);
     hasher.update(value);
@@ -196,6 +245,42 @@ mod tests {
             timestamp_us: 1_700_000_000_000_000,
             expiry_s: Some(1_800_000_000),
             tombstone: false,
+            batch: BatchPos::Alone,
+        }
+    }
+
+    #[test]
+    fn batch_positions_round_trip_and_bad_combinations_are_refused() {
+        for pos in [
+            BatchPos::Alone,
+            BatchPos::First,
+            BatchPos::Middle,
+            BatchPos::Last,
+        ] {
+            let mut buf = Vec::new();
+            encode_record(
+                &mut buf,
+                &RecordMeta {
+                    batch: pos,
+                    ..meta(5)
+                },
+                b"k",
+                b"v",
+            );
+            assert_eq!(decode_record(&buf).unwrap().header.batch(), pos);
+        }
+        for flags in [
+            FLAG_BATCH_FIRST,
+            FLAG_BATCH_LAST,
+            FLAG_BATCH | FLAG_BATCH_FIRST | FLAG_BATCH_LAST,
+            0x20,
+        ] {
+            let mut buf = Vec::new();
+            encode_record(&mut buf, &meta(5), b"k", b"v");
+            buf[8] |= flags;
+            let crc = crc32fast::hash(&buf[4..RECORD_HEADER_LEN]);
+            buf[0..4].copy_from_slice(&crc.to_le_bytes());
+            assert!(decode_record(&buf).is_err(), "flags {flags:#x}");
         }
     }
 

@@ -5,6 +5,7 @@
 //! skipped, counted and logged with its file and offset. Recovery never
 //! loops and never panics on file contents.
 
+pub mod batch;
 pub mod scan;
 
 use crate::append::HintBuilder;
@@ -15,6 +16,7 @@ use crate::format::hint::{HintEntry, HintFile};
 use crate::keydir::{Entry, Keydir};
 use crate::stats::StatsTable;
 use crate::vfs::{OpenMode, Vfs};
+use batch::BatchGate;
 use scan::{ScanEvent, Scanner};
 use std::path::Path;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -35,6 +37,9 @@ pub struct RecoveryReport {
     pub max_file_id: u32,
     /// Merges whose deletions a crash interrupted, finished at open.
     pub merges_finished: usize,
+    /// Records of batches that were not whole on disk (a crash during
+    /// their write), not served.
+    pub unfinished_batch_records: u64,
 }
 
 /// Hint entries one loader thread takes at a time.
@@ -217,6 +222,7 @@ impl Loader<'_> {
             .map_err(|e| Error::io(&path, e))?;
         let mut hint = HintBuilder::new(self.dir, id);
         let mut truncate_at = None;
+        let mut gate = BatchGate::default();
         {
             let mut scanner = Scanner::of_file(file.as_ref(), len);
             while let Some(event) = scanner.try_next().map_err(|e| Error::io(&path, e))? {
@@ -227,26 +233,41 @@ impl Loader<'_> {
                         key,
                         ..
                     } => {
-                        let entry = HintEntry {
-                            key,
-                            tombstone: header.is_tombstone(),
-                            expiry_s: header.expiry(),
-                            offset: offset as u32,
-                            record_len: header.record_len() as u32,
-                            seq: header.seq,
-                        };
-                        self.add(id, &entry, stats, report);
-                        hint.add(self.vfs, &entry);
+                        for (offset, header, key) in
+                            gate.record(offset, &header, (offset, header, key.to_vec()))
+                        {
+                            let entry = HintEntry {
+                                key: &key,
+                                tombstone: header.is_tombstone(),
+                                expiry_s: header.expiry(),
+                                offset: offset as u32,
+                                record_len: header.record_len() as u32,
+                                seq: header.seq,
+                            };
+                            self.add(id, &entry, stats, report);
+                            hint.add(self.vfs, &entry);
+                        }
                     }
                     ScanEvent::Skipped { offset, len } => {
                         tracing::error!(path = %path.display(), offset, len,
                             "skipping a damaged region of a data file");
                         report.corrupt_regions += 1;
                         report.corrupt_bytes += len;
+                        gate.skipped();
                     }
                     ScanEvent::TornTail { offset } => truncate_at = Some(offset),
                 }
             }
+        }
+        // A batch the file ends inside was never whole: it goes with the
+        // torn tail, if any.
+        if let Some(cut) = gate.end() {
+            truncate_at = Some(truncate_at.map_or(cut, |t: u64| t.min(cut)));
+        }
+        if gate.dropped_records() > 0 {
+            tracing::warn!(path = %path.display(), records = gate.dropped_records(),
+                "records of unfinished batches dropped");
+            report.unfinished_batch_records += gate.dropped_records();
         }
         if let Some(offset) = truncate_at {
             tracing::warn!(path = %path.display(), offset, cut = len - offset,

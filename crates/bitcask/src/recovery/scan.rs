@@ -187,6 +187,7 @@ mod tests {
                 timestamp_us: 0,
                 expiry_s: None,
                 tombstone: false,
+                batch: crate::format::record::BatchPos::Alone,
             };
             encode_record(&mut buf, &meta, format!("k{i}").as_bytes(), &[i as u8; 100]);
         }
