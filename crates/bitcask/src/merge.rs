@@ -198,6 +198,19 @@ impl Inner {
             .filter(|&id| id != active && self.files.contains(id))
             .collect();
         inputs.sort_unstable();
+        // Copies go out in several files, each made durable on its own, so
+        // they could keep part of a batch (store::write_batch). An input
+        // not yet durable is made durable first, whole: a power cut then
+        // keeps every batch of it whole, whichever copies survive.
+        let unsynced_input = self
+            .unsealed
+            .lock()
+            .expect("unsealed")
+            .iter()
+            .any(|u| !u.data_synced && inputs.contains(&u.file.id));
+        if unsynced_input {
+            self.sync_unsealed()?;
+        }
         inputs.dedup();
         if inputs.is_empty() {
             return Ok(MergeReport::default());

@@ -661,7 +661,7 @@ impl Inner {
 
     /// fsyncs every unsealed file not synced since it was closed, and the
     /// directory if a file was created since its last fsync.
-    fn sync_unsealed(&self) -> Result<()> {
+    pub(crate) fn sync_unsealed(&self) -> Result<()> {
         let _sealing = self.seal_lock.lock().expect("seal lock");
         let pending: Vec<_> = self
             .unsealed

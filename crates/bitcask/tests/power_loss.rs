@@ -7,6 +7,7 @@
 //!   completed `sync()` or clean close) is there;
 //! - nothing older than that comes back (no deleted key returns);
 //! - nothing never written appears;
+//! - a batch (`write_batch`) survives whole or not at all;
 //! - per-file statistics kept op by op equal the ones a reopen rebuilds.
 //!
 //! `BITCASK_POWER_SEEDS=N` runs N seeds (CI runs a bounded number; the
@@ -15,7 +16,7 @@
 mod common;
 
 use bitcask::vfs::{SimVfs, Vfs};
-use bitcask::{Error, Options, PutOptions, Store, SyncStrategy, WriteMode};
+use bitcask::{BatchOp, Error, Options, PutOptions, Store, SyncStrategy, WriteMode};
 use common::{file_counts, ManualClock, Rng};
 use std::collections::BTreeMap;
 use std::path::Path;
@@ -41,6 +42,10 @@ struct Model {
     /// States a power cut may leave: the last durable one and every later
     /// attempt.
     after_crash: BTreeMap<Vec<u8>, Vec<State>>,
+    /// Batches not known durable: each key with the states it could have
+    /// before the batch and the state the batch gave it, while no later
+    /// write touched the key.
+    batches: Vec<Vec<(Vec<u8>, Vec<State>, State)>>,
 }
 
 impl Model {
@@ -52,8 +57,34 @@ impl Model {
         }
     }
 
+    /// A later write takes the key out of the batches it was in.
+    fn touched(&mut self, key: &[u8]) {
+        for b in &mut self.batches {
+            b.retain(|(k, _, _)| k != key);
+        }
+    }
+
+    /// A batch is about to be written: what its keys may hold before it.
+    fn before_batch(&self, items: &[(Vec<u8>, State)]) -> Vec<(Vec<u8>, Vec<State>, State)> {
+        items
+            .iter()
+            .map(|(k, st)| {
+                let before = self.after_crash.get(k).cloned().unwrap_or(vec![None]);
+                (k.clone(), before, st.clone())
+            })
+            .collect()
+    }
+
+    /// A batch was written (or attempted): all of it or nothing survives.
+    fn batch(&mut self, items: Vec<(Vec<u8>, Vec<State>, State)>, durable: bool) {
+        if !durable {
+            self.batches.push(items);
+        }
+    }
+
     /// A write was acknowledged (`durable`: under o_sync).
     fn written(&mut self, key: &[u8], state: State, durable: bool) {
+        self.touched(key);
         self.now.insert(key.to_vec(), vec![state.clone()]);
         let c = self.after_crash.entry(key.to_vec()).or_insert(vec![None]);
         if durable {
@@ -65,6 +96,7 @@ impl Model {
 
     /// A write failed: it may or may not have happened.
     fn attempted(&mut self, key: &[u8], state: State) {
+        self.touched(key);
         self.now
             .entry(key.to_vec())
             .or_insert(vec![None])
@@ -78,12 +110,17 @@ impl Model {
     /// Everything acknowledged so far is durable.
     fn synced(&mut self) {
         self.after_crash = self.now.clone();
+        self.batches.clear();
     }
 
     /// After a reopen: every key must read as one of `allowed`'s states;
     /// what it reads becomes the one state, durable (it is what the disk
     /// holds).
     fn check_reopened(&mut self, s: &Store, crashed: bool, now_s: u64, ctx: &str) {
+        if crashed {
+            self.check_batches(s, now_s, ctx);
+        }
+        self.batches.clear();
         let keys: Vec<Vec<u8>> = self.after_crash.keys().cloned().collect();
         for key in keys {
             let allowed = if crashed {
@@ -121,6 +158,32 @@ impl Model {
             }
             self.now.insert(key.clone(), matching.clone());
             self.after_crash.insert(key, matching);
+        }
+    }
+}
+
+impl Model {
+    /// Each batch not known durable reads all new or all old: a key whose
+    /// new state reads like another allowed state tells nothing.
+    fn check_batches(&self, s: &Store, now_s: u64, ctx: &str) {
+        for b in &self.batches {
+            let mut seen: Vec<(String, bool)> = Vec::new();
+            for (key, before, new) in b {
+                let new_reads = visible(new, now_s);
+                let ambiguous = before.iter().any(|st| visible(st, now_s) == new_reads);
+                if ambiguous {
+                    continue;
+                }
+                let got = s.get(key).unwrap_or_else(|e| panic!("get, {ctx}: {e}"));
+                seen.push((
+                    String::from_utf8_lossy(key).into_owned(),
+                    got.as_deref() == new_reads,
+                ));
+            }
+            assert!(
+                seen.iter().all(|(_, n)| *n) || seen.iter().all(|(_, n)| !*n),
+                "{ctx}: a batch survived in part (key, has the batch's state): {seen:?}"
+            );
         }
     }
 }
@@ -255,6 +318,46 @@ impl Run {
         self.troubled = false;
     }
 
+    fn write_batch(&mut self, items: Vec<(Vec<u8>, State)>) {
+        let ops: Vec<BatchOp<'_>> = items
+            .iter()
+            .map(|(k, st)| match st {
+                Some((v, _)) => BatchOp::Put { key: k, value: v },
+                None => BatchOp::Delete { key: k },
+            })
+            .collect();
+        let tracked = self.model.before_batch(&items);
+        let r = self.store().write_batch(&ops);
+        if self.trace {
+            let keys: Vec<(String, Option<usize>)> = items
+                .iter()
+                .map(|(k, st)| {
+                    (
+                        String::from_utf8_lossy(k).into_owned(),
+                        st.as_ref().map(|(v, _)| v.len()),
+                    )
+                })
+                .collect();
+            eprintln!("batch {keys:?}: {r:?}");
+        }
+        let durable = r.is_ok() && self.durable_puts();
+        match r {
+            Ok(()) => {
+                for (k, st) in &items {
+                    self.model.written(k, st.clone(), durable);
+                }
+            }
+            Err(e) => {
+                assert_failure_is_expected(&e, &self.vfs);
+                self.troubled = true;
+                for (k, st) in &items {
+                    self.model.attempted(k, st.clone());
+                }
+            }
+        }
+        self.model.batch(tracked, durable);
+    }
+
     fn write(&mut self, key: &[u8], state: State) {
         let s = self.store();
         let r = match &state {
@@ -313,7 +416,29 @@ fn run_seed(seed: u64, ops: usize) -> u64 {
             eprintln!("step {step}: op {op} key {}", String::from_utf8_lossy(&key));
         }
         match op {
-            0..=39 => {
+            36..=39 => {
+                // A batch of puts and deletes of distinct keys.
+                let mut items: Vec<(Vec<u8>, State)> = Vec::new();
+                for _ in 0..2 + rng.below(4) {
+                    let k = format!("key-{}", rng.below(keyspace)).into_bytes();
+                    if items.iter().any(|(i, _)| *i == k) {
+                        continue;
+                    }
+                    let st = if rng.chance(25) {
+                        None
+                    } else {
+                        let len = if rng.chance(10) {
+                            2000
+                        } else {
+                            rng.below(200) as usize
+                        };
+                        Some((rng.bytes(len), None))
+                    };
+                    items.push((k, st));
+                }
+                run.write_batch(items);
+            }
+            0..=35 => {
                 let len = match rng.below(10) {
                     0 => 0,
                     1 => 2000 + rng.below(3000) as usize,
