@@ -28,6 +28,9 @@ const DIR: &str = "/disk/store";
 /// A key's state: its value and expiry second, or `None` when absent.
 type State = Option<(Vec<u8>, Option<u64>)>;
 
+/// A key of a batch: the states it could have before, and the batch's.
+type BatchItem = (Vec<u8>, Vec<State>, State);
+
 fn visible(s: &State, now_s: u64) -> Option<&[u8]> {
     s.as_ref()
         .filter(|(_, exp)| exp.is_none_or(|e| e > now_s))
@@ -45,7 +48,7 @@ struct Model {
     /// Batches not known durable: each key with the states it could have
     /// before the batch and the state the batch gave it, while no later
     /// write touched the key.
-    batches: Vec<Vec<(Vec<u8>, Vec<State>, State)>>,
+    batches: Vec<Vec<BatchItem>>,
 }
 
 impl Model {
@@ -65,7 +68,7 @@ impl Model {
     }
 
     /// A batch is about to be written: what its keys may hold before it.
-    fn before_batch(&self, items: &[(Vec<u8>, State)]) -> Vec<(Vec<u8>, Vec<State>, State)> {
+    fn before_batch(&self, items: &[(Vec<u8>, State)]) -> Vec<BatchItem> {
         items
             .iter()
             .map(|(k, st)| {
@@ -76,7 +79,7 @@ impl Model {
     }
 
     /// A batch was written (or attempted): all of it or nothing survives.
-    fn batch(&mut self, items: Vec<(Vec<u8>, Vec<State>, State)>, durable: bool) {
+    fn batch(&mut self, items: Vec<BatchItem>, durable: bool) {
         if !durable {
             self.batches.push(items);
         }
