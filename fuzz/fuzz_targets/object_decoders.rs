@@ -1,6 +1,6 @@
-//! The stored object, data type and client-held context decoders on
-//! arbitrary bytes: they must reject, never panic; what decodes
-//! re-encodes to the same bytes.
+//! The stored object, data type, client-held context and counter lease
+//! decoders on arbitrary bytes: they must reject, never panic; what
+//! decodes re-encodes to the same bytes.
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
@@ -15,6 +15,14 @@ fuzz_target!(|data: &[u8]| {
     }
     if let Some(c) = rill_crdt::Clock::decode(data) {
         assert_eq!(rill_crdt::Clock::decode(&c.encode()), Some(c));
+    }
+    // A node's counter lease file, for each ring size a node may have.
+    for n in [0usize, 1, 8, 64, 1024] {
+        if let Some(t) = rill_node::lease::decode_file(data, n) {
+            assert_eq!(t.ends.len(), n);
+            let slot = rill_node::lease::encode_slot(&t);
+            assert_eq!(rill_node::lease::decode_slot(&slot), Some(t));
+        }
     }
     if let Ok(c) = rill_object::decode_vclock(data) {
         if !data.is_empty() {

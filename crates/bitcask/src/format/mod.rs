@@ -28,11 +28,26 @@ pub fn fuzz_decoders(data: &[u8]) {
         }
         assert_eq!(n, hint.len());
     }
-    // A data file body: the same scan recovery uses.
+    // A data file body: the same scan recovery uses, records grouped into
+    // batches as recovery groups them.
     let mut scanner = crate::recovery::scan::Scanner::new(data, 0);
+    let mut gate = crate::recovery::batch::BatchGate::default();
     let mut guard = 0usize;
-    while scanner.next_event().is_some() {
+    let (mut scanned, mut served) = (0u64, 0u64);
+    while let Some(event) = scanner.next_event() {
         guard += 1;
         assert!(guard <= data.len() + 1, "scanner does not advance");
+        match event {
+            crate::recovery::scan::ScanEvent::Record { offset, header, .. } => {
+                scanned += 1;
+                served += gate.record(offset, &header, ()).len() as u64;
+            }
+            crate::recovery::scan::ScanEvent::Skipped { .. } => gate.skipped(),
+            crate::recovery::scan::ScanEvent::TornTail { .. } => {}
+        }
     }
+    if let Some(cut) = gate.end() {
+        assert!(cut < data.len() as u64);
+    }
+    assert_eq!(served + gate.dropped_records(), scanned, "every record served or dropped");
 }
