@@ -200,14 +200,21 @@ impl Inner {
         inputs.sort_unstable();
         // Copies go out in several files, each made durable on its own, so
         // they could keep part of a batch (store::write_batch). An input
-        // not yet durable is made durable first, whole: a power cut then
-        // keeps every batch of it whole, whichever copies survive.
-        let unsynced_input = self
+        // not yet durable with live records to copy is made durable first,
+        // whole: a power cut then keeps every batch of it whole, whichever
+        // copies survive. (A wholly dead input is deleted unread.)
+        let unsynced: Vec<u32> = self
             .unsealed
             .lock()
             .expect("unsealed")
             .iter()
-            .any(|u| !u.data_synced && inputs.contains(&u.file.id));
+            .filter(|u| !u.data_synced && inputs.contains(&u.file.id))
+            .map(|u| u.file.id)
+            .collect();
+        let unsynced_input = {
+            let stats = self.stats.lock().expect("stats");
+            unsynced.iter().any(|&id| stats.current_entries(id) > 0)
+        };
         if unsynced_input {
             self.sync_unsealed()?;
         }

@@ -118,6 +118,8 @@ pub struct StoreStats {
     pub files_deleted_unread: u64,
     pub merge_bytes_read: u64,
     pub merge_bytes_written: u64,
+    /// Keydir changes logged for open folds (bounded: see the keydir).
+    pub fold_undo_entries: usize,
 }
 
 impl StoreStats {
@@ -346,6 +348,7 @@ impl Store {
             files_deleted_unread: i.counters.files_deleted_unread.load(Ordering::Relaxed),
             merge_bytes_read: i.counters.merge_bytes_read.load(Ordering::Relaxed),
             merge_bytes_written: i.counters.merge_bytes_written.load(Ordering::Relaxed),
+            fold_undo_entries: i.keydir.undo_len(),
         }
     }
 
@@ -816,7 +819,7 @@ impl Inner {
             (self.keydir.open_snapshot(), self.opts.now_s())
         };
         let mut result = Ok(());
-        self.keydir.fold_snapshot(snapshot, |key, entry| {
+        let folded = self.keydir.fold_snapshot(snapshot, |key, entry| {
             if !entry.is_visible(now) {
                 return true;
             }
@@ -828,6 +831,13 @@ impl Inner {
                 }
             }
         });
+        if folded.is_err() && result.is_ok() {
+            result = Err(Error::Busy(format!(
+                "writes overran the fold (more than {} changes to one part of the store while it \
+                 ran); retry it",
+                crate::keydir::MAX_UNDO_PER_SHARD
+            )));
+        }
         let deferred = {
             let mut f = self.folds.lock().expect("folds");
             f.active -= 1;

@@ -87,6 +87,10 @@ pub enum KvError {
          resume once deletes and merges free space (retry after {retry_after_secs} s)"
     )]
     OutOfSpace { retry_after_secs: u32 },
+    /// The node is too busy for the request now (a listing overrun by
+    /// writes); retrying later may succeed.
+    #[error("busy: {0}")]
+    Busy(String),
     /// Storage failed; nothing was acknowledged. The text is for clients
     /// and names no file (the node's log has the whole error).
     #[error("backend error: {0}")]
@@ -118,6 +122,7 @@ impl From<rill_backend::Error> for KvError {
                     .to_string(),
                 bitcask::Error::Locked { .. } => "the storage is locked by another process".into(),
                 bitcask::Error::Corrupt { .. } => "a stored record is damaged".into(),
+                bitcask::Error::Busy(m) => return KvError::Busy(m.clone()),
                 other => other.to_string(),
             },
             B::Corrupt(_) => "a stored entry is damaged".into(),

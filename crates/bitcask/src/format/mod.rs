@@ -49,5 +49,9 @@ pub fn fuzz_decoders(data: &[u8]) {
     if let Some(cut) = gate.end() {
         assert!(cut < data.len() as u64);
     }
-    assert_eq!(served + gate.dropped_records(), scanned, "every record served or dropped");
+    assert_eq!(
+        served + gate.dropped_records(),
+        scanned,
+        "every record served or dropped"
+    );
 }

@@ -9,20 +9,35 @@
 //! newest record of its key.
 //!
 //! Snapshots for folds: while a snapshot is open, every change records the
-//! entry it replaced in an undo log, so a fold walking the shards one at a
-//! time still sees the keydir exactly as it was at its sequence number.
+//! entry it replaced in its shard's undo log, so a fold walking the shards
+//! one at a time still sees the keydir exactly as it was at its sequence
+//! number. A shard's log keeps only what an open fold has yet to read: a
+//! fold that has passed a shard, or closed, lets the log drop what no
+//! other fold needs. The log is bounded: past [`MAX_UNDO_PER_SHARD`]
+//! changes its older half goes, and a fold that still needed it ends with
+//! [`SnapshotLost`] (the caller retries) rather than memory growing
+//! without bound under overlapping folds and heavy writes.
 
 mod arena;
 
 use arena::{Arena, ENTRY_FIXED_LEN};
 use hashbrown::hash_table::HashTable;
 use hashbrown::DefaultHashBuilder;
-use std::collections::HashSet;
+use std::collections::{HashMap, HashSet};
 use std::hash::BuildHasher;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Mutex, RwLock};
 
 const SHARDS: usize = 64;
+
+/// Changes a shard's undo log holds at most (about 100 bytes each with a
+/// short key: at most ~13 MiB per store, whatever the folds and writes).
+pub const MAX_UNDO_PER_SHARD: usize = 2048;
+
+/// A fold's snapshot lost changes it needed: more than
+/// [`MAX_UNDO_PER_SHARD`] changes to one shard while it ran.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct SnapshotLost;
 
 /// Where the newest record of a key lies, and what the keydir needs to know
 /// about it without reading it.
@@ -57,22 +72,55 @@ impl Entry {
 struct Shard {
     table: HashTable<u32>,
     arena: Arena,
-    /// Entries replaced while a snapshot is open, in order of change. Its
-    /// length is bounded by the writes made during the longest open fold.
+    /// Entries replaced while a fold that has not yet read this shard is
+    /// open, in order of change; at most [`MAX_UNDO_PER_SHARD`].
     undo: Vec<(Box<[u8]>, Option<Entry>)>,
+    /// The change number of `undo[0]` (changes ever logged before it).
+    undo_base: u64,
+}
+
+impl Shard {
+    /// Drops the logged changes before change number `from`.
+    fn trim_undo(&mut self, from: u64) {
+        let n = from
+            .saturating_sub(self.undo_base)
+            .min(self.undo.len() as u64) as usize;
+        if n == self.undo.len() {
+            self.undo = Vec::new();
+        } else {
+            self.undo.drain(..n);
+        }
+        self.undo_base += n as u64;
+    }
+}
+
+/// The open snapshots: per shard, the change number each still needs the
+/// log from (`None` once its fold has read that shard).
+#[derive(Default)]
+struct Registry {
+    next_id: u64,
+    open: HashMap<u64, Vec<Option<u64>>>,
+}
+
+impl Registry {
+    fn oldest_needed(&self, shard: usize) -> Option<u64> {
+        self.open.values().filter_map(|s| s[shard]).min()
+    }
 }
 
 pub struct Keydir {
     hasher: DefaultHashBuilder,
     shards: Box<[RwLock<Shard>]>,
     snapshots_open: AtomicUsize,
-    /// Serializes opening and closing snapshots.
-    snapshot_gate: Mutex<usize>,
+    /// Open snapshots; taken before any shard lock, never inside one.
+    snapshots: Mutex<Registry>,
 }
 
-/// An open snapshot: where each shard's undo log stood when it opened.
+/// An open snapshot: the change number each shard's log stood at when it
+/// opened.
 pub struct Snapshot {
-    undo_start: Box<[usize]>,
+    id: u64,
+    undo_start: Box<[u64]>,
 }
 
 impl Default for Keydir {
@@ -90,7 +138,7 @@ impl Keydir {
             hasher: DefaultHashBuilder::default(),
             shards: (0..SHARDS).map(|_| RwLock::default()).collect(),
             snapshots_open: AtomicUsize::new(0),
-            snapshot_gate: Mutex::new(0),
+            snapshots: Mutex::default(),
         }
     }
 
@@ -166,6 +214,12 @@ impl Keydir {
             return Ok(old);
         }
         if self.snapshots_open.load(Ordering::Acquire) > 0 {
+            if shard.undo.len() >= MAX_UNDO_PER_SHARD {
+                // The bound: the older half goes; a fold still needing it
+                // ends with SnapshotLost when it reaches this shard.
+                let from = shard.undo_base + (MAX_UNDO_PER_SHARD / 2) as u64;
+                shard.trim_undo(from);
+            }
             shard.undo.push((key.into(), old));
         }
         match (found, new) {
@@ -249,47 +303,87 @@ impl Keydir {
     /// Opens a snapshot of the keydir as it is now. Changes made while it
     /// is open are logged so [`Keydir::fold_snapshot`] can undo them.
     pub fn open_snapshot(&self) -> Snapshot {
-        let mut open = self.snapshot_gate.lock().expect("snapshot gate");
-        *open += 1;
-        self.snapshots_open.store(*open, Ordering::Release);
-        let undo_start = self
+        let mut reg = self.snapshots.lock().expect("snapshots");
+        let id = reg.next_id;
+        reg.next_id += 1;
+        self.snapshots_open
+            .store(reg.open.len() + 1, Ordering::Release);
+        let undo_start: Box<[u64]> = self
             .shards
             .iter()
-            .map(|s| s.read().expect("keydir lock").undo.len())
+            .map(|s| {
+                let s = s.read().expect("keydir lock");
+                s.undo_base + s.undo.len() as u64
+            })
             .collect();
-        Snapshot { undo_start }
+        reg.open
+            .insert(id, undo_start.iter().map(|&n| Some(n)).collect());
+        Snapshot { id, undo_start }
     }
 
-    fn close_snapshot(&self) {
-        let mut open = self.snapshot_gate.lock().expect("snapshot gate");
-        *open -= 1;
-        self.snapshots_open.store(*open, Ordering::Release);
-        if *open == 0 {
-            for s in self.shards.iter() {
-                s.write().expect("keydir lock").undo = Vec::new();
-            }
+    /// The snapshot's fold has read shard `i`: its log may drop what no
+    /// other open fold needs.
+    fn passed(&self, id: u64, i: usize) {
+        let mut reg = self.snapshots.lock().expect("snapshots");
+        if let Some(s) = reg.open.get_mut(&id) {
+            s[i] = None;
         }
+        let mut shard = self.shards[i].write().expect("keydir lock");
+        let end = shard.undo_base + shard.undo.len() as u64;
+        shard.trim_undo(reg.oldest_needed(i).unwrap_or(end));
+    }
+
+    fn close_snapshot(&self, id: u64) {
+        let mut reg = self.snapshots.lock().expect("snapshots");
+        if reg.open.remove(&id).is_none() {
+            return;
+        }
+        self.snapshots_open.store(reg.open.len(), Ordering::Release);
+        // Every shard: changes made after the fold passed one were logged
+        // all the same.
+        for i in 0..SHARDS {
+            let mut shard = self.shards[i].write().expect("keydir lock");
+            let end = shard.undo_base + shard.undo.len() as u64;
+            shard.trim_undo(reg.oldest_needed(i).unwrap_or(end));
+        }
+    }
+
+    /// Changes held in the undo logs (tests, statistics).
+    pub fn undo_len(&self) -> usize {
+        self.shards
+            .iter()
+            .map(|s| s.read().expect("keydir lock").undo.len())
+            .sum()
     }
 
     /// Visits every entry as it was when `snapshot` opened, then closes it.
-    /// `visit` returns false to stop early.
-    pub fn fold_snapshot(&self, snapshot: Snapshot, mut visit: impl FnMut(&[u8], Entry) -> bool) {
-        struct Close<'a>(&'a Keydir);
+    /// `visit` returns false to stop early. [`SnapshotLost`] when the undo
+    /// log's bound dropped changes this fold needed.
+    pub fn fold_snapshot(
+        &self,
+        snapshot: Snapshot,
+        mut visit: impl FnMut(&[u8], Entry) -> bool,
+    ) -> Result<(), SnapshotLost> {
+        struct Close<'a>(&'a Keydir, u64);
         impl Drop for Close<'_> {
             fn drop(&mut self) {
-                self.0.close_snapshot();
+                self.0.close_snapshot(self.1);
             }
         }
-        let _close = Close(self);
+        let _close = Close(self, snapshot.id);
         let mut batch: Vec<(Box<[u8]>, Entry)> = Vec::new();
         for (i, shard) in self.shards.iter().enumerate() {
             {
                 let s = shard.read().expect("keydir lock");
+                if snapshot.undo_start[i] < s.undo_base {
+                    return Err(SnapshotLost);
+                }
+                let from = (snapshot.undo_start[i] - s.undo_base) as usize;
                 // The first change of a key since the snapshot holds the
                 // entry it had then; later changes are of no interest.
                 let mut changed: HashSet<&[u8]> = HashSet::new();
                 batch.clear();
-                for (key, old) in &s.undo[snapshot.undo_start[i]..] {
+                for (key, old) in &s.undo[from..] {
                     if changed.insert(key) {
                         if let Some(old) = old {
                             batch.push((key.clone(), *old));
@@ -301,12 +395,14 @@ impl Keydir {
                     (!changed.contains(key)).then(|| (key.into(), s.arena.entry(h)))
                 }));
             }
+            self.passed(snapshot.id, i);
             for (k, e) in batch.drain(..) {
                 if !visit(&k, e) {
-                    return;
+                    return Ok(());
                 }
             }
         }
+        Ok(())
     }
 }
 
@@ -376,7 +472,7 @@ mod tests {
         let snap = kd.open_snapshot();
         let mut seen = Vec::new();
         let mut step = 0u64;
-        kd.fold_snapshot(snap, |k, en| {
+        let r = kd.fold_snapshot(snap, |k, en| {
             seen.push((k.to_vec(), en.seq));
             // Change keys while the fold runs: overwrite, delete, add.
             step += 1;
@@ -389,11 +485,81 @@ mod tests {
             kd.put(format!("new{step}").as_bytes(), e(5000 + step, 3));
             true
         });
+        assert_eq!(r, Ok(()));
+        assert_eq!(kd.undo_len(), 0, "no fold open: no log");
         seen.sort();
         let mut want: Vec<_> = (0..1000u64)
             .map(|i| (format!("k{i}").into_bytes(), i + 1))
             .collect();
         want.sort();
         assert_eq!(seen, want);
+    }
+
+    /// Folds that overlap forever (each opens before the last closes) keep
+    /// only the changes the oldest open one has yet to read.
+    #[test]
+    fn overlapping_folds_keep_the_undo_log_bounded() {
+        let kd = Keydir::new();
+        for i in 0..500u64 {
+            kd.put(format!("k{i}").as_bytes(), e(i + 1, 1));
+        }
+        let mut seq = 1000;
+        let mut open: std::collections::VecDeque<(Snapshot, usize)> = Default::default();
+        let mut writes = 0usize;
+        for round in 0..200 {
+            open.push_back((kd.open_snapshot(), writes));
+            for _ in 0..50 {
+                seq += 1;
+                kd.put(format!("k{}", seq % 500).as_bytes(), e(seq, 2));
+                writes += 1;
+            }
+            if open.len() > 2 {
+                let (snap, _) = open.pop_front().unwrap();
+                let mut n = 0;
+                kd.fold_snapshot(snap, |_, _| {
+                    n += 1;
+                    true
+                })
+                .unwrap();
+                assert_eq!(n, 500, "round {round}");
+            }
+            // Only writes made since the oldest open snapshot are logged.
+            let since_oldest = writes - open.front().map_or(writes, |(_, w)| *w);
+            assert!(
+                kd.undo_len() <= since_oldest,
+                "round {round}: {} > {since_oldest}",
+                kd.undo_len()
+            );
+        }
+        while let Some((snap, _)) = open.pop_front() {
+            kd.fold_snapshot(snap, |_, _| true).unwrap();
+        }
+        assert_eq!(kd.undo_len(), 0);
+    }
+
+    /// Writes without end during one fold: the log stays within its bound
+    /// and the fold reports the loss instead of answering from a partial
+    /// snapshot.
+    #[test]
+    fn a_fold_overrun_by_writes_is_refused_and_memory_stays_bounded() {
+        let kd = Keydir::new();
+        kd.put(b"first", e(1, 1));
+        let snap = kd.open_snapshot();
+        for i in 0..(SHARDS * MAX_UNDO_PER_SHARD * 3) as u64 {
+            kd.put(format!("w{}", i % 5000).as_bytes(), e(10 + i, 2));
+            assert!(kd.undo_len() <= SHARDS * MAX_UNDO_PER_SHARD);
+        }
+        assert_eq!(kd.fold_snapshot(snap, |_, _| true), Err(SnapshotLost));
+        assert_eq!(kd.undo_len(), 0, "closed: its log is gone");
+        // A fold that is not overrun is answered.
+        let snap = kd.open_snapshot();
+        kd.put(b"second", e(1_000_000, 3));
+        let mut keys = 0;
+        kd.fold_snapshot(snap, |_, _| {
+            keys += 1;
+            true
+        })
+        .unwrap();
+        assert_eq!(keys, 5001);
     }
 }

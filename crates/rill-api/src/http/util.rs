@@ -161,6 +161,7 @@ pub fn kv_error(e: KvError) -> Response {
         | KvError::DwUnsatisfied { .. }
         | KvError::InsufficientVnodes { .. }
         | KvError::Timeout
+        | KvError::Busy(_)
         | KvError::OutOfSpace { .. } => StatusCode::SERVICE_UNAVAILABLE,
         KvError::TooManySiblings(_) | KvError::Backend(_) => StatusCode::INTERNAL_SERVER_ERROR,
         _ => StatusCode::INTERNAL_SERVER_ERROR,
