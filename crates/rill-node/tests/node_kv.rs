@@ -266,6 +266,8 @@ fn list_keys_sees_each_key_once() {
         true
     })
     .unwrap();
+    // Every key is stored on n_val vnodes and reported exactly once.
+    assert_eq!(keys.len(), 250);
     keys.sort();
     keys.dedup();
     assert_eq!(keys.len(), 250);
