@@ -5,8 +5,7 @@
 use crate::error::{erl_bin, KvError};
 use crate::node::Node;
 use base64::Engine;
-use rill_backend::{IndexQuery, IndexRange, Term};
-use std::collections::BTreeSet;
+use rill_backend::{IndexRange, Term};
 use std::sync::atomic::Ordering;
 
 /// Which terms.
@@ -100,8 +99,58 @@ fn int_term(field: &[u8], t: &[u8]) -> Result<Term, KvError> {
         })
 }
 
+/// A validated query, ready to run: see [`Node::index_plan`].
+#[derive(Clone, Debug)]
+pub struct IndexPlan {
+    /// The bucket type as the backends key it ("" for `default`).
+    pub(crate) t: Vec<u8>,
+    pub(crate) bucket: Vec<u8>,
+    target: Target,
+    /// Terms shown with their keys.
+    show_terms: bool,
+    pub(crate) limit: Option<usize>,
+    pub(crate) after: Option<(Term, Vec<u8>)>,
+    regex: Option<regex::bytes::Regex>,
+}
+
+#[derive(Clone, Debug)]
+enum Target {
+    /// `$key` (a range of keys, `hi` inclusive) or `$bucket` (every key).
+    Keys { lo: Vec<u8>, hi: Option<Vec<u8>> },
+    /// A `_bin` or `_int` field.
+    Terms { field: Vec<u8>, range: IndexRange },
+}
+
+impl IndexPlan {
+    /// Whether `term` (of `key`) passes the term regex.
+    pub(crate) fn keep(&self, term: &Term, key: &[u8]) -> bool {
+        match &self.regex {
+            None => true,
+            Some(re) => match term {
+                Term::Bin(b) => re.is_match(b),
+                Term::Int(_) => re.is_match(key),
+            },
+        }
+    }
+
+    /// Whether a `$key`/`$bucket` hit passes the term regex.
+    pub(crate) fn keep_key(&self, key: &[u8]) -> bool {
+        self.regex.as_ref().is_none_or(|re| re.is_match(key))
+    }
+
+    fn shown(&self, term: &Term) -> Option<Vec<u8>> {
+        self.show_terms.then(|| term.to_bytes())
+    }
+}
+
+/// Results handed to a stream's consumer at a time, at most.
+pub const INDEX_BATCH: usize = 100;
+
 impl Node {
-    pub fn index_query(&self, req: &IndexRequest) -> Result<IndexAnswer, KvError> {
+    /// Checks a query (bucket type, field, terms, continuation, regex)
+    /// before any result is sent, so a streamed answer can still begin
+    /// with a clear error.
+    pub fn index_plan(&self, req: &IndexRequest) -> Result<IndexPlan, KvError> {
         self.counters.index_queries.fetch_add(1, Ordering::Relaxed);
         crate::kv::check_names(&req.bucket_type, &req.bucket, None)?;
         // The bucket type must exist and be active.
@@ -128,96 +177,121 @@ impl Node {
             }
             _ => None,
         };
-        let limit = req.max_results.filter(|m| *m > 0).map(|m| m as usize);
-        let t = if req.bucket_type == b"default" {
-            Vec::new()
-        } else {
-            req.bucket_type.clone()
-        };
-        // (term, key) pairs, deduplicated across the replicas.
-        let mut hits: BTreeSet<(Term, Vec<u8>)> = BTreeSet::new();
-        let keep = |term: &Term, key: &[u8]| match &regex {
-            None => true,
-            Some(re) => match term {
-                Term::Bin(b) => re.is_match(b),
-                Term::Int(_) => re.is_match(key),
+        let target = match (field.as_slice(), &req.spec) {
+            (b"$bucket", _) => Target::Keys {
+                lo: Vec::new(),
+                hi: None,
             },
-        };
-        let special = field == b"$key" || field == b"$bucket";
-        if special {
-            let (lo, hi) = match (&req.spec, field.as_slice()) {
-                (_, b"$bucket") => (Vec::new(), None),
-                (IndexSpec::Eq(k), _) => (k.clone(), Some(k.clone())),
-                (IndexSpec::Range(a, b), _) => (a.clone(), Some(b.clone())),
-            };
-            for v in &self.vnodes {
-                v.backend().fold_keys(&t, &req.bucket, &mut |k| {
-                    let in_range =
-                        k >= lo.as_slice() && hi.as_ref().is_none_or(|h| k <= h.as_slice());
-                    let past = after.as_ref().is_none_or(|(_, ak)| k > ak.as_slice());
-                    let term = Term::Bin(k.to_vec());
-                    if in_range && past && (regex.is_none() || keep(&term, k)) {
-                        hits.insert((term, k.to_vec()));
-                    }
-                    true
-                })?;
-            }
-        } else {
-            let range = if field.ends_with(b"_int") {
-                match &req.spec {
+            (b"$key", IndexSpec::Eq(k)) => Target::Keys {
+                lo: k.clone(),
+                hi: Some(k.clone()),
+            },
+            (b"$key", IndexSpec::Range(a, b)) => Target::Keys {
+                lo: a.clone(),
+                hi: Some(b.clone()),
+            },
+            (f, spec) if f.ends_with(b"_int") => Target::Terms {
+                field: field.clone(),
+                range: match spec {
                     IndexSpec::Eq(x) => IndexRange::Eq(int_term(&field, x)?),
                     IndexSpec::Range(a, b) => {
                         IndexRange::Range(int_term(&field, a)?, int_term(&field, b)?)
                     }
-                }
-            } else if field.ends_with(b"_bin") {
-                match &req.spec {
+                },
+            },
+            (f, spec) if f.ends_with(b"_bin") => Target::Terms {
+                field: field.clone(),
+                range: match spec {
                     IndexSpec::Eq(x) => IndexRange::Eq(Term::Bin(x.clone())),
                     IndexSpec::Range(a, b) => {
                         IndexRange::Range(Term::Bin(a.clone()), Term::Bin(b.clone()))
                     }
-                }
-            } else {
+                },
+            },
+            _ => {
                 return Err(KvError::BadRequest(format!(
                     "{{unknown_field_type,{}}}",
                     erl_bin(&field)
-                )));
-            };
-            let q = IndexQuery {
-                bucket_type: t.clone(),
-                bucket: req.bucket.clone(),
-                field: field.clone(),
-                range,
-                after: after.clone(),
-            };
-            for v in &self.vnodes {
-                let mut taken = 0usize;
-                v.backend().query_index(&q, &mut |term, key| {
-                    if keep(term, key) {
-                        hits.insert((term.clone(), key.to_vec()));
-                        taken += 1;
-                    }
-                    limit.is_none_or(|l| taken < l)
-                })?;
+                )))
             }
-        }
-        let ranged = matches!(req.spec, IndexSpec::Range(..)) && !special;
-        let mut results = Vec::new();
-        let mut last = None;
-        for (term, key) in hits {
-            if limit.is_some_and(|l| results.len() >= l) {
-                break;
-            }
-            let shown = (req.return_terms && ranged).then(|| term.to_bytes());
-            last = Some((term, key.clone()));
-            results.push((shown, key));
-        }
-        let continuation = match (limit, last) {
-            (Some(l), Some((term, key))) if results.len() == l => {
-                Some(encode_continuation(&term, &key))
-            }
-            _ => None,
         };
+        let show_terms = req.return_terms
+            && matches!(
+                target,
+                Target::Terms {
+                    range: IndexRange::Range(..),
+                    ..
+                }
+            );
+        Ok(IndexPlan {
+            t: if req.bucket_type == b"default" {
+                Vec::new()
+            } else {
+                req.bucket_type.clone()
+            },
+            bucket: req.bucket.clone(),
+            target,
+            show_terms,
+            limit: req.max_results.filter(|m| *m > 0).map(|m| m as usize),
+            after,
+            regex,
+        })
+    }
+
+    /// Runs a query, handing results to `emit` in batches of at most
+    /// [`INDEX_BATCH`] (`emit` returns false to stop); returns the
+    /// continuation when `max_results` filled the page. Memory stays
+    /// bounded whatever the number of hits: see `index_scan`.
+    pub fn index_stream(
+        &self,
+        plan: &IndexPlan,
+        emit: &mut dyn FnMut(Vec<(Option<Vec<u8>>, Vec<u8>)>) -> bool,
+    ) -> Result<Option<Vec<u8>>, KvError> {
+        let mut sent = 0usize;
+        let mut last = None;
+        let mut batch = Vec::with_capacity(INDEX_BATCH);
+        let mut stopped = false;
+        let mut take = |term: &Term, key: &[u8]| -> bool {
+            batch.push((plan.shown(term), key.to_vec()));
+            sent += 1;
+            if plan.limit.is_some() {
+                last = Some((term.clone(), key.to_vec()));
+            }
+            if batch.len() == INDEX_BATCH && !emit(std::mem::take(&mut batch)) {
+                stopped = true;
+            }
+            !stopped && plan.limit.is_none_or(|l| sent < l)
+        };
+        match &plan.target {
+            Target::Keys { lo, hi } => self.scan_keys(plan, lo, hi.as_deref(), &mut take)?,
+            Target::Terms { field, range } => self.scan_terms(plan, field, range, &mut take)?,
+        }
+        drop(take);
+        if stopped {
+            return Ok(None);
+        }
+        if !batch.is_empty() {
+            emit(batch);
+        }
+        Ok(match (plan.limit, last) {
+            (Some(l), Some((term, key))) if sent == l => Some(encode_continuation(&term, &key)),
+            _ => None,
+        })
+    }
+
+    /// The whole answer at once (a query that is not streamed).
+    pub fn index_query(&self, req: &IndexRequest) -> Result<IndexAnswer, KvError> {
+        let plan = self.index_plan(req)?;
+        let mut results = Vec::new();
+        let continuation = self.index_stream(&plan, &mut |batch| {
+            results.extend(batch);
+            true
+        })?;
+        if plan.limit.is_none() && matches!(plan.target, Target::Keys { .. }) {
+            // A whole `$key`/`$bucket` answer comes sorted, as it does
+            // with max_results; a stream of one comes in vnode order.
+            results.sort_by(|a, b| a.1.cmp(&b.1));
+        }
         Ok(IndexAnswer {
             results,
             continuation,

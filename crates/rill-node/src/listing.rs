@@ -13,6 +13,19 @@ use std::time::{Duration, Instant};
 pub const KEY_BATCH: usize = 100;
 
 impl Node {
+    /// The partition first in a key's preference list: the one that
+    /// reports it when every vnode is folded.
+    pub(crate) fn first_owner(
+        &self,
+        bucket_type: &[u8],
+        bucket: &[u8],
+        key: &[u8],
+    ) -> Option<rill_ring::Partition> {
+        self.preflist(bucket_type, bucket, key, 1)
+            .first()
+            .map(|e| e.partition)
+    }
+
     fn check_type(&self, bucket_type: &[u8]) -> Result<Vec<u8>, KvError> {
         let t = std::str::from_utf8(bucket_type)
             .map_err(|_| KvError::NoSuchType(String::from_utf8_lossy(bucket_type).into()))?;
@@ -79,8 +92,7 @@ impl Node {
             // partition): nothing is held per key, whatever the bucket's
             // size. A key its first vnode lost is not listed.
             v.backend().fold_keys(&t, bucket, &mut |k| {
-                let first = self.preflist(&t, bucket, k, 1).first().map(|e| e.partition);
-                if first == Some(v.partition) {
+                if self.first_owner(&t, bucket, k) == Some(v.partition) {
                     pending.push(k.to_vec());
                     if pending.len() == KEY_BATCH && !batch(std::mem::take(&mut pending)) {
                         stop = true;

@@ -7,6 +7,7 @@
 #![allow(clippy::result_large_err)]
 
 mod dt;
+mod index;
 mod object;
 mod other;
 pub mod util;
@@ -109,10 +110,10 @@ async fn route(ctx: &Arc<Ctx>, req: &Req, segs: &[&[u8]]) -> Response {
         [b"buckets", b, b"keys", k] => object::object(ctx, req, &btype, b, k).await,
         [b"buckets", b, b"keys", k, b"preflist"] => other::preflist(ctx, &btype, b, k),
         [b"buckets", b, b"index", index, value] => {
-            other::index(ctx, req, &btype, b, index, value, None).await
+            index::index(ctx, req, &btype, b, index, value, None).await
         }
         [b"buckets", b, b"index", index, lo, hi] => {
-            other::index(ctx, req, &btype, b, index, lo, Some(hi)).await
+            index::index(ctx, req, &btype, b, index, lo, Some(hi)).await
         }
         [b"buckets", b, b"datatypes"] => dt::datatype(ctx, req, &btype, b, None).await,
         [b"buckets", b, b"datatypes", k] => dt::datatype(ctx, req, &btype, b, Some(k)).await,

@@ -7,7 +7,7 @@ use crate::{blocking, type_name};
 use axum::body::Body;
 use axum::http::{HeaderValue, Method, StatusCode};
 use axum::response::Response;
-use rill_node::{IndexRequest, IndexSpec, KvError, Props, TypeStatus};
+use rill_node::{KvError, Props, TypeStatus};
 use serde_json::{json, Map, Value};
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
@@ -312,91 +312,6 @@ pub(crate) fn preflist(ctx: &Arc<Ctx>, t: &[u8], b: &[u8], k: &[u8]) -> Response
         .map(|e| json!({"partition": e.partition.0, "node": e.node, "primary": e.primary}))
         .collect();
     json(StatusCode::OK, &json!({ "preflist": list }))
-}
-
-#[allow(clippy::too_many_arguments)]
-pub(crate) async fn index(
-    ctx: &Arc<Ctx>,
-    req: &Req,
-    t: &[u8],
-    b: &[u8],
-    index: &[u8],
-    lo: &[u8],
-    hi: Option<&[u8]>,
-) -> Response {
-    let q = &req.query;
-    let max_results = match q.get("max_results").map(|v| v.parse::<u32>()) {
-        None => None,
-        Some(Ok(m)) => Some(m),
-        Some(Err(_)) => {
-            return text(
-                StatusCode::BAD_REQUEST,
-                "max_results must be a positive integer\n",
-            )
-        }
-    };
-    let ir = IndexRequest {
-        bucket_type: t.to_vec(),
-        bucket: b.to_vec(),
-        index: index.to_vec(),
-        spec: match hi {
-            None => IndexSpec::Eq(lo.to_vec()),
-            Some(hi) => IndexSpec::Range(lo.to_vec(), hi.to_vec()),
-        },
-        return_terms: q.get("return_terms").is_some_and(|v| v == "true"),
-        max_results,
-        continuation: q.get("continuation").map(|c| c.as_bytes().to_vec()),
-        term_regex: q.get("term_regex").map(|c| c.as_bytes().to_vec()),
-    };
-    let stream = q.get("stream").is_some_and(|v| v == "true");
-    let node = ctx.node.clone();
-    let answer = match blocking(move || node.index_query(&ir)).await {
-        Ok(a) => a,
-        Err(KvError::NoType) => {
-            return text(
-                StatusCode::NOT_FOUND,
-                format!("Unknown bucket type: {}\n", s(t)),
-            )
-        }
-        Err(e) => return kv_error(e),
-    };
-    let body_of = |results: &[(Option<Vec<u8>>, Vec<u8>)]| -> Value {
-        if results.iter().any(|(t, _)| t.is_some()) {
-            json!({"results": results.iter().map(|(t, k)| {
-                let mut m = Map::new();
-                m.insert(s(t.as_deref().unwrap_or_default()), Value::from(s(k)));
-                Value::Object(m)
-            }).collect::<Vec<_>>()})
-        } else {
-            json!({"keys": results.iter().map(|(_, k)| Value::from(s(k))).collect::<Vec<_>>()})
-        }
-    };
-    if !stream {
-        let mut v = body_of(&answer.results);
-        if let Some(c) = &answer.continuation {
-            v["continuation"] = Value::from(s(c));
-        }
-        return json(StatusCode::OK, &v);
-    }
-    let boundary = rill_node::ids_boundary();
-    let mut body = String::new();
-    let part = |body: &mut String, v: &Value| {
-        body.push_str(&format!(
-            "\r\n--{boundary}\r\nContent-Type: application/json\r\n\r\n{v}"
-        ));
-    };
-    for chunk in answer.results.chunks(100) {
-        part(&mut body, &body_of(chunk));
-    }
-    if let Some(c) = &answer.continuation {
-        part(&mut body, &json!({"continuation": s(c)}));
-    }
-    body.push_str(&format!("\r\n--{boundary}--\r\n"));
-    let mut r = Response::new(Body::from(body));
-    if let Ok(v) = HeaderValue::from_str(&format!("multipart/mixed; boundary={boundary}")) {
-        r.headers_mut().insert("content-type", v);
-    }
-    r
 }
 
 // ---- Rill's admin routes: bucket types (Riak does this with riak-admin).

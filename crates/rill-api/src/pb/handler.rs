@@ -276,31 +276,36 @@ impl Session {
         write(socket, &frames).await
     }
 
+    /// A streamed 2i query: a message per batch as the vnodes are read,
+    /// the continuation (if any) and `done` on the last.
     async fn index(&mut self, r: RpbIndexReq, socket: &mut TcpStream) -> std::io::Result<()> {
         let req = match index_request(&r) {
             Ok(q) => q,
             Err(e) => return write(socket, &[e]).await,
         };
         let node = self.node.clone();
-        let frames = match blocking(move || node.index_query(&req)).await {
-            Err(e) => vec![err(e)],
-            Ok(a) => {
-                let mut frames = Vec::new();
-                for chunk in a.results.chunks(100) {
-                    let mut resp = RpbIndexResp::default();
-                    fill_index(&mut resp, chunk.to_vec());
-                    frames.push(Response::Index(resp));
-                }
-                // The continuation travels on the final message.
-                frames.push(Response::Index(RpbIndexResp {
-                    continuation: a.continuation.map(Bytes::from),
-                    done: Some(true),
-                    ..Default::default()
-                }));
-                frames
-            }
+        let plan = match node.index_plan(&req) {
+            Ok(p) => p,
+            Err(e) => return write(socket, &[err(e)]).await,
         };
-        write(socket, &frames).await
+        let (tx, mut rx) = tokio::sync::mpsc::channel::<Vec<(Option<Vec<u8>>, Vec<u8>)>>(4);
+        let task = tokio::task::spawn_blocking(move || {
+            node.index_stream(&plan, &mut |batch| tx.blocking_send(batch).is_ok())
+        });
+        while let Some(batch) = rx.recv().await {
+            let mut resp = RpbIndexResp::default();
+            fill_index(&mut resp, batch);
+            write(socket, &[Response::Index(resp)]).await?;
+        }
+        let last = match task.await.expect("index task panicked") {
+            Ok(continuation) => Response::Index(RpbIndexResp {
+                continuation: continuation.map(Bytes::from),
+                done: Some(true),
+                ..Default::default()
+            }),
+            Err(e) => err(e),
+        };
+        write(socket, &[last]).await
     }
 }
 
