@@ -29,10 +29,13 @@ pub struct IndexRequest {
     pub term_regex: Option<Vec<u8>>,
 }
 
+/// One result: the term (when terms are shown) and the key.
+pub type IndexHit = (Option<Vec<u8>>, Vec<u8>);
+
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct IndexAnswer {
     /// (term, key), the term set only when terms are returned.
-    pub results: Vec<(Option<Vec<u8>>, Vec<u8>)>,
+    pub results: Vec<IndexHit>,
     /// Set when the page is full: pass it back for the next page.
     pub continuation: Option<Vec<u8>>,
 }
@@ -245,7 +248,7 @@ impl Node {
     pub fn index_stream(
         &self,
         plan: &IndexPlan,
-        emit: &mut dyn FnMut(Vec<(Option<Vec<u8>>, Vec<u8>)>) -> bool,
+        emit: &mut dyn FnMut(Vec<IndexHit>) -> bool,
     ) -> Result<Option<Vec<u8>>, KvError> {
         let mut sent = 0usize;
         let mut last = None;
@@ -266,7 +269,6 @@ impl Node {
             Target::Keys { lo, hi } => self.scan_keys(plan, lo, hi.as_deref(), &mut take)?,
             Target::Terms { field, range } => self.scan_terms(plan, field, range, &mut take)?,
         }
-        drop(take);
         if stopped {
             return Ok(None);
         }

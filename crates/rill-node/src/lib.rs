@@ -30,7 +30,7 @@ mod vnode;
 pub use config::{BackendKind, DeleteMode, MergePolicyKind, NodeConfig};
 pub use dt::{DtFetchAnswer, DtFetchRequest, DtUpdateAnswer, DtUpdateRequest};
 pub use error::{erl_bin, KvError};
-pub use index::{IndexAnswer, IndexPlan, IndexRequest, IndexSpec, INDEX_BATCH};
+pub use index::{IndexAnswer, IndexHit, IndexPlan, IndexRequest, IndexSpec, INDEX_BATCH};
 pub use kv::{DeleteRequest, GetAnswer, GetRequest, PutAnswer, PutRequest};
 pub use node::{Node, NodeStats};
 pub use rill_backend::Term;

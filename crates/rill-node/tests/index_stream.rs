@@ -23,7 +23,10 @@ fn node(dir: &std::path::Path) -> Arc<Node> {
         let mut c = Content::new(b"v".to_vec(), Metadata::default());
         c.meta.indexes = vec![
             (b"n_int".to_vec(), (i % 97).to_string().into_bytes()),
-            (b"s_bin".to_vec(), format!("s{:x}", i * 7919 % 4093).into_bytes()),
+            (
+                b"s_bin".to_vec(),
+                format!("s{:x}", i * 7919 % 4093).into_bytes(),
+            ),
         ];
         n.put(PutRequest {
             bucket: b"b".to_vec(),
@@ -102,10 +105,16 @@ fn model(index: &str, lo: i64, hi: i64) -> Vec<Hit> {
 fn whole_answers_stream_in_order_and_once() {
     let dir = tempfile::tempdir().unwrap();
     let n = node(dir.path());
-    let (ints, c) = stream(&n, &req("n_int", IndexSpec::Range(b"10".into(), b"60".into())));
+    let (ints, c) = stream(
+        &n,
+        &req("n_int", IndexSpec::Range(b"10".into(), b"60".into())),
+    );
     assert_eq!(c, None);
     assert_eq!(ints, model("n_int", 10, 60));
-    let (bins, _) = stream(&n, &req("s_bin", IndexSpec::Range(b"s".into(), b"t".into())));
+    let (bins, _) = stream(
+        &n,
+        &req("s_bin", IndexSpec::Range(b"s".into(), b"t".into())),
+    );
     assert_eq!(bins.len(), KEYS);
     assert_eq!(bins, model("s_bin", 0, 0));
     // An equality query shows no terms.
@@ -153,7 +162,12 @@ fn pages_add_up_to_the_whole() {
                 // one is not moving on.
                 assert!(pages <= KEYS + 1);
             }
-            assert_eq!(joined, whole, "{:?} by {size}", String::from_utf8_lossy(&q.index));
+            assert_eq!(
+                joined,
+                whole,
+                "{:?} by {size}",
+                String::from_utf8_lossy(&q.index)
+            );
         }
     }
 }
@@ -165,10 +179,13 @@ fn key_queries_stream_each_key_once_without_pages() {
     let (all, _) = stream(&n, &req("$bucket", IndexSpec::Eq(b"b".into())));
     // Replicas are not repeated: each key once, from its first vnode.
     assert_eq!(all.len(), KEYS);
-    let keys: BTreeSet<Vec<u8>> = all.iter().map(|(t, k)| {
-        assert_eq!(*t, None);
-        k.clone()
-    }).collect();
+    let keys: BTreeSet<Vec<u8>> = all
+        .iter()
+        .map(|(t, k)| {
+            assert_eq!(*t, None);
+            k.clone()
+        })
+        .collect();
     assert_eq!(keys.len(), KEYS);
     let mut r = req("$key", IndexSpec::Range(b"k01000".into(), b"k01999".into()));
     r.term_regex = Some(b"5$".to_vec());
@@ -209,7 +226,10 @@ fn a_bad_query_is_refused_before_anything_is_sent() {
     let dir = tempfile::tempdir().unwrap();
     let n = node(dir.path());
     for (r, msg) in [
-        (req("n_int", IndexSpec::Eq(b"x".into())), "field_parsing_failed"),
+        (
+            req("n_int", IndexSpec::Eq(b"x".into())),
+            "field_parsing_failed",
+        ),
         (req("foo", IndexSpec::Eq(b"x".into())), "unknown_field_type"),
         (
             IndexRequest {

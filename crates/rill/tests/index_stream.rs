@@ -34,7 +34,9 @@ fn fill(c: &mut Client) {
 
 /// (term, key) in the order a range query over every term must give.
 fn expected() -> Vec<(String, String)> {
-    let mut v: Vec<(u32, String)> = (0..KEYS).map(|i| ((i % 50) as u32, format!("k{i:05}"))).collect();
+    let mut v: Vec<(u32, String)> = (0..KEYS)
+        .map(|i| ((i % 50) as u32, format!("k{i:05}")))
+        .collect();
     v.sort();
     v.into_iter().map(|(t, k)| (t.to_string(), k)).collect()
 }
@@ -109,13 +111,21 @@ fn streamed_index_queries_carry_the_whole_answer() {
 
     // HTTP, whole: a multipart body whose parts hold every result.
     let r = n
-        .http("GET", "/buckets/idx/index/n_int/0/49?stream=true&return_terms=true", &[], b"")
+        .http(
+            "GET",
+            "/buckets/idx/index/n_int/0/49?stream=true&return_terms=true",
+            &[],
+            b"",
+        )
         .unwrap();
     assert_eq!(r.status, 200);
     let ct = r.header("content-type").unwrap().to_string();
     let boundary = ct.strip_prefix("multipart/mixed; boundary=").expect(&ct);
     let body = String::from_utf8(r.body).unwrap();
-    assert!(body.ends_with(&format!("\r\n--{boundary}--\r\n")), "{body:.200}");
+    assert!(
+        body.ends_with(&format!("\r\n--{boundary}--\r\n")),
+        "{body:.200}"
+    );
     let mut got = Vec::new();
     for part in body.split(&format!("\r\n--{boundary}")).skip(1) {
         let Some((_, json)) = part.split_once("\r\n\r\n") else {
@@ -131,7 +141,12 @@ fn streamed_index_queries_carry_the_whole_answer() {
     assert_eq!(got, want);
     // HTTP, paged: the continuation travels in a part of its own.
     let r = n
-        .http("GET", "/buckets/idx/index/n_int/0/49?stream=true&max_results=10", &[], b"")
+        .http(
+            "GET",
+            "/buckets/idx/index/n_int/0/49?stream=true&max_results=10",
+            &[],
+            b"",
+        )
         .unwrap();
     let body = String::from_utf8(r.body).unwrap();
     assert!(body.contains("\"continuation\""), "{body}");

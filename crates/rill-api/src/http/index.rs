@@ -10,7 +10,7 @@ use crate::blocking;
 use axum::body::{Body, Bytes};
 use axum::http::{HeaderValue, StatusCode};
 use axum::response::Response;
-use rill_node::{IndexRequest, IndexSpec, KvError};
+use rill_node::{IndexHit, IndexRequest, IndexSpec, KvError};
 use serde_json::{json, Map, Value};
 use std::sync::Arc;
 
@@ -20,7 +20,7 @@ fn s(b: &[u8]) -> String {
 
 /// Riak's JSON for some results: `results` pairs when terms are shown,
 /// else `keys`.
-fn body_of(results: &[(Option<Vec<u8>>, Vec<u8>)]) -> Value {
+fn body_of(results: &[IndexHit]) -> Value {
     if results.iter().any(|(t, _)| t.is_some()) {
         json!({"results": results.iter().map(|(t, k)| {
             let mut m = Map::new();
@@ -77,7 +77,7 @@ pub(crate) async fn index(
         term_regex: q.get("term_regex").map(|c| c.as_bytes().to_vec()),
     };
     let node = ctx.node.clone();
-    if !q.get("stream").is_some_and(|v| v == "true") {
+    if q.get("stream").is_none_or(|v| v != "true") {
         return match blocking(move || node.index_query(&ir)).await {
             Ok(answer) => {
                 let mut v = body_of(&answer.results);

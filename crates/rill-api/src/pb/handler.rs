@@ -7,7 +7,8 @@ use crate::RIAK_COMPAT_VERSION;
 use crate::{blocking, type_name};
 use bytes::Bytes;
 use rill_node::{
-    DeleteRequest, GetAnswer, GetRequest, IndexRequest, IndexSpec, KvError, Node, PutRequest,
+    DeleteRequest, GetAnswer, GetRequest, IndexHit, IndexRequest, IndexSpec, KvError, Node,
+    PutRequest,
 };
 use rill_pb::pb::*;
 use rill_pb::{codes, Request, Response};
@@ -288,7 +289,7 @@ impl Session {
             Ok(p) => p,
             Err(e) => return write(socket, &[err(e)]).await,
         };
-        let (tx, mut rx) = tokio::sync::mpsc::channel::<Vec<(Option<Vec<u8>>, Vec<u8>)>>(4);
+        let (tx, mut rx) = tokio::sync::mpsc::channel::<Vec<IndexHit>>(4);
         let task = tokio::task::spawn_blocking(move || {
             node.index_stream(&plan, &mut |batch| tx.blocking_send(batch).is_ok())
         });
@@ -309,7 +310,7 @@ impl Session {
     }
 }
 
-fn fill_index(resp: &mut RpbIndexResp, results: Vec<(Option<Vec<u8>>, Vec<u8>)>) {
+fn fill_index(resp: &mut RpbIndexResp, results: Vec<IndexHit>) {
     for (term, key) in results {
         match term {
             Some(t) => resp.results.push(RpbPair {
