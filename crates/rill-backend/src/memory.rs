@@ -171,19 +171,33 @@ impl Backend for MemoryBackend {
         visit: &mut dyn FnMut(&[u8]) -> bool,
     ) -> Result<()> {
         let prefix = crate::keys::bucket_prefix(OBJECT, bucket_type, bucket)?;
-        let inner = self.lock();
-        for (raw, e) in inner.objects.range(prefix.clone()..) {
-            if !raw.starts_with(&prefix) {
-                break;
+        // Keys are taken a chunk at a time and visited with the lock
+        // released, so a slow reader (a client taking a streamed list)
+        // never holds up writers.
+        const CHUNK: usize = 1000;
+        let mut from = std::ops::Bound::Included(prefix.clone());
+        loop {
+            let chunk: Vec<Vec<u8>> = {
+                let inner = self.lock();
+                inner
+                    .objects
+                    .range((from.clone(), std::ops::Bound::Unbounded))
+                    .take_while(|(raw, _)| raw.starts_with(&prefix))
+                    .filter(|(_, e)| !self.expired(e))
+                    .take(CHUNK)
+                    .map(|(raw, _)| raw.clone())
+                    .collect()
+            };
+            for raw in &chunk {
+                if !visit(&raw[prefix.len()..]) {
+                    return Ok(());
+                }
             }
-            if self.expired(e) {
-                continue;
-            }
-            if !visit(&raw[prefix.len()..]) {
-                break;
+            match chunk.into_iter().last() {
+                Some(last) => from = std::ops::Bound::Excluded(last),
+                None => return Ok(()),
             }
         }
-        Ok(())
     }
 
     fn query_index(
