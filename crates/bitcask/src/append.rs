@@ -15,9 +15,13 @@ use crate::format::file_header::{encode_file_header, FileKind};
 use crate::format::hint::{encode_hint_entry, encode_hint_trailer, HintEntry};
 use crate::format::record::{encode_header, RecordMeta, RECORD_HEADER_LEN};
 use crate::vfs::{OpenMode, VFile, Vfs, MAX_WRITE_PARTS};
+use smallvec::SmallVec;
 use std::io;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
+
+/// Where each record of one append begins (inline for one or two).
+pub(crate) type Offsets = SmallVec<[u32; 2]>;
 
 const ALIGN: usize = 4096;
 const HINT_SPILL_BYTES: usize = 1 << 20;
@@ -250,10 +254,11 @@ impl AppendFile {
         vfs: &dyn Vfs,
         records: &[(RecordMeta, &[u8], &[u8])],
         flush_now: bool,
-    ) -> Result<Vec<u32>> {
+    ) -> Result<Offsets> {
         let start = self.len;
-        let mut headers = vec![[0u8; RECORD_HEADER_LEN]; records.len()];
-        let mut offsets = Vec::with_capacity(records.len());
+        let mut headers: SmallVec<[[u8; RECORD_HEADER_LEN]; 2]> =
+            smallvec::smallvec![[0u8; RECORD_HEADER_LEN]; records.len()];
+        let mut offsets: SmallVec<[u64; 2]> = SmallVec::with_capacity(records.len());
         let mut at = start;
         for (h, (meta, key, value)) in headers.iter_mut().zip(records) {
             encode_header(h, meta, key, value);
@@ -262,7 +267,7 @@ impl AppendFile {
         }
         let size = at - start;
         if !self.direct && (self.buffer_bytes == 0 || size >= WRITE_AROUND_BYTES) {
-            let mut parts: Vec<&[u8]> = Vec::with_capacity(records.len() * 3);
+            let mut parts: SmallVec<[&[u8]; 6]> = SmallVec::with_capacity(records.len() * 3);
             for (h, (_, key, value)) in headers.iter().zip(records) {
                 parts.extend_from_slice(&[&h[..], key, value]);
             }
@@ -313,7 +318,7 @@ impl AppendFile {
         // One record is three parts; a batch is copied into one (a vectored
         // write takes at most MAX_WRITE_PARTS slices).
         let joined: Vec<u8>;
-        let mut iov: Vec<&[u8]> = Vec::with_capacity(MAX_WRITE_PARTS);
+        let mut iov: SmallVec<[&[u8]; MAX_WRITE_PARTS]> = SmallVec::new();
         iov.push(pending);
         if parts.len() < MAX_WRITE_PARTS {
             iov.extend_from_slice(parts);
@@ -321,7 +326,9 @@ impl AppendFile {
             joined = parts.concat();
             iov.push(&joined);
         }
-        if let Err(e) = self.file.write_all_vectored_at(&iov, at) {
+        let written = self.file.write_all_vectored_at(&iov, at);
+        drop(iov);
+        if let Err(e) = written {
             return Err(self.cut_back(e));
         }
         self.dirty = true;

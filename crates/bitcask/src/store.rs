@@ -15,6 +15,7 @@ use crate::keydir::{Entry, Keydir};
 use crate::options::{Options, SyncStrategy, WriteMode};
 use crate::recovery::{Loader, RecoveryReport};
 use crate::stats::{FileStats, StatsTable};
+use smallvec::SmallVec;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard};
@@ -446,20 +447,16 @@ impl Inner {
                 std::thread::sleep(delay);
             }
         }
-        let sizes: Vec<u32> = recs
+        let sizes: SmallVec<[u32; 2]> = recs
             .iter()
             .map(|r| (RECORD_HEADER_LEN + r.key.len() + r.value.len()) as u32)
             .collect();
         let total: u64 = sizes.iter().map(|s| u64::from(*s)).sum();
-        let mut w = self.writer();
-        w.refuse_if_poisoned()?;
-        if w.active.len + total > o.max_file_size_bytes && w.active.len > FILE_HEADER_LEN as u64 {
-            self.rotate(&mut w)?;
-        }
-        let first = w.seq + 1;
+        // Built before the writer lock is taken (it is the store's one
+        // point of contention); the sequence numbers are set under it.
         let timestamp_us = o.now_us();
         let n = recs.len();
-        let records: Vec<(RecordMeta, &[u8], &[u8])> = recs
+        let mut records: SmallVec<[(RecordMeta, &[u8], &[u8]); 2]> = recs
             .iter()
             .enumerate()
             .map(|(i, r)| {
@@ -470,7 +467,7 @@ impl Inner {
                     _ => BatchPos::Middle,
                 };
                 let meta = RecordMeta {
-                    seq: first + i as u64,
+                    seq: 0,
                     timestamp_us,
                     expiry_s: r.expiry_s,
                     tombstone: r.tombstone,
@@ -479,6 +476,15 @@ impl Inner {
                 (meta, r.key, r.value)
             })
             .collect();
+        let mut w = self.writer();
+        w.refuse_if_poisoned()?;
+        if w.active.len + total > o.max_file_size_bytes && w.active.len > FILE_HEADER_LEN as u64 {
+            self.rotate(&mut w)?;
+        }
+        let first = w.seq + 1;
+        for (i, (meta, _, _)) in records.iter_mut().enumerate() {
+            meta.seq = first + i as u64;
+        }
         let vfs = o.vfs.as_ref();
         let o_sync = o.sync == SyncStrategy::OSync;
         let offsets = match w.active.append_batch(vfs, &records, o_sync) {
