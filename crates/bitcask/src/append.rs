@@ -20,6 +20,9 @@ use std::io;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
+/// One record to append: its header fields, key and value.
+pub(crate) type NewRecord<'a> = (RecordMeta, &'a [u8], &'a [u8]);
+
 /// Where each record of one append begins (inline for one or two).
 pub(crate) type Offsets = SmallVec<[u32; 2]>;
 
@@ -252,7 +255,7 @@ impl AppendFile {
     pub fn append_batch(
         &mut self,
         vfs: &dyn Vfs,
-        records: &[(RecordMeta, &[u8], &[u8])],
+        records: &[NewRecord<'_>],
         flush_now: bool,
     ) -> Result<Offsets> {
         let start = self.len;

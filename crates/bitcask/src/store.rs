@@ -6,7 +6,7 @@
 //! for a disk wait: o_sync puts share one fsync outside it). Gets take
 //! only a keydir shard briefly, and `writer` only for bytes still buffered.
 
-use crate::append::AppendFile;
+use crate::append::{AppendFile, NewRecord};
 use crate::error::{Error, Result};
 use crate::files::{data_path, FileTable};
 use crate::format::record::{decode_record, BatchPos, RecordMeta, RECORD_HEADER_LEN};
@@ -456,7 +456,7 @@ impl Inner {
         // point of contention); the sequence numbers are set under it.
         let timestamp_us = o.now_us();
         let n = recs.len();
-        let mut records: SmallVec<[(RecordMeta, &[u8], &[u8]); 2]> = recs
+        let mut records: SmallVec<[NewRecord<'_>; 2]> = recs
             .iter()
             .enumerate()
             .map(|(i, r)| {
