@@ -307,6 +307,20 @@ impl Store {
         self.inner.fold(|key, _| Ok(visit(key)))
     }
 
+    /// Visits every readable key without a snapshot: each part of the
+    /// keydir as it is when the scan reaches it, so a key written or
+    /// deleted meanwhile may be seen or not, while every key left alone is
+    /// seen once. Unlike [`Store::fold_keys`] it never ends with `Busy`
+    /// however long `visit` takes or however many writes run meanwhile
+    /// (listing keys for a client, which Riak does not promise as a
+    /// snapshot either). `visit` returns false to stop.
+    pub fn scan_keys(&self, mut visit: impl FnMut(&[u8]) -> bool) {
+        let now = self.inner.opts.now_s();
+        self.inner
+            .keydir
+            .scan(|key, entry| !entry.is_visible(now) || visit(key));
+    }
+
     /// Visits every readable key and value of one consistent snapshot.
     pub fn fold(&self, mut visit: impl FnMut(&[u8], &[u8]) -> bool) -> Result<()> {
         let inner = &self.inner;

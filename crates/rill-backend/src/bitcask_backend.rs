@@ -137,12 +137,14 @@ impl Backend for BitcaskBackend {
 
     fn fold_buckets(&self, visit: &mut dyn FnMut(&[u8], &[u8]) -> bool) -> Result<()> {
         let mut seen = BTreeSet::new();
-        self.store.fold_keys(|raw| {
+        // Listings are not snapshots (nor are Riak's): a scan that writes
+        // cannot overrun, however long it takes.
+        self.store.scan_keys(|raw| {
             if let Some((OBJECT, t, b, _)) = split(raw) {
                 seen.insert((t.to_vec(), b.to_vec()));
             }
             true
-        })?;
+        });
         for (t, b) in &seen {
             if !visit(t, b) {
                 break;
@@ -158,13 +160,15 @@ impl Backend for BitcaskBackend {
         visit: &mut dyn FnMut(&[u8]) -> bool,
     ) -> Result<()> {
         let prefix = bucket_prefix(OBJECT, bucket_type, bucket)?;
-        self.store.fold_keys(|raw| {
+        // A client may read a streamed listing slowly while writes go on:
+        // no snapshot, so nothing to overrun (see `Store::scan_keys`).
+        self.store.scan_keys(|raw| {
             if raw.starts_with(&prefix) {
                 visit(&raw[prefix.len()..])
             } else {
                 true
             }
-        })?;
+        });
         Ok(())
     }
 

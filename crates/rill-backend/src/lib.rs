@@ -59,7 +59,10 @@ pub trait Backend: Send + Sync {
     /// returns false to stop.
     fn fold_buckets(&self, visit: &mut dyn FnMut(&[u8], &[u8]) -> bool) -> Result<()>;
 
-    /// Every key of one bucket.
+    /// Every key of one bucket. Not a snapshot: a key written or deleted
+    /// during the fold may be visited or not; every other key is visited
+    /// exactly once, however slow `visit` is and however many writes run
+    /// meanwhile.
     fn fold_keys(
         &self,
         bucket_type: &[u8],

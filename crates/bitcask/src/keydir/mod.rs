@@ -356,6 +356,31 @@ impl Keydir {
             .sum()
     }
 
+    /// Visits every entry, one shard at a time as it is when the scan
+    /// reaches it: no snapshot, so no undo log and never [`SnapshotLost`].
+    /// A change made during the scan may be seen or not; a key that stays
+    /// unchanged is visited exactly once. Holds one shard's copy at a time
+    /// and no lock while `visit` runs.
+    pub fn scan(&self, mut visit: impl FnMut(&[u8], Entry) -> bool) {
+        let mut batch: Vec<(Box<[u8]>, Entry)> = Vec::new();
+        for shard in self.shards.iter() {
+            {
+                let s = shard.read().expect("keydir lock");
+                batch.clear();
+                batch.extend(
+                    s.table
+                        .iter()
+                        .map(|&h| (s.arena.key(h).into(), s.arena.entry(h))),
+                );
+            }
+            for (k, e) in batch.drain(..) {
+                if !visit(&k, e) {
+                    return;
+                }
+            }
+        }
+    }
+
     /// Visits every entry as it was when `snapshot` opened, then closes it.
     /// `visit` returns false to stop early. [`SnapshotLost`] when the undo
     /// log's bound dropped changes this fold needed.
