@@ -1,5 +1,5 @@
-//! The stored object, data type, client-held context and counter lease
-//! decoders on arbitrary bytes: they must reject, never panic; what
+//! The stored object, data type, client-held context, 2i continuation and
+//! counter lease decoders on arbitrary bytes: they must reject, never panic; what
 //! decodes re-encodes to the same bytes.
 #![no_main]
 
@@ -23,6 +23,11 @@ fuzz_target!(|data: &[u8]| {
             let slot = rill_node::lease::encode_slot(&t);
             assert_eq!(rill_node::lease::decode_slot(&slot), Some(t));
         }
+    }
+    // A 2i continuation, as a client sends it back.
+    if let Some((term, key)) = rill_node::decode_continuation(data) {
+        let again = rill_node::encode_continuation(&term, &key);
+        assert_eq!(rill_node::decode_continuation(&again), Some((term, key)));
     }
     if let Ok(c) = rill_object::decode_vclock(data) {
         if !data.is_empty() {

@@ -42,7 +42,8 @@ pub struct IndexAnswer {
 
 const CONTINUATION_VERSION: u8 = 1;
 
-fn encode_continuation(term: &Term, key: &[u8]) -> Vec<u8> {
+/// A continuation as clients hold it: base64 of version, term, key.
+pub fn encode_continuation(term: &Term, key: &[u8]) -> Vec<u8> {
     let mut raw = vec![CONTINUATION_VERSION];
     match term {
         Term::Int(i) => {
@@ -61,7 +62,9 @@ fn encode_continuation(term: &Term, key: &[u8]) -> Vec<u8> {
         .into_bytes()
 }
 
-fn decode_continuation(c: &[u8]) -> Option<(Term, Vec<u8>)> {
+/// A client's continuation back to (term, key); `None` if it is not one
+/// this node made (any bytes may arrive: fuzzed by `object_decoders`).
+pub fn decode_continuation(c: &[u8]) -> Option<(Term, Vec<u8>)> {
     let raw = base64::engine::general_purpose::STANDARD.decode(c).ok()?;
     let (&v, rest) = raw.split_first()?;
     if v != CONTINUATION_VERSION {
@@ -316,5 +319,19 @@ mod tests {
             assert_eq!(decode_continuation(&c), Some((t, k)));
         }
         assert_eq!(decode_continuation(b"!!"), None);
+        // Every cut of a valid continuation is refused or decodes: never a
+        // panic (a client may send anything back).
+        let raw = base64::engine::general_purpose::STANDARD
+            .decode(encode_continuation(&Term::Bin(b"term".to_vec()), b"key"))
+            .unwrap();
+        for cut in 0..raw.len() {
+            let c = base64::engine::general_purpose::STANDARD.encode(&raw[..cut]);
+            if let Some((t, k)) = decode_continuation(c.as_bytes()) {
+                assert_eq!(
+                    decode_continuation(&encode_continuation(&t, &k)),
+                    Some((t, k))
+                );
+            }
+        }
     }
 }

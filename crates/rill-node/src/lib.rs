@@ -30,6 +30,8 @@ mod vnode;
 pub use config::{BackendKind, DeleteMode, MergePolicyKind, NodeConfig};
 pub use dt::{DtFetchAnswer, DtFetchRequest, DtUpdateAnswer, DtUpdateRequest};
 pub use error::{erl_bin, KvError};
+#[doc(hidden)]
+pub use index::{decode_continuation, encode_continuation};
 pub use index::{IndexAnswer, IndexHit, IndexPlan, IndexRequest, IndexSpec, INDEX_BATCH};
 pub use kv::{DeleteRequest, GetAnswer, GetRequest, PutAnswer, PutRequest};
 pub use node::{Node, NodeStats};
