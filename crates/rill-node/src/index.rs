@@ -128,20 +128,18 @@ enum Target {
 }
 
 impl IndexPlan {
-    /// Whether `term` (of `key`) passes the term regex.
-    pub(crate) fn keep(&self, term: &Term, key: &[u8]) -> bool {
-        match &self.regex {
-            None => true,
-            Some(re) => match term {
-                Term::Bin(b) => re.is_match(b),
-                Term::Int(_) => re.is_match(key),
-            },
+    /// Whether a term passes the term regex (which only `_bin` queries
+    /// may have: [`Node::index_plan`] refuses one on an integer field).
+    pub(crate) fn keep(&self, term: &Term) -> bool {
+        match term {
+            Term::Bin(b) => self.keep_bytes(b),
+            Term::Int(_) => true,
         }
     }
 
-    /// Whether a `$key`/`$bucket` hit passes the term regex.
-    pub(crate) fn keep_key(&self, key: &[u8]) -> bool {
-        self.regex.as_ref().is_none_or(|re| re.is_match(key))
+    /// Whether a `_bin` term, or a `$key`/`$bucket` key, passes the regex.
+    pub(crate) fn keep_bytes(&self, b: &[u8]) -> bool {
+        self.regex.as_ref().is_none_or(|re| re.is_match(b))
     }
 
     fn shown(&self, term: &Term) -> Option<Vec<u8>> {

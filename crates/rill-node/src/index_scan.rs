@@ -57,7 +57,7 @@ impl Node {
                 let mut taken = 0usize;
                 let mut last = None;
                 v.backend().query_index(&q, &mut |term, key| {
-                    if !plan.keep(term, key) {
+                    if !plan.keep(term) {
                         return true;
                     }
                     taken += 1;
@@ -105,7 +105,7 @@ impl Node {
             k >= lo
                 && hi.is_none_or(|h| k <= h)
                 && plan.after.as_ref().is_none_or(|(_, ak)| k > ak.as_slice())
-                && plan.keep_key(k)
+                && plan.keep_bytes(k)
         };
         if let Some(limit) = plan.limit {
             // The `limit` smallest wanted keys, replicas merged.

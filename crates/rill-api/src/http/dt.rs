@@ -1,7 +1,7 @@
 //! Data types over HTTP (`/types/T/buckets/B/datatypes/K`) and Riak 1.4's
 //! counters (`/buckets/B/counters/K`), in Riak's JSON.
 
-use super::util::{empty, encode_segment, json, kv_error, quorum_params, text};
+use super::util::{empty, encode_segment, json, kv_error, lossy as s, quorum_params, text};
 use super::{Ctx, Req};
 use crate::blocking;
 use axum::http::{HeaderValue, Method, StatusCode};
@@ -13,10 +13,6 @@ use serde_json::{json, Map, Value as Json};
 use std::sync::Arc;
 
 const B64: base64::engine::GeneralPurpose = base64::engine::general_purpose::STANDARD;
-
-fn s(b: &[u8]) -> String {
-    String::from_utf8_lossy(b).into_owned()
-}
 
 fn bad(msg: impl Into<String>) -> Response {
     text(StatusCode::BAD_REQUEST, format!("{}\n", msg.into()))

@@ -4,7 +4,7 @@
 //! of any size goes out with bounded memory.
 
 use super::other::ChunkStream;
-use super::util::{json, kv_error, text};
+use super::util::{json, kv_error, lossy as s, text};
 use super::{Ctx, Req};
 use crate::blocking;
 use axum::body::{Body, Bytes};
@@ -13,10 +13,6 @@ use axum::response::Response;
 use rill_node::{IndexHit, IndexRequest, IndexSpec, KvError};
 use serde_json::{json, Map, Value};
 use std::sync::Arc;
-
-fn s(b: &[u8]) -> String {
-    String::from_utf8_lossy(b).into_owned()
-}
 
 /// Riak's JSON for some results: `results` pairs when terms are shown,
 /// else `keys`.

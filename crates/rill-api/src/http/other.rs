@@ -1,7 +1,7 @@
 //! Everything over HTTP but objects: discovery, stats, properties, bucket
 //! types, listing, 2i, preflists, and Rill's admin routes.
 
-use super::util::{empty, json, kv_error, text};
+use super::util::{empty, json, kv_error, lossy as s, text};
 use super::{Ctx, Req};
 use crate::{blocking, type_name};
 use axum::body::Body;
@@ -12,10 +12,6 @@ use serde_json::{json, Map, Value};
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::Duration;
-
-fn s(b: &[u8]) -> String {
-    String::from_utf8_lossy(b).into_owned()
-}
 
 /// The resources this node serves, as Riak's `GET /` lists them (JSON
 /// with `Accept: application/json`, else an HTML list).

@@ -81,6 +81,11 @@ pub fn parse_query(q: &str) -> Query {
         .collect()
 }
 
+/// Bytes as text for a JSON answer or an error (invalid UTF-8 replaced).
+pub fn lossy(b: &[u8]) -> String {
+    String::from_utf8_lossy(b).into_owned()
+}
+
 pub fn text(status: StatusCode, body: impl Into<String>) -> Response {
     let mut r = Response::new(Body::from(body.into()));
     *r.status_mut() = status;
