@@ -9,6 +9,7 @@
 //! their inputs; `scheduler` is the thin shell that measures, merges and
 //! publishes metrics.
 
+pub mod batch;
 pub mod planing;
 pub mod policy;
 pub mod scheduler;

@@ -4,6 +4,7 @@
 //! sets the put throttle from it, asks the policy which files to merge and
 //! merges the first one not already being merged.
 
+use crate::batch::{batch_for_one_store, merge_budget};
 use crate::policy::{FileView, Moment, Pick, Policy};
 use crate::throttle::{Throttle, ThrottleSettings};
 use bitcask::Store;
@@ -172,15 +173,15 @@ impl MergeScheduler {
     }
 
     /// Bytes merges could give back now: the dead bytes of every sealed
-    /// file whose live bytes fit in the free space (a merge writes those
-    /// first). Zero means no merge can make room.
+    /// file whose live bytes fit a merge's budget of the free space (a
+    /// merge writes those first). Zero means no merge can make room.
     pub fn reclaimable_bytes(&self) -> u64 {
         let stores: Vec<Arc<Store>> = self.shared.stores.read().expect("stores").clone();
-        let free = free_bytes(&self.shared.usage, &stores);
+        let budget = merge_budget(free_bytes(&self.shared.usage, &stores));
         stores
             .iter()
             .flat_map(|s| s.file_stats())
-            .filter(|f| !f.active && f.live_bytes <= free)
+            .filter(|f| !f.active && f.live_bytes <= budget)
             .map(|f| f.total_bytes.saturating_sub(f.live_bytes))
             .sum()
     }
@@ -320,7 +321,9 @@ impl Shared {
                 Moment::new(local_hour(), self.started.elapsed()),
             );
             let mut in_flight = self.in_flight.lock().expect("in flight");
-            let batch = batch_for_one_store(&picks, &files, &stores, &in_flight);
+            let budget = merge_budget(free_bytes(&self.usage, &stores));
+            let room = |i: usize| stores[i].options().max_file_size_bytes;
+            let batch = batch_for_one_store(&picks, &files, room, budget, &in_flight);
             for p in &batch {
                 in_flight.insert((p.store, p.file_id));
                 policy.merged(p);
@@ -362,45 +365,6 @@ impl Shared {
         }
     }
 }
-
-/// The first pick not being merged, and with it the next picks of the same
-/// store, in the policy's order, as long as their live data fits in one
-/// output file: merging them together fills whole output files instead of
-/// leaving one small file per input.
-fn batch_for_one_store(
-    picks: &[Pick],
-    files: &[FileView],
-    stores: &[Arc<Store>],
-    in_flight: &HashSet<(usize, u32)>,
-) -> Vec<Pick> {
-    let free = |p: &&Pick| !in_flight.contains(&(p.store, p.file_id));
-    let Some(first) = picks.iter().find(free) else {
-        return Vec::new();
-    };
-    let live = |p: &Pick| {
-        files
-            .iter()
-            .find(|f| f.store == p.store && f.file_id == p.file_id)
-            .map_or(0, |f| f.live_bytes)
-    };
-    let room = stores[first.store].options().max_file_size_bytes;
-    let mut used = live(first);
-    let mut batch = vec![*first];
-    for p in picks.iter().filter(free) {
-        if p.store != first.store || p.file_id == first.file_id {
-            continue;
-        }
-        if used + live(p) > room || batch.len() >= MAX_BATCH_FILES {
-            break;
-        }
-        used += live(p);
-        batch.push(*p);
-    }
-    batch
-}
-
-/// Files merged together at most.
-const MAX_BATCH_FILES: usize = 16;
 
 /// How often puts re-measure usage for the throttle, at most.
 const THROTTLE_REFRESH: Duration = Duration::from_millis(2);
