@@ -591,9 +591,16 @@ impl Node {
             })
         };
         // A delete that meets a full disk gets the reserve's room: deletes
-        // are how an operator frees space.
+        // are how an operator frees space. The write itself releases the
+        // reserve when a replica meets the full disk, so the retry follows
+        // any release since the delete began, not only its own.
+        let releases = self.space_releases();
         let (object, everywhere) = match write() {
-            Err(KvError::OutOfSpace { .. }) if self.disk_full() => write()?,
+            Err(KvError::OutOfSpace { .. })
+                if self.space_releases() != releases || self.disk_full() =>
+            {
+                write()?
+            }
             r => r?,
         };
         // Only a tombstone every replica holds may go; a replica that

@@ -380,6 +380,11 @@ impl Node {
         self.space.as_ref().is_some_and(|s| s.disk_full())
     }
 
+    /// How many times the space reserve has been released.
+    pub(crate) fn space_releases(&self) -> u64 {
+        self.space.as_ref().map_or(0, |s| s.releases())
+    }
+
     /// For tests: when dropped, this node records no clean shutdown, as
     /// after `kill -9` (its appends are in the kernel all the same).
     #[doc(hidden)]

@@ -92,6 +92,10 @@ pub(crate) struct Space {
     low: AtomicBool,
     checked: Mutex<Option<Instant>>,
     pub refusals: AtomicU64,
+    /// Times the reserve was released (its file removed): a write that
+    /// met a full disk retries when this moved while it ran, whichever
+    /// call released it.
+    releases: AtomicU64,
 }
 
 impl Space {
@@ -110,6 +114,7 @@ impl Space {
             low: AtomicBool::new(false),
             checked: Mutex::new(None),
             refusals: AtomicU64::new(0),
+            releases: AtomicU64::new(0),
         };
         let (path, start_path) = (space.reserve_path(), space.start_reserve_path());
         if reserve_bytes == 0 {
@@ -219,7 +224,16 @@ impl Space {
 
     fn release(&self) -> bool {
         self.low.store(true, Ordering::Relaxed);
-        remove_durably(&self.reserve_path())
+        let removed = remove_durably(&self.reserve_path());
+        if removed {
+            self.releases.fetch_add(1, Ordering::Relaxed);
+        }
+        removed
+    }
+
+    /// How many times the reserve has been released.
+    pub fn releases(&self) -> u64 {
+        self.releases.load(Ordering::Relaxed)
     }
 
     /// At most every [`RECOVERY_CHECK`]: when space has returned, make the

@@ -192,3 +192,48 @@ fn a_full_disk_refuses_puts_clearly_keeps_reads_restarts_and_recovers() {
     }
     n.stop();
 }
+
+/// Something other than the node fills the disk while no put is refused
+/// yet (the reserve is still held): the very first deletes must succeed,
+/// because the write that meets the full disk releases the reserve and
+/// the delete then retries into its room.
+#[test]
+fn deletes_succeed_on_a_disk_something_else_filled() {
+    let Some(fs) = testkit::LoopFs::mount_or_skip(64) else {
+        return;
+    };
+    let home = tempfile::tempdir().unwrap();
+    let data = fs.path().join("data");
+    let n = Node::start(home.path(), &config(&data));
+    let keys = 300;
+    for i in 0..keys {
+        let r = http_put(&n, &format!("k{i}"), &value(i));
+        assert_eq!(r.status, 204, "{}", String::from_utf8_lossy(&r.body));
+    }
+    let filler = fill_up(&fs.path().join("filler"));
+    eprintln!("{keys} puts, then {filler} bytes of filler");
+    // Hundreds of tombstones on three replicas each cross block boundaries
+    // of the stores' active files: some of them meet ENOSPC.
+    let gone = keys * 2 / 3;
+    for i in 0..gone {
+        let r = n
+            .http("DELETE", &format!("/buckets/sensors/keys/k{i}"), &[], b"")
+            .unwrap();
+        assert_eq!(
+            r.status,
+            204,
+            "delete k{i} on a full disk: {}",
+            String::from_utf8_lossy(&r.body)
+        );
+    }
+    let mut pb = Client::connect(n.pb).unwrap();
+    for i in 0..keys {
+        let got = pb.get(b"sensors", format!("k{i}").as_bytes()).unwrap();
+        if i < gone {
+            assert!(got.is_none(), "deleted k{i} came back");
+        } else {
+            assert_eq!(got.map(|g| g.values), Some(vec![value(i)]), "k{i} lost");
+        }
+    }
+    n.stop();
+}
