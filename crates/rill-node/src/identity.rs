@@ -2,11 +2,12 @@
 //! key-epoch counter in `meta/leases` (docs/format.md).
 //!
 //! A start reads both, leases the next [`LEASE_SIZE`] epochs of every
-//! vnode in place (no new space: a node starts on a full disk), and decides
-//! whether the stored clocks can be trusted: they can after a clean
-//! shutdown, under `o_sync`, or when the machine did not restart since the
-//! last run (same boot id) and every put reached the kernel before it was
-//! acknowledged (no write buffer). Otherwise a power loss may have taken
+//! vnode in place (no new space: a node starts on a full disk), records
+//! how this run writes, and decides whether the stored clocks can be
+//! trusted, from how the last run wrote: they can after a clean shutdown,
+//! when that run was `o_sync`, or when the machine did not restart since
+//! (same boot id) and that run acknowledged every put only once it
+//! reached the kernel (no write buffer). Otherwise a power loss may have taken
 //! writes the vnode made, so each key starts a new epoch at its first
 //! write (see `Vnode::actor_for`).
 //!
@@ -96,14 +97,23 @@ impl NodeIds {
         let lease_dir = meta.dir();
         let opened =
             LeaseFile::open(lease_dir, n).map_err(|e| format!("cannot read meta/leases: {e}"))?;
+        // A lease file to create, once node.json names the ids it belongs
+        // to: created first, a crash before node.json was written would
+        // pair fresh counters with the old ids, and issue their counters
+        // again.
+        enum Lease {
+            Open(LeaseFile),
+            Create,
+        }
         let (leases, table, trusted) = match (opened, ids.as_ref(), old_epoch) {
             (Some((file, t)), Some(_), _) => {
+                // Whether the last run could have lost writes is decided by
+                // how that run wrote, as it recorded, not by this run's
+                // configuration.
                 let trusted = t.clean
-                    || config.bitcask.sync == bitcask::SyncStrategy::OSync
-                    || (t.boot_id == boot_id()
-                        && t.boot_id != [0; 16]
-                        && config.bitcask.write_buffer_bytes == 0);
-                (file, t, trusted)
+                    || t.o_sync
+                    || (t.boot_id == boot_id() && t.boot_id != [0; 16] && t.unbuffered);
+                (Lease::Open(file), t, trusted)
             }
             (None, Some(_), Some(epoch)) => {
                 // Format 1: continue above every actor the old runs wrote.
@@ -111,12 +121,12 @@ impl NodeIds {
                 let t = LeaseTable {
                     seq: 1,
                     clean: false,
+                    o_sync: false,
+                    unbuffered: false,
                     boot_id: [0; 16],
                     ends: vec![start; n],
                 };
-                let file = LeaseFile::create(lease_dir, &t)
-                    .map_err(|e| format!("cannot write meta/leases: {e}"))?;
-                (file, t, false)
+                (Lease::Create, t, false)
             }
             (_, had_ids, _) => {
                 if had_ids.is_some() {
@@ -129,12 +139,12 @@ impl NodeIds {
                 let t = LeaseTable {
                     seq: 1,
                     clean: true,
+                    o_sync: false,
+                    unbuffered: false,
                     boot_id: [0; 16],
                     ends: vec![0; n],
                 };
-                let file = LeaseFile::create(lease_dir, &t)
-                    .map_err(|e| format!("cannot write meta/leases: {e}"))?;
-                (file, t, true)
+                (Lease::Create, t, true)
             }
         };
         let ids = ids.expect("set above");
@@ -148,6 +158,11 @@ impl NodeIds {
             meta.write("node.json", &v)
                 .map_err(|e| format!("cannot write meta/node.json: {e}"))?;
         }
+        let leases = match leases {
+            Lease::Open(file) => file,
+            Lease::Create => LeaseFile::create(lease_dir, &table)
+                .map_err(|e| format!("cannot write meta/leases: {e}"))?,
+        };
         // Lease this run's first epochs before any is used; in place.
         let starts = table.ends.clone();
         let boot = boot_id();
@@ -159,6 +174,8 @@ impl NodeIds {
                     .collect();
                 t.clean = false;
                 t.boot_id = boot;
+                t.o_sync = config.bitcask.sync == bitcask::SyncStrategy::OSync;
+                t.unbuffered = config.bitcask.write_buffer_bytes == 0;
             })
             .map_err(|e| format!("cannot write meta/leases: {e}"))?;
         if !trusted {

@@ -23,7 +23,11 @@ use std::path::{Path, PathBuf};
 use std::sync::Mutex;
 
 const MAGIC: &[u8; 8] = b"RILLLEAS";
-const VERSION: u8 = 1;
+/// The version this build writes; it reads 1 (byte 9 only `clean`) and 2.
+const VERSION: u8 = 2;
+const FLAG_CLEAN: u8 = 1;
+const FLAG_O_SYNC: u8 = 2;
+const FLAG_UNBUFFERED: u8 = 4;
 const HEADER: usize = 40;
 /// Counters leased ahead of use (Riak's `counter_lease_size` default).
 pub const LEASE_SIZE: u64 = 10_000;
@@ -34,6 +38,12 @@ pub struct LeaseTable {
     pub seq: u64,
     /// Written by a clean shutdown: every store was synced and closed.
     pub clean: bool,
+    /// The run that wrote it synced every write before acknowledging it
+    /// (`o_sync`): a crash of the machine lost nothing it had made.
+    pub o_sync: bool,
+    /// The run that wrote it had no write buffer: every acknowledged write
+    /// was in the kernel, so a crash of the process alone lost nothing.
+    pub unbuffered: bool,
     /// The kernel's boot id when written (zeros when unknown).
     pub boot_id: [u8; 16],
     /// Per vnode: no counter at or above this was issued.
@@ -50,7 +60,11 @@ pub fn encode_slot(t: &LeaseTable) -> Vec<u8> {
     let mut b = Vec::with_capacity(slot_bytes(t.ends.len()));
     b.extend_from_slice(MAGIC);
     b.push(VERSION);
-    b.push(u8::from(t.clean));
+    b.push(
+        u8::from(t.clean) * FLAG_CLEAN
+            | u8::from(t.o_sync) * FLAG_O_SYNC
+            | u8::from(t.unbuffered) * FLAG_UNBUFFERED,
+    );
     b.extend_from_slice(&[0, 0]);
     b.extend_from_slice(&(t.ends.len() as u32).to_be_bytes());
     b.extend_from_slice(&t.seq.to_be_bytes());
@@ -67,7 +81,18 @@ pub fn encode_slot(t: &LeaseTable) -> Vec<u8> {
 /// Decodes a slot; `None` when it is not a whole, valid slot (never
 /// written, torn, damaged).
 pub fn decode_slot(b: &[u8]) -> Option<LeaseTable> {
-    if b.len() < HEADER + 4 || &b[..8] != MAGIC || b[8] != VERSION || b[9] > 1 {
+    if b.len() < HEADER + 4 || &b[..8] != MAGIC {
+        return None;
+    }
+    // Version 1 had only `clean`; it did not record how its run wrote, so
+    // it reads as neither o_sync nor unbuffered.
+    let known = match b[8] {
+        1 => FLAG_CLEAN,
+        2 => FLAG_CLEAN | FLAG_O_SYNC | FLAG_UNBUFFERED,
+        _ => return None,
+    };
+    let flags = b[9];
+    if flags & !known != 0 {
         return None;
     }
     let n = u32::from_be_bytes(b[12..16].try_into().ok()?) as usize;
@@ -78,7 +103,9 @@ pub fn decode_slot(b: &[u8]) -> Option<LeaseTable> {
     }
     Some(LeaseTable {
         seq: u64::from_be_bytes(b[16..24].try_into().ok()?),
-        clean: b[9] == 1,
+        clean: flags & FLAG_CLEAN != 0,
+        o_sync: flags & FLAG_O_SYNC != 0,
+        unbuffered: flags & FLAG_UNBUFFERED != 0,
         boot_id: b[24..40].try_into().ok()?,
         ends: b[HEADER..end]
             .chunks_exact(8)
@@ -213,6 +240,8 @@ mod tests {
         LeaseTable {
             seq,
             clean: seq.is_multiple_of(3),
+            o_sync: seq.is_multiple_of(2),
+            unbuffered: seq.is_multiple_of(5),
             boot_id: [7; 16],
             ends,
         }
@@ -233,6 +262,24 @@ mod tests {
             }
             assert_eq!(decode_slot(&b[..HEADER + 8 * n]), None, "no CRC");
         }
+    }
+
+    #[test]
+    fn version_1_slots_read_as_neither_o_sync_nor_unbuffered() {
+        let mut t = table(3, vec![5, 6]);
+        t.o_sync = false;
+        t.unbuffered = false;
+        let mut b = encode_slot(&t);
+        b[8] = 1;
+        let end = HEADER + 16;
+        let crc = crc32fast::hash(&b[..end]);
+        b[end..end + 4].copy_from_slice(&crc.to_be_bytes());
+        assert_eq!(decode_slot(&b), Some(t.clone()));
+        // Version 1 knew no other flag: a set one means damage.
+        b[9] |= FLAG_O_SYNC;
+        let crc = crc32fast::hash(&b[..end]);
+        b[end..end + 4].copy_from_slice(&crc.to_be_bytes());
+        assert_eq!(decode_slot(&b), None);
     }
 
     #[test]

@@ -405,11 +405,11 @@ impl Node {
 impl Drop for Node {
     fn drop(&mut self) {
         self.reaper.stop();
+        if self.forget_clean_stop.load(Ordering::Relaxed) {
+            return; // as a crash: no sync, no clean record
+        }
         if let Err(e) = self.sync() {
             tracing::error!(error = %e, "sync at shutdown failed");
-            return;
-        }
-        if self.forget_clean_stop.load(Ordering::Relaxed) {
             return;
         }
         // Every acknowledged write is durable: the next start may trust
