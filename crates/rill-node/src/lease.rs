@@ -60,10 +60,11 @@ pub fn encode_slot(t: &LeaseTable) -> Vec<u8> {
     let mut b = Vec::with_capacity(slot_bytes(t.ends.len()));
     b.extend_from_slice(MAGIC);
     b.push(VERSION);
+    let flag = |on: bool, bit: u8| if on { bit } else { 0 };
     b.push(
-        u8::from(t.clean) * FLAG_CLEAN
-            | u8::from(t.o_sync) * FLAG_O_SYNC
-            | u8::from(t.unbuffered) * FLAG_UNBUFFERED,
+        flag(t.clean, FLAG_CLEAN)
+            | flag(t.o_sync, FLAG_O_SYNC)
+            | flag(t.unbuffered, FLAG_UNBUFFERED),
     );
     b.extend_from_slice(&[0, 0]);
     b.extend_from_slice(&(t.ends.len() as u32).to_be_bytes());
