@@ -32,12 +32,7 @@ impl Store {
                 BatchOp::Put { key, value } => (key, value, false),
                 BatchOp::Delete { key } => (key, &[][..], true),
             };
-            if key.len() > o.max_key_bytes || key.is_empty() {
-                return Err(Error::KeyTooLarge {
-                    len: key.len(),
-                    max: o.max_key_bytes,
-                });
-            }
+            crate::error::check_key(key, o.max_key_bytes)?;
             if value.len() > o.max_value_bytes {
                 return Err(Error::ValueTooLarge {
                     len: value.len(),

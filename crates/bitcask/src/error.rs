@@ -42,6 +42,8 @@ pub enum Error {
     PreviousIo { cause: String },
     #[error("key of {len} bytes exceeds the maximum of {max}")]
     KeyTooLarge { len: usize, max: usize },
+    #[error("a key must not be empty")]
+    EmptyKey,
     #[error("value of {len} bytes exceeds the maximum of {max}")]
     ValueTooLarge { len: usize, max: usize },
     #[error("invalid option {name}: {reason}")]
@@ -79,3 +81,17 @@ impl Error {
 }
 
 pub type Result<T, E = Error> = std::result::Result<T, E>;
+
+/// Refuses an empty key or one longer than `max` bytes.
+pub(crate) fn check_key(key: &[u8], max: usize) -> Result<()> {
+    if key.is_empty() {
+        return Err(Error::EmptyKey);
+    }
+    if key.len() > max {
+        return Err(Error::KeyTooLarge {
+            len: key.len(),
+            max,
+        });
+    }
+    Ok(())
+}

@@ -236,12 +236,7 @@ impl Store {
 
     pub fn put_with(&self, key: &[u8], value: &[u8], opts: PutOptions) -> Result<()> {
         let o = &self.inner.opts;
-        if key.len() > o.max_key_bytes || key.is_empty() {
-            return Err(Error::KeyTooLarge {
-                len: key.len(),
-                max: o.max_key_bytes,
-            });
-        }
+        crate::error::check_key(key, o.max_key_bytes)?;
         if value.len() > o.max_value_bytes {
             return Err(Error::ValueTooLarge {
                 len: value.len(),
@@ -258,12 +253,7 @@ impl Store {
 
     /// Deletes a key: writes a tombstone if the key has any record.
     pub fn delete(&self, key: &[u8]) -> Result<()> {
-        if key.len() > self.inner.opts.max_key_bytes || key.is_empty() {
-            return Err(Error::KeyTooLarge {
-                len: key.len(),
-                max: self.inner.opts.max_key_bytes,
-            });
-        }
+        crate::error::check_key(key, self.inner.opts.max_key_bytes)?;
         match self.inner.keydir.get(key) {
             Some(e) if !e.tombstone => self.inner.write(key, &[], None, true),
             // Already deleted (or never written): nothing to append, but the

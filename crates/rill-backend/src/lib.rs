@@ -48,6 +48,12 @@ pub trait Backend: Send + Sync {
 
     fn get(&self, k: &BKey) -> Result<Option<Vec<u8>>>;
 
+    /// True when `k` is readable here; backends answer it without reading
+    /// the value where they can.
+    fn contains(&self, k: &BKey) -> Result<bool> {
+        Ok(self.get(k)?.is_some())
+    }
+
     /// Stores `value` for `k`; index entries in `remove` are dropped and
     /// those in `add` added, together with the value.
     fn put(&self, k: &BKey, value: &[u8], add: &[IndexEntry], remove: &[IndexEntry]) -> Result<()>;

@@ -74,6 +74,12 @@ impl Backend for MemoryBackend {
         "riak_kv_memory_backend"
     }
 
+    fn contains(&self, k: &BKey) -> Result<bool> {
+        let raw = object_key(k)?;
+        let inner = self.lock();
+        Ok(inner.objects.get(&raw).is_some_and(|e| !self.expired(e)))
+    }
+
     fn get(&self, k: &BKey) -> Result<Option<Vec<u8>>> {
         let raw = object_key(k)?;
         let mut inner = self.lock();

@@ -11,10 +11,13 @@
 //! `PAGE` new ones (or ends the query).
 //!
 //! `$key` and `$bucket` fold the vnodes' keys, which come in no order.
-//! With `max_results` the smallest keys past the continuation are kept
-//! in a set of at most `max_results`; without it each key goes out as it
-//! is found, once, from the first vnode of its preference list (as
-//! Riak's coverage queries filter by partition), so in vnode order.
+//! With `max_results` the smallest keys past the continuation are found
+//! [`KEY_PAGE`] at a time (a round folds every vnode and keeps the
+//! smallest keys past the last one sent), so memory is bounded by the
+//! page, not by `max_results`; without it each key goes out as it is
+//! found, once, from the first vnode of its preference list that holds
+//! it (as Riak's coverage queries filter by partition), so in vnode
+//! order.
 //!
 //! A query is not a snapshot: each vnode's page is read under its index
 //! lock, whole, but writes between pages are seen or not.
@@ -27,6 +30,10 @@ use std::collections::BTreeSet;
 
 /// Matches taken from each vnode in one round of a term query.
 pub(crate) const PAGE: usize = 1000;
+
+/// Keys held at once by a `$key`/`$bucket` query with `max_results`
+/// (each round folds every vnode's keys of the bucket once).
+pub(crate) const KEY_PAGE: usize = 10_000;
 
 /// Receives one result; returns false when no more are wanted.
 pub(crate) type Take<'a> = dyn FnMut(&Term, &[u8]) -> bool + 'a;
@@ -101,6 +108,17 @@ impl Node {
         hi: Option<&[u8]>,
         take: &mut Take<'_>,
     ) -> Result<(), KvError> {
+        self.scan_keys_paged(plan, lo, hi, take, KEY_PAGE)
+    }
+
+    fn scan_keys_paged(
+        &self,
+        plan: &IndexPlan,
+        lo: &[u8],
+        hi: Option<&[u8]>,
+        take: &mut Take<'_>,
+        key_page: usize,
+    ) -> Result<(), KvError> {
         let wanted = |k: &[u8]| {
             k >= lo
                 && hi.is_none_or(|h| k <= h)
@@ -108,28 +126,45 @@ impl Node {
                 && plan.keep_bytes(k)
         };
         if let Some(limit) = plan.limit {
-            // The `limit` smallest wanted keys, replicas merged.
-            let mut best: BTreeSet<Vec<u8>> = BTreeSet::new();
-            for v in &self.vnodes {
-                v.backend().fold_keys(&plan.t, &plan.bucket, &mut |k| {
-                    let room = best.len() < limit || best.last().is_some_and(|m| k < m.as_slice());
-                    if room && wanted(k) && best.insert(k.to_vec()) && best.len() > limit {
-                        best.pop_last();
+            // The `limit` smallest wanted keys, replicas merged, found a
+            // page at a time: each round folds every vnode for the
+            // smallest `key_page` keys past the last one sent.
+            let mut cursor: Option<Vec<u8>> = None;
+            let mut remaining = limit;
+            while remaining > 0 {
+                let page = remaining.min(key_page).max(1);
+                let mut best: BTreeSet<Vec<u8>> = BTreeSet::new();
+                for v in &self.vnodes {
+                    v.backend().fold_keys(&plan.t, &plan.bucket, &mut |k| {
+                        let room =
+                            best.len() < page || best.last().is_some_and(|m| k < m.as_slice());
+                        let past = cursor.as_ref().is_none_or(|c| k > c.as_slice());
+                        if room && past && wanted(k) && best.insert(k.to_vec()) && best.len() > page
+                        {
+                            best.pop_last();
+                        }
+                        true
+                    })?;
+                }
+                let full = best.len() == page;
+                let last = best.last().cloned();
+                for k in &best {
+                    remaining -= 1;
+                    if !take(&Term::Bin(k.clone()), k) {
+                        return Ok(());
                     }
-                    true
-                })?;
-            }
-            for k in &best {
-                if !take(&Term::Bin(k.clone()), k) {
+                }
+                if !full {
                     break;
                 }
+                cursor = last;
             }
             return Ok(());
         }
         for v in &self.vnodes {
             let mut more = true;
             v.backend().fold_keys(&plan.t, &plan.bucket, &mut |k| {
-                if wanted(k) && self.first_owner(&plan.t, &plan.bucket, k) == Some(v.partition) {
+                if wanted(k) && self.reports_key(&plan.t, &plan.bucket, k, v.partition) {
                     more = take(&Term::Bin(k.to_vec()), k);
                 }
                 more
@@ -139,5 +174,66 @@ impl Node {
             }
         }
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use crate::config::{BackendKind, NodeConfig};
+    use crate::{Content, IndexRequest, IndexSpec, Metadata, Node, PutRequest};
+    use rill_backend::Term;
+
+    #[test]
+    fn key_queries_with_max_results_page_through_the_keys_in_order() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut c = NodeConfig::new(dir.path());
+        c.ring_size = 8;
+        c.backend = BackendKind::Memory;
+        let n = Node::open(c).unwrap();
+        for i in 0..300 {
+            n.put(PutRequest {
+                bucket: b"b".to_vec(),
+                key: Some(format!("k{:03}", i * 7 % 300).into_bytes()),
+                content: Content::new(b"v".to_vec(), Metadata::default()),
+                ..PutRequest::default()
+            })
+            .unwrap();
+        }
+        for (max, after) in [(250, None), (1000, None), (40, Some("k100"))] {
+            let plan = n
+                .index_plan(&IndexRequest {
+                    bucket_type: b"default".to_vec(),
+                    bucket: b"b".to_vec(),
+                    index: "$key".into(),
+                    spec: IndexSpec::Range(b"k000".to_vec(), b"k999".to_vec()),
+                    return_terms: false,
+                    max_results: Some(max),
+                    continuation: after.map(|a: &str| {
+                        crate::encode_continuation(&Term::Bin(a.into()), a.as_bytes())
+                    }),
+                    term_regex: None,
+                })
+                .unwrap();
+            let from = after.map_or(0, |a| a[1..].parse::<usize>().unwrap() + 1);
+            let want: Vec<Vec<u8>> = (from..300)
+                .take(max as usize)
+                .map(|i| format!("k{i:03}").into_bytes())
+                .collect();
+            for page in [1, 7, 250, 10_000] {
+                let mut got = Vec::new();
+                n.scan_keys_paged(
+                    &plan,
+                    b"",
+                    None,
+                    &mut |_, k| {
+                        got.push(k.to_vec());
+                        true
+                    },
+                    page,
+                )
+                .unwrap();
+                assert_eq!(got, want, "max_results {max}, after {after:?}, page {page}");
+            }
+        }
     }
 }

@@ -138,10 +138,11 @@ impl Node {
                         format!("cannot open the Bitcask store of partition {}: {e}", p.0)
                     })?;
                     let store = Arc::new(store);
+                    let backend = BitcaskBackend::new(store.clone()).map_err(|e| e.to_string())?;
                     if let Some(s) = &scheduler {
-                        s.add_store(store.clone());
+                        s.add_store(store);
                     }
-                    Box::new(BitcaskBackend::new(store).map_err(|e| e.to_string())?)
+                    Box::new(backend)
                 }
             };
             vnodes.push(Arc::new(Vnode::new(

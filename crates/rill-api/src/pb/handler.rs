@@ -25,6 +25,20 @@ fn err(e: KvError) -> Response {
     Response::error(e.to_string())
 }
 
+/// A streaming task's result; a task that panicked ends the stream with an
+/// error the client sees (the panic is logged), not a dropped connection.
+fn joined<T>(r: Result<Result<T, KvError>, tokio::task::JoinError>) -> Result<T, Response> {
+    match r {
+        Ok(r) => r.map_err(err),
+        Err(e) => {
+            tracing::error!(error = %e, "a streaming task failed");
+            Err(Response::error(
+                "internal error: the stream ended early; retry",
+            ))
+        }
+    }
+}
+
 /// The bucket type a request names: absent is the default type; present
 /// but empty is refused as Riak refuses it.
 fn bucket_type(t: &Option<Bytes>) -> Result<Vec<u8>, Response> {
@@ -233,13 +247,12 @@ impl Session {
             });
             write(socket, &[resp]).await?;
         }
-        let result = task.await.expect("list keys task panicked");
-        let last = match result {
+        let last = match joined(task.await) {
             Ok(()) => Response::ListKeys(RpbListKeysResp {
                 keys: Vec::new(),
                 done: Some(true),
             }),
-            Err(e) => err(e),
+            Err(e) => e,
         };
         write(socket, &[last]).await
     }
@@ -298,13 +311,13 @@ impl Session {
             fill_index(&mut resp, batch);
             write(socket, &[Response::Index(resp)]).await?;
         }
-        let last = match task.await.expect("index task panicked") {
+        let last = match joined(task.await) {
             Ok(continuation) => Response::Index(RpbIndexResp {
                 continuation: continuation.map(Bytes::from),
                 done: Some(true),
                 ..Default::default()
             }),
-            Err(e) => err(e),
+            Err(e) => e,
         };
         write(socket, &[last]).await
     }
