@@ -2,6 +2,7 @@
 //! prints its figures as it measures them (with the machine named) and ends
 //! with one JSON line of all figures; `--quick` runs a short version for CI.
 
+mod claim;
 mod engine;
 mod kv;
 mod machine;
@@ -29,6 +30,10 @@ enum Command {
     /// key and value generators, concurrency, duration; ops/s and latency
     /// percentiles per interval.
     Kv(kv::Args),
+    /// The claim simulator: balance, target_n_val violations and
+    /// partitions moved as clusters grow and shrink, per ring size, and
+    /// riak_core's typical scenario against its claim v4.
+    Claim(claim::Args),
 }
 
 fn main() -> anyhow::Result<()> {
@@ -36,5 +41,6 @@ fn main() -> anyhow::Result<()> {
         Command::Engine(args) => engine::run(args),
         Command::Sensor(args) => sensor::run(args),
         Command::Kv(args) => kv::run(args),
+        Command::Claim(args) => claim::run(args),
     }
 }

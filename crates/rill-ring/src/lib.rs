@@ -11,8 +11,10 @@
 //!   in (`((h div inc) + 1) mod ring_size`), the next N-1 follow clockwise;
 //! - this crate does no I/O: ownership is passed in.
 
+pub mod claim;
 mod hash;
 mod ring;
 
+pub use claim::{balance, claim, violations, Claim, ClaimError};
 pub use hash::{key_hash, term_to_binary_bucket_key, KeyHash};
 pub use ring::{Partition, PreflistEntry, Ring, RingError, MAX_RING_SIZE};

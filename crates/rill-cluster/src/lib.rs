@@ -1,0 +1,20 @@
+//! Rill's cluster state, after riak_core's ring and claimant ("Riak Core"
+//! and its `riak_core_ring`, `riak_core_claimant`): who the members are
+//! and their status, who owns each partition, which partitions are moving,
+//! which node coordinates changes (the claimant), and the staged changes
+//! an operator plans and commits (`rill admin cluster ...`).
+//!
+//! Invariants:
+//! - the state merges as a join semilattice (commutative, associative,
+//!   idempotent), so gossip converges in any order;
+//! - only the claimant changes ownership, and only once every member that
+//!   must has seen the current ring (`ring_ready`);
+//! - this crate does no I/O and reads no clock or randomness: the node
+//!   passes in what it needs, so a simulation replays it exactly.
+
+mod digest;
+pub mod member;
+pub mod state;
+
+pub use member::{Member, Status};
+pub use state::{ClusterState, RingRegister, Seen, StateError, Transfer};

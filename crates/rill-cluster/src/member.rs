@@ -1,0 +1,155 @@
+//! A member of the cluster and its status, as riak_core names them.
+//!
+//! A member's entry is a last-writer-wins register: each write carries a
+//! version one above the highest the writer has seen for that member, and
+//! the writer's name; of two entries the higher (version, writer, status)
+//! wins. That is a total order, so the merge is commutative, associative
+//! and idempotent, and every node that has seen the same entries agrees.
+
+use std::fmt;
+
+/// A member's status (riak_core's names and lifecycle).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum Status {
+    /// Asked to join; owns nothing until a committed plan makes it valid.
+    Joining,
+    /// A full member: owns partitions and serves them.
+    Valid,
+    /// Handing its partitions to others before it goes.
+    Leaving,
+    /// Has handed everything off; the claimant removes it next.
+    Exiting,
+    /// Marked down by an operator: unreachable for good, so the cluster may
+    /// converge and plan without it; it keeps its partitions until removed
+    /// or back.
+    Down,
+    /// Removed from the cluster (left, force-removed, or a join cleared).
+    Invalid,
+}
+
+impl Status {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Status::Joining => "joining",
+            Status::Valid => "valid",
+            Status::Leaving => "leaving",
+            Status::Exiting => "exiting",
+            Status::Down => "down",
+            Status::Invalid => "invalid",
+        }
+    }
+
+    /// Counts in `ring_ready` (riak_core: valid, leaving, exiting).
+    pub fn must_see_the_ring(self) -> bool {
+        matches!(self, Status::Valid | Status::Leaving | Status::Exiting)
+    }
+
+    /// Gets partitions in a claim (joining members only once committed).
+    pub fn claims(self) -> bool {
+        matches!(self, Status::Joining | Status::Valid)
+    }
+
+    /// Not removed.
+    pub fn is_member(self) -> bool {
+        self != Status::Invalid
+    }
+
+    /// Whether a member may go from `self` to `to` (riak_core's
+    /// transitions; `Down` from any member, and back to `Valid` when the
+    /// node returns; `Joining` again after removal).
+    pub fn may_become(self, to: Status) -> bool {
+        use Status::*;
+        match (self, to) {
+            (a, b) if a == b => false,
+            (Joining, Valid | Leaving | Invalid | Down) => true,
+            (Valid, Leaving | Invalid | Down) => true,
+            (Leaving, Exiting | Invalid | Down) => true,
+            (Exiting, Invalid | Down) => true,
+            (Down, Valid | Leaving | Invalid) => true,
+            (Invalid, Joining) => true,
+            _ => false,
+        }
+    }
+}
+
+impl fmt::Display for Status {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// One member's entry.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Member {
+    pub status: Status,
+    /// One above the highest version the writer had seen for this member.
+    pub version: u64,
+    /// The node that wrote this entry.
+    pub writer: String,
+}
+
+impl Member {
+    /// The order of the merge: the higher wins.
+    fn key(&self) -> (u64, &str, Status) {
+        (self.version, &self.writer, self.status)
+    }
+
+    /// The entry two nodes agree on after exchanging theirs.
+    pub fn merge(a: &Member, b: &Member) -> Member {
+        if b.key() > a.key() {
+            b.clone()
+        } else {
+            a.clone()
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use Status::*;
+
+    #[test]
+    fn transitions_table() {
+        let all = [Joining, Valid, Leaving, Exiting, Down, Invalid];
+        let allowed = [
+            (Joining, Valid),
+            (Joining, Leaving),
+            (Joining, Invalid),
+            (Joining, Down),
+            (Valid, Leaving),
+            (Valid, Invalid),
+            (Valid, Down),
+            (Leaving, Exiting),
+            (Leaving, Invalid),
+            (Leaving, Down),
+            (Exiting, Invalid),
+            (Exiting, Down),
+            (Down, Valid),
+            (Down, Leaving),
+            (Down, Invalid),
+            (Invalid, Joining),
+        ];
+        for a in all {
+            for b in all {
+                assert_eq!(a.may_become(b), allowed.contains(&(a, b)), "{a} -> {b}");
+            }
+        }
+    }
+
+    #[test]
+    fn the_higher_version_wins_then_the_writer() {
+        let m = |status, version, writer: &str| Member {
+            status,
+            version,
+            writer: writer.into(),
+        };
+        let a = m(Valid, 3, "a");
+        let b = m(Leaving, 4, "a");
+        assert_eq!(Member::merge(&a, &b), b);
+        assert_eq!(Member::merge(&b, &a), b);
+        let c = m(Down, 4, "c");
+        assert_eq!(Member::merge(&b, &c), c);
+        assert_eq!(Member::merge(&c, &b), c);
+    }
+}
