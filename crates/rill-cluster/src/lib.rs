@@ -12,9 +12,13 @@
 //! - this crate does no I/O and reads no clock or randomness: the node
 //!   passes in what it needs, so a simulation replays it exactly.
 
+pub mod claimant;
 mod digest;
 pub mod member;
+pub mod staged;
 pub mod state;
 
+pub use claimant::{claiming_members, step};
 pub use member::{Member, Status};
+pub use staged::{Change, Plan, StageError, Staged, Transition};
 pub use state::{ClusterState, RingRegister, Seen, StateError, Transfer};

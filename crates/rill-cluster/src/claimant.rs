@@ -1,0 +1,173 @@
+//! The claimant's step (riak_core_claimant's `do_claimant`), pure: run by
+//! every node after each change of the state it sees (and after it has
+//! recorded that it saw it); only the claimant, and only once the ring is
+//! ready, changes ownership.
+//!
+//! One step, in order:
+//! 1. when the claimant is no longer valid or leaving, the first valid or
+//!    leaving member by name takes over (it alone writes, so no two
+//!    nodes race to do it);
+//! 2. transfers to or from a member that is gone (invalid) or down are
+//!    dropped: they cannot finish;
+//! 3. transfers done (the data is at the new owner) change the owner;
+//! 4. partitions still owned by a removed member go to the others at once
+//!    (force-remove: no one holds their data to hand off);
+//! 5. leaving members that own nothing and hand nothing off become
+//!    exiting, and exiting members are removed (invalid);
+//! 6. when nothing is moving, the ring is claimed for the members that
+//!    claim (valid ones, and down ones, which keep what they own until
+//!    removed); every partition whose owner changes becomes a transfer.
+
+use crate::member::Status;
+use crate::state::{ClusterState, Transfer};
+use rill_ring::claim;
+
+/// What one step did, for logs and the operator.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Step {
+    pub became_claimant: bool,
+    pub dropped: usize,
+    pub applied: usize,
+    pub reassigned: usize,
+    pub exited: Vec<String>,
+    pub removed: Vec<String>,
+    pub planned: usize,
+    /// Pairs of partitions closer than target_n_val on one node after a
+    /// claim (0 unless the cluster is too small to avoid them).
+    pub violations: usize,
+}
+
+impl Step {
+    /// Whether the step changed the state.
+    pub fn changed(&self) -> bool {
+        Step {
+            violations: 0,
+            ..self.clone()
+        } != Step::default()
+    }
+}
+
+/// The members whose partitions a claim spreads: valid and down ones.
+pub fn claiming_members(state: &ClusterState) -> Vec<String> {
+    state.with_status(|s| matches!(s, Status::Valid | Status::Down))
+}
+
+/// Runs the claimant's step as `me`.
+pub fn step(state: &mut ClusterState, me: &str, target_n_val: u32) -> Step {
+    let mut out = Step::default();
+    let claimant_ok = state
+        .status(state.claimant())
+        .is_some_and(|s| matches!(s, Status::Valid | Status::Leaving));
+    if !claimant_ok {
+        let next = state
+            .with_status(|s| matches!(s, Status::Valid | Status::Leaving))
+            .into_iter()
+            .next();
+        if next.as_deref() != Some(me) {
+            return out;
+        }
+        state.write_ring(me, |r| r.claimant = me.to_string());
+        out.became_claimant = true;
+    }
+    if state.claimant() != me || !state.ring_ready() {
+        return out;
+    }
+    advance(state, me, target_n_val, out)
+}
+
+/// Steps 2-6, without the checks: a commit runs them at once.
+pub(crate) fn advance(
+    state: &mut ClusterState,
+    me: &str,
+    target_n_val: u32,
+    mut out: Step,
+) -> Step {
+    let mut ring = state.ring().clone();
+    let gone = |n: &str| {
+        state
+            .status(n)
+            .is_none_or(|s| matches!(s, Status::Invalid | Status::Down))
+    };
+    let before = ring.next.len();
+    ring.next.retain(|t| !gone(&t.from) && !gone(&t.to));
+    out.dropped = before - ring.next.len();
+    let mut done = Vec::new();
+    ring.next.retain(|t| {
+        if state.is_done(t) {
+            done.push(t.clone());
+            false
+        } else {
+            true
+        }
+    });
+    for t in &done {
+        ring.owners[t.partition as usize] = t.to.clone();
+    }
+    out.applied = done.len();
+    let claiming = claiming_members(state);
+    let removed_owner = |o: &str| state.status(o).is_none_or(|s| s == Status::Invalid);
+    if claiming.is_empty() {
+        // Nothing can own the ring (every member leaving): wait.
+        return commit(state, me, ring, out);
+    }
+    if ring.owners.iter().any(|o| removed_owner(o)) {
+        let c = claim(&ring.owners, &claiming, target_n_val).expect("members and partitions");
+        for (p, o) in ring.owners.iter_mut().enumerate() {
+            if removed_owner(o) {
+                *o = c.owners[p].clone();
+                out.reassigned += 1;
+            }
+        }
+    }
+    let pending_from = |n: &str, next: &[Transfer]| next.iter().any(|t| t.from == n);
+    for n in state.with_status(|s| s == Status::Leaving) {
+        if !ring.owners.contains(&n) && !pending_from(&n, &ring.next) {
+            out.exited.push(n);
+        }
+    }
+    for n in state.with_status(|s| s == Status::Exiting) {
+        if n != me {
+            out.removed.push(n);
+        }
+    }
+    if ring.next.is_empty() {
+        let c = claim(&ring.owners, &claiming, target_n_val).expect("members and partitions");
+        out.violations = c.violations;
+        let id = state.ring().version + 1;
+        for (p, (old, new)) in ring.owners.iter().zip(&c.owners).enumerate() {
+            if old != new {
+                ring.next.push(Transfer {
+                    partition: p as u32,
+                    from: old.clone(),
+                    to: new.clone(),
+                    id,
+                });
+            }
+        }
+        out.planned = ring.next.len();
+    }
+    commit(state, me, ring, out)
+}
+
+fn commit(state: &mut ClusterState, me: &str, ring: crate::state::RingRegister, out: Step) -> Step {
+    for n in &out.exited {
+        let _ = state.set_status(me, n, Status::Exiting);
+    }
+    for n in &out.removed {
+        let _ = state.set_status(me, n, Status::Invalid);
+    }
+    if ring.owners != state.ring().owners || ring.next != state.ring().next {
+        let floor = ring
+            .next
+            .iter()
+            .map(|t| t.id)
+            .min()
+            .unwrap_or(state.ring().version + 1);
+        state.write_ring(me, |r| {
+            r.owners = ring.owners;
+            r.next = ring.next;
+        });
+        state.raise_done_floor(floor);
+    }
+    out
+}

@@ -1,0 +1,320 @@
+//! Staged changes from riak-admin's words to the ring: join, leave,
+//! force-remove, replace, force-replace, plan, commit, clear, with nodes
+//! gossiping their states and running the claimant's step, as a cluster
+//! of pure states (no network).
+
+use rill_cluster::{step, Change, ClusterState, StageError, Staged, Status};
+use std::collections::BTreeMap;
+
+const Q: u32 = 64;
+const N: u32 = 3;
+
+/// Every node's state; gossip is "everyone merges everyone".
+struct Cluster {
+    nodes: BTreeMap<String, ClusterState>,
+}
+
+fn name(i: usize) -> String {
+    format!("dev{i}@127.0.0.1")
+}
+
+impl Cluster {
+    fn new(size: usize) -> (Cluster, Staged) {
+        let first = ClusterState::new("rill", &name(1), Q);
+        let mut c = Cluster {
+            nodes: BTreeMap::from([(name(1), first)]),
+        };
+        for i in 2..=size {
+            c.join(&name(i));
+        }
+        let mut staged = Staged::default();
+        if size > 1 {
+            let plan = c.plan(&staged).unwrap();
+            c.commit(&mut staged, &plan).unwrap();
+            c.finish_transfers();
+        }
+        (c, staged)
+    }
+
+    /// `node` asks to join (`rill admin cluster join`): it takes the
+    /// cluster's state and marks itself joining.
+    fn join(&mut self, node: &str) {
+        let mut s = self.nodes[&name(1)].clone();
+        s.set_status(node, node, Status::Joining).unwrap();
+        self.nodes.insert(node.to_string(), s);
+        self.gossip();
+    }
+
+    fn gossip(&mut self) {
+        for _ in 0..3 {
+            let all: Vec<ClusterState> = self.nodes.values().cloned().collect();
+            for (n, s) in self.nodes.iter_mut() {
+                for o in &all {
+                    s.merge(o).unwrap();
+                }
+                s.see(n);
+            }
+        }
+    }
+
+    fn claimant(&self) -> String {
+        self.nodes.values().next().unwrap().claimant().to_string()
+    }
+
+    fn state(&self) -> &ClusterState {
+        &self.nodes[&self.claimant()]
+    }
+
+    fn plan(&self, staged: &Staged) -> Result<rill_cluster::Plan, StageError> {
+        staged.plan(self.state(), &self.claimant(), N)
+    }
+
+    fn commit(&mut self, staged: &mut Staged, plan: &rill_cluster::Plan) -> Result<(), StageError> {
+        let c = self.claimant();
+        staged.commit(self.nodes.get_mut(&c).unwrap(), &c, Some(plan), N)?;
+        self.gossip();
+        Ok(())
+    }
+
+    /// Every node runs the claimant's step after gossip, until nothing
+    /// changes (bounded).
+    fn settle(&mut self) {
+        for _ in 0..20 {
+            self.gossip();
+            let mut changed = false;
+            let names: Vec<String> = self.nodes.keys().cloned().collect();
+            for n in names {
+                let s = self.nodes.get_mut(&n).unwrap();
+                changed |= step(s, &n, N).changed();
+            }
+            if !changed {
+                self.gossip();
+                return;
+            }
+        }
+        panic!("the cluster did not settle");
+    }
+
+    /// Each pending transfer's sender hands the partition off and marks
+    /// it done; the claimant then applies it. Repeats until nothing moves.
+    fn finish_transfers(&mut self) {
+        for _ in 0..10 {
+            self.settle();
+            let pending = self.state().ring().next.clone();
+            if pending.is_empty() {
+                return;
+            }
+            for t in pending {
+                if let Some(s) = self.nodes.get_mut(&t.from) {
+                    s.mark_done(&t);
+                }
+            }
+        }
+        panic!("transfers never finished");
+    }
+
+    fn counts(&self) -> BTreeMap<String, usize> {
+        let mut c = BTreeMap::new();
+        for o in self.state().owners() {
+            *c.entry(o.clone()).or_default() += 1;
+        }
+        c
+    }
+}
+
+#[test]
+fn joins_are_planned_committed_and_handed_off() {
+    let (mut c, mut staged) = Cluster::new(1);
+    c.join(&name(2));
+    c.join(&name(3));
+    let plan = c.plan(&staged).unwrap();
+    assert_eq!(
+        plan.changes,
+        vec![(name(2), Change::Join), (name(3), Change::Join)]
+    );
+    assert_eq!(plan.transitions.len(), 1);
+    let t = &plan.transitions[0];
+    let moved: usize = t.transfers.values().sum();
+    assert_eq!(
+        moved,
+        64 - 22,
+        "two thirds move from dev1: {:?}",
+        t.transfers
+    );
+    // Three nodes cannot keep every three consecutive partitions apart on
+    // a ring of 64: one owns 22, and 22 x 3 > 64. One pair is unavoidable.
+    assert_eq!(t.violations, 1);
+    // Nothing moves before the commit.
+    assert!(c.state().ring().next.is_empty());
+    c.commit(&mut staged, &plan).unwrap();
+    assert_eq!(c.state().status(&name(2)), Some(Status::Valid));
+    assert_eq!(c.state().ring().next.len(), moved);
+    c.finish_transfers();
+    let counts = c.counts();
+    assert_eq!(
+        counts.values().copied().collect::<Vec<_>>(),
+        vec![22, 21, 21]
+    );
+    assert_eq!(rill_ring::violations(c.state().owners(), N), 1);
+    // Every node agrees.
+    for s in c.nodes.values() {
+        assert_eq!(s.owners(), c.state().owners());
+    }
+}
+
+#[test]
+fn a_commit_is_refused_when_the_cluster_changed_since_the_plan() {
+    let (mut c, mut staged) = Cluster::new(3);
+    staged.stage(c.state(), &name(3), Change::Leave).unwrap();
+    let plan = c.plan(&staged).unwrap();
+    c.join(&name(4));
+    assert_eq!(c.commit(&mut staged, &plan), Err(StageError::PlanChanged));
+    let plan = c.plan(&staged).unwrap();
+    assert_eq!(plan.changes.len(), 2);
+    c.commit(&mut staged, &plan).unwrap();
+    assert_eq!(
+        staged.commit(c.nodes.get_mut(&name(1)).unwrap(), &name(1), None, N),
+        Err(StageError::NothingPlanned)
+    );
+}
+
+#[test]
+fn a_leave_hands_everything_off_then_the_node_is_removed() {
+    let (mut c, mut staged) = Cluster::new(5);
+    staged.stage(c.state(), &name(4), Change::Leave).unwrap();
+    let plan = c.plan(&staged).unwrap();
+    let t = &plan.transitions[0];
+    // Every partition of the leaver goes; others may move too, to keep
+    // replicas on distinct nodes (riak_core's claim does the same).
+    let from_leaver: usize = t
+        .transfers
+        .iter()
+        .filter(|((from, _), _)| *from == name(4))
+        .map(|(_, n)| n)
+        .sum();
+    assert_eq!(from_leaver, c.counts()[&name(4)]);
+    assert!(!t.owners_after.contains(&name(4)));
+    c.commit(&mut staged, &plan).unwrap();
+    assert_eq!(c.state().status(&name(4)), Some(Status::Leaving));
+    // Leaving, it still owns its partitions until they are handed off.
+    assert!(c.state().owners().contains(&name(4)));
+    c.finish_transfers();
+    assert!(!c.state().owners().contains(&name(4)));
+    assert_eq!(c.state().status(&name(4)), Some(Status::Invalid));
+    assert_eq!(rill_ring::violations(c.state().owners(), N), 0);
+    let counts = c.counts();
+    assert_eq!(counts.values().copied().collect::<Vec<_>>(), vec![16; 4]);
+}
+
+#[test]
+fn force_remove_reassigns_at_once_and_warns() {
+    let (mut c, mut staged) = Cluster::new(3);
+    staged.stage(c.state(), &name(2), Change::Remove).unwrap();
+    let plan = c.plan(&staged).unwrap();
+    assert_eq!(plan.lost, vec![name(2)]);
+    let given: usize = plan.transitions[0].reassigned.values().sum();
+    assert_eq!(given, 21);
+    c.commit(&mut staged, &plan).unwrap();
+    assert!(!c.state().owners().contains(&name(2)));
+    assert_eq!(c.state().status(&name(2)), Some(Status::Invalid));
+    c.finish_transfers();
+    assert_eq!(c.counts().len(), 2);
+}
+
+#[test]
+fn replace_hands_a_nodes_partitions_to_its_replacement() {
+    let (mut c, mut staged) = Cluster::new(3);
+    let before = c.state().owners().to_vec();
+    c.join(&name(9));
+    staged
+        .stage(c.state(), &name(2), Change::Replace(name(9)))
+        .unwrap();
+    let plan = c.plan(&staged).unwrap();
+    let t = &plan.transitions[0];
+    assert_eq!(t.transfers.len(), 1, "{:?}", t.transfers);
+    assert_eq!(t.transfers[&(name(2), name(9))], 21);
+    c.commit(&mut staged, &plan).unwrap();
+    c.finish_transfers();
+    let want: Vec<String> = before
+        .iter()
+        .map(|o| if *o == name(2) { name(9) } else { o.clone() })
+        .collect();
+    assert_eq!(c.state().owners(), &want[..]);
+    assert_eq!(c.state().status(&name(2)), Some(Status::Invalid));
+}
+
+#[test]
+fn force_replace_takes_over_at_once() {
+    let (mut c, mut staged) = Cluster::new(3);
+    c.join(&name(9));
+    staged
+        .stage(c.state(), &name(3), Change::ForceReplace(name(9)))
+        .unwrap();
+    let plan = c.plan(&staged).unwrap();
+    assert_eq!(plan.lost, vec![name(3)]);
+    assert_eq!(plan.transitions[0].reassigned[&(name(3), name(9))], 21);
+    c.commit(&mut staged, &plan).unwrap();
+    assert!(!c.state().owners().contains(&name(3)));
+    assert!(c.state().ring().next.is_empty());
+}
+
+#[test]
+fn staging_refuses_what_riak_refuses() {
+    let (mut c, mut staged) = Cluster::new(1);
+    let s = c.state().clone();
+    assert_eq!(
+        staged.stage(&s, &name(1), Change::Leave),
+        Err(StageError::OnlyMember(name(1)))
+    );
+    assert_eq!(
+        staged.stage(&s, &name(7), Change::Leave),
+        Err(StageError::NotMember(name(7)))
+    );
+    assert_eq!(staged.plan(&s, &name(1), N), Err(StageError::NoChanges));
+    let (c3, _) = Cluster::new(3);
+    let s3 = c3.state().clone();
+    assert_eq!(
+        staged.stage(&s3, &name(1), Change::Remove),
+        Err(StageError::IsClaimant(name(1)))
+    );
+    assert_eq!(
+        staged.stage(&s3, &name(2), Change::Replace(name(3))),
+        Err(StageError::InvalidReplacement(name(3)))
+    );
+    // Joining members are turned away by clear.
+    c.join(&name(2));
+    let me = c.claimant();
+    staged.clear(c.nodes.get_mut(&me).unwrap(), &me);
+    c.gossip();
+    assert_eq!(c.state().status(&name(2)), Some(Status::Invalid));
+    assert_eq!(staged.plan(c.state(), &me, N), Err(StageError::NoChanges));
+}
+
+#[test]
+fn a_plan_waits_for_the_ring_to_converge() {
+    let (mut c, staged) = Cluster::new(2);
+    // dev2 has not seen dev3's join yet.
+    let mut s = c.state().clone();
+    s.set_status(&name(3), &name(3), Status::Joining).unwrap();
+    s.set_status(&name(1), &name(2), Status::Leaving).unwrap();
+    s.see(&name(1));
+    assert_eq!(
+        staged.plan(&s, &name(1), N),
+        Err(StageError::NotReadyToPlan)
+    );
+    c.gossip();
+}
+
+#[test]
+fn a_new_claimant_takes_over_when_the_claimant_leaves() {
+    let (mut c, mut staged) = Cluster::new(3);
+    staged.stage(c.state(), &name(1), Change::Leave).unwrap();
+    let plan = c.plan(&staged).unwrap();
+    c.commit(&mut staged, &plan).unwrap();
+    c.finish_transfers();
+    let s = &c.nodes[&name(2)];
+    assert_eq!(s.claimant(), name(2));
+    assert_eq!(s.status(&name(1)), Some(Status::Invalid));
+    assert!(!s.owners().contains(&name(1)));
+    assert_eq!(c.counts().len(), 2);
+}
