@@ -15,6 +15,7 @@
 pub mod claimant;
 mod digest;
 pub mod member;
+pub mod render;
 pub mod staged;
 pub mod state;
 

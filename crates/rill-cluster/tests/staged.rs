@@ -318,3 +318,35 @@ fn a_new_claimant_takes_over_when_the_claimant_leaves() {
     assert!(!s.owners().contains(&name(1)));
     assert_eq!(c.counts().len(), 2);
 }
+
+#[test]
+fn the_plan_reads_as_riak_admin_prints_it() {
+    let (mut c, mut staged) = Cluster::new(4);
+    staged.stage(c.state(), &name(4), Change::Leave).unwrap();
+    let plan = c.plan(&staged).unwrap();
+    let text = rill_cluster::render::plan(&plan, N);
+    let want_head = "\
+=============================== Staged Changes ================================
+Action         Details(s)
+-------------------------------------------------------------------------------
+leave          'dev4@127.0.0.1'
+-------------------------------------------------------------------------------
+";
+    assert!(text.starts_with(want_head), "{text}");
+    assert!(
+        text.contains("NOTE: Applying these changes will result in 1 cluster transition\n"),
+        "{text}"
+    );
+    assert!(text.contains("After cluster transition 1/1"), "{text}");
+    assert!(
+        text.contains("leaving    25.0%      0.0%    'dev4@127.0.0.1'"),
+        "{text}"
+    );
+    assert!(
+        text.contains("Transfers resulting from cluster changes: "),
+        "{text}"
+    );
+    c.commit(&mut staged, &plan).unwrap();
+    let status = rill_cluster::render::member_status(c.state());
+    assert!(status.contains("Valid:3 / Leaving:1"), "{status}");
+}
