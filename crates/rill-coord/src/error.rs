@@ -1,0 +1,25 @@
+//! Why a request failed, in Riak's terms (the API layer renders Riak's
+//! texts).
+
+#[derive(Clone, Debug, thiserror::Error, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum CoordError {
+    #[error("{{r_val_unsatisfied,{need},{got}}}")]
+    RUnsatisfied { need: u32, got: u32 },
+    #[error("{{pr_val_unsatisfied,{need},{got}}}")]
+    PrUnsatisfied { need: u32, got: u32 },
+    #[error("{{w_val_unsatisfied,{need},{got}}}")]
+    WUnsatisfied { need: u32, got: u32 },
+    #[error("{{dw_val_unsatisfied,{need},{got}}}")]
+    DwUnsatisfied { need: u32, got: u32 },
+    #[error("{{pw_val_unsatisfied,{need},{got}}}")]
+    PwUnsatisfied { need: u32, got: u32 },
+    #[error("timeout")]
+    Timeout,
+    /// A replica refused for load (riak's `overload`).
+    #[error("overload")]
+    Overload,
+    /// Every replica failed; the last one's reason.
+    #[error("{0}")]
+    Failed(String),
+}

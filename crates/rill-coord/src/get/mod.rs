@@ -1,0 +1,355 @@
+//! A get, coordinated (riak_kv_get_core and riak_kv_get_fsm's rules).
+//!
+//! Every replica of the preference list is asked. A reply counts as
+//! - ok: an object (a tombstone too), or not found when `notfound_ok`;
+//! - not found: when `notfound_ok` is false;
+//! - failed: an error.
+//!
+//! The client is answered as soon as R oks (PR of them from primaries)
+//! are in, or when the failures and not-founds reach the threshold past
+//! which R cannot be met (N - R + 1; with `basic_quorum`, at most a
+//! majority), or when every replica has answered. After all replies (or
+//! the final timeout), replicas that missed the merged object or hold an
+//! ancestor of it are repaired; a tombstone every replica holds may be
+//! reaped.
+
+use crate::error::CoordError;
+use rill_object::{Object, VClock};
+
+/// The quorum rules of one get.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct GetParams {
+    /// Replicas asked (set from the preference list's length).
+    pub n: u32,
+    pub r: u32,
+    pub pr: u32,
+    pub notfound_ok: bool,
+    pub basic_quorum: bool,
+    pub allow_mult: bool,
+    /// Answer a tombstone with its clock instead of not found.
+    pub deletedvclock: bool,
+}
+
+impl GetParams {
+    /// Not-founds and failures that end the wait: past them R cannot be
+    /// met (with `basic_quorum`, a majority of not-founds is an answer).
+    pub fn fail_threshold(&self) -> u32 {
+        let t = (self.n + 1).saturating_sub(self.r).max(1);
+        if self.basic_quorum {
+            t.min(self.n / 2 + 1)
+        } else {
+            t
+        }
+    }
+}
+
+/// A replica's reply.
+#[derive(Clone, Debug, PartialEq)]
+pub enum GetReply {
+    Found(Object),
+    NotFound,
+    Failed { reason: String, overload: bool },
+}
+
+/// The client's answer.
+#[derive(Clone, Debug, PartialEq)]
+pub enum GetOutcome {
+    Found(Object),
+    NotFound,
+    /// Every sibling is a tombstone (asked with `deletedvclock`).
+    Deleted(VClock),
+    Err(CoordError),
+}
+
+/// Replicas to bring up to the merged object.
+#[derive(Clone, Debug, PartialEq)]
+pub struct ReadRepair {
+    pub targets: Vec<usize>,
+    pub object: Object,
+}
+
+/// What to do once every reply is in.
+#[derive(Clone, Debug, PartialEq)]
+pub enum FinalAction {
+    Nop,
+    Repair(ReadRepair),
+    /// Every replica holds the same tombstone: it may be reaped.
+    Reap(VClock),
+}
+
+/// The counts and replies of one get.
+#[derive(Clone, Debug)]
+pub struct GetCore {
+    params: GetParams,
+    primaries: Vec<bool>,
+    results: Vec<Option<GetReply>>,
+    num_ok: u32,
+    num_pok: u32,
+    num_notfound: u32,
+    num_deleted: u32,
+    num_fail: u32,
+}
+
+impl GetCore {
+    /// `primaries[i]`: whether replica `i` is a primary; `params.n` is
+    /// taken as their number.
+    pub fn new(mut params: GetParams, primaries: Vec<bool>) -> GetCore {
+        params.n = primaries.len() as u32;
+        GetCore {
+            params,
+            results: vec![None; primaries.len()],
+            primaries,
+            num_ok: 0,
+            num_pok: 0,
+            num_notfound: 0,
+            num_deleted: 0,
+            num_fail: 0,
+        }
+    }
+
+    /// Adds replica `idx`'s reply; false (and nothing changes) when it
+    /// was heard already or is not in the list.
+    pub fn add(&mut self, idx: usize, reply: GetReply) -> bool {
+        match self.results.get(idx) {
+            Some(None) => {}
+            _ => return false,
+        }
+        let primary = self.primaries[idx];
+        match &reply {
+            GetReply::Found(o) => {
+                self.num_ok += 1;
+                self.num_pok += u32::from(primary);
+                self.num_deleted += u32::from(o.is_tombstone());
+            }
+            GetReply::NotFound if self.params.notfound_ok => {
+                self.num_ok += 1;
+                self.num_pok += u32::from(primary);
+            }
+            GetReply::NotFound => self.num_notfound += 1,
+            GetReply::Failed { .. } => self.num_fail += 1,
+        }
+        self.results[idx] = Some(reply);
+        true
+    }
+
+    fn met(&self) -> bool {
+        self.num_ok >= self.params.r && self.num_pok >= self.params.pr
+    }
+
+    fn heard(&self) -> u32 {
+        self.num_ok + self.num_notfound + self.num_fail
+    }
+
+    /// Primaries not heard yet.
+    fn primaries_pending(&self) -> u32 {
+        self.primaries
+            .iter()
+            .zip(&self.results)
+            .filter(|(p, r)| **p && r.is_none())
+            .count() as u32
+    }
+
+    /// Enough replies to answer: R and PR met, or R out of reach (the
+    /// fail threshold), or PR out of reach (too few primaries left), or
+    /// every reply in.
+    pub fn enough(&self) -> bool {
+        self.met()
+            || self.num_notfound + self.num_fail >= self.params.fail_threshold()
+            || self.num_pok + self.primaries_pending() < self.params.pr
+            || self.heard() >= self.params.n
+    }
+
+    pub fn has_all(&self) -> bool {
+        self.heard() >= self.params.n
+    }
+
+    fn merged(&self) -> Option<Object> {
+        let mut merged: Option<Object> = None;
+        for r in self.results.iter().flatten() {
+            if let GetReply::Found(o) = r {
+                merged = Some(match merged {
+                    None => o.clone(),
+                    Some(m) => m.merge(o),
+                });
+            }
+        }
+        let mut m = merged?;
+        if !self.params.allow_mult {
+            m.keep_newest();
+        }
+        Some(m)
+    }
+
+    /// The client's answer from the replies so far (riak_kv_get_core's
+    /// `response`).
+    pub fn response(&self) -> GetOutcome {
+        let p = &self.params;
+        if self.met() {
+            return match self.merged() {
+                Some(m) if !m.is_tombstone() => GetOutcome::Found(m),
+                Some(m) if p.deletedvclock => GetOutcome::Deleted(m.clock),
+                _ => GetOutcome::NotFound,
+            };
+        }
+        // Everything heard was a tombstone or not found.
+        if self.num_notfound + self.num_deleted > 0
+            && self.num_ok == self.num_deleted
+            && self.num_fail == 0
+        {
+            return GetOutcome::NotFound;
+        }
+        let overload = self
+            .results
+            .iter()
+            .flatten()
+            .any(|r| matches!(r, GetReply::Failed { overload: true, .. }));
+        if overload {
+            return GetOutcome::Err(CoordError::Overload);
+        }
+        if self.num_ok == 0 && self.num_notfound == 0 {
+            if let Some(GetReply::Failed { reason, .. }) = self
+                .results
+                .iter()
+                .flatten()
+                .find(|r| matches!(r, GetReply::Failed { .. }))
+            {
+                return GetOutcome::Err(CoordError::Failed(reason.clone()));
+            }
+        }
+        if (p.pr > 0 && self.num_pok < p.pr && self.num_ok >= p.r) || p.pr >= p.r {
+            return GetOutcome::Err(CoordError::PrUnsatisfied {
+                need: p.pr,
+                got: self.num_pok,
+            });
+        }
+        GetOutcome::Err(CoordError::RUnsatisfied {
+            need: p.r,
+            got: self.num_ok,
+        })
+    }
+
+    /// Repairs or a reap, from the replies so far (riak_kv_get_core's
+    /// `final_action`): replicas whose object the merge strictly
+    /// descends, and those that said not found, get the merged object; a
+    /// tombstone every replica holds, with nothing to repair, may go.
+    pub fn final_action(&self) -> FinalAction {
+        let Some(m) = self.merged() else {
+            return FinalAction::Nop;
+        };
+        let mut targets = Vec::new();
+        let mut found = 0;
+        for (i, r) in self.results.iter().enumerate() {
+            match r {
+                Some(GetReply::Found(o)) => {
+                    found += 1;
+                    if m.clock.dominates(&o.clock) {
+                        targets.push(i);
+                    }
+                }
+                Some(GetReply::NotFound) => targets.push(i),
+                _ => {}
+            }
+        }
+        if !targets.is_empty() {
+            return FinalAction::Repair(ReadRepair { targets, object: m });
+        }
+        if m.is_tombstone() && found == self.primaries.len() {
+            return FinalAction::Reap(m.clock);
+        }
+        FinalAction::Nop
+    }
+}
+
+/// What the caller must do next.
+#[derive(Clone, Debug, PartialEq)]
+pub enum GetEffect {
+    /// Ask replica `idx` for the key.
+    Send(usize),
+    /// Answer the client (once).
+    Answer(GetOutcome),
+    /// Write the merged object to replica `idx`.
+    Repair { idx: usize, object: Object },
+    /// Reap the tombstone with this clock from every replica.
+    Reap(VClock),
+    /// Nothing more will come of this get.
+    Done,
+}
+
+/// A get from start to its last effect.
+#[derive(Clone, Debug)]
+pub struct GetFsm {
+    core: GetCore,
+    answered: bool,
+    done: bool,
+}
+
+impl GetFsm {
+    /// A get over replicas `primaries` (primary or fallback each): ask
+    /// them all.
+    pub fn start(params: GetParams, primaries: Vec<bool>) -> (GetFsm, Vec<GetEffect>) {
+        let n = primaries.len();
+        let fsm = GetFsm {
+            core: GetCore::new(params, primaries),
+            answered: false,
+            done: false,
+        };
+        (fsm, (0..n).map(GetEffect::Send).collect())
+    }
+
+    pub fn is_done(&self) -> bool {
+        self.done
+    }
+
+    /// Replica `idx` replied.
+    pub fn reply(&mut self, idx: usize, reply: GetReply) -> Vec<GetEffect> {
+        if self.done || !self.core.add(idx, reply) {
+            return Vec::new();
+        }
+        let mut out = Vec::new();
+        if !self.answered && self.core.enough() {
+            self.answered = true;
+            out.push(GetEffect::Answer(self.core.response()));
+        }
+        if self.core.has_all() {
+            out.extend(self.finish());
+        }
+        out
+    }
+
+    /// The request's time is up: a client not yet answered gets a
+    /// timeout; replicas that did answer are still repaired.
+    pub fn timeout(&mut self) -> Vec<GetEffect> {
+        if self.done {
+            return Vec::new();
+        }
+        let mut out = Vec::new();
+        if !self.answered {
+            self.answered = true;
+            out.push(GetEffect::Answer(GetOutcome::Err(CoordError::Timeout)));
+        }
+        out.extend(self.finish());
+        out
+    }
+
+    fn finish(&mut self) -> Vec<GetEffect> {
+        self.done = true;
+        let mut out = Vec::new();
+        match self.core.final_action() {
+            FinalAction::Nop => {}
+            FinalAction::Repair(r) => {
+                out.extend(r.targets.into_iter().map(|idx| GetEffect::Repair {
+                    idx,
+                    object: r.object.clone(),
+                }));
+            }
+            // A reap needs every replica's answer.
+            FinalAction::Reap(clock) if self.core.has_all() => out.push(GetEffect::Reap(clock)),
+            FinalAction::Reap(_) => {}
+        }
+        out.push(GetEffect::Done);
+        out
+    }
+}
+
+#[cfg(test)]
+mod tests;
