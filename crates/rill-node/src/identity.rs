@@ -31,7 +31,8 @@ pub(crate) struct NodeIds {
     pub leases: Arc<LeaseFile>,
     /// Per vnode: the first epoch of this run.
     starts: Vec<u64>,
-    trusted: bool,
+    /// Per vnode: epochs below this may have lost writes.
+    floors: Vec<u64>,
 }
 
 fn hex(b: &[u8]) -> String {
@@ -125,6 +126,7 @@ impl NodeIds {
                     unbuffered: false,
                     boot_id: [0; 16],
                     ends: vec![start; n],
+                    floors: vec![0; n],
                 };
                 (Lease::Create, t, false)
             }
@@ -143,6 +145,7 @@ impl NodeIds {
                     unbuffered: false,
                     boot_id: [0; 16],
                     ends: vec![0; n],
+                    floors: vec![0; n],
                 };
                 (Lease::Create, t, true)
             }
@@ -165,6 +168,15 @@ impl NodeIds {
         };
         // Lease this run's first epochs before any is used; in place.
         let starts = table.ends.clone();
+        // Epochs below the floor may have lost writes: after a run that
+        // could lose them, everything before this run's first epoch; the
+        // floor is kept in the lease file, so a later trusted start does
+        // not forget it.
+        let floors: Vec<u64> = if trusted {
+            table.floors.clone()
+        } else {
+            starts.clone()
+        };
         let boot = boot_id();
         leases
             .write(|t| {
@@ -172,6 +184,7 @@ impl NodeIds {
                     .iter()
                     .map(|s| s.saturating_add(LEASE_SIZE))
                     .collect();
+                t.floors = floors.clone();
                 t.clean = false;
                 t.boot_id = boot;
                 t.o_sync = config.bitcask.sync == bitcask::SyncStrategy::OSync;
@@ -185,7 +198,7 @@ impl NodeIds {
             ids,
             leases: Arc::new(leases),
             starts,
-            trusted,
+            floors,
         })
     }
 
@@ -195,7 +208,7 @@ impl NodeIds {
         Epochs {
             next: start,
             lease_end: start.saturating_add(LEASE_SIZE),
-            fresh_from: if self.trusted { 0 } else { start },
+            fresh_from: self.floors[i],
             leases: self.leases.clone(),
         }
     }

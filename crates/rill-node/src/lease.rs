@@ -48,10 +48,21 @@ pub struct LeaseTable {
     pub boot_id: [u8; 16],
     /// Per vnode: no counter at or above this was issued.
     pub ends: Vec<u64>,
+    /// Per vnode: key epochs below this may have lost writes (a run that
+    /// could lose acknowledged writes ended without a clean stop after
+    /// they were issued), so a key whose newest epoch of the vnode is
+    /// below it starts a new epoch. Version 1 slots have none (zeros).
+    pub floors: Vec<u64>,
 }
 
-/// Bytes of one slot for `n` vnodes: a whole number of 4 KiB pages.
+/// Bytes of one slot for `n` vnodes: a whole number of 4 KiB pages
+/// (ends and floors).
 pub fn slot_bytes(n: usize) -> usize {
+    (HEADER + 16 * n + 4).div_ceil(4096) * 4096
+}
+
+/// Version 1 slots had ends only (the same size up to 253 vnodes).
+fn slot_bytes_v1(n: usize) -> usize {
     (HEADER + 8 * n + 4).div_ceil(4096) * 4096
 }
 
@@ -72,6 +83,10 @@ pub fn encode_slot(t: &LeaseTable) -> Vec<u8> {
     b.extend_from_slice(&t.boot_id);
     for e in &t.ends {
         b.extend_from_slice(&e.to_be_bytes());
+    }
+    for i in 0..t.ends.len() {
+        let floor = t.floors.get(i).copied().unwrap_or(0);
+        b.extend_from_slice(&floor.to_be_bytes());
     }
     let crc = crc32fast::hash(&b);
     b.extend_from_slice(&crc.to_be_bytes());
@@ -97,31 +112,41 @@ pub fn decode_slot(b: &[u8]) -> Option<LeaseTable> {
         return None;
     }
     let n = u32::from_be_bytes(b[12..16].try_into().ok()?) as usize;
-    let end = HEADER.checked_add(n.checked_mul(8)?)?;
+    let per_vnode = if b[8] == 1 { 8 } else { 16 };
+    let end = HEADER.checked_add(n.checked_mul(per_vnode)?)?;
     let stored = u32::from_be_bytes(b.get(end..end + 4)?.try_into().ok()?);
     if crc32fast::hash(&b[..end]) != stored {
         return None;
     }
+    let words: Vec<u64> = b[HEADER..end]
+        .chunks_exact(8)
+        .map(|c| u64::from_be_bytes(c.try_into().expect("8 bytes")))
+        .collect();
     Some(LeaseTable {
         seq: u64::from_be_bytes(b[16..24].try_into().ok()?),
         clean: flags & FLAG_CLEAN != 0,
         o_sync: flags & FLAG_O_SYNC != 0,
         unbuffered: flags & FLAG_UNBUFFERED != 0,
         boot_id: b[24..40].try_into().ok()?,
-        ends: b[HEADER..end]
-            .chunks_exact(8)
-            .map(|c| u64::from_be_bytes(c.try_into().expect("8 bytes")))
-            .collect(),
+        ends: words[..n].to_vec(),
+        floors: if per_vnode == 8 {
+            vec![0; n]
+        } else {
+            words[n..].to_vec()
+        },
     })
 }
 
 /// The current table of a file's bytes: the valid slot with the higher
 /// sequence number.
 pub fn decode_file(b: &[u8], n: usize) -> Option<LeaseTable> {
-    let s = slot_bytes(n);
-    let a = b.get(..s).and_then(decode_slot);
-    let c = b.get(s..2 * s).and_then(decode_slot);
-    [a, c]
+    // A version 1 file's slots may be smaller: both layouts are read.
+    let mut slots = Vec::with_capacity(4);
+    for s in [slot_bytes(n), slot_bytes_v1(n)] {
+        slots.push(b.get(..s).and_then(decode_slot));
+        slots.push(b.get(s..2 * s).and_then(decode_slot));
+    }
+    slots
         .into_iter()
         .flatten()
         .filter(|t| t.ends.len() == n)
@@ -244,6 +269,7 @@ mod tests {
             o_sync: seq.is_multiple_of(2),
             unbuffered: seq.is_multiple_of(5),
             boot_id: [7; 16],
+            floors: ends.iter().map(|e| e / 2).collect(),
             ends,
         }
     }
@@ -265,22 +291,56 @@ mod tests {
         }
     }
 
+    /// A slot as version 1 wrote it: ends only, `clean` the only flag.
+    fn encode_v1(t: &LeaseTable, flags: u8) -> Vec<u8> {
+        let mut b = Vec::new();
+        b.extend_from_slice(MAGIC);
+        b.push(1);
+        b.push(flags);
+        b.extend_from_slice(&[0, 0]);
+        b.extend_from_slice(&(t.ends.len() as u32).to_be_bytes());
+        b.extend_from_slice(&t.seq.to_be_bytes());
+        b.extend_from_slice(&t.boot_id);
+        for e in &t.ends {
+            b.extend_from_slice(&e.to_be_bytes());
+        }
+        let crc = crc32fast::hash(&b);
+        b.extend_from_slice(&crc.to_be_bytes());
+        b.resize(slot_bytes_v1(t.ends.len()), 0);
+        b
+    }
+
     #[test]
-    fn version_1_slots_read_as_neither_o_sync_nor_unbuffered() {
-        let mut t = table(3, vec![5, 6]);
-        t.o_sync = false;
-        t.unbuffered = false;
-        let mut b = encode_slot(&t);
-        b[8] = 1;
-        let end = HEADER + 16;
-        let crc = crc32fast::hash(&b[..end]);
-        b[end..end + 4].copy_from_slice(&crc.to_be_bytes());
-        assert_eq!(decode_slot(&b), Some(t.clone()));
-        // Version 1 knew no other flag: a set one means damage.
-        b[9] |= FLAG_O_SYNC;
-        let crc = crc32fast::hash(&b[..end]);
-        b[end..end + 4].copy_from_slice(&crc.to_be_bytes());
-        assert_eq!(decode_slot(&b), None);
+    fn version_1_slots_read_as_neither_o_sync_nor_unbuffered_and_without_floors() {
+        for n in [2, 64, 600] {
+            let mut t = table(3, (0..n as u64).map(|i| 5 + i).collect());
+            t.o_sync = false;
+            t.unbuffered = false;
+            t.clean = true;
+            t.floors = vec![0; n];
+            let old = encode_v1(&t, FLAG_CLEAN);
+            assert_eq!(decode_slot(&old), Some(t.clone()));
+            // Version 1 knew no other flag: a set one means damage.
+            let mut bad = encode_v1(&t, FLAG_CLEAN | FLAG_O_SYNC);
+            assert_eq!(decode_slot(&bad), None);
+            bad[9] = FLAG_CLEAN;
+            assert_eq!(decode_slot(&bad), None, "the CRC covers the flags");
+            // A version 1 file, whole, and after a version 2 write into
+            // its first slot (what the first start after an upgrade does).
+            let mut newer = t.clone();
+            newer.seq = 4;
+            newer.floors = vec![9; n];
+            let file = [old.clone(), encode_v1(&newer, 0)].concat();
+            assert_eq!(decode_file(&file, n).unwrap().seq, 4);
+            let mut upgraded = file.clone();
+            newer.seq = 5;
+            let v2 = encode_slot(&newer);
+            if upgraded.len() < v2.len() {
+                upgraded.resize(v2.len(), 0);
+            }
+            upgraded[..v2.len()].copy_from_slice(&v2);
+            assert_eq!(decode_file(&upgraded, n), Some(newer.clone()), "n {n}");
+        }
     }
 
     #[test]

@@ -296,3 +296,24 @@ fn a_start_that_fails_after_losing_its_leases_never_reissues_counters() {
         }
     }
 }
+
+#[test]
+fn a_trusted_start_after_an_untrusted_one_remembers_which_epochs_may_have_lost_writes() {
+    let dir = tempfile::tempdir().unwrap();
+    {
+        // A run that may lose acknowledged writes, ended by a crash.
+        let n = open_with(dir.path(), |c| c.bitcask.write_buffer_bytes = 1 << 20).unwrap();
+        put(&n, "b", "k", "v1");
+        n.stop_as_if_killed();
+    }
+    {
+        // The next run does not write k, and stops cleanly.
+        let n = open_with(dir.path(), |_| {}).unwrap();
+        put(&n, "b", "other", "x");
+    }
+    // The run after it is trusted (a clean stop), but k's epoch is still
+    // one the crashed run may have lost writes of: it takes a new one.
+    let n = open_with(dir.path(), |_| {}).unwrap();
+    put(&n, "b", "k", "v2");
+    assert_eq!(actors(&n, "b", "k").len(), 2, "k takes a new epoch");
+}
