@@ -2,10 +2,11 @@
 //! Riak's quorum rules.
 
 use crate::config::DeleteMode;
+use crate::coordinate::{Read, ReadMode};
 use crate::error::{erl_bin, KvError};
 use crate::ids;
 use crate::node::Node;
-use crate::quorum::{read_outcome, write_outcome, ReadQuorum, ReadReply, WriteQuorum};
+use crate::quorum::{ReadQuorum, WriteQuorum};
 use rill_backend::BKey;
 use rill_bucket::{Props, Quorum};
 use rill_object::{decode_vclock, Content, Object, PruneRules, PutMode, VClock};
@@ -263,22 +264,19 @@ impl Node {
                 need: q.r,
             });
         }
-        let (merged, settled) = self.read_replicas(&k, &preflist, q, &props)?;
-        let Some(obj) = merged else {
-            return Ok(GetAnswer::NotFound);
+        let mode = ReadMode {
+            basic_quorum: req
+                .basic_quorum
+                .unwrap_or_else(|| prop_bool(&props, "basic_quorum")),
+            allow_mult: put_mode(&props).allow_mult,
+            deletedvclock: req.deletedvclock,
+            may_reap: req.n_val.is_none_or(|v| v == n_val(&props)),
         };
-        if obj.is_tombstone() {
-            // Every replica holds the same tombstone: it may go (Riak reaps
-            // on reads too, so tombstones whose timer a restart lost go).
-            if settled && req.n_val.is_none_or(|v| v == n_val(&props)) {
-                self.reap_later(&k, &obj.clock, &preflist);
-            }
-            return Ok(if req.deletedvclock {
-                GetAnswer::Deleted(obj.clock)
-            } else {
-                GetAnswer::NotFound
-            });
-        }
+        let obj = match self.coordinate_get(&k, &preflist, q, mode)? {
+            Read::Found(o) => o,
+            Read::NotFound => return Ok(GetAnswer::NotFound),
+            Read::Deleted(clock) => return Ok(GetAnswer::Deleted(clock)),
+        };
         if let Some(vc) = &req.if_modified {
             let asked = decode_vclock(vc).map_err(|e| KvError::BadVclock(e.to_string()))?;
             if asked == obj.clock {
@@ -288,21 +286,29 @@ impl Node {
         Ok(GetAnswer::Found(obj))
     }
 
-    /// Like `read_replicas`, keeping every sibling (allow_mult).
+    /// Reads the key keeping every sibling (allow_mult), tombstones read
+    /// as not found (data types).
     pub(crate) fn read_replicas_merged(
         &self,
         k: &BKey,
         preflist: &[PreflistEntry],
         q: ReadQuorum,
     ) -> Result<Option<Object>, KvError> {
-        let mut props = Props::new();
-        props.insert("allow_mult".into(), true.into());
-        self.read_replicas(k, preflist, q, &props).map(|(o, _)| o)
+        let mode = ReadMode {
+            basic_quorum: false,
+            allow_mult: true,
+            deletedvclock: false,
+            may_reap: false,
+        };
+        match self.coordinate_get(k, preflist, q, mode)? {
+            Read::Found(o) => Ok(Some(o)),
+            Read::NotFound | Read::Deleted(_) => Ok(None),
+        }
     }
 
     /// Takes a tombstone out of the replicas per `delete_mode`, if it is
     /// still the same tombstone then.
-    fn reap_later(&self, k: &BKey, clock: &VClock, preflist: &[PreflistEntry]) {
+    pub(crate) fn reap_later(&self, k: &BKey, clock: &VClock, preflist: &[PreflistEntry]) {
         let partitions: Vec<u32> = preflist.iter().map(|e| e.partition.0).collect();
         match self.delete_mode() {
             DeleteMode::Keep => {}
@@ -317,90 +323,6 @@ impl Node {
                 .reaper
                 .schedule(k.clone(), clock.clone(), partitions, d),
         }
-    }
-
-    /// Reads every replica, applies the quorum rules, merges what was
-    /// found and repairs replicas that differ from the merge. Also says
-    /// whether every replica answered with exactly the merged object.
-    pub(crate) fn read_replicas(
-        &self,
-        k: &BKey,
-        preflist: &[PreflistEntry],
-        q: ReadQuorum,
-        props: &Props,
-    ) -> Result<(Option<Object>, bool), KvError> {
-        let mut replies = Vec::with_capacity(preflist.len());
-        let mut found: Vec<(usize, Option<Object>)> = Vec::with_capacity(preflist.len());
-        let mut last_error = None;
-        for (i, e) in preflist.iter().enumerate() {
-            match self.vnode(e).get(k) {
-                Ok(Some(o)) => {
-                    replies.push((e.primary, ReadReply::Found));
-                    found.push((i, Some(o)));
-                }
-                Ok(None) => {
-                    replies.push((e.primary, ReadReply::NotFound));
-                    found.push((i, None));
-                }
-                Err(err) => {
-                    replies.push((e.primary, ReadReply::Failed));
-                    last_error = Some(err);
-                }
-            }
-        }
-        if let Err(e) = read_outcome(q, &replies) {
-            if let (KvError::RUnsatisfied { got: 0, .. }, Some(err)) = (&e, last_error) {
-                return Err(err);
-            }
-            return Err(e);
-        }
-        let mut merged: Option<Object> = None;
-        for (_, o) in &found {
-            if let Some(o) = o {
-                merged = Some(match merged {
-                    None => o.clone(),
-                    Some(m) => m.merge(o),
-                });
-            }
-        }
-        let Some(mut merged) = merged else {
-            return Ok((None, false));
-        };
-        if !put_mode(props).allow_mult {
-            merged.keep_newest();
-        }
-        // Read repair: replicas missing the object or holding less.
-        for (i, o) in &found {
-            let stale = match o {
-                None => !merged.is_tombstone(),
-                Some(o) => o != &merged && !o.clock.dominates(&merged.clock),
-            };
-            if stale {
-                let allow_mult = put_mode(props).allow_mult;
-                let target = merged.clone();
-                let r = self
-                    .vnode(&preflist[*i])
-                    .update(k, &self.limits, None, |stored| {
-                        let mut next = match stored {
-                            Some(s) => s.merge(&target),
-                            None => target.clone(),
-                        };
-                        if !allow_mult {
-                            next.keep_newest();
-                        }
-                        Ok(Some(next))
-                    });
-                match r {
-                    Ok(_) => {
-                        self.counters.read_repairs.fetch_add(1, Ordering::Relaxed);
-                    }
-                    Err(e) => tracing::warn!(error = %e, "read repair failed"),
-                }
-            }
-        }
-        let settled =
-            found.len() == preflist.len() && found.iter().all(|(_, o)| o.as_ref() == Some(&merged));
-        Ok((Some(merged), settled))
     }
 
     pub fn put(&self, req: PutRequest) -> Result<PutAnswer, KvError> {
@@ -467,79 +389,6 @@ impl Node {
             generated_key,
             object,
         })
-    }
-
-    /// The coordinating vnode (first in the preference list) computes the
-    /// new object from what it holds; the others merge it in. A write
-    /// that `adds` data (not a delete) is first admitted for disk space.
-    pub(crate) fn write_replicas(
-        &self,
-        k: &BKey,
-        n: u32,
-        q: WriteQuorum,
-        props: &Props,
-        adds: bool,
-        coordinate: impl FnOnce(Option<&Object>, &Vec<u8>) -> Result<Object, KvError>,
-    ) -> Result<(Object, bool), KvError> {
-        let preflist = self.preflist(&k.bucket_type, &k.bucket, &k.key, n);
-        let need = q.w.max(q.dw).max(q.pw).max(1);
-        if (preflist.len() as u32) < need {
-            return Err(KvError::InsufficientVnodes {
-                have: preflist.len() as u32,
-                need,
-            });
-        }
-        if adds {
-            self.admit_write()?;
-        }
-        let allow_mult = put_mode(props).allow_mult;
-        let prune = prune_rules(props);
-        let coordinator = self.vnode(&preflist[0]).clone();
-        let object = coordinator
-            .update(k, &self.limits, Some(&prune), |stored| {
-                coordinate(stored, &coordinator.actor_for(stored)?).map(Some)
-            })
-            .inspect_err(|e| {
-                if matches!(e, KvError::OutOfSpace { .. }) {
-                    self.disk_full();
-                }
-            })?
-            .expect("the coordinator always writes");
-        let mut replies = vec![(preflist[0].primary, true)];
-        let mut out_of_space = false;
-        for e in &preflist[1..] {
-            let r = self
-                .vnode(e)
-                .update(k, &self.limits, Some(&prune), |stored| {
-                    let mut next = match stored {
-                        Some(s) => s.merge(&object),
-                        None => object.clone(),
-                    };
-                    if !allow_mult {
-                        next.keep_newest();
-                    }
-                    Ok(Some(next))
-                });
-            if let Err(err) = &r {
-                tracing::warn!(partition = e.partition.0, error = %err, "replica write failed");
-                out_of_space |= matches!(err, KvError::OutOfSpace { .. });
-            }
-            replies.push((e.primary, r.is_ok()));
-        }
-        if out_of_space {
-            self.disk_full();
-        }
-        write_outcome(q, &replies).map_err(|e| {
-            if out_of_space {
-                KvError::OutOfSpace {
-                    retry_after_secs: crate::error::OUT_OF_SPACE_RETRY_SECS,
-                }
-            } else {
-                e
-            }
-        })?;
-        let everywhere = replies.iter().all(|(_, ok)| *ok);
-        Ok((object, everywhere))
     }
 
     pub fn delete(&self, req: &DeleteRequest) -> Result<(), KvError> {

@@ -11,6 +11,7 @@
 //! - bucket types and properties are on disk before a change returns.
 
 mod config;
+mod coordinate;
 mod dt;
 pub mod error;
 mod identity;
