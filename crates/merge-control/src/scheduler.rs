@@ -4,11 +4,11 @@
 //! sets the put throttle from it, asks the policy which files to merge and
 //! merges the first one not already being merged.
 
-use crate::batch::{batch_for_one_store, merge_budget};
+use crate::batch::{batch_for_one_store, merge_budget, merge_need};
 use crate::policy::{FileView, Moment, Pick, Policy};
 use crate::throttle::{Throttle, ThrottleSettings};
 use bitcask::Store;
-use std::collections::HashSet;
+use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Condvar, Mutex, RwLock};
@@ -88,7 +88,8 @@ impl Metrics {
 struct Shared {
     stores: Arc<RwLock<Vec<Arc<Store>>>>,
     policy: Mutex<Box<dyn Policy>>,
-    in_flight: Mutex<HashSet<(usize, u32)>>,
+    /// Files merges are working on, with the bytes each merge may write.
+    in_flight: Mutex<HashMap<(usize, u32), u64>>,
     usage: UsageSource,
     throttle: Arc<Throttle>,
     metrics: Metrics,
@@ -173,15 +174,15 @@ impl MergeScheduler {
     }
 
     /// Bytes merges could give back now: the dead bytes of every sealed
-    /// file whose live bytes fit a merge's budget of the free space (a
-    /// merge writes those first). Zero means no merge can make room.
+    /// file whose merge fits a merge's budget of the free space (a merge
+    /// writes its copies first). Zero means no merge can make room.
     pub fn reclaimable_bytes(&self) -> u64 {
         let stores: Vec<Arc<Store>> = self.shared.stores.read().expect("stores").clone();
         let budget = merge_budget(free_bytes(&self.shared.usage, &stores));
         stores
             .iter()
             .flat_map(|s| s.file_stats())
-            .filter(|f| !f.active && f.live_bytes <= budget)
+            .filter(|f| !f.active && merge_need(f) <= budget)
             .map(|f| f.total_bytes.saturating_sub(f.live_bytes))
             .sum()
     }
@@ -243,23 +244,35 @@ impl Shared {
         let stores: Vec<Arc<Store>> = self.stores.read().expect("stores").clone();
         let mut any = false;
         for (i, store) in stores.iter().enumerate() {
-            let dead: Vec<u32> = store
+            let dead: Vec<(u32, u64)> = store
                 .file_stats()
                 .into_iter()
                 .filter(|f| !f.active && f.live_bytes == 0)
-                .map(|f| f.file_id)
+                .map(|f| (f.file_id, merge_need(&f)))
                 .collect();
             if dead.is_empty() {
                 continue;
             }
             let picks: Vec<Pick> = {
                 let mut in_flight = self.in_flight.lock().expect("in flight");
-                if in_flight.iter().any(|&(s, _)| s == i) {
+                if in_flight.keys().any(|&(s, _)| s == i) {
                     continue; // a worker holds this store; it will come back
                 }
-                dead.iter()
-                    .map(|&file_id| {
-                        in_flight.insert((i, file_id));
+                // Expired records may need tombstones: only what fits.
+                let mut budget = self.budget(&stores, &in_flight);
+                let mut fits = Vec::new();
+                for &(file_id, need) in &dead {
+                    if need <= budget {
+                        budget -= need;
+                        fits.push((file_id, need));
+                    }
+                }
+                if fits.is_empty() {
+                    continue;
+                }
+                fits.iter()
+                    .map(|&(file_id, need)| {
+                        in_flight.insert((i, file_id), need);
                         Pick {
                             store: i,
                             file_id,
@@ -294,6 +307,7 @@ impl Shared {
         m.throttle_us
             .store(delay.as_micros() as u64, Ordering::Relaxed);
         let stores: Vec<Arc<Store>> = self.stores.read().expect("stores").clone();
+        let mut needs: HashMap<(usize, u32), u64> = HashMap::new();
         let files: Vec<FileView> = stores
             .iter()
             .enumerate()
@@ -301,14 +315,18 @@ impl Shared {
                 s.file_stats()
                     .into_iter()
                     .filter(|f| !f.active)
-                    .map(move |f| FileView {
-                        store: i,
-                        file_id: f.file_id,
-                        total_bytes: f.total_bytes,
-                        total_keys: f.total_keys,
-                        live_bytes: f.live_bytes,
-                        live_keys: f.live_keys,
-                    })
+                    .map(move |f| (i, f))
+            })
+            .map(|(i, f)| {
+                needs.insert((i, f.file_id), merge_need(&f));
+                FileView {
+                    store: i,
+                    file_id: f.file_id,
+                    total_bytes: f.total_bytes,
+                    total_keys: f.total_keys,
+                    live_bytes: f.live_bytes,
+                    live_keys: f.live_keys,
+                }
             })
             .collect();
         let batch = {
@@ -321,11 +339,12 @@ impl Shared {
                 Moment::new(local_hour(), self.started.elapsed()),
             );
             let mut in_flight = self.in_flight.lock().expect("in flight");
-            let budget = merge_budget(free_bytes(&self.usage, &stores));
+            let budget = self.budget(&stores, &in_flight);
             let room = |i: usize| stores[i].options().max_file_size_bytes;
-            let batch = batch_for_one_store(&picks, &files, room, budget, &in_flight);
+            let need = |p: &Pick| needs.get(&(p.store, p.file_id)).copied().unwrap_or(0);
+            let batch = batch_for_one_store(&picks, need, room, budget, &in_flight);
             for p in &batch {
-                in_flight.insert((p.store, p.file_id));
+                in_flight.insert((p.store, p.file_id), need(p));
                 policy.merged(p);
             }
             batch
@@ -339,6 +358,13 @@ impl Shared {
             in_flight.remove(&(p.store, p.file_id));
         }
         true
+    }
+
+    /// What a new merge may write: the free space's budget less what the
+    /// merges already running may still write.
+    fn budget(&self, stores: &[Arc<Store>], in_flight: &HashMap<(usize, u32), u64>) -> u64 {
+        let running: u64 = in_flight.values().sum();
+        merge_budget(free_bytes(&self.usage, stores).saturating_sub(running))
     }
 
     fn merge(&self, store: &Store, batch: &[Pick]) {
