@@ -19,7 +19,9 @@ impl Node {
     /// that is the first of the preference list; a key its first replica
     /// lost (an eviction, a power cut without `o_sync`) is reported by the
     /// next that holds it. Costs a keydir lookup on each vnode before this
-    /// one in the walk, at most n_val - 1; nothing is held per key.
+    /// one in the walk: n_val - 1 at most for keys within their bucket's
+    /// n_val (more only for replicas left beyond a lowered n_val);
+    /// nothing is held per key.
     pub(crate) fn reports_key(
         &self,
         bucket_type: &[u8],

@@ -3,7 +3,7 @@
 //! `multipart/mixed` body sent while the vnodes are read, so an answer
 //! of any size goes out with bounded memory.
 
-use super::other::ChunkStream;
+use super::other::stream_body;
 use super::util::{json, kv_error, lossy as s, text};
 use super::{Ctx, Req};
 use crate::blocking;
@@ -98,8 +98,7 @@ pub(crate) async fn index(
             format!("\r\n--{boundary}\r\nContent-Type: application/json\r\n\r\n{v}").into()
         }
     };
-    let (tx, rx) = tokio::sync::mpsc::channel::<Result<Bytes, std::io::Error>>(4);
-    tokio::task::spawn_blocking(move || {
+    let stream = stream_body(move |tx| {
         let r = node.index_stream(&plan, &mut |batch| {
             tx.blocking_send(Ok(part(&body_of(&batch)))).is_ok()
         });
@@ -113,7 +112,7 @@ pub(crate) async fn index(
         }
         let _ = tx.blocking_send(Ok(format!("\r\n--{boundary}--\r\n").into()));
     });
-    let mut r = Response::new(Body::from_stream(ChunkStream(rx)));
+    let mut r = Response::new(Body::from_stream(stream));
     if let Ok(v) = HeaderValue::from_str(&content_type) {
         r.headers_mut().insert("content-type", v);
     }

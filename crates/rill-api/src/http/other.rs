@@ -276,8 +276,7 @@ pub(crate) async fn list_keys(ctx: &Arc<Ctx>, req: &Req, t: &[u8], b: &[u8]) -> 
         };
     }
     // Streamed: one JSON object per batch, an error object on failure.
-    let (tx, rx) = tokio::sync::mpsc::channel::<Result<axum::body::Bytes, std::io::Error>>(4);
-    tokio::task::spawn_blocking(move || {
+    let stream = stream_body(move |tx| {
         let r = node.list_keys(&t, &b, to, &mut |batch| {
             let chunk = json!({"keys": strings(&batch)}).to_string();
             tx.blocking_send(Ok(chunk.into())).is_ok()
@@ -288,7 +287,7 @@ pub(crate) async fn list_keys(ctx: &Arc<Ctx>, req: &Req, t: &[u8], b: &[u8]) -> 
         };
         let _ = tx.blocking_send(Ok(last.to_string().into()));
     });
-    let mut r = Response::new(Body::from_stream(ChunkStream(rx)));
+    let mut r = Response::new(Body::from_stream(stream));
     r.headers_mut()
         .insert("content-type", HeaderValue::from_static("application/json"));
     r
@@ -383,6 +382,40 @@ pub(crate) async fn admin_activate(ctx: &Arc<Ctx>, req: &Req, t: &[u8]) -> Respo
 pub(crate) struct ChunkStream(
     pub tokio::sync::mpsc::Receiver<Result<axum::body::Bytes, std::io::Error>>,
 );
+
+/// Runs `produce` off the async threads, feeding a streamed body. A
+/// producer that panics ends the body with an error, so the client sees
+/// a broken response instead of a clean, truncated one.
+pub(crate) fn stream_body(
+    produce: impl FnOnce(&tokio::sync::mpsc::Sender<Result<axum::body::Bytes, std::io::Error>>)
+        + Send
+        + 'static,
+) -> ChunkStream {
+    struct Guard {
+        tx: tokio::sync::mpsc::Sender<Result<axum::body::Bytes, std::io::Error>>,
+        finished: bool,
+    }
+    impl Drop for Guard {
+        fn drop(&mut self) {
+            if !self.finished {
+                tracing::error!("a streamed response ended early");
+                let _ = self
+                    .tx
+                    .blocking_send(Err(std::io::Error::other("the stream ended early")));
+            }
+        }
+    }
+    let (tx, rx) = tokio::sync::mpsc::channel(4);
+    tokio::task::spawn_blocking(move || {
+        let mut guard = Guard {
+            tx,
+            finished: false,
+        };
+        produce(&guard.tx);
+        guard.finished = true;
+    });
+    ChunkStream(rx)
+}
 
 impl futures_core::Stream for ChunkStream {
     type Item = Result<axum::body::Bytes, std::io::Error>;
