@@ -1,0 +1,130 @@
+//! The reader of one accepted connection: a hello, then chunks,
+//! reassembled into messages for the node's inbox.
+
+use crate::frame::{decode, Frame, FrameError, CHUNK_BYTES};
+use crate::lane::Lane;
+use crate::transport::Incoming;
+use bytes::{Buf, BytesMut};
+use std::collections::HashMap;
+use std::net::SocketAddr;
+use tokio::io::AsyncReadExt;
+use tokio::net::TcpStream;
+use tokio::sync::mpsc;
+
+/// Messages being reassembled on one connection at most (a writer has at
+/// most 16 in flight).
+const PARTIAL_MESSAGES: usize = 64;
+
+#[derive(Debug, thiserror::Error)]
+enum RecvError {
+    #[error(transparent)]
+    Frame(#[from] FrameError),
+    #[error(transparent)]
+    Io(#[from] std::io::Error),
+    #[error("{0}")]
+    Protocol(String),
+}
+
+/// Reads until the peer closes, the inbox closes, or the peer breaks the
+/// protocol (then the connection is dropped, with a log line).
+pub(crate) async fn run(
+    mut stream: TcpStream,
+    peer: SocketAddr,
+    inbox: mpsc::Sender<Incoming>,
+    max_message_bytes: usize,
+) {
+    match read(&mut stream, &inbox, max_message_bytes).await {
+        Ok(()) => {}
+        Err(RecvError::Io(e)) if e.kind() == std::io::ErrorKind::UnexpectedEof => {}
+        Err(e) => tracing::warn!(%peer, error = %e, "dropping a connection from a peer"),
+    }
+}
+
+async fn next_frame(stream: &mut TcpStream, buf: &mut BytesMut) -> Result<Frame, RecvError> {
+    loop {
+        if let Some((frame, used)) = decode(buf)? {
+            buf.advance(used);
+            return Ok(frame);
+        }
+        if stream.read_buf(buf).await? == 0 {
+            return Err(std::io::Error::from(std::io::ErrorKind::UnexpectedEof).into());
+        }
+    }
+}
+
+async fn read(
+    stream: &mut TcpStream,
+    inbox: &mpsc::Sender<Incoming>,
+    max_message_bytes: usize,
+) -> Result<(), RecvError> {
+    let mut buf = BytesMut::with_capacity(128 << 10);
+    let (from, lane) = match next_frame(stream, &mut buf).await? {
+        Frame::Hello { lane, name } => {
+            let lane = Lane::from_code(lane)
+                .ok_or_else(|| RecvError::Protocol(format!("unknown lane {lane}")))?;
+            (name, lane)
+        }
+        Frame::Chunk(_) => return Err(RecvError::Protocol("a chunk before the hello".into())),
+    };
+    // Messages being reassembled: declared length, bytes so far (grown as
+    // they come, so memory follows what the peer really sent).
+    let mut partial: HashMap<u64, (usize, BytesMut)> = HashMap::new();
+    loop {
+        let c = match next_frame(stream, &mut buf).await? {
+            Frame::Chunk(c) => c,
+            Frame::Hello { .. } => return Err(RecvError::Protocol("a second hello".into())),
+        };
+        let (total, mut data) = match (c.total, partial.remove(&c.msg_id)) {
+            (Some(total), None) => {
+                let total = usize::try_from(total).unwrap_or(usize::MAX);
+                if total > max_message_bytes {
+                    return Err(RecvError::Protocol(format!(
+                        "a message of {total} bytes exceeds the limit of {max_message_bytes}"
+                    )));
+                }
+                if partial.len() >= PARTIAL_MESSAGES {
+                    return Err(RecvError::Protocol("too many messages in flight".into()));
+                }
+                (total, BytesMut::with_capacity(total.min(CHUNK_BYTES)))
+            }
+            (None, Some(p)) => p,
+            (Some(_), Some(_)) => {
+                return Err(RecvError::Protocol(format!(
+                    "message {} began twice",
+                    c.msg_id
+                )))
+            }
+            (None, None) => {
+                return Err(RecvError::Protocol(format!(
+                    "a chunk of message {} that never began",
+                    c.msg_id
+                )))
+            }
+        };
+        if data.len() + c.payload.len() > total {
+            return Err(RecvError::Protocol(format!(
+                "message {} is longer than it said",
+                c.msg_id
+            )));
+        }
+        data.extend_from_slice(&c.payload);
+        if c.last {
+            if data.len() != total {
+                return Err(RecvError::Protocol(format!(
+                    "message {} is shorter than it said",
+                    c.msg_id
+                )));
+            }
+            let msg = Incoming {
+                from: from.clone(),
+                lane,
+                data: data.freeze(),
+            };
+            if inbox.send(msg).await.is_err() {
+                return Ok(());
+            }
+        } else {
+            partial.insert(c.msg_id, (total, data));
+        }
+    }
+}

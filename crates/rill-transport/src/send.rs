@@ -1,0 +1,106 @@
+//! The writer of one connection (one peer, one lane): connects, says
+//! hello, then writes the chunks of the messages in flight in turn.
+
+use crate::frame::{chunk_header, encode_hello};
+use crate::lane::Lane;
+use crate::schedule::Schedule;
+use bytes::Bytes;
+use std::collections::VecDeque;
+use std::net::SocketAddr;
+use tokio::io::AsyncWriteExt;
+use tokio::net::TcpStream;
+use tokio::sync::mpsc;
+use tokio::time::Instant;
+
+/// A message handed to a writer.
+#[derive(Debug)]
+pub(crate) struct Outgoing {
+    pub data: Bytes,
+    /// Not sent before this (the test hook's delay).
+    pub not_before: Option<Instant>,
+}
+
+/// Messages a writer takes off its queue at once (in flight or waiting
+/// for their delay); the rest wait in the bounded queue, so senders feel
+/// back-pressure.
+const IN_FLIGHT_MESSAGES: usize = 16;
+
+/// Runs until the queue closes or the connection fails (what was in
+/// flight is lost; the next send makes a new writer).
+pub(crate) async fn run(
+    to: SocketAddr,
+    lane: Lane,
+    name: String,
+    mut rx: mpsc::Receiver<Outgoing>,
+) {
+    let mut stream = match TcpStream::connect(to).await {
+        Ok(s) => s,
+        Err(e) => {
+            tracing::warn!(peer = %to, %lane, error = %e, "cannot connect; messages on this lane are dropped until the next send");
+            return;
+        }
+    };
+    let _ = stream.set_nodelay(true);
+    if let Err(e) = stream.write_all(&encode_hello(lane.code(), &name)).await {
+        tracing::warn!(peer = %to, %lane, error = %e, "connection lost");
+        return;
+    }
+    let mut schedule = Schedule::default();
+    let mut waiting: VecDeque<Outgoing> = VecDeque::new();
+    let mut open = true;
+    loop {
+        while open && schedule.len() + waiting.len() < IN_FLIGHT_MESSAGES {
+            match rx.try_recv() {
+                Ok(m) => waiting.push_back(m),
+                Err(mpsc::error::TryRecvError::Empty) => break,
+                Err(mpsc::error::TryRecvError::Disconnected) => open = false,
+            }
+        }
+        let now = Instant::now();
+        while waiting
+            .front()
+            .is_some_and(|m| m.not_before.is_none_or(|t| t <= now))
+        {
+            let m = waiting.pop_front().expect("checked");
+            schedule.push(m.data);
+        }
+        if let Some(c) = schedule.next_chunk() {
+            let header = chunk_header(c.msg_id, c.total, c.last, c.payload.len());
+            let mut bufs = [
+                std::io::IoSlice::new(&header),
+                std::io::IoSlice::new(&c.payload),
+            ];
+            if let Err(e) = write_all_vectored(&mut stream, &mut bufs).await {
+                tracing::warn!(peer = %to, %lane, error = %e, "connection lost");
+                return;
+            }
+            continue;
+        }
+        if !open && waiting.is_empty() {
+            return;
+        }
+        let next_due = waiting.front().and_then(|m| m.not_before);
+        tokio::select! {
+            m = rx.recv(), if open && schedule.len() + waiting.len() < IN_FLIGHT_MESSAGES => match m {
+                Some(m) => waiting.push_back(m),
+                None => open = false,
+            },
+            _ = tokio::time::sleep_until(next_due.unwrap_or(now)), if next_due.is_some() => {}
+        }
+    }
+}
+
+async fn write_all_vectored(
+    stream: &mut TcpStream,
+    bufs: &mut [std::io::IoSlice<'_>],
+) -> std::io::Result<()> {
+    let mut bufs = &mut bufs[..];
+    while !bufs.is_empty() {
+        let n = stream.write_vectored(bufs).await?;
+        if n == 0 {
+            return Err(std::io::ErrorKind::WriteZero.into());
+        }
+        std::io::IoSlice::advance_slices(&mut bufs, n);
+    }
+    Ok(())
+}

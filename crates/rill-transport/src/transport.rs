@@ -1,0 +1,173 @@
+//! The transport of one node: a listener for its peers' connections, and
+//! one writer per (peer, lane) made on first use.
+
+use crate::lane::Lane;
+use crate::send::{self, Outgoing};
+use bytes::Bytes;
+use std::collections::HashMap;
+use std::net::SocketAddr;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+use tokio::net::TcpListener;
+use tokio::sync::mpsc;
+
+/// A message from a peer.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Incoming {
+    /// The sender's node name, as its hello said.
+    pub from: String,
+    pub lane: Lane,
+    pub data: Bytes,
+}
+
+/// What the test hook does to a message on a link.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Verdict {
+    Deliver,
+    /// Send it this much later (a link's one-way delay).
+    Delay(Duration),
+    /// Lose it.
+    Drop,
+}
+
+/// For tests and benchmarks only (this kernel has no `netem`): decides,
+/// per message, whether the link to `to` delivers it, late or at all.
+pub trait LinkHook: Send + Sync {
+    fn verdict(&self, to: SocketAddr, lane: Lane, bytes: usize) -> Verdict;
+}
+
+#[derive(Clone)]
+pub struct TransportConfig {
+    /// This node's name, sent in every hello.
+    pub name: String,
+    pub listen: SocketAddr,
+    /// Messages waiting per (peer, lane) before a sender waits.
+    pub queue_messages: usize,
+    /// Messages from all peers waiting for the node before readers stop
+    /// reading.
+    pub inbox_messages: usize,
+    /// The largest message sent or accepted.
+    pub max_message_bytes: usize,
+    /// Test only: delay and loss per message.
+    pub hook: Option<Arc<dyn LinkHook>>,
+}
+
+impl TransportConfig {
+    pub fn new(name: &str, listen: SocketAddr) -> TransportConfig {
+        TransportConfig {
+            name: name.to_string(),
+            listen,
+            queue_messages: 64,
+            inbox_messages: 1024,
+            max_message_bytes: 256 << 20,
+            hook: None,
+        }
+    }
+}
+
+#[derive(Debug, thiserror::Error, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum SendError {
+    #[error("a message of {len} bytes exceeds the limit of {max}")]
+    TooLarge { len: usize, max: usize },
+    #[error("the link to {0} is closed")]
+    Closed(SocketAddr),
+}
+
+type Links = HashMap<(SocketAddr, Lane), mpsc::Sender<Outgoing>>;
+
+pub struct Transport {
+    config: TransportConfig,
+    local: SocketAddr,
+    links: Mutex<Links>,
+}
+
+impl Transport {
+    /// Listens on `config.listen`; what peers send arrives on the
+    /// returned receiver.
+    pub async fn start(
+        config: TransportConfig,
+    ) -> std::io::Result<(Arc<Transport>, mpsc::Receiver<Incoming>)> {
+        let listener = TcpListener::bind(config.listen).await?;
+        let local = listener.local_addr()?;
+        let (inbox, rx) = mpsc::channel(config.inbox_messages.max(1));
+        let max = config.max_message_bytes;
+        tokio::spawn(async move {
+            loop {
+                match listener.accept().await {
+                    Ok((stream, peer)) => {
+                        let _ = stream.set_nodelay(true);
+                        tokio::spawn(crate::recv::run(stream, peer, inbox.clone(), max));
+                    }
+                    Err(e) => {
+                        tracing::warn!(error = %e, "accepting a peer failed");
+                        tokio::time::sleep(Duration::from_millis(100)).await;
+                    }
+                }
+                if inbox.is_closed() {
+                    return;
+                }
+            }
+        });
+        let t = Transport {
+            config,
+            local,
+            links: Mutex::new(HashMap::new()),
+        };
+        Ok((Arc::new(t), rx))
+    }
+
+    /// The address peers reach this node on.
+    pub fn local_addr(&self) -> SocketAddr {
+        self.local
+    }
+
+    pub fn name(&self) -> &str {
+        &self.config.name
+    }
+
+    fn link(&self, to: SocketAddr, lane: Lane) -> mpsc::Sender<Outgoing> {
+        let mut links = self.links.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some(tx) = links.get(&(to, lane)) {
+            if !tx.is_closed() {
+                return tx.clone();
+            }
+        }
+        let (tx, rx) = mpsc::channel(self.config.queue_messages.max(1));
+        tokio::spawn(send::run(to, lane, self.config.name.clone(), rx));
+        links.insert((to, lane), tx.clone());
+        tx
+    }
+
+    /// Queues `data` for `to` on `lane`; waits while that lane's queue is
+    /// full. Delivery is not confirmed: a lost connection loses what was
+    /// in flight on it (requests above time out).
+    pub async fn send(&self, to: SocketAddr, lane: Lane, data: Bytes) -> Result<(), SendError> {
+        let max = self.config.max_message_bytes;
+        if data.len() > max {
+            return Err(SendError::TooLarge {
+                len: data.len(),
+                max,
+            });
+        }
+        let not_before = match self
+            .config
+            .hook
+            .as_ref()
+            .map(|h| h.verdict(to, lane, data.len()))
+        {
+            None | Some(Verdict::Deliver) => None,
+            Some(Verdict::Delay(d)) => Some(tokio::time::Instant::now() + d),
+            Some(Verdict::Drop) => return Ok(()),
+        };
+        let mut msg = Outgoing { data, not_before };
+        // A writer whose connection failed is replaced once.
+        for _ in 0..2 {
+            match self.link(to, lane).send(msg).await {
+                Ok(()) => return Ok(()),
+                Err(mpsc::error::SendError(m)) => msg = m,
+            }
+        }
+        Err(SendError::Closed(to))
+    }
+}
