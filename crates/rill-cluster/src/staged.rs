@@ -54,6 +54,8 @@ pub enum StageError {
     NotMember(String),
     #[error("{0} is the only member of the cluster")]
     OnlyMember(String),
+    #[error("{0} cannot go: no other member would stay to own the ring")]
+    LastMember(String),
     #[error("{0} is already leaving the cluster")]
     AlreadyLeaving(String),
     #[error("{0} is the claimant; make another node the claimant first, or use leave")]
@@ -119,6 +121,17 @@ impl Staged {
         };
         let members = state.with_status(Status::is_member);
         let only = members.len() == 1;
+        if matches!(change, Change::Leave | Change::Remove) {
+            // Some member must stay to own the ring, whatever else goes.
+            let stays = state
+                .with_status(|s| matches!(s, Status::Valid | Status::Joining))
+                .into_iter()
+                .filter(|m| m != node)
+                .any(|m| !matches!(self.changes.get(&m), Some(Change::Leave | Change::Remove)));
+            if !stays && !only {
+                return Err(StageError::LastMember(node.into()));
+            }
+        }
         match &change {
             Change::Join => {
                 if status != Status::Joining {

@@ -281,6 +281,16 @@ fn staging_refuses_what_riak_refuses() {
         staged.stage(&s3, &name(2), Change::Replace(name(3))),
         Err(StageError::InvalidReplacement(name(3)))
     );
+    // Found by the membership simulation (seed 217): the last two members
+    // both staged to leave left no one to own the ring.
+    let (c2, _) = Cluster::new(2);
+    let s2 = c2.state().clone();
+    let mut st = Staged::default();
+    st.stage(&s2, &name(2), Change::Leave).unwrap();
+    assert_eq!(
+        st.stage(&s2, &name(1), Change::Leave),
+        Err(StageError::LastMember(name(1)))
+    );
     // Joining members are turned away by clear.
     c.join(&name(2));
     let me = c.claimant();
