@@ -13,6 +13,7 @@
 //!   passes in what it needs, so a simulation replays it exactly.
 
 pub mod claimant;
+pub mod codec;
 mod digest;
 pub mod member;
 pub mod render;

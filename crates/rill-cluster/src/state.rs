@@ -97,12 +97,12 @@ pub enum StateError {
 
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct ClusterState {
-    name: String,
-    members: BTreeMap<String, Member>,
-    ring: RingRegister,
-    done: BTreeSet<(u32, u64)>,
-    done_floor: u64,
-    seen: BTreeMap<String, Seen>,
+    pub(crate) name: String,
+    pub(crate) members: BTreeMap<String, Member>,
+    pub(crate) ring: RingRegister,
+    pub(crate) done: BTreeSet<(u32, u64)>,
+    pub(crate) done_floor: u64,
+    pub(crate) seen: BTreeMap<String, Seen>,
 }
 
 impl ClusterState {

@@ -148,6 +148,14 @@ proptest! {
     }
 
     #[test]
+    fn states_survive_their_bytes(ops in prop::collection::vec(op(), 0..60)) {
+        for s in replicas(&ops) {
+            let bytes = rill_cluster::codec::encode(&s);
+            prop_assert_eq!(rill_cluster::codec::decode(&bytes), Ok(s));
+        }
+    }
+
+    #[test]
     fn every_node_ends_with_the_same_state_in_any_order(ops in prop::collection::vec(op(), 0..60)) {
         let r = replicas(&ops);
         let forward = r.iter().skip(1).fold(r[0].clone(), |acc, s| merged(&acc, s));
