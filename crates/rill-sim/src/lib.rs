@@ -1,6 +1,8 @@
-//! A seeded, replayable simulation of a Rill cluster's membership
-//! (issue "The cluster", item 10; the key-value layer joins it with the
-//! vnodes): nodes hold `rill-cluster` states and gossip them over a
+//! Seeded, replayable simulations of a Rill cluster. [`kv`]: clients'
+//! gets, puts and deletes coordinated by `rill-coord`'s machines over
+//! preference lists with fallbacks, checked against a model of the
+//! acknowledged writes. This module's [`Sim`]: the membership, where nodes
+//! hold `rill-cluster` states and gossip them over a
 //! network that delays (1 to `max_delay_ticks` ticks, so messages
 //! reorder), loses (`drop_per_mille`) and partitions; they run the
 //! claimant's step on every change; operators join nodes and stage, plan
@@ -18,6 +20,8 @@
 //! [`Sim::trace`] is the same on every replay.
 
 mod check;
+pub mod kv;
+mod kv_check;
 pub mod rng;
 mod sim;
 
