@@ -51,3 +51,16 @@ fn a_kv_seed_replays_exactly() {
     assert_eq!(a, b);
     assert_eq!(ra, rb);
 }
+
+#[test]
+fn the_checks_catch_a_lost_write() {
+    // Hinted data dropped instead of handed off: some seed must lose an
+    // acknowledged write, and the checks must say so.
+    let caught = (0..50).any(|seed| {
+        let mut cfg = KvConfig::new(seed);
+        cfg.drop_hinted_data = true;
+        let mut sim = KvSim::new(cfg);
+        matches!(sim.run(), Err(e) if e.contains("was lost"))
+    });
+    assert!(caught);
+}

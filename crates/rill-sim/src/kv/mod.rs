@@ -35,6 +35,9 @@ pub struct KvConfig {
     pub drop_per_mille: u64,
     pub max_delay_ticks: u64,
     pub timeout_ticks: u64,
+    /// A deliberate fault, for the test that the checks catch a lost
+    /// write: hinted data is dropped instead of handed off.
+    pub drop_hinted_data: bool,
 }
 
 impl KvConfig {
@@ -51,6 +54,7 @@ impl KvConfig {
             drop_per_mille: 50,
             max_delay_ticks: 5,
             timeout_ticks: 30,
+            drop_hinted_data: false,
         }
     }
 }
@@ -376,7 +380,9 @@ impl KvSim {
             for ((p, key), obj) in hinted {
                 let owner = self.index_of(self.ring.owner(rill_ring::Partition(p)));
                 if self.reachable(x, owner) {
-                    self.merge_into(owner, p, true, &key, &obj);
+                    if !self.cfg.drop_hinted_data {
+                        self.merge_into(owner, p, true, &key, &obj);
+                    }
                     self.nodes[x].hinted.remove(&(p, key));
                 }
             }
