@@ -77,6 +77,9 @@ impl Node {
             basic_quorum: mode.basic_quorum,
             allow_mult: mode.allow_mult,
             deletedvclock: mode.deletedvclock,
+            // The replicas are this node's vnodes: every reply is in at
+            // once, so the answer merges them all.
+            wait_for_all: true,
         };
         let (mut fsm, first) = GetFsm::start(params, preflist.iter().map(|e| e.primary).collect());
         let mut effects: VecDeque<GetEffect> = first.into();

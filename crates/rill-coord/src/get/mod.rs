@@ -28,6 +28,11 @@ pub struct GetParams {
     pub allow_mult: bool,
     /// Answer a tombstone with its clock instead of not found.
     pub deletedvclock: bool,
+    /// Answer only once every replica has replied (or the timeout), from
+    /// all the replies: for replicas that answer at once (a node's own
+    /// vnodes), where an early answer saves nothing and a full merge is
+    /// the better answer.
+    pub wait_for_all: bool,
 }
 
 impl GetParams {
@@ -153,6 +158,9 @@ impl GetCore {
     /// fail threshold), or PR out of reach (too few primaries left), or
     /// every reply in.
     pub fn enough(&self) -> bool {
+        if self.params.wait_for_all {
+            return self.has_all();
+        }
         self.met()
             || self.num_notfound + self.num_fail >= self.params.fail_threshold()
             || self.num_pok + self.primaries_pending() < self.params.pr
@@ -253,7 +261,10 @@ impl GetCore {
         if !targets.is_empty() {
             return FinalAction::Repair(ReadRepair { targets, object: m });
         }
-        if m.is_tombstone() && found == self.primaries.len() {
+        // Only when every replica is a primary (riak_kv's rule): a
+        // primary that is down may still hold the value, and would bring
+        // it back once the tombstone is gone everywhere else.
+        if m.is_tombstone() && found == self.primaries.len() && self.primaries.iter().all(|p| *p) {
             return FinalAction::Reap(m.clock);
         }
         FinalAction::Nop

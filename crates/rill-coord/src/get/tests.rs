@@ -58,6 +58,7 @@ fn params(r: u32, pr: u32, notfound_ok: bool, basic_quorum: bool) -> GetParams {
         basic_quorum,
         allow_mult: true,
         deletedvclock: false,
+        wait_for_all: false,
     }
 }
 
@@ -259,6 +260,7 @@ fn fail_thresholds() {
             basic_quorum: bq,
             allow_mult: true,
             deletedvclock: false,
+            wait_for_all: false,
         }
         .fail_threshold()
     };
@@ -267,4 +269,50 @@ fn fail_thresholds() {
     assert_eq!(t(3, 1, true), 2);
     assert_eq!(t(5, 1, true), 3);
     assert_eq!(t(3, 3, false), 1);
+}
+
+#[test]
+fn waiting_for_all_answers_from_every_reply() {
+    let v1 = obj("a", "v1", None);
+    let v2 = obj("a", "v2", Some(&v1));
+    let mut p = params(1, 0, true, false);
+    p.wait_for_all = true;
+    let (mut fsm, _) = GetFsm::start(p, vec![true; 3]);
+    // R = 1 is met by the first reply, but the answer waits for the
+    // newer value the third replica holds.
+    assert!(fsm.reply(0, GetReply::Found(v1.clone())).is_empty());
+    assert!(fsm.reply(1, GetReply::NotFound).is_empty());
+    let e = fsm.reply(2, GetReply::Found(v2.clone()));
+    assert_eq!(e[0], GetEffect::Answer(GetOutcome::Found(v2.clone())));
+    // Errors count every reply.
+    let mut p = params(3, 0, true, false);
+    p.wait_for_all = true;
+    let (mut fsm, _) = GetFsm::start(p, vec![true; 3]);
+    fsm.reply(
+        0,
+        GetReply::Failed {
+            reason: "disk".into(),
+            overload: false,
+        },
+    );
+    fsm.reply(1, GetReply::Found(v1.clone()));
+    let e = fsm.reply(2, GetReply::Found(v1.clone()));
+    assert_eq!(
+        e[0],
+        GetEffect::Answer(GetOutcome::Err(CoordError::RUnsatisfied {
+            need: 3,
+            got: 2
+        }))
+    );
+}
+
+#[test]
+fn a_tombstone_is_not_reaped_when_a_fallback_answered() {
+    let v1 = obj("a", "v1", None);
+    let t = tomb(&v1);
+    let (mut fsm, _) = GetFsm::start(params(2, 0, true, false), vec![true, true, false]);
+    fsm.reply(0, GetReply::Found(t.clone()));
+    fsm.reply(1, GetReply::Found(t.clone()));
+    let e = fsm.reply(2, GetReply::Found(t.clone()));
+    assert_eq!(e, vec![GetEffect::Done], "a primary is down: no reap");
 }

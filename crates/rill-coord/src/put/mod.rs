@@ -203,7 +203,11 @@ impl PutCore {
                 return Err(CoordError::Failed(reason.clone()));
             }
         }
-        if self.num_dw < p.dw {
+        // The quorum the failures put out of reach (DW first, as
+        // riak_kv_put_core); otherwise the one still short.
+        let dw_out = self.num_fail >= self.dw_fail_threshold();
+        let w_out = self.num_fail >= self.w_fail_threshold();
+        if dw_out || (!w_out && self.num_dw < p.dw) {
             return Err(CoordError::DwUnsatisfied {
                 need: p.dw,
                 got: self.num_dw,

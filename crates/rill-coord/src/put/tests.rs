@@ -128,6 +128,8 @@ fn answers_from_a_table() {
         // W above DW: fails as soon as too many replicas did (Riak waits
         // for the timeout).
         (3, 1, 0, "1x", 1, "{w_val_unsatisfied,3,1}", None),
+        // W out of reach while DW can still be met: W is what failed.
+        (3, 2, 0, "1x", 1, "{w_val_unsatisfied,3,1}", None),
     ];
     for (w, dw, pw, replies, at, want, everywhere) in table {
         let got = run(params(*w, *dw, *pw), replies);

@@ -50,6 +50,7 @@ impl KvSim {
             basic_quorum: false,
             allow_mult: true,
             deletedvclock: true,
+            wait_for_all: false,
         };
         let (fsm, effects) = GetFsm::start(params, pl.iter().map(|t| t.2).collect());
         let op = self.next_op;
