@@ -112,16 +112,25 @@ pub(crate) fn advance(
     }
     if ring.owners.iter().any(|o| removed_owner(o)) {
         let c = claim(&ring.owners, &claiming, target_n_val).expect("members and partitions");
+        // Down members take nothing new: no one could hand it to them.
+        let down = |n: &str| state.status(n) == Some(Status::Down);
         for (p, o) in ring.owners.iter_mut().enumerate() {
             if removed_owner(o) {
-                *o = c.owners[p].clone();
+                let to = if down(&c.owners[p]) {
+                    claiming.iter().find(|m| !down(m)).unwrap_or(&c.owners[p])
+                } else {
+                    &c.owners[p]
+                };
+                *o = to.clone();
                 out.reassigned += 1;
             }
         }
     }
-    let pending_from = |n: &str, next: &[Transfer]| next.iter().any(|t| t.from == n);
+    // A leaving member goes once it owns nothing and nothing moves from
+    // or to it (a transfer to it would make it an owner again).
+    let pending = |n: &str, next: &[Transfer]| next.iter().any(|t| t.from == n || t.to == n);
     for n in state.with_status(|s| s == Status::Leaving) {
-        if !ring.owners.contains(&n) && !pending_from(&n, &ring.next) {
+        if !ring.owners.contains(&n) && !pending(&n, &ring.next) {
             out.exited.push(n);
         }
     }
@@ -134,8 +143,34 @@ pub(crate) fn advance(
         let c = claim(&ring.owners, &claiming, target_n_val).expect("members and partitions");
         out.violations = c.violations;
         let id = state.ring().version + 1;
-        for (p, (old, new)) in ring.owners.iter().zip(&c.owners).enumerate() {
-            if old != new {
+        let down = |n: &str| state.status(n) == Some(Status::Down);
+        // Nothing moves from or to a down member: it could not hand off
+        // or take over, and the transfer would be dropped and planned
+        // again at every step. It keeps what it owns; what the claim gives
+        // it from a member that must let go (a leaving one) goes to the
+        // least loaded member that is up instead.
+        let mut target = c.owners.clone();
+        let mut load: std::collections::BTreeMap<&str, usize> = claiming
+            .iter()
+            .filter(|m| !down(m))
+            .map(|m| (m.as_str(), 0))
+            .collect();
+        for o in &target {
+            if let Some(n) = load.get_mut(o.as_str()) {
+                *n += 1;
+            }
+        }
+        for (p, t) in target.iter_mut().enumerate() {
+            let old = &ring.owners[p];
+            if down(t) && old != t && !down(old) && !claiming.contains(old) {
+                if let Some((&m, _)) = load.iter().min_by_key(|(m, n)| (**n, **m)) {
+                    *t = m.to_string();
+                    *load.get_mut(m).expect("a member") += 1;
+                }
+            }
+        }
+        for (p, (old, new)) in ring.owners.iter().zip(&target).enumerate() {
+            if old != new && !down(old) && !down(new) {
                 ring.next.push(Transfer {
                     partition: p as u32,
                     from: old.clone(),
@@ -157,17 +192,10 @@ fn commit(state: &mut ClusterState, me: &str, ring: crate::state::RingRegister, 
         let _ = state.set_status(me, n, Status::Invalid);
     }
     if ring.owners != state.ring().owners || ring.next != state.ring().next {
-        let floor = ring
-            .next
-            .iter()
-            .map(|t| t.id)
-            .min()
-            .unwrap_or(state.ring().version + 1);
         state.write_ring(me, |r| {
             r.owners = ring.owners;
             r.next = ring.next;
         });
-        state.raise_done_floor(floor);
     }
     out
 }

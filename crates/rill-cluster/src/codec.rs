@@ -11,7 +11,7 @@
 //! ring: version u64, writer u16, claimant u16,
 //!       u16 partitions, owner u16 each,
 //!       u32 transfers, each: partition u32, from u16, to u16, id u64
-//! done: floor u64, u32 count, each: partition u32, id u64
+//! done: u32 count, each: partition u32, id u64, from u16, to u16
 //! seen: u16 count, each: name u16, counter u64, digest u64
 //! crc32 of everything before it
 //! ```
@@ -108,6 +108,10 @@ pub fn encode(s: &ClusterState) -> Vec<u8> {
         names.add(&t.from);
         names.add(&t.to);
     }
+    for (_, _, from, to) in &s.ring.done {
+        names.add(from);
+        names.add(to);
+    }
     for n in s.seen.keys() {
         names.add(n);
     }
@@ -141,11 +145,12 @@ pub fn encode(s: &ClusterState) -> Vec<u8> {
         out.extend_from_slice(&names.of(&t.to));
         out.extend_from_slice(&t.id.to_be_bytes());
     }
-    out.extend_from_slice(&s.done_floor.to_be_bytes());
-    out.extend_from_slice(&(s.done.len() as u32).to_be_bytes());
-    for (p, id) in &s.done {
+    out.extend_from_slice(&(r.done.len() as u32).to_be_bytes());
+    for (p, id, from, to) in &r.done {
         out.extend_from_slice(&p.to_be_bytes());
         out.extend_from_slice(&id.to_be_bytes());
+        out.extend_from_slice(&names.of(from));
+        out.extend_from_slice(&names.of(to));
     }
     out.extend_from_slice(&(s.seen.len() as u16).to_be_bytes());
     for (n, seen) in &s.seen {
@@ -282,14 +287,14 @@ pub fn decode(b: &[u8]) -> Result<ClusterState, CodecError> {
             id,
         });
     }
-    let done_floor = r.u64()?;
     let done_count = r.u32()? as usize;
-    if done_count > r.b.len() / 12 {
+    if done_count > r.b.len() / 16 {
         return Err(CodecError::Short);
     }
     let mut done = BTreeSet::new();
     for _ in 0..done_count {
-        done.insert((r.u32()?, r.u64()?));
+        let (p, id) = (r.u32()?, r.u64()?);
+        done.insert((p, id, name(r.u16()?)?, name(r.u16()?)?));
     }
     let mut seen = BTreeMap::new();
     for _ in 0..r.u16()? {
@@ -310,9 +315,8 @@ pub fn decode(b: &[u8]) -> Result<ClusterState, CodecError> {
             claimant,
             owners,
             next,
+            done,
         },
-        done,
-        done_floor,
         seen,
     })
 }

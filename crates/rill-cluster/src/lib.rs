@@ -23,4 +23,4 @@ pub mod state;
 pub use claimant::{claiming_members, step};
 pub use member::{Member, Status};
 pub use staged::{Change, Plan, StageError, Staged, Transition};
-pub use state::{ClusterState, RingRegister, Seen, StateError, Transfer};
+pub use state::{ClusterState, RingRegister, Seen, StateError, Transfer, TransferKey};

@@ -2,7 +2,8 @@
 //!
 //! A member's entry is a last-writer-wins register: each write carries a
 //! version one above the highest the writer has seen for that member, and
-//! the writer's name; of two entries the higher (version, writer, status)
+//! the writer's name; of two entries the higher (version, status by
+//! riak_core's precedence, writer)
 //! wins. That is a total order, so the merge is commutative, associative
 //! and idempotent, and every node that has seen the same entries agrees.
 
@@ -89,9 +90,20 @@ pub struct Member {
 }
 
 impl Member {
-    /// The order of the merge: the higher wins.
-    fn key(&self) -> (u64, &str, Status) {
-        (self.version, &self.writer, self.status)
+    /// The order of the merge: the higher wins; at equal versions the
+    /// status by riak_core's precedence (invalid, down, joining, valid,
+    /// exiting, leaving: a removal is never undone by a concurrent
+    /// write), then the writer.
+    fn key(&self) -> (u64, u8, &str) {
+        let rank = match self.status {
+            Status::Leaving => 0,
+            Status::Exiting => 1,
+            Status::Valid => 2,
+            Status::Joining => 3,
+            Status::Down => 4,
+            Status::Invalid => 5,
+        };
+        (self.version, rank, &self.writer)
     }
 
     /// The entry two nodes agree on after exchanging theirs.
@@ -138,7 +150,20 @@ mod tests {
     }
 
     #[test]
-    fn the_higher_version_wins_then_the_writer() {
+    fn at_equal_versions_a_removal_wins() {
+        let m = |status, writer: &str| Member {
+            status,
+            version: 7,
+            writer: writer.into(),
+        };
+        let removed = m(Invalid, "a");
+        let back = m(Valid, "z");
+        assert_eq!(Member::merge(&removed, &back), removed);
+        assert_eq!(Member::merge(&back, &removed), removed);
+    }
+
+    #[test]
+    fn the_higher_version_wins_then_the_status() {
         let m = |status, version, writer: &str| Member {
             status,
             version,

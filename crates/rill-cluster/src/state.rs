@@ -12,9 +12,13 @@
 //!   version above the highest it has seen, so a newer ring wins; two
 //!   claimants on both sides of a partition resolve the same way
 //!   everywhere.
-//! - Transfers done are a grow-only set, pruned below a floor that only
-//!   rises (the claimant raises it past the transfers it has applied), so
-//!   it stays small and the merge stays a join.
+//! - Transfers done are marks on the ring register they belong to: two
+//!   copies of the same register merge their marks (a grow-only set), and
+//!   a newer register wins with its own marks (the claimant carries over
+//!   those of transfers still pending). That is a lexicographic join, so
+//!   the merge stays a join, and a mark can never be taken for a transfer
+//!   of another ring (a node whose mark was on a ring that lost marks its
+//!   transfer again).
 //! - `seen` keeps, per node, the digest of the members and ring it last
 //!   saw, with a counter only that node raises.
 
@@ -34,10 +38,14 @@ pub struct Transfer {
 }
 
 impl Transfer {
-    pub fn key(&self) -> (u32, u64) {
-        (self.partition, self.id)
+    /// Names the transfer exactly: a mark for it is for it alone.
+    pub fn key(&self) -> TransferKey {
+        (self.partition, self.id, self.from.clone(), self.to.clone())
     }
 }
+
+/// (partition, planning version, from, to).
+pub type TransferKey = (u32, u64, String, String);
 
 /// The ring as the claimant last wrote it.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -49,6 +57,8 @@ pub struct RingRegister {
     pub owners: Vec<String>,
     /// Pending transfers, by partition.
     pub next: Vec<Transfer>,
+    /// Transfers of `next` whose data has moved.
+    pub done: BTreeSet<TransferKey>,
 }
 
 impl RingRegister {
@@ -100,8 +110,6 @@ pub struct ClusterState {
     pub(crate) name: String,
     pub(crate) members: BTreeMap<String, Member>,
     pub(crate) ring: RingRegister,
-    pub(crate) done: BTreeSet<(u32, u64)>,
-    pub(crate) done_floor: u64,
     pub(crate) seen: BTreeMap<String, Seen>,
 }
 
@@ -126,9 +134,8 @@ impl ClusterState {
                 claimant: node.to_string(),
                 owners: vec![node.to_string(); ring_size as usize],
                 next: Vec::new(),
+                done: BTreeSet::new(),
             },
-            done: BTreeSet::new(),
-            done_floor: 0,
             seen: BTreeMap::new(),
         };
         s.see(node);
@@ -174,7 +181,7 @@ impl ClusterState {
     }
 
     pub fn is_done(&self, t: &Transfer) -> bool {
-        self.done.contains(&t.key())
+        self.ring.done.contains(&t.key())
     }
 
     pub fn seen(&self) -> &BTreeMap<String, Seen> {
@@ -255,22 +262,16 @@ impl ClusterState {
         next.version = self.ring.version + 1;
         next.writer = actor.to_string();
         next.next.sort();
+        let pending: BTreeSet<TransferKey> = next.next.iter().map(Transfer::key).collect();
+        next.done.retain(|k| pending.contains(k));
         self.ring = next;
     }
 
-    /// Records a transfer as done (its data is at the new owner).
+    /// Records a transfer of the current ring as done (its data is at the
+    /// new owner); a transfer the ring no longer plans is not marked.
     pub fn mark_done(&mut self, t: &Transfer) {
-        if t.id >= self.done_floor {
-            self.done.insert(t.key());
-        }
-    }
-
-    /// Forgets transfers done before `floor` (the claimant has applied
-    /// them); the floor never falls.
-    pub fn raise_done_floor(&mut self, floor: u64) {
-        if floor > self.done_floor {
-            self.done_floor = floor;
-            self.done.retain(|&(_, id)| id >= floor);
+        if self.ring.next.contains(t) {
+            self.ring.done.insert(t.key());
         }
     }
 
@@ -290,13 +291,11 @@ impl ClusterState {
             };
             self.members.insert(n.clone(), merged);
         }
-        if other.ring.key() > self.ring.key() {
-            self.ring = other.ring.clone();
+        match other.ring.key().cmp(&self.ring.key()) {
+            std::cmp::Ordering::Greater => self.ring = other.ring.clone(),
+            std::cmp::Ordering::Equal => self.ring.done.extend(other.ring.done.iter().cloned()),
+            std::cmp::Ordering::Less => {}
         }
-        self.done.extend(other.done.iter().copied());
-        let floor = self.done_floor.max(other.done_floor);
-        self.done_floor = 0;
-        self.raise_done_floor(floor);
         for (n, s) in &other.seen {
             let take = match self.seen.get(n) {
                 Some(mine) => (s.counter, s.digest) > (mine.counter, mine.digest),

@@ -32,10 +32,6 @@ enum Op {
         actor: usize,
         partition: u32,
     },
-    RaiseFloor {
-        actor: usize,
-        by: u64,
-    },
     See {
         actor: usize,
     },
@@ -59,7 +55,6 @@ fn op() -> impl Strategy<Value = Op> {
             to
         }),
         (0..n, 0..8u32).prop_map(|(actor, partition)| Op::MarkDone { actor, partition }),
-        (0..n, 0..3u64).prop_map(|(actor, by)| Op::RaiseFloor { actor, by }),
         (0..n).prop_map(|actor| Op::See { actor }),
         (0..n, 0..n).prop_map(|(from, to)| Op::Exchange { from, to }),
     ]
@@ -107,10 +102,6 @@ fn replicas(ops: &[Op]) -> Vec<ClusterState> {
                 {
                     s.mark_done(&t);
                 }
-            }
-            Op::RaiseFloor { actor, by } => {
-                let v = r[actor].ring().version;
-                r[actor].raise_done_floor(v.saturating_sub(by));
             }
             Op::See { actor } => {
                 r[actor].see(NODES[actor]);

@@ -360,3 +360,99 @@ leave          'dev4@127.0.0.1'
     let status = rill_cluster::render::member_status(c.state());
     assert!(status.contains("Valid:3 / Leaving:1"), "{status}");
 }
+
+// The review's cases, each fixed in the claimant or the state.
+
+#[test]
+fn a_leaving_node_with_a_transfer_to_it_does_not_exit() {
+    let mut s = ClusterState::new("rill", &name(1), 8);
+    for n in [2, 3] {
+        s.set_status(&name(n), &name(n), Status::Joining).unwrap();
+        s.set_status(&name(1), &name(n), Status::Valid).unwrap();
+    }
+    s.write_ring(&name(1), |r| {
+        r.next.push(rill_cluster::Transfer {
+            partition: 0,
+            from: name(1),
+            to: name(3),
+            id: 2,
+        })
+    });
+    s.set_status(&name(1), &name(3), Status::Leaving).unwrap();
+    s.see(&name(1));
+    s.see(&name(2));
+    s.see(&name(3));
+    let step = rill_cluster::step(&mut s, &name(1), N);
+    assert!(step.exited.is_empty(), "{step:?}");
+    assert_eq!(s.status(&name(3)), Some(Status::Leaving));
+}
+
+#[test]
+fn nothing_moves_to_or_from_a_down_node_and_a_leave_still_completes() {
+    let (mut c, mut staged) = Cluster::new(4);
+    // dev4 is marked down (riak-admin down), then dev3 leaves.
+    let me = c.claimant();
+    c.nodes
+        .get_mut(&me)
+        .unwrap()
+        .set_status(&me, &name(4), Status::Down)
+        .unwrap();
+    let down_state = c.nodes.remove(&name(4)).unwrap();
+    c.gossip();
+    staged.stage(c.state(), &name(3), Change::Leave).unwrap();
+    let plan = c.plan(&staged).unwrap();
+    for (from, to) in plan.transitions[0].transfers.keys() {
+        assert!(*from != name(4) && *to != name(4), "{from} -> {to}");
+    }
+    c.commit(&mut staged, &plan).unwrap();
+    c.finish_transfers();
+    assert_eq!(c.state().status(&name(3)), Some(Status::Invalid));
+    assert!(!c.state().owners().contains(&name(3)));
+    let kept = down_state
+        .owners()
+        .iter()
+        .filter(|o| **o == name(4))
+        .count();
+    let now = c.state().owners().iter().filter(|o| **o == name(4)).count();
+    assert_eq!(kept, now, "the down node keeps what it owned");
+}
+
+#[test]
+fn more_members_than_partitions_plan_without_panic() {
+    let mut s = ClusterState::new("rill", &name(1), 4);
+    for n in 2..=6 {
+        s.set_status(&name(n), &name(n), Status::Joining).unwrap();
+    }
+    s.see(&name(1));
+    let plan = Staged::default().plan(&s, &name(1), N).unwrap();
+    let owners: std::collections::BTreeSet<&String> =
+        plan.transitions[0].owners_after.iter().collect();
+    assert_eq!(owners.len(), 4, "four partitions, four owners");
+}
+
+#[test]
+fn a_done_mark_counts_only_for_its_own_transfer() {
+    let mut a = ClusterState::new("rill", &name(1), 8);
+    a.set_status(&name(2), &name(2), Status::Joining).unwrap();
+    a.set_status(&name(3), &name(3), Status::Joining).unwrap();
+    let mut b = a.clone();
+    // Two claimants plan partition 0 at the same version, to different
+    // nodes; one transfer is done.
+    let t = |to: usize| rill_cluster::Transfer {
+        partition: 0,
+        from: name(1),
+        to: name(to),
+        id: 2,
+    };
+    a.write_ring(&name(1), |r| r.next.push(t(2)));
+    b.write_ring(&name(9), |r| r.next.push(t(3)));
+    a.mark_done(&t(2));
+    let mut m = a.clone();
+    m.merge(&b).unwrap();
+    let winner = m.ring().next[0].clone();
+    assert_eq!(m.is_done(&winner), winner == t(2), "{winner:?}");
+    // Merged either way round, the same.
+    let mut m2 = b.clone();
+    m2.merge(&a).unwrap();
+    assert_eq!(m, m2);
+}

@@ -39,8 +39,6 @@ pub enum ClaimError {
     NoMembers,
     #[error("a claim needs at least one partition")]
     NoPartitions,
-    #[error("{members} members for {partitions} partitions: a member would own none")]
-    TooManyMembers { members: usize, partitions: usize },
 }
 
 /// The outcome of a claim.
@@ -56,7 +54,8 @@ pub struct Claim {
 
 /// Claims the ring for `members` (any order; duplicates ignored), starting
 /// from `current` (one owner per partition; owners that are not members
-/// give their partitions up).
+/// give their partitions up). With more members than partitions, some
+/// members own none (k = 0).
 pub fn claim(
     current: &[String],
     members: &[String],
@@ -70,12 +69,6 @@ pub fn claim(
     }
     if current.is_empty() {
         return Err(ClaimError::NoPartitions);
-    }
-    if names.len() > current.len() {
-        return Err(ClaimError::TooManyMembers {
-            members: names.len(),
-            partitions: current.len(),
-        });
     }
     let index: BTreeMap<&str, usize> = names.iter().enumerate().map(|(i, n)| (*n, i)).collect();
     let start: Vec<Option<usize>> = current
