@@ -3,6 +3,10 @@
 //! back when the receiver is made again (after a restart).
 
 use crate::{Cursor, Item, ToReceiver, ToSender, TransferId};
+use std::collections::BTreeMap;
+
+/// Batches a receiver holds while it stores another, at most.
+pub const BUFFERED_BATCHES: usize = 16;
 
 #[derive(Clone, Debug)]
 pub struct ReceiverConfig {
@@ -44,6 +48,9 @@ pub struct Receiver {
     expected: u64,
     /// A batch handed to the caller to store, not yet confirmed.
     storing: Option<u64>,
+    /// Batches that came while another was being stored, by sequence
+    /// (at most [`BUFFERED_BATCHES`]: a sender's window is smaller).
+    buffered: BTreeMap<u64, (Vec<Item>, Cursor)>,
     /// Finish came before the last batch was stored.
     finish_pending: Option<u64>,
     last_heard_ms: u64,
@@ -66,6 +73,7 @@ impl Receiver {
             session,
             expected: 0,
             storing: None,
+            buffered: BTreeMap::new(),
             finish_pending: None,
             last_heard_ms: now_ms,
             over: false,
@@ -103,13 +111,17 @@ impl Receiver {
                 cursor,
             } if session == self.session => {
                 self.last_heard_ms = now_ms;
-                if seq != self.expected || self.storing.is_some() {
-                    // Out of order or a repeat: a sender that lost track
+                let ahead = seq.saturating_sub(self.expected);
+                if seq < self.expected
+                    || self.storing == Some(seq)
+                    || ahead as usize >= BUFFERED_BATCHES
+                {
+                    // A repeat, or too far ahead: a sender that lost track
                     // opens a new session; nothing is stored twice.
                     return Vec::new();
                 }
-                self.storing = Some(seq);
-                vec![ReceiverEffect::Store { seq, items, cursor }]
+                self.buffered.entry(seq).or_insert((items, cursor));
+                self.next_store()
             }
             ToReceiver::Keepalive { session } if session == self.session => {
                 self.last_heard_ms = now_ms;
@@ -121,6 +133,25 @@ impl Receiver {
                 self.maybe_finish()
             }
             _ => Vec::new(),
+        }
+    }
+
+    /// Hands the next batch in order to the caller, if it is here and
+    /// none is being stored.
+    fn next_store(&mut self) -> Vec<ReceiverEffect> {
+        if self.storing.is_some() {
+            return Vec::new();
+        }
+        match self.buffered.remove(&self.expected) {
+            Some((items, cursor)) => {
+                self.storing = Some(self.expected);
+                vec![ReceiverEffect::Store {
+                    seq: self.expected,
+                    items,
+                    cursor,
+                }]
+            }
+            None => Vec::new(),
         }
     }
 
@@ -136,13 +167,14 @@ impl Receiver {
             session: self.session,
             seq,
         })];
+        out.extend(self.next_store());
         out.extend(self.maybe_finish());
         out
     }
 
     fn maybe_finish(&mut self) -> Vec<ReceiverEffect> {
         match self.finish_pending {
-            Some(n) if n == self.expected && self.storing.is_none() => {
+            Some(n) if n == self.expected && self.storing.is_none() && self.buffered.is_empty() => {
                 self.over = true;
                 vec![
                     ReceiverEffect::Finished,

@@ -231,12 +231,18 @@ impl Sender {
         }
         self.reading = false;
         let mut out = Vec::new();
+        // A read may pass over items it leaves out and return none, with
+        // the cursor after them: the next read starts there.
+        if let Some(c) = &cursor {
+            self.read_after = Some(c.clone());
+        }
         if !items.is_empty() {
+            let Some(cursor) = cursor else {
+                return self.retry("a read returned items without a cursor", now_ms);
+            };
             let seq = self.next_seq;
             self.next_seq += 1;
             self.items_sent += items.len() as u64;
-            let cursor = cursor.expect("a read that returns items gives the cursor after them");
-            self.read_after = Some(cursor.clone());
             self.unacked.push_back((seq, now_ms));
             self.last_sent_ms = now_ms;
             out.push(SenderEffect::Send(ToReceiver::Batch {
@@ -252,6 +258,15 @@ impl Sender {
         out.extend(self.pump());
         out.extend(self.finish_if_all_acked(now_ms));
         out
+    }
+
+    /// The read asked for failed: a new session (after which the read is
+    /// asked again), or giving up after the retries.
+    pub fn read_failed(&mut self, session: u64, why: &str, now_ms: u64) -> Vec<SenderEffect> {
+        if session != self.session || !self.reading || self.phase == Phase::Over {
+            return Vec::new();
+        }
+        self.retry(&format!("reading the partition failed: {why}"), now_ms)
     }
 
     /// The connection to the receiver broke: a new session.

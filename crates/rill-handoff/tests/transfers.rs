@@ -330,3 +330,76 @@ fn messages_of_an_old_session_are_ignored() {
     ));
     assert_eq!(r.receive(b(0), 1), vec![], "still storing it");
 }
+
+/// Stores that finish later (as a durable write does), and reads that
+/// pass over items and return none.
+#[test]
+fn batches_arriving_while_one_is_stored_are_kept_in_order() {
+    let (mut r, _) = Receiver::open(ReceiverConfig::default(), transfer(), 1, None, 0);
+    let b = |seq: u64| ToReceiver::Batch {
+        session: 1,
+        seq,
+        items: vec![Item {
+            key: vec![seq as u8],
+            value: vec![],
+        }],
+        cursor: vec![seq as u8],
+    };
+    let stores = |e: &[ReceiverEffect]| -> Vec<u64> {
+        e.iter()
+            .filter_map(|x| match x {
+                ReceiverEffect::Store { seq, .. } => Some(*seq),
+                _ => None,
+            })
+            .collect()
+    };
+    assert_eq!(stores(&r.receive(b(0), 1)), vec![0]);
+    assert!(r.receive(b(1), 1).is_empty(), "kept while 0 is stored");
+    assert!(
+        r.receive(b(0), 1).is_empty(),
+        "a repeat of the one being stored"
+    );
+    let e = r.stored(0, 2);
+    assert_eq!(
+        e[0],
+        ReceiverEffect::Send(ToSender::Ack { session: 1, seq: 0 })
+    );
+    assert_eq!(stores(&e), vec![1], "the kept one follows at once");
+    assert!(r
+        .receive(
+            ToReceiver::Finish {
+                session: 1,
+                batches: 2
+            },
+            3
+        )
+        .is_empty());
+    let e = r.stored(1, 4);
+    assert!(e.contains(&ReceiverEffect::Finished), "{e:?}");
+}
+
+#[test]
+fn a_read_that_returns_no_items_moves_the_cursor_on() {
+    let (mut s, e) = Sender::start(cfg(), transfer(), 0);
+    assert!(matches!(e[0], SenderEffect::Send(ToReceiver::Open { .. })));
+    let e = s.receive(
+        ToSender::Resume {
+            session: 1,
+            after: None,
+        },
+        1,
+    );
+    assert!(matches!(e[0], SenderEffect::Read { after: None, .. }));
+    // Nothing to send in this stretch, but the read got past "k5".
+    let e = s.read(1, vec![], Some(b"k5".to_vec()), true, 2);
+    match &e[0] {
+        SenderEffect::Read { after, .. } => assert_eq!(after.as_deref(), Some(&b"k5"[..])),
+        other => panic!("{other:?}"),
+    }
+    // A failed read starts a new session.
+    let e = s.read_failed(1, "disk", 3);
+    assert!(matches!(
+        e[0],
+        SenderEffect::Send(ToReceiver::Open { session: 2, .. })
+    ));
+}
