@@ -13,7 +13,7 @@ use tokio::sync::mpsc;
 
 /// Messages being reassembled on one connection at most (a writer has at
 /// most 16 in flight).
-const PARTIAL_MESSAGES: usize = 64;
+const PARTIAL_MESSAGES: usize = 16;
 
 #[derive(Debug, thiserror::Error)]
 enum RecvError {
@@ -69,6 +69,7 @@ async fn read(
     // Messages being reassembled: declared length, bytes so far (grown as
     // they come, so memory follows what the peer really sent).
     let mut partial: HashMap<u64, (usize, BytesMut)> = HashMap::new();
+    let mut partial_bytes = 0usize;
     loop {
         let c = match next_frame(stream, &mut buf).await? {
             Frame::Chunk(c) => c,
@@ -101,6 +102,12 @@ async fn read(
                 )))
             }
         };
+        partial_bytes += c.payload.len();
+        if partial_bytes > 2 * max_message_bytes {
+            return Err(RecvError::Protocol(
+                "more bytes in reassembly than two messages of the limit".into(),
+            ));
+        }
         if data.len() + c.payload.len() > total {
             return Err(RecvError::Protocol(format!(
                 "message {} is longer than it said",
@@ -115,6 +122,7 @@ async fn read(
                     c.msg_id
                 )));
             }
+            partial_bytes -= data.len();
             let msg = Incoming {
                 from: from.clone(),
                 lane,

@@ -5,8 +5,10 @@ use crate::frame::{chunk_header, encode_hello};
 use crate::lane::Lane;
 use crate::schedule::Schedule;
 use bytes::Bytes;
-use std::collections::VecDeque;
+use std::collections::{HashMap, VecDeque};
 use std::net::SocketAddr;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
 use tokio::io::AsyncWriteExt;
 use tokio::net::TcpStream;
 use tokio::sync::mpsc;
@@ -25,6 +27,17 @@ pub(crate) struct Outgoing {
 /// back-pressure.
 const IN_FLIGHT_MESSAGES: usize = 16;
 
+/// A peer that cannot be reached: sends to it fail at once until then.
+pub(crate) type Unreachable = Arc<Mutex<HashMap<SocketAddr, Instant>>>;
+
+/// A connect that takes longer fails.
+const CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
+/// A peer that could not be reached is not tried again for this long.
+pub(crate) const RETRY_AFTER: Duration = Duration::from_secs(1);
+/// A write that makes no progress for this long drops the connection (a
+/// peer that stopped reading).
+const WRITE_TIMEOUT: Duration = Duration::from_secs(30);
+
 /// Runs until the queue closes or the connection fails (what was in
 /// flight is lost; the next send makes a new writer).
 pub(crate) async fn run(
@@ -32,11 +45,25 @@ pub(crate) async fn run(
     lane: Lane,
     name: String,
     mut rx: mpsc::Receiver<Outgoing>,
+    unreachable: Unreachable,
 ) {
-    let mut stream = match TcpStream::connect(to).await {
-        Ok(s) => s,
-        Err(e) => {
-            tracing::warn!(peer = %to, %lane, error = %e, "cannot connect; messages on this lane are dropped until the next send");
+    let connected = tokio::time::timeout(CONNECT_TIMEOUT, TcpStream::connect(to)).await;
+    let mut stream = match connected {
+        Ok(Ok(s)) => s,
+        Ok(Err(e)) => {
+            tracing::warn!(peer = %to, %lane, error = %e, "cannot connect; sends to it fail for a while");
+            unreachable
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .insert(to, Instant::now() + RETRY_AFTER);
+            return;
+        }
+        Err(_) => {
+            tracing::warn!(peer = %to, %lane, "connecting timed out; sends to it fail for a while");
+            unreachable
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .insert(to, Instant::now() + RETRY_AFTER);
             return;
         }
     };
@@ -70,9 +97,18 @@ pub(crate) async fn run(
                 std::io::IoSlice::new(&header),
                 std::io::IoSlice::new(&c.payload),
             ];
-            if let Err(e) = write_all_vectored(&mut stream, &mut bufs).await {
-                tracing::warn!(peer = %to, %lane, error = %e, "connection lost");
-                return;
+            match tokio::time::timeout(WRITE_TIMEOUT, write_all_vectored(&mut stream, &mut bufs))
+                .await
+            {
+                Ok(Ok(())) => {}
+                Ok(Err(e)) => {
+                    tracing::warn!(peer = %to, %lane, error = %e, "connection lost");
+                    return;
+                }
+                Err(_) => {
+                    tracing::warn!(peer = %to, %lane, "the peer stopped reading; connection dropped");
+                    return;
+                }
             }
             continue;
         }

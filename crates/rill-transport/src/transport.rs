@@ -72,6 +72,8 @@ pub enum SendError {
     TooLarge { len: usize, max: usize },
     #[error("the link to {0} is closed")]
     Closed(SocketAddr),
+    #[error("{0} cannot be reached (its last connect failed); try again later")]
+    Unreachable(SocketAddr),
 }
 
 type Links = HashMap<(SocketAddr, Lane), mpsc::Sender<Outgoing>>;
@@ -80,6 +82,7 @@ pub struct Transport {
     config: TransportConfig,
     local: SocketAddr,
     links: Mutex<Links>,
+    unreachable: send::Unreachable,
 }
 
 impl Transport {
@@ -113,6 +116,7 @@ impl Transport {
             config,
             local,
             links: Mutex::new(HashMap::new()),
+            unreachable: Default::default(),
         };
         Ok((Arc::new(t), rx))
     }
@@ -134,7 +138,13 @@ impl Transport {
             }
         }
         let (tx, rx) = mpsc::channel(self.config.queue_messages.max(1));
-        tokio::spawn(send::run(to, lane, self.config.name.clone(), rx));
+        tokio::spawn(send::run(
+            to,
+            lane,
+            self.config.name.clone(),
+            rx,
+            self.unreachable.clone(),
+        ));
         links.insert((to, lane), tx.clone());
         tx
     }
@@ -160,6 +170,18 @@ impl Transport {
             Some(Verdict::Delay(d)) => Some(tokio::time::Instant::now() + d),
             Some(Verdict::Drop) => return Ok(()),
         };
+        {
+            let mut u = self.unreachable.lock().unwrap_or_else(|e| e.into_inner());
+            match u.get(&to) {
+                Some(until) if *until > tokio::time::Instant::now() => {
+                    return Err(SendError::Unreachable(to));
+                }
+                Some(_) => {
+                    u.remove(&to);
+                }
+                None => {}
+            }
+        }
         let mut msg = Outgoing { data, not_before };
         // A writer whose connection failed is replaced once.
         for _ in 0..2 {
@@ -168,6 +190,16 @@ impl Transport {
                 Err(mpsc::error::SendError(m)) => msg = m,
             }
         }
-        Err(SendError::Closed(to))
+        // Both writers ended at once: most likely the connect failed.
+        let marked = self
+            .unreachable
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .contains_key(&to);
+        Err(if marked {
+            SendError::Unreachable(to)
+        } else {
+            SendError::Closed(to)
+        })
     }
 }

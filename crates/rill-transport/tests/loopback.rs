@@ -175,3 +175,31 @@ async fn messages_over_the_limit_are_refused() {
         "{err}"
     );
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_peer_that_cannot_be_reached_fails_sends_fast() {
+    let (a, _) = node("a@127.0.0.1", None).await;
+    // A port nothing listens on.
+    let closed = {
+        let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        l.local_addr().unwrap()
+    };
+    // The first sends are queued; once the connect has failed, sends say
+    // so at once. Bounded wait.
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(30);
+    loop {
+        match a.send(closed, Lane::Small, Bytes::from_static(b"x")).await {
+            Err(e) => {
+                assert!(e.to_string().contains("cannot be reached"), "{e}");
+                break;
+            }
+            Ok(()) => {
+                assert!(
+                    tokio::time::Instant::now() < deadline,
+                    "never reported unreachable"
+                );
+                tokio::task::yield_now().await;
+            }
+        }
+    }
+}
