@@ -238,7 +238,8 @@ impl GetCore {
 
     /// Repairs or a reap, from the replies so far (riak_kv_get_core's
     /// `final_action`): replicas whose object the merge strictly
-    /// descends, and those that said not found, get the merged object; a
+    /// descends or differs from at the same clock, and those that said not
+    /// found, get the merged object; a
     /// tombstone every replica holds, with nothing to repair, may go.
     pub fn final_action(&self) -> FinalAction {
         let Some(m) = self.merged() else {
@@ -250,7 +251,12 @@ impl GetCore {
             match r {
                 Some(GetReply::Found(o)) => {
                     found += 1;
-                    if m.clock.dominates(&o.clock) {
+                    // Behind the merge, or level with it but holding
+                    // siblings the merge has seen superseded (a replica
+                    // can reach the same clock by another history; merging
+                    // drops them). riak_kv repairs only the first and
+                    // leaves the second to anti-entropy.
+                    if m.clock.dominates(&o.clock) || (o.clock == m.clock && *o != m) {
                         targets.push(i);
                     }
                 }
