@@ -38,6 +38,9 @@ pub struct KvConfig {
     /// A deliberate fault, for the test that the checks catch a lost
     /// write: hinted data is dropped instead of handed off.
     pub drop_hinted_data: bool,
+    /// A deliberate fault: a vnode that handed its data off continues its
+    /// old epochs (the bug seed 3285 found), for the regression test.
+    pub keep_epochs_after_handoff: bool,
 }
 
 impl KvConfig {
@@ -55,6 +58,7 @@ impl KvConfig {
             max_delay_ticks: 5,
             timeout_ticks: 30,
             drop_hinted_data: false,
+            keep_epochs_after_handoff: false,
         }
     }
 }
@@ -109,6 +113,9 @@ struct Node {
     hinted: BTreeMap<(u32, String), Object>,
     /// Per partition: the next key epoch this node's vnode issues.
     epochs: BTreeMap<u32, u64>,
+    /// Per partition: epochs below this are not continued (raised when the
+    /// node hands hinted data off and drops it).
+    floors: BTreeMap<u32, u64>,
 }
 
 enum Op {
@@ -384,6 +391,10 @@ impl KvSim {
                         self.merge_into(owner, p, true, &key, &obj);
                     }
                     self.nodes[x].hinted.remove(&(p, key));
+                    if !self.cfg.keep_epochs_after_handoff {
+                        let next = self.nodes[x].epochs.get(&p).copied().unwrap_or(0) + 1;
+                        self.nodes[x].floors.insert(p, next);
+                    }
                 }
             }
         }
