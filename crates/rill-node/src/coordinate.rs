@@ -8,6 +8,7 @@ use crate::error::{KvError, OUT_OF_SPACE_RETRY_SECS};
 use crate::kv::{prune_rules, put_mode};
 use crate::node::Node;
 use crate::quorum::{ReadQuorum, WriteQuorum};
+use crate::vnode_msg::{VnodeReply, VnodeRequest};
 use rill_backend::BKey;
 use rill_bucket::Props;
 use rill_coord::{
@@ -42,6 +43,14 @@ pub(crate) struct ReadMode {
 
 fn overloaded(e: &KvError) -> bool {
     matches!(e, KvError::Busy(_))
+}
+
+/// A reply that does not answer the request sent: a bug between a
+/// coordinator and a vnode, never a client's doing; it counts as that
+/// replica failing.
+fn unexpected(reply: VnodeReply) -> String {
+    tracing::error!(?reply, "a vnode answered a request with the wrong reply");
+    "internal error: a replica answered out of turn".into()
 }
 
 fn quorum_error(e: CoordError) -> KvError {
@@ -88,10 +97,11 @@ impl Node {
         while let Some(effect) = effects.pop_front() {
             match effect {
                 GetEffect::Send(i) => {
-                    let reply = match self.vnode(&preflist[i]).get(k) {
-                        Ok(Some(o)) => GetReply::Found(o),
-                        Ok(None) => GetReply::NotFound,
-                        Err(e) => {
+                    let request = VnodeRequest::Get { key: k.clone() };
+                    let reply = match self.vnode(&preflist[i]).handle(request, &self.limits) {
+                        VnodeReply::Found(Some(o)) => GetReply::Found(o),
+                        VnodeReply::Found(None) => GetReply::NotFound,
+                        VnodeReply::Failed(e) => {
                             let r = GetReply::Failed {
                                 reason: e.to_string(),
                                 overload: overloaded(&e),
@@ -99,6 +109,10 @@ impl Node {
                             last_error = Some(e);
                             r
                         }
+                        other => GetReply::Failed {
+                            reason: unexpected(other),
+                            overload: false,
+                        },
                     };
                     effects.extend(fsm.reply(i, reply));
                 }
@@ -124,22 +138,18 @@ impl Node {
     }
 
     fn repair(&self, k: &BKey, e: &PreflistEntry, target: Object, allow_mult: bool) {
-        let r = self.vnode(e).update(k, &self.limits, None, |stored| {
-            let mut next = match stored {
-                Some(s) => s.merge(&target),
-                None => target.clone(),
-            };
-            if !allow_mult {
-                next.keep_newest();
-            }
-            Ok(Some(next))
-        });
-        match r {
-            Ok(_) => {
-                self.counters.read_repairs.fetch_add(1, Ordering::Relaxed);
-            }
-            Err(err) => {
+        let request = VnodeRequest::Merge {
+            key: k.clone(),
+            object: target,
+            allow_mult,
+            prune: None,
+        };
+        match self.vnode(e).handle(request, &self.limits) {
+            VnodeReply::Failed(err) => {
                 tracing::warn!(partition = e.partition.0, error = %err, "read repair failed")
+            }
+            _ => {
+                self.counters.read_repairs.fetch_add(1, Ordering::Relaxed);
             }
         }
     }
@@ -212,24 +222,18 @@ impl Node {
                 }
                 PutEffect::Send { idx, object } => {
                     let e = &preflist[idx];
-                    let r = self
-                        .vnode(e)
-                        .update(k, &self.limits, Some(&prune), |stored| {
-                            let mut next = match stored {
-                                Some(s) => s.merge(&object),
-                                None => object,
-                            };
-                            if !allow_mult {
-                                next.keep_newest();
-                            }
-                            Ok(Some(next))
-                        });
-                    let reply = match r {
-                        Ok(stored) => {
+                    let request = VnodeRequest::Merge {
+                        key: k.clone(),
+                        object,
+                        allow_mult,
+                        prune: Some(prune),
+                    };
+                    let reply = match self.vnode(e).handle(request, &self.limits) {
+                        VnodeReply::Stored(stored) => {
                             effects.extend(fsm.reply(idx, PutReply::W));
-                            PutReply::Dw(stored)
+                            PutReply::Dw(Some(stored))
                         }
-                        Err(err) => {
+                        VnodeReply::Failed(err) => {
                             tracing::warn!(partition = e.partition.0, error = %err, "replica write failed");
                             out_of_space |= matches!(err, KvError::OutOfSpace { .. });
                             PutReply::Failed {
@@ -237,6 +241,10 @@ impl Node {
                                 overload: overloaded(&err),
                             }
                         }
+                        other => PutReply::Failed {
+                            reason: unexpected(other),
+                            overload: false,
+                        },
                     };
                     effects.extend(fsm.reply(idx, reply));
                 }
@@ -260,5 +268,50 @@ impl Node {
             }),
             Err(e) => Err(quorum_error(e)),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use crate::config::{BackendKind, NodeConfig};
+    use crate::{Content, GetAnswer, GetRequest, Metadata, Node, PutRequest};
+
+    #[test]
+    fn a_get_repairs_a_replica_that_lost_the_key_and_answers_from_all() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut c = NodeConfig::new(dir.path());
+        c.ring_size = 8;
+        c.backend = BackendKind::Memory;
+        let n = Node::open(c).unwrap();
+        n.put(PutRequest {
+            bucket: b"b".to_vec(),
+            key: Some(b"k".to_vec()),
+            content: Content::new(b"v".to_vec(), Metadata::default()),
+            ..PutRequest::default()
+        })
+        .unwrap();
+        let pl = n.preflist(b"", b"b", b"k", 3);
+        let k = Node::bkey(b"", b"b", b"k");
+        // The first two replicas lose it; R = 1 still finds it on the third.
+        for e in &pl[..2] {
+            n.vnode(e).backend().delete(&k, &[]).unwrap();
+        }
+        let got = n
+            .get(&GetRequest {
+                bucket: b"b".to_vec(),
+                key: b"k".to_vec(),
+                r: Some(rill_bucket::Quorum::N(1)),
+                ..GetRequest::default()
+            })
+            .unwrap();
+        assert!(matches!(got, GetAnswer::Found(o) if o.contents[0].value == b"v"));
+        for e in &pl {
+            assert!(
+                n.vnode(e).get(&k).unwrap().is_some(),
+                "{:?} repaired",
+                e.partition
+            );
+        }
+        assert_eq!(n.stats().read_repairs, 2);
     }
 }

@@ -7,6 +7,7 @@ use crate::error::{erl_bin, KvError};
 use crate::ids;
 use crate::node::Node;
 use crate::quorum::{ReadQuorum, WriteQuorum};
+use crate::vnode_msg::{VnodeReply, VnodeRequest};
 use rill_backend::BKey;
 use rill_bucket::{Props, Quorum};
 use rill_object::{decode_vclock, Content, Object, PruneRules, PutMode, VClock};
@@ -314,7 +315,13 @@ impl Node {
             DeleteMode::Keep => {}
             DeleteMode::Immediate => {
                 for p in partitions {
-                    if let Err(e) = self.vnodes[p as usize].reap(k, clock) {
+                    let request = VnodeRequest::Reap {
+                        key: k.clone(),
+                        clock: clock.clone(),
+                    };
+                    if let VnodeReply::Failed(e) =
+                        self.vnodes[p as usize].handle(request, &self.limits)
+                    {
                         tracing::warn!(partition = p, error = %e, "tombstone not reaped");
                     }
                 }

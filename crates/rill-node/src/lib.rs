@@ -27,6 +27,7 @@ mod quorum;
 mod reaper;
 mod space;
 mod vnode;
+mod vnode_msg;
 
 pub use config::{BackendKind, DeleteMode, MergePolicyKind, NodeConfig};
 pub use dt::{DtFetchAnswer, DtFetchRequest, DtUpdateAnswer, DtUpdateRequest};

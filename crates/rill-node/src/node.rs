@@ -181,7 +181,12 @@ impl Node {
                 reaper.run(|job| {
                     let Some(node) = weak.upgrade() else { return };
                     for p in &job.partitions {
-                        if let Err(e) = node.vnodes[*p as usize].reap(&job.key, &job.clock) {
+                        let request = crate::vnode_msg::VnodeRequest::Reap {
+                            key: job.key.clone(),
+                            clock: job.clock.clone(),
+                        };
+                        let reply = node.vnodes[*p as usize].handle(request, &node.limits);
+                        if let crate::vnode_msg::VnodeReply::Failed(e) = reply {
                             if matches!(e, KvError::OutOfSpace { .. }) {
                                 node.disk_full();
                             }
