@@ -1,5 +1,5 @@
-//! The stored object, data type, client-held context, 2i continuation and
-//! counter lease decoders on arbitrary bytes: they must reject, never panic; what
+//! The stored object, data type, client-held context, 2i continuation,
+//! counter lease and vnode message decoders on arbitrary bytes: they must reject, never panic; what
 //! decodes re-encodes to the same bytes.
 #![no_main]
 
@@ -33,5 +33,14 @@ fuzz_target!(|data: &[u8]| {
         if !data.is_empty() {
             assert_eq!(rill_object::encode_vclock(&c), data);
         }
+    }
+    // A vnode request or reply, as a peer node could send it.
+    if let Ok((route, req)) = rill_node::wire::decode_request(data) {
+        let again = rill_node::wire::encode_request(route, &req);
+        assert_eq!(rill_node::wire::decode_request(&again), Ok((route, req)));
+    }
+    if let Ok((route, reply)) = rill_node::wire::decode_reply(data) {
+        let again = rill_node::wire::encode_reply(route, &reply);
+        assert_eq!(rill_node::wire::decode_reply(&again), Ok((route, reply)));
     }
 });

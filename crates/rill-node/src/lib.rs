@@ -27,7 +27,8 @@ mod quorum;
 mod reaper;
 mod space;
 mod vnode;
-mod vnode_msg;
+pub mod vnode_msg;
+pub mod wire;
 
 pub use config::{BackendKind, DeleteMode, MergePolicyKind, NodeConfig};
 pub use dt::{DtFetchAnswer, DtFetchRequest, DtUpdateAnswer, DtUpdateRequest};

@@ -13,7 +13,7 @@ use rill_object::{Object, PruneRules, VClock};
 
 /// What a coordinator asks of a replica.
 #[derive(Clone, Debug, PartialEq)]
-pub(crate) enum VnodeRequest {
+pub enum VnodeRequest {
     /// The stored object, if any.
     Get { key: BKey },
     /// Merge `object` into what is stored (a replica's part of a put, or
@@ -32,7 +32,7 @@ pub(crate) enum VnodeRequest {
 
 /// A replica's answer.
 #[derive(Clone, Debug, PartialEq)]
-pub(crate) enum VnodeReply {
+pub enum VnodeReply {
     Found(Option<Object>),
     /// The object the replica holds after the merge.
     Stored(Object),

@@ -1,0 +1,311 @@
+//! Vnode requests and replies as bytes, for when a coordinator's replica
+//! lives on another node (docs/format.md, "Vnode messages"). Big-endian;
+//! objects and clocks in their stored formats. Every decoder refuses
+//! what it cannot read whole, and is fuzzed.
+
+use crate::error::KvError;
+use crate::vnode_msg::{VnodeReply, VnodeRequest};
+use rill_backend::BKey;
+use rill_object::{decode_object, decode_vclock, encode_object, encode_vclock, PruneRules};
+
+const MAGIC: &[u8; 2] = b"RV";
+const VERSION: u8 = 1;
+
+const GET: u8 = 1;
+const MERGE: u8 = 2;
+const REAP: u8 = 3;
+const FOUND: u8 = 16;
+const STORED: u8 = 17;
+const REAPED: u8 = 18;
+const FAILED: u8 = 19;
+
+// Error kinds a replica's failure keeps across the wire.
+const ERR_BACKEND: u8 = 0;
+const ERR_OUT_OF_SPACE: u8 = 1;
+const ERR_BUSY: u8 = 2;
+const ERR_TOO_LARGE: u8 = 3;
+const ERR_TOO_MANY_SIBLINGS: u8 = 4;
+
+/// Why bytes are not a vnode message.
+#[derive(Debug, thiserror::Error, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum WireError {
+    #[error("not a vnode message (bad magic bytes)")]
+    Magic,
+    #[error("vnode message version {0}; this node reads 1")]
+    Version(u8),
+    #[error("unknown vnode message kind {0}")]
+    Kind(u8),
+    #[error("the vnode message ends early")]
+    Short,
+    #[error("the vnode message is malformed: {0}")]
+    Malformed(String),
+}
+
+/// The routing of a message: which request it is or answers, and which
+/// partition's vnode it is for.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Route {
+    pub request_id: u64,
+    pub partition: u32,
+}
+
+fn head(kind: u8, route: Route) -> Vec<u8> {
+    let mut b = Vec::with_capacity(64);
+    b.extend_from_slice(MAGIC);
+    b.push(VERSION);
+    b.push(kind);
+    b.extend_from_slice(&route.request_id.to_be_bytes());
+    b.extend_from_slice(&route.partition.to_be_bytes());
+    b
+}
+
+fn put_short(b: &mut Vec<u8>, bytes: &[u8]) {
+    let n = bytes.len().min(u16::MAX as usize);
+    b.extend_from_slice(&(n as u16).to_be_bytes());
+    b.extend_from_slice(&bytes[..n]);
+}
+
+fn put_long(b: &mut Vec<u8>, bytes: &[u8]) {
+    b.extend_from_slice(&(bytes.len() as u32).to_be_bytes());
+    b.extend_from_slice(bytes);
+}
+
+fn put_key(b: &mut Vec<u8>, k: &BKey) {
+    put_short(b, &k.bucket_type);
+    put_short(b, &k.bucket);
+    put_short(b, &k.key);
+}
+
+pub fn encode_request(route: Route, r: &VnodeRequest) -> Vec<u8> {
+    match r {
+        VnodeRequest::Get { key } => {
+            let mut b = head(GET, route);
+            put_key(&mut b, key);
+            b
+        }
+        VnodeRequest::Merge {
+            key,
+            object,
+            allow_mult,
+            prune,
+        } => {
+            let mut b = head(MERGE, route);
+            put_key(&mut b, key);
+            b.push(u8::from(*allow_mult) | if prune.is_some() { 2 } else { 0 });
+            if let Some(p) = prune {
+                b.extend_from_slice(&(p.small as u64).to_be_bytes());
+                b.extend_from_slice(&(p.big as u64).to_be_bytes());
+                b.extend_from_slice(&p.young_secs.to_be_bytes());
+                b.extend_from_slice(&p.old_secs.to_be_bytes());
+            }
+            put_long(&mut b, &encode_object(object));
+            b
+        }
+        VnodeRequest::Reap { key, clock } => {
+            let mut b = head(REAP, route);
+            put_key(&mut b, key);
+            put_long(&mut b, &encode_vclock(clock));
+            b
+        }
+    }
+}
+
+pub fn encode_reply(route: Route, r: &VnodeReply) -> Vec<u8> {
+    match r {
+        VnodeReply::Found(o) => {
+            let mut b = head(FOUND, route);
+            b.push(u8::from(o.is_some()));
+            if let Some(o) = o {
+                put_long(&mut b, &encode_object(o));
+            }
+            b
+        }
+        VnodeReply::Stored(o) => {
+            let mut b = head(STORED, route);
+            put_long(&mut b, &encode_object(o));
+            b
+        }
+        VnodeReply::Reaped(done) => {
+            let mut b = head(REAPED, route);
+            b.push(u8::from(*done));
+            b
+        }
+        VnodeReply::Failed(e) => {
+            let mut b = head(FAILED, route);
+            let (kind, n, m) = match e {
+                KvError::OutOfSpace { retry_after_secs } => {
+                    (ERR_OUT_OF_SPACE, u64::from(*retry_after_secs), 0)
+                }
+                KvError::Busy(_) => (ERR_BUSY, 0, 0),
+                KvError::TooLarge {
+                    size_bytes,
+                    max_bytes,
+                } => (ERR_TOO_LARGE, *size_bytes as u64, *max_bytes as u64),
+                KvError::TooManySiblings(n) => (ERR_TOO_MANY_SIBLINGS, *n as u64, 0),
+                _ => (ERR_BACKEND, 0, 0),
+            };
+            b.push(kind);
+            b.extend_from_slice(&n.to_be_bytes());
+            b.extend_from_slice(&m.to_be_bytes());
+            let text = match e {
+                KvError::Busy(t) | KvError::Backend(t) => t.clone(),
+                other => other.to_string(),
+            };
+            put_long(&mut b, text.as_bytes());
+            b
+        }
+    }
+}
+
+struct Reader<'a>(&'a [u8]);
+
+impl<'a> Reader<'a> {
+    fn take(&mut self, n: usize) -> Result<&'a [u8], WireError> {
+        if self.0.len() < n {
+            return Err(WireError::Short);
+        }
+        let (h, t) = self.0.split_at(n);
+        self.0 = t;
+        Ok(h)
+    }
+    fn u8(&mut self) -> Result<u8, WireError> {
+        Ok(self.take(1)?[0])
+    }
+    fn u16(&mut self) -> Result<u16, WireError> {
+        Ok(u16::from_be_bytes(self.take(2)?.try_into().expect("2")))
+    }
+    fn u32(&mut self) -> Result<u32, WireError> {
+        Ok(u32::from_be_bytes(self.take(4)?.try_into().expect("4")))
+    }
+    fn u64(&mut self) -> Result<u64, WireError> {
+        Ok(u64::from_be_bytes(self.take(8)?.try_into().expect("8")))
+    }
+    fn short(&mut self) -> Result<Vec<u8>, WireError> {
+        let n = usize::from(self.u16()?);
+        Ok(self.take(n)?.to_vec())
+    }
+    fn long(&mut self) -> Result<&'a [u8], WireError> {
+        let n = self.u32()? as usize;
+        self.take(n)
+    }
+    fn key(&mut self) -> Result<BKey, WireError> {
+        let (t, b, k) = (self.short()?, self.short()?, self.short()?);
+        Ok(BKey::new(&t, &b, &k))
+    }
+    fn object(&mut self) -> Result<rill_object::Object, WireError> {
+        decode_object(self.long()?).map_err(|e| WireError::Malformed(format!("object: {e}")))
+    }
+    fn end(&self) -> Result<(), WireError> {
+        if self.0.is_empty() {
+            Ok(())
+        } else {
+            Err(WireError::Malformed("bytes after the message".into()))
+        }
+    }
+}
+
+fn open(b: &[u8]) -> Result<(u8, Route, Reader<'_>), WireError> {
+    let mut r = Reader(b);
+    if r.take(2).map_err(|_| WireError::Magic)? != MAGIC {
+        return Err(WireError::Magic);
+    }
+    let v = r.u8()?;
+    if v != VERSION {
+        return Err(WireError::Version(v));
+    }
+    let kind = r.u8()?;
+    let route = Route {
+        request_id: r.u64()?,
+        partition: r.u32()?,
+    };
+    Ok((kind, route, r))
+}
+
+pub fn decode_request(b: &[u8]) -> Result<(Route, VnodeRequest), WireError> {
+    let (kind, route, mut r) = open(b)?;
+    let req = match kind {
+        GET => VnodeRequest::Get { key: r.key()? },
+        MERGE => {
+            let key = r.key()?;
+            let flags = r.u8()?;
+            if flags & !3 != 0 {
+                return Err(WireError::Malformed(format!("merge flags {flags:#x}")));
+            }
+            let prune = if flags & 2 != 0 {
+                let small = r.u64()?;
+                let big = r.u64()?;
+                Some(PruneRules {
+                    small: usize::try_from(small)
+                        .map_err(|_| WireError::Malformed("small_vclock".into()))?,
+                    big: usize::try_from(big)
+                        .map_err(|_| WireError::Malformed("big_vclock".into()))?,
+                    young_secs: r.u64()?,
+                    old_secs: r.u64()?,
+                })
+            } else {
+                None
+            };
+            VnodeRequest::Merge {
+                key,
+                allow_mult: flags & 1 != 0,
+                prune,
+                object: r.object()?,
+            }
+        }
+        REAP => {
+            let key = r.key()?;
+            let clock = decode_vclock(r.long()?)
+                .map_err(|e| WireError::Malformed(format!("clock: {e}")))?;
+            VnodeRequest::Reap { key, clock }
+        }
+        other => return Err(WireError::Kind(other)),
+    };
+    r.end()?;
+    Ok((route, req))
+}
+
+pub fn decode_reply(b: &[u8]) -> Result<(Route, VnodeReply), WireError> {
+    let (kind, route, mut r) = open(b)?;
+    let reply = match kind {
+        FOUND => match r.u8()? {
+            0 => VnodeReply::Found(None),
+            1 => VnodeReply::Found(Some(r.object()?)),
+            x => return Err(WireError::Malformed(format!("found flag {x}"))),
+        },
+        STORED => VnodeReply::Stored(r.object()?),
+        REAPED => match r.u8()? {
+            x @ (0 | 1) => VnodeReply::Reaped(x == 1),
+            x => return Err(WireError::Malformed(format!("reaped flag {x}"))),
+        },
+        FAILED => {
+            let kind = r.u8()?;
+            let n = r.u64()?;
+            let m = r.u64()?;
+            let text = String::from_utf8(r.long()?.to_vec())
+                .map_err(|_| WireError::Malformed("error text is not UTF-8".into()))?;
+            let e = match kind {
+                ERR_BACKEND => KvError::Backend(text),
+                ERR_OUT_OF_SPACE => KvError::OutOfSpace {
+                    retry_after_secs: u32::try_from(n).unwrap_or(u32::MAX),
+                },
+                ERR_BUSY => KvError::Busy(text),
+                ERR_TOO_LARGE => KvError::TooLarge {
+                    size_bytes: usize::try_from(n).unwrap_or(usize::MAX),
+                    max_bytes: usize::try_from(m).unwrap_or(usize::MAX),
+                },
+                ERR_TOO_MANY_SIBLINGS => {
+                    KvError::TooManySiblings(usize::try_from(n).unwrap_or(usize::MAX))
+                }
+                x => return Err(WireError::Malformed(format!("error kind {x}"))),
+            };
+            VnodeReply::Failed(e)
+        }
+        other => return Err(WireError::Kind(other)),
+    };
+    r.end()?;
+    Ok((route, reply))
+}
+
+#[cfg(test)]
+mod tests;
