@@ -15,6 +15,7 @@
 pub mod claimant;
 pub mod codec;
 mod digest;
+pub mod gossip;
 pub mod member;
 pub mod render;
 pub mod staged;
