@@ -2,8 +2,8 @@
 //!
 //! A member's entry is a last-writer-wins register: each write carries a
 //! version one above the highest the writer has seen for that member, and
-//! the writer's name; of two entries the higher (version, status by
-//! riak_core's precedence, writer)
+//! the writer's name; of two entries the higher (version, status nearer
+//! removal, writer)
 //! wins. That is a total order, so the merge is commutative, associative
 //! and idempotent, and every node that has seen the same entries agrees.
 
@@ -56,16 +56,19 @@ impl Status {
     }
 
     /// Whether a member may go from `self` to `to` (riak_core's
-    /// transitions; `Down` from any member, and back to `Valid` when the
-    /// node returns; `Joining` again after removal).
+    /// transitions; `Down` from a joining or valid member, and back to
+    /// `Valid` when the node returns; `Joining` again after removal).
     pub fn may_become(self, to: Status) -> bool {
         use Status::*;
         match (self, to) {
             (a, b) if a == b => false,
             (Joining, Valid | Leaving | Invalid | Down) => true,
             (Valid, Leaving | Invalid | Down) => true,
-            (Leaving, Exiting | Invalid | Down) => true,
-            (Exiting, Invalid | Down) => true,
+            // A leaving node that cannot be reached stays leaving (marking
+            // it down and its return would undo the operator's leave);
+            // force-remove is the way to give up on it.
+            (Leaving, Exiting | Invalid) => true,
+            (Exiting, Invalid) => true,
             (Down, Valid | Leaving | Invalid) => true,
             (Invalid, Joining) => true,
             _ => false,
@@ -91,16 +94,18 @@ pub struct Member {
 
 impl Member {
     /// The order of the merge: the higher wins; at equal versions the
-    /// status by riak_core's precedence (invalid, down, joining, valid,
-    /// exiting, leaving: a removal is never undone by a concurrent
-    /// write), then the writer.
+    /// status nearer removal (invalid, exiting, leaving, down, valid,
+    /// joining: a removal or a leave is never undone by a concurrent write;
+    /// riak_core ranks down above leaving, which lets a concurrent down
+    /// mark and the node's return cancel an operator's leave), then the
+    /// writer.
     fn key(&self) -> (u64, u8, &str) {
         let rank = match self.status {
-            Status::Leaving => 0,
-            Status::Exiting => 1,
-            Status::Valid => 2,
-            Status::Joining => 3,
-            Status::Down => 4,
+            Status::Joining => 0,
+            Status::Valid => 1,
+            Status::Down => 2,
+            Status::Leaving => 3,
+            Status::Exiting => 4,
             Status::Invalid => 5,
         };
         (self.version, rank, &self.writer)
@@ -134,9 +139,7 @@ mod tests {
             (Valid, Down),
             (Leaving, Exiting),
             (Leaving, Invalid),
-            (Leaving, Down),
             (Exiting, Invalid),
-            (Exiting, Down),
             (Down, Valid),
             (Down, Leaving),
             (Down, Invalid),
@@ -173,8 +176,10 @@ mod tests {
         let b = m(Leaving, 4, "a");
         assert_eq!(Member::merge(&a, &b), b);
         assert_eq!(Member::merge(&b, &a), b);
+        // At the same version a leave beats a down mark (a concurrent
+        // down mark must not cancel an operator's leave).
         let c = m(Down, 4, "c");
-        assert_eq!(Member::merge(&b, &c), c);
-        assert_eq!(Member::merge(&c, &b), c);
+        assert_eq!(Member::merge(&b, &c), b);
+        assert_eq!(Member::merge(&c, &b), b);
     }
 }
