@@ -26,7 +26,7 @@ pub struct BitcaskBackend {
 
 impl BitcaskBackend {
     /// Wraps an open store and loads its index entries.
-    pub fn new(store: Arc<Store>) -> Result<BitcaskBackend> {
+    pub fn new(store: Arc<Store>) -> BitcaskBackend {
         let index = IndexSet::default();
         let mut bad = 0u64;
         // No one writes to the store before the backend exists, and a merge
@@ -44,7 +44,7 @@ impl BitcaskBackend {
         if bad > 0 {
             tracing::warn!(dir = %store.dir().display(), bad, "index records that do not decode were skipped");
         }
-        Ok(BitcaskBackend { store, index })
+        BitcaskBackend { store, index }
     }
 
     pub fn store(&self) -> &Arc<Store> {

@@ -42,27 +42,14 @@ pub enum CodecError {
 }
 
 fn status_code(s: Status) -> u8 {
-    match s {
-        Status::Joining => 0,
-        Status::Valid => 1,
-        Status::Leaving => 2,
-        Status::Exiting => 3,
-        Status::Down => 4,
-        Status::Invalid => 5,
-    }
+    Status::ALL
+        .iter()
+        .position(|x| *x == s)
+        .expect("every status is in ALL") as u8
 }
 
 fn status_of(c: u8) -> Option<Status> {
-    [
-        Status::Joining,
-        Status::Valid,
-        Status::Leaving,
-        Status::Exiting,
-        Status::Down,
-        Status::Invalid,
-    ]
-    .get(usize::from(c))
-    .copied()
+    Status::ALL.get(usize::from(c)).copied()
 }
 
 struct Names<'a> {

@@ -29,6 +29,16 @@ pub enum Status {
 }
 
 impl Status {
+    /// Every status, in the order of their codes in the state's bytes.
+    pub const ALL: [Status; 6] = [
+        Status::Joining,
+        Status::Valid,
+        Status::Leaving,
+        Status::Exiting,
+        Status::Down,
+        Status::Invalid,
+    ];
+
     pub fn as_str(self) -> &'static str {
         match self {
             Status::Joining => "joining",
@@ -128,7 +138,7 @@ mod tests {
 
     #[test]
     fn transitions_table() {
-        let all = [Joining, Valid, Leaving, Exiting, Down, Invalid];
+        let all = Status::ALL;
         let allowed = [
             (Joining, Valid),
             (Joining, Leaving),

@@ -7,14 +7,7 @@ use proptest::prelude::*;
 use rill_cluster::{ClusterState, Status, Transfer};
 
 const NODES: [&str; 4] = ["a@h", "b@h", "c@h", "d@h"];
-const STATUSES: [Status; 6] = [
-    Status::Joining,
-    Status::Valid,
-    Status::Leaving,
-    Status::Exiting,
-    Status::Down,
-    Status::Invalid,
-];
+const STATUSES: [Status; 6] = Status::ALL;
 
 #[derive(Clone, Debug)]
 enum Op {

@@ -1,9 +1,11 @@
 //! Why a request failed, in Riak's terms (the API layer renders Riak's
 //! texts).
 
-#[derive(Clone, Debug, thiserror::Error, PartialEq, Eq)]
+/// A quorum a request could not meet: Riak's `*_val_unsatisfied` errors,
+/// needed and got. The node's own error type carries these as they are.
+#[derive(Clone, Copy, Debug, thiserror::Error, PartialEq, Eq)]
 #[non_exhaustive]
-pub enum CoordError {
+pub enum QuorumError {
     #[error("{{r_val_unsatisfied,{need},{got}}}")]
     RUnsatisfied { need: u32, got: u32 },
     #[error("{{pr_val_unsatisfied,{need},{got}}}")]
@@ -14,6 +16,13 @@ pub enum CoordError {
     DwUnsatisfied { need: u32, got: u32 },
     #[error("{{pw_val_unsatisfied,{need},{got}}}")]
     PwUnsatisfied { need: u32, got: u32 },
+}
+
+#[derive(Clone, Debug, thiserror::Error, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum CoordError {
+    #[error(transparent)]
+    Quorum(#[from] QuorumError),
     #[error("timeout")]
     Timeout,
     /// A replica refused for load (riak's `overload`).

@@ -18,6 +18,6 @@ pub mod error;
 pub mod get;
 pub mod put;
 
-pub use error::CoordError;
+pub use error::{CoordError, QuorumError};
 pub use get::{GetCore, GetEffect, GetFsm, GetOutcome, GetParams, GetReply, ReadRepair};
 pub use put::{PutCore, PutEffect, PutFsm, PutParams, PutReply};

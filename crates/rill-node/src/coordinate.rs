@@ -55,11 +55,7 @@ fn unexpected(reply: VnodeReply) -> String {
 
 fn quorum_error(e: CoordError) -> KvError {
     match e {
-        CoordError::RUnsatisfied { need, got } => KvError::RUnsatisfied { need, got },
-        CoordError::PrUnsatisfied { need, got } => KvError::PrUnsatisfied { need, got },
-        CoordError::WUnsatisfied { need, got } => KvError::WUnsatisfied { need, got },
-        CoordError::DwUnsatisfied { need, got } => KvError::DwUnsatisfied { need, got },
-        CoordError::PwUnsatisfied { need, got } => KvError::PwUnsatisfied { need, got },
+        CoordError::Quorum(q) => KvError::Quorum(q),
         CoordError::Timeout => KvError::Timeout,
         CoordError::Overload => KvError::Busy("a replica is overloaded; retry".into()),
         CoordError::Failed(reason) => KvError::Backend(reason),
@@ -273,16 +269,12 @@ impl Node {
 
 #[cfg(test)]
 mod tests {
-    use crate::config::{BackendKind, NodeConfig};
     use crate::{Content, GetAnswer, GetRequest, Metadata, Node, PutRequest};
 
     #[test]
     fn a_get_repairs_a_replica_that_lost_the_key_and_answers_from_all() {
         let dir = tempfile::tempdir().unwrap();
-        let mut c = NodeConfig::new(dir.path());
-        c.ring_size = 8;
-        c.backend = BackendKind::Memory;
-        let n = Node::open(c).unwrap();
+        let n = crate::testing::memory_node(dir.path());
         n.put(PutRequest {
             bucket: b"b".to_vec(),
             key: Some(b"k".to_vec()),

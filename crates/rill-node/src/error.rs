@@ -41,16 +41,9 @@ pub enum KvError {
     NValViolation(u32),
     #[error("{{{name}_val_violation,{value}}}")]
     QuorumViolation { name: &'static str, value: u32 },
-    #[error("{{r_val_unsatisfied,{need},{got}}}")]
-    RUnsatisfied { need: u32, got: u32 },
-    #[error("{{pr_val_unsatisfied,{need},{got}}}")]
-    PrUnsatisfied { need: u32, got: u32 },
-    #[error("{{w_val_unsatisfied,{need},{got}}}")]
-    WUnsatisfied { need: u32, got: u32 },
-    #[error("{{pw_val_unsatisfied,{need},{got}}}")]
-    PwUnsatisfied { need: u32, got: u32 },
-    #[error("{{dw_val_unsatisfied,{need},{got}}}")]
-    DwUnsatisfied { need: u32, got: u32 },
+    /// R, PR, W, DW or PW could not be met (Riak's texts).
+    #[error(transparent)]
+    Quorum(#[from] rill_coord::QuorumError),
     #[error("{{insufficient_vnodes,{have},need,{need}}}")]
     InsufficientVnodes { have: u32, need: u32 },
     /// if_none_match and the key exists.
@@ -141,7 +134,7 @@ mod tests {
     fn riak_texts() {
         assert_eq!(KvError::NValViolation(3).to_string(), "{n_val_violation,3}");
         assert_eq!(
-            KvError::RUnsatisfied { need: 2, got: 1 }.to_string(),
+            KvError::Quorum(rill_coord::QuorumError::RUnsatisfied { need: 2, got: 1 }).to_string(),
             "{r_val_unsatisfied,2,1}"
         );
         assert_eq!(

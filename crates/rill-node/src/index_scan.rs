@@ -179,17 +179,13 @@ impl Node {
 
 #[cfg(test)]
 mod tests {
-    use crate::config::{BackendKind, NodeConfig};
-    use crate::{Content, IndexRequest, IndexSpec, Metadata, Node, PutRequest};
+    use crate::{Content, IndexRequest, IndexSpec, Metadata, PutRequest};
     use rill_backend::Term;
 
     #[test]
     fn key_queries_with_max_results_page_through_the_keys_in_order() {
         let dir = tempfile::tempdir().unwrap();
-        let mut c = NodeConfig::new(dir.path());
-        c.ring_size = 8;
-        c.backend = BackendKind::Memory;
-        let n = Node::open(c).unwrap();
+        let n = crate::testing::memory_node(dir.path());
         for i in 0..300 {
             n.put(PutRequest {
                 bucket: b"b".to_vec(),

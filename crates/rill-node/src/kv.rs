@@ -477,7 +477,6 @@ impl Node {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::config::{BackendKind, NodeConfig};
     use rill_object::Metadata;
 
     fn put(n: &Node, v: &str) {
@@ -510,10 +509,7 @@ mod tests {
     #[test]
     fn a_coordinator_that_lost_a_key_writes_as_a_new_actor() {
         let dir = tempfile::tempdir().unwrap();
-        let mut c = NodeConfig::new(dir.path());
-        c.ring_size = 8;
-        c.backend = BackendKind::Memory;
-        let n = Node::open(c).unwrap();
+        let n = crate::testing::memory_node(dir.path());
         for v in ["v1", "v2", "v3", "v4", "v5"] {
             put(&n, v);
         }

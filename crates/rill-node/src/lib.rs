@@ -26,6 +26,8 @@ mod node;
 mod quorum;
 mod reaper;
 mod space;
+#[cfg(test)]
+mod testing;
 mod vnode;
 pub mod vnode_msg;
 pub mod wire;
@@ -40,6 +42,7 @@ pub use kv::{DeleteRequest, GetAnswer, GetRequest, PutAnswer, PutRequest};
 pub use node::{Node, NodeStats};
 pub use rill_backend::Term;
 pub use rill_bucket::{Props, Quorum, TypeStatus};
+pub use rill_coord::QuorumError;
 pub use rill_crdt as crdt;
 pub use rill_object::{Content, Link, Metadata, Object, VClock};
 

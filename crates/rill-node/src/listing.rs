@@ -142,17 +142,13 @@ impl Node {
 
 #[cfg(test)]
 mod tests {
-    use crate::config::{BackendKind, NodeConfig};
     use crate::{Content, IndexRequest, IndexSpec, Metadata, Node, PutRequest};
     use std::collections::BTreeMap;
 
     #[test]
     fn a_key_its_first_replica_lost_is_still_listed_once() {
         let dir = tempfile::tempdir().unwrap();
-        let mut c = NodeConfig::new(dir.path());
-        c.ring_size = 8;
-        c.backend = BackendKind::Memory;
-        let n = Node::open(c).unwrap();
+        let n = crate::testing::memory_node(dir.path());
         let keys: Vec<Vec<u8>> = (0..200).map(|i| format!("k{i}").into_bytes()).collect();
         for k in &keys {
             n.put(PutRequest {

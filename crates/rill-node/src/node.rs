@@ -138,7 +138,7 @@ impl Node {
                         format!("cannot open the Bitcask store of partition {}: {e}", p.0)
                     })?;
                     let store = Arc::new(store);
-                    let backend = BitcaskBackend::new(store.clone()).map_err(|e| e.to_string())?;
+                    let backend = BitcaskBackend::new(store.clone());
                     if let Some(s) = &scheduler {
                         s.add_store(store);
                     }

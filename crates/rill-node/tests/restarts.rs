@@ -15,11 +15,7 @@ use std::path::Path;
 use std::sync::Arc;
 
 fn open(dir: &Path) -> Arc<Node> {
-    let mut c = NodeConfig::new(dir);
-    c.ring_size = 8;
-    c.backend = BackendKind::Bitcask;
-    c.reserve_bytes = 0;
-    Node::open(c).unwrap()
+    open_with(dir, |_| {}).unwrap()
 }
 
 fn get(n: &Node, bucket: &str, key: &str) -> Option<Object> {
@@ -231,6 +227,14 @@ fn open_with(dir: &Path, change: impl FnOnce(&mut NodeConfig)) -> Result<Arc<Nod
     Node::open(c).map_err(|e| e.to_string())
 }
 
+/// A run with a write buffer writes `k` ("v1") and ends as a crash of
+/// the process would.
+fn crash_a_buffered_run_after_writing_k(dir: &Path) {
+    let n = open_with(dir, |c| c.bitcask.write_buffer_bytes = 1 << 20).unwrap();
+    put(&n, "b", "k", "v1");
+    n.stop_as_if_killed();
+}
+
 /// Every (vnode id, key epoch) pair in a key's clock.
 fn actors(n: &Node, bucket: &str, key: &str) -> Vec<Vec<u8>> {
     let o = get(n, bucket, key).unwrap();
@@ -240,13 +244,9 @@ fn actors(n: &Node, bucket: &str, key: &str) -> Vec<Vec<u8>> {
 #[test]
 fn whether_clocks_are_trusted_follows_how_the_last_run_wrote() {
     let dir = tempfile::tempdir().unwrap();
-    {
-        // A run with a write buffer, ended by a crash of the process: it
-        // may have lost puts it acknowledged.
-        let n = open_with(dir.path(), |c| c.bitcask.write_buffer_bytes = 1 << 20).unwrap();
-        put(&n, "b", "k", "v1");
-        n.stop_as_if_killed();
-    }
+    // A run with a write buffer, ended by a crash of the process: it may
+    // have lost puts it acknowledged.
+    crash_a_buffered_run_after_writing_k(dir.path());
     // This run has no write buffer, on the same boot: that says nothing
     // of what the last run may have lost.
     let n = open_with(dir.path(), |c| c.bitcask.write_buffer_bytes = 0).unwrap();
@@ -300,12 +300,8 @@ fn a_start_that_fails_after_losing_its_leases_never_reissues_counters() {
 #[test]
 fn a_trusted_start_after_an_untrusted_one_remembers_which_epochs_may_have_lost_writes() {
     let dir = tempfile::tempdir().unwrap();
-    {
-        // A run that may lose acknowledged writes, ended by a crash.
-        let n = open_with(dir.path(), |c| c.bitcask.write_buffer_bytes = 1 << 20).unwrap();
-        put(&n, "b", "k", "v1");
-        n.stop_as_if_killed();
-    }
+    // A run that may lose acknowledged writes, ended by a crash.
+    crash_a_buffered_run_after_writing_k(dir.path());
     {
         // The next run does not write k, and stops cleanly.
         let n = open_with(dir.path(), |_| {}).unwrap();

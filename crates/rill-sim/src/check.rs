@@ -56,6 +56,5 @@ pub(crate) fn invariants(sim: &Sim) -> Result<(), String> {
             ));
         }
     }
-    let _ = sim.config();
     Ok(())
 }

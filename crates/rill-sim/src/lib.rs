@@ -33,3 +33,43 @@ pub fn run(cfg: Config) -> (Vec<String>, Result<(), String>) {
     let r = sim.run();
     (sim.trace, r)
 }
+
+/// Runs `run` over the seeds the environment asks for: `RILL_SIM_SEED=N`
+/// one seed, `RILL_SIM_SEEDS=N` seeds 0..N, else 0..`default_seeds`;
+/// `RILL_SIM_TRACE` prints every trace. On the first failure, prints the
+/// trace's last 40 lines and panics with the seed and how to replay it.
+/// Returns the traces' lines for which `count` holds, over all seeds.
+pub fn run_seeds(
+    default_seeds: u64,
+    run: impl Fn(u64) -> (Vec<String>, Result<(), String>),
+    count: impl Fn(&str) -> bool,
+) -> usize {
+    let seeds: Vec<u64> = match std::env::var("RILL_SIM_SEED") {
+        Ok(s) => vec![s.parse().expect("RILL_SIM_SEED is a number")],
+        Err(_) => {
+            let n: u64 = std::env::var("RILL_SIM_SEEDS")
+                .ok()
+                .and_then(|s| s.parse().ok())
+                .unwrap_or(default_seeds);
+            (0..n).collect()
+        }
+    };
+    let show = std::env::var("RILL_SIM_TRACE").is_ok();
+    let mut counted = 0;
+    for seed in seeds {
+        let (trace, result) = run(seed);
+        counted += trace.iter().filter(|l| count(l)).count();
+        if show {
+            for line in &trace {
+                eprintln!("{line}");
+            }
+        }
+        if let Err(e) = result {
+            for line in trace.iter().rev().take(40).rev() {
+                eprintln!("{line}");
+            }
+            panic!("seed {seed}: {e} (replay: RILL_SIM_SEED={seed} RILL_SIM_TRACE=1)");
+        }
+    }
+    counted
+}

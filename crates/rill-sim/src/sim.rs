@@ -380,10 +380,6 @@ impl Sim {
     pub(crate) fn left(&self) -> &BTreeSet<String> {
         &self.left
     }
-
-    pub(crate) fn config(&self) -> &Config {
-        &self.cfg
-    }
 }
 
 /// All-to-all exchanges the settling phase takes at most.

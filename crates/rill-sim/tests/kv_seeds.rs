@@ -14,33 +14,7 @@ fn run(seed: u64) -> (Vec<String>, Result<(), String>) {
 
 #[test]
 fn kv_many_seeds() {
-    let seeds: Vec<u64> = match std::env::var("RILL_SIM_SEED") {
-        Ok(s) => vec![s.parse().expect("RILL_SIM_SEED is a number")],
-        Err(_) => {
-            let n: u64 = std::env::var("RILL_SIM_SEEDS")
-                .ok()
-                .and_then(|s| s.parse().ok())
-                .unwrap_or(200);
-            (0..n).collect()
-        }
-    };
-    let show = std::env::var("RILL_SIM_TRACE").is_ok();
-    let mut acked = 0;
-    for seed in seeds {
-        let (trace, result) = run(seed);
-        acked += trace.iter().filter(|l| l.ends_with("acknowledged")).count();
-        if show {
-            for line in &trace {
-                eprintln!("{line}");
-            }
-        }
-        if let Err(e) = result {
-            for line in trace.iter().rev().take(40).rev() {
-                eprintln!("{line}");
-            }
-            panic!("seed {seed}: {e} (replay: RILL_SIM_SEED={seed} RILL_SIM_TRACE=1)");
-        }
-    }
+    let acked = rill_sim::run_seeds(200, run, |l| l.ends_with("acknowledged"));
     assert!(acked > 0, "some writes were acknowledged");
 }
 

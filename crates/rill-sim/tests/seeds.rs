@@ -4,35 +4,11 @@
 //!     RILL_SIM_SEEDS=100000 cargo test --release -p rill-sim --test seeds many_seeds
 //!     RILL_SIM_SEED=42 RILL_SIM_TRACE=1 cargo test -p rill-sim --test seeds many_seeds
 
-use rill_sim::{run, Config};
+use rill_sim::{run, run_seeds, Config};
 
 #[test]
 fn many_seeds() {
-    let seeds: Vec<u64> = match std::env::var("RILL_SIM_SEED") {
-        Ok(s) => vec![s.parse().expect("RILL_SIM_SEED is a number")],
-        Err(_) => {
-            let n: u64 = std::env::var("RILL_SIM_SEEDS")
-                .ok()
-                .and_then(|s| s.parse().ok())
-                .unwrap_or(300);
-            (0..n).collect()
-        }
-    };
-    let show = std::env::var("RILL_SIM_TRACE").is_ok();
-    for seed in seeds {
-        let (trace, result) = run(Config::new(seed));
-        if show {
-            for line in &trace {
-                eprintln!("{line}");
-            }
-        }
-        if let Err(e) = result {
-            for line in trace.iter().rev().take(40).rev() {
-                eprintln!("{line}");
-            }
-            panic!("seed {seed}: {e} (replay: RILL_SIM_SEED={seed} RILL_SIM_TRACE=1)");
-        }
-    }
+    run_seeds(300, |seed| run(Config::new(seed)), |_| false);
 }
 
 #[test]

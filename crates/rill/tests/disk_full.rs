@@ -67,6 +67,19 @@ fn http_put(n: &Node, key: &str, body: &[u8]) -> common::HttpReply {
     .expect("the node answers")
 }
 
+/// Deletes key `k{i}` through HTTP; it must be acknowledged.
+fn http_delete_ok(n: &Node, i: usize) {
+    let r = n
+        .http("DELETE", &format!("/buckets/sensors/keys/k{i}"), &[], b"")
+        .unwrap();
+    assert_eq!(
+        r.status,
+        204,
+        "delete k{i}: {}",
+        String::from_utf8_lossy(&r.body)
+    );
+}
+
 #[test]
 fn a_full_disk_refuses_puts_clearly_keeps_reads_restarts_and_recovers() {
     let Some(fs) = testkit::LoopFs::mount_or_skip(64) else {
@@ -153,15 +166,7 @@ fn a_full_disk_refuses_puts_clearly_keeps_reads_restarts_and_recovers() {
     // Deletes work on the full disk, and free its space (the filler stays).
     let (gone, kept) = acked.split_at(acked.len() * 2 / 3);
     for &i in gone {
-        let r = n
-            .http("DELETE", &format!("/buckets/sensors/keys/k{i}"), &[], b"")
-            .unwrap();
-        assert_eq!(
-            r.status,
-            204,
-            "delete k{i}: {}",
-            String::from_utf8_lossy(&r.body)
-        );
+        http_delete_ok(&n, i);
     }
 
     // Puts resume by themselves once merges have given the space back.
@@ -216,15 +221,7 @@ fn deletes_succeed_on_a_disk_something_else_filled() {
     // of the stores' active files: some of them meet ENOSPC.
     let gone = keys * 2 / 3;
     for i in 0..gone {
-        let r = n
-            .http("DELETE", &format!("/buckets/sensors/keys/k{i}"), &[], b"")
-            .unwrap();
-        assert_eq!(
-            r.status,
-            204,
-            "delete k{i} on a full disk: {}",
-            String::from_utf8_lossy(&r.body)
-        );
+        http_delete_ok(&n, i);
     }
     let mut pb = Client::connect(n.pb).unwrap();
     for i in 0..keys {

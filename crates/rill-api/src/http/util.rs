@@ -4,7 +4,7 @@
 use axum::body::Body;
 use axum::http::{HeaderValue, StatusCode};
 use axum::response::Response;
-use rill_node::{KvError, Quorum};
+use rill_node::{KvError, Quorum, QuorumError};
 use std::collections::HashMap;
 
 pub type Query = HashMap<String, String>;
@@ -159,11 +159,7 @@ pub fn kv_error(e: KvError) -> Response {
             StatusCode::PRECONDITION_FAILED
         }
         KvError::TooLarge { .. } => StatusCode::PAYLOAD_TOO_LARGE,
-        KvError::RUnsatisfied { .. }
-        | KvError::PrUnsatisfied { .. }
-        | KvError::WUnsatisfied { .. }
-        | KvError::PwUnsatisfied { .. }
-        | KvError::DwUnsatisfied { .. }
+        KvError::Quorum(_)
         | KvError::InsufficientVnodes { .. }
         | KvError::Timeout
         | KvError::Busy(_)
@@ -172,10 +168,18 @@ pub fn kv_error(e: KvError) -> Response {
         _ => StatusCode::INTERNAL_SERVER_ERROR,
     };
     let msg = match &e {
-        KvError::RUnsatisfied { need, got } => format!("R-value unsatisfied: {got}/{need}\n"),
-        KvError::PrUnsatisfied { need, got } => format!("PR-value unsatisfied: {got}/{need}\n"),
-        KvError::DwUnsatisfied { need, got } => format!("DW-value unsatisfied: {got}/{need}\n"),
-        KvError::PwUnsatisfied { need, got } => format!("PW-value unsatisfied: {got}/{need}\n"),
+        KvError::Quorum(QuorumError::RUnsatisfied { need, got }) => {
+            format!("R-value unsatisfied: {got}/{need}\n")
+        }
+        KvError::Quorum(QuorumError::PrUnsatisfied { need, got }) => {
+            format!("PR-value unsatisfied: {got}/{need}\n")
+        }
+        KvError::Quorum(QuorumError::DwUnsatisfied { need, got }) => {
+            format!("DW-value unsatisfied: {got}/{need}\n")
+        }
+        KvError::Quorum(QuorumError::PwUnsatisfied { need, got }) => {
+            format!("PW-value unsatisfied: {got}/{need}\n")
+        }
         KvError::Timeout => "request timed out\n".into(),
         KvError::NoType => "Unknown bucket type\n".into(),
         other => format!("{other}\n"),

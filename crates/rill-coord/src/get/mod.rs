@@ -13,7 +13,7 @@
 //! ancestor of it are repaired; a tombstone every replica holds may be
 //! reaped.
 
-use crate::error::CoordError;
+use crate::error::{CoordError, QuorumError};
 use rill_object::{Object, VClock};
 
 /// The quorum rules of one get.
@@ -225,15 +225,15 @@ impl GetCore {
             }
         }
         if (p.pr > 0 && self.num_pok < p.pr && self.num_ok >= p.r) || p.pr >= p.r {
-            return GetOutcome::Err(CoordError::PrUnsatisfied {
+            return GetOutcome::Err(CoordError::Quorum(QuorumError::PrUnsatisfied {
                 need: p.pr,
                 got: self.num_pok,
-            });
+            }));
         }
-        GetOutcome::Err(CoordError::RUnsatisfied {
+        GetOutcome::Err(CoordError::Quorum(QuorumError::RUnsatisfied {
             need: p.r,
             got: self.num_ok,
-        })
+        }))
     }
 
     /// Repairs or a reap, from the replies so far (riak_kv_get_core's

@@ -2,6 +2,7 @@
 //! reply the client is answered, with what.
 
 use super::*;
+use crate::error::QuorumError;
 use rill_object::{Content, Metadata, PutMode};
 
 fn obj(actor: &str, value: &str, after: Option<&Object>) -> Object {
@@ -115,10 +116,10 @@ fn answers_from_a_table() {
             GetOutcome::Found(o) => String::from_utf8(o.contents[0].value.clone()).unwrap(),
             GetOutcome::NotFound => "notfound".into(),
             GetOutcome::Deleted(_) => "deleted".into(),
-            GetOutcome::Err(CoordError::RUnsatisfied { need, got }) => {
+            GetOutcome::Err(CoordError::Quorum(QuorumError::RUnsatisfied { need, got })) => {
                 format!("r_val_unsatisfied {need} {got}")
             }
-            GetOutcome::Err(CoordError::PrUnsatisfied { need, got }) => {
+            GetOutcome::Err(CoordError::Quorum(QuorumError::PrUnsatisfied { need, got })) => {
                 format!("pr_val_unsatisfied {need} {got}")
             }
             GetOutcome::Err(CoordError::Failed(r)) => format!("failed {r}"),
@@ -299,10 +300,9 @@ fn waiting_for_all_answers_from_every_reply() {
     let e = fsm.reply(2, GetReply::Found(v1.clone()));
     assert_eq!(
         e[0],
-        GetEffect::Answer(GetOutcome::Err(CoordError::RUnsatisfied {
-            need: 3,
-            got: 2
-        }))
+        GetEffect::Answer(GetOutcome::Err(CoordError::Quorum(
+            QuorumError::RUnsatisfied { need: 3, got: 2 }
+        )))
     );
 }
 

@@ -13,7 +13,7 @@
 //! failures); or when every replica has stored or failed while PW is
 //! still short.
 
-use crate::error::CoordError;
+use crate::error::{CoordError, QuorumError};
 use rill_object::Object;
 
 /// The quorum rules of one put.
@@ -187,16 +187,16 @@ impl PutCore {
             return Err(CoordError::Overload);
         }
         if self.num_w >= p.w && self.num_dw >= p.dw {
-            return Err(CoordError::PwUnsatisfied {
+            return Err(CoordError::Quorum(QuorumError::PwUnsatisfied {
                 need: p.pw,
                 got: self.num_pw,
-            });
+            }));
         }
         if self.num_fail > p.n.saturating_sub(p.pw) && p.pw >= p.dw {
-            return Err(CoordError::PwUnsatisfied {
+            return Err(CoordError::Quorum(QuorumError::PwUnsatisfied {
                 need: p.pw,
                 got: self.num_pw,
-            });
+            }));
         }
         if self.num_dw == 0 && self.num_fail >= p.n {
             if let Some(reason) = &self.last_failure {
@@ -208,15 +208,15 @@ impl PutCore {
         let dw_out = self.num_fail >= self.dw_fail_threshold();
         let w_out = self.num_fail >= self.w_fail_threshold();
         if dw_out || (!w_out && self.num_dw < p.dw) {
-            return Err(CoordError::DwUnsatisfied {
+            return Err(CoordError::Quorum(QuorumError::DwUnsatisfied {
                 need: p.dw,
                 got: self.num_dw,
-            });
+            }));
         }
-        Err(CoordError::WUnsatisfied {
+        Err(CoordError::Quorum(QuorumError::WUnsatisfied {
             need: p.w,
             got: self.num_w,
-        })
+        }))
     }
 }
 

@@ -254,9 +254,7 @@ impl Layout {
     /// Change in partitions away from their owner before the claim if
     /// `p` went to `m`.
     fn cost(&self, p: usize, m: usize) -> isize {
-        let was = isize::from(self.owners[p] != self.start[p]);
-        let would = isize::from(Some(m) != self.start[p]);
-        would - was
+        isize::from(Some(m) != self.start[p]) - self.cost_now(p)
     }
 
     /// 1 when `p` is away from its owner before the claim.

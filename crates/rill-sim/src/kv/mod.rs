@@ -352,7 +352,7 @@ impl KvSim {
                     }) if *coordinator == at => (fsm.reply(idx, reply), key.clone(), *coordinator),
                     _ => return,
                 };
-                self.get_effects(op, c, &key, effects);
+                self.get_effects(c, &key, effects);
             }
             Msg::PutReply { op, idx, reply } => {
                 let effects = match self.ops.get_mut(&op) {

@@ -94,7 +94,6 @@ impl KvSim {
                 coordinator: c,
             },
         );
-        let _ = pl;
     }
 
     pub(super) fn start_put(&mut self, c: usize, key: String, delete: bool) {
@@ -225,7 +224,7 @@ impl KvSim {
         }
     }
 
-    pub(super) fn get_effects(&mut self, op: u64, c: usize, key: &str, effects: Vec<GetEffect>) {
+    pub(super) fn get_effects(&mut self, c: usize, key: &str, effects: Vec<GetEffect>) {
         for e in effects {
             match e {
                 GetEffect::Answer(GetOutcome::Found(o)) => {
@@ -253,7 +252,6 @@ impl KvSim {
                 GetEffect::Send(_) | GetEffect::Reap(_) | GetEffect::Done => {}
             }
         }
-        let _ = op;
     }
 
     pub(super) fn timeouts(&mut self) {
@@ -274,7 +272,7 @@ impl KvSim {
                     ..
                 }) => {
                     let e = fsm.timeout();
-                    self.get_effects(op, coordinator, &key, e);
+                    self.get_effects(coordinator, &key, e);
                 }
                 Some(Op::Put { mut fsm, write, .. }) => {
                     let answered = fsm.timeout();
