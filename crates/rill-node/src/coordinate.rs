@@ -20,6 +20,16 @@ use rill_ring::PreflistEntry;
 use std::collections::VecDeque;
 use std::sync::atomic::Ordering;
 
+/// What a write is, for `write_replicas`.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct WriteKind {
+    /// It adds data (not a delete): admitted for disk space first.
+    pub adds: bool,
+    /// The client wants the object as the replicas hold it after the
+    /// write (else the coordinator's is enough).
+    pub return_body: bool,
+}
+
 /// A read's answer.
 #[derive(Debug)]
 pub(crate) enum Read {
@@ -152,17 +162,17 @@ impl Node {
 
     /// The coordinating vnode (first in the preference list) computes the
     /// new object from what it holds and stores it; the others merge it
-    /// in; a put machine answers by W, DW and PW. A write that `adds`
-    /// data (not a delete) is first admitted for disk space. Returns the
-    /// object (merged from what the replicas hold once stored) and
-    /// whether every replica, all primaries, stored it.
+    /// in; a put machine answers by W, DW and PW. Returns the object (with
+    /// `return_body`, merged from what the replicas hold once stored;
+    /// else the coordinator's) and whether every replica, all primaries,
+    /// stored it.
     pub(crate) fn write_replicas(
         &self,
         k: &BKey,
         n: u32,
         q: WriteQuorum,
         props: &Props,
-        adds: bool,
+        how: WriteKind,
         coordinate: impl FnOnce(Option<&Object>, &Vec<u8>) -> Result<Object, KvError>,
     ) -> Result<(Object, bool), KvError> {
         let preflist = self.preflist(&k.bucket_type, &k.bucket, &k.key, n);
@@ -173,7 +183,7 @@ impl Node {
                 need,
             });
         }
-        if adds {
+        if how.adds {
             self.admit_write()?;
         }
         let allow_mult = put_mode(props).allow_mult;
@@ -184,7 +194,7 @@ impl Node {
             dw: q.dw,
             pw: q.pw,
             allow_mult,
-            return_body: true,
+            return_body: how.return_body,
         };
         let (mut fsm, first) = PutFsm::start(params, preflist.iter().map(|e| e.primary).collect());
         let mut effects: VecDeque<PutEffect> = first.into();

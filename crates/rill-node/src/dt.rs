@@ -170,7 +170,11 @@ impl Node {
         let precision = hll_precision(&props);
         let op = req.op;
         let mut result: Option<Crdt> = None;
-        let _ = self.write_replicas(&k, n, wq, &props, true, |stored, actor| {
+        let how = crate::coordinate::WriteKind {
+            adds: true,
+            return_body: false,
+        };
+        let _ = self.write_replicas(&k, n, wq, &props, how, |stored, actor| {
             let mut value = match crdt_of(stored)? {
                 Some(v) => v,
                 None => Crdt::new(&dt, precision).ok_or_else(|| {

@@ -2,7 +2,7 @@
 //! Riak's quorum rules.
 
 use crate::config::DeleteMode;
-use crate::coordinate::{Read, ReadMode};
+use crate::coordinate::{Read, ReadMode, WriteKind};
 use crate::error::{erl_bin, KvError};
 use crate::ids;
 use crate::node::Node;
@@ -382,7 +382,11 @@ impl Node {
         content.meta.vtag = Some(ids::vtag());
         content.dot = None;
         let k = Node::bkey(&req.bucket_type, &req.bucket, &key);
-        let (object, _) = self.write_replicas(&k, n, wq, &props, true, |stored, actor| {
+        let how = WriteKind {
+            adds: true,
+            return_body: req.return_body,
+        };
+        let (object, _) = self.write_replicas(&k, n, wq, &props, how, |stored, actor| {
             Ok(Object::coordinate_put(
                 stored,
                 &context,
@@ -436,7 +440,11 @@ impl Node {
         let k = Node::bkey(&req.bucket_type, &req.bucket, &req.key);
         let tombstone = Content::tombstone(ids::now_us(), ids::vtag());
         let write = || {
-            self.write_replicas(&k, n, wq, &props, false, |stored, actor| {
+            let how = WriteKind {
+                adds: false,
+                return_body: false,
+            };
+            self.write_replicas(&k, n, wq, &props, how, |stored, actor| {
                 Ok(Object::coordinate_put(
                     stored,
                     &context,

@@ -93,6 +93,7 @@ pub struct GetCore {
     num_notfound: u32,
     num_deleted: u32,
     num_fail: u32,
+    merged: std::cell::OnceCell<Option<Object>>,
 }
 
 impl GetCore {
@@ -109,6 +110,7 @@ impl GetCore {
             num_notfound: 0,
             num_deleted: 0,
             num_fail: 0,
+            merged: std::cell::OnceCell::new(),
         }
     }
 
@@ -134,6 +136,7 @@ impl GetCore {
             GetReply::Failed { .. } => self.num_fail += 1,
         }
         self.results[idx] = Some(reply);
+        self.merged = std::cell::OnceCell::new();
         true
     }
 
@@ -171,21 +174,27 @@ impl GetCore {
         self.heard() >= self.params.n
     }
 
-    fn merged(&self) -> Option<Object> {
-        let mut merged: Option<Object> = None;
-        for r in self.results.iter().flatten() {
-            if let GetReply::Found(o) = r {
-                merged = Some(match merged {
-                    None => o.clone(),
-                    Some(m) => m.merge(o),
-                });
-            }
-        }
-        let mut m = merged?;
-        if !self.params.allow_mult {
-            m.keep_newest();
-        }
-        Some(m)
+    /// The merge of the objects found so far, made once per set of
+    /// replies (the answer and the repairs both need it).
+    fn merged(&self) -> Option<&Object> {
+        self.merged
+            .get_or_init(|| {
+                let mut merged: Option<Object> = None;
+                for r in self.results.iter().flatten() {
+                    if let GetReply::Found(o) = r {
+                        merged = Some(match merged {
+                            None => o.clone(),
+                            Some(m) => m.merge(o),
+                        });
+                    }
+                }
+                let mut m = merged?;
+                if !self.params.allow_mult {
+                    m.keep_newest();
+                }
+                Some(m)
+            })
+            .as_ref()
     }
 
     /// The client's answer from the replies so far (riak_kv_get_core's
@@ -194,8 +203,8 @@ impl GetCore {
         let p = &self.params;
         if self.met() {
             return match self.merged() {
-                Some(m) if !m.is_tombstone() => GetOutcome::Found(m),
-                Some(m) if p.deletedvclock => GetOutcome::Deleted(m.clock),
+                Some(m) if !m.is_tombstone() => GetOutcome::Found(m.clone()),
+                Some(m) if p.deletedvclock => GetOutcome::Deleted(m.clock.clone()),
                 _ => GetOutcome::NotFound,
             };
         }
@@ -256,7 +265,7 @@ impl GetCore {
                     // can reach the same clock by another history; merging
                     // drops them). riak_kv repairs only the first and
                     // leaves the second to anti-entropy.
-                    if m.clock.dominates(&o.clock) || (o.clock == m.clock && *o != m) {
+                    if m.clock.dominates(&o.clock) || (o.clock == m.clock && o != m) {
                         targets.push(i);
                     }
                 }
@@ -265,13 +274,16 @@ impl GetCore {
             }
         }
         if !targets.is_empty() {
-            return FinalAction::Repair(ReadRepair { targets, object: m });
+            return FinalAction::Repair(ReadRepair {
+                targets,
+                object: m.clone(),
+            });
         }
         // Only when every replica is a primary (riak_kv's rule): a
         // primary that is down may still hold the value, and would bring
         // it back once the tombstone is gone everywhere else.
         if m.is_tombstone() && found == self.primaries.len() && self.primaries.iter().all(|p| *p) {
-            return FinalAction::Reap(m.clock);
+            return FinalAction::Reap(m.clock.clone());
         }
         FinalAction::Nop
     }
