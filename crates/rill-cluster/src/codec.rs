@@ -4,7 +4,7 @@
 //! partitions costs 2 bytes a partition.
 //!
 //! ```text
-//! magic "RILLCLST" | version u8 (1)
+//! magic "RILLCLST" | version u8 (2)
 //! names: u16 count, then each: u8 length, UTF-8 bytes
 //! cluster name: u8 length, bytes
 //! members: u16 count, then each: name u16, status u8, version u64, writer u16
@@ -12,7 +12,8 @@
 //!       u16 partitions, owner u16 each,
 //!       u32 transfers, each: partition u32, from u16, to u16, id u64
 //! done: u32 count, each: partition u32, id u64, from u16, to u16
-//! seen: u16 count, each: name u16, counter u64, digest u64
+//! seen: u16 count, each: name u16, counter u64, digest u64,
+//!       address: u8 length, UTF-8 bytes
 //! crc32 of everything before it
 //! ```
 
@@ -21,7 +22,8 @@ use crate::state::{ClusterState, RingRegister, Seen, Transfer};
 use std::collections::{BTreeMap, BTreeSet};
 
 const MAGIC: &[u8; 8] = b"RILLCLST";
-const VERSION: u8 = 1;
+/// Version 1 never left development builds (it had no addresses).
+const VERSION: u8 = 2;
 /// Partitions a ring has at most (rill-ring's limit).
 const MAX_PARTITIONS: usize = 1 << 14;
 
@@ -31,7 +33,7 @@ const MAX_PARTITIONS: usize = 1 << 14;
 pub enum CodecError {
     #[error("not a cluster state (bad magic bytes)")]
     Magic,
-    #[error("cluster state format {0}; this build reads 1")]
+    #[error("cluster state format {0}; this build reads 2")]
     Version(u8),
     #[error("the cluster state ends early")]
     Short,
@@ -144,6 +146,7 @@ pub fn encode(s: &ClusterState) -> Vec<u8> {
         out.extend_from_slice(&names.of(n));
         out.extend_from_slice(&seen.counter.to_be_bytes());
         out.extend_from_slice(&seen.digest.to_be_bytes());
+        short_str(&mut out, &seen.addr);
     }
     let crc = crc32(&out);
     out.extend_from_slice(&crc.to_be_bytes());
@@ -288,7 +291,15 @@ pub fn decode(b: &[u8]) -> Result<ClusterState, CodecError> {
         let n = name(r.u16()?)?;
         let counter = r.u64()?;
         let digest = r.u64()?;
-        seen.insert(n, Seen { counter, digest });
+        let addr = r.str()?;
+        seen.insert(
+            n,
+            Seen {
+                counter,
+                digest,
+                addr,
+            },
+        );
     }
     if !r.b.is_empty() {
         return Err(CodecError::Malformed("bytes after the state"));
@@ -328,6 +339,7 @@ mod tests {
         s.mark_done(&t);
         s.see("a@h");
         s.see("b@h");
+        s.set_address("b@h", "127.0.0.1:8199");
         s
     }
 

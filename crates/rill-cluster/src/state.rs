@@ -89,6 +89,9 @@ impl RingRegister {
 pub struct Seen {
     pub counter: u64,
     pub digest: u64,
+    /// Where peers reach the node (its cluster listener, `host:port`);
+    /// only the node itself writes it.
+    pub addr: String,
 }
 
 /// Why a change to the state was refused.
@@ -219,14 +222,43 @@ impl ClusterState {
         if self.seen.get(node).is_some_and(|s| s.digest == digest) {
             return false;
         }
+        let addr = self.seen.get(node).map(|s| s.addr.clone()).unwrap_or_default();
         self.seen.insert(
             node.to_string(),
             Seen {
                 counter: counter + 1,
                 digest,
+                addr,
             },
         );
         true
+    }
+
+    /// Records where peers reach `node` (written by the node itself, at
+    /// each start). True when it changed.
+    pub fn set_address(&mut self, node: &str, addr: &str) -> bool {
+        if self.address(node) == Some(addr) {
+            return false;
+        }
+        let counter = self.seen.get(node).map_or(0, |s| s.counter);
+        let digest = self.seen.get(node).map_or(0, |s| s.digest);
+        self.seen.insert(
+            node.to_string(),
+            Seen {
+                counter: counter + 1,
+                digest,
+                addr: addr.to_string(),
+            },
+        );
+        true
+    }
+
+    /// Where peers reach `node`, if it has said.
+    pub fn address(&self, node: &str) -> Option<&str> {
+        self.seen
+            .get(node)
+            .map(|s| s.addr.as_str())
+            .filter(|a| !a.is_empty())
     }
 
     /// `actor` sets `node`'s status. A node not yet known may only join.
@@ -298,7 +330,7 @@ impl ClusterState {
         }
         for (n, s) in &other.seen {
             let take = match self.seen.get(n) {
-                Some(mine) => (s.counter, s.digest) > (mine.counter, mine.digest),
+                Some(mine) => (s.counter, s.digest, &s.addr) > (mine.counter, mine.digest, &mine.addr),
                 None => true,
             };
             if take {

@@ -28,6 +28,10 @@ enum Op {
     See {
         actor: usize,
     },
+    Address {
+        actor: usize,
+        port: u16,
+    },
     Exchange {
         from: usize,
         to: usize,
@@ -49,6 +53,7 @@ fn op() -> impl Strategy<Value = Op> {
         }),
         (0..n, 0..8u32).prop_map(|(actor, partition)| Op::MarkDone { actor, partition }),
         (0..n).prop_map(|actor| Op::See { actor }),
+        (0..n, 0..3u16).prop_map(|(actor, port)| Op::Address { actor, port }),
         (0..n, 0..n).prop_map(|(from, to)| Op::Exchange { from, to }),
     ]
 }
@@ -98,6 +103,9 @@ fn replicas(ops: &[Op]) -> Vec<ClusterState> {
             }
             Op::See { actor } => {
                 r[actor].see(NODES[actor]);
+            }
+            Op::Address { actor, port } => {
+                r[actor].set_address(NODES[actor], &format!("127.0.0.1:{}", 8099 + port));
             }
             Op::Exchange { from, to } => {
                 let other = r[from].clone();
