@@ -222,7 +222,11 @@ impl ClusterState {
         if self.seen.get(node).is_some_and(|s| s.digest == digest) {
             return false;
         }
-        let addr = self.seen.get(node).map(|s| s.addr.clone()).unwrap_or_default();
+        let addr = self
+            .seen
+            .get(node)
+            .map(|s| s.addr.clone())
+            .unwrap_or_default();
         self.seen.insert(
             node.to_string(),
             Seen {
@@ -330,7 +334,9 @@ impl ClusterState {
         }
         for (n, s) in &other.seen {
             let take = match self.seen.get(n) {
-                Some(mine) => (s.counter, s.digest, &s.addr) > (mine.counter, mine.digest, &mine.addr),
+                Some(mine) => {
+                    (s.counter, s.digest, &s.addr) > (mine.counter, mine.digest, &mine.addr)
+                }
                 None => true,
             };
             if take {

@@ -51,6 +51,9 @@ pub struct NodeConfig {
     /// `object.siblings.warning_threshold` / `object.siblings.maximum`.
     pub siblings_warning: usize,
     pub siblings_max: usize,
+    /// How long a coordinator waits for other nodes' replicas (Riak's
+    /// default request timeout: 60 s).
+    pub request_timeout: Duration,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq)]
@@ -85,6 +88,7 @@ impl NodeConfig {
             object_size_max_bytes: 50 << 20,
             siblings_warning: 25,
             siblings_max: 100,
+            request_timeout: Duration::from_secs(60),
         }
     }
 }

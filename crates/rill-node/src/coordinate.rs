@@ -3,11 +3,19 @@
 //! effects (ask a vnode, write to it, repair it, reap a tombstone) and
 //! keeping the vnodes' typed errors for the answer. The rules are the
 //! machines'; this is the wiring.
+//!
+//! A replica on this node answers at once; one on another node answers
+//! through the cluster runtime, and the coordinator waits for it until
+//! the request's timeout. The client is answered as soon as the machine
+//! has its answer; a get's remaining replies (for read repair) are
+//! collected afterwards by a task of the runtime.
 
+use crate::cluster::ReplyTx;
 use crate::error::{KvError, OUT_OF_SPACE_RETRY_SECS};
 use crate::kv::{prune_rules, put_mode};
 use crate::node::Node;
 use crate::quorum::{ReadQuorum, WriteQuorum};
+use crate::step::CoordinateStep;
 use crate::vnode_msg::{VnodeReply, VnodeRequest};
 use rill_backend::BKey;
 use rill_bucket::Props;
@@ -19,6 +27,14 @@ use rill_object::{Object, VClock};
 use rill_ring::PreflistEntry;
 use std::collections::VecDeque;
 use std::sync::atomic::Ordering;
+use std::time::Instant;
+use tokio::sync::mpsc::{unbounded_channel, UnboundedReceiver};
+
+/// The tag of the coordinating write's reply (replies of replicas are
+/// tagged with their index).
+const COORDINATOR: usize = usize::MAX;
+
+type Replies = UnboundedReceiver<(usize, VnodeReply)>;
 
 /// What a write is, for `write_replicas`.
 #[derive(Clone, Copy, Debug)]
@@ -73,6 +89,33 @@ fn quorum_error(e: CoordError) -> KvError {
     }
 }
 
+fn get_reply(reply: VnodeReply, last_error: &mut Option<KvError>) -> GetReply {
+    match reply {
+        VnodeReply::Found(Some(o)) => GetReply::Found(o),
+        VnodeReply::Found(None) => GetReply::NotFound,
+        VnodeReply::Failed(e) => {
+            let r = GetReply::Failed {
+                reason: e.to_string(),
+                overload: overloaded(&e),
+            };
+            *last_error = Some(e);
+            r
+        }
+        other => GetReply::Failed {
+            reason: unexpected(other),
+            overload: false,
+        },
+    }
+}
+
+/// What a get does with its replicas: read the key, repair, reap.
+struct GetJob {
+    key: BKey,
+    preflist: Vec<PreflistEntry>,
+    mode: ReadMode,
+    tx: ReplyTx,
+}
+
 impl Node {
     /// Reads the key from every replica of `preflist` through a get
     /// machine: answers by Riak's quorum rules, repairs replicas behind
@@ -84,6 +127,7 @@ impl Node {
         q: ReadQuorum,
         mode: ReadMode,
     ) -> Result<Read, KvError> {
+        let all_local = preflist.iter().all(|e| self.is_local(e));
         let params = GetParams {
             n: preflist.len() as u32,
             r: q.r,
@@ -92,45 +136,47 @@ impl Node {
             basic_quorum: mode.basic_quorum,
             allow_mult: mode.allow_mult,
             deletedvclock: mode.deletedvclock,
-            // The replicas are this node's vnodes: every reply is in at
-            // once, so the answer merges them all.
-            wait_for_all: true,
+            // This node's vnodes reply at once, so the answer merges them
+            // all; with other nodes' replicas it comes at R.
+            wait_for_all: all_local,
         };
         let (mut fsm, first) = GetFsm::start(params, preflist.iter().map(|e| e.primary).collect());
+        let (tx, mut rx) = unbounded_channel();
+        let job = GetJob {
+            key: k.clone(),
+            preflist: preflist.to_vec(),
+            mode,
+            tx,
+        };
+        let deadline = Instant::now() + self.config.request_timeout;
         let mut effects: VecDeque<GetEffect> = first.into();
         let mut answer = None;
         let mut last_error = None;
-        while let Some(effect) = effects.pop_front() {
-            match effect {
-                GetEffect::Send(i) => {
-                    let request = VnodeRequest::Get { key: k.clone() };
-                    let reply = match self.vnode(&preflist[i]).handle(request, &self.limits) {
-                        VnodeReply::Found(Some(o)) => GetReply::Found(o),
-                        VnodeReply::Found(None) => GetReply::NotFound,
-                        VnodeReply::Failed(e) => {
-                            let r = GetReply::Failed {
-                                reason: e.to_string(),
-                                overload: overloaded(&e),
-                            };
-                            last_error = Some(e);
-                            r
+        loop {
+            while let Some(effect) = effects.pop_front() {
+                match effect {
+                    GetEffect::Send(i) => {
+                        let request = VnodeRequest::Get { key: k.clone() };
+                        if let Some(reply) = self.ask(&preflist[i], request, i, &job.tx) {
+                            effects.extend(fsm.reply(i, get_reply(reply, &mut last_error)));
                         }
-                        other => GetReply::Failed {
-                            reason: unexpected(other),
-                            overload: false,
-                        },
-                    };
-                    effects.extend(fsm.reply(i, reply));
+                    }
+                    GetEffect::Answer(a) => answer = Some(a),
+                    other => self.get_effect(&job, other),
                 }
-                GetEffect::Answer(a) => answer = Some(a),
-                GetEffect::Repair { idx, object } => {
-                    self.repair(k, &preflist[idx], object, mode.allow_mult)
-                }
-                GetEffect::Reap(clock) if mode.may_reap => self.reap_later(k, &clock, preflist),
-                GetEffect::Reap(_) | GetEffect::Done => {}
+            }
+            if answer.is_some() || fsm.is_done() {
+                break;
+            }
+            match self.wait(&mut rx, deadline) {
+                Some((i, reply)) => effects.extend(fsm.reply(i, get_reply(reply, &mut last_error))),
+                None => effects.extend(fsm.timeout()),
             }
         }
-        match answer.expect("a get machine answers once every replica has") {
+        if !fsm.is_done() {
+            self.finish_get(fsm, job, rx, deadline);
+        }
+        match answer.expect("a get machine answers before it is done") {
             GetOutcome::Found(o) => Ok(Read::Found(o)),
             GetOutcome::NotFound => Ok(Read::NotFound),
             GetOutcome::Deleted(clock) => Ok(Read::Deleted(clock)),
@@ -143,15 +189,78 @@ impl Node {
         }
     }
 
-    fn repair(&self, k: &BKey, e: &PreflistEntry, target: Object, allow_mult: bool) {
+    /// A get's effects after its answer: repairs and reaps.
+    fn get_effect(&self, job: &GetJob, effect: GetEffect) {
+        match effect {
+            GetEffect::Repair { idx, object } => self.repair(
+                &job.key,
+                &job.preflist[idx],
+                object,
+                job.mode.allow_mult,
+                &job.tx,
+            ),
+            GetEffect::Reap(clock) if job.mode.may_reap => {
+                self.reap_later(&job.key, &clock, &job.preflist)
+            }
+            GetEffect::Send(_) | GetEffect::Answer(_) | GetEffect::Reap(_) | GetEffect::Done => {}
+        }
+    }
+
+    /// Waits for the next reply of another node until `deadline`.
+    fn wait(&self, rx: &mut Replies, deadline: Instant) -> Option<(usize, VnodeReply)> {
+        let remote = self.remote()?;
+        let deadline = tokio::time::Instant::from_std(deadline);
+        remote
+            .runtime()
+            .block_on(async { tokio::time::timeout_at(deadline, rx.recv()).await })
+            .ok()
+            .flatten()
+    }
+
+    /// Collects a get's remaining replies after its client was answered,
+    /// on the runtime, and carries out the repairs and reaps they call
+    /// for.
+    fn finish_get(&self, mut fsm: GetFsm, job: GetJob, mut rx: Replies, deadline: Instant) {
+        let (Some(remote), Some(node)) = (self.remote(), self.this.upgrade()) else {
+            return;
+        };
+        let deadline = tokio::time::Instant::from_std(deadline);
+        remote.runtime().spawn(async move {
+            while !fsm.is_done() {
+                let effects = match tokio::time::timeout_at(deadline, rx.recv()).await {
+                    Ok(Some((i, reply))) => fsm.reply(i, get_reply(reply, &mut None)),
+                    _ => fsm.timeout(),
+                };
+                let work: Vec<GetEffect> = effects
+                    .into_iter()
+                    .filter(|e| matches!(e, GetEffect::Repair { .. } | GetEffect::Reap(_)))
+                    .collect();
+                if work.is_empty() {
+                    continue;
+                }
+                let (node, job) = (node.clone(), job.clone_parts());
+                // Repairs of this node's vnodes write to disk.
+                let _ = tokio::task::spawn_blocking(move || {
+                    for e in work {
+                        node.get_effect(&job, e);
+                    }
+                })
+                .await;
+            }
+        });
+    }
+
+    fn repair(&self, k: &BKey, e: &PreflistEntry, target: Object, allow_mult: bool, tx: &ReplyTx) {
         let request = VnodeRequest::Merge {
             key: k.clone(),
             object: target,
             allow_mult,
             prune: None,
         };
-        match self.vnode(e).handle(request, &self.limits) {
-            VnodeReply::Failed(err) => {
+        // Another node's repair is sent and not awaited (its reply, if
+        // any, is dropped with the request's channel).
+        match self.ask(e, request, usize::MAX - 1, tx) {
+            Some(VnodeReply::Failed(err)) => {
                 tracing::warn!(partition = e.partition.0, error = %err, "read repair failed")
             }
             _ => {
@@ -160,12 +269,13 @@ impl Node {
         }
     }
 
-    /// The coordinating vnode (first in the preference list) computes the
-    /// new object from what it holds and stores it; the others merge it
-    /// in; a put machine answers by W, DW and PW. Returns the object (with
+    /// The coordinating vnode (this node's replica if it holds one, else
+    /// the first of the preference list) makes the new object from what
+    /// it holds (`step`) and stores it; the others merge it in; a put
+    /// machine answers by W, DW and PW. Returns the object (with
     /// `return_body`, merged from what the replicas hold once stored;
     /// else the coordinator's) and whether every replica, all primaries,
-    /// stored it.
+    /// stored it before the answer.
     pub(crate) fn write_replicas(
         &self,
         k: &BKey,
@@ -173,15 +283,20 @@ impl Node {
         q: WriteQuorum,
         props: &Props,
         how: WriteKind,
-        coordinate: impl FnOnce(Option<&Object>, &Vec<u8>) -> Result<Object, KvError>,
+        step: CoordinateStep,
     ) -> Result<(Object, bool), KvError> {
-        let preflist = self.preflist(&k.bucket_type, &k.bucket, &k.key, n);
+        let mut preflist = self.preflist(&k.bucket_type, &k.bucket, &k.key, n);
         let need = q.w.max(q.dw).max(q.pw).max(1);
         if (preflist.len() as u32) < need {
             return Err(KvError::InsufficientVnodes {
                 have: preflist.len() as u32,
                 need,
             });
+        }
+        // Coordinate on this node when it holds a replica (no extra hop).
+        if let Some(i) = preflist.iter().position(|e| self.is_local(e)) {
+            let e = preflist.remove(i);
+            preflist.insert(0, e);
         }
         if how.adds {
             self.admit_write()?;
@@ -197,65 +312,70 @@ impl Node {
             return_body: how.return_body,
         };
         let (mut fsm, first) = PutFsm::start(params, preflist.iter().map(|e| e.primary).collect());
+        let (tx, mut rx) = unbounded_channel();
+        let deadline = Instant::now() + self.config.request_timeout;
         let mut effects: VecDeque<PutEffect> = first.into();
-        let mut coordinate = Some(coordinate);
+        let mut step = Some(step);
         let (mut answer, mut everywhere) = (None, false);
         let (mut coordinated, mut coordinator_error) = (None, None);
         let mut out_of_space = false;
-        while let Some(effect) = effects.pop_front() {
-            match effect {
-                PutEffect::Coordinate => {
-                    let vnode = self.vnode(&preflist[0]).clone();
-                    let f = coordinate.take().expect("one coordination");
-                    let r = vnode
-                        .update(k, &self.limits, Some(&prune), |stored| {
-                            f(stored, &vnode.actor_for(stored)?).map(Some)
-                        })
-                        .map(|o| o.expect("the coordinator always writes"));
-                    match r {
-                        Ok(o) => {
-                            coordinated = Some(o.clone());
-                            effects.extend(fsm.coordinated(Ok(o)));
-                        }
-                        Err(e) => {
-                            if matches!(e, KvError::OutOfSpace { .. }) {
-                                self.disk_full();
-                            }
-                            effects.extend(fsm.coordinated(Err(CoordError::Failed(e.to_string()))));
-                            coordinator_error = Some(e);
+        loop {
+            while let Some(effect) = effects.pop_front() {
+                match effect {
+                    PutEffect::Coordinate => {
+                        let request = VnodeRequest::Coordinate {
+                            key: k.clone(),
+                            step: Box::new(step.take().expect("one coordination")),
+                            prune,
+                        };
+                        if let Some(reply) = self.ask(&preflist[0], request, COORDINATOR, &tx) {
+                            effects.extend(self.on_coordinated(
+                                &mut fsm,
+                                reply,
+                                &mut coordinated,
+                                &mut coordinator_error,
+                            ));
                         }
                     }
-                }
-                PutEffect::Send { idx, object } => {
-                    let e = &preflist[idx];
-                    let request = VnodeRequest::Merge {
-                        key: k.clone(),
-                        object,
-                        allow_mult,
-                        prune: Some(prune),
-                    };
-                    let reply = match self.vnode(e).handle(request, &self.limits) {
-                        VnodeReply::Stored(stored) => {
-                            effects.extend(fsm.reply(idx, PutReply::W));
-                            PutReply::Dw(Some(stored))
+                    PutEffect::Send { idx, object } => {
+                        let request = VnodeRequest::Merge {
+                            key: k.clone(),
+                            object,
+                            allow_mult,
+                            prune: Some(prune),
+                        };
+                        if let Some(reply) = self.ask(&preflist[idx], request, idx, &tx) {
+                            effects.extend(on_stored(
+                                &mut fsm,
+                                &preflist,
+                                idx,
+                                reply,
+                                &mut out_of_space,
+                            ));
                         }
-                        VnodeReply::Failed(err) => {
-                            tracing::warn!(partition = e.partition.0, error = %err, "replica write failed");
-                            out_of_space |= matches!(err, KvError::OutOfSpace { .. });
-                            PutReply::Failed {
-                                reason: err.to_string(),
-                                overload: overloaded(&err),
-                            }
-                        }
-                        other => PutReply::Failed {
-                            reason: unexpected(other),
-                            overload: false,
-                        },
-                    };
-                    effects.extend(fsm.reply(idx, reply));
+                    }
+                    PutEffect::Answer(a) => answer = Some(a),
+                    PutEffect::Done { everywhere: e } => everywhere = e,
                 }
-                PutEffect::Answer(a) => answer = Some(a),
-                PutEffect::Done { everywhere: e } => everywhere = e,
+            }
+            if answer.is_some() {
+                break;
+            }
+            match self.wait(&mut rx, deadline) {
+                Some((COORDINATOR, reply)) => effects.extend(self.on_coordinated(
+                    &mut fsm,
+                    reply,
+                    &mut coordinated,
+                    &mut coordinator_error,
+                )),
+                Some((idx, reply)) => effects.extend(on_stored(
+                    &mut fsm,
+                    &preflist,
+                    idx,
+                    reply,
+                    &mut out_of_space,
+                )),
+                None => effects.extend(fsm.timeout()),
             }
         }
         if out_of_space {
@@ -264,7 +384,7 @@ impl Node {
         if let Some(e) = coordinator_error {
             return Err(e);
         }
-        match answer.expect("a put machine answers once every replica has") {
+        match answer.expect("a put machine answers before it is done") {
             Ok(body) => {
                 let object = body.or(coordinated).expect("a stored put has an object");
                 Ok((object, everywhere))
@@ -275,6 +395,71 @@ impl Node {
             Err(e) => Err(quorum_error(e)),
         }
     }
+
+    fn on_coordinated(
+        &self,
+        fsm: &mut PutFsm,
+        reply: VnodeReply,
+        coordinated: &mut Option<Object>,
+        coordinator_error: &mut Option<KvError>,
+    ) -> Vec<PutEffect> {
+        match reply {
+            VnodeReply::Stored(o) => {
+                *coordinated = Some(o.clone());
+                fsm.coordinated(Ok(o))
+            }
+            VnodeReply::Failed(e) => {
+                if matches!(e, KvError::OutOfSpace { .. }) {
+                    self.disk_full();
+                }
+                let effects = fsm.coordinated(Err(CoordError::Failed(e.to_string())));
+                *coordinator_error = Some(e);
+                effects
+            }
+            other => fsm.coordinated(Err(CoordError::Failed(unexpected(other)))),
+        }
+    }
+}
+
+impl GetJob {
+    fn clone_parts(&self) -> GetJob {
+        GetJob {
+            key: self.key.clone(),
+            preflist: self.preflist.clone(),
+            mode: self.mode,
+            tx: self.tx.clone(),
+        }
+    }
+}
+
+/// A replica's answer to a put's merge.
+fn on_stored(
+    fsm: &mut PutFsm,
+    preflist: &[PreflistEntry],
+    idx: usize,
+    reply: VnodeReply,
+    out_of_space: &mut bool,
+) -> Vec<PutEffect> {
+    let reply = match reply {
+        VnodeReply::Stored(stored) => {
+            let mut effects = fsm.reply(idx, PutReply::W);
+            effects.extend(fsm.reply(idx, PutReply::Dw(Some(stored))));
+            return effects;
+        }
+        VnodeReply::Failed(err) => {
+            tracing::warn!(partition = preflist[idx].partition.0, node = %preflist[idx].node, error = %err, "replica write failed");
+            *out_of_space |= matches!(err, KvError::OutOfSpace { .. });
+            PutReply::Failed {
+                reason: err.to_string(),
+                overload: overloaded(&err),
+            }
+        }
+        other => PutReply::Failed {
+            reason: unexpected(other),
+            overload: false,
+        },
+    };
+    fsm.reply(idx, reply)
 }
 
 #[cfg(test)]

@@ -7,9 +7,9 @@ use crate::error::{erl_bin, KvError};
 use crate::ids;
 use crate::kv::{check_names, read_quorum, request_n, write_quorum};
 use crate::node::Node;
+use crate::step::{crdt_of, CoordinateStep};
 use rill_bucket::{Props, Quorum};
 use rill_crdt::{Clock, Crdt, Op};
-use rill_object::{Content, Metadata, Object};
 use std::sync::atomic::Ordering;
 
 #[derive(Clone, Debug, Default)]
@@ -53,21 +53,6 @@ pub struct DtUpdateAnswer {
     pub key: Vec<u8>,
     pub generated_key: bool,
     pub value: Crdt,
-}
-
-/// The data type held by an object: its live siblings' states merged.
-fn crdt_of(o: Option<&Object>) -> Result<Option<Crdt>, KvError> {
-    let Some(o) = o else { return Ok(None) };
-    let mut acc: Option<Crdt> = None;
-    for c in o.contents.iter().filter(|c| !c.meta.deleted) {
-        let x = Crdt::decode(&c.value)
-            .map_err(|e| KvError::Backend(format!("stored data type does not decode: {e}")))?;
-        match &mut acc {
-            None => acc = Some(x),
-            Some(a) => a.merge(&x),
-        }
-    }
-    Ok(acc)
 }
 
 fn hll_precision(props: &Props) -> u8 {
@@ -167,47 +152,24 @@ impl Node {
             None => (ids::generated_key(), true),
         };
         let k = Node::bkey(&req.bucket_type, &req.bucket, &key);
-        let precision = hll_precision(&props);
-        let op = req.op;
-        let mut result: Option<Crdt> = None;
         let how = crate::coordinate::WriteKind {
             adds: true,
             return_body: false,
         };
-        let _ = self.write_replicas(&k, n, wq, &props, how, |stored, actor| {
-            let mut value = match crdt_of(stored)? {
-                Some(v) => v,
-                None => Crdt::new(&dt, precision).ok_or_else(|| {
-                    KvError::Datatype(format!("Bucket datatype `{dt}` is not a supported type"))
-                })?,
-            };
-            let now = ids::now_us();
-            value
-                .apply(&op, actor, context.as_ref(), now)
-                .map_err(|e| KvError::Datatype(e.to_string()))?;
-            let content = Content::new(
-                value.encode(),
-                Metadata {
-                    content_type: Some(value.content_type().as_bytes().to_vec()),
-                    last_modified_us: now,
-                    vtag: Some(ids::vtag()),
-                    ..Metadata::default()
-                },
-            );
-            result = Some(value);
-            // The op was applied to everything stored: the new state
-            // replaces it (the stored clock is the context).
-            let ctx = stored.map(|s| s.clock.clone()).unwrap_or_default();
-            let mode = rill_object::PutMode {
-                allow_mult: true,
-                last_write_wins: false,
-            };
-            Ok(Object::coordinate_put(stored, &ctx, content, actor, mode))
-        })?;
+        let step = CoordinateStep::Dt {
+            datatype: dt,
+            hll_precision: hll_precision(&props),
+            op: req.op,
+            context,
+        };
+        let (object, _) = self.write_replicas(&k, n, wq, &props, how, step)?;
+        // The coordinator's new version holds one state: the result.
+        let value = crdt_of(Some(&object))?
+            .ok_or_else(|| KvError::Backend("the updated data type holds no state".into()))?;
         Ok(DtUpdateAnswer {
             key,
             generated_key,
-            value: result.expect("the coordinator applied the operation"),
+            value,
         })
     }
 }

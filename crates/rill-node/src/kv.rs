@@ -7,6 +7,7 @@ use crate::error::{erl_bin, KvError};
 use crate::ids;
 use crate::node::Node;
 use crate::quorum::{ReadQuorum, WriteQuorum};
+use crate::step::CoordinateStep;
 use crate::vnode_msg::{VnodeReply, VnodeRequest};
 use rill_backend::BKey;
 use rill_bucket::{Props, Quorum};
@@ -310,25 +311,33 @@ impl Node {
     /// Takes a tombstone out of the replicas per `delete_mode`, if it is
     /// still the same tombstone then.
     pub(crate) fn reap_later(&self, k: &BKey, clock: &VClock, preflist: &[PreflistEntry]) {
-        let partitions: Vec<u32> = preflist.iter().map(|e| e.partition.0).collect();
         match self.delete_mode() {
             DeleteMode::Keep => {}
             DeleteMode::Immediate => {
-                for p in partitions {
-                    let request = VnodeRequest::Reap {
-                        key: k.clone(),
-                        clock: clock.clone(),
-                    };
-                    if let VnodeReply::Failed(e) =
-                        self.vnodes[p as usize].handle(request, &self.limits)
-                    {
-                        tracing::warn!(partition = p, error = %e, "tombstone not reaped");
-                    }
+                for e in preflist {
+                    self.reap(k, clock, e);
                 }
             }
-            DeleteMode::After(d) => self
-                .reaper
-                .schedule(k.clone(), clock.clone(), partitions, d),
+            DeleteMode::After(d) => {
+                self.reaper
+                    .schedule(k.clone(), clock.clone(), preflist.to_vec(), d)
+            }
+        }
+    }
+
+    /// Asks replica `e` to drop the tombstone if it is still `clock`'s
+    /// (another node's answer is not awaited).
+    pub(crate) fn reap(&self, k: &BKey, clock: &VClock, e: &PreflistEntry) {
+        let request = VnodeRequest::Reap {
+            key: k.clone(),
+            clock: clock.clone(),
+        };
+        let (tx, _rx) = tokio::sync::mpsc::unbounded_channel();
+        if let Some(VnodeReply::Failed(err)) = self.ask(e, request, 0, &tx) {
+            if matches!(err, KvError::OutOfSpace { .. }) {
+                self.disk_full();
+            }
+            tracing::warn!(partition = e.partition.0, error = %err, "tombstone not reaped");
         }
     }
 
@@ -386,15 +395,12 @@ impl Node {
             adds: true,
             return_body: req.return_body,
         };
-        let (object, _) = self.write_replicas(&k, n, wq, &props, how, |stored, actor| {
-            Ok(Object::coordinate_put(
-                stored,
-                &context,
-                content,
-                actor,
-                put_mode(&props),
-            ))
-        })?;
+        let step = CoordinateStep::Put {
+            context,
+            content,
+            mode: put_mode(&props),
+        };
+        let (object, _) = self.write_replicas(&k, n, wq, &props, how, step)?;
         Ok(PutAnswer {
             key,
             generated_key,
@@ -444,15 +450,12 @@ impl Node {
                 adds: false,
                 return_body: false,
             };
-            self.write_replicas(&k, n, wq, &props, how, |stored, actor| {
-                Ok(Object::coordinate_put(
-                    stored,
-                    &context,
-                    tombstone.clone(),
-                    actor,
-                    put_mode(&props),
-                ))
-            })
+            let step = CoordinateStep::Put {
+                context: context.clone(),
+                content: tombstone.clone(),
+                mode: put_mode(&props),
+            };
+            self.write_replicas(&k, n, wq, &props, how, step)
         };
         // A delete that meets a full disk gets the reserve's room: deletes
         // are how an operator frees space. The write itself releases the

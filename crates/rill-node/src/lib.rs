@@ -10,6 +10,7 @@
 //!   under a striped lock), so concurrent writers never lose a sibling;
 //! - bucket types and properties are on disk before a change returns.
 
+pub mod cluster;
 mod config;
 mod coordinate;
 mod dt;
@@ -26,6 +27,7 @@ mod node;
 mod quorum;
 mod reaper;
 mod space;
+pub mod step;
 #[cfg(test)]
 mod testing;
 mod vnode;

@@ -1,5 +1,6 @@
 //! The node: its vnodes, ring, bucket registry and background work.
 
+use crate::cluster::{ClusterView, Remote};
 use crate::config::{BackendKind, DeleteMode, MergePolicyKind, NodeConfig};
 use crate::error::KvError;
 use crate::identity::NodeIds;
@@ -14,7 +15,7 @@ use rill_bucket::{Props, Registry, RegistryError, TypeStatus};
 use rill_ring::{key_hash, PreflistEntry, Ring};
 use serde_json::Value;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, RwLock};
+use std::sync::{Arc, OnceLock, RwLock, Weak};
 use std::time::{Duration, Instant};
 
 /// Counters an operator reads through `/stats` and `rill admin status`.
@@ -78,6 +79,11 @@ pub struct Node {
     /// Tests: stop as a crash of the process would (no clean record).
     forget_clean_stop: std::sync::atomic::AtomicBool,
     started: Instant,
+    /// The cluster as the runtime last said (`cluster`).
+    pub(crate) view: RwLock<Arc<ClusterView>>,
+    pub(crate) remote: OnceLock<Arc<dyn Remote>>,
+    /// This node, for work that outlives a request (finishing a get).
+    pub(crate) this: Weak<Node>,
 }
 
 impl Node {
@@ -158,7 +164,8 @@ impl Node {
             siblings_warning: config.siblings_warning,
             siblings_max: config.siblings_max,
         };
-        let node = Arc::new(Node {
+        let view = ClusterView::single(&config.nodename, config.ring_size)?;
+        let node = Arc::new_cyclic(|this| Node {
             config,
             ring,
             vnodes,
@@ -172,6 +179,9 @@ impl Node {
             leases: ids.leases.clone(),
             forget_clean_stop: Default::default(),
             started: Instant::now(),
+            view: RwLock::new(Arc::new(view)),
+            remote: OnceLock::new(),
+            this: this.clone(),
         });
         let weak = Arc::downgrade(&node);
         let reaper = node.reaper.clone();
@@ -180,18 +190,8 @@ impl Node {
             .spawn(move || {
                 reaper.run(|job| {
                     let Some(node) = weak.upgrade() else { return };
-                    for p in &job.partitions {
-                        let request = crate::vnode_msg::VnodeRequest::Reap {
-                            key: job.key.clone(),
-                            clock: job.clock.clone(),
-                        };
-                        let reply = node.vnodes[*p as usize].handle(request, &node.limits);
-                        if let crate::vnode_msg::VnodeReply::Failed(e) = reply {
-                            if matches!(e, KvError::OutOfSpace { .. }) {
-                                node.disk_full();
-                            }
-                            tracing::warn!(error = %e, "tombstone not reaped");
-                        }
+                    for e in &job.replicas {
+                        node.reap(&job.key, &job.clock, e);
                     }
                 })
             })
@@ -219,8 +219,9 @@ impl Node {
         self.config.delete_mode
     }
 
-    /// The preference list of a key for `n` replicas (all primaries on one
-    /// node).
+    /// The preference list of a key for `n` replicas: primaries whose
+    /// node is up, then fallbacks for those that are not (Riak's sloppy
+    /// quorum).
     pub fn preflist(
         &self,
         bucket_type: &[u8],
@@ -229,7 +230,8 @@ impl Node {
         n: u32,
     ) -> Vec<PreflistEntry> {
         let h = key_hash(bucket_type, bucket, key);
-        self.ring.preflist(&h, n, |_| true, true)
+        let view = self.cluster_view();
+        view.ring.preflist(&h, n, |node| view.is_up(node), true)
     }
 
     pub(crate) fn vnode(&self, e: &PreflistEntry) -> &Arc<Vnode> {

@@ -4,6 +4,7 @@
 
 use rill_backend::BKey;
 use rill_object::VClock;
+use rill_ring::PreflistEntry;
 use std::cmp::Reverse;
 use std::collections::BinaryHeap;
 use std::sync::{Arc, Condvar, Mutex};
@@ -17,7 +18,7 @@ pub(crate) struct Job {
     pub due: Instant,
     pub key: BKey,
     pub clock: VClock,
-    pub partitions: Vec<u32>,
+    pub replicas: Vec<PreflistEntry>,
 }
 
 impl PartialEq for Job {
@@ -49,7 +50,13 @@ pub(crate) struct Reaper {
 }
 
 impl Reaper {
-    pub fn schedule(&self, key: BKey, clock: VClock, partitions: Vec<u32>, delay: Duration) {
+    pub fn schedule(
+        &self,
+        key: BKey,
+        clock: VClock,
+        replicas: Vec<PreflistEntry>,
+        delay: Duration,
+    ) {
         let (m, cv) = &*self.state;
         let mut s = m.lock().unwrap_or_else(|e| e.into_inner());
         if s.jobs.len() < MAX_PENDING {
@@ -57,7 +64,7 @@ impl Reaper {
                 due: Instant::now() + delay,
                 key,
                 clock,
-                partitions,
+                replicas,
             }));
             cv.notify_one();
         }

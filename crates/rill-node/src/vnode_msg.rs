@@ -1,12 +1,11 @@
 //! A vnode as a message handler: what a coordinator asks of a replica,
 //! and what the replica answers. Requests and replies are plain data, so
-//! the same ones go to a vnode of this node (a call) or, once the cluster
-//! carries them, of another node (a message); the coordinating write of a
-//! put, which needs the client's request, stays with the coordinating
-//! node's own vnode (as in riak_kv, where a put is forwarded to a node of
-//! its preference list to be coordinated there).
+//! the same ones go to a vnode of this node (a call) or of another node
+//! (a message, `wire`); the coordinating write of a put is data too
+//! (`CoordinateStep`), so it runs wherever the key's first replica is.
 
 use crate::error::KvError;
+use crate::step::CoordinateStep;
 use crate::vnode::{Limits, Vnode};
 use rill_backend::BKey;
 use rill_object::{Object, PruneRules, VClock};
@@ -28,6 +27,13 @@ pub enum VnodeRequest {
     /// Remove the tombstone stored for the key if its clock is still
     /// `clock`.
     Reap { key: BKey, clock: VClock },
+    /// The coordinating write: make the new version from what is stored
+    /// (as this vnode's actor) and store it, pruning the clock by `prune`.
+    Coordinate {
+        key: BKey,
+        step: Box<CoordinateStep>,
+        prune: PruneRules,
+    },
 }
 
 /// A replica's answer.
@@ -62,6 +68,11 @@ impl Vnode {
                 })
                 .map(|o| VnodeReply::Stored(o.expect("a merge always writes"))),
             VnodeRequest::Reap { key, clock } => self.reap(&key, &clock).map(VnodeReply::Reaped),
+            VnodeRequest::Coordinate { key, step, prune } => self
+                .update(&key, limits, Some(&prune), |stored| {
+                    step.apply(stored, &self.actor_for(stored)?).map(Some)
+                })
+                .map(|o| VnodeReply::Stored(o.expect("the coordinator always writes"))),
         };
         result.unwrap_or_else(VnodeReply::Failed)
     }

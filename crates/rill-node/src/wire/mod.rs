@@ -3,10 +3,16 @@
 //! objects and clocks in their stored formats. Every decoder refuses
 //! what it cannot read whole, and is fuzzed.
 
+mod op;
+
 use crate::error::KvError;
+use crate::step::CoordinateStep;
 use crate::vnode_msg::{VnodeReply, VnodeRequest};
 use rill_backend::BKey;
-use rill_object::{decode_object, decode_vclock, encode_object, encode_vclock, PruneRules};
+use rill_crdt::Clock;
+use rill_object::{
+    decode_object, decode_vclock, encode_object, encode_vclock, Object, PruneRules, PutMode, VClock,
+};
 
 const MAGIC: &[u8; 2] = b"RV";
 const VERSION: u8 = 1;
@@ -14,6 +20,7 @@ const VERSION: u8 = 1;
 const GET: u8 = 1;
 const MERGE: u8 = 2;
 const REAP: u8 = 3;
+const COORDINATE: u8 = 4;
 const FOUND: u8 = 16;
 const STORED: u8 = 17;
 const REAPED: u8 = 18;
@@ -25,6 +32,7 @@ const ERR_OUT_OF_SPACE: u8 = 1;
 const ERR_BUSY: u8 = 2;
 const ERR_TOO_LARGE: u8 = 3;
 const ERR_TOO_MANY_SIBLINGS: u8 = 4;
+const ERR_DATATYPE: u8 = 5;
 
 /// Why bytes are not a vnode message.
 #[derive(Debug, thiserror::Error, PartialEq, Eq)]
@@ -71,6 +79,13 @@ fn put_long(b: &mut Vec<u8>, bytes: &[u8]) {
     b.extend_from_slice(bytes);
 }
 
+fn put_prune(b: &mut Vec<u8>, p: &PruneRules) {
+    b.extend_from_slice(&(p.small as u64).to_be_bytes());
+    b.extend_from_slice(&(p.big as u64).to_be_bytes());
+    b.extend_from_slice(&p.young_secs.to_be_bytes());
+    b.extend_from_slice(&p.old_secs.to_be_bytes());
+}
+
 fn put_key(b: &mut Vec<u8>, k: &BKey) {
     put_short(b, &k.bucket_type);
     put_short(b, &k.bucket);
@@ -94,12 +109,49 @@ pub fn encode_request(route: Route, r: &VnodeRequest) -> Vec<u8> {
             put_key(&mut b, key);
             b.push(u8::from(*allow_mult) | if prune.is_some() { 2 } else { 0 });
             if let Some(p) = prune {
-                b.extend_from_slice(&(p.small as u64).to_be_bytes());
-                b.extend_from_slice(&(p.big as u64).to_be_bytes());
-                b.extend_from_slice(&p.young_secs.to_be_bytes());
-                b.extend_from_slice(&p.old_secs.to_be_bytes());
+                put_prune(&mut b, p);
             }
             put_long(&mut b, &encode_object(object));
+            b
+        }
+        VnodeRequest::Coordinate { key, step, prune } => {
+            let mut b = head(COORDINATE, route);
+            put_key(&mut b, key);
+            put_prune(&mut b, prune);
+            match &**step {
+                CoordinateStep::Put {
+                    context,
+                    content,
+                    mode,
+                } => {
+                    b.push(0);
+                    b.push(u8::from(mode.allow_mult) | (u8::from(mode.last_write_wins) << 1));
+                    put_long(&mut b, &encode_vclock(context));
+                    let one = Object {
+                        clock: VClock::new(),
+                        contents: vec![content.clone()],
+                    };
+                    put_long(&mut b, &encode_object(&one));
+                }
+                CoordinateStep::Dt {
+                    datatype,
+                    hll_precision,
+                    op,
+                    context,
+                } => {
+                    b.push(1);
+                    put_short(&mut b, datatype.as_bytes());
+                    b.push(*hll_precision);
+                    match context {
+                        Some(c) => {
+                            b.push(1);
+                            put_long(&mut b, &c.encode());
+                        }
+                        None => b.push(0),
+                    }
+                    op::put_op(&mut b, op);
+                }
+            }
             b
         }
         VnodeRequest::Reap { key, clock } => {
@@ -143,13 +195,14 @@ pub fn encode_reply(route: Route, r: &VnodeReply) -> Vec<u8> {
                     max_bytes,
                 } => (ERR_TOO_LARGE, *size_bytes as u64, *max_bytes as u64),
                 KvError::TooManySiblings(n) => (ERR_TOO_MANY_SIBLINGS, *n as u64, 0),
+                KvError::Datatype(_) => (ERR_DATATYPE, 0, 0),
                 _ => (ERR_BACKEND, 0, 0),
             };
             b.push(kind);
             b.extend_from_slice(&n.to_be_bytes());
             b.extend_from_slice(&m.to_be_bytes());
             let text = match e {
-                KvError::Busy(t) | KvError::Backend(t) => t.clone(),
+                KvError::Busy(t) | KvError::Backend(t) | KvError::Datatype(t) => t.clone(),
                 other => other.to_string(),
             };
             put_long(&mut b, text.as_bytes());
@@ -193,6 +246,16 @@ impl<'a> Reader<'a> {
         let (t, b, k) = (self.short()?, self.short()?, self.short()?);
         Ok(BKey::new(&t, &b, &k))
     }
+    fn prune(&mut self) -> Result<PruneRules, WireError> {
+        let small = r_usize(self.u64()?, "small_vclock")?;
+        let big = r_usize(self.u64()?, "big_vclock")?;
+        Ok(PruneRules {
+            small,
+            big,
+            young_secs: self.u64()?,
+            old_secs: self.u64()?,
+        })
+    }
     fn object(&mut self) -> Result<rill_object::Object, WireError> {
         decode_object(self.long()?).map_err(|e| WireError::Malformed(format!("object: {e}")))
     }
@@ -203,6 +266,10 @@ impl<'a> Reader<'a> {
             Err(WireError::Malformed("bytes after the message".into()))
         }
     }
+}
+
+fn r_usize(v: u64, what: &str) -> Result<usize, WireError> {
+    usize::try_from(v).map_err(|_| WireError::Malformed(what.into()))
 }
 
 fn open(b: &[u8]) -> Result<(u8, Route, Reader<'_>), WireError> {
@@ -233,16 +300,7 @@ pub fn decode_request(b: &[u8]) -> Result<(Route, VnodeRequest), WireError> {
                 return Err(WireError::Malformed(format!("merge flags {flags:#x}")));
             }
             let prune = if flags & 2 != 0 {
-                let small = r.u64()?;
-                let big = r.u64()?;
-                Some(PruneRules {
-                    small: usize::try_from(small)
-                        .map_err(|_| WireError::Malformed("small_vclock".into()))?,
-                    big: usize::try_from(big)
-                        .map_err(|_| WireError::Malformed("big_vclock".into()))?,
-                    young_secs: r.u64()?,
-                    old_secs: r.u64()?,
-                })
+                Some(r.prune()?)
             } else {
                 None
             };
@@ -258,6 +316,57 @@ pub fn decode_request(b: &[u8]) -> Result<(Route, VnodeRequest), WireError> {
             let clock = decode_vclock(r.long()?)
                 .map_err(|e| WireError::Malformed(format!("clock: {e}")))?;
             VnodeRequest::Reap { key, clock }
+        }
+        COORDINATE => {
+            let key = r.key()?;
+            let prune = r.prune()?;
+            let step = match r.u8()? {
+                0 => {
+                    let flags = r.u8()?;
+                    if flags & !3 != 0 {
+                        return Err(WireError::Malformed(format!("put mode {flags:#x}")));
+                    }
+                    let context = decode_vclock(r.long()?)
+                        .map_err(|e| WireError::Malformed(format!("context: {e}")))?;
+                    let mut one = r.object()?;
+                    if one.contents.len() != 1 {
+                        return Err(WireError::Malformed("a put carries one content".into()));
+                    }
+                    CoordinateStep::Put {
+                        context,
+                        content: one.contents.remove(0),
+                        mode: PutMode {
+                            allow_mult: flags & 1 != 0,
+                            last_write_wins: flags & 2 != 0,
+                        },
+                    }
+                }
+                1 => {
+                    let datatype = String::from_utf8(r.short()?)
+                        .map_err(|_| WireError::Malformed("datatype is not UTF-8".into()))?;
+                    let hll_precision = r.u8()?;
+                    let context = match r.u8()? {
+                        0 => None,
+                        1 => Some(
+                            Clock::decode(r.long()?)
+                                .ok_or_else(|| WireError::Malformed("data type context".into()))?,
+                        ),
+                        x => return Err(WireError::Malformed(format!("context flag {x}"))),
+                    };
+                    CoordinateStep::Dt {
+                        datatype,
+                        hll_precision,
+                        context,
+                        op: r.op()?,
+                    }
+                }
+                x => return Err(WireError::Malformed(format!("coordinating step {x}"))),
+            };
+            VnodeRequest::Coordinate {
+                key,
+                step: Box::new(step),
+                prune,
+            }
         }
         other => return Err(WireError::Kind(other)),
     };
@@ -290,6 +399,7 @@ pub fn decode_reply(b: &[u8]) -> Result<(Route, VnodeReply), WireError> {
                     retry_after_secs: u32::try_from(n).unwrap_or(u32::MAX),
                 },
                 ERR_BUSY => KvError::Busy(text),
+                ERR_DATATYPE => KvError::Datatype(text),
                 ERR_TOO_LARGE => KvError::TooLarge {
                     size_bytes: usize::try_from(n).unwrap_or(usize::MAX),
                     max_bytes: usize::try_from(m).unwrap_or(usize::MAX),

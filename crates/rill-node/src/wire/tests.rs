@@ -1,4 +1,5 @@
 use super::*;
+use crate::step::CoordinateStep;
 use rill_object::{Content, Metadata, Object, PutMode, VClock};
 
 fn object() -> Object {
@@ -38,6 +39,41 @@ fn requests_and_replies_round_trip_and_refuse_every_cut() {
             key: key(),
             clock: object().clock,
         },
+        VnodeRequest::Coordinate {
+            key: key(),
+            step: Box::new(CoordinateStep::Put {
+                context: object().clock,
+                content: object().contents[0].clone(),
+                mode: PutMode {
+                    allow_mult: false,
+                    last_write_wins: true,
+                },
+            }),
+            prune: PruneRules::default(),
+        },
+        VnodeRequest::Coordinate {
+            key: key(),
+            step: Box::new(CoordinateStep::Dt {
+                datatype: "map".into(),
+                hll_precision: 14,
+                op: map_op(),
+                context: Some(rill_crdt::Clock::default()),
+            }),
+            prune: PruneRules::default(),
+        },
+        VnodeRequest::Coordinate {
+            key: key(),
+            step: Box::new(CoordinateStep::Dt {
+                datatype: "set".into(),
+                hll_precision: 14,
+                op: rill_crdt::Op::Set {
+                    adds: vec![b"a".to_vec(), vec![]],
+                    removes: vec![b"b".to_vec()],
+                },
+                context: None,
+            }),
+            prune: PruneRules::default(),
+        },
     ];
     for r in &requests {
         let b = encode_request(route, r);
@@ -62,6 +98,9 @@ fn requests_and_replies_round_trip_and_refuse_every_cut() {
         }),
         VnodeReply::Failed(KvError::TooManySiblings(101)),
         VnodeReply::Failed(KvError::Backend("no room".into())),
+        VnodeReply::Failed(KvError::Datatype(
+            "\"Bucket must be allow_mult=true\"".into(),
+        )),
     ];
     for r in &replies {
         let b = encode_reply(route, r);
@@ -76,4 +115,70 @@ fn requests_and_replies_round_trip_and_refuse_every_cut() {
     b[2] = VERSION;
     b.push(0);
     assert!(matches!(decode_request(&b), Err(WireError::Malformed(_))));
+}
+
+fn map_op() -> rill_crdt::Op {
+    use rill_crdt::{EmbeddedOp, Field, FieldKind, MapOp};
+    let f = |name: &str, kind| Field {
+        name: name.as_bytes().to_vec(),
+        kind,
+    };
+    let inner = MapOp {
+        removes: vec![f("gone", FieldKind::Flag)],
+        updates: vec![(f("n", FieldKind::Counter), EmbeddedOp::Counter(-3))],
+    };
+    rill_crdt::Op::Map(MapOp {
+        removes: vec![f("old", FieldKind::Register)],
+        updates: vec![
+            (f("on", FieldKind::Flag), EmbeddedOp::Flag(true)),
+            (
+                f("name", FieldKind::Register),
+                EmbeddedOp::Register(b"x".to_vec()),
+            ),
+            (
+                f("tags", FieldKind::Set),
+                EmbeddedOp::Set {
+                    adds: vec![b"t".to_vec()],
+                    removes: vec![],
+                },
+            ),
+            (f("inner", FieldKind::Map), EmbeddedOp::Map(inner)),
+        ],
+    })
+}
+
+#[test]
+fn maps_nested_past_the_limit_are_refused() {
+    use rill_crdt::{EmbeddedOp, Field, FieldKind, MapOp};
+    let mut m = MapOp::default();
+    for _ in 0..40 {
+        m = MapOp {
+            removes: vec![],
+            updates: vec![(
+                Field {
+                    name: b"m".to_vec(),
+                    kind: FieldKind::Map,
+                },
+                EmbeddedOp::Map(m),
+            )],
+        };
+    }
+    let r = VnodeRequest::Coordinate {
+        key: key(),
+        step: Box::new(CoordinateStep::Dt {
+            datatype: "map".into(),
+            hll_precision: 14,
+            op: rill_crdt::Op::Map(m),
+            context: None,
+        }),
+        prune: PruneRules::default(),
+    };
+    let route = Route {
+        request_id: 1,
+        partition: 0,
+    };
+    assert!(matches!(
+        decode_request(&encode_request(route, &r)),
+        Err(WireError::Malformed(_))
+    ));
 }
