@@ -47,6 +47,16 @@ impl Gossip {
         to
     }
 
+    /// Members or ring changed (not only what a node has seen): every
+    /// peer is told, as riak_core's recursive gossip of a new ring reaches
+    /// every node, as far as the tokens go (the rest is owed).
+    pub fn broadcast<'a>(&mut self, peers: &'a [String]) -> Vec<&'a String> {
+        let n = peers.len().min(self.tokens as usize);
+        self.tokens -= n as u32;
+        self.owed = n < peers.len();
+        peers[..n].iter().collect()
+    }
+
     /// Time passes: at each refill the tokens come back and one random
     /// peer is told (riak_core's periodic gossip), a change owed first.
     pub fn tick<'a>(
@@ -94,5 +104,9 @@ mod tests {
         assert!(!g.owed());
         assert_eq!(g.changed(&[], 0), None, "no one to tell");
         assert!(!g.owed());
+        assert_eq!(g.broadcast(&peers).len(), 2, "a token went to the tick");
+        assert!(g.owed(), "the third peer is owed");
+        assert_eq!(g.tick(2000, &peers, 0).cloned(), Some("a".into()));
+        assert_eq!(g.broadcast(&peers), peers.iter().take(2).collect::<Vec<_>>());
     }
 }

@@ -1,0 +1,130 @@
+//! Failure detection, pure: a node is alive while heard from, suspected
+//! after `suspect_ms` of silence, and unreachable after `down_ms` (then
+//! preference lists take fallbacks instead of it). Every node pings every
+//! member each second on the control lane, and any message counts, so a
+//! busy link never looks silent. Suspicion comes before unreachability so
+//! that one slow second does not move replicas; a node is back at its
+//! first message. (A SWIM library such as foca adds indirect probes for
+//! clusters of hundreds; Riak's clusters are of 3 to a few dozen nodes,
+//! where direct pings cost little and are easy to reason about.)
+
+use std::collections::BTreeMap;
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Liveness {
+    Alive,
+    /// Silent for a while; still used.
+    Suspect,
+    /// Silent too long: replaced by fallbacks.
+    Unreachable,
+}
+
+#[derive(Clone, Debug)]
+pub struct Detector {
+    suspect_ms: u64,
+    down_ms: u64,
+    last_heard: BTreeMap<String, u64>,
+}
+
+impl Detector {
+    pub fn new(suspect_ms: u64, down_ms: u64) -> Detector {
+        Detector {
+            suspect_ms,
+            down_ms: down_ms.max(suspect_ms),
+            last_heard: BTreeMap::new(),
+        }
+    }
+
+    /// Follows the members: a new one starts as heard now (it gets its
+    /// grace period), one that left is forgotten.
+    pub fn track(&mut self, members: &[String], now_ms: u64) {
+        self.last_heard.retain(|n, _| members.contains(n));
+        for m in members {
+            self.last_heard.entry(m.clone()).or_insert(now_ms);
+        }
+    }
+
+    /// A message came from `node`. True when it was unreachable until now.
+    pub fn heard(&mut self, node: &str, now_ms: u64) -> bool {
+        let was = self.liveness(node, now_ms);
+        if let Some(t) = self.last_heard.get_mut(node) {
+            *t = (*t).max(now_ms);
+        }
+        was == Liveness::Unreachable
+    }
+
+    /// Sending to `node` failed at once (its connect was refused): it is
+    /// unreachable now, without waiting for the silence to pass.
+    pub fn refused(&mut self, node: &str, now_ms: u64) {
+        if let Some(t) = self.last_heard.get_mut(node) {
+            *t = (*t).min(now_ms.saturating_sub(self.down_ms));
+        }
+    }
+
+    pub fn liveness(&self, node: &str, now_ms: u64) -> Liveness {
+        let Some(t) = self.last_heard.get(node) else {
+            return Liveness::Unreachable;
+        };
+        let silent = now_ms.saturating_sub(*t);
+        if silent >= self.down_ms {
+            Liveness::Unreachable
+        } else if silent >= self.suspect_ms {
+            Liveness::Suspect
+        } else {
+            Liveness::Alive
+        }
+    }
+
+    /// The tracked nodes not unreachable.
+    pub fn reachable(&self, now_ms: u64) -> Vec<String> {
+        self.last_heard
+            .keys()
+            .filter(|n| self.liveness(n, now_ms) != Liveness::Unreachable)
+            .cloned()
+            .collect()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn names(v: &[&str]) -> Vec<String> {
+        v.iter().map(|s| s.to_string()).collect()
+    }
+
+    #[test]
+    fn silence_brings_suspicion_then_unreachability_and_a_message_ends_both() {
+        let mut d = Detector::new(3_000, 6_000);
+        d.track(&names(&["a", "b"]), 1_000);
+        assert_eq!(d.liveness("a", 3_999), Liveness::Alive);
+        assert_eq!(d.liveness("a", 4_000), Liveness::Suspect);
+        assert_eq!(d.liveness("a", 7_000), Liveness::Unreachable);
+        assert!(!d.heard("b", 6_000), "b was suspect, not unreachable");
+        assert_eq!(d.reachable(7_000), names(&["b"]));
+        assert!(d.heard("a", 7_500), "a comes back");
+        assert_eq!(d.liveness("a", 7_500), Liveness::Alive);
+        assert!(!d.heard("a", 7_000), "an older time does not go back");
+        assert_eq!(d.liveness("a", 9_000), Liveness::Alive);
+    }
+
+    #[test]
+    fn a_refused_connect_is_unreachable_at_once_and_unknown_nodes_are_unreachable() {
+        let mut d = Detector::new(3_000, 6_000);
+        d.track(&names(&["a"]), 10_000);
+        d.refused("a", 10_500);
+        assert_eq!(d.liveness("a", 10_500), Liveness::Unreachable);
+        assert_eq!(d.liveness("zz", 10_500), Liveness::Unreachable);
+        d.heard("zz", 10_600);
+        assert_eq!(
+            d.liveness("zz", 10_600),
+            Liveness::Unreachable,
+            "not tracked"
+        );
+        d.track(&names(&[]), 11_000);
+        assert!(
+            d.reachable(11_000).is_empty(),
+            "a node that left is forgotten"
+        );
+    }
+}

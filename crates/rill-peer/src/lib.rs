@@ -1,0 +1,23 @@
+//! A Rill node's cluster runtime ("Riak Core": membership, gossip, the
+//! claimant; docs/cluster.md): it keeps the cluster state on disk and
+//! gossips it over `rill-transport`, runs the claimant's rules, detects
+//! unreachable nodes, carries vnode requests and replies between nodes,
+//! and answers the operator's cluster commands. The rules are pure and
+//! live in `rill-cluster`; this crate is their I/O.
+//!
+//! Invariants:
+//! - the cluster state is on disk before it is gossiped;
+//! - the task that drains the inbox never awaits a send (sends are
+//!   spawned), so two nodes cannot wait on each other;
+//! - a request to a node that becomes unreachable fails at once, so its
+//!   coordinator answers by the replies it has.
+
+mod admin;
+pub mod detector;
+pub mod msg;
+mod remote;
+mod runtime;
+mod store;
+
+pub use admin::{join_address, AdminAnswer};
+pub use runtime::{Peer, PeerConfig};

@@ -1,0 +1,170 @@
+//! Vnode requests between nodes: the coordinator's side (`Link`, the
+//! node's `Remote`) sends a request with an id and keeps where its reply
+//! goes; the replica's side serves it on a blocking thread and answers on
+//! the same lane kind. Requests and replies carrying more than 64 KiB
+//! travel on the bulk lane, the rest on the small lane, so a small get
+//! never waits behind a large value.
+
+use crate::msg::PeerMsg;
+use crate::runtime::{Peer, Pending};
+use rill_node::cluster::{Remote, ReplyTx};
+use rill_node::vnode_msg::{VnodeReply, VnodeRequest};
+use rill_node::wire::{self, Route};
+use rill_node::KvError;
+use rill_transport::{Lane, SendError};
+use std::sync::{Arc, Weak};
+use std::time::Instant;
+
+/// Messages above this go on the bulk lane.
+const SMALL_BYTES: usize = 64 << 10;
+
+fn lane_for(bytes: usize) -> Lane {
+    if bytes > SMALL_BYTES {
+        Lane::Bulk
+    } else {
+        Lane::Small
+    }
+}
+
+/// The node's way to its peers (holds the runtime weakly: the node must
+/// be able to stop and record a clean shutdown).
+pub(crate) struct Link {
+    peer: Weak<Peer>,
+    rt: tokio::runtime::Handle,
+}
+
+impl Link {
+    pub fn new(peer: &Arc<Peer>) -> Link {
+        Link {
+            peer: Arc::downgrade(peer),
+            rt: peer.rt.clone(),
+        }
+    }
+}
+
+fn unreachable(node: &str) -> VnodeReply {
+    VnodeReply::Failed(KvError::Backend(format!("{node} cannot be reached")))
+}
+
+impl Remote for Link {
+    fn call(&self, node: &str, partition: u32, request: VnodeRequest, tag: usize, tx: ReplyTx) {
+        let Some(peer) = self.peer.upgrade() else {
+            let _ = tx.send((tag, unreachable(node)));
+            return;
+        };
+        let Some(addr) = peer.lock().addrs.get(node).copied() else {
+            let _ = tx.send((tag, unreachable(node)));
+            return;
+        };
+        let id = peer.id();
+        let bytes = wire::encode_request(
+            Route {
+                request_id: id,
+                partition,
+            },
+            &request,
+        );
+        let msg = PeerMsg::VnodeRequest(bytes).encode();
+        let lane = lane_for(msg.len());
+        peer.pending
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .insert(
+                id,
+                Pending {
+                    tag,
+                    tx,
+                    node: node.to_string(),
+                    sent: Instant::now(),
+                },
+            );
+        let transport = peer.transport.clone();
+        let weak = self.peer.clone();
+        let node = node.to_string();
+        self.rt.spawn(async move {
+            if let Err(e) = transport.send(addr, lane, msg.into()).await {
+                let Some(peer) = weak.upgrade() else { return };
+                if matches!(e, SendError::Unreachable(_)) {
+                    let now = peer.now();
+                    peer.lock().detector.refused(&node, now);
+                }
+                let p = peer
+                    .pending
+                    .lock()
+                    .unwrap_or_else(|e| e.into_inner())
+                    .remove(&id);
+                if let Some(p) = p {
+                    let reply = VnodeReply::Failed(KvError::Backend(format!(
+                        "{node} cannot be reached: {e}"
+                    )));
+                    let _ = p.tx.send((p.tag, reply));
+                }
+            }
+        });
+    }
+
+    fn runtime(&self) -> &tokio::runtime::Handle {
+        &self.rt
+    }
+}
+
+impl Peer {
+    /// A peer's request for one of this node's vnodes (on a blocking
+    /// thread: vnodes read and write the disk).
+    pub(crate) fn serve(&self, from: &str, b: &[u8]) {
+        let (route, request) = match wire::decode_request(b) {
+            Ok(r) => r,
+            Err(e) => {
+                tracing::warn!(from, error = %e, "a malformed vnode request was dropped");
+                return;
+            }
+        };
+        let reply = self.node.serve(route.partition, request);
+        let msg = PeerMsg::VnodeReply(wire::encode_reply(route, &reply));
+        let lane = lane_for(msg.encode().len());
+        let inner = self.lock();
+        self.send_to(&inner, from, lane, msg);
+    }
+
+    /// A reply to a request this node sent.
+    pub(crate) fn reply_in(&self, b: &[u8]) {
+        let (route, reply) = match wire::decode_reply(b) {
+            Ok(r) => r,
+            Err(e) => {
+                tracing::warn!(error = %e, "a malformed vnode reply was dropped");
+                return;
+            }
+        };
+        let p = self
+            .pending
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .remove(&route.request_id);
+        // A reply after its coordinator gave up finds nothing waiting.
+        if let Some(p) = p {
+            let _ = p.tx.send((p.tag, reply));
+        }
+    }
+
+    /// Requests to a node now unreachable fail at once (their
+    /// coordinators move on), and requests whose coordinator stopped
+    /// waiting long ago are forgotten.
+    pub(crate) fn fail_pending_of_unreachable(&self) {
+        let now = self.now();
+        let reachable = self.lock().detector.reachable(now);
+        let timeout = self.node.config().request_timeout;
+        let mut pending = self.pending.lock().unwrap_or_else(|e| e.into_inner());
+        let gone: Vec<u64> = pending
+            .iter()
+            .filter(|(_, p)| {
+                !reachable.contains(&p.node) || p.tx.is_closed() || p.sent.elapsed() > timeout
+            })
+            .map(|(id, _)| *id)
+            .collect();
+        for id in gone {
+            if let Some(p) = pending.remove(&id) {
+                let _ = p.tx.send((p.tag, unreachable(&p.node)));
+            }
+        }
+    }
+}

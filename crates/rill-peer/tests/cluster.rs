@@ -1,0 +1,153 @@
+//! Nodes in one process on loopback, each with its runtime: joins, the
+//! plan and its commit at the claimant, gossip converging, and keys
+//! written through one node read through another.
+
+use rill_cluster::Status;
+use rill_node::{BackendKind, Content, GetAnswer, GetRequest, Metadata, Node, NodeConfig, PutRequest};
+use rill_peer::{Peer, PeerConfig};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+struct Member {
+    node: Arc<Node>,
+    peer: Arc<Peer>,
+    _dir: tempfile::TempDir,
+}
+
+async fn member(name: &str) -> Member {
+    let dir = tempfile::tempdir().unwrap();
+    let mut c = NodeConfig::new(dir.path());
+    c.nodename = name.into();
+    c.ring_size = 16;
+    c.backend = BackendKind::Memory;
+    c.request_timeout = Duration::from_secs(5);
+    let node = tokio::task::spawn_blocking(move || Node::open(c).unwrap())
+        .await
+        .unwrap();
+    let mut pc = PeerConfig::new("127.0.0.1:0".parse().unwrap());
+    pc.ping_interval = Duration::from_millis(200);
+    pc.suspect_after = Duration::from_millis(600);
+    pc.down_after = Duration::from_millis(1200);
+    let peer = Peer::start(node.clone(), pc).await.unwrap();
+    Member {
+        node,
+        peer,
+        _dir: dir,
+    }
+}
+
+async fn admin(p: &Arc<Peer>, json: &str) -> rill_peer::AdminAnswer {
+    p.admin(json).await
+}
+
+/// Waits, within a bound, for `cond`.
+async fn until(what: &str, mut cond: impl FnMut() -> bool) {
+    let deadline = Instant::now() + Duration::from_secs(30);
+    let t0 = Instant::now();
+    while !cond() {
+        assert!(Instant::now() < deadline, "timed out waiting for: {what}");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    eprintln!("{what}: {:?}", t0.elapsed());
+}
+
+fn put(node: &Arc<Node>, key: &str, value: &str) -> Result<(), rill_node::KvError> {
+    node.put(PutRequest {
+        bucket: b"b".to_vec(),
+        key: Some(key.as_bytes().to_vec()),
+        content: Content::new(value.as_bytes().to_vec(), Metadata::default()),
+        ..PutRequest::default()
+    })
+    .map(|_| ())
+}
+
+fn get(node: &Arc<Node>, key: &str) -> Option<Vec<u8>> {
+    match node
+        .get(&GetRequest {
+            bucket: b"b".to_vec(),
+            key: key.as_bytes().to_vec(),
+            ..GetRequest::default()
+        })
+        .unwrap()
+    {
+        GetAnswer::Found(o) => Some(o.contents[0].value.clone()),
+        _ => None,
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn three_nodes_join_plan_commit_and_serve_each_others_keys() {
+    let a = member("a@127.0.0.1").await;
+    let b = member("b@127.0.0.1").await;
+    let c = member("c@127.0.0.1").await;
+    // Data before the join stays readable through the others.
+    let na = a.node.clone();
+    tokio::task::spawn_blocking(move || put(&na, "before", "1").unwrap())
+        .await
+        .unwrap();
+
+    let target = a.peer.local_addr().to_string();
+    for m in [&b, &c] {
+        let r = admin(&m.peer, &format!(r#"{{"op":"join","target":"{target}"}}"#)).await;
+        assert!(r.ok, "{}", r.text);
+        assert!(r.text.starts_with("Success: staged join request for"), "{}", r.text);
+    }
+    let r = admin(&b.peer, r#"{"op":"join","target":"127.0.0.1:1"}"#).await;
+    assert!(!r.ok && r.text.contains("already a member"), "{}", r.text);
+    until("a sees both joining", || {
+        a.peer.state().with_status(|s| s == Status::Joining).len() == 2
+    })
+    .await;
+    until("the ring is ready for a plan", || {
+        let s = a.peer.state();
+        s.ring_ready()
+    })
+    .await;
+    // The plan is asked through a node that is not the claimant.
+    let plan = admin(&c.peer, r#"{"op":"plan"}"#).await;
+    assert!(plan.ok, "{}", plan.text);
+    assert!(plan.text.contains("join"), "{}", plan.text);
+    eprintln!("{}", plan.text);
+    let commit = admin(&b.peer, r#"{"op":"commit"}"#).await;
+    assert!(commit.ok, "{}", commit.text);
+    assert_eq!(commit.text, "Cluster changes committed");
+    until("every node sees three valid members", || {
+        [&a, &b, &c].iter().all(|m| {
+            m.peer.state().with_status(|s| s == Status::Valid).len() == 3
+        })
+    })
+    .await;
+    let status = admin(&c.peer, r#"{"op":"member-status"}"#).await;
+    eprintln!("{}\n{}", status.text, admin(&c.peer, r#"{"op":"ring-status"}"#).await.text);
+    assert!(status.text.contains("valid") && status.text.contains("c@127.0.0.1"), "{}", status.text);
+
+    // Writes through each node, reads through every other.
+    for (i, m) in [&a, &b, &c].iter().enumerate() {
+        let n = m.node.clone();
+        tokio::task::spawn_blocking(move || {
+            for k in 0..20 {
+                put(&n, &format!("k{i}-{k}"), &format!("v{i}-{k}")).unwrap();
+            }
+        })
+        .await
+        .unwrap();
+    }
+    for m in [&a, &b, &c] {
+        let n = m.node.clone();
+        tokio::task::spawn_blocking(move || {
+            assert_eq!(get(&n, "before"), Some(b"1".to_vec()));
+            for i in 0..3 {
+                for k in 0..20 {
+                    assert_eq!(
+                        get(&n, &format!("k{i}-{k}")),
+                        Some(format!("v{i}-{k}").into_bytes()),
+                        "k{i}-{k} through {}",
+                        n.nodename()
+                    );
+                }
+            }
+        })
+        .await
+        .unwrap();
+    }
+}
