@@ -59,10 +59,10 @@ fn staged_error(e: StageError) -> AdminAnswer {
 /// Where `cluster join` finds the cluster: `host:port` of a member's
 /// cluster listener, or a node name `name@host` on the default port.
 pub fn join_address(target: &str, default_port: u16) -> Result<SocketAddr, String> {
-    if let Ok(a) = target.parse::<SocketAddr>() {
+    let host = target.rsplit_once('@').map_or(target, |(_, h)| h);
+    if let Ok(a) = host.parse::<SocketAddr>() {
         return Ok(a);
     }
-    let host = target.rsplit_once('@').map_or(target, |(_, h)| h);
     format!("{host}:{default_port}")
         .parse()
         .map_err(|_| format!("Failed: cannot find an address in {target:?}; give the member's cluster listener as host:port"))
@@ -72,10 +72,15 @@ impl Peer {
     /// An operator's command, from `rill admin` through the HTTP API.
     /// `request` is JSON: `{"op": ..., "node": ..., "new": ..., "target": ...}`.
     pub async fn admin(self: &Arc<Self>, request: &str) -> AdminAnswer {
-        let v: Value = match serde_json::from_str(request) {
+        let mut v: Value = match serde_json::from_str(request) {
             Ok(v) => v,
             Err(e) => return AdminAnswer::failed(format!("not a JSON command: {e}")),
         };
+        // `cluster leave` without a node: this node leaves.
+        if v["op"] == "leave" && v["node"].as_str().is_none_or(str::is_empty) {
+            v["node"] = Value::String(self.me.clone());
+        }
+        let request = &v.to_string();
         match v["op"].as_str().unwrap_or_default() {
             "join" => self.join(v["target"].as_str().unwrap_or_default()).await,
             "member-status" | "status" | "ring-status" | "transfers" | "down" => {
@@ -368,4 +373,21 @@ fn transfers(s: &rill_cluster::ClusterState) -> String {
         ));
     }
     out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn join_targets_are_addresses_or_node_names() {
+        let a: SocketAddr = "127.0.0.1:11019".parse().unwrap();
+        assert_eq!(join_address("127.0.0.1:11019", 8099), Ok(a));
+        assert_eq!(join_address("dev1@127.0.0.1:11019", 8099), Ok(a));
+        assert_eq!(
+            join_address("riak@127.0.0.1", 8099),
+            Ok("127.0.0.1:8099".parse().unwrap())
+        );
+        assert!(join_address("riak@nowhere", 8099).is_err());
+    }
 }

@@ -153,3 +153,44 @@ pub fn status(addr: SocketAddr) -> Result<()> {
     }
     Ok(())
 }
+
+/// Sends one cluster command to the node and prints its answer; a
+/// refused command exits with status 1.
+pub fn cluster_op(addr: SocketAddr, command: Value) -> Result<()> {
+    let r = request(addr, "POST", "/rill/cluster", Some(&command.to_string()))?;
+    if r.status != 200 {
+        bail!("{}", r.body.trim_end());
+    }
+    let v: Value = serde_json::from_str(&r.body).context("the node's answer is not JSON")?;
+    let text = v["text"].as_str().unwrap_or_default().trim_end();
+    if v["ok"].as_bool() == Some(true) {
+        println!("{text}");
+        Ok(())
+    } else {
+        eprintln!("{text}");
+        std::process::exit(1);
+    }
+}
+
+/// `rill admin cluster ...`, with riak-admin's argument forms.
+pub fn cluster(addr: SocketAddr, args: &[String]) -> Result<()> {
+    let a: Vec<&str> = args.iter().map(String::as_str).collect();
+    let command = match a.as_slice() {
+        ["join", target] => serde_json::json!({"op": "join", "target": target}),
+        ["leave"] => serde_json::json!({"op": "leave"}),
+        ["leave", node] => serde_json::json!({"op": "leave", "node": node}),
+        ["force-remove", node] => serde_json::json!({"op": "force-remove", "node": node}),
+        ["replace", node, new] => serde_json::json!({"op": "replace", "node": node, "new": new}),
+        ["force-replace", node, new] => {
+            serde_json::json!({"op": "force-replace", "node": node, "new": new})
+        }
+        ["plan"] => serde_json::json!({"op": "plan"}),
+        ["commit"] => serde_json::json!({"op": "commit"}),
+        ["clear"] => serde_json::json!({"op": "clear"}),
+        ["status"] => serde_json::json!({"op": "status"}),
+        _ => bail!(
+            "usage: rill admin cluster join NODE | leave [NODE] | force-remove NODE | replace NODE NEW | force-replace NODE NEW | plan | commit | clear | status"
+        ),
+    };
+    cluster_op(addr, command)
+}

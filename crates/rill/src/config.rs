@@ -13,6 +13,10 @@ pub struct Config {
     pub node: NodeConfig,
     pub pb_listener: SocketAddr,
     pub http_listener: SocketAddr,
+    /// `listener.cluster.internal`: where other nodes reach this one
+    /// (gossip, replicas, handoff). Port 0: any free port, advertised to
+    /// the cluster at each start.
+    pub cluster_listener: SocketAddr,
     pub pb_max_frame_bytes: usize,
     pub log_level: String,
     /// Where `rill start` writes the node's pid.
@@ -118,6 +122,10 @@ pub const KEYS: &[(&str, &str)] = &[
         "HTTP address (default 127.0.0.1:8098)",
     ),
     (
+        "listener.cluster.internal",
+        "address other nodes reach this one on: gossip, replicas, handoff (default 127.0.0.1:8099; port 0 picks a free one)",
+    ),
+    (
         "protobuf.max_message_size",
         "largest PB frame accepted (default 64MB)",
     ),
@@ -204,6 +212,7 @@ impl Config {
             node: NodeConfig::new(data),
             pb_listener: "127.0.0.1:8087".parse().expect("address"),
             http_listener: "127.0.0.1:8098".parse().expect("address"),
+            cluster_listener: "127.0.0.1:8099".parse().expect("address"),
             pb_max_frame_bytes: 64 << 20,
             log_level: "info".into(),
         }
@@ -294,6 +303,7 @@ impl Config {
             }
             "listener.protobuf.internal" => self.pb_listener = addr(v)?,
             "listener.http.internal" => self.http_listener = addr(v)?,
+            "listener.cluster.internal" => self.cluster_listener = addr(v)?,
             "protobuf.max_message_size" => self.pb_max_frame_bytes = bytesize(v)? as usize,
             "delete_mode" => {
                 n.delete_mode = match v {

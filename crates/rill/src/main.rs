@@ -93,6 +93,24 @@ enum AdminCommand {
     },
     /// The node's statistics.
     Status,
+    /// Cluster membership, as riak-admin's: join NODE | leave [NODE] |
+    /// force-remove NODE | replace NODE NEW | force-replace NODE NEW |
+    /// plan | commit | clear | status. NODE for join is a member's
+    /// cluster listener (host:port) or name@host (port 8099).
+    Cluster {
+        #[arg(trailing_var_arg = true, allow_hyphen_values = true)]
+        args: Vec<String>,
+    },
+    /// Each member's status and share of the ring.
+    MemberStatus,
+    /// The claimant, whether the ring is ready, pending ownership changes
+    /// and unreachable nodes.
+    RingStatus,
+    /// Ownership transfers pending and handoffs running.
+    Transfers,
+    /// Mark an unreachable member down, so the cluster converges without
+    /// it.
+    Down { node: String },
 }
 
 fn config_path(cli: &Option<PathBuf>) -> Option<PathBuf> {
@@ -147,6 +165,13 @@ fn main() -> Result<()> {
             match what {
                 AdminCommand::BucketType { args } => admin::bucket_type(addr, args),
                 AdminCommand::Status => admin::status(addr),
+                AdminCommand::Cluster { args } => admin::cluster(addr, args),
+                AdminCommand::MemberStatus => admin::cluster_op(addr, serde_json::json!({"op": "member-status"})),
+                AdminCommand::RingStatus => admin::cluster_op(addr, serde_json::json!({"op": "ring-status"})),
+                AdminCommand::Transfers => admin::cluster_op(addr, serde_json::json!({"op": "transfers"})),
+                AdminCommand::Down { node } => {
+                    admin::cluster_op(addr, serde_json::json!({"op": "down", "node": node}))
+                }
             }
         }
     }
@@ -220,7 +245,17 @@ fn console(cfg: Config) -> Result<()> {
             pb_cfg,
             pb_stats.clone(),
         ));
-        let http_task = tokio::spawn(rill_api::http::serve(http, node.clone(), pb_stats));
+        let mut peer_cfg = rill_peer::PeerConfig::new(cfg.cluster_listener);
+        peer_cfg.target_n_val = 4;
+        let peer = rill_peer::Peer::start(node.clone(), peer_cfg)
+            .await
+            .map_err(|e| anyhow::anyhow!("{e}"))?;
+        let http_task = tokio::spawn(rill_api::http::serve(
+            http,
+            node.clone(),
+            pb_stats,
+            Some(peer.clone()),
+        ));
         let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())?;
         tokio::select! {
             _ = tokio::signal::ctrl_c() => tracing::info!("interrupted: stopping"),
@@ -228,6 +263,7 @@ fn console(cfg: Config) -> Result<()> {
             r = pb_task => tracing::error!(result = ?r, "the PB listener stopped"),
             r = http_task => tracing::error!(result = ?r, "the HTTP listener stopped"),
         }
+        drop(peer);
         let synced = tokio::task::spawn_blocking(move || node.sync()).await?;
         if let Err(e) = synced {
             bail!("could not make every write durable at shutdown: {e}");

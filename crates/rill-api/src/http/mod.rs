@@ -27,6 +27,8 @@ pub const MAX_BODY_BYTES: usize = 64 << 20;
 pub(crate) struct Ctx {
     pub node: Arc<Node>,
     pub pb_stats: Arc<crate::pb::PbStats>,
+    /// The cluster runtime, for `rill admin cluster ...`.
+    pub peer: Option<Arc<rill_peer::Peer>>,
 }
 
 /// The object parsers (links, metadata, indexes, vclock) on arbitrary
@@ -40,8 +42,13 @@ pub async fn serve(
     listener: TcpListener,
     node: Arc<Node>,
     pb_stats: Arc<crate::pb::PbStats>,
+    peer: Option<Arc<rill_peer::Peer>>,
 ) -> std::io::Result<()> {
-    let ctx = Arc::new(Ctx { node, pb_stats });
+    let ctx = Arc::new(Ctx {
+        node,
+        pb_stats,
+        peer,
+    });
     let app = axum::Router::new().fallback(dispatch).with_state(ctx);
     axum::serve(listener, app).await
 }
@@ -99,6 +106,7 @@ async fn route(ctx: &Arc<Ctx>, req: &Req, segs: &[&[u8]]) -> Response {
         [b"metrics"] => other::metrics(ctx),
         [b"types", t, b"props"] => other::type_props(ctx, req, t).await,
         [b"rill", b"bucket-types"] => other::admin_list_types(ctx),
+        [b"rill", b"cluster"] if req.method == Method::POST => other::admin_cluster(ctx, req).await,
         [b"rill", b"bucket-types", t] => other::admin_type(ctx, req, t).await,
         [b"rill", b"bucket-types", t, b"activate"] => other::admin_activate(ctx, req, t).await,
         [b"buckets"] => other::list_buckets(ctx, req, &btype).await,

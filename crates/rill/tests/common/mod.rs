@@ -149,7 +149,7 @@ pub fn write_config(dir: &Path, extra: &str, pb: u16, http: u16) -> PathBuf {
         &conf,
         format!(
             "ring_size = 16\nplatform_data_dir = {}\nlistener.protobuf.internal = 127.0.0.1:{pb}\n\
-             listener.http.internal = 127.0.0.1:{http}\n{extra}\n",
+             listener.http.internal = 127.0.0.1:{http}\nlistener.cluster.internal = 127.0.0.1:0\n{extra}\n",
             dir.join("data").display()
         ),
     )
