@@ -21,6 +21,7 @@
 //! session are ignored, so a late batch cannot be stored twice out of
 //! order.
 
+pub mod codec;
 pub mod receiver;
 pub mod sender;
 pub mod slots;

@@ -15,6 +15,7 @@ mod config;
 mod coordinate;
 mod dt;
 pub mod error;
+mod handoff;
 mod identity;
 mod ids;
 mod index;

@@ -30,8 +30,9 @@ pub(crate) struct Vnode {
     lease_end: AtomicU64,
     /// A key whose newest own epoch is below this starts a new epoch at
     /// its next write (0: never). Set after a stop that may have lost
-    /// writes this vnode made (see `Node::open`).
-    fresh_from: u64,
+    /// writes this vnode made (see `Node::open`), and raised after a
+    /// handoff removed data (`retire_epochs`).
+    fresh_from: AtomicU64,
     leases: Arc<LeaseFile>,
     backend: Box<dyn Backend>,
     stripes: Vec<Mutex<()>>,
@@ -79,7 +80,7 @@ impl Vnode {
             id,
             next_epoch: AtomicU64::new(epochs.next),
             lease_end: AtomicU64::new(epochs.lease_end),
-            fresh_from: epochs.fresh_from,
+            fresh_from: AtomicU64::new(epochs.fresh_from),
             leases: epochs.leases,
             backend,
             stripes: (0..STRIPES).map(|_| Mutex::new(())).collect(),
@@ -115,7 +116,7 @@ impl Vnode {
                 .cloned()
         });
         match own {
-            Some(a) if epoch_of(&a) >= self.fresh_from => Ok(a),
+            Some(a) if epoch_of(&a) >= self.fresh_from.load(Ordering::SeqCst) => Ok(a),
             _ => {
                 let epoch = self.new_epoch()?;
                 let mut a = self.id.to_vec();
@@ -219,6 +220,38 @@ impl Vnode {
             .collect();
         self.backend.put(k, &bytes, &add, &remove)?;
         Ok(Some(new))
+    }
+
+    /// Every epoch issued so far is retired: a key's next write starts a
+    /// new one. Done (durably) before a handoff removes data: a vnode
+    /// that dropped a key and later takes an older copy of it back by a
+    /// merge must not continue that copy's count (Riak gives such a
+    /// vnode a new id; the seeded simulation found the dot reissued).
+    pub fn retire_epochs(&self) -> Result<(), KvError> {
+        let floor = self.next_epoch.load(Ordering::SeqCst);
+        let i = self.partition.0 as usize;
+        self.leases
+            .write(|t| {
+                if let Some(f) = t.floors.get_mut(i) {
+                    *f = (*f).max(floor);
+                }
+            })
+            .map_err(|e| KvError::Backend(format!("cannot record the vnode's epoch floor: {e}")))?;
+        self.fresh_from.fetch_max(floor, Ordering::SeqCst);
+        Ok(())
+    }
+
+    /// Removes `k` if its stored clock is still `clock` (it was handed
+    /// off as it is); true if removed.
+    pub fn drop_if_unchanged(&self, k: &BKey, clock: &VClock) -> Result<bool, KvError> {
+        let _guard = self.lock(k);
+        match self.get(k)? {
+            Some(o) if &o.clock == clock => {
+                self.backend.delete(k, &index_terms(&o))?;
+                Ok(true)
+            }
+            _ => Ok(false),
+        }
     }
 
     /// Removes a tombstone whose clock is still `clock`; true if removed.

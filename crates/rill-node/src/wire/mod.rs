@@ -86,6 +86,22 @@ fn put_prune(b: &mut Vec<u8>, p: &PruneRules) {
     b.extend_from_slice(&p.old_secs.to_be_bytes());
 }
 
+/// A key's bytes (bucket type, bucket, key, each with a u16 length), as
+/// handoff items and cursors carry it.
+pub fn encode_key(k: &BKey) -> Vec<u8> {
+    let mut b = Vec::with_capacity(6 + k.bucket_type.len() + k.bucket.len() + k.key.len());
+    put_key(&mut b, k);
+    b
+}
+
+/// A key from [`encode_key`]'s bytes.
+pub fn decode_key(b: &[u8]) -> Result<BKey, WireError> {
+    let mut r = Reader(b);
+    let k = r.key()?;
+    r.end()?;
+    Ok(k)
+}
+
 fn put_key(b: &mut Vec<u8>, k: &BKey) {
     put_short(b, &k.bucket_type);
     put_short(b, &k.bucket);
