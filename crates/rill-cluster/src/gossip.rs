@@ -107,6 +107,9 @@ mod tests {
         assert_eq!(g.broadcast(&peers).len(), 2, "a token went to the tick");
         assert!(g.owed(), "the third peer is owed");
         assert_eq!(g.tick(2000, &peers, 0).cloned(), Some("a".into()));
-        assert_eq!(g.broadcast(&peers), peers.iter().take(2).collect::<Vec<_>>());
+        assert_eq!(
+            g.broadcast(&peers),
+            peers.iter().take(2).collect::<Vec<_>>()
+        );
     }
 }

@@ -132,7 +132,11 @@ impl HandoffMsg {
         let id = r.u64()?;
         let from = String::from_utf8(r.bytes()?.to_vec())
             .map_err(|_| CodecError::Malformed("a node name is not UTF-8"))?;
-        let transfer = TransferId { partition, id, from };
+        let transfer = TransferId {
+            partition,
+            id,
+            from,
+        };
         let kind = r.u8()?;
         let msg = match (dir, kind) {
             (TO_RECEIVER, 1) => HandoffMsg::ToReceiver(
@@ -166,10 +170,9 @@ impl HandoffMsg {
                     },
                 )
             }
-            (TO_RECEIVER, 3) => HandoffMsg::ToReceiver(
-                transfer,
-                ToReceiver::Keepalive { session: r.u64()? },
-            ),
+            (TO_RECEIVER, 3) => {
+                HandoffMsg::ToReceiver(transfer, ToReceiver::Keepalive { session: r.u64()? })
+            }
             (TO_RECEIVER, 4) => {
                 let session = r.u64()?;
                 let batches = r.u64()?;
@@ -189,9 +192,7 @@ impl HandoffMsg {
                 let seq = r.u64()?;
                 HandoffMsg::ToSender(transfer, ToSender::Ack { session, seq })
             }
-            (TO_SENDER, 3) => {
-                HandoffMsg::ToSender(transfer, ToSender::Done { session: r.u64()? })
-            }
+            (TO_SENDER, 3) => HandoffMsg::ToSender(transfer, ToSender::Done { session: r.u64()? }),
             _ => return Err(CodecError::Malformed("an unknown direction or kind")),
         };
         if !r.0.is_empty() {

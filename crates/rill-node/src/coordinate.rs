@@ -285,6 +285,7 @@ impl Node {
         how: WriteKind,
         step: CoordinateStep,
     ) -> Result<(Object, bool), KvError> {
+        let view = self.cluster_view();
         let mut preflist = self.preflist(&k.bucket_type, &k.bucket, &k.key, n);
         let need = q.w.max(q.dw).max(q.pw).max(1);
         if (preflist.len() as u32) < need {
@@ -338,6 +339,12 @@ impl Node {
                         }
                     }
                     PutEffect::Send { idx, object } => {
+                        if idx == 1 {
+                            // The coordinator's replica is stored: its
+                            // partition's next owner gets it too.
+                            self.to_next_owner(&view, &preflist[0], k, &object, allow_mult);
+                        }
+                        self.to_next_owner(&view, &preflist[idx], k, &object, allow_mult);
                         let request = VnodeRequest::Merge {
                             key: k.clone(),
                             object,
@@ -378,6 +385,9 @@ impl Node {
                 None => effects.extend(fsm.timeout()),
             }
         }
+        if let (1, Some(o)) = (preflist.len(), &coordinated) {
+            self.to_next_owner(&view, &preflist[0], k, o, allow_mult);
+        }
         if out_of_space {
             self.disk_full();
         }
@@ -393,6 +403,40 @@ impl Node {
                 retry_after_secs: OUT_OF_SPACE_RETRY_SECS,
             }),
             Err(e) => Err(quorum_error(e)),
+        }
+    }
+
+    /// While a primary's partition is being handed to a new owner, a
+    /// write reaches the new owner too (not counted for W), so nothing
+    /// written during the handoff is missing there at the switch.
+    fn to_next_owner(
+        &self,
+        view: &crate::cluster::ClusterView,
+        e: &PreflistEntry,
+        k: &BKey,
+        object: &Object,
+        allow_mult: bool,
+    ) {
+        let Some(next) = view.moving.get(&e.partition.0) else {
+            return;
+        };
+        if !e.primary || next == &e.node || !view.is_up(next) {
+            return;
+        }
+        let target = PreflistEntry {
+            partition: e.partition,
+            node: next.clone(),
+            primary: false,
+        };
+        let request = VnodeRequest::Merge {
+            key: k.clone(),
+            object: object.clone(),
+            allow_mult,
+            prune: None,
+        };
+        let (tx, _rx) = unbounded_channel();
+        if let Some(VnodeReply::Failed(err)) = self.ask(&target, request, 0, &tx) {
+            tracing::debug!(partition = e.partition.0, error = %err, "a write to a partition's next owner failed; handoff carries it");
         }
     }
 

@@ -43,11 +43,11 @@ pub use index::{decode_continuation, encode_continuation};
 pub use index::{IndexAnswer, IndexHit, IndexPlan, IndexRequest, IndexSpec, INDEX_BATCH};
 pub use kv::{DeleteRequest, GetAnswer, GetRequest, PutAnswer, PutRequest};
 pub use node::{Node, NodeStats};
-pub use rill_backend::Term;
+pub use rill_backend::{BKey, Term};
 pub use rill_bucket::{Props, Quorum, TypeStatus};
 pub use rill_coord::QuorumError;
 pub use rill_crdt as crdt;
-pub use rill_object::{Content, Link, Metadata, Object, VClock};
+pub use rill_object::{decode_object, encode_object, Content, Link, Metadata, Object, VClock};
 
 /// A fresh multipart boundary (base 62, unique).
 pub fn ids_boundary() -> String {

@@ -83,9 +83,8 @@ impl Peer {
         let request = &v.to_string();
         match v["op"].as_str().unwrap_or_default() {
             "join" => self.join(v["target"].as_str().unwrap_or_default()).await,
-            "member-status" | "status" | "ring-status" | "transfers" | "down" => {
-                AdminAnswer::from_json(&self.admin_here(request))
-            }
+            "member-status" | "status" | "ring-status" | "transfers" | "down"
+            | "transfer-limit" => AdminAnswer::from_json(&self.admin_here(request)),
             _ => {
                 let claimant = self.lock().state.claimant().to_string();
                 if claimant == self.me {
@@ -279,7 +278,22 @@ impl Peer {
             }
             "member-status" | "status" => AdminAnswer::ok(render::member_status(&inner.state)),
             "ring-status" => AdminAnswer::ok(self.ring_status(inner)),
-            "transfers" => AdminAnswer::ok(transfers(&inner.state)),
+            "transfers" => {
+                let mut text = transfers(&inner.state);
+                let active = self.active_transfers();
+                if !active.is_empty() {
+                    text.push_str("\nActive transfers:\n");
+                    text.push_str(&active);
+                }
+                AdminAnswer::ok(text)
+            }
+            "transfer-limit" => match v["limit"].as_u64() {
+                Some(n) => {
+                    self.set_transfer_limit(n as usize);
+                    AdminAnswer::ok(format!("Set transfer limit for '{}' to {n}", self.me))
+                }
+                None => AdminAnswer::failed("usage: rill admin transfer-limit LIMIT"),
+            },
             "down" => {
                 let now = self.now();
                 let liveness = inner.detector.liveness(&node, now);

@@ -14,6 +14,7 @@
 
 mod admin;
 pub mod detector;
+pub mod handoff;
 pub mod msg;
 mod remote;
 mod runtime;

@@ -27,6 +27,8 @@ pub enum PeerMsg {
     AdminReply { id: u64, json: String },
     /// I am alive (failure detection).
     Ping,
+    /// A handoff message (`rill_handoff::codec`).
+    Handoff(Vec<u8>),
 }
 
 #[derive(Debug, thiserror::Error, PartialEq, Eq)]
@@ -52,6 +54,7 @@ const JOIN_STATE: u8 = 5;
 const ADMIN_REQUEST: u8 = 6;
 const ADMIN_REPLY: u8 = 7;
 const PING: u8 = 8;
+const HANDOFF: u8 = 9;
 
 impl PeerMsg {
     pub fn encode(&self) -> Vec<u8> {
@@ -64,6 +67,7 @@ impl PeerMsg {
             PeerMsg::AdminRequest { id, json } => (ADMIN_REQUEST, Some(*id), json.as_bytes()),
             PeerMsg::AdminReply { id, json } => (ADMIN_REPLY, Some(*id), json.as_bytes()),
             PeerMsg::Ping => (PING, None, &[]),
+            PeerMsg::Handoff(b) => (HANDOFF, None, b),
         };
         let mut out = Vec::with_capacity(4 + 8 + body.len());
         out.extend_from_slice(MAGIC);
@@ -118,6 +122,7 @@ impl PeerMsg {
                 PeerMsg::AdminReply { id, json: text(b)? }
             }
             PING => PeerMsg::Ping,
+            HANDOFF => PeerMsg::Handoff(rest.to_vec()),
             other => return Err(MsgError::Kind(other)),
         })
     }
@@ -150,6 +155,7 @@ mod tests {
                 json: "{}".into(),
             },
             PeerMsg::Ping,
+            PeerMsg::Handoff(b"RH".to_vec()),
         ];
         for m in &all {
             let b = m.encode();

@@ -32,6 +32,7 @@ pub struct PeerConfig {
     /// Silence before a node is suspected, and before it is unreachable.
     pub suspect_after: Duration,
     pub down_after: Duration,
+    pub handoff: crate::handoff::HandoffConfig,
     /// Test only: delay and loss per link.
     pub hook: Option<Arc<dyn LinkHook>>,
 }
@@ -44,6 +45,7 @@ impl PeerConfig {
             ping_interval: Duration::from_secs(1),
             suspect_after: Duration::from_secs(3),
             down_after: Duration::from_secs(6),
+            handoff: Default::default(),
             hook: None,
         }
     }
@@ -104,6 +106,9 @@ pub struct Peer {
     started: Instant,
     /// Bounds the vnode requests of peers served at once.
     serving: Arc<Semaphore>,
+    pub(crate) handoffs: Mutex<crate::handoff::Handoffs>,
+    pub(crate) handoff_cfg: crate::handoff::HandoffConfig,
+    pub handoff_stats: crate::handoff::HandoffStats,
 }
 
 fn now_ms(start: Instant) -> u64 {
@@ -147,6 +152,7 @@ impl Peer {
             .await
             .map_err(|e| format!("cannot listen for peers on {}: {e}", cfg.listen))?;
         let started = Instant::now();
+        let cfg_handoff = cfg.handoff.clone();
         let inner = Inner {
             state,
             staged: Staged::default(),
@@ -172,6 +178,9 @@ impl Peer {
             file,
             started,
             serving: Arc::new(Semaphore::new(64)),
+            handoffs: Mutex::new(crate::handoff::Handoffs::new(cfg_handoff.transfer_limit)),
+            handoff_cfg: cfg_handoff,
+            handoff_stats: Default::default(),
         });
         {
             let mut inner = peer.lock();
@@ -182,6 +191,7 @@ impl Peer {
         node.attach_remote(Arc::new(crate::remote::Link::new(&peer)));
         tokio::spawn(Peer::inbox(Arc::downgrade(&peer), inbox));
         tokio::spawn(Peer::ticks(Arc::downgrade(&peer)));
+        tokio::spawn(Peer::handoff_loop(Arc::downgrade(&peer)));
         tracing::info!(node = %me, cluster = %transport.local_addr(), "cluster listener ready");
         Ok(peer)
     }
@@ -239,10 +249,20 @@ impl Peer {
         let to: Vec<String> = if inner.state.digest() != before || inner.state.ring_ready() {
             // A new ring or membership (or the moment it is seen by all)
             // goes to everyone.
-            inner.gossip.broadcast(&peers).into_iter().cloned().collect()
+            inner
+                .gossip
+                .broadcast(&peers)
+                .into_iter()
+                .cloned()
+                .collect()
         } else {
             let r = inner.random();
-            inner.gossip.changed(&peers, r).into_iter().cloned().collect()
+            inner
+                .gossip
+                .changed(&peers, r)
+                .into_iter()
+                .cloned()
+                .collect()
         };
         for p in to {
             self.send_gossip(inner, &p);
@@ -345,6 +365,7 @@ impl Peer {
                 });
             }
             PeerMsg::VnodeReply(b) => self.reply_in(&b),
+            PeerMsg::Handoff(b) => self.handoff_in(&m.from, &b),
             PeerMsg::JoinAsk { id, addr } => {
                 let Ok(addr) = addr.parse::<SocketAddr>() else {
                     tracing::warn!(from = %m.from, "a join ask without a usable address");
@@ -406,6 +427,23 @@ impl Peer {
         // a change reaches everyone and is seen in a few round trips.
         if inner.state != theirs {
             self.send_gossip(&inner, from);
+        }
+    }
+
+    async fn handoff_loop(peer: std::sync::Weak<Peer>) {
+        let mut every = tokio::time::interval(Duration::from_millis(500));
+        every.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        loop {
+            every.tick().await;
+            let Some(peer) = peer.upgrade() else { return };
+            // Listing keys and checking partitions read the disk.
+            let p = peer.clone();
+            if tokio::task::spawn_blocking(move || p.handoff_round())
+                .await
+                .is_err()
+            {
+                tracing::error!("a handoff round panicked");
+            }
         }
     }
 

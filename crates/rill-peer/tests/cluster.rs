@@ -3,7 +3,9 @@
 //! written through one node read through another.
 
 use rill_cluster::Status;
-use rill_node::{BackendKind, Content, GetAnswer, GetRequest, Metadata, Node, NodeConfig, PutRequest};
+use rill_node::{
+    BackendKind, Content, GetAnswer, GetRequest, Metadata, Node, NodeConfig, PutRequest,
+};
 use rill_peer::{Peer, PeerConfig};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -90,7 +92,11 @@ async fn three_nodes_join_plan_commit_and_serve_each_others_keys() {
     for m in [&b, &c] {
         let r = admin(&m.peer, &format!(r#"{{"op":"join","target":"{target}"}}"#)).await;
         assert!(r.ok, "{}", r.text);
-        assert!(r.text.starts_with("Success: staged join request for"), "{}", r.text);
+        assert!(
+            r.text.starts_with("Success: staged join request for"),
+            "{}",
+            r.text
+        );
     }
     let r = admin(&b.peer, r#"{"op":"join","target":"127.0.0.1:1"}"#).await;
     assert!(!r.ok && r.text.contains("already a member"), "{}", r.text);
@@ -112,14 +118,22 @@ async fn three_nodes_join_plan_commit_and_serve_each_others_keys() {
     assert!(commit.ok, "{}", commit.text);
     assert_eq!(commit.text, "Cluster changes committed");
     until("every node sees three valid members", || {
-        [&a, &b, &c].iter().all(|m| {
-            m.peer.state().with_status(|s| s == Status::Valid).len() == 3
-        })
+        [&a, &b, &c]
+            .iter()
+            .all(|m| m.peer.state().with_status(|s| s == Status::Valid).len() == 3)
     })
     .await;
     let status = admin(&c.peer, r#"{"op":"member-status"}"#).await;
-    eprintln!("{}\n{}", status.text, admin(&c.peer, r#"{"op":"ring-status"}"#).await.text);
-    assert!(status.text.contains("valid") && status.text.contains("c@127.0.0.1"), "{}", status.text);
+    eprintln!(
+        "{}\n{}",
+        status.text,
+        admin(&c.peer, r#"{"op":"ring-status"}"#).await.text
+    );
+    assert!(
+        status.text.contains("valid") && status.text.contains("c@127.0.0.1"),
+        "{}",
+        status.text
+    );
 
     // Writes through each node, reads through every other.
     for (i, m) in [&a, &b, &c].iter().enumerate() {
@@ -150,4 +164,91 @@ async fn three_nodes_join_plan_commit_and_serve_each_others_keys() {
         .await
         .unwrap();
     }
+}
+
+fn count_local(node: &Arc<Node>) -> usize {
+    (0..node.ring_size())
+        .map(|p| node.handoff_keys(p).unwrap().len())
+        .sum()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_join_hands_partitions_off_and_the_old_owner_keeps_only_its_own() {
+    let a = member("a@127.0.0.1").await;
+    let b = member("b@127.0.0.1").await;
+    let na = a.node.clone();
+    tokio::task::spawn_blocking(move || {
+        for k in 0..300 {
+            put(&na, &format!("k{k}"), &format!("v{k}")).unwrap();
+        }
+    })
+    .await
+    .unwrap();
+    let target = a.peer.local_addr().to_string();
+    let r = admin(&b.peer, &format!(r#"{{"op":"join","target":"{target}"}}"#)).await;
+    assert!(r.ok, "{}", r.text);
+    until("the join is seen", || {
+        a.peer.state().with_status(|s| s == Status::Joining).len() == 1
+    })
+    .await;
+    until("ready", || a.peer.state().ring_ready()).await;
+    assert!(admin(&a.peer, r#"{"op":"plan"}"#).await.ok);
+    let c = admin(&a.peer, r#"{"op":"commit"}"#).await;
+    assert!(c.ok, "{}", c.text);
+    // Writes go on during the transfers, through both nodes.
+    let (na, nb) = (a.node.clone(), b.node.clone());
+    let writer = tokio::task::spawn_blocking(move || {
+        for k in 0..200 {
+            let n = if k % 2 == 0 { &na } else { &nb };
+            put(n, &format!("during{k}"), "d").unwrap();
+        }
+    });
+    until("every transfer is done and applied", || {
+        let s = a.peer.state();
+        s.ring().next.is_empty()
+            && s.owners()
+                .iter()
+                .filter(|o| o.as_str() == "b@127.0.0.1")
+                .count()
+                == 8
+            && b.peer.state().owners() == s.owners()
+    })
+    .await;
+    writer.await.unwrap();
+    let t = admin(&a.peer, r#"{"op":"transfers"}"#).await;
+    assert!(t.text.contains("No transfers"), "{}", t.text);
+    // Every key readable through both nodes.
+    for m in [&a, &b] {
+        let n = m.node.clone();
+        tokio::task::spawn_blocking(move || {
+            for k in 0..300 {
+                assert_eq!(
+                    get(&n, &format!("k{k}")),
+                    Some(format!("v{k}").into_bytes()),
+                    "k{k}"
+                );
+            }
+            for k in 0..200 {
+                assert_eq!(
+                    get(&n, &format!("during{k}")),
+                    Some(b"d".to_vec()),
+                    "during{k}"
+                );
+            }
+        })
+        .await
+        .unwrap();
+    }
+    // With two nodes and N = 3 each key has replicas on both; what a
+    // holds of b's partitions goes once a sees the switch.
+    let (na, nb) = (a.node.clone(), b.node.clone());
+    until("a keeps only its own partitions' data", || {
+        let view = na.cluster_view();
+        (0..16u32).all(|p| {
+            view.ring.owner(rill_ring::Partition(p)) == "a@127.0.0.1"
+                || na.handoff_keys(p).unwrap().is_empty()
+        })
+    })
+    .await;
+    assert!(count_local(&nb) > 0);
 }

@@ -166,9 +166,15 @@ fn main() -> Result<()> {
                 AdminCommand::BucketType { args } => admin::bucket_type(addr, args),
                 AdminCommand::Status => admin::status(addr),
                 AdminCommand::Cluster { args } => admin::cluster(addr, args),
-                AdminCommand::MemberStatus => admin::cluster_op(addr, serde_json::json!({"op": "member-status"})),
-                AdminCommand::RingStatus => admin::cluster_op(addr, serde_json::json!({"op": "ring-status"})),
-                AdminCommand::Transfers => admin::cluster_op(addr, serde_json::json!({"op": "transfers"})),
+                AdminCommand::MemberStatus => {
+                    admin::cluster_op(addr, serde_json::json!({"op": "member-status"}))
+                }
+                AdminCommand::RingStatus => {
+                    admin::cluster_op(addr, serde_json::json!({"op": "ring-status"}))
+                }
+                AdminCommand::Transfers => {
+                    admin::cluster_op(addr, serde_json::json!({"op": "transfers"}))
+                }
                 AdminCommand::Down { node } => {
                     admin::cluster_op(addr, serde_json::json!({"op": "down", "node": node}))
                 }
