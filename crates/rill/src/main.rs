@@ -10,6 +10,7 @@
 mod admin;
 mod config;
 mod daemon;
+mod devrel;
 mod size;
 
 use anyhow::{bail, Context, Result};
@@ -56,6 +57,25 @@ enum Command {
         /// List the settings this build knows.
         #[arg(long)]
         keys: bool,
+    },
+    /// A cluster of N nodes on this machine (dev1..devN under --dir, as
+    /// Riak's devrel), started, joined and settled; --stop stops them.
+    Devrel {
+        /// Nodes in the cluster.
+        #[arg(default_value_t = 3)]
+        nodes: u32,
+        #[arg(long, default_value = "dev")]
+        dir: PathBuf,
+        #[arg(long, default_value_t = 64)]
+        ring_size: u32,
+        /// Node K listens on base + 10K + 7 (PB), + 8 (HTTP), + 9 (cluster).
+        #[arg(long, default_value_t = 10000)]
+        base_port: u16,
+        #[arg(long, default_value = "bitcask")]
+        backend: String,
+        /// Stop the devrel's nodes instead.
+        #[arg(long)]
+        stop: bool,
     },
     /// Administer a running node.
     Admin {
@@ -111,6 +131,9 @@ enum AdminCommand {
     /// Mark an unreachable member down, so the cluster converges without
     /// it.
     Down { node: String },
+    /// Set how many handoffs may leave this node at once (Riak's
+    /// transfer_limit; default 2).
+    TransferLimit { limit: u64 },
 }
 
 fn config_path(cli: &Option<PathBuf>) -> Option<PathBuf> {
@@ -156,6 +179,27 @@ fn main() -> Result<()> {
             println!("config is OK");
             Ok(())
         }
+        Command::Devrel {
+            nodes,
+            dir,
+            ring_size,
+            base_port,
+            backend,
+            stop,
+        } => {
+            let d = devrel::Devrel {
+                nodes: *nodes,
+                dir: dir.clone(),
+                ring_size: *ring_size,
+                base_port: *base_port,
+                backend: backend.clone(),
+            };
+            if *stop {
+                d.stop()
+            } else {
+                d.up()
+            }
+        }
         Command::Console => console(load(&cli.config)?),
         Command::Start => start(&cli.config, load(&cli.config)?),
         Command::Stop => stop(load(&cli.config)?),
@@ -175,6 +219,10 @@ fn main() -> Result<()> {
                 AdminCommand::Transfers => {
                     admin::cluster_op(addr, serde_json::json!({"op": "transfers"}))
                 }
+                AdminCommand::TransferLimit { limit } => admin::cluster_op(
+                    addr,
+                    serde_json::json!({"op": "transfer-limit", "limit": limit}),
+                ),
                 AdminCommand::Down { node } => {
                     admin::cluster_op(addr, serde_json::json!({"op": "down", "node": node}))
                 }

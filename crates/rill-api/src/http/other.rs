@@ -65,7 +65,7 @@ pub(crate) fn resources(req: &Req) -> Response {
 fn stats_json(ctx: &Ctx) -> Value {
     let st = ctx.node.stats();
     let mean = |total: u64, n: u64| total.checked_div(n).unwrap_or(0);
-    json!({
+    let mut v = json!({
         "nodename": ctx.node.nodename(),
         "riak_kv_version": crate::RIAK_COMPAT_VERSION,
         "riak_core_version": crate::RIAK_COMPAT_VERSION,
@@ -104,7 +104,13 @@ fn stats_json(ctx: &Ctx) -> Value {
         "out_of_space_refusals_total": st.out_of_space_refusals,
         "space_reserve_released": u8::from(st.space_reserve_released),
         "uptime_seconds": ctx.node.uptime().as_secs(),
-    })
+    });
+    if let (Some(peer), Value::Object(m)) = (&ctx.peer, &mut v) {
+        for (k, n) in peer.stats() {
+            m.insert(k.into(), n.into());
+        }
+    }
+    v
 }
 
 pub(crate) fn stats(ctx: &Arc<Ctx>) -> Response {
