@@ -62,6 +62,11 @@ pub struct HandoffStats {
     pub items_received: AtomicU64,
     pub completed: AtomicU64,
     pub failed: AtomicU64,
+    /// Receivers that resumed after a cursor they had kept.
+    pub resumed: AtomicU64,
+    /// Partitions this node does not own that held data at the last
+    /// check (hinted handoff still to do).
+    pub hinted_partitions: AtomicU64,
 }
 
 pub(crate) struct Handoffs {
@@ -213,20 +218,23 @@ impl Peer {
             due
         };
         if scan {
+            let mut held = 0;
             for (p, owner) in owners.iter().enumerate() {
                 let p = p as u32;
+                if owner == &self.me || !self.node.holds_data(p).unwrap_or(false) {
+                    continue;
+                }
+                held += 1;
                 let incoming_here = pending.iter().any(|t| t.partition == p && t.to == self.me);
                 let retained = self.handoffs().retained.contains_key(&p);
-                if owner == &self.me || incoming_here || retained || !up(owner) {
-                    continue;
-                }
-                if want.iter().any(|(q, _, _)| *q == p) {
-                    continue;
-                }
-                if self.node.holds_data(p).unwrap_or(false) {
+                let running = want.iter().any(|(q, _, _)| *q == p);
+                if !(incoming_here || retained || running || !up(owner)) {
                     want.push((p, Kind::Hinted, owner.clone()));
                 }
             }
+            self.handoff_stats
+                .hinted_partitions
+                .store(held, Ordering::Relaxed);
         }
         for (p, kind, to) in want {
             self.start_out(p, kind, to, now);
@@ -448,6 +456,10 @@ impl Peer {
                     return;
                 }
                 let cursor = self.load_cursor(&tid);
+                if cursor.is_some() {
+                    self.handoff_stats.resumed.fetch_add(1, Ordering::Relaxed);
+                    tracing::info!(partition = tid.partition, from = %tid.from, "handoff resumes after the last batch stored here");
+                }
                 let (receiver, effects) = Receiver::open(
                     self.handoff_cfg.receiver.clone(),
                     tid.clone(),
@@ -589,10 +601,24 @@ impl Peer {
             ("ring_pending_transfers", pending),
             ("handoffs_outbound", outbound),
             ("handoffs_inbound", inbound),
-            ("handoff_items_sent_total", st.items_sent.load(Ordering::Relaxed)),
-            ("handoff_items_received_total", st.items_received.load(Ordering::Relaxed)),
-            ("handoffs_completed_total", st.completed.load(Ordering::Relaxed)),
+            (
+                "handoff_items_sent_total",
+                st.items_sent.load(Ordering::Relaxed),
+            ),
+            (
+                "handoff_items_received_total",
+                st.items_received.load(Ordering::Relaxed),
+            ),
+            (
+                "handoffs_completed_total",
+                st.completed.load(Ordering::Relaxed),
+            ),
             ("handoffs_failed_total", st.failed.load(Ordering::Relaxed)),
+            ("handoffs_resumed_total", st.resumed.load(Ordering::Relaxed)),
+            (
+                "partitions_held_not_owned",
+                st.hinted_partitions.load(Ordering::Relaxed),
+            ),
         ]
     }
 

@@ -17,6 +17,13 @@ pub struct Config {
     /// (gossip, replicas, handoff). Port 0: any free port, advertised to
     /// the cluster at each start.
     pub cluster_listener: SocketAddr,
+    /// `transfer_limit`: handoffs leaving this node at once.
+    pub transfer_limit: usize,
+    /// `handoff.batch_items`: objects per handoff batch at most.
+    pub handoff_batch_items: usize,
+    /// `handoff.timeout`: a batch not acknowledged in this long starts a
+    /// new session (which resumes after the last stored batch).
+    pub handoff_timeout: Duration,
     pub pb_max_frame_bytes: usize,
     pub log_level: String,
     /// Where `rill start` writes the node's pid.
@@ -126,6 +133,18 @@ pub const KEYS: &[(&str, &str)] = &[
         "address other nodes reach this one on: gossip, replicas, handoff (default 127.0.0.1:8099; port 0 picks a free one)",
     ),
     (
+        "transfer_limit",
+        "handoffs leaving this node at once (default 2, as Riak)",
+    ),
+    (
+        "handoff.batch_items",
+        "objects per handoff batch at most (default 1000)",
+    ),
+    (
+        "handoff.timeout",
+        "a handoff batch unacknowledged this long resumes in a new session (default 15s)",
+    ),
+    (
         "protobuf.max_message_size",
         "largest PB frame accepted (default 64MB)",
     ),
@@ -213,6 +232,9 @@ impl Config {
             pb_listener: "127.0.0.1:8087".parse().expect("address"),
             http_listener: "127.0.0.1:8098".parse().expect("address"),
             cluster_listener: "127.0.0.1:8099".parse().expect("address"),
+            transfer_limit: 2,
+            handoff_batch_items: 1000,
+            handoff_timeout: Duration::from_secs(15),
             pb_max_frame_bytes: 64 << 20,
             log_level: "info".into(),
         }
@@ -304,6 +326,21 @@ impl Config {
             "listener.protobuf.internal" => self.pb_listener = addr(v)?,
             "listener.http.internal" => self.http_listener = addr(v)?,
             "listener.cluster.internal" => self.cluster_listener = addr(v)?,
+            "transfer_limit" => {
+                self.transfer_limit = v
+                    .parse()
+                    .map_err(|_| format!("transfer_limit must be a count, found {v:?}"))?
+            }
+            "handoff.batch_items" => {
+                let n: usize = v
+                    .parse()
+                    .map_err(|_| format!("handoff.batch_items must be a count, found {v:?}"))?;
+                if n == 0 {
+                    return Err("handoff.batch_items must be at least 1".into());
+                }
+                self.handoff_batch_items = n;
+            }
+            "handoff.timeout" => self.handoff_timeout = duration(v)?,
             "protobuf.max_message_size" => self.pb_max_frame_bytes = bytesize(v)? as usize,
             "delete_mode" => {
                 n.delete_mode = match v {

@@ -31,7 +31,8 @@ pub struct DevNode {
 }
 
 fn addr(port: u32) -> Result<SocketAddr> {
-    let port = u16::try_from(port).map_err(|_| anyhow!("port {port} is past 65535; lower --base-port"))?;
+    let port =
+        u16::try_from(port).map_err(|_| anyhow!("port {port} is past 65535; lower --base-port"))?;
     Ok(SocketAddr::from(([127, 0, 0, 1], port)))
 }
 
@@ -98,13 +99,19 @@ impl Devrel {
             if !out.status.success() && !text.contains("already running") {
                 bail!("{} did not start: {}", n.name, text.trim());
             }
-            println!("{} running: PB {}, HTTP {}, cluster {}", n.name, n.pb, n.http, n.cluster);
+            println!(
+                "{} running: PB {}, HTTP {}, cluster {}",
+                n.name, n.pb, n.http, n.cluster
+            );
         }
         let first = self.node(1)?;
         let mut joined = 0;
         for k in 2..=self.nodes {
             let n = self.node(k)?;
-            let a = op(n.http, json!({"op": "join", "target": first.cluster.to_string()}))?;
+            let a = op(
+                n.http,
+                json!({"op": "join", "target": first.cluster.to_string()}),
+            )?;
             if a.0 {
                 joined += 1;
             } else if !a.1.contains("already a member") {
@@ -131,7 +138,10 @@ impl Devrel {
                 }
                 std::thread::sleep(Duration::from_millis(200));
             }
-            println!("joined {joined} node(s) to {}; waiting for the transfers", first.name);
+            println!(
+                "joined {joined} node(s) to {}; waiting for the transfers",
+                first.name
+            );
         }
         self.wait_settled(Duration::from_secs(600))?;
         let status = op(first.http, json!({"op": "member-status"}))?;

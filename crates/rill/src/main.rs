@@ -301,6 +301,11 @@ fn console(cfg: Config) -> Result<()> {
         ));
         let mut peer_cfg = rill_peer::PeerConfig::new(cfg.cluster_listener);
         peer_cfg.target_n_val = 4;
+        peer_cfg.handoff.transfer_limit = cfg.transfer_limit;
+        peer_cfg.handoff.sender.batch_items = cfg.handoff_batch_items;
+        peer_cfg.handoff.sender.ack_timeout_ms = cfg.handoff_timeout.as_millis() as u64;
+        peer_cfg.handoff.sender.keepalive_ms = (cfg.handoff_timeout.as_millis() as u64 / 3).max(1);
+        peer_cfg.handoff.receiver.idle_timeout_ms = 2 * cfg.handoff_timeout.as_millis() as u64;
         let peer = rill_peer::Peer::start(node.clone(), peer_cfg)
             .await
             .map_err(|e| anyhow::anyhow!("{e}"))?;
