@@ -206,6 +206,11 @@ impl Node {
         }
     }
 
+    /// Waits for the reply of one request to another node.
+    pub(crate) fn wait_one(&self, rx: &mut Replies, deadline: Instant) -> Option<VnodeReply> {
+        self.wait(rx, deadline).map(|(_, r)| r)
+    }
+
     /// Waits for the next reply of another node until `deadline`.
     fn wait(&self, rx: &mut Replies, deadline: Instant) -> Option<(usize, VnodeReply)> {
         let remote = self.remote()?;

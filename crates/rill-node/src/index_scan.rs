@@ -60,25 +60,43 @@ impl Node {
             let mut round: BTreeSet<(Term, Vec<u8>)> = BTreeSet::new();
             // The smallest last match of a vnode that filled its page.
             let mut bound: Option<(Term, Vec<u8>)> = None;
-            for v in &self.vnodes {
-                let mut taken = 0usize;
-                let mut last = None;
-                v.backend().query_index(&q, &mut |term, key| {
-                    if !plan.keep(term) {
-                        return true;
-                    }
-                    taken += 1;
-                    let entry = (term.clone(), key.to_vec());
-                    if taken == page {
-                        last = Some(entry.clone());
-                    }
-                    round.insert(entry);
-                    taken < page
-                })?;
+            let mut bound_by = |last: Option<(Term, Vec<u8>)>| {
                 if let Some(l) = last {
                     if bound.as_ref().is_none_or(|b| l < *b) {
                         bound = Some(l);
                     }
+                }
+            };
+            if self.owns_all() {
+                for v in &self.vnodes {
+                    let mut taken = 0usize;
+                    let mut last = None;
+                    v.backend().query_index(&q, &mut |term, key| {
+                        if !plan.keep(term) {
+                            return true;
+                        }
+                        taken += 1;
+                        let entry = (term.clone(), key.to_vec());
+                        if taken == page {
+                            last = Some(entry.clone());
+                        }
+                        round.insert(entry);
+                        taken < page
+                    })?;
+                    bound_by(last);
+                }
+            } else {
+                // Owners give pages unfiltered (the regex stays here): a
+                // full page still bounds what is complete.
+                for e in self.coverage() {
+                    let (entries, filled) = self.cover_index_page(&e, &q, page as u32)?;
+                    let last = if filled {
+                        entries.last().cloned()
+                    } else {
+                        None
+                    };
+                    round.extend(entries.into_iter().filter(|(t, _)| plan.keep(t)));
+                    bound_by(last);
                 }
             }
             for entry in &round {
@@ -125,6 +143,9 @@ impl Node {
                 && plan.after.as_ref().is_none_or(|(_, ak)| k > ak.as_slice())
                 && plan.keep_bytes(k)
         };
+        if !self.owns_all() {
+            return self.scan_keys_cluster(plan, lo, hi, take, key_page, &wanted);
+        }
         if let Some(limit) = plan.limit {
             // The `limit` smallest wanted keys, replicas merged, found a
             // page at a time: each round folds every vnode for the
@@ -171,6 +192,66 @@ impl Node {
             })?;
             if !more {
                 break;
+            }
+        }
+        Ok(())
+    }
+}
+
+impl Node {
+    /// `$key`/`$bucket` across a cluster: with `max_results`, rounds of
+    /// the owners' smallest keys past a cursor, complete up to the
+    /// smallest last key of an owner that had more; without, each key
+    /// once from its coverage vnode.
+    fn scan_keys_cluster(
+        &self,
+        plan: &IndexPlan,
+        lo: &[u8],
+        hi: Option<&[u8]>,
+        take: &mut Take<'_>,
+        key_page: usize,
+        wanted: &dyn Fn(&[u8]) -> bool,
+    ) -> Result<(), KvError> {
+        let Some(limit) = plan.limit else {
+            let n = crate::kv::n_val(&self.props_for_kv(
+                if plan.t.is_empty() {
+                    b"default"
+                } else {
+                    &plan.t
+                },
+                &plan.bucket,
+            )?);
+            return self.cover_keys(&plan.t, &plan.bucket, n, lo, hi, &mut |k| {
+                !wanted(k) || take(&Term::Bin(k.to_vec()), k)
+            });
+        };
+        let mut cursor: Option<Vec<u8>> = plan.after.as_ref().map(|(_, k)| k.clone());
+        let mut remaining = limit;
+        while remaining > 0 {
+            let q = crate::vnode_msg::KeysQuery {
+                bucket_type: plan.t.clone(),
+                bucket: plan.bucket.clone(),
+                lo: lo.to_vec(),
+                hi: hi.map(<[u8]>::to_vec),
+                after: cursor.take(),
+                limit: remaining.min(key_page).max(1) as u32,
+                first_of: None,
+            };
+            let (round, bound) = self.cover_keys_round(&q)?;
+            for k in &round {
+                if bound.as_ref().is_some_and(|b| k > b) {
+                    break;
+                }
+                if wanted(k) {
+                    remaining -= 1;
+                    if !take(&Term::Bin(k.clone()), k) || remaining == 0 {
+                        return Ok(());
+                    }
+                }
+            }
+            match bound {
+                None => return Ok(()),
+                Some(b) => cursor = Some(b),
             }
         }
         Ok(())

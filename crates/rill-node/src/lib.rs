@@ -13,6 +13,7 @@
 pub mod cluster;
 mod config;
 mod coordinate;
+mod coverage;
 mod dt;
 pub mod error;
 mod handoff;

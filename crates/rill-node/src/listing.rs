@@ -78,6 +78,9 @@ impl Node {
         timeout: Option<Duration>,
     ) -> Result<Vec<Vec<u8>>, KvError> {
         let t = self.check_type(bucket_type)?;
+        if !self.owns_all() {
+            return Ok(self.cover_buckets(&t)?.into_iter().collect());
+        }
         let deadline = timeout.map(|d| Instant::now() + d);
         let mut out = BTreeSet::new();
         for v in &self.vnodes {
@@ -108,8 +111,23 @@ impl Node {
             return Err(KvError::BadRequest("Bucket cannot be zero-length".into()));
         }
         self.counters.list_keys.fetch_add(1, Ordering::Relaxed);
-        let deadline = timeout.map(|d| Instant::now() + d);
         let mut pending = Vec::with_capacity(KEY_BATCH);
+        if !self.owns_all() {
+            let n = crate::kv::n_val(&self.props_for_kv(bucket_type, bucket)?);
+            let mut stopped = false;
+            self.cover_keys(&t, bucket, n, b"", None, &mut |k| {
+                pending.push(k.to_vec());
+                if pending.len() == KEY_BATCH && !batch(std::mem::take(&mut pending)) {
+                    stopped = true;
+                }
+                !stopped
+            })?;
+            if !stopped && !pending.is_empty() {
+                batch(pending);
+            }
+            return Ok(());
+        }
+        let deadline = timeout.map(|d| Instant::now() + d);
         for v in &self.vnodes {
             if deadline.is_some_and(|d| Instant::now() > d) {
                 return Err(KvError::Timeout);

@@ -7,7 +7,7 @@
 use crate::error::KvError;
 use crate::step::CoordinateStep;
 use crate::vnode::{Limits, Vnode};
-use rill_backend::BKey;
+use rill_backend::{BKey, IndexQuery, Term};
 use rill_object::{Object, PruneRules, VClock};
 
 /// What a coordinator asks of a replica.
@@ -27,6 +27,15 @@ pub enum VnodeRequest {
     /// Remove the tombstone stored for the key if its clock is still
     /// `clock`.
     Reap { key: BKey, clock: VClock },
+    /// The buckets of a bucket type holding a key (a coverage query).
+    Buckets { bucket_type: Vec<u8> },
+    /// The smallest `limit` keys of a bucket in `lo..=hi` (no upper end
+    /// when `hi` is `None`) after `after`, and, with `first_of`, only
+    /// keys whose preference list starts at one of its partitions (a
+    /// coverage plan's share of this vnode).
+    Keys(Box<KeysQuery>),
+    /// At most `page` index entries matching `query`, in order.
+    IndexPage { query: IndexQuery, page: u32 },
     /// The coordinating write: make the new version from what is stored
     /// (as this vnode's actor) and store it, pruning the clock by `prune`.
     Coordinate {
@@ -34,6 +43,19 @@ pub enum VnodeRequest {
         step: Box<CoordinateStep>,
         prune: PruneRules,
     },
+}
+
+/// What a `Keys` request asks.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct KeysQuery {
+    pub bucket_type: Vec<u8>,
+    pub bucket: Vec<u8>,
+    pub lo: Vec<u8>,
+    pub hi: Option<Vec<u8>>,
+    pub after: Option<Vec<u8>>,
+    pub limit: u32,
+    /// (ring size, partitions): keys whose first partition is listed.
+    pub first_of: Option<(u32, Vec<u32>)>,
 }
 
 /// A replica's answer.
@@ -44,6 +66,17 @@ pub enum VnodeReply {
     Stored(Object),
     Reaped(bool),
     Failed(KvError),
+    Buckets(Vec<Vec<u8>>),
+    /// Sorted keys; `more`: keys past the last were left out.
+    Keys {
+        keys: Vec<Vec<u8>>,
+        more: bool,
+    },
+    /// Entries in order; `filled`: the page is full (more may follow).
+    Entries {
+        entries: Vec<(Term, Vec<u8>)>,
+        filled: bool,
+    },
 }
 
 impl Vnode {
@@ -68,6 +101,33 @@ impl Vnode {
                 })
                 .map(|o| VnodeReply::Stored(o.expect("a merge always writes"))),
             VnodeRequest::Reap { key, clock } => self.reap(&key, &clock).map(VnodeReply::Reaped),
+            VnodeRequest::Buckets { bucket_type } => {
+                let mut out = std::collections::BTreeSet::new();
+                self.backend()
+                    .fold_buckets(&mut |t, b| {
+                        if t == bucket_type.as_slice() {
+                            out.insert(b.to_vec());
+                        }
+                        true
+                    })
+                    .map(|()| VnodeReply::Buckets(out.into_iter().collect()))
+                    .map_err(KvError::from)
+            }
+            VnodeRequest::Keys(q) => self.keys(&q),
+            VnodeRequest::IndexPage { query, page } => {
+                let mut entries = Vec::new();
+                let page = page.max(1) as usize;
+                self.backend()
+                    .query_index(&query, &mut |term, key| {
+                        entries.push((term.clone(), key.to_vec()));
+                        entries.len() < page
+                    })
+                    .map(|()| VnodeReply::Entries {
+                        filled: entries.len() == page,
+                        entries,
+                    })
+                    .map_err(KvError::from)
+            }
             VnodeRequest::Coordinate { key, step, prune } => self
                 .update(&key, limits, Some(&prune), |stored| {
                     step.apply(stored, &self.actor_for(stored)?).map(Some)
@@ -75,5 +135,32 @@ impl Vnode {
                 .map(|o| VnodeReply::Stored(o.expect("the coordinator always writes"))),
         };
         result.unwrap_or_else(VnodeReply::Failed)
+    }
+}
+
+impl Vnode {
+    fn keys(&self, q: &KeysQuery) -> Result<VnodeReply, KvError> {
+        let limit = q.limit.max(1) as usize;
+        let mut best: std::collections::BTreeSet<Vec<u8>> = Default::default();
+        let mut more = false;
+        self.backend()
+            .fold_keys(&q.bucket_type, &q.bucket, &mut |k| {
+                let wanted = k >= q.lo.as_slice()
+                    && q.hi.as_ref().is_none_or(|h| k <= h.as_slice())
+                    && q.after.as_ref().is_none_or(|a| k > a.as_slice())
+                    && q.first_of.as_ref().is_none_or(|(size, parts)| {
+                        let h = rill_ring::key_hash(&q.bucket_type, &q.bucket, k);
+                        parts.contains(&rill_ring::Ring::responsible_in(*size, &h).0)
+                    });
+                if wanted && best.insert(k.to_vec()) && best.len() > limit {
+                    best.pop_last();
+                    more = true;
+                }
+                true
+            })?;
+        Ok(VnodeReply::Keys {
+            keys: best.into_iter().collect(),
+            more,
+        })
     }
 }

@@ -252,3 +252,159 @@ async fn a_join_hands_partitions_off_and_the_old_owner_keeps_only_its_own() {
     .await;
     assert!(count_local(&nb) > 0);
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn coverage_queries_see_every_key_once_across_nodes() {
+    use rill_node::{IndexRequest, IndexSpec};
+    let a = member("a@127.0.0.1").await;
+    let b = member("b@127.0.0.1").await;
+    let c = member("c@127.0.0.1").await;
+    let target = a.peer.local_addr().to_string();
+    for m in [&b, &c] {
+        assert!(
+            admin(&m.peer, &format!(r#"{{"op":"join","target":"{target}"}}"#))
+                .await
+                .ok
+        );
+    }
+    until("joins seen", || {
+        a.peer.state().with_status(|s| s == Status::Joining).len() == 2
+    })
+    .await;
+    until("ready", || a.peer.state().ring_ready()).await;
+    assert!(admin(&a.peer, r#"{"op":"plan"}"#).await.ok);
+    assert!(admin(&a.peer, r#"{"op":"commit"}"#).await.ok);
+    until("settled", || {
+        [&a, &b, &c].iter().all(|m| {
+            let s = m.peer.state();
+            s.ring().next.is_empty() && s.owners().iter().any(|o| o == "c@127.0.0.1")
+        })
+    })
+    .await;
+    let na = a.node.clone();
+    tokio::task::spawn_blocking(move || {
+        for k in 0..250u32 {
+            let mut meta = Metadata::default();
+            meta.indexes = vec![
+                (b"n_int".to_vec(), k.to_string().into_bytes()),
+                (
+                    b"even_bin".to_vec(),
+                    if k % 2 == 0 {
+                        b"yes".to_vec()
+                    } else {
+                        b"no".to_vec()
+                    },
+                ),
+            ];
+            na.put(PutRequest {
+                bucket: b"b".to_vec(),
+                key: Some(format!("k{k:03}").into_bytes()),
+                content: Content::new(b"v".to_vec(), meta),
+                ..PutRequest::default()
+            })
+            .unwrap();
+        }
+        put(&na, "other", "x").ok();
+    })
+    .await
+    .unwrap();
+    for m in [&a, &b, &c] {
+        let n = m.node.clone();
+        tokio::task::spawn_blocking(move || {
+            let mut keys = Vec::new();
+            n.list_keys(b"default", b"b", None, &mut |batch| {
+                keys.extend(batch);
+                true
+            })
+            .unwrap();
+            let total = keys.len();
+            keys.sort();
+            keys.dedup();
+            assert_eq!(
+                total,
+                keys.len(),
+                "a key listed twice through {}",
+                n.nodename()
+            );
+            assert_eq!(keys.len(), 251, "through {}", n.nodename());
+            assert_eq!(
+                n.list_buckets(b"default", None).unwrap(),
+                vec![b"b".to_vec()]
+            );
+            // A range query, paged by max_results: every match once, in order.
+            let mut got = Vec::new();
+            let mut continuation = None;
+            loop {
+                let ans = n
+                    .index_query(&IndexRequest {
+                        bucket_type: b"default".to_vec(),
+                        bucket: b"b".to_vec(),
+                        index: b"n_int".to_vec(),
+                        spec: IndexSpec::Range(b"10".to_vec(), b"199".to_vec()),
+                        return_terms: false,
+                        max_results: Some(37),
+                        continuation: continuation.take(),
+                        term_regex: None,
+                    })
+                    .unwrap();
+                got.extend(ans.results.into_iter().map(|(_, k)| k));
+                match ans.continuation {
+                    Some(c) => continuation = Some(c),
+                    None => break,
+                }
+            }
+            let want: Vec<Vec<u8>> = (10..200u32)
+                .map(|k| format!("k{k:03}").into_bytes())
+                .collect();
+            assert_eq!(got, want, "through {}", n.nodename());
+            let evens = n
+                .index_query(&IndexRequest {
+                    bucket_type: b"default".to_vec(),
+                    bucket: b"b".to_vec(),
+                    index: b"even_bin".to_vec(),
+                    spec: IndexSpec::Eq(b"yes".to_vec()),
+                    return_terms: false,
+                    max_results: None,
+                    continuation: None,
+                    term_regex: None,
+                })
+                .unwrap();
+            assert_eq!(evens.results.len(), 125);
+            // $key with max_results pages through sorted keys.
+            let keys = n
+                .index_query(&IndexRequest {
+                    bucket_type: b"default".to_vec(),
+                    bucket: b"b".to_vec(),
+                    index: b"$key".to_vec(),
+                    spec: IndexSpec::Range(b"k100".to_vec(), b"k149".to_vec()),
+                    return_terms: false,
+                    max_results: Some(20),
+                    continuation: None,
+                    term_regex: None,
+                })
+                .unwrap();
+            let want: Vec<Vec<u8>> = (100..120u32)
+                .map(|k| format!("k{k:03}").into_bytes())
+                .collect();
+            assert_eq!(
+                keys.results.into_iter().map(|(_, k)| k).collect::<Vec<_>>(),
+                want
+            );
+            let all = n
+                .index_query(&IndexRequest {
+                    bucket_type: b"default".to_vec(),
+                    bucket: b"b".to_vec(),
+                    index: b"$bucket".to_vec(),
+                    spec: IndexSpec::Eq(b"b".to_vec()),
+                    return_terms: false,
+                    max_results: None,
+                    continuation: None,
+                    term_regex: None,
+                })
+                .unwrap();
+            assert_eq!(all.results.len(), 251);
+        })
+        .await
+        .unwrap();
+    }
+}

@@ -84,6 +84,17 @@ impl Ring {
         Partition((self.containing(hash).0 + 1) % self.size)
     }
 
+    /// [`Ring::responsible`] for a ring of `size` partitions (a power of
+    /// two), without the ring.
+    pub fn responsible_in(size: u32, hash: &KeyHash) -> Partition {
+        if size <= 1 {
+            return Partition(0);
+        }
+        let bits = size.trailing_zeros();
+        let top = u32::from_be_bytes([hash[0], hash[1], hash[2], hash[3]]);
+        Partition(((top >> (32 - bits)) + 1) % size)
+    }
+
     /// The first `n` partitions clockwise from the responsible one.
     pub fn primaries(&self, hash: &KeyHash, n: u32) -> Vec<Partition> {
         let first = self.responsible(hash).0;
@@ -227,6 +238,17 @@ mod tests {
         let ring = Ring::single(8, "n").unwrap();
         assert_eq!(ring.responsible(&[0xff; 20]), Partition(0));
         assert_eq!(ring.responsible(&[0; 20]), Partition(1));
+        for size in [1u32, 2, 8, 64, 1024] {
+            let r = Ring::single(size, "n").unwrap();
+            for i in 0..50u8 {
+                let h = key_hash(b"", b"b", &[i]);
+                assert_eq!(
+                    Ring::responsible_in(size, &h),
+                    r.responsible(&h),
+                    "size {size}"
+                );
+            }
+        }
         let ring = Ring::single(1, "n").unwrap();
         assert_eq!(ring.primaries(&[0x80; 20], 3), vec![Partition(0)]);
     }

@@ -3,6 +3,7 @@
 //! objects and clocks in their stored formats. Every decoder refuses
 //! what it cannot read whole, and is fuzzed.
 
+mod coverage;
 mod op;
 
 use crate::error::KvError;
@@ -21,10 +22,16 @@ const GET: u8 = 1;
 const MERGE: u8 = 2;
 const REAP: u8 = 3;
 const COORDINATE: u8 = 4;
+const BUCKETS: u8 = 5;
+const KEYS: u8 = 6;
+const INDEX_PAGE: u8 = 7;
 const FOUND: u8 = 16;
 const STORED: u8 = 17;
 const REAPED: u8 = 18;
 const FAILED: u8 = 19;
+const BUCKET_LIST: u8 = 20;
+const KEY_LIST: u8 = 21;
+const ENTRIES: u8 = 22;
 
 // Error kinds a replica's failure keeps across the wire.
 const ERR_BACKEND: u8 = 0;
@@ -130,6 +137,21 @@ pub fn encode_request(route: Route, r: &VnodeRequest) -> Vec<u8> {
             put_long(&mut b, &encode_object(object));
             b
         }
+        VnodeRequest::Buckets { bucket_type } => {
+            let mut b = head(BUCKETS, route);
+            put_short(&mut b, bucket_type);
+            b
+        }
+        VnodeRequest::Keys(q) => {
+            let mut b = head(KEYS, route);
+            coverage::put_keys_query(&mut b, q);
+            b
+        }
+        VnodeRequest::IndexPage { query, page } => {
+            let mut b = head(INDEX_PAGE, route);
+            coverage::put_index_query(&mut b, query, *page);
+            b
+        }
         VnodeRequest::Coordinate { key, step, prune } => {
             let mut b = head(COORDINATE, route);
             put_key(&mut b, key);
@@ -192,6 +214,23 @@ pub fn encode_reply(route: Route, r: &VnodeReply) -> Vec<u8> {
         VnodeReply::Stored(o) => {
             let mut b = head(STORED, route);
             put_long(&mut b, &encode_object(o));
+            b
+        }
+        VnodeReply::Buckets(list) => {
+            let mut b = head(BUCKET_LIST, route);
+            op::put_list(&mut b, list);
+            b
+        }
+        VnodeReply::Keys { keys, more } => {
+            let mut b = head(KEY_LIST, route);
+            b.push(u8::from(*more));
+            op::put_list(&mut b, keys);
+            b
+        }
+        VnodeReply::Entries { entries, filled } => {
+            let mut b = head(ENTRIES, route);
+            b.push(u8::from(*filled));
+            coverage::put_entries(&mut b, entries);
             b
         }
         VnodeReply::Reaped(done) => {
@@ -333,6 +372,14 @@ pub fn decode_request(b: &[u8]) -> Result<(Route, VnodeRequest), WireError> {
                 .map_err(|e| WireError::Malformed(format!("clock: {e}")))?;
             VnodeRequest::Reap { key, clock }
         }
+        BUCKETS => VnodeRequest::Buckets {
+            bucket_type: r.short()?,
+        },
+        KEYS => VnodeRequest::Keys(Box::new(r.keys_query()?)),
+        INDEX_PAGE => {
+            let (query, page) = r.index_query()?;
+            VnodeRequest::IndexPage { query, page }
+        }
         COORDINATE => {
             let key = r.key()?;
             let prune = r.prune()?;
@@ -399,6 +446,21 @@ pub fn decode_reply(b: &[u8]) -> Result<(Route, VnodeReply), WireError> {
             x => return Err(WireError::Malformed(format!("found flag {x}"))),
         },
         STORED => VnodeReply::Stored(r.object()?),
+        BUCKET_LIST => VnodeReply::Buckets(r.list()?),
+        KEY_LIST => {
+            let more = r.bool_flag()?;
+            VnodeReply::Keys {
+                more,
+                keys: r.list()?,
+            }
+        }
+        ENTRIES => {
+            let filled = r.bool_flag()?;
+            VnodeReply::Entries {
+                filled,
+                entries: r.entries()?,
+            }
+        }
         REAPED => match r.u8()? {
             x @ (0 | 1) => VnodeReply::Reaped(x == 1),
             x => return Err(WireError::Malformed(format!("reaped flag {x}"))),

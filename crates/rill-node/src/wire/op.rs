@@ -7,7 +7,7 @@ use rill_crdt::{EmbeddedOp, Field, FieldKind, MapOp, Op};
 /// Maps nest at most this deep in a message (Riak's own limit is lower).
 const MAX_DEPTH: usize = 32;
 
-fn put_list(b: &mut Vec<u8>, items: &[Vec<u8>]) {
+pub(super) fn put_list(b: &mut Vec<u8>, items: &[Vec<u8>]) {
     b.extend_from_slice(&(items.len() as u32).to_be_bytes());
     for i in items {
         put_long(b, i);
@@ -92,7 +92,7 @@ pub(super) fn put_op(b: &mut Vec<u8>, op: &Op) {
 impl Reader<'_> {
     /// A count of items each at least `min_bytes` long, checked against
     /// what is left (so a forged count cannot make a huge allocation).
-    fn count(&mut self, min_bytes: usize) -> Result<usize, WireError> {
+    pub(super) fn count(&mut self, min_bytes: usize) -> Result<usize, WireError> {
         let n = self.u32()? as usize;
         if n.saturating_mul(min_bytes) > self.0.len() {
             return Err(WireError::Short);
@@ -100,7 +100,7 @@ impl Reader<'_> {
         Ok(n)
     }
 
-    fn list(&mut self) -> Result<Vec<Vec<u8>>, WireError> {
+    pub(super) fn list(&mut self) -> Result<Vec<Vec<u8>>, WireError> {
         let n = self.count(4)?;
         (0..n).map(|_| Ok(self.long()?.to_vec())).collect()
     }

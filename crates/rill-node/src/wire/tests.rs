@@ -1,5 +1,6 @@
 use super::*;
 use crate::step::CoordinateStep;
+use rill_backend::Term;
 use rill_object::{Content, Metadata, Object, PutMode, VClock};
 
 fn object() -> Object {
@@ -74,6 +75,47 @@ fn requests_and_replies_round_trip_and_refuse_every_cut() {
             }),
             prune: PruneRules::default(),
         },
+        VnodeRequest::Buckets {
+            bucket_type: b"maps".to_vec(),
+        },
+        VnodeRequest::Keys(Box::new(crate::vnode_msg::KeysQuery {
+            bucket_type: vec![],
+            bucket: b"b".to_vec(),
+            lo: b"a".to_vec(),
+            hi: Some(b"z".to_vec()),
+            after: Some(b"c".to_vec()),
+            limit: 10,
+            first_of: Some((64, vec![0, 3, 63])),
+        })),
+        VnodeRequest::Keys(Box::new(crate::vnode_msg::KeysQuery {
+            bucket_type: vec![],
+            bucket: b"b".to_vec(),
+            lo: vec![],
+            hi: None,
+            after: None,
+            limit: 1,
+            first_of: None,
+        })),
+        VnodeRequest::IndexPage {
+            query: rill_backend::IndexQuery {
+                bucket_type: vec![],
+                bucket: b"b".to_vec(),
+                field: b"f_int".to_vec(),
+                range: rill_backend::IndexRange::Range(Term::Int(-5), Term::Int(9)),
+                after: Some((Term::Int(0), b"k".to_vec())),
+            },
+            page: 1000,
+        },
+        VnodeRequest::IndexPage {
+            query: rill_backend::IndexQuery {
+                bucket_type: b"t".to_vec(),
+                bucket: b"b".to_vec(),
+                field: b"f_bin".to_vec(),
+                range: rill_backend::IndexRange::Eq(Term::Bin(b"x".to_vec())),
+                after: None,
+            },
+            page: 1,
+        },
     ];
     for r in &requests {
         let b = encode_request(route, r);
@@ -98,6 +140,18 @@ fn requests_and_replies_round_trip_and_refuse_every_cut() {
         }),
         VnodeReply::Failed(KvError::TooManySiblings(101)),
         VnodeReply::Failed(KvError::Backend("no room".into())),
+        VnodeReply::Buckets(vec![b"a".to_vec(), vec![]]),
+        VnodeReply::Keys {
+            keys: vec![b"k1".to_vec()],
+            more: true,
+        },
+        VnodeReply::Entries {
+            entries: vec![
+                (Term::Bin(b"t".to_vec()), b"k".to_vec()),
+                (Term::Int(-1), vec![]),
+            ],
+            filled: false,
+        },
         VnodeReply::Failed(KvError::Datatype(
             "\"Bucket must be allow_mult=true\"".into(),
         )),

@@ -1,0 +1,198 @@
+//! Coverage queries across a cluster (list buckets, list keys, secondary
+//! indexes), as riak_core's coverage plans: every partition is read at
+//! its owner when the owner is up, and for key listings each key is
+//! reported by one vnode only (the first of its preference list whose
+//! owner is up, by a filter on the key's first partition), so keys
+//! stream without a set of those seen. A cluster of one reads its own
+//! vnodes directly (`listing`, `index_scan`).
+
+use crate::error::KvError;
+use crate::node::Node;
+use crate::vnode_msg::{KeysQuery, VnodeReply, VnodeRequest};
+use rill_backend::{IndexQuery, Term};
+use rill_ring::{Partition, PreflistEntry};
+use std::collections::{BTreeMap, BTreeSet};
+use std::time::Instant;
+
+/// Keys asked of one vnode at a time.
+pub(crate) const KEYS_PAGE: u32 = 10_000;
+
+impl Node {
+    /// Whether this node owns every partition (a cluster of one): then
+    /// its own vnodes answer coverage queries.
+    pub(crate) fn owns_all(&self) -> bool {
+        let view = self.cluster_view();
+        view.ring
+            .partitions()
+            .all(|p| view.ring.owner(p) == view.me)
+    }
+
+    /// Each partition at its owner, when the owner is up.
+    pub(crate) fn coverage(&self) -> Vec<PreflistEntry> {
+        let view = self.cluster_view();
+        view.ring
+            .partitions()
+            .filter(|p| view.is_up(view.ring.owner(*p)))
+            .map(|p| PreflistEntry {
+                partition: p,
+                node: view.ring.owner(p).to_string(),
+                primary: true,
+            })
+            .collect()
+    }
+
+    /// For keys of n_val `n`: which vnode reports the keys starting at
+    /// each partition (the first of the n whose owner is up), grouped.
+    pub(crate) fn key_plan(&self, n: u32) -> Vec<(PreflistEntry, Vec<u32>)> {
+        let view = self.cluster_view();
+        let size = view.ring.size();
+        let mut plan: BTreeMap<u32, Vec<u32>> = BTreeMap::new();
+        for first in 0..size {
+            let at = (0..n.clamp(1, size))
+                .map(|i| (first + i) % size)
+                .find(|p| view.is_up(view.ring.owner(Partition(*p))));
+            if let Some(p) = at {
+                plan.entry(p).or_default().push(first);
+            }
+        }
+        plan.into_iter()
+            .map(|(p, firsts)| {
+                let e = PreflistEntry {
+                    partition: Partition(p),
+                    node: view.ring.owner(Partition(p)).to_string(),
+                    primary: true,
+                };
+                (e, firsts)
+            })
+            .collect()
+    }
+
+    /// One request to one vnode, waiting for its answer (another node's
+    /// within the request timeout).
+    pub(crate) fn ask_one(
+        &self,
+        e: &PreflistEntry,
+        request: VnodeRequest,
+    ) -> Result<VnodeReply, KvError> {
+        let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel();
+        let reply = match self.ask(e, request, 0, &tx) {
+            Some(r) => r,
+            None => {
+                let deadline = Instant::now() + self.config.request_timeout;
+                self.wait_one(&mut rx, deadline).ok_or(KvError::Timeout)?
+            }
+        };
+        match reply {
+            VnodeReply::Failed(err) => Err(err),
+            r => Ok(r),
+        }
+    }
+
+    /// The buckets of a type, from every partition's owner.
+    pub(crate) fn cover_buckets(&self, t: &[u8]) -> Result<BTreeSet<Vec<u8>>, KvError> {
+        let mut out = BTreeSet::new();
+        for e in self.coverage() {
+            let request = VnodeRequest::Buckets {
+                bucket_type: t.to_vec(),
+            };
+            match self.ask_one(&e, request)? {
+                VnodeReply::Buckets(list) => out.extend(list),
+                other => return Err(wrong_reply(other)),
+            }
+        }
+        Ok(out)
+    }
+
+    /// Keys of a bucket in `lo..=hi` past `after`, each once, handed to
+    /// `take` (in order within each vnode's share) until it returns false.
+    #[allow(clippy::too_many_arguments)]
+    pub(crate) fn cover_keys(
+        &self,
+        t: &[u8],
+        bucket: &[u8],
+        n_val: u32,
+        lo: &[u8],
+        hi: Option<&[u8]>,
+        take: &mut dyn FnMut(&[u8]) -> bool,
+    ) -> Result<(), KvError> {
+        let size = self.cluster_view().ring.size();
+        for (e, firsts) in self.key_plan(n_val) {
+            let mut after: Option<Vec<u8>> = None;
+            loop {
+                let q = KeysQuery {
+                    bucket_type: t.to_vec(),
+                    bucket: bucket.to_vec(),
+                    lo: lo.to_vec(),
+                    hi: hi.map(<[u8]>::to_vec),
+                    after: after.take(),
+                    limit: KEYS_PAGE,
+                    first_of: Some((size, firsts.clone())),
+                };
+                let (keys, more) = match self.ask_one(&e, VnodeRequest::Keys(Box::new(q)))? {
+                    VnodeReply::Keys { keys, more } => (keys, more),
+                    other => return Err(wrong_reply(other)),
+                };
+                for k in &keys {
+                    if !take(k) {
+                        return Ok(());
+                    }
+                }
+                match (more, keys.last()) {
+                    (true, Some(last)) => after = Some(last.clone()),
+                    _ => break,
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// One round of a sorted key scan: the smallest `page` keys of each
+    /// owner past `cursor`, and the bound up to which the merge of them
+    /// is complete (`None`: every owner gave all it had).
+    pub(crate) fn cover_keys_round(
+        &self,
+        q: &KeysQuery,
+    ) -> Result<(BTreeSet<Vec<u8>>, Option<Vec<u8>>), KvError> {
+        let mut round = BTreeSet::new();
+        let mut bound: Option<Vec<u8>> = None;
+        for e in self.coverage() {
+            match self.ask_one(&e, VnodeRequest::Keys(Box::new(q.clone())))? {
+                VnodeReply::Keys { keys, more } => {
+                    if let (true, Some(last)) = (more, keys.last()) {
+                        if bound.as_ref().is_none_or(|b| last < b) {
+                            bound = Some(last.clone());
+                        }
+                    }
+                    round.extend(keys);
+                }
+                other => return Err(wrong_reply(other)),
+            }
+        }
+        Ok((round, bound))
+    }
+
+    /// One page of index entries from the owner of a partition.
+    pub(crate) fn cover_index_page(
+        &self,
+        e: &PreflistEntry,
+        query: &IndexQuery,
+        page: u32,
+    ) -> Result<(Vec<(Term, Vec<u8>)>, bool), KvError> {
+        let request = VnodeRequest::IndexPage {
+            query: query.clone(),
+            page,
+        };
+        match self.ask_one(e, request)? {
+            VnodeReply::Entries { entries, filled } => Ok((entries, filled)),
+            other => Err(wrong_reply(other)),
+        }
+    }
+}
+
+fn wrong_reply(r: VnodeReply) -> KvError {
+    tracing::error!(
+        ?r,
+        "a vnode answered a coverage request with the wrong reply"
+    );
+    KvError::Backend("internal error: a replica answered out of turn".into())
+}
