@@ -14,6 +14,13 @@ use rill_ring::{Partition, PreflistEntry};
 use std::collections::{BTreeMap, BTreeSet};
 use std::time::Instant;
 
+/// A round of a sorted key scan: the keys, and the bound up to which
+/// they are complete.
+pub(crate) type KeysRound = (BTreeSet<Vec<u8>>, Option<Vec<u8>>);
+
+/// A page of index entries, and whether it is full.
+pub(crate) type EntriesPage = (Vec<(Term, Vec<u8>)>, bool);
+
 /// Keys asked of one vnode at a time.
 pub(crate) const KEYS_PAGE: u32 = 10_000;
 
@@ -152,7 +159,7 @@ impl Node {
     pub(crate) fn cover_keys_round(
         &self,
         q: &KeysQuery,
-    ) -> Result<(BTreeSet<Vec<u8>>, Option<Vec<u8>>), KvError> {
+    ) -> Result<KeysRound, KvError> {
         let mut round = BTreeSet::new();
         let mut bound: Option<Vec<u8>> = None;
         for e in self.coverage() {
@@ -177,7 +184,7 @@ impl Node {
         e: &PreflistEntry,
         query: &IndexQuery,
         page: u32,
-    ) -> Result<(Vec<(Term, Vec<u8>)>, bool), KvError> {
+    ) -> Result<EntriesPage, KvError> {
         let request = VnodeRequest::IndexPage {
             query: query.clone(),
             page,
