@@ -156,10 +156,7 @@ impl Node {
     /// One round of a sorted key scan: the smallest `page` keys of each
     /// owner past `cursor`, and the bound up to which the merge of them
     /// is complete (`None`: every owner gave all it had).
-    pub(crate) fn cover_keys_round(
-        &self,
-        q: &KeysQuery,
-    ) -> Result<KeysRound, KvError> {
+    pub(crate) fn cover_keys_round(&self, q: &KeysQuery) -> Result<KeysRound, KvError> {
         let mut round = BTreeSet::new();
         let mut bound: Option<Vec<u8>> = None;
         for e in self.coverage() {

@@ -284,18 +284,20 @@ async fn coverage_queries_see_every_key_once_across_nodes() {
     let na = a.node.clone();
     tokio::task::spawn_blocking(move || {
         for k in 0..250u32 {
-            let mut meta = Metadata::default();
-            meta.indexes = vec![
-                (b"n_int".to_vec(), k.to_string().into_bytes()),
-                (
-                    b"even_bin".to_vec(),
-                    if k % 2 == 0 {
-                        b"yes".to_vec()
-                    } else {
-                        b"no".to_vec()
-                    },
-                ),
-            ];
+            let meta = Metadata {
+                indexes: vec![
+                    (b"n_int".to_vec(), k.to_string().into_bytes()),
+                    (
+                        b"even_bin".to_vec(),
+                        if k % 2 == 0 {
+                            b"yes".to_vec()
+                        } else {
+                            b"no".to_vec()
+                        },
+                    ),
+                ],
+                ..Metadata::default()
+            };
             na.put(PutRequest {
                 bucket: b"b".to_vec(),
                 key: Some(format!("k{k:03}").into_bytes()),
