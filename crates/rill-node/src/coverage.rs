@@ -96,9 +96,16 @@ impl Node {
     }
 
     /// The buckets of a type, from every partition's owner.
-    pub(crate) fn cover_buckets(&self, t: &[u8]) -> Result<BTreeSet<Vec<u8>>, KvError> {
+    pub(crate) fn cover_buckets(
+        &self,
+        t: &[u8],
+        deadline: Option<Instant>,
+    ) -> Result<BTreeSet<Vec<u8>>, KvError> {
         let mut out = BTreeSet::new();
         for e in self.coverage() {
+            if deadline.is_some_and(|d| Instant::now() > d) {
+                return Err(KvError::Timeout);
+            }
             let request = VnodeRequest::Buckets {
                 bucket_type: t.to_vec(),
             };
@@ -120,12 +127,16 @@ impl Node {
         n_val: u32,
         lo: &[u8],
         hi: Option<&[u8]>,
+        deadline: Option<Instant>,
         take: &mut dyn FnMut(&[u8]) -> bool,
     ) -> Result<(), KvError> {
         let size = self.cluster_view().ring.size();
         for (e, firsts) in self.key_plan(n_val) {
             let mut after: Option<Vec<u8>> = None;
             loop {
+                if deadline.is_some_and(|d| Instant::now() > d) {
+                    return Err(KvError::Timeout);
+                }
                 let q = KeysQuery {
                     bucket_type: t.to_vec(),
                     bucket: bucket.to_vec(),

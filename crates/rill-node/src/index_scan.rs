@@ -221,7 +221,7 @@ impl Node {
                 },
                 &plan.bucket,
             )?);
-            return self.cover_keys(&plan.t, &plan.bucket, n, lo, hi, &mut |k| {
+            return self.cover_keys(&plan.t, &plan.bucket, n, lo, hi, None, &mut |k| {
                 !wanted(k) || take(&Term::Bin(k.to_vec()), k)
             });
         };

@@ -78,10 +78,10 @@ impl Node {
         timeout: Option<Duration>,
     ) -> Result<Vec<Vec<u8>>, KvError> {
         let t = self.check_type(bucket_type)?;
-        if !self.owns_all() {
-            return Ok(self.cover_buckets(&t)?.into_iter().collect());
-        }
         let deadline = timeout.map(|d| Instant::now() + d);
+        if !self.owns_all() {
+            return Ok(self.cover_buckets(&t, deadline)?.into_iter().collect());
+        }
         let mut out = BTreeSet::new();
         for v in &self.vnodes {
             if deadline.is_some_and(|d| Instant::now() > d) {
@@ -112,10 +112,11 @@ impl Node {
         }
         self.counters.list_keys.fetch_add(1, Ordering::Relaxed);
         let mut pending = Vec::with_capacity(KEY_BATCH);
+        let deadline = timeout.map(|d| Instant::now() + d);
         if !self.owns_all() {
             let n = crate::kv::n_val(&self.props_for_kv(bucket_type, bucket)?);
             let mut stopped = false;
-            self.cover_keys(&t, bucket, n, b"", None, &mut |k| {
+            self.cover_keys(&t, bucket, n, b"", None, deadline, &mut |k| {
                 pending.push(k.to_vec());
                 if pending.len() == KEY_BATCH && !batch(std::mem::take(&mut pending)) {
                     stopped = true;
@@ -127,7 +128,6 @@ impl Node {
             }
             return Ok(());
         }
-        let deadline = timeout.map(|d| Instant::now() + d);
         for v in &self.vnodes {
             if deadline.is_some_and(|d| Instant::now() > d) {
                 return Err(KvError::Timeout);
