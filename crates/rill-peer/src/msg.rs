@@ -44,6 +44,8 @@ pub enum MsgError {
     Short,
     #[error("the peer message's text is not UTF-8")]
     Text,
+    #[error("bytes after the peer message")]
+    Trailing,
 }
 
 const GOSSIP: u8 = 1;
@@ -121,7 +123,8 @@ impl PeerMsg {
                 let (id, b) = with_id(rest)?;
                 PeerMsg::AdminReply { id, json: text(b)? }
             }
-            PING => PeerMsg::Ping,
+            PING if rest.is_empty() => PeerMsg::Ping,
+            PING => return Err(MsgError::Trailing),
             HANDOFF => PeerMsg::Handoff(rest.to_vec()),
             other => return Err(MsgError::Kind(other)),
         })
