@@ -160,6 +160,16 @@ impl Backend for BitcaskBackend {
         Ok(())
     }
 
+    fn holds_objects(&self) -> Result<bool> {
+        let mut any = false;
+        // Stops at the first object key.
+        self.store.scan_keys(|raw| {
+            any = matches!(split(raw), Some((OBJECT, ..)));
+            !any
+        });
+        Ok(any)
+    }
+
     fn fold_keys(
         &self,
         bucket_type: &[u8],

@@ -65,6 +65,18 @@ pub trait Backend: Send + Sync {
     /// returns false to stop.
     fn fold_buckets(&self, visit: &mut dyn FnMut(&[u8], &[u8]) -> bool) -> Result<()>;
 
+    /// Whether any object is stored (handoff asks it of partitions a
+    /// node does not own, every few seconds: a backend should answer
+    /// without reading everything).
+    fn holds_objects(&self) -> Result<bool> {
+        let mut any = false;
+        self.fold_buckets(&mut |_, _| {
+            any = true;
+            false
+        })?;
+        Ok(any)
+    }
+
     /// Every key of one bucket. Not a snapshot: a key written or deleted
     /// during the fold may be visited or not; every other key is visited
     /// exactly once, however slow `visit` is and however many writes run

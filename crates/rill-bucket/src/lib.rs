@@ -12,9 +12,11 @@
 mod props;
 mod quorum;
 mod registry;
+mod stamps;
 
 pub use props::{
     default_type_props, new_type_defaults, validate, Datatype, Props, PropsError, Reason,
 };
 pub use quorum::Quorum;
 pub use registry::{Registry, RegistryError, TypeStatus};
+pub use stamps::{EntryKey, Stamp};

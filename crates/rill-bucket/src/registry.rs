@@ -1,6 +1,7 @@
 //! The bucket types of a node and the properties set on buckets.
 
 use crate::props::{default_type_props, new_type_defaults, validate, Props, PropsError};
+use crate::stamps::{EntryKey, Stamp};
 use serde_json::{json, Map, Value};
 use std::collections::BTreeMap;
 
@@ -33,7 +34,7 @@ pub enum RegistryError {
 }
 
 #[derive(Clone, Debug, PartialEq)]
-struct TypeEntry {
+pub(crate) struct TypeEntry {
     props: Props,
     status: TypeStatus,
 }
@@ -41,8 +42,10 @@ struct TypeEntry {
 /// Every bucket type and every bucket's own properties.
 #[derive(Clone, Debug, Default, PartialEq)]
 pub struct Registry {
-    types: BTreeMap<String, TypeEntry>,
-    buckets: BTreeMap<(String, Vec<u8>), Props>,
+    pub(crate) types: BTreeMap<String, TypeEntry>,
+    pub(crate) buckets: BTreeMap<(String, Vec<u8>), Props>,
+    /// When each entry was last written, and by whom (`stamps`).
+    pub(crate) stamps: crate::stamps::Stamps,
 }
 
 fn is_default(t: &str) -> bool {
@@ -188,7 +191,17 @@ impl Registry {
             .iter()
             .map(|((t, b), p)| json!({"type": t, "bucket": hex(b), "props": p}))
             .collect();
-        json!({"types": types, "buckets": buckets})
+        let stamps: Vec<Value> = self
+            .stamps
+            .iter()
+            .map(|(k, st)| match k {
+                EntryKey::Type(n) => json!({"type": n, "v": st.version, "w": st.writer}),
+                EntryKey::Bucket(t, b) => {
+                    json!({"type": t, "bucket": hex(b), "v": st.version, "w": st.writer})
+                }
+            })
+            .collect();
+        json!({"types": types, "buckets": buckets, "stamps": stamps})
     }
 
     pub fn from_json(v: &Value) -> Result<Registry, RegistryError> {
@@ -215,6 +228,26 @@ impl Registry {
                 .ok_or_else(|| bad("bucket props"))?
                 .clone();
             r.buckets.insert((t.to_string(), name), props);
+        }
+        // Files written before stamps have none.
+        for st in v["stamps"].as_array().into_iter().flatten() {
+            let t = st["type"].as_str().ok_or_else(|| bad("stamp type"))?;
+            let key = match st.get("bucket") {
+                Some(b) => EntryKey::Bucket(
+                    t.to_string(),
+                    unhex(b.as_str().ok_or_else(|| bad("stamp bucket"))?)
+                        .ok_or_else(|| bad("stamp bucket name"))?,
+                ),
+                None => EntryKey::Type(t.to_string()),
+            };
+            let stamp = Stamp {
+                version: st["v"].as_u64().ok_or_else(|| bad("stamp version"))?,
+                writer: st["w"]
+                    .as_str()
+                    .ok_or_else(|| bad("stamp writer"))?
+                    .to_string(),
+            };
+            r.stamps.insert(key, stamp);
         }
         Ok(r)
     }

@@ -20,14 +20,7 @@ impl Node {
 
     /// Whether this node's vnode of `partition` holds any key.
     pub fn holds_data(&self, partition: u32) -> Result<bool, KvError> {
-        let mut any = false;
-        self.vnode_of(partition)?
-            .backend()
-            .fold_buckets(&mut |_, _| {
-                any = true;
-                false
-            })?;
-        Ok(any)
+        Ok(self.vnode_of(partition)?.backend().holds_objects()?)
     }
 
     /// Every key the vnode of `partition` holds, sorted by their wire

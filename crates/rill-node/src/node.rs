@@ -249,11 +249,39 @@ impl Node {
         let mut reg = self.registry.write().unwrap_or_else(|e| e.into_inner());
         let mut next = reg.clone();
         f(&mut next).map_err(registry_error)?;
+        // Stamped, so the change wins over older copies when the cluster
+        // runtime gossips the registry.
+        next.stamp_changes(&reg, &self.config.nodename);
         self.meta
             .write("buckets.json", &next.to_json())
             .map_err(|e| KvError::Backend(format!("cannot persist bucket properties: {e}")))?;
         *reg = next;
         Ok(())
+    }
+
+    /// The bucket types and properties as JSON (what `buckets.json`
+    /// holds), for the cluster runtime to gossip, with the highest stamp
+    /// version in it.
+    pub fn registry_json(&self) -> (Value, u64) {
+        let reg = self.registry();
+        (reg.to_json(), reg.stamp_version())
+    }
+
+    /// Takes in another node's registry (entry by entry, the later write
+    /// winning) and keeps the result on disk. True when it changed.
+    pub fn merge_registry(&self, theirs: &Value) -> Result<bool, KvError> {
+        let theirs = Registry::from_json(theirs)
+            .map_err(|e| KvError::BadRequest(format!("a peer's bucket registry: {e}")))?;
+        let mut reg = self.registry.write().unwrap_or_else(|e| e.into_inner());
+        let mut next = reg.clone();
+        if !next.merge(&theirs) {
+            return Ok(false);
+        }
+        self.meta
+            .write("buckets.json", &next.to_json())
+            .map_err(|e| KvError::Backend(format!("cannot persist bucket properties: {e}")))?;
+        *reg = next;
+        Ok(true)
     }
 
     /// The properties in force for a bucket, for KV requests (`no_type`

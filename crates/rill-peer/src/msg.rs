@@ -29,6 +29,9 @@ pub enum PeerMsg {
     Ping,
     /// A handoff message (`rill_handoff::codec`).
     Handoff(Vec<u8>),
+    /// The sender's bucket types and properties (UTF-8 JSON, stamped
+    /// entries: cluster metadata).
+    Metadata(Vec<u8>),
 }
 
 #[derive(Debug, thiserror::Error, PartialEq, Eq)]
@@ -57,6 +60,7 @@ const ADMIN_REQUEST: u8 = 6;
 const ADMIN_REPLY: u8 = 7;
 const PING: u8 = 8;
 const HANDOFF: u8 = 9;
+const METADATA: u8 = 10;
 
 impl PeerMsg {
     pub fn encode(&self) -> Vec<u8> {
@@ -70,6 +74,7 @@ impl PeerMsg {
             PeerMsg::AdminReply { id, json } => (ADMIN_REPLY, Some(*id), json.as_bytes()),
             PeerMsg::Ping => (PING, None, &[]),
             PeerMsg::Handoff(b) => (HANDOFF, None, b),
+            PeerMsg::Metadata(b) => (METADATA, None, b),
         };
         let mut out = Vec::with_capacity(4 + 8 + body.len());
         out.extend_from_slice(MAGIC);
@@ -126,6 +131,7 @@ impl PeerMsg {
             PING if rest.is_empty() => PeerMsg::Ping,
             PING => return Err(MsgError::Trailing),
             HANDOFF => PeerMsg::Handoff(rest.to_vec()),
+            METADATA => PeerMsg::Metadata(rest.to_vec()),
             other => return Err(MsgError::Kind(other)),
         })
     }
@@ -159,6 +165,7 @@ mod tests {
             },
             PeerMsg::Ping,
             PeerMsg::Handoff(b"RH".to_vec()),
+            PeerMsg::Metadata(b"{}".to_vec()),
         ];
         for m in &all {
             let b = m.encode();

@@ -303,6 +303,18 @@ impl Peer {
         });
     }
 
+    /// Sends this node's bucket types and properties to `to`.
+    pub(crate) fn send_metadata(&self, inner: &Inner, to: &[String]) {
+        if to.is_empty() {
+            return;
+        }
+        let (json, _) = self.node.registry_json();
+        let body = json.to_string().into_bytes();
+        for p in to {
+            self.send_to(inner, p, Lane::Control, PeerMsg::Metadata(body.clone()));
+        }
+    }
+
     pub(crate) fn send_gossip(&self, inner: &Inner, to: &str) {
         let msg = PeerMsg::Gossip(codec::encode(&inner.state));
         self.send_to(inner, to, Lane::Control, msg);
@@ -366,6 +378,19 @@ impl Peer {
             }
             PeerMsg::VnodeReply(b) => self.reply_in(&b),
             PeerMsg::Handoff(b) => self.handoff_in(&m.from, &b),
+            PeerMsg::Metadata(b) => {
+                let node = self.node.clone();
+                let from = m.from.clone();
+                // Merging writes buckets.json: off the inbox task.
+                tokio::task::spawn_blocking(move || {
+                    let merged = serde_json::from_slice(&b)
+                        .map_err(|e| e.to_string())
+                        .and_then(|v| node.merge_registry(&v).map_err(|e| e.to_string()));
+                    if let Err(e) = merged {
+                        tracing::warn!(from = %from, error = %e, "a peer's bucket types were not taken in");
+                    }
+                });
+            }
             PeerMsg::JoinAsk { id, addr } => {
                 let Ok(addr) = addr.parse::<SocketAddr>() else {
                     tracing::warn!(from = %m.from, "a join ask without a usable address");
@@ -452,6 +477,8 @@ impl Peer {
         every.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
         let mut last_ping = 0u64;
         let mut reachable: Vec<String> = Vec::new();
+        let mut metadata_sent = 0u64;
+        let mut told: std::collections::BTreeSet<String> = Default::default();
         loop {
             every.tick().await;
             let Some(peer) = peer.upgrade() else { return };
@@ -467,7 +494,24 @@ impl Peer {
             let r = inner.random();
             if let Some(to) = inner.gossip.tick(now, &peers, r).cloned() {
                 peer.send_gossip(&inner, &to);
+                peer.send_metadata(&inner, &[to]);
             }
+            // Bucket types and properties changed here: every peer is
+            // told (they merge entry by entry).
+            let (_, version) = peer.node.registry_json();
+            if version != metadata_sent {
+                metadata_sent = version;
+                peer.send_metadata(&inner, &peers);
+            } else {
+                // A peer seen for the first time gets it at once.
+                let new: Vec<String> = peers
+                    .iter()
+                    .filter(|p| !told.contains(*p))
+                    .cloned()
+                    .collect();
+                peer.send_metadata(&inner, &new);
+            }
+            told = peers.iter().cloned().collect();
             let now_reachable = inner.detector.reachable(now);
             if now_reachable != reachable {
                 for n in reachable.iter().filter(|n| !now_reachable.contains(n)) {

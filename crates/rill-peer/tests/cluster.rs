@@ -123,6 +123,36 @@ async fn three_nodes_join_plan_commit_and_serve_each_others_keys() {
             .all(|m| m.peer.state().with_status(|s| s == Status::Valid).len() == 3)
     })
     .await;
+    // Bucket types and properties are cluster metadata: made on one node,
+    // in force on every node.
+    let na = a.node.clone();
+    tokio::task::spawn_blocking(move || {
+        let props = serde_json::json!({"datatype": "set"});
+        na.create_type("sets", props.as_object().unwrap()).unwrap();
+        na.activate_type("sets").unwrap();
+    })
+    .await
+    .unwrap();
+    let nb = b.node.clone();
+    tokio::task::spawn_blocking(move || {
+        let props = serde_json::json!({"n_val": 2});
+        nb.set_bucket_props("default", b"two", props.as_object().unwrap())
+            .unwrap();
+    })
+    .await
+    .unwrap();
+    until(
+        "the type and the bucket's properties reach every node",
+        || {
+            [&a, &b, &c].iter().all(|m| {
+                m.node
+                    .type_status("sets")
+                    .is_some_and(|(_, s)| s == rill_node::TypeStatus::Active)
+                    && m.node.bucket_props("default", b"two").unwrap()["n_val"] == 2
+            })
+        },
+    )
+    .await;
     let status = admin(&c.peer, r#"{"op":"member-status"}"#).await;
     eprintln!(
         "{}\n{}",

@@ -1,0 +1,448 @@
+//! A network partition between real nodes, in network namespaces this
+//! test makes (`ip netns`, a veth pair; no address outside them): one node
+//! on one side, two on the other; both sides take writes to an
+//! `allow_mult` bucket while the link is down (the lone node through
+//! fallbacks of its own); after the heal, hinted handoff drains and every
+//! acknowledged write is readable through every node, as the value or a
+//! sibling. Needs root and iproute2; under `CI=true` their absence fails
+//! the test instead of skipping it.
+
+use std::collections::BTreeMap;
+use std::io::{Read, Write};
+use std::net::{SocketAddr, TcpStream};
+use std::path::PathBuf;
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+extern "C" {
+    fn setns(fd: i32, nstype: i32) -> i32;
+    fn geteuid() -> u32;
+}
+const CLONE_NEWNET: i32 = 0x4000_0000;
+
+fn ip(args: &[&str]) -> bool {
+    Command::new("ip")
+        .args(args)
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .status()
+        .is_ok_and(|s| s.success())
+}
+
+/// Two namespaces joined by a veth pair, removed when dropped.
+struct Net {
+    a: String,
+    b: String,
+    link_a: String,
+}
+
+impl Net {
+    fn make() -> Option<Net> {
+        // SAFETY: geteuid has no preconditions.
+        if unsafe { geteuid() } != 0 || !ip(&["netns", "list"]) {
+            assert!(
+                std::env::var("CI").is_err(),
+                "CI must run this test as root with iproute2"
+            );
+            eprintln!("skipping: needs root and iproute2 (ip netns)");
+            return None;
+        }
+        let id = std::process::id();
+        let net = Net {
+            a: format!("rill{id}a"),
+            b: format!("rill{id}b"),
+            link_a: format!("rv{id}a"),
+        };
+        let link_b = format!("rv{id}b");
+        let ok = ip(&["netns", "add", &net.a])
+            && ip(&["netns", "add", &net.b])
+            && ip(&[
+                "link",
+                "add",
+                &net.link_a,
+                "type",
+                "veth",
+                "peer",
+                "name",
+                &link_b,
+            ])
+            && ip(&["link", "set", &net.link_a, "netns", &net.a])
+            && ip(&["link", "set", &link_b, "netns", &net.b])
+            && ip(&[
+                "-n",
+                &net.a,
+                "addr",
+                "add",
+                "10.213.0.1/24",
+                "dev",
+                &net.link_a,
+            ])
+            && ip(&["-n", &net.b, "addr", "add", "10.213.0.2/24", "dev", &link_b])
+            && ip(&["-n", &net.a, "link", "set", "lo", "up"])
+            && ip(&["-n", &net.b, "link", "set", "lo", "up"])
+            && ip(&["-n", &net.a, "link", "set", &net.link_a, "up"])
+            && ip(&["-n", &net.b, "link", "set", &link_b, "up"]);
+        assert!(ok, "cannot set up the network namespaces");
+        Some(net)
+    }
+
+    fn link(&self, up: bool) {
+        assert!(ip(&[
+            "-n",
+            &self.a,
+            "link",
+            "set",
+            &self.link_a,
+            if up { "up" } else { "down" }
+        ]));
+    }
+}
+
+impl Drop for Net {
+    fn drop(&mut self) {
+        ip(&["netns", "del", &self.a]);
+        ip(&["netns", "del", &self.b]);
+    }
+}
+
+/// Runs `f` on a thread inside namespace `ns` (its sockets are there).
+fn in_ns<T: Send + 'static>(ns: &str, f: impl FnOnce() -> T + Send + 'static) -> T {
+    let path = format!("/var/run/netns/{ns}");
+    std::thread::spawn(move || {
+        let file = std::fs::File::open(&path).expect("the namespace");
+        use std::os::fd::AsRawFd;
+        // SAFETY: a valid namespace descriptor; this thread alone moves.
+        assert_eq!(unsafe { setns(file.as_raw_fd(), CLONE_NEWNET) }, 0, "setns");
+        f()
+    })
+    .join()
+    .expect("the namespace thread")
+}
+
+struct Reply {
+    status: u16,
+    body: Vec<u8>,
+}
+
+fn http(
+    addr: SocketAddr,
+    method: &str,
+    path: &str,
+    headers: &[(&str, &str)],
+    body: &[u8],
+) -> Option<Reply> {
+    let mut s = TcpStream::connect_timeout(&addr, Duration::from_secs(2)).ok()?;
+    s.set_read_timeout(Some(Duration::from_secs(30))).ok()?;
+    let mut req = format!(
+        "{method} {path} HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\nContent-Length: {}\r\n",
+        body.len()
+    );
+    for (n, v) in headers {
+        req.push_str(&format!("{n}: {v}\r\n"));
+    }
+    req.push_str("\r\n");
+    s.write_all(req.as_bytes()).ok()?;
+    s.write_all(body).ok()?;
+    let mut raw = Vec::new();
+    s.read_to_end(&mut raw).ok()?;
+    let split = raw.windows(4).position(|w| w == b"\r\n\r\n")?;
+    let head = String::from_utf8_lossy(&raw[..split]).to_string();
+    let status = head.split_whitespace().nth(1)?.parse().ok()?;
+    let mut body = raw[split + 4..].to_vec();
+    if head
+        .to_ascii_lowercase()
+        .contains("transfer-encoding: chunked")
+    {
+        body = dechunk(&body);
+    }
+    Some(Reply { status, body })
+}
+
+fn dechunk(mut b: &[u8]) -> Vec<u8> {
+    let mut out = Vec::new();
+    while let Some(i) = b.windows(2).position(|w| w == b"\r\n") {
+        let n = usize::from_str_radix(String::from_utf8_lossy(&b[..i]).trim(), 16).unwrap_or(0);
+        if n == 0 || b.len() < i + 2 + n {
+            break;
+        }
+        out.extend_from_slice(&b[i + 2..i + 2 + n]);
+        b = &b[(i + 4 + n).min(b.len())..];
+    }
+    out
+}
+
+struct Member {
+    ns: String,
+    name: String,
+    home: tempfile::TempDir,
+    http: SocketAddr,
+    cluster: SocketAddr,
+    child: Child,
+}
+
+impl Member {
+    fn start(ns: &str, name: &str, ip_addr: &str, base: u16) -> Member {
+        let home = tempfile::tempdir().unwrap();
+        let http: SocketAddr = format!("{ip_addr}:{}", base + 8).parse().unwrap();
+        let cluster: SocketAddr = format!("{ip_addr}:{}", base + 9).parse().unwrap();
+        let conf = home.path().join("rill.conf");
+        std::fs::write(
+            &conf,
+            format!(
+                "nodename = {name}\nring_size = 16\nstorage_backend = memory\nplatform_data_dir = {}\n\
+                 listener.protobuf.internal = {ip_addr}:{}\nlistener.http.internal = {http}\n\
+                 listener.cluster.internal = {cluster}\nhandoff.timeout = 3s\n",
+                home.path().join("data").display(),
+                base + 7
+            ),
+        )
+        .unwrap();
+        let log = std::fs::File::create(home.path().join("console.log")).unwrap();
+        let child = Command::new("ip")
+            .args(["netns", "exec", ns, env!("CARGO_BIN_EXE_rill"), "-c"])
+            .arg(&conf)
+            .arg("console")
+            .stdout(log.try_clone().unwrap())
+            .stderr(log)
+            .stdin(Stdio::null())
+            .spawn()
+            .unwrap();
+        let m = Member {
+            ns: ns.to_string(),
+            name: name.to_string(),
+            home,
+            http,
+            cluster,
+            child,
+        };
+        until(&format!("{name} answers"), Duration::from_secs(60), || {
+            m.get("/ping").is_some_and(|r| r.status == 200)
+        });
+        m
+    }
+
+    fn conf(&self) -> PathBuf {
+        self.home.path().join("rill.conf")
+    }
+
+    fn req(
+        &self,
+        method: &str,
+        path: &str,
+        headers: &[(&str, &str)],
+        body: &[u8],
+    ) -> Option<Reply> {
+        let (addr, method, path, body) = (
+            self.http,
+            method.to_string(),
+            path.to_string(),
+            body.to_vec(),
+        );
+        let headers: Vec<(String, String)> = headers
+            .iter()
+            .map(|(a, b)| (a.to_string(), b.to_string()))
+            .collect();
+        in_ns(&self.ns, move || {
+            let h: Vec<(&str, &str)> = headers
+                .iter()
+                .map(|(a, b)| (a.as_str(), b.as_str()))
+                .collect();
+            http(addr, &method, &path, &h, &body)
+        })
+    }
+
+    fn get(&self, path: &str) -> Option<Reply> {
+        self.req("GET", path, &[], b"")
+    }
+
+    fn stat(&self, name: &str) -> u64 {
+        let r = self.get("/stats").expect("stats");
+        let v: serde_json::Value = serde_json::from_slice(&r.body).unwrap();
+        v[name].as_u64().unwrap_or_else(|| panic!("no stat {name}"))
+    }
+
+    fn admin(&self, args: &[&str]) -> (bool, String) {
+        let out = Command::new("ip")
+            .args(["netns", "exec", &self.ns, env!("CARGO_BIN_EXE_rill"), "-c"])
+            .arg(self.conf())
+            .arg("admin")
+            .args(args)
+            .output()
+            .unwrap();
+        (
+            out.status.success(),
+            String::from_utf8_lossy(&out.stdout).to_string()
+                + &String::from_utf8_lossy(&out.stderr),
+        )
+    }
+
+    /// Writes `value` to `key` in bucket `p` with W = 2; true if
+    /// acknowledged.
+    fn put(&self, key: &str, value: &str) -> bool {
+        self.req(
+            "PUT",
+            &format!("/buckets/p/keys/{key}?w=2"),
+            &[("Content-Type", "text/plain")],
+            value.as_bytes(),
+        )
+        .is_some_and(|r| r.status == 204)
+    }
+
+    /// Every sibling's value of `key` (R = 3).
+    fn values(&self, key: &str) -> Vec<String> {
+        let r = self
+            .req(
+                "GET",
+                &format!("/buckets/p/keys/{key}?r=3"),
+                &[("Accept", "multipart/mixed")],
+                b"",
+            )
+            .expect("a read");
+        let body = String::from_utf8_lossy(&r.body).to_string();
+        match r.status {
+            200 => vec![body],
+            300 => body
+                .split("\r\n\r\n")
+                .skip(1)
+                .map(|part| part.split("\r\n--").next().unwrap_or_default().to_string())
+                .collect(),
+            404 => vec![],
+            s => panic!("GET {key} through {}: {s} {body}", self.name),
+        }
+    }
+}
+
+impl Drop for Member {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+fn until(what: &str, within: Duration, mut cond: impl FnMut() -> bool) {
+    let deadline = Instant::now() + within;
+    while !cond() {
+        assert!(
+            Instant::now() < deadline,
+            "timed out after {within:?} waiting for: {what}"
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}
+
+#[test]
+fn both_sides_of_a_partition_take_writes_and_every_one_is_there_after_the_heal() {
+    let Some(net) = Net::make() else { return };
+    let a = Member::start(&net.a, "dev1@10.213.0.1", "10.213.0.1", 10010);
+    let b = Member::start(&net.b, "dev2@10.213.0.2", "10.213.0.2", 10020);
+    let c = Member::start(&net.b, "dev3@10.213.0.2", "10.213.0.2", 10030);
+    for m in [&b, &c] {
+        let (ok, out) = m.admin(&["cluster", "join", &a.cluster.to_string()]);
+        assert!(ok, "{out}");
+    }
+    until("the joins are seen", Duration::from_secs(30), || {
+        a.stat("cluster_members") == 3
+    });
+    let mut committed = false;
+    until("plan and commit", Duration::from_secs(30), || {
+        if a.admin(&["cluster", "plan"]).0 {
+            committed = a.admin(&["cluster", "commit"]).0;
+        }
+        committed
+    });
+    until("settled", Duration::from_secs(120), || {
+        [&a, &b, &c]
+            .iter()
+            .all(|m| m.stat("cluster_members") == 3 && m.stat("ring_pending_transfers") == 0)
+    });
+    // allow_mult on the bucket, at both sides' coordinators.
+    for m in [&a, &b] {
+        let r = m
+            .req(
+                "PUT",
+                "/buckets/p/props",
+                &[("Content-Type", "application/json")],
+                br#"{"props":{"allow_mult":true}}"#,
+            )
+            .expect("props");
+        assert_eq!(r.status, 204);
+    }
+    for k in 0..20 {
+        assert!(a.put(&format!("c{k}"), "before"));
+    }
+
+    net.link(false);
+    until(
+        "each side sees the other unreachable",
+        Duration::from_secs(30),
+        || a.stat("cluster_unreachable_members") == 2 && b.stat("cluster_unreachable_members") == 1,
+    );
+    let mut acked: BTreeMap<String, Vec<String>> = BTreeMap::new();
+    let mut record = |key: String, value: &str, ok: bool| {
+        if ok {
+            acked.entry(key).or_default().push(value.to_string());
+        }
+    };
+    for k in 0..60 {
+        // Keys of one side, and keys both sides write.
+        let (ka, kb, kc) = (format!("a{k}"), format!("b{k}"), format!("c{}", k % 20));
+        record(ka.clone(), "A", a.put(&ka, "A"));
+        record(kb.clone(), "B", b.put(&kb, "B"));
+        let va = format!("A{k}");
+        record(kc.clone(), &va, a.put(&kc, &va));
+        let vb = format!("B{k}");
+        record(kc.clone(), &vb, b.put(&kc, &vb));
+    }
+    let a_side = acked
+        .values()
+        .flatten()
+        .filter(|v| v.starts_with('A'))
+        .count();
+    let b_side = acked
+        .values()
+        .flatten()
+        .filter(|v| v.starts_with('B'))
+        .count();
+    assert!(
+        a_side >= 100 && b_side >= 100,
+        "both sides take writes: {a_side} and {b_side}"
+    );
+
+    // Each side holds the other side's partitions' writes as fallbacks.
+    until(
+        "fallbacks on both sides hold hinted data",
+        Duration::from_secs(30),
+        || {
+            a.stat("partitions_held_not_owned") > 0
+                && b.stat("partitions_held_not_owned") + c.stat("partitions_held_not_owned") > 0
+        },
+    );
+    net.link(true);
+    until("the partition heals", Duration::from_secs(30), || {
+        a.stat("cluster_unreachable_members") == 0 && b.stat("cluster_unreachable_members") == 0
+    });
+    until("hinted handoff drains", Duration::from_secs(120), || {
+        [&a, &b, &c]
+            .iter()
+            .all(|m| m.stat("partitions_held_not_owned") == 0)
+    });
+    assert!(
+        a.stat("handoff_items_sent_total") > 0,
+        "dev1 handed its hinted data off"
+    );
+    // Every acknowledged write, through every node: the value, or a
+    // sibling (writes without a context never replace one another in an
+    // allow_mult bucket, so every one stays).
+    for m in [&a, &b, &c] {
+        for (key, values) in &acked {
+            let got = m.values(key);
+            for v in values {
+                assert!(
+                    got.contains(v),
+                    "{key}: {v} missing through {}: {got:?}",
+                    m.name
+                );
+            }
+        }
+    }
+}
