@@ -311,6 +311,16 @@ impl Node {
     /// Takes a tombstone out of the replicas per `delete_mode`, if it is
     /// still the same tombstone then.
     pub(crate) fn reap_later(&self, k: &BKey, clock: &VClock, preflist: &[PreflistEntry]) {
+        // A tombstone is reaped only where every replica is a primary and
+        // none of their partitions is moving: a next owner or a fallback
+        // that missed the delete would otherwise bring the value back.
+        let view = self.cluster_view();
+        if preflist
+            .iter()
+            .any(|e| !e.primary || view.moving.contains_key(&e.partition.0))
+        {
+            return;
+        }
         match self.delete_mode() {
             DeleteMode::Keep => {}
             DeleteMode::Immediate => {

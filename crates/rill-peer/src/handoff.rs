@@ -49,11 +49,23 @@ struct Out {
     keys: Arc<Vec<(Vec<u8>, Key)>>,
     /// Each key read, with the clock it was read with (the latest read).
     sent: BTreeMap<Vec<u8>, (Key, VClock)>,
+    /// Which sender this is: a read that completes after the transfer was
+    /// restarted belongs to the old one and is dropped.
+    gen: u64,
+    /// Passes that sent keys the first pass's snapshot did not have.
+    topups: u32,
 }
 
 struct In {
     receiver: Receiver,
+    /// Which receiver this is (an Open replaces it): a store that
+    /// completes for an older one acknowledges nothing.
+    gen: u64,
 }
+
+/// Top-up passes of an ownership transfer at most, before it is marked
+/// done anyway (what is left goes by hinted handoff after the switch).
+const MAX_TOPUPS: u32 = 3;
 
 /// Progress an operator reads (`rill admin transfers`, `/stats`).
 #[derive(Default)]
@@ -77,6 +89,7 @@ pub(crate) struct Handoffs {
     retained: BTreeMap<u32, Vec<(Key, VClock)>>,
     next_hinted: u64,
     last_hinted_scan: u64,
+    next_gen: u64,
 }
 
 impl Handoffs {
@@ -91,6 +104,7 @@ impl Handoffs {
             retained: BTreeMap::new(),
             next_hinted: base << 8,
             last_hinted_scan: 0,
+            next_gen: 1,
         }
     }
 }
@@ -170,7 +184,7 @@ impl Peer {
     /// runs, remove what a switch made safe to remove.
     pub(crate) fn handoff_round(self: &Arc<Self>) {
         let now = self.now();
-        let (owners, pending, reachable) = {
+        let (owners, pending, moving, reachable) = {
             let inner = self.lock();
             let s = &inner.state;
             let pending: Vec<Transfer> = s
@@ -180,7 +194,16 @@ impl Peer {
                 .filter(|t| !s.is_done(t))
                 .cloned()
                 .collect();
-            (s.owners().to_vec(), pending, inner.detector.reachable(now))
+            // Every partition the ring is moving, its transfer done or not:
+            // until the owner switches, neither side hands it anywhere else.
+            let moving: std::collections::BTreeSet<u32> =
+                s.ring().next.iter().map(|t| t.partition).collect();
+            (
+                s.owners().to_vec(),
+                pending,
+                moving,
+                inner.detector.reachable(now),
+            )
         };
         let up = |n: &str| n == self.me || reachable.iter().any(|r| r == n);
         // Owners changed: what ownership handoffs sent may go.
@@ -225,7 +248,8 @@ impl Peer {
                     continue;
                 }
                 held += 1;
-                let incoming_here = pending.iter().any(|t| t.partition == p && t.to == self.me);
+                let incoming_here = moving.contains(&p)
+                    || self.handoffs().incoming.keys().any(|t| t.partition == p);
                 let retained = self.handoffs().retained.contains_key(&p);
                 let running = want.iter().any(|(q, _, _)| *q == p);
                 if !(incoming_here || retained || running || !up(owner)) {
@@ -260,6 +284,22 @@ impl Peer {
     }
 
     fn start_out(self: &Arc<Self>, partition: u32, kind: Kind, to: String, now: u64) {
+        self.start_out_with(partition, kind, to, now, None, BTreeMap::new(), 0);
+    }
+
+    /// Starts a sender of `partition` over `keys` (all the partition's
+    /// when `None`), carrying what earlier passes sent.
+    #[allow(clippy::too_many_arguments)]
+    fn start_out_with(
+        self: &Arc<Self>,
+        partition: u32,
+        kind: Kind,
+        to: String,
+        now: u64,
+        keys: Option<Vec<(Vec<u8>, Key)>>,
+        sent: BTreeMap<Vec<u8>, (Key, VClock)>,
+        topups: u32,
+    ) {
         let id = {
             let mut h = self.handoffs();
             let running = h.out.iter().any(|(t, _)| t.partition == partition);
@@ -282,7 +322,11 @@ impl Peer {
         if !self.handoffs().slots.try_acquire(&tid, now) {
             return;
         }
-        let keys = match self.node.handoff_keys(partition) {
+        let listed = match keys {
+            Some(k) => Ok(k),
+            None => self.node.handoff_keys(partition),
+        };
+        let keys = match listed {
             Ok(k) => Arc::new(k),
             Err(e) => {
                 tracing::warn!(partition, error = %e, "cannot list a partition for handoff");
@@ -292,16 +336,23 @@ impl Peer {
         };
         tracing::info!(partition, to = %to, keys = keys.len(), kind = ?kind, "handoff starts");
         let (sender, effects) = Sender::start(self.handoff_cfg.sender.clone(), tid.clone(), now);
-        self.handoffs().out.insert(
-            tid.clone(),
-            Out {
-                sender,
-                to,
-                kind,
-                keys,
-                sent: BTreeMap::new(),
-            },
-        );
+        {
+            let mut h = self.handoffs();
+            let gen = h.next_gen;
+            h.next_gen += 1;
+            h.out.insert(
+                tid.clone(),
+                Out {
+                    sender,
+                    to,
+                    kind,
+                    keys,
+                    sent,
+                    gen,
+                    topups,
+                },
+            );
+        }
         self.drive_out(&tid, effects);
     }
 
@@ -321,7 +372,12 @@ impl Peer {
                     max_items,
                     max_bytes,
                 } => {
-                    let Some(keys) = self.handoffs().out.get(tid).map(|o| o.keys.clone()) else {
+                    let Some((keys, gen)) = self
+                        .handoffs()
+                        .out
+                        .get(tid)
+                        .map(|o| (o.keys.clone(), o.gen))
+                    else {
                         return;
                     };
                     let peer = self.clone();
@@ -365,7 +421,9 @@ impl Peer {
                         let now = peer.now();
                         let effects = {
                             let mut h = peer.handoffs();
-                            let Some(o) = h.out.get_mut(&tid) else { return };
+                            let Some(o) = h.out.get_mut(&tid).filter(|o| o.gen == gen) else {
+                                return;
+                            };
                             match failed {
                                 Some(why) => o.sender.read_failed(session, &why, now),
                                 None => {
@@ -417,17 +475,38 @@ impl Peer {
         };
         self.handoff_stats.completed.fetch_add(1, Ordering::Relaxed);
         tracing::info!(partition = tid.partition, to = %o.to, items = o.sender.items_sent, "handoff complete");
-        let sent: Vec<(Key, VClock)> = o.sent.into_values().collect();
         match o.kind {
+            Kind::Ownership(t) if o.topups < MAX_TOPUPS => {
+                // Keys the snapshot did not have (written since, on this
+                // node only) go in a top-up pass before the transfer is
+                // marked done. The receiver removed its cursor when it
+                // finished, so the pass starts from its first key.
+                let peer = self.clone();
+                let tid = tid.clone();
+                let sent_map = o.sent;
+                let (to, topups) = (o.to, o.topups);
+                self.rt.spawn_blocking(move || {
+                    let unsent: Vec<(Vec<u8>, Key)> = match peer.node.handoff_keys(tid.partition) {
+                        Ok(all) => all.into_iter().filter(|(k, _)| !sent_map.contains_key(k)).collect(),
+                        Err(e) => {
+                            tracing::warn!(partition = tid.partition, error = %e, "cannot list a partition after its handoff; it will be handed off again");
+                            return;
+                        }
+                    };
+                    if unsent.is_empty() {
+                        peer.ownership_done(&t, sent_map.into_values().collect());
+                    } else {
+                        tracing::info!(partition = tid.partition, keys = unsent.len(), "handoff tops up keys written during it");
+                        let now = peer.now();
+                        peer.start_out_with(tid.partition, Kind::Ownership(t), to, now, Some(unsent), sent_map, topups + 1);
+                    }
+                });
+            }
             Kind::Ownership(t) => {
-                self.handoffs().retained.insert(tid.partition, sent);
-                let mut inner = self.lock();
-                inner.state.mark_done(&t);
-                if let Err(e) = self.changed(&mut inner) {
-                    tracing::error!(error = %e, "a transfer is done but the cluster state was not kept");
-                }
+                self.ownership_done(&t, o.sent.into_values().collect());
             }
             Kind::Hinted => {
+                let sent: Vec<(Key, VClock)> = o.sent.into_values().collect();
                 let peer = self.clone();
                 let p = tid.partition;
                 self.rt.spawn_blocking(move || {
@@ -436,6 +515,17 @@ impl Peer {
                     }
                 });
             }
+        }
+    }
+
+    /// The receiver has the partition: keep what was sent until the owner
+    /// switches, and mark the transfer done.
+    fn ownership_done(self: &Arc<Self>, t: &Transfer, sent: Vec<(Key, VClock)>) {
+        self.handoffs().retained.insert(t.partition, sent);
+        let mut inner = self.lock();
+        inner.state.mark_done(t);
+        if let Err(e) = self.changed(&mut inner) {
+            tracing::error!(error = %e, "a transfer is done but the cluster state was not kept");
         }
     }
 
@@ -467,9 +557,12 @@ impl Peer {
                     cursor,
                     now,
                 );
-                self.handoffs()
-                    .incoming
-                    .insert(tid.clone(), In { receiver });
+                {
+                    let mut h = self.handoffs();
+                    let gen = h.next_gen;
+                    h.next_gen += 1;
+                    h.incoming.insert(tid.clone(), In { receiver, gen });
+                }
                 self.drive_in(&tid, effects);
             }
             HandoffMsg::ToReceiver(tid, m) => {
@@ -499,7 +592,19 @@ impl Peer {
                 ReceiverEffect::Store { seq, items, cursor } => {
                     let peer = self.clone();
                     let tid = tid.clone();
+                    let Some(gen) = self.handoffs().incoming.get(&tid).map(|i| i.gen) else {
+                        return;
+                    };
                     self.rt.spawn_blocking(move || {
+                        // One store at a time: a receiver replaced by a new
+                        // session never writes a cursor past the new one's.
+                        let _one = peer.handoff_store.lock().unwrap_or_else(|e| e.into_inner());
+                        let current = |peer: &Peer| {
+                            peer.handoffs().incoming.get(&tid).is_some_and(|i| i.gen == gen)
+                        };
+                        if !current(&peer) {
+                            return;
+                        }
                         let n = items.len() as u64;
                         let decoded: Result<Vec<(Key, Object)>, String> = items
                             .into_iter()
@@ -523,8 +628,8 @@ impl Peer {
                         peer.handoff_stats.items_received.fetch_add(n, Ordering::Relaxed);
                         let now = peer.now();
                         let effects = match peer.handoffs().incoming.get_mut(&tid) {
-                            Some(i) => i.receiver.stored(seq, now),
-                            None => return,
+                            Some(i) if i.gen == gen => i.receiver.stored(seq, now),
+                            _ => return,
                         };
                         peer.drive_in(&tid, effects);
                     });

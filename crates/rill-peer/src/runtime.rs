@@ -108,6 +108,8 @@ pub struct Peer {
     serving: Arc<Semaphore>,
     pub(crate) handoffs: Mutex<crate::handoff::Handoffs>,
     pub(crate) handoff_cfg: crate::handoff::HandoffConfig,
+    /// Serialises the storing of received handoff batches.
+    pub(crate) handoff_store: Mutex<()>,
     pub handoff_stats: crate::handoff::HandoffStats,
 }
 
@@ -180,6 +182,7 @@ impl Peer {
             serving: Arc::new(Semaphore::new(64)),
             handoffs: Mutex::new(crate::handoff::Handoffs::new(cfg_handoff.transfer_limit)),
             handoff_cfg: cfg_handoff,
+            handoff_store: Mutex::new(()),
             handoff_stats: Default::default(),
         });
         {

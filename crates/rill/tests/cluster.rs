@@ -314,7 +314,7 @@ fn a_leave_hands_everything_off_and_loses_nothing() {
 fn a_receiver_killed_mid_transfer_resumes_after_its_restart() {
     // Small batches and a short timeout make the transfer long enough to
     // interrupt, and its resumption quick.
-    let extra = "handoff.batch_items = 20\nhandoff.timeout = 2s\ntransfer_limit = 1\n";
+    let extra = "handoff.batch_items = 5\nhandoff.timeout = 2s\ntransfer_limit = 1\n";
     let a = Member::start(1, extra);
     let mut b = Member::start(2, extra);
     let value = "x".repeat(2000);
@@ -340,20 +340,25 @@ fn a_receiver_killed_mid_transfer_resumes_after_its_restart() {
     let cursors = b.home.path().join("data").join("meta").join("handoff");
     let mut resumed = false;
     for _ in 0..5 {
+        // Watch for a cursor file every 10 ms (a transfer's batches come
+        // and go quickly); stop when no transfer is left.
         let mut mid_transfer = false;
-        until(
-            "b is in the middle of a transfer",
-            Duration::from_secs(60),
-            || {
-                mid_transfer = std::fs::read_dir(&cursors)
-                    .map(|d| {
-                        d.flatten()
-                            .any(|e| !e.file_name().to_string_lossy().ends_with(".tmp"))
-                    })
-                    .unwrap_or(false);
-                mid_transfer || a.stat("ring_pending_transfers") == 0
-            },
-        );
+        let deadline = Instant::now() + Duration::from_secs(60);
+        for i in 0u64.. {
+            mid_transfer = std::fs::read_dir(&cursors)
+                .map(|d| {
+                    d.flatten()
+                        .any(|e| !e.file_name().to_string_lossy().ends_with(".tmp"))
+                })
+                .unwrap_or(false);
+            if mid_transfer
+                || (i % 50 == 49 && a.stat("ring_pending_transfers") == 0)
+                || Instant::now() > deadline
+            {
+                break;
+            }
+            std::thread::sleep(Duration::from_millis(10));
+        }
         if !mid_transfer {
             break;
         }
