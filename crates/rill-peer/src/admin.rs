@@ -98,33 +98,28 @@ impl Peer {
         }
     }
 
-    async fn ask_claimant(&self, claimant: &str, request: &str) -> Result<AdminAnswer, String> {
+    /// Sends the message `make(id)` to `to` and waits, within
+    /// [`ADMIN_WAIT`], for the answer carrying the same id.
+    async fn ask(&self, to: SocketAddr, make: impl FnOnce(u64) -> PeerMsg) -> Option<PeerMsg> {
         let id = self.id();
         let (tx, rx) = tokio::sync::oneshot::channel();
-        self.waiters
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .insert(id, tx);
-        {
-            let inner = self.lock();
-            if !inner.addrs.contains_key(claimant) {
-                return Err(format!(
-                    "Failed: the claimant {claimant} has no known address yet"
-                ));
-            }
-            let msg = PeerMsg::AdminRequest {
-                id,
-                json: request.to_string(),
-            };
-            self.send_to(&inner, claimant, Lane::Control, msg);
-        }
+        let waiters = || self.waiters.lock().unwrap_or_else(|e| e.into_inner());
+        waiters().insert(id, tx);
+        self.send_addr(to, Lane::Control, make(id));
         let r = tokio::time::timeout(ADMIN_WAIT, rx).await;
-        self.waiters
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .remove(&id);
-        match r {
-            Ok(Ok(PeerMsg::AdminReply { json, .. })) => Ok(AdminAnswer::from_json(&json)),
+        waiters().remove(&id);
+        r.ok().and_then(Result::ok)
+    }
+
+    async fn ask_claimant(&self, claimant: &str, request: &str) -> Result<AdminAnswer, String> {
+        let Some(addr) = self.lock().addrs.get(claimant).copied() else {
+            return Err(format!(
+                "Failed: the claimant {claimant} has no known address yet"
+            ));
+        };
+        let json = request.to_string();
+        match self.ask(addr, |id| PeerMsg::AdminRequest { id, json }).await {
+            Some(PeerMsg::AdminReply { json, .. }) => Ok(AdminAnswer::from_json(&json)),
             _ => Err(format!(
                 "Failed: the claimant {claimant} did not answer; is it up? ('rill admin member-status')"
             )),
@@ -145,23 +140,9 @@ impl Peer {
                 return AdminAnswer::failed("Failed: This node is already a member of a cluster");
             }
         }
-        let id = self.id();
-        let (tx, rx) = tokio::sync::oneshot::channel();
-        self.waiters
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .insert(id, tx);
-        let ask = PeerMsg::JoinAsk {
-            id,
-            addr: self.local_addr().to_string(),
-        };
-        self.send_addr(addr, Lane::Control, ask);
-        let r = tokio::time::timeout(ADMIN_WAIT, rx).await;
-        self.waiters
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .remove(&id);
-        let Ok(Ok(PeerMsg::JoinState { state, .. })) = r else {
+        let me = self.local_addr().to_string();
+        let r = self.ask(addr, |id| PeerMsg::JoinAsk { id, addr: me }).await;
+        let Some(PeerMsg::JoinState { state, .. }) = r else {
             return AdminAnswer::failed(format!("Failed: {target} did not answer at {addr}"));
         };
         let mut theirs = match codec::decode(&state) {

@@ -53,6 +53,30 @@ async fn until(what: &str, mut cond: impl FnMut() -> bool) {
     eprintln!("{what}: {:?}", t0.elapsed());
 }
 
+/// `joiners` join `first`; `first` (the claimant) plans and commits once
+/// it sees them all and the ring is ready.
+async fn form(first: &Member, joiners: &[&Member]) {
+    let target = first.peer.local_addr().to_string();
+    for m in joiners {
+        let r = admin(&m.peer, &format!(r#"{{"op":"join","target":"{target}"}}"#)).await;
+        assert!(r.ok, "{}", r.text);
+    }
+    until("the joins are seen", || {
+        first
+            .peer
+            .state()
+            .with_status(|s| s == Status::Joining)
+            .len()
+            == joiners.len()
+    })
+    .await;
+    until("the ring is ready", || first.peer.state().ring_ready()).await;
+    let plan = admin(&first.peer, r#"{"op":"plan"}"#).await;
+    assert!(plan.ok, "{}", plan.text);
+    let commit = admin(&first.peer, r#"{"op":"commit"}"#).await;
+    assert!(commit.ok, "{}", commit.text);
+}
+
 fn put(node: &Arc<Node>, key: &str, value: &str) -> Result<(), rill_node::KvError> {
     node.put(PutRequest {
         bucket: b"b".to_vec(),
@@ -214,17 +238,7 @@ async fn a_join_hands_partitions_off_and_the_old_owner_keeps_only_its_own() {
     })
     .await
     .unwrap();
-    let target = a.peer.local_addr().to_string();
-    let r = admin(&b.peer, &format!(r#"{{"op":"join","target":"{target}"}}"#)).await;
-    assert!(r.ok, "{}", r.text);
-    until("the join is seen", || {
-        a.peer.state().with_status(|s| s == Status::Joining).len() == 1
-    })
-    .await;
-    until("ready", || a.peer.state().ring_ready()).await;
-    assert!(admin(&a.peer, r#"{"op":"plan"}"#).await.ok);
-    let c = admin(&a.peer, r#"{"op":"commit"}"#).await;
-    assert!(c.ok, "{}", c.text);
+    form(&a, &[&b]).await;
     // Writes go on during the transfers, through both nodes.
     let (na, nb) = (a.node.clone(), b.node.clone());
     let writer = tokio::task::spawn_blocking(move || {
@@ -285,25 +299,11 @@ async fn a_join_hands_partitions_off_and_the_old_owner_keeps_only_its_own() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn coverage_queries_see_every_key_once_across_nodes() {
-    use rill_node::{IndexRequest, IndexSpec};
+    use rill_node::IndexSpec;
     let a = member("a@127.0.0.1").await;
     let b = member("b@127.0.0.1").await;
     let c = member("c@127.0.0.1").await;
-    let target = a.peer.local_addr().to_string();
-    for m in [&b, &c] {
-        assert!(
-            admin(&m.peer, &format!(r#"{{"op":"join","target":"{target}"}}"#))
-                .await
-                .ok
-        );
-    }
-    until("joins seen", || {
-        a.peer.state().with_status(|s| s == Status::Joining).len() == 2
-    })
-    .await;
-    until("ready", || a.peer.state().ring_ready()).await;
-    assert!(admin(&a.peer, r#"{"op":"plan"}"#).await.ok);
-    assert!(admin(&a.peer, r#"{"op":"commit"}"#).await.ok);
+    form(&a, &[&b, &c]).await;
     until("settled", || {
         [&a, &b, &c].iter().all(|m| {
             let s = m.peer.state();
@@ -367,18 +367,13 @@ async fn coverage_queries_see_every_key_once_across_nodes() {
             let mut got = Vec::new();
             let mut continuation = None;
             loop {
-                let ans = n
-                    .index_query(&IndexRequest {
-                        bucket_type: b"default".to_vec(),
-                        bucket: b"b".to_vec(),
-                        index: b"n_int".to_vec(),
-                        spec: IndexSpec::Range(b"10".to_vec(), b"199".to_vec()),
-                        return_terms: false,
-                        max_results: Some(37),
-                        continuation: continuation.take(),
-                        term_regex: None,
-                    })
-                    .unwrap();
+                let ans = query(
+                    &n,
+                    b"n_int".to_vec(),
+                    IndexSpec::Range(b"10".to_vec(), b"199".to_vec()),
+                    Some(37),
+                    continuation.take(),
+                );
                 got.extend(ans.results.into_iter().map(|(_, k)| k));
                 match ans.continuation {
                     Some(c) => continuation = Some(c),
@@ -389,32 +384,22 @@ async fn coverage_queries_see_every_key_once_across_nodes() {
                 .map(|k| format!("k{k:03}").into_bytes())
                 .collect();
             assert_eq!(got, want, "through {}", n.nodename());
-            let evens = n
-                .index_query(&IndexRequest {
-                    bucket_type: b"default".to_vec(),
-                    bucket: b"b".to_vec(),
-                    index: b"even_bin".to_vec(),
-                    spec: IndexSpec::Eq(b"yes".to_vec()),
-                    return_terms: false,
-                    max_results: None,
-                    continuation: None,
-                    term_regex: None,
-                })
-                .unwrap();
+            let evens = query(
+                &n,
+                b"even_bin".to_vec(),
+                IndexSpec::Eq(b"yes".to_vec()),
+                None,
+                None,
+            );
             assert_eq!(evens.results.len(), 125);
             // $key with max_results pages through sorted keys.
-            let keys = n
-                .index_query(&IndexRequest {
-                    bucket_type: b"default".to_vec(),
-                    bucket: b"b".to_vec(),
-                    index: b"$key".to_vec(),
-                    spec: IndexSpec::Range(b"k100".to_vec(), b"k149".to_vec()),
-                    return_terms: false,
-                    max_results: Some(20),
-                    continuation: None,
-                    term_regex: None,
-                })
-                .unwrap();
+            let keys = query(
+                &n,
+                b"$key".to_vec(),
+                IndexSpec::Range(b"k100".to_vec(), b"k149".to_vec()),
+                Some(20),
+                None,
+            );
             let want: Vec<Vec<u8>> = (100..120u32)
                 .map(|k| format!("k{k:03}").into_bytes())
                 .collect();
@@ -422,21 +407,37 @@ async fn coverage_queries_see_every_key_once_across_nodes() {
                 keys.results.into_iter().map(|(_, k)| k).collect::<Vec<_>>(),
                 want
             );
-            let all = n
-                .index_query(&IndexRequest {
-                    bucket_type: b"default".to_vec(),
-                    bucket: b"b".to_vec(),
-                    index: b"$bucket".to_vec(),
-                    spec: IndexSpec::Eq(b"b".to_vec()),
-                    return_terms: false,
-                    max_results: None,
-                    continuation: None,
-                    term_regex: None,
-                })
-                .unwrap();
+            let all = query(
+                &n,
+                b"$bucket".to_vec(),
+                IndexSpec::Eq(b"b".to_vec()),
+                None,
+                None,
+            );
             assert_eq!(all.results.len(), 251);
         })
         .await
         .unwrap();
     }
+}
+
+/// A secondary-index query on bucket `b`, through `n`.
+fn query(
+    n: &Arc<Node>,
+    index: Vec<u8>,
+    spec: rill_node::IndexSpec,
+    max_results: Option<u32>,
+    continuation: Option<Vec<u8>>,
+) -> rill_node::IndexAnswer {
+    n.index_query(&rill_node::IndexRequest {
+        bucket_type: b"default".to_vec(),
+        bucket: b"b".to_vec(),
+        index,
+        spec,
+        return_terms: false,
+        max_results,
+        continuation,
+        term_regex: None,
+    })
+    .unwrap()
 }

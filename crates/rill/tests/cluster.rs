@@ -6,7 +6,7 @@
 
 mod common;
 
-use common::{free_ports, Node};
+use common::{free_ports, until, Node};
 use serde_json::Value;
 use std::path::PathBuf;
 use std::process::Command;
@@ -83,17 +83,6 @@ impl Member {
     }
 }
 
-fn until(what: &str, within: Duration, mut cond: impl FnMut() -> bool) {
-    let deadline = Instant::now() + within;
-    while !cond() {
-        assert!(
-            Instant::now() < deadline,
-            "timed out after {within:?} waiting for: {what}"
-        );
-        std::thread::sleep(Duration::from_millis(100));
-    }
-}
-
 fn put(n: &Node, key: &str, value: &str, query: &str) -> bool {
     n.http(
         "PUT",
@@ -112,6 +101,14 @@ fn get(n: &Node, key: &str, query: &str) -> Option<Vec<u8>> {
 /// Joins `others` to `first`, plans and commits (retrying the plan while
 /// the cluster converges), and waits until every transfer is done.
 fn form(first: &Member, others: &[&Member]) {
+    join_and_commit(first, others);
+    let all: Vec<&Member> = [first].into_iter().chain(others.iter().copied()).collect();
+    settle(&all, all.len() as u64);
+}
+
+/// Joins `others` to `first` and commits the plan, without waiting for
+/// the transfers.
+fn join_and_commit(first: &Member, others: &[&Member]) {
     for m in others {
         let (ok, out) = m.admin(&["cluster", "join", &first.cluster_addr()]);
         assert!(ok && out.contains("Success: staged join request"), "{out}");
@@ -130,13 +127,6 @@ fn form(first: &Member, others: &[&Member]) {
         }
         committed
     });
-    settle(
-        &[first]
-            .into_iter()
-            .chain(others.iter().copied())
-            .collect::<Vec<_>>(),
-        n,
-    );
 }
 
 fn settle(all: &[&Member], members: u64) {
@@ -321,18 +311,7 @@ fn a_receiver_killed_mid_transfer_resumes_after_its_restart() {
     for k in 0..3000 {
         assert!(put(a.node(), &format!("k{k}"), &value, ""));
     }
-    let (ok, out) = b.admin(&["cluster", "join", &a.cluster_addr()]);
-    assert!(ok, "{out}");
-    until("the join is seen", Duration::from_secs(30), || {
-        a.stat("cluster_members") == 2
-    });
-    let mut committed = false;
-    until("plan and commit", Duration::from_secs(30), || {
-        if a.admin(&["cluster", "plan"]).0 {
-            committed = a.admin(&["cluster", "commit"]).0;
-        }
-        committed
-    });
+    join_and_commit(&a, &[&b]);
     // Kill b while it holds a transfer's cursor (between batches of a
     // partition), restart it, and see the sender resume after the
     // cursor; a kill that raced the transfer's last batch is tried again
