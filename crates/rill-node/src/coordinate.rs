@@ -12,6 +12,7 @@
 
 use crate::cluster::ReplyTx;
 use crate::error::{KvError, OUT_OF_SPACE_RETRY_SECS};
+use crate::head::{HeadStep, Heads};
 use crate::kv::{prune_rules, put_mode};
 use crate::node::Node;
 use crate::quorum::{ReadQuorum, WriteQuorum};
@@ -117,6 +118,56 @@ struct GetJob {
 }
 
 impl Node {
+    /// Asks replica `i` for a get: this node's vnode for the object,
+    /// another node's for its head (`head`).
+    fn ask_get(&self, job: &GetJob, i: usize) -> Option<VnodeReply> {
+        let key = job.key.clone();
+        let request = if self.is_local(&job.preflist[i]) {
+            VnodeRequest::Get { key }
+        } else {
+            VnodeRequest::Head { key }
+        };
+        self.ask(&job.preflist[i], request, i, &job.tx)
+    }
+
+    /// Takes replica `i`'s reply through the heads (fetching whole
+    /// objects where a head alone does not do) into the get machine.
+    fn take_get_reply(
+        &self,
+        fsm: &mut GetFsm,
+        heads: &mut Heads,
+        job: &GetJob,
+        (i, reply): (usize, VnodeReply),
+        last_error: &mut Option<KvError>,
+    ) -> Vec<GetEffect> {
+        let mut effects = Vec::new();
+        let mut queue = VecDeque::from([(i, reply)]);
+        while let Some((i, reply)) = queue.pop_front() {
+            if matches!(reply, VnodeReply::Head(_)) {
+                self.counters
+                    .get_head_clocks
+                    .fetch_add(1, Ordering::Relaxed);
+            }
+            for step in heads.reply(i, reply) {
+                match step {
+                    HeadStep::Feed(i, r) => effects.extend(fsm.reply(i, get_reply(r, last_error))),
+                    HeadStep::Fetch(i) => {
+                        self.counters.get_fetches.fetch_add(1, Ordering::Relaxed);
+                        let request = VnodeRequest::Get {
+                            key: job.key.clone(),
+                        };
+                        if let Some(r) = self.ask(&job.preflist[i], request, i, &job.tx) {
+                            queue.push_back((i, r));
+                        }
+                    }
+                }
+            }
+        }
+        effects
+    }
+}
+
+impl Node {
     /// Reads the key from every replica of `preflist` through a get
     /// machine: answers by Riak's quorum rules, repairs replicas behind
     /// the merge, reaps a tombstone every replica holds.
@@ -152,13 +203,21 @@ impl Node {
         let mut effects: VecDeque<GetEffect> = first.into();
         let mut answer = None;
         let mut last_error = None;
+        let mut heads = Heads::default();
         loop {
             while let Some(effect) = effects.pop_front() {
                 match effect {
                     GetEffect::Send(i) => {
-                        let request = VnodeRequest::Get { key: k.clone() };
-                        if let Some(reply) = self.ask(&preflist[i], request, i, &job.tx) {
-                            effects.extend(fsm.reply(i, get_reply(reply, &mut last_error)));
+                        if let Some(reply) = self.ask_get(&job, i) {
+                            let got = (i, reply);
+                            let more = self.take_get_reply(
+                                &mut fsm,
+                                &mut heads,
+                                &job,
+                                got,
+                                &mut last_error,
+                            );
+                            effects.extend(more);
                         }
                     }
                     GetEffect::Answer(a) => answer = Some(a),
@@ -169,12 +228,18 @@ impl Node {
                 break;
             }
             match self.wait(&mut rx, deadline) {
-                Some((i, reply)) => effects.extend(fsm.reply(i, get_reply(reply, &mut last_error))),
+                Some(got) => effects.extend(self.take_get_reply(
+                    &mut fsm,
+                    &mut heads,
+                    &job,
+                    got,
+                    &mut last_error,
+                )),
                 None => effects.extend(fsm.timeout()),
             }
         }
         if !fsm.is_done() {
-            self.finish_get(fsm, job, rx, deadline);
+            self.finish_get(fsm, heads, job, rx, deadline);
         }
         match answer.expect("a get machine answers before it is done") {
             GetOutcome::Found(o) => Ok(Read::Found(o)),
@@ -225,7 +290,14 @@ impl Node {
     /// Collects a get's remaining replies after its client was answered,
     /// on the runtime, and carries out the repairs and reaps they call
     /// for.
-    fn finish_get(&self, mut fsm: GetFsm, job: GetJob, mut rx: Replies, deadline: Instant) {
+    fn finish_get(
+        &self,
+        mut fsm: GetFsm,
+        mut heads: Heads,
+        job: GetJob,
+        mut rx: Replies,
+        deadline: Instant,
+    ) {
         let (Some(remote), Some(node)) = (self.remote(), self.this.upgrade()) else {
             return;
         };
@@ -233,7 +305,9 @@ impl Node {
         remote.runtime().spawn(async move {
             while !fsm.is_done() {
                 let effects = match tokio::time::timeout_at(deadline, rx.recv()).await {
-                    Ok(Some((i, reply))) => fsm.reply(i, get_reply(reply, &mut None)),
+                    Ok(Some(got)) => {
+                        node.take_get_reply(&mut fsm, &mut heads, &job, got, &mut None)
+                    }
                     _ => fsm.timeout(),
                 };
                 let work: Vec<GetEffect> = effects

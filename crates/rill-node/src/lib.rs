@@ -17,6 +17,7 @@ mod coverage;
 mod dt;
 pub mod error;
 mod handoff;
+mod head;
 mod identity;
 mod ids;
 mod index;

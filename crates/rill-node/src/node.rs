@@ -27,6 +27,12 @@ pub(crate) struct Counters {
     pub get_us: AtomicU64,
     pub put_us: AtomicU64,
     pub read_repairs: AtomicU64,
+    /// Replicas on other nodes that answered a get with a clock alone
+    /// (their value was too large to send unasked).
+    pub get_head_clocks: AtomicU64,
+    /// Whole objects fetched after such a clock stood for no object the
+    /// get already had.
+    pub get_fetches: AtomicU64,
     pub index_queries: AtomicU64,
     pub list_keys: AtomicU64,
     pub dt_updates: AtomicU64,
@@ -42,6 +48,8 @@ pub struct NodeStats {
     pub get_us_total: u64,
     pub put_us_total: u64,
     pub read_repairs: u64,
+    pub get_head_clocks: u64,
+    pub get_fetches: u64,
     pub index_queries: u64,
     pub list_keys: u64,
     pub dt_updates: u64,
@@ -370,6 +378,8 @@ impl Node {
             get_us_total: l(&c.get_us),
             put_us_total: l(&c.put_us),
             read_repairs: l(&c.read_repairs),
+            get_head_clocks: l(&c.get_head_clocks),
+            get_fetches: l(&c.get_fetches),
             index_queries: l(&c.index_queries),
             list_keys: l(&c.list_keys),
             dt_updates: l(&c.dt_updates),

@@ -15,6 +15,9 @@ use rill_object::{Object, PruneRules, VClock};
 pub enum VnodeRequest {
     /// The stored object, if any.
     Get { key: BKey },
+    /// The stored object if its values are small (`Found`), else only
+    /// its clock (`Head`): a get's replica on another node.
+    Head { key: BKey },
     /// Merge `object` into what is stored (a replica's part of a put, or
     /// a read repair), keeping only the newest sibling unless
     /// `allow_mult`; a put's replica prunes the clock by `prune`.
@@ -62,6 +65,9 @@ pub struct KeysQuery {
 #[derive(Clone, Debug, PartialEq)]
 pub enum VnodeReply {
     Found(Option<Object>),
+    /// The clock of a stored object whose values are too large to send
+    /// for a head.
+    Head(VClock),
     /// The object the replica holds after the merge.
     Stored(Object),
     Reaped(bool),
@@ -83,6 +89,12 @@ impl Vnode {
     pub fn handle(&self, request: VnodeRequest, limits: &Limits) -> VnodeReply {
         let result = match request {
             VnodeRequest::Get { key } => self.get(&key).map(VnodeReply::Found),
+            VnodeRequest::Head { key } => self.get(&key).map(|o| match o {
+                Some(o) if crate::head::value_bytes(&o) > crate::head::HEAD_WHOLE_BYTES => {
+                    VnodeReply::Head(o.clock)
+                }
+                o => VnodeReply::Found(o),
+            }),
             VnodeRequest::Merge {
                 key,
                 object,

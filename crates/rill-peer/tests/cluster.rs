@@ -4,7 +4,7 @@
 
 use rill_cluster::Status;
 use rill_node::{
-    BackendKind, Content, GetAnswer, GetRequest, Metadata, Node, NodeConfig, PutRequest,
+    BackendKind, Content, GetAnswer, GetRequest, Metadata, Node, NodeConfig, Object, PutRequest,
 };
 use rill_peer::{Peer, PeerConfig};
 use std::sync::Arc;
@@ -440,4 +440,169 @@ fn query(
         term_regex: None,
     })
     .unwrap()
+}
+
+/// Gets of large values move each value between nodes at most once:
+/// replicas elsewhere answer with their clock, and only a clock no reply
+/// has brought the object for is fetched; a newer replica is fetched and
+/// wins, and the others are repaired.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn large_values_are_read_by_heads_and_fetched_once() {
+    use rill_node::vnode_msg::{VnodeReply, VnodeRequest};
+    let a = member("a@127.0.0.1").await;
+    let b = member("b@127.0.0.1").await;
+    let c = member("c@127.0.0.1").await;
+    form(&a, &[&b, &c]).await;
+    until("settled", || {
+        [&a, &b, &c].iter().all(|m| {
+            let s = m.peer.state();
+            s.ring().next.is_empty() && s.owners().iter().any(|o| o == "c@127.0.0.1")
+        })
+    })
+    .await;
+    let big = |k: u32, tag: u8| vec![tag.wrapping_add(k as u8); 300 << 10];
+    let na = a.node.clone();
+    tokio::task::spawn_blocking(move || {
+        for k in 0..12u32 {
+            na.put(PutRequest {
+                bucket: b"b".to_vec(),
+                key: Some(format!("big{k}").into_bytes()),
+                content: Content::new(big(k, 1), Metadata::default()),
+                ..PutRequest::default()
+            })
+            .unwrap();
+        }
+    })
+    .await
+    .unwrap();
+    // Every replica holds each key (the third write may trail W = 2).
+    let members = [&a, &b, &c].map(|m| m.node.clone());
+    let held = move |k: u32| {
+        let key = rill_node::BKey::new(b"", b"b", format!("big{k}").as_bytes());
+        let pl = members[0].preflist(b"", b"b", key.key.as_slice(), 3);
+        pl.iter().all(|e| {
+            let n = members.iter().find(|n| n.nodename() == e.node).unwrap();
+            matches!(
+                n.serve(e.partition.0, VnodeRequest::Get { key: key.clone() }),
+                VnodeReply::Found(Some(_))
+            )
+        })
+    };
+    let h = held.clone();
+    until("every replica holds every key", move || (0..12).all(&h)).await;
+    for m in [&a, &b, &c] {
+        let n = m.node.clone();
+        tokio::task::spawn_blocking(move || {
+            let before = n.stats();
+            let mut without_local = 0;
+            for k in 0..12u32 {
+                let key = format!("big{k}");
+                let pl = n.preflist(b"", b"b", key.as_bytes(), 3);
+                if !pl.iter().any(|e| e.node == n.nodename()) {
+                    without_local += 1;
+                }
+                assert!(
+                    get(&n, &key) == Some(big(k, 1)),
+                    "{key} through {}",
+                    n.nodename()
+                );
+            }
+            let after = n.stats();
+            assert!(
+                after.get_head_clocks > before.get_head_clocks,
+                "no replica answered with a clock through {}",
+                n.nodename()
+            );
+            assert_eq!(
+                after.get_fetches - before.get_fetches,
+                without_local,
+                "one fetch per get without a local replica, through {}",
+                n.nodename()
+            );
+        })
+        .await
+        .unwrap();
+    }
+
+    // A replica on another node gets a newer version behind the
+    // coordinators' backs: a get through `a` fetches it, answers it, and
+    // repairs the rest.
+    let (na, nb, nc) = (a.node.clone(), b.node.clone(), c.node.clone());
+    tokio::task::spawn_blocking(move || {
+        let nodes = [na.clone(), nb, nc];
+        let k = (0..12u32)
+            .find(|k| {
+                let pl = na.preflist(b"", b"b", format!("big{k}").as_bytes(), 3);
+                pl.iter().any(|e| e.node == na.nodename())
+                    && pl.iter().any(|e| e.node != na.nodename())
+            })
+            .expect("a key with replicas here and elsewhere");
+        let name = format!("big{k}");
+        let key = rill_node::BKey::new(b"", b"b", name.as_bytes());
+        let pl = na.preflist(b"", b"b", name.as_bytes(), 3);
+        let e = pl.iter().find(|e| e.node != na.nodename()).unwrap();
+        let other = nodes.iter().find(|n| n.nodename() == e.node).unwrap();
+        let VnodeReply::Found(Some(old)) =
+            other.serve(e.partition.0, VnodeRequest::Get { key: key.clone() })
+        else {
+            panic!("the replica holds the key");
+        };
+        let mode = rill_object::PutMode {
+            allow_mult: false,
+            last_write_wins: false,
+        };
+        let newer = Object::coordinate_put(
+            Some(&old),
+            &old.clock,
+            Content::new(big(k, 2), Metadata::default()),
+            &b"elsewhere".to_vec(),
+            mode,
+        );
+        let merge = VnodeRequest::Merge {
+            key: key.clone(),
+            object: newer,
+            allow_mult: false,
+            prune: None,
+        };
+        assert!(matches!(
+            other.serve(e.partition.0, merge),
+            VnodeReply::Stored(_)
+        ));
+        let before = na.stats().get_fetches;
+        // R = 3: with R = 2 the two older replicas may answer first.
+        let got = na
+            .get(&GetRequest {
+                bucket: b"b".to_vec(),
+                key: name.as_bytes().to_vec(),
+                r: Some(rill_node::Quorum::N(3)),
+                ..GetRequest::default()
+            })
+            .unwrap();
+        assert!(
+            matches!(&got, GetAnswer::Found(o) if o.contents.len() == 1 && o.contents[0].value == big(k, 2)),
+            "the newer version is answered"
+        );
+        assert!(
+            na.stats().get_fetches > before,
+            "the newer replica was fetched"
+        );
+        let mine = pl.iter().find(|e| e.node == na.nodename()).unwrap();
+        let start = Instant::now();
+        loop {
+            let repaired = matches!(
+                na.serve(mine.partition.0, VnodeRequest::Get { key: key.clone() }),
+                VnodeReply::Found(Some(o)) if o.contents[0].value == big(k, 2)
+            );
+            if repaired {
+                break;
+            }
+            assert!(
+                start.elapsed() < Duration::from_secs(10),
+                "local replica repaired"
+            );
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    })
+    .await
+    .unwrap();
 }

@@ -85,6 +85,8 @@ fn stats_json(ctx: &Ctx) -> Value {
         "node_get_fsm_time_mean": mean(st.get_us_total, st.gets),
         "node_put_fsm_time_mean": mean(st.put_us_total, st.puts),
         "read_repairs_total": st.read_repairs,
+        "get_head_clocks_total": st.get_head_clocks,
+        "get_fetches_total": st.get_fetches,
         "index_fsm_create": st.index_queries,
         "list_fsm_create": st.list_keys,
         "object_merge_total": 0,

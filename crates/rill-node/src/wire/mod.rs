@@ -25,6 +25,7 @@ const COORDINATE: u8 = 4;
 const BUCKETS: u8 = 5;
 const KEYS: u8 = 6;
 const INDEX_PAGE: u8 = 7;
+const HEAD: u8 = 8;
 const FOUND: u8 = 16;
 const STORED: u8 = 17;
 const REAPED: u8 = 18;
@@ -32,6 +33,7 @@ const FAILED: u8 = 19;
 const BUCKET_LIST: u8 = 20;
 const KEY_LIST: u8 = 21;
 const ENTRIES: u8 = 22;
+const HEAD_CLOCK: u8 = 23;
 
 // Error kinds a replica's failure keeps across the wire.
 const ERR_BACKEND: u8 = 0;
@@ -119,6 +121,11 @@ pub fn encode_request(route: Route, r: &VnodeRequest) -> Vec<u8> {
     match r {
         VnodeRequest::Get { key } => {
             let mut b = head(GET, route);
+            put_key(&mut b, key);
+            b
+        }
+        VnodeRequest::Head { key } => {
+            let mut b = head(HEAD, route);
             put_key(&mut b, key);
             b
         }
@@ -214,6 +221,11 @@ pub fn encode_reply(route: Route, r: &VnodeReply) -> Vec<u8> {
         VnodeReply::Stored(o) => {
             let mut b = head(STORED, route);
             put_long(&mut b, &encode_object(o));
+            b
+        }
+        VnodeReply::Head(clock) => {
+            let mut b = head(HEAD_CLOCK, route);
+            put_long(&mut b, &encode_vclock(clock));
             b
         }
         VnodeReply::Buckets(list) => {
@@ -348,6 +360,7 @@ pub fn decode_request(b: &[u8]) -> Result<(Route, VnodeRequest), WireError> {
     let (kind, route, mut r) = open(b)?;
     let req = match kind {
         GET => VnodeRequest::Get { key: r.key()? },
+        HEAD => VnodeRequest::Head { key: r.key()? },
         MERGE => {
             let key = r.key()?;
             let flags = r.u8()?;
@@ -446,6 +459,9 @@ pub fn decode_reply(b: &[u8]) -> Result<(Route, VnodeReply), WireError> {
             x => return Err(WireError::Malformed(format!("found flag {x}"))),
         },
         STORED => VnodeReply::Stored(r.object()?),
+        HEAD_CLOCK => VnodeReply::Head(
+            decode_vclock(r.long()?).map_err(|e| WireError::Malformed(format!("clock: {e}")))?,
+        ),
         BUCKET_LIST => VnodeReply::Buckets(r.list()?),
         KEY_LIST => {
             let more = r.bool_flag()?;

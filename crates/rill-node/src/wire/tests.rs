@@ -24,6 +24,7 @@ fn requests_and_replies_round_trip_and_refuse_every_cut() {
     };
     let requests = [
         VnodeRequest::Get { key: key() },
+        VnodeRequest::Head { key: key() },
         VnodeRequest::Merge {
             key: key(),
             object: object(),
@@ -129,6 +130,7 @@ fn requests_and_replies_round_trip_and_refuse_every_cut() {
         VnodeReply::Found(None),
         VnodeReply::Found(Some(object())),
         VnodeReply::Stored(object()),
+        VnodeReply::Head(object().clock),
         VnodeReply::Reaped(true),
         VnodeReply::Failed(KvError::OutOfSpace {
             retry_after_secs: 2,

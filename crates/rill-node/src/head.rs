@@ -1,0 +1,175 @@
+//! Gets that move a large value once, as Riak 3 does with HEAD requests:
+//! a replica on another node is asked for the object's head, and answers
+//! with the whole object only when its values are small; otherwise with
+//! its clock alone. A clock equal to that of a whole object some replica
+//! already sent stands for that object (a clock names one version); any
+//! other clock makes the coordinator fetch that replica's object, once
+//! per clock. In a steady cluster every replica holds one version, so a
+//! get moves its value between nodes at most once (not at all when this
+//! node holds a replica), however large it is.
+//!
+//! Pure: replies in, what to feed the get machine and which replicas to
+//! fetch from out.
+
+use crate::vnode_msg::VnodeReply;
+use rill_object::{Object, VClock};
+
+/// A replica's object is sent whole when its values total at most this
+/// (the size above which vnode messages take the bulk lane).
+pub const HEAD_WHOLE_BYTES: usize = 64 << 10;
+
+/// The values' bytes of an object.
+pub(crate) fn value_bytes(o: &Object) -> usize {
+    o.contents.iter().map(|c| c.value.len()).sum()
+}
+
+/// What a coordinator does with a reply.
+#[derive(Debug, PartialEq)]
+pub(crate) enum HeadStep {
+    /// Give the get machine this reply as replica `i`'s.
+    Feed(usize, VnodeReply),
+    /// Ask replica `i` for its whole object (a `Get`); its reply comes
+    /// back through [`Heads::reply`].
+    Fetch(usize),
+}
+
+/// A get's heads and the whole objects that stand for them.
+#[derive(Default)]
+pub(crate) struct Heads {
+    /// One whole object per clock seen.
+    whole: Vec<Object>,
+    /// Replicas asked for their object, with the clock their head had.
+    fetching: Vec<(usize, VClock)>,
+    /// Replicas whose head waits for a fetch of the same clock.
+    parked: Vec<(usize, VClock)>,
+}
+
+impl Heads {
+    /// Takes replica `i`'s reply (to a get, a head or a fetch).
+    pub fn reply(&mut self, i: usize, reply: VnodeReply) -> Vec<HeadStep> {
+        let mut out = Vec::new();
+        match reply {
+            VnodeReply::Head(clock) => self.head(i, clock, &mut out),
+            other => {
+                self.fetching.retain(|(j, _)| *j != i);
+                if let VnodeReply::Found(Some(o)) = &other {
+                    if !self.whole.iter().any(|w| w.clock == o.clock) {
+                        self.whole.push(o.clone());
+                    }
+                }
+                out.push(HeadStep::Feed(i, other));
+                // A fetch answered (with that clock or, if the replica
+                // changed since, another): parked heads are settled or
+                // fetched from their own replica.
+                for (j, clock) in std::mem::take(&mut self.parked) {
+                    self.head(j, clock, &mut out);
+                }
+            }
+        }
+        out
+    }
+
+    fn head(&mut self, i: usize, clock: VClock, out: &mut Vec<HeadStep>) {
+        if let Some(o) = self.whole.iter().find(|o| o.clock == clock) {
+            out.push(HeadStep::Feed(i, VnodeReply::Found(Some(o.clone()))));
+        } else if self.fetching.iter().any(|(_, c)| *c == clock) {
+            self.parked.push((i, clock));
+        } else {
+            self.fetching.push((i, clock));
+            out.push(HeadStep::Fetch(i));
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::KvError;
+    use rill_object::{Content, Metadata, PutMode};
+
+    fn version(value: &[u8], actor: &[u8], prev: Option<&Object>) -> Object {
+        let mode = PutMode {
+            allow_mult: false,
+            last_write_wins: false,
+        };
+        let c = Content::new(value.to_vec(), Metadata::default());
+        let ctx = prev.map(|p| p.clock.clone()).unwrap_or_default();
+        Object::coordinate_put(prev, &ctx, c, &actor.to_vec(), mode)
+    }
+
+    fn found(o: &Object) -> VnodeReply {
+        VnodeReply::Found(Some(o.clone()))
+    }
+
+    #[test]
+    fn heads_equal_to_a_whole_object_stand_for_it() {
+        let v = version(b"big", b"a", None);
+        let mut h = Heads::default();
+        // The local replica sent it whole; two remote heads match.
+        assert_eq!(h.reply(0, found(&v)), vec![HeadStep::Feed(0, found(&v))]);
+        assert_eq!(
+            h.reply(2, VnodeReply::Head(v.clock.clone())),
+            vec![HeadStep::Feed(2, found(&v))]
+        );
+        assert_eq!(
+            h.reply(1, VnodeReply::Head(v.clock.clone())),
+            vec![HeadStep::Feed(1, found(&v))]
+        );
+    }
+
+    #[test]
+    fn one_fetch_per_clock_and_parked_heads_follow_it() {
+        let v = version(b"big", b"a", None);
+        let mut h = Heads::default();
+        // No replica here: the first head is fetched, the second waits.
+        assert_eq!(
+            h.reply(0, VnodeReply::Head(v.clock.clone())),
+            vec![HeadStep::Fetch(0)]
+        );
+        assert_eq!(h.reply(1, VnodeReply::Head(v.clock.clone())), vec![]);
+        assert_eq!(
+            h.reply(0, found(&v)),
+            vec![HeadStep::Feed(0, found(&v)), HeadStep::Feed(1, found(&v))]
+        );
+    }
+
+    #[test]
+    fn a_newer_or_concurrent_head_is_fetched_from_its_replica() {
+        let old = version(b"old", b"a", None);
+        let new = version(b"new", b"b", Some(&old));
+        let mut h = Heads::default();
+        h.reply(0, found(&old));
+        assert_eq!(
+            h.reply(1, VnodeReply::Head(new.clock.clone())),
+            vec![HeadStep::Fetch(1)]
+        );
+        assert_eq!(
+            h.reply(1, found(&new)),
+            vec![HeadStep::Feed(1, found(&new))]
+        );
+    }
+
+    #[test]
+    fn a_fetch_that_fails_or_changed_sends_parked_heads_to_their_own_replica() {
+        let v = version(b"big", b"a", None);
+        let w = version(b"newer", b"b", Some(&v));
+        let mut h = Heads::default();
+        assert_eq!(
+            h.reply(0, VnodeReply::Head(v.clock.clone())),
+            vec![HeadStep::Fetch(0)]
+        );
+        assert_eq!(h.reply(1, VnodeReply::Head(v.clock.clone())), vec![]);
+        assert_eq!(h.reply(2, VnodeReply::Head(v.clock.clone())), vec![]);
+        // Replica 0 changed in between: replica 1 is fetched, 2 waits on it.
+        assert_eq!(
+            h.reply(0, found(&w)),
+            vec![HeadStep::Feed(0, found(&w)), HeadStep::Fetch(1)]
+        );
+        let failed = VnodeReply::Failed(KvError::Busy("busy".into()));
+        assert_eq!(
+            h.reply(1, failed.clone()),
+            vec![HeadStep::Feed(1, failed), HeadStep::Fetch(2)]
+        );
+        assert_eq!(h.reply(2, found(&v)), vec![HeadStep::Feed(2, found(&v))]);
+    }
+}
