@@ -51,6 +51,14 @@ pub struct Args {
     /// Per-interval figures as CSV.
     #[arg(long)]
     csv: Option<std::path::PathBuf>,
+    /// Also get a small (1 KiB) key every this many ms while the load
+    /// runs, and report its latency (0: no probe).
+    #[arg(long, default_value_t = 0)]
+    probe_ms: u64,
+    /// Before the load, measure loopback TCP throughput for this many
+    /// seconds: the physical bound on bytes moved (0: skip).
+    #[arg(long, default_value_t = 0.0)]
+    loopback_bound_s: f64,
     /// A short run for CI: 5 s, 8 clients, 2 000 keys.
     #[arg(long)]
     quick: bool,
@@ -134,6 +142,10 @@ impl KeyGen {
 struct Interval {
     hist: Vec<Histogram<u64>>,
     errors: [u64; 3],
+    /// Gets that found a value, and the value bytes gets and puts moved
+    /// between clients and nodes.
+    found: u64,
+    value_bytes: u64,
 }
 
 impl Interval {
@@ -143,6 +155,8 @@ impl Interval {
                 .map(|_| Histogram::new_with_bounds(1, 60_000_000, 3).expect("bounds"))
                 .collect(),
             errors: [0; 3],
+            found: 0,
+            value_bytes: 0,
         }
     }
 }
@@ -211,6 +225,22 @@ pub fn run(mut a: Args) -> Result<()> {
             started.elapsed().as_secs_f64()
         );
     }
+    let loopback = if a.loopback_bound_s > 0.0 {
+        let b = crate::kv_bound::loopback_bytes_s(a.loopback_bound_s)?;
+        println!("loopback TCP bound: {:.0} MB/s", b / 1e6);
+        Some(b)
+    } else {
+        None
+    };
+    let probe = if a.probe_ms > 0 {
+        Some(crate::kv_bound::Probe::start(
+            &a.targets[0],
+            Duration::from_millis(a.probe_ms),
+        )?)
+    } else {
+        None
+    };
+    let lo_before = crate::kv_bound::lo_bytes();
     let current = Arc::new(Mutex::new(Interval::new()));
     let total = Arc::new(Mutex::new(Interval::new()));
     let stop = Arc::new(AtomicBool::new(false));
@@ -261,18 +291,22 @@ pub fn run(mut a: Args) -> Result<()> {
                     let key = format!("k{:010}", keygen.key(&mut rng));
                     let t = Instant::now();
                     let r = match op {
-                        Op::Get => client.get(&bucket, key.as_bytes()).map(|_| ()),
-                        Op::Put => {
-                            client.put(&bucket, key.as_bytes(), &value, "application/octet-stream")
-                        }
-                        Op::Delete => client.delete(&bucket, key.as_bytes()),
+                        Op::Get => client.get_len(&bucket, key.as_bytes()),
+                        Op::Put => client
+                            .put(&bucket, key.as_bytes(), &value, "application/octet-stream")
+                            .map(|()| Some(value.len())),
+                        Op::Delete => client.delete(&bucket, key.as_bytes()).map(|()| None),
                     };
                     let us = t.elapsed().as_micros().max(1) as u64;
                     let i = OPS.iter().position(|o| *o == op).expect("op");
                     let mut cur = current.lock().unwrap_or_else(|e| e.into_inner());
                     match r {
-                        Ok(()) => {
+                        Ok(moved) => {
                             let _ = cur.hist[i].record(us.min(60_000_000));
+                            if let Some(n) = moved {
+                                cur.value_bytes += n as u64;
+                                cur.found += u64::from(op == Op::Get);
+                            }
                         }
                         Err(e) => {
                             cur.errors[i] += 1;
@@ -336,12 +370,22 @@ pub fn run(mut a: Args) -> Result<()> {
                 tot.hist[i].add(h).expect("same bounds");
                 tot.errors[i] += done.errors[i];
             }
+            tot.found += done.found;
+            tot.value_bytes += done.value_bytes;
+            line.push_str(&format!(
+                "  values {:.0} MB/s",
+                done.value_bytes as f64 / secs / 1e6
+            ));
             println!("{line}");
         }
         stop.store(true, Ordering::Relaxed);
         Ok(())
     })?;
     let elapsed = started.elapsed().as_secs_f64();
+    let lo_moved = lo_before
+        .zip(crate::kv_bound::lo_bytes())
+        .map(|(a, b)| b.saturating_sub(a));
+    let probe = probe.map(|p| p.finish());
     let tot = total.lock().unwrap_or_else(|e| e.into_inner());
     let mut report = Report::new("kv", a.quick);
     report.text("machine", &machine_name);
@@ -388,6 +432,47 @@ pub fn run(mut a: Args) -> Result<()> {
             tot.errors[i],
             &format!("{n} errors"),
         );
+    }
+    let gets = tot.hist[0].len();
+    if gets > 0 {
+        report.num(
+            "get_found_share",
+            tot.found as f64 / gets as f64,
+            "share of gets that found a value",
+        );
+    }
+    report.num(
+        "value_mb_s",
+        tot.value_bytes as f64 / elapsed / 1e6,
+        "value MB/s between clients and nodes (found gets and puts)",
+    );
+    if let Some(lo) = lo_moved {
+        report.num(
+            "loopback_moved_mb_s",
+            lo as f64 / elapsed / 1e6,
+            "MB/s the loopback interface carried (clients and nodes, all traffic)",
+        );
+    }
+    if let Some(b) = loopback {
+        report.num(
+            "loopback_bound_mb_s",
+            b / 1e6,
+            "loopback TCP throughput of one connection, measured before the load",
+        );
+        if let Some(lo) = lo_moved {
+            report.num(
+                "moved_to_bound",
+                lo as f64 / elapsed / b,
+                "loopback MB/s during the run over the bound",
+            );
+        }
+    }
+    if let Some((h, errors)) = probe {
+        report.int("probe_gets", h.len(), "small gets of the probe");
+        report.int("probe_p50_us", h.value_at_quantile(0.5), "small get p50, us");
+        report.int("probe_p99_us", h.value_at_quantile(0.99), "small get p99, us");
+        report.int("probe_max_us", h.max(), "small get max, us");
+        report.int("probe_errors", errors, "probe gets failed");
     }
     println!("{}", report.json());
     Ok(())

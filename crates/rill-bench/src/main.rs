@@ -5,6 +5,7 @@
 mod claim;
 mod engine;
 mod kv;
+mod kv_bound;
 mod machine;
 mod report;
 mod sensor;

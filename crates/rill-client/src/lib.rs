@@ -135,6 +135,21 @@ impl Client {
         })
     }
 
+    /// The bytes of the values a get finds (`None`: not found), without
+    /// copying them out: for load generators.
+    pub fn get_len(&mut self, bucket: &[u8], key: &[u8]) -> Result<Option<usize>> {
+        let req = RpbGetReq {
+            bucket: Bytes::copy_from_slice(bucket),
+            key: Bytes::copy_from_slice(key),
+            ..Default::default()
+        };
+        match self.call(&Request::Get(req))? {
+            Response::Get(g) if g.content.is_empty() => Ok(None),
+            Response::Get(g) => Ok(Some(g.content.iter().map(|c| c.value.len()).sum())),
+            other => Err(unexpected(other)),
+        }
+    }
+
     pub fn get_with(&mut self, req: RpbGetReq) -> Result<Option<Fetched>> {
         match self.call(&Request::Get(req))? {
             Response::Get(g) if g.content.is_empty() => Ok(None),

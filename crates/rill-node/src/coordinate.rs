@@ -335,6 +335,7 @@ impl Node {
             object: target,
             allow_mult,
             prune: None,
+            return_object: false,
         };
         // Another node's repair is sent and not awaited (its reply, if
         // any, is dropped with the request's channel).
@@ -429,6 +430,7 @@ impl Node {
                             object,
                             allow_mult,
                             prune: Some(prune),
+                            return_object: how.return_body,
                         };
                         if let Some(reply) = self.ask(&preflist[idx], request, idx, &tx) {
                             effects.extend(on_stored(
@@ -512,6 +514,7 @@ impl Node {
             object: object.clone(),
             allow_mult,
             prune: None,
+            return_object: false,
         };
         let (tx, _rx) = unbounded_channel();
         if let Some(VnodeReply::Failed(err)) = self.ask(&target, request, 0, &tx) {
@@ -567,6 +570,11 @@ fn on_stored(
         VnodeReply::Stored(stored) => {
             let mut effects = fsm.reply(idx, PutReply::W);
             effects.extend(fsm.reply(idx, PutReply::Dw(Some(stored))));
+            return effects;
+        }
+        VnodeReply::Merged => {
+            let mut effects = fsm.reply(idx, PutReply::W);
+            effects.extend(fsm.reply(idx, PutReply::Dw(None)));
             return effects;
         }
         VnodeReply::Failed(err) => {

@@ -71,6 +71,7 @@ impl Node {
                 object,
                 allow_mult: true,
                 prune: None,
+                return_object: false,
             };
             if let VnodeReply::Failed(e) = v.handle(request, &self.limits) {
                 if matches!(e, KvError::OutOfSpace { .. }) {

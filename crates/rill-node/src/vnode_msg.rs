@@ -20,12 +20,16 @@ pub enum VnodeRequest {
     Head { key: BKey },
     /// Merge `object` into what is stored (a replica's part of a put, or
     /// a read repair), keeping only the newest sibling unless
-    /// `allow_mult`; a put's replica prunes the clock by `prune`.
+    /// `allow_mult`; a put's replica prunes the clock by `prune`. The
+    /// answer carries the object stored (`Stored`) with `return_object`,
+    /// else only says it is stored (`Merged`): a put without
+    /// `return_body` does not move the value back.
     Merge {
         key: BKey,
         object: Object,
         allow_mult: bool,
         prune: Option<PruneRules>,
+        return_object: bool,
     },
     /// Remove the tombstone stored for the key if its clock is still
     /// `clock`.
@@ -70,6 +74,8 @@ pub enum VnodeReply {
     Head(VClock),
     /// The object the replica holds after the merge.
     Stored(Object),
+    /// Merged and stored (the object was not asked for).
+    Merged,
     Reaped(bool),
     Failed(KvError),
     Buckets(Vec<Vec<u8>>),
@@ -100,6 +106,7 @@ impl Vnode {
                 object,
                 allow_mult,
                 prune,
+                return_object,
             } => self
                 .update(&key, limits, prune.as_ref(), |stored| {
                     let mut next = match stored {
@@ -111,7 +118,10 @@ impl Vnode {
                     }
                     Ok(Some(next))
                 })
-                .map(|o| VnodeReply::Stored(o.expect("a merge always writes"))),
+                .map(|o| match o {
+                    Some(o) if return_object => VnodeReply::Stored(o),
+                    _ => VnodeReply::Merged,
+                }),
             VnodeRequest::Reap { key, clock } => self.reap(&key, &clock).map(VnodeReply::Reaped),
             VnodeRequest::Buckets { bucket_type } => {
                 let mut out = std::collections::BTreeSet::new();

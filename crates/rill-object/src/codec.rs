@@ -193,8 +193,44 @@ impl<'a> Reader<'a> {
 
 /// The bytes a backend stores for an object.
 pub fn encode_object(o: &Object) -> Vec<u8> {
-    let size: usize = o.contents.iter().map(|c| c.value.len() + 64).sum();
-    let mut w = Writer(Vec::with_capacity(16 + size));
+    let mut out = Vec::new();
+    encode_object_into(&mut out, o);
+    out
+}
+
+/// At least the bytes `encode_object` makes of `o` (so one reservation
+/// holds them: a large value is copied once).
+fn encoded_size_bound(o: &Object) -> usize {
+    let pairs = |v: &[(Vec<u8>, Vec<u8>)]| v.iter().map(|(k, v)| 8 + k.len() + v.len()).sum::<usize>();
+    let contents: usize = o
+        .contents
+        .iter()
+        .map(|c| {
+            let m = &c.meta;
+            let opt = |x: &Option<Vec<u8>>| x.as_ref().map_or(0, |b| 4 + b.len());
+            1 + 17 + 256
+                + opt(&m.content_type)
+                + opt(&m.charset)
+                + opt(&m.content_encoding)
+                + opt(&m.vtag)
+                + 8
+                + 4
+                + m.links.iter().map(|l| 12 + l.bucket.len() + l.key.len() + l.tag.len()).sum::<usize>()
+                + 4
+                + pairs(&m.usermeta)
+                + 4
+                + pairs(&m.indexes)
+                + 4
+                + c.value.len()
+        })
+        .sum();
+    2 + 4 + o.clock.len() * (1 + 255 + 16) + 4 + contents
+}
+
+/// Appends the bytes of [`encode_object`] to `out`.
+pub fn encode_object_into(out: &mut Vec<u8>, o: &Object) {
+    out.reserve(encoded_size_bound(o));
+    let mut w = Writer(std::mem::take(out));
     w.u8(OBJECT_MAGIC);
     w.u8(OBJECT_FORMAT_VERSION);
     w.clock(&o.clock);
@@ -242,7 +278,7 @@ pub fn encode_object(o: &Object) -> Vec<u8> {
         }
         w.bytes(&c.value);
     }
-    w.0
+    *out = w.0;
 }
 
 pub fn decode_object(bytes: &[u8]) -> Result<Object, DecodeError> {

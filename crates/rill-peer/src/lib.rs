@@ -22,3 +22,4 @@ mod store;
 
 pub use admin::{join_address, AdminAnswer};
 pub use runtime::{Peer, PeerConfig};
+pub use rill_transport::FixedLink;

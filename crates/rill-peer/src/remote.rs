@@ -5,7 +5,6 @@
 //! travel on the bulk lane, the rest on the small lane, so a small get
 //! never waits behind a large value.
 
-use crate::msg::PeerMsg;
 use crate::runtime::{Peer, Pending};
 use rill_node::cluster::{Remote, ReplyTx};
 use rill_node::vnode_msg::{VnodeReply, VnodeRequest};
@@ -57,14 +56,14 @@ impl Remote for Link {
             return;
         };
         let id = peer.id();
-        let bytes = wire::encode_request(
+        let msg = wire::encode_request_after(
+            &crate::msg::vnode_prefix(false),
             Route {
                 request_id: id,
                 partition,
             },
             &request,
         );
-        let msg = PeerMsg::VnodeRequest(bytes).encode();
         let lane = lane_for(msg.len());
         peer.pending
             .lock()
@@ -120,10 +119,12 @@ impl Peer {
             }
         };
         let reply = self.node.serve(route.partition, request);
-        let msg = PeerMsg::VnodeReply(wire::encode_reply(route, &reply));
-        let lane = lane_for(msg.encode().len());
-        let inner = self.lock();
-        self.send_to(&inner, from, lane, msg);
+        let msg = wire::encode_reply_after(&crate::msg::vnode_prefix(true), route, &reply);
+        let lane = lane_for(msg.len());
+        let addr = self.lock().addrs.get(from).copied();
+        if let Some(addr) = addr {
+            self.send_bytes(addr, lane, msg);
+        }
     }
 
     /// A reply to a request this node sent.

@@ -332,9 +332,14 @@ impl Peer {
     }
 
     pub(crate) fn send_addr(&self, addr: SocketAddr, lane: Lane, msg: PeerMsg) {
+        self.send_bytes(addr, lane, msg.encode());
+    }
+
+    /// Sends a message already encoded.
+    pub(crate) fn send_bytes(&self, addr: SocketAddr, lane: Lane, msg: Vec<u8>) {
         let t = self.transport.clone();
         self.rt.spawn(async move {
-            if let Err(e) = t.send(addr, lane, msg.encode().into()).await {
+            if let Err(e) = t.send(addr, lane, msg.into()).await {
                 tracing::debug!(%addr, error = %e, "a message to a peer was not sent");
             }
         });
@@ -348,13 +353,20 @@ impl Peer {
     }
 
     async fn take(self: &Arc<Self>, m: Incoming) {
-        let msg = match PeerMsg::decode(&m.data) {
-            Ok(msg) => msg,
-            Err(e) => {
-                tracing::warn!(from = %m.from, error = %e, "a malformed message from a peer was dropped");
-                return;
-            }
+        // Vnode messages (which may carry large values) are read where
+        // they lie, not copied out by `decode`.
+        let msg = match crate::msg::vnode_kind(&m.data) {
+            Some(false) => PeerMsg::VnodeRequest(Vec::new()),
+            Some(true) => PeerMsg::VnodeReply(Vec::new()),
+            None => match PeerMsg::decode(&m.data) {
+                Ok(msg) => msg,
+                Err(e) => {
+                    tracing::warn!(from = %m.from, error = %e, "a malformed message from a peer was dropped");
+                    return;
+                }
+            },
         };
+        let body = m.data.slice(4.min(m.data.len())..);
         {
             let mut inner = self.lock();
             let now = self.now();
@@ -366,7 +378,7 @@ impl Peer {
         match msg {
             PeerMsg::Ping => {}
             PeerMsg::Gossip(b) => self.gossip_in(&m.from, &b),
-            PeerMsg::VnodeRequest(b) => {
+            PeerMsg::VnodeRequest(_) => {
                 // Waiting for a permit holds the inbox back: peers then
                 // wait on their queues (back-pressure), never the reverse.
                 let Ok(permit) = self.serving.clone().acquire_owned().await else {
@@ -376,10 +388,10 @@ impl Peer {
                 let from = m.from.clone();
                 tokio::task::spawn_blocking(move || {
                     let _permit = permit;
-                    peer.serve(&from, &b);
+                    peer.serve(&from, &body);
                 });
             }
-            PeerMsg::VnodeReply(b) => self.reply_in(&b),
+            PeerMsg::VnodeReply(_) => self.reply_in(&body),
             PeerMsg::Handoff(b) => self.handoff_in(&m.from, &b),
             PeerMsg::Metadata(b) => {
                 let node = self.node.clone();

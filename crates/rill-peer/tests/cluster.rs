@@ -563,6 +563,7 @@ async fn large_values_are_read_by_heads_and_fetched_once() {
             object: newer,
             allow_mult: false,
             prune: None,
+            return_object: true,
         };
         assert!(matches!(
             other.serve(e.partition.0, merge),

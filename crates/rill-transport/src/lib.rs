@@ -21,14 +21,19 @@
 //!   next send reconnects.
 //!
 //! [`LinkHook`] adds delay or loss per message for tests and benchmarks
-//! (this kernel has no `netem`); production runs without one.
+//! (this kernel has no `netem`; [`FixedLink`] is the one `rill`'s
+//! test-only `test.link.*` settings make); production runs without one.
+//! Delayed messages wait apart from those being written, so a delay
+//! models a link's latency, not a smaller window.
 
 pub mod frame;
+mod hook;
 pub mod lane;
 mod recv;
 pub mod schedule;
 mod send;
 mod transport;
 
+pub use hook::FixedLink;
 pub use lane::Lane;
 pub use transport::{Incoming, LinkHook, SendError, Transport, TransportConfig, Verdict};

@@ -14,6 +14,10 @@ use tokio::sync::mpsc;
 /// Messages being reassembled on one connection at most (a writer has at
 /// most 16 in flight).
 const PARTIAL_MESSAGES: usize = 16;
+/// A message up to this size gets its whole buffer once its second chunk
+/// comes (larger ones grow as they come, so memory follows what the peer
+/// really sent).
+const RESERVE_WHOLE_BYTES: usize = 64 << 20;
 
 #[derive(Debug, thiserror::Error)]
 enum RecvError {
@@ -66,8 +70,7 @@ async fn read(
         }
         Frame::Chunk(_) => return Err(RecvError::Protocol("a chunk before the hello".into())),
     };
-    // Messages being reassembled: declared length, bytes so far (grown as
-    // they come, so memory follows what the peer really sent).
+    // Messages being reassembled: declared length, bytes so far.
     let mut partial: HashMap<u64, (usize, BytesMut)> = HashMap::new();
     let mut partial_bytes = 0usize;
     loop {
@@ -113,6 +116,11 @@ async fn read(
                 "message {} is longer than it said",
                 c.msg_id
             )));
+        }
+        if data.len() + c.payload.len() > data.capacity() && total <= RESERVE_WHOLE_BYTES {
+            // The peer is sending it: room for all of it at once, so a
+            // large value is not copied again at each doubling.
+            data.reserve(total - data.len());
         }
         data.extend_from_slice(&c.payload);
         if c.last {

@@ -22,10 +22,55 @@ pub(crate) struct Outgoing {
     pub not_before: Option<Instant>,
 }
 
-/// Messages a writer takes off its queue at once (in flight or waiting
-/// for their delay); the rest wait in the bounded queue, so senders feel
-/// back-pressure.
+/// Messages a writer writes at once (their chunks in turn); the rest
+/// wait in the bounded queue, so senders feel back-pressure.
 const IN_FLIGHT_MESSAGES: usize = 16;
+/// Messages, and their bytes, a writer holds for the test hook's delay:
+/// a delayed link keeps this many on their way, as a real link with that
+/// latency would (not `IN_FLIGHT_MESSAGES` per delay).
+const DELAYED_MESSAGES: usize = 4096;
+const DELAYED_BYTES: usize = 256 << 20;
+
+/// Messages waiting for their delay, in order.
+#[derive(Default)]
+struct Delayed {
+    queue: VecDeque<Outgoing>,
+    bytes: usize,
+}
+
+impl Delayed {
+    fn has_room(&self) -> bool {
+        self.queue.len() < DELAYED_MESSAGES && self.bytes < DELAYED_BYTES
+    }
+
+    /// A message is written at once unless it, or one before it, waits
+    /// for its delay.
+    fn admit(&mut self, m: Outgoing, schedule: &mut Schedule, now: Instant) {
+        if self.queue.is_empty() && m.not_before.is_none_or(|t| t <= now) {
+            schedule.push(m.data);
+        } else {
+            self.bytes += m.data.len();
+            self.queue.push_back(m);
+        }
+    }
+
+    /// Moves the messages whose delay is over to the schedule.
+    fn release(&mut self, schedule: &mut Schedule, now: Instant) {
+        while self
+            .queue
+            .front()
+            .is_some_and(|m| m.not_before.is_none_or(|t| t <= now))
+        {
+            let m = self.queue.pop_front().expect("checked");
+            self.bytes -= m.data.len();
+            schedule.push(m.data);
+        }
+    }
+
+    fn next_due(&self) -> Option<Instant> {
+        self.queue.front().and_then(|m| m.not_before)
+    }
+}
 
 /// A peer that cannot be reached: sends to it fail at once until then.
 pub(crate) type Unreachable = Arc<Mutex<HashMap<SocketAddr, Instant>>>;
@@ -73,24 +118,18 @@ pub(crate) async fn run(
         return;
     }
     let mut schedule = Schedule::default();
-    let mut waiting: VecDeque<Outgoing> = VecDeque::new();
+    let mut delayed = Delayed::default();
     let mut open = true;
     loop {
-        while open && schedule.len() + waiting.len() < IN_FLIGHT_MESSAGES {
+        let now = Instant::now();
+        while open && schedule.len() < IN_FLIGHT_MESSAGES && delayed.has_room() {
             match rx.try_recv() {
-                Ok(m) => waiting.push_back(m),
+                Ok(m) => delayed.admit(m, &mut schedule, now),
                 Err(mpsc::error::TryRecvError::Empty) => break,
                 Err(mpsc::error::TryRecvError::Disconnected) => open = false,
             }
         }
-        let now = Instant::now();
-        while waiting
-            .front()
-            .is_some_and(|m| m.not_before.is_none_or(|t| t <= now))
-        {
-            let m = waiting.pop_front().expect("checked");
-            schedule.push(m.data);
-        }
+        delayed.release(&mut schedule, now);
         if let Some(c) = schedule.next_chunk() {
             let header = chunk_header(c.msg_id, c.total, c.last, c.payload.len());
             let mut bufs = [
@@ -112,13 +151,13 @@ pub(crate) async fn run(
             }
             continue;
         }
-        if !open && waiting.is_empty() {
+        if !open && delayed.queue.is_empty() {
             return;
         }
-        let next_due = waiting.front().and_then(|m| m.not_before);
+        let next_due = delayed.next_due();
         tokio::select! {
-            m = rx.recv(), if open && schedule.len() + waiting.len() < IN_FLIGHT_MESSAGES => match m {
-                Some(m) => waiting.push_back(m),
+            m = rx.recv(), if open && schedule.len() < IN_FLIGHT_MESSAGES && delayed.has_room() => match m {
+                Some(m) => delayed.admit(m, &mut schedule, Instant::now()),
                 None => open = false,
             },
             _ = tokio::time::sleep_until(next_due.unwrap_or(now)), if next_due.is_some() => {}

@@ -132,6 +132,31 @@ async fn the_hook_delays_and_drops() {
     assert_eq!(control, all, "delayed, all delivered, in order");
 }
 
+/// A delayed link is a link with latency, not a narrower one: many more
+/// messages than a writer writes at once are on their way together, and
+/// arrive in order.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_delayed_link_keeps_many_messages_on_their_way() {
+    let hook = rill_transport::FixedLink::new(Duration::from_secs(2), 0.0, 1);
+    let (a, _) = node("a@127.0.0.1", Some(Arc::new(hook))).await;
+    let (b, mut rx) = node("b@127.0.0.1", None).await;
+    let to = b.local_addr();
+    // More than the lane's queue and its writer's window together: with a
+    // window per delay the sends would wait for the first to arrive.
+    for i in 0..500 {
+        a.send(to, Lane::Small, numbered(Lane::Small, i))
+            .await
+            .unwrap();
+    }
+    assert!(
+        rx.try_recv().is_err(),
+        "every send returned while all were still delayed"
+    );
+    for i in 0..500 {
+        assert_eq!(next(&mut rx).await.data, numbered(Lane::Small, i));
+    }
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_peer_breaking_the_protocol_is_dropped_and_others_go_on() {
     let (a, _) = node("a@127.0.0.1", None).await;

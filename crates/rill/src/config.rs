@@ -24,6 +24,13 @@ pub struct Config {
     /// `handoff.timeout`: a batch not acknowledged in this long starts a
     /// new session (which resumes after the last stored batch).
     pub handoff_timeout: Duration,
+    /// Test only (`test.link.delay`, `test.link.loss`): every message to
+    /// another node waits this long, and this share of them is lost, so
+    /// tests and benchmarks can give loopback a wide-area link's latency
+    /// (this kernel has no `netem`). Each node delays what it sends: the
+    /// round trip is twice the delay.
+    pub test_link_delay: Duration,
+    pub test_link_loss: f64,
     pub pb_max_frame_bytes: usize,
     pub log_level: String,
     /// Where `rill start` writes the node's pid.
@@ -79,6 +86,9 @@ pub fn duration(v: &str) -> Result<Duration, String> {
     let n: u64 = n
         .parse()
         .map_err(|_| format!("expected a duration such as 3s or 1d, found {v:?}"))?;
+    if unit.trim() == "us" {
+        return Ok(Duration::from_micros(n));
+    }
     let ms = match unit.trim() {
         "ms" => 1,
         "s" | "" => 1000,
@@ -88,7 +98,7 @@ pub fn duration(v: &str) -> Result<Duration, String> {
         "w" => 7 * 86_400_000,
         u => {
             return Err(format!(
-                "unknown duration unit {u:?} in {v:?} (use ms, s, m, h, d or w)"
+                "unknown duration unit {u:?} in {v:?} (use us, ms, s, m, h, d or w)"
             ))
         }
     };
@@ -143,6 +153,14 @@ pub const KEYS: &[(&str, &str)] = &[
     (
         "handoff.timeout",
         "a handoff batch unacknowledged this long resumes in a new session (default 15s)",
+    ),
+    (
+        "test.link.delay",
+        "TEST ONLY: added to every message sent to another node, e.g. 10ms for a 20 ms round trip, 500us for 1 ms (default none)",
+    ),
+    (
+        "test.link.loss",
+        "TEST ONLY: share of messages to other nodes lost, 0 to 1 (default 0)",
     ),
     (
         "protobuf.max_message_size",
@@ -235,6 +253,8 @@ impl Config {
             transfer_limit: 2,
             handoff_batch_items: 1000,
             handoff_timeout: Duration::from_secs(15),
+            test_link_delay: Duration::ZERO,
+            test_link_loss: 0.0,
             pb_max_frame_bytes: 64 << 20,
             log_level: "info".into(),
         }
@@ -341,6 +361,8 @@ impl Config {
                 self.handoff_batch_items = n;
             }
             "handoff.timeout" => self.handoff_timeout = duration(v)?,
+            "test.link.delay" => self.test_link_delay = duration(v)?,
+            "test.link.loss" => self.test_link_loss = share(v)?,
             "protobuf.max_message_size" => self.pb_max_frame_bytes = bytesize(v)? as usize,
             "delete_mode" => {
                 n.delete_mode = match v {

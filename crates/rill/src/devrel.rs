@@ -20,6 +20,9 @@ pub struct Devrel {
     pub ring_size: u32,
     pub base_port: u16,
     pub backend: String,
+    /// `key = value` lines added to every node's configuration (checked
+    /// as the node starts).
+    pub settings: Vec<(String, String)>,
 }
 
 pub struct DevNode {
@@ -66,7 +69,11 @@ impl Devrel {
                 n.pb,
                 n.http,
                 n.cluster
-            );
+            ) + &self
+                .settings
+                .iter()
+                .map(|(k, v)| format!("{k} = {v}\n"))
+                .collect::<String>();
             // An existing config is kept (the operator may have edited it).
             if !n.conf.exists() {
                 std::fs::write(&n.conf, text)

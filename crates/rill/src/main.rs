@@ -73,6 +73,12 @@ enum Command {
         base_port: u16,
         #[arg(long, default_value = "bitcask")]
         backend: String,
+        /// A `key=value` setting for every node's configuration, such as
+        /// `memory_backend.max_memory_per_vnode=64MB` or (test only)
+        /// `test.link.delay=10ms`; repeatable. Written when a node's
+        /// configuration is made (an existing one is kept).
+        #[arg(long = "set", value_name = "KEY=VALUE", value_parser = setting)]
+        settings: Vec<(String, String)>,
         /// Stop the devrel's nodes instead.
         #[arg(long)]
         stop: bool,
@@ -159,7 +165,32 @@ fn load(cli: &Option<PathBuf>) -> Result<Config> {
     }
 }
 
+/// `key=value` for `rill devrel --set`.
+fn setting(s: &str) -> Result<(String, String), String> {
+    match s.split_once('=') {
+        Some((k, v)) if !k.trim().is_empty() => Ok((k.trim().to_string(), v.trim().to_string())),
+        _ => Err(format!("expected key=value, found {s:?}")),
+    }
+}
+
+/// glibc's malloc serves each large buffer (a value of megabytes, and
+/// the messages carrying it) from fresh pages the kernel must zero, and
+/// hands them back when freed: with values of 8 MB that page-fault work
+/// took more CPU than copying the values (measured, docs/benchmarks.md).
+/// Buffers up to 32 MB (glibc's largest threshold) come from the heap
+/// instead, and freed memory is kept for reuse up to 1 GiB.
+fn tune_allocator() {
+    #[cfg(all(target_os = "linux", target_env = "gnu"))]
+    // SAFETY: mallopt only sets malloc parameters; called before any
+    // thread is started.
+    unsafe {
+        libc::mallopt(libc::M_MMAP_THRESHOLD, 32 << 20);
+        libc::mallopt(libc::M_TRIM_THRESHOLD, 1 << 30);
+    }
+}
+
 fn main() -> Result<()> {
+    tune_allocator();
     let cli = Cli::parse();
     match &cli.command {
         Command::Planing {
@@ -185,6 +216,7 @@ fn main() -> Result<()> {
             ring_size,
             base_port,
             backend,
+            settings,
             stop,
         } => {
             let d = devrel::Devrel {
@@ -193,6 +225,7 @@ fn main() -> Result<()> {
                 ring_size: *ring_size,
                 base_port: *base_port,
                 backend: backend.clone(),
+                settings: settings.clone(),
             };
             if *stop {
                 d.stop()
@@ -306,6 +339,21 @@ fn console(cfg: Config) -> Result<()> {
         peer_cfg.handoff.sender.ack_timeout_ms = cfg.handoff_timeout.as_millis() as u64;
         peer_cfg.handoff.sender.keepalive_ms = (cfg.handoff_timeout.as_millis() as u64 / 3).max(1);
         peer_cfg.handoff.receiver.idle_timeout_ms = 2 * cfg.handoff_timeout.as_millis() as u64;
+        if !cfg.test_link_delay.is_zero() || cfg.test_link_loss > 0.0 {
+            tracing::warn!(
+                delay = ?cfg.test_link_delay,
+                loss = cfg.test_link_loss,
+                "test.link.* is set: messages to other nodes are delayed or lost on purpose (for tests and benchmarks only)"
+            );
+            let seed = cfg.node.nodename.bytes().fold(0xcbf2_9ce4_8422_2325u64, |h, b| {
+                (h ^ u64::from(b)).wrapping_mul(0x100_0000_01b3)
+            });
+            peer_cfg.hook = Some(std::sync::Arc::new(rill_peer::FixedLink::new(
+                cfg.test_link_delay,
+                cfg.test_link_loss,
+                seed,
+            )));
+        }
         let peer = rill_peer::Peer::start(node.clone(), peer_cfg)
             .await
             .map_err(|e| anyhow::anyhow!("{e}"))?;

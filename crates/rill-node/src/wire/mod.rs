@@ -12,7 +12,7 @@ use crate::vnode_msg::{VnodeReply, VnodeRequest};
 use rill_backend::BKey;
 use rill_crdt::Clock;
 use rill_object::{
-    decode_object, decode_vclock, encode_object, encode_vclock, Object, PruneRules, PutMode, VClock,
+    decode_object, decode_vclock, encode_vclock, Object, PruneRules, PutMode, VClock,
 };
 
 const MAGIC: &[u8; 2] = b"RV";
@@ -34,6 +34,7 @@ const BUCKET_LIST: u8 = 20;
 const KEY_LIST: u8 = 21;
 const ENTRIES: u8 = 22;
 const HEAD_CLOCK: u8 = 23;
+const MERGED: u8 = 24;
 
 // Error kinds a replica's failure keeps across the wire.
 const ERR_BACKEND: u8 = 0;
@@ -67,8 +68,11 @@ pub struct Route {
     pub partition: u32,
 }
 
-fn head(kind: u8, route: Route) -> Vec<u8> {
-    let mut b = Vec::with_capacity(64);
+/// A message's bytes begin with `prefix` (the envelope of whoever
+/// carries it), so the message is built in one buffer.
+fn head(prefix: &[u8], kind: u8, route: Route) -> Vec<u8> {
+    let mut b = Vec::with_capacity(prefix.len() + 64);
+    b.extend_from_slice(prefix);
     b.extend_from_slice(MAGIC);
     b.push(VERSION);
     b.push(kind);
@@ -81,6 +85,16 @@ fn put_short(b: &mut Vec<u8>, bytes: &[u8]) {
     let n = bytes.len().min(u16::MAX as usize);
     b.extend_from_slice(&(n as u16).to_be_bytes());
     b.extend_from_slice(&bytes[..n]);
+}
+
+/// An object as a long (its length, then its stored format), encoded in
+/// place.
+fn put_object(b: &mut Vec<u8>, o: &Object) {
+    let at = b.len();
+    b.extend_from_slice(&[0; 4]);
+    rill_object::encode_object_into(b, o);
+    let n = (b.len() - at - 4) as u32;
+    b[at..at + 4].copy_from_slice(&n.to_be_bytes());
 }
 
 fn put_long(b: &mut Vec<u8>, bytes: &[u8]) {
@@ -118,14 +132,19 @@ fn put_key(b: &mut Vec<u8>, k: &BKey) {
 }
 
 pub fn encode_request(route: Route, r: &VnodeRequest) -> Vec<u8> {
+    encode_request_after(&[], route, r)
+}
+
+/// `prefix`, then the request's bytes, in one buffer.
+pub fn encode_request_after(prefix: &[u8], route: Route, r: &VnodeRequest) -> Vec<u8> {
     match r {
         VnodeRequest::Get { key } => {
-            let mut b = head(GET, route);
+            let mut b = head(prefix, GET, route);
             put_key(&mut b, key);
             b
         }
         VnodeRequest::Head { key } => {
-            let mut b = head(HEAD, route);
+            let mut b = head(prefix, HEAD, route);
             put_key(&mut b, key);
             b
         }
@@ -134,33 +153,38 @@ pub fn encode_request(route: Route, r: &VnodeRequest) -> Vec<u8> {
             object,
             allow_mult,
             prune,
+            return_object,
         } => {
-            let mut b = head(MERGE, route);
+            let mut b = head(prefix, MERGE, route);
             put_key(&mut b, key);
-            b.push(u8::from(*allow_mult) | if prune.is_some() { 2 } else { 0 });
+            b.push(
+                u8::from(*allow_mult)
+                    | if prune.is_some() { 2 } else { 0 }
+                    | if *return_object { 0 } else { 4 },
+            );
             if let Some(p) = prune {
                 put_prune(&mut b, p);
             }
-            put_long(&mut b, &encode_object(object));
+            put_object(&mut b, object);
             b
         }
         VnodeRequest::Buckets { bucket_type } => {
-            let mut b = head(BUCKETS, route);
+            let mut b = head(prefix, BUCKETS, route);
             put_short(&mut b, bucket_type);
             b
         }
         VnodeRequest::Keys(q) => {
-            let mut b = head(KEYS, route);
+            let mut b = head(prefix, KEYS, route);
             coverage::put_keys_query(&mut b, q);
             b
         }
         VnodeRequest::IndexPage { query, page } => {
-            let mut b = head(INDEX_PAGE, route);
+            let mut b = head(prefix, INDEX_PAGE, route);
             coverage::put_index_query(&mut b, query, *page);
             b
         }
         VnodeRequest::Coordinate { key, step, prune } => {
-            let mut b = head(COORDINATE, route);
+            let mut b = head(prefix, COORDINATE, route);
             put_key(&mut b, key);
             put_prune(&mut b, prune);
             match &**step {
@@ -176,7 +200,7 @@ pub fn encode_request(route: Route, r: &VnodeRequest) -> Vec<u8> {
                         clock: VClock::new(),
                         contents: vec![content.clone()],
                     };
-                    put_long(&mut b, &encode_object(&one));
+                    put_object(&mut b, &one);
                 }
                 CoordinateStep::Dt {
                     datatype,
@@ -200,7 +224,7 @@ pub fn encode_request(route: Route, r: &VnodeRequest) -> Vec<u8> {
             b
         }
         VnodeRequest::Reap { key, clock } => {
-            let mut b = head(REAP, route);
+            let mut b = head(prefix, REAP, route);
             put_key(&mut b, key);
             put_long(&mut b, &encode_vclock(clock));
             b
@@ -209,49 +233,55 @@ pub fn encode_request(route: Route, r: &VnodeRequest) -> Vec<u8> {
 }
 
 pub fn encode_reply(route: Route, r: &VnodeReply) -> Vec<u8> {
+    encode_reply_after(&[], route, r)
+}
+
+/// `prefix`, then the reply's bytes, in one buffer.
+pub fn encode_reply_after(prefix: &[u8], route: Route, r: &VnodeReply) -> Vec<u8> {
     match r {
         VnodeReply::Found(o) => {
-            let mut b = head(FOUND, route);
+            let mut b = head(prefix, FOUND, route);
             b.push(u8::from(o.is_some()));
             if let Some(o) = o {
-                put_long(&mut b, &encode_object(o));
+                put_object(&mut b, o);
             }
             b
         }
         VnodeReply::Stored(o) => {
-            let mut b = head(STORED, route);
-            put_long(&mut b, &encode_object(o));
+            let mut b = head(prefix, STORED, route);
+            put_object(&mut b, o);
             b
         }
+        VnodeReply::Merged => head(prefix, MERGED, route),
         VnodeReply::Head(clock) => {
-            let mut b = head(HEAD_CLOCK, route);
+            let mut b = head(prefix, HEAD_CLOCK, route);
             put_long(&mut b, &encode_vclock(clock));
             b
         }
         VnodeReply::Buckets(list) => {
-            let mut b = head(BUCKET_LIST, route);
+            let mut b = head(prefix, BUCKET_LIST, route);
             op::put_list(&mut b, list);
             b
         }
         VnodeReply::Keys { keys, more } => {
-            let mut b = head(KEY_LIST, route);
+            let mut b = head(prefix, KEY_LIST, route);
             b.push(u8::from(*more));
             op::put_list(&mut b, keys);
             b
         }
         VnodeReply::Entries { entries, filled } => {
-            let mut b = head(ENTRIES, route);
+            let mut b = head(prefix, ENTRIES, route);
             b.push(u8::from(*filled));
             coverage::put_entries(&mut b, entries);
             b
         }
         VnodeReply::Reaped(done) => {
-            let mut b = head(REAPED, route);
+            let mut b = head(prefix, REAPED, route);
             b.push(u8::from(*done));
             b
         }
         VnodeReply::Failed(e) => {
-            let mut b = head(FAILED, route);
+            let mut b = head(prefix, FAILED, route);
             let (kind, n, m) = match e {
                 KvError::OutOfSpace { retry_after_secs } => {
                     (ERR_OUT_OF_SPACE, u64::from(*retry_after_secs), 0)
@@ -364,7 +394,7 @@ pub fn decode_request(b: &[u8]) -> Result<(Route, VnodeRequest), WireError> {
         MERGE => {
             let key = r.key()?;
             let flags = r.u8()?;
-            if flags & !3 != 0 {
+            if flags & !7 != 0 {
                 return Err(WireError::Malformed(format!("merge flags {flags:#x}")));
             }
             let prune = if flags & 2 != 0 {
@@ -375,6 +405,7 @@ pub fn decode_request(b: &[u8]) -> Result<(Route, VnodeRequest), WireError> {
             VnodeRequest::Merge {
                 key,
                 allow_mult: flags & 1 != 0,
+                return_object: flags & 4 == 0,
                 prune,
                 object: r.object()?,
             }
@@ -459,6 +490,7 @@ pub fn decode_reply(b: &[u8]) -> Result<(Route, VnodeReply), WireError> {
             x => return Err(WireError::Malformed(format!("found flag {x}"))),
         },
         STORED => VnodeReply::Stored(r.object()?),
+        MERGED => VnodeReply::Merged,
         HEAD_CLOCK => VnodeReply::Head(
             decode_vclock(r.long()?).map_err(|e| WireError::Malformed(format!("clock: {e}")))?,
         ),

@@ -30,12 +30,14 @@ fn requests_and_replies_round_trip_and_refuse_every_cut() {
             object: object(),
             allow_mult: true,
             prune: Some(PruneRules::default()),
+            return_object: true,
         },
         VnodeRequest::Merge {
             key: key(),
             object: object(),
             allow_mult: false,
             prune: None,
+            return_object: false,
         },
         VnodeRequest::Reap {
             key: key(),
@@ -131,6 +133,7 @@ fn requests_and_replies_round_trip_and_refuse_every_cut() {
         VnodeReply::Found(Some(object())),
         VnodeReply::Stored(object()),
         VnodeReply::Head(object().clock),
+        VnodeReply::Merged,
         VnodeReply::Reaped(true),
         VnodeReply::Failed(KvError::OutOfSpace {
             retry_after_secs: 2,
