@@ -6,8 +6,14 @@
 use libfuzzer_sys::fuzz_target;
 
 fuzz_target!(|data: &[u8]| {
-    if let Ok(o) = rill_object::decode_object(data) {
-        assert_eq!(rill_object::encode_object(&o), data);
+    // Copied or shared values: the same object either way.
+    let shared = bytes::Bytes::copy_from_slice(data);
+    match rill_object::decode_object(data) {
+        Ok(o) => {
+            assert_eq!(rill_object::encode_object(&o), data);
+            assert_eq!(rill_object::decode_object_shared(&shared), Ok(o));
+        }
+        Err(e) => assert_eq!(rill_object::decode_object_shared(&shared), Err(e)),
     }
     if let Ok(c) = rill_crdt::Crdt::decode(data) {
         let _ = c.value();
@@ -35,6 +41,14 @@ fuzz_target!(|data: &[u8]| {
         }
     }
     // A vnode request or reply, as a peer node could send it.
+    assert_eq!(
+        rill_node::wire::decode_request_shared(&shared),
+        rill_node::wire::decode_request(data)
+    );
+    assert_eq!(
+        rill_node::wire::decode_reply_shared(&shared),
+        rill_node::wire::decode_reply(data)
+    );
     if let Ok((route, req)) = rill_node::wire::decode_request(data) {
         let again = rill_node::wire::encode_request(route, &req);
         assert_eq!(rill_node::wire::decode_request(&again), Ok((route, req)));

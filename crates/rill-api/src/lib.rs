@@ -10,6 +10,24 @@ pub mod http;
 pub mod pb;
 
 /// Runs node work (which blocks on disk) off the async threads.
+/// Runs `f` on the node's pool for writes of large values (lower CPU
+/// priority, a few at once: `rill_node::bulk`) when `bytes` is above
+/// the bulk size, else as other blocking work.
+pub(crate) async fn blocking_sized<T: Send + 'static>(
+    node: &std::sync::Arc<rill_node::Node>,
+    bytes: usize,
+    f: impl FnOnce() -> T + Send + 'static,
+) -> T {
+    if bytes <= rill_node::bulk::BULK_BYTES {
+        return blocking(f).await;
+    }
+    let (tx, rx) = tokio::sync::oneshot::channel();
+    node.bulk_coordinate().spawn(move || {
+        let _ = tx.send(f());
+    });
+    rx.await.expect("a bulk task ran to its end")
+}
+
 pub(crate) async fn blocking<T: Send + 'static>(f: impl FnOnce() -> T + Send + 'static) -> T {
     tokio::task::spawn_blocking(f)
         .await

@@ -57,8 +57,8 @@ impl Backend for BitcaskBackend {
         "riak_kv_bitcask_backend"
     }
 
-    fn get(&self, k: &BKey) -> Result<Option<Vec<u8>>> {
-        Ok(self.store.get(&object_key(k)?)?)
+    fn get(&self, k: &BKey) -> Result<Option<bytes::Bytes>> {
+        Ok(self.store.get(&object_key(k)?)?.map(bytes::Bytes::from))
     }
 
     fn contains(&self, k: &BKey) -> Result<bool> {

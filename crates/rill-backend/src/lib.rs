@@ -46,7 +46,7 @@ pub trait Backend: Send + Sync {
     /// Riak's name for this backend in errors and stats.
     fn name(&self) -> &'static str;
 
-    fn get(&self, k: &BKey) -> Result<Option<Vec<u8>>>;
+    fn get(&self, k: &BKey) -> Result<Option<bytes::Bytes>>;
 
     /// True when `k` is readable here; backends answer it without reading
     /// the value where they can.

@@ -19,7 +19,9 @@ pub struct MemoryOptions {
 }
 
 struct Entry {
-    value: Vec<u8>,
+    /// Shared with readers: a get takes no copy (and no time under the
+    /// lock) however large the value.
+    value: bytes::Bytes,
     indexes: Vec<IndexEntry>,
     written: Instant,
     seq: u64,
@@ -80,7 +82,7 @@ impl Backend for MemoryBackend {
         Ok(inner.objects.get(&raw).is_some_and(|e| !self.expired(e)))
     }
 
-    fn get(&self, k: &BKey) -> Result<Option<Vec<u8>>> {
+    fn get(&self, k: &BKey) -> Result<Option<bytes::Bytes>> {
         let raw = object_key(k)?;
         let mut inner = self.lock();
         match inner.objects.get(&raw) {
@@ -129,7 +131,7 @@ impl Backend for MemoryBackend {
         inner.objects.insert(
             raw,
             Entry {
-                value: value.to_vec(),
+                value: bytes::Bytes::copy_from_slice(value),
                 indexes,
                 written: Instant::now(),
                 seq,

@@ -57,13 +57,13 @@ fn put_get_delete() {
         assert_eq!(b.get(&k("", "b", "x")).unwrap(), None);
         b.put(&k("", "b", "x"), b"one", &[], &[]).unwrap();
         b.put(&k("t", "b", "x"), b"typed", &[], &[]).unwrap();
-        assert_eq!(b.get(&k("", "b", "x")).unwrap().unwrap(), b"one");
-        assert_eq!(b.get(&k("t", "b", "x")).unwrap().unwrap(), b"typed");
+        assert_eq!(b.get(&k("", "b", "x")).unwrap().unwrap(), &b"one"[..]);
+        assert_eq!(b.get(&k("t", "b", "x")).unwrap().unwrap(), &b"typed"[..]);
         b.put(&k("", "b", "x"), b"two", &[], &[]).unwrap();
-        assert_eq!(b.get(&k("", "b", "x")).unwrap().unwrap(), b"two");
+        assert_eq!(b.get(&k("", "b", "x")).unwrap().unwrap(), &b"two"[..]);
         b.delete(&k("", "b", "x"), &[]).unwrap();
         assert_eq!(b.get(&k("", "b", "x")).unwrap(), None);
-        assert_eq!(b.get(&k("t", "b", "x")).unwrap().unwrap(), b"typed");
+        assert_eq!(b.get(&k("t", "b", "x")).unwrap().unwrap(), &b"typed"[..]);
     });
 }
 
@@ -212,7 +212,7 @@ fn bitcask_indexes_survive_a_restart() {
         ),
         vec![(Term::Int(7), "k1".into()), (Term::Int(9), "k2".into())]
     );
-    assert_eq!(b.get(&k("", "p", "k2")).unwrap().unwrap(), b"v");
+    assert_eq!(b.get(&k("", "p", "k2")).unwrap().unwrap(), &b"v"[..]);
 }
 
 #[test]
@@ -300,7 +300,9 @@ fn model() {
                     .unwrap();
                 assert_eq!(
                     got,
-                    model.get(&(bucket, key)).map(|(v, _)| v.clone()),
+                    model
+                        .get(&(bucket, key))
+                        .map(|(v, _)| bytes::Bytes::from(v.clone())),
                     "{}",
                     b.name()
                 );

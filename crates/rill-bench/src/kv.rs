@@ -59,6 +59,12 @@ pub struct Args {
     /// seconds: the physical bound on bytes moved (0: skip).
     #[arg(long, default_value_t = 0.0)]
     loopback_bound_s: f64,
+    /// Nice value of the load's client threads (not the probe's): when
+    /// the nodes share this machine's cores with the load, a positive
+    /// value stands for clients on other machines, which would not take
+    /// the nodes' CPU.
+    #[arg(long, default_value_t = 0)]
+    load_nice: i32,
     /// A short run for CI: 5 s, 8 clients, 2 000 keys.
     #[arg(long)]
     quick: bool,
@@ -254,6 +260,7 @@ pub fn run(mut a: Args) -> Result<()> {
         None => None,
     };
     let started = Instant::now();
+    let (mut measured, mut lo_after) = (0.0, None);
     std::thread::scope(|s| -> Result<()> {
         for c in 0..a.clients {
             let (current, stop, value, bucket) =
@@ -266,7 +273,11 @@ pub fn run(mut a: Args) -> Result<()> {
                 next_seq: (c as u64 * a.keys) / a.clients as u64,
             };
             let mut rng = Rng(0xDEAD_BEEF ^ (c as u64 + 1).wrapping_mul(0x9E37_79B9));
+            let load_nice = a.load_nice;
             s.spawn(move || {
+                if load_nice != 0 {
+                    crate::kv_bound::renice_this_thread(load_nice);
+                }
                 let mut client = match Client::connect(&target) {
                     Ok(c) => c,
                     Err(e) => {
@@ -378,13 +389,15 @@ pub fn run(mut a: Args) -> Result<()> {
             ));
             println!("{line}");
         }
+        // The measured window ends at the last interval: operations still
+        // running when it closes are not counted, nor the time they take.
+        measured = (tick - started).as_secs_f64();
+        lo_after = crate::kv_bound::lo_bytes();
         stop.store(true, Ordering::Relaxed);
         Ok(())
     })?;
-    let elapsed = started.elapsed().as_secs_f64();
-    let lo_moved = lo_before
-        .zip(crate::kv_bound::lo_bytes())
-        .map(|(a, b)| b.saturating_sub(a));
+    let elapsed = measured;
+    let lo_moved = lo_before.zip(lo_after).map(|(a, b)| b.saturating_sub(a));
     let probe = probe.map(|p| p.finish());
     let tot = total.lock().unwrap_or_else(|e| e.into_inner());
     let mut report = Report::new("kv", a.quick);
@@ -395,6 +408,11 @@ pub fn run(mut a: Args) -> Result<()> {
     report.int("keys", a.keys, "keys");
     report.int("value_bytes", a.value_bytes as u64, "value bytes");
     report.int("clients", a.clients as u64, "clients");
+    report.int(
+        "load_nice",
+        a.load_nice.max(0) as u64,
+        "nice value of the load's client threads",
+    );
     let all: u64 = tot.hist.iter().map(|h| h.len()).sum();
     report.num(
         "ops_s",
@@ -469,8 +487,16 @@ pub fn run(mut a: Args) -> Result<()> {
     }
     if let Some((h, errors)) = probe {
         report.int("probe_gets", h.len(), "small gets of the probe");
-        report.int("probe_p50_us", h.value_at_quantile(0.5), "small get p50, us");
-        report.int("probe_p99_us", h.value_at_quantile(0.99), "small get p99, us");
+        report.int(
+            "probe_p50_us",
+            h.value_at_quantile(0.5),
+            "small get p50, us",
+        );
+        report.int(
+            "probe_p99_us",
+            h.value_at_quantile(0.99),
+            "small get p99, us",
+        );
         report.int("probe_max_us", h.max(), "small get max, us");
         report.int("probe_errors", errors, "probe gets failed");
     }

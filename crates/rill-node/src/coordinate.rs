@@ -622,7 +622,7 @@ mod tests {
                 ..GetRequest::default()
             })
             .unwrap();
-        assert!(matches!(got, GetAnswer::Found(o) if o.contents[0].value == b"v"));
+        assert!(matches!(got, GetAnswer::Found(o) if o.contents[0].value == b"v"[..]));
         for e in &pl {
             assert!(
                 n.vnode(e).get(&k).unwrap().is_some(),

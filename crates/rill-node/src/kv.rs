@@ -519,7 +519,7 @@ mod tests {
             })
             .unwrap()
         {
-            GetAnswer::Found(o) => o.contents.into_iter().map(|c| c.value).collect(),
+            GetAnswer::Found(o) => o.contents.into_iter().map(|c| c.value.to_vec()).collect(),
             other => panic!("{other:?}"),
         }
     }

@@ -10,6 +10,7 @@
 //!   under a striped lock), so concurrent writers never lose a sibling;
 //! - bucket types and properties are on disk before a change returns.
 
+pub mod bulk;
 pub mod cluster;
 mod config;
 mod coordinate;

@@ -1,5 +1,6 @@
 //! The node: its vnodes, ring, bucket registry and background work.
 
+use crate::bulk::BulkPool;
 use crate::cluster::{ClusterView, Remote};
 use crate::config::{BackendKind, DeleteMode, MergePolicyKind, NodeConfig};
 use crate::error::KvError;
@@ -92,6 +93,8 @@ pub struct Node {
     pub(crate) remote: OnceLock<Arc<dyn Remote>>,
     /// This node, for work that outlives a request (finishing a get).
     pub(crate) this: Weak<Node>,
+    /// Work on large values (`bulk`), made on first use.
+    bulk: OnceLock<(BulkPool, BulkPool)>,
 }
 
 impl Node {
@@ -190,6 +193,7 @@ impl Node {
             view: RwLock::new(Arc::new(view)),
             remote: OnceLock::new(),
             this: this.clone(),
+            bulk: OnceLock::new(),
         });
         let weak = Arc::downgrade(&node);
         let reaper = node.reaper.clone();
@@ -436,6 +440,30 @@ impl Node {
     #[doc(hidden)]
     pub fn stop_as_if_killed(&self) {
         self.forget_clean_stop.store(true, Ordering::Relaxed);
+    }
+
+    /// The pool that coordinates writes of large values (they wait for
+    /// other nodes): 4 at once. Measured on seed 002's experiment (8 MB
+    /// values, 20 ms round trips, docs/benchmarks.md): with 16 the puts
+    /// and the small gets beside them were slower at every concurrency.
+    pub fn bulk_coordinate(&self) -> &BulkPool {
+        &self.bulk_pools().0
+    }
+
+    /// The pool that serves other nodes' large requests to this node's
+    /// vnodes (they never wait on another node): one per core.
+    pub fn bulk_serve(&self) -> &BulkPool {
+        &self.bulk_pools().1
+    }
+
+    fn bulk_pools(&self) -> &(BulkPool, BulkPool) {
+        self.bulk.get_or_init(|| {
+            let cores = std::thread::available_parallelism().map_or(2, |n| n.get());
+            (
+                BulkPool::new("rill-bulk-coord", 4),
+                BulkPool::new("rill-bulk-serve", cores),
+            )
+        })
     }
 
     pub(crate) fn bkey(bucket_type: &[u8], bucket: &[u8], key: &[u8]) -> BKey {

@@ -4,7 +4,7 @@
 use crate::error::KvError;
 use crate::lease::LeaseFile;
 use rill_backend::{BKey, Backend, IndexEntry, Term};
-use rill_object::{decode_object, encode_object, Object, PruneRules, VClock};
+use rill_object::{decode_object_shared, encode_object, Object, PruneRules, VClock};
 use rill_ring::Partition;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
@@ -158,7 +158,8 @@ impl Vnode {
     pub fn get(&self, k: &BKey) -> Result<Option<Object>, KvError> {
         match self.backend.get(k)? {
             None => Ok(None),
-            Some(bytes) => decode_object(&bytes).map(Some).map_err(|e| {
+            // The values share the bytes read (no second copy).
+            Some(bytes) => decode_object_shared(&bytes).map(Some).map_err(|e| {
                 tracing::error!(partition = self.partition.0, error = %e, "stored object does not decode");
                 KvError::Backend(format!("stored object does not decode: {e}"))
             }),

@@ -35,7 +35,7 @@ fn put(
         key: Some(k.into()),
         vclock,
         content: Content::new(
-            v.into(),
+            v.to_string(),
             Metadata {
                 content_type: Some(b"text/plain".to_vec()),
                 ..Metadata::default()
@@ -62,7 +62,7 @@ fn values(a: &GetAnswer) -> Vec<String> {
         GetAnswer::Found(o) => o
             .contents
             .iter()
-            .map(|c| String::from_utf8(c.value.clone()).unwrap())
+            .map(|c| String::from_utf8(c.value.to_vec()).unwrap())
             .collect(),
         other => panic!("expected an object, got {other:?}"),
     }

@@ -213,7 +213,7 @@ fn a_lost_lease_file_means_new_ids_not_reused_counters() {
     put(&n, "b", "k", "v2");
     let o = get(&n, "b", "k").unwrap();
     assert_eq!(o.contents.len(), 1);
-    assert_eq!(o.contents[0].value, b"v2");
+    assert_eq!(o.contents[0].value, &b"v2"[..]);
     assert_eq!(o.clock.len(), 2, "a new actor: {:?}", o.clock);
     assert!(o.clock.descends(&first));
 }

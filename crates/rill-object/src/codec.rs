@@ -4,6 +4,7 @@
 
 use crate::clock::{Dot, VClock};
 use crate::object::{Content, Link, Metadata, Object};
+use bytes::Bytes;
 
 /// Version of the stored object format.
 pub const OBJECT_FORMAT_VERSION: u8 = 1;
@@ -201,21 +202,26 @@ pub fn encode_object(o: &Object) -> Vec<u8> {
 /// At least the bytes `encode_object` makes of `o` (so one reservation
 /// holds them: a large value is copied once).
 fn encoded_size_bound(o: &Object) -> usize {
-    let pairs = |v: &[(Vec<u8>, Vec<u8>)]| v.iter().map(|(k, v)| 8 + k.len() + v.len()).sum::<usize>();
+    let pairs =
+        |v: &[(Vec<u8>, Vec<u8>)]| v.iter().map(|(k, v)| 8 + k.len() + v.len()).sum::<usize>();
     let contents: usize = o
         .contents
         .iter()
         .map(|c| {
             let m = &c.meta;
             let opt = |x: &Option<Vec<u8>>| x.as_ref().map_or(0, |b| 4 + b.len());
-            1 + 17 + 256
+            1 + 17
+                + 256
                 + opt(&m.content_type)
                 + opt(&m.charset)
                 + opt(&m.content_encoding)
                 + opt(&m.vtag)
                 + 8
                 + 4
-                + m.links.iter().map(|l| 12 + l.bucket.len() + l.key.len() + l.tag.len()).sum::<usize>()
+                + m.links
+                    .iter()
+                    .map(|l| 12 + l.bucket.len() + l.key.len() + l.tag.len())
+                    .sum::<usize>()
                 + 4
                 + pairs(&m.usermeta)
                 + 4
@@ -281,7 +287,17 @@ pub fn encode_object_into(out: &mut Vec<u8>, o: &Object) {
     *out = w.0;
 }
 
+/// An object from its stored bytes; its values are copied out.
 pub fn decode_object(bytes: &[u8]) -> Result<Object, DecodeError> {
+    decode_object_from(bytes, None)
+}
+
+/// An object from its stored bytes, its values sharing `bytes` (no copy).
+pub fn decode_object_shared(bytes: &Bytes) -> Result<Object, DecodeError> {
+    decode_object_from(bytes, Some(bytes))
+}
+
+fn decode_object_from(bytes: &[u8], shared: Option<&Bytes>) -> Result<Object, DecodeError> {
     let mut r = Reader {
         what: "object",
         buf: bytes,
@@ -342,7 +358,12 @@ pub fn decode_object(bytes: &[u8]) -> Result<Object, DecodeError> {
         };
         let usermeta = pairs("usermeta")?;
         let indexes = pairs("indexes")?;
-        let value = r.bytes("value")?;
+        let n = r.u32("value")? as usize;
+        let raw = r.take(n, "value")?;
+        let value = match shared {
+            Some(b) => b.slice_ref(raw),
+            None => Bytes::copy_from_slice(raw),
+        };
         contents.push(Content {
             value,
             dot,

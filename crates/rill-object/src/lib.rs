@@ -23,7 +23,7 @@ mod object;
 
 pub use clock::{Actor, Dot, PruneRules, VClock};
 pub use codec::{
-    decode_object, decode_vclock, encode_object, encode_object_into, encode_vclock, DecodeError,
-    OBJECT_FORMAT_VERSION,
+    decode_object, decode_object_shared, decode_vclock, encode_object, encode_object_into,
+    encode_vclock, DecodeError, OBJECT_FORMAT_VERSION,
 };
 pub use object::{Content, Link, Metadata, Object, PutMode};

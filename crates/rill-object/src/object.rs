@@ -1,6 +1,7 @@
 //! Objects, siblings and the rules that combine them.
 
 use crate::clock::{Actor, Dot, VClock};
+use bytes::Bytes;
 
 /// A link to another object (Riak's link walking metadata).
 #[derive(Clone, Debug, Default, PartialEq, Eq, PartialOrd, Ord, Hash)]
@@ -33,15 +34,18 @@ pub struct Metadata {
 /// the write that made it.
 #[derive(Clone, Debug, Default, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub struct Content {
-    pub value: Vec<u8>,
+    /// Shared, not copied, as the object moves between a client, the
+    /// coordinator, replicas and the store: a large value is copied only
+    /// where its bytes must change place.
+    pub value: Bytes,
     pub meta: Metadata,
     pub dot: Option<Dot>,
 }
 
 impl Content {
-    pub fn new(value: Vec<u8>, meta: Metadata) -> Content {
+    pub fn new(value: impl Into<Bytes>, meta: Metadata) -> Content {
         Content {
-            value,
+            value: value.into(),
             meta,
             dot: None,
         }
@@ -49,7 +53,7 @@ impl Content {
 
     pub fn tombstone(last_modified_us: u64, vtag: Vec<u8>) -> Content {
         Content {
-            value: Vec::new(),
+            value: Bytes::new(),
             meta: Metadata {
                 deleted: true,
                 last_modified_us,

@@ -280,7 +280,7 @@ impl Peer {
                 let liveness = inner.detector.liveness(&node, now);
                 if inner.state.status(&node).is_none() {
                     AdminAnswer::failed(format!("Failed: {node:?} is not a member of the cluster."))
-                } else if liveness != crate::detector::Liveness::Unreachable {
+                } else if node == self.me || liveness != crate::detector::Liveness::Unreachable {
                     AdminAnswer::failed(format!("Failed: {node:?} is up"))
                 } else {
                     match inner.state.set_status(&self.me, &node, Status::Down) {

@@ -21,5 +21,5 @@ mod runtime;
 mod store;
 
 pub use admin::{join_address, AdminAnswer};
-pub use runtime::{Peer, PeerConfig};
 pub use rill_transport::FixedLink;
+pub use runtime::{Peer, PeerConfig};

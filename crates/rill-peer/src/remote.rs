@@ -110,8 +110,8 @@ impl Remote for Link {
 impl Peer {
     /// A peer's request for one of this node's vnodes (on a blocking
     /// thread: vnodes read and write the disk).
-    pub(crate) fn serve(&self, from: &str, b: &[u8]) {
-        let (route, request) = match wire::decode_request(b) {
+    pub(crate) fn serve(&self, from: &str, b: &bytes::Bytes) {
+        let (route, request) = match wire::decode_request_shared(b) {
             Ok(r) => r,
             Err(e) => {
                 tracing::warn!(from, error = %e, "a malformed vnode request was dropped");
@@ -128,8 +128,8 @@ impl Peer {
     }
 
     /// A reply to a request this node sent.
-    pub(crate) fn reply_in(&self, b: &[u8]) {
-        let (route, reply) = match wire::decode_reply(b) {
+    pub(crate) fn reply_in(&self, b: &bytes::Bytes) {
+        let (route, reply) = match wire::decode_reply_shared(b) {
             Ok(r) => r,
             Err(e) => {
                 tracing::warn!(error = %e, "a malformed vnode reply was dropped");

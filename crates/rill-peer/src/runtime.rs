@@ -244,7 +244,10 @@ impl Peer {
                 Some((n.clone(), a))
             })
             .collect();
-        let members = inner.state.with_status(Status::is_member);
+        // This node does not watch itself (it hears no pings from itself,
+        // and is always up to itself).
+        let mut members = inner.state.with_status(Status::is_member);
+        members.retain(|n| *n != self.me);
         let now = self.now();
         inner.detector.track(&members, now);
         self.publish_view(inner);
@@ -378,6 +381,16 @@ impl Peer {
         match msg {
             PeerMsg::Ping => {}
             PeerMsg::Gossip(b) => self.gossip_in(&m.from, &b),
+            PeerMsg::VnodeRequest(_) if body.len() > rill_node::bulk::BULK_BYTES => {
+                // A large value: served by the node's bulk pool (lower CPU
+                // priority, a few at once), queued there without holding
+                // the inbox, so small requests and replies behind it go on.
+                let peer = self.clone();
+                let from = m.from.clone();
+                self.node
+                    .bulk_serve()
+                    .spawn(move || peer.serve(&from, &body));
+            }
             PeerMsg::VnodeRequest(_) => {
                 // Waiting for a permit holds the inbox back: peers then
                 // wait on their queues (back-pressure), never the reverse.

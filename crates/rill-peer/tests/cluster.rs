@@ -96,7 +96,7 @@ fn get(node: &Arc<Node>, key: &str) -> Option<Vec<u8>> {
         })
         .unwrap()
     {
-        GetAnswer::Found(o) => Some(o.contents[0].value.clone()),
+        GetAnswer::Found(o) => Some(o.contents[0].value.to_vec()),
         _ => None,
     }
 }

@@ -22,7 +22,7 @@ pub(crate) fn check(sim: &KvSim) -> Result<(), String> {
                 .contents
                 .iter()
                 .filter(|c| !c.meta.deleted)
-                .map(|c| c.value.as_slice())
+                .map(|c| c.value.as_ref())
                 .collect(),
             None => Vec::new(),
         };

@@ -17,6 +17,12 @@ pub enum Lane {
 impl Lane {
     pub const ALL: [Lane; 4] = [Lane::Control, Lane::Small, Lane::Bulk, Lane::Handoff];
 
+    /// Bulk values and handoff: moved by the transport's background
+    /// threads, at a lower CPU priority than the rest.
+    pub fn is_background(self) -> bool {
+        matches!(self, Lane::Bulk | Lane::Handoff)
+    }
+
     pub fn code(self) -> u8 {
         match self {
             Lane::Control => 0,

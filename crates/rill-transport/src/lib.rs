@@ -29,6 +29,7 @@
 pub mod frame;
 mod hook;
 pub mod lane;
+mod priority;
 mod recv;
 pub mod schedule;
 mod send;

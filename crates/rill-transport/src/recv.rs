@@ -30,17 +30,49 @@ enum RecvError {
 }
 
 /// Reads until the peer closes, the inbox closes, or the peer breaks the
-/// protocol (then the connection is dropped, with a log line).
+/// protocol (then the connection is dropped, with a log line). A
+/// connection of a background lane (bulk values, handoff) is read on
+/// `background`'s threads once its hello says so.
 pub(crate) async fn run(
     mut stream: TcpStream,
     peer: SocketAddr,
     inbox: mpsc::Sender<Incoming>,
     max_message_bytes: usize,
+    background: Option<tokio::runtime::Handle>,
 ) {
-    match read(&mut stream, &inbox, max_message_bytes).await {
-        Ok(()) => {}
-        Err(RecvError::Io(e)) if e.kind() == std::io::ErrorKind::UnexpectedEof => {}
-        Err(e) => tracing::warn!(%peer, error = %e, "dropping a connection from a peer"),
+    let mut buf = BytesMut::with_capacity(128 << 10);
+    let (from, lane) = match hello(&mut stream, &mut buf).await {
+        Ok(h) => h,
+        Err(e) => return report(peer, e),
+    };
+    if let (true, Some(h)) = (lane.is_background(), background) {
+        match stream.into_std() {
+            Ok(std) => {
+                h.spawn(async move {
+                    match TcpStream::from_std(std) {
+                        Ok(mut s) => {
+                            let r = read(&mut s, buf, from, lane, &inbox, max_message_bytes).await;
+                            if let Err(e) = r {
+                                report(peer, e);
+                            }
+                        }
+                        Err(e) => report(peer, e.into()),
+                    }
+                });
+            }
+            Err(e) => report(peer, e.into()),
+        }
+        return;
+    }
+    if let Err(e) = read(&mut stream, buf, from, lane, &inbox, max_message_bytes).await {
+        report(peer, e);
+    }
+}
+
+fn report(peer: SocketAddr, e: RecvError) {
+    match e {
+        RecvError::Io(e) if e.kind() == std::io::ErrorKind::UnexpectedEof => {}
+        e => tracing::warn!(%peer, error = %e, "dropping a connection from a peer"),
     }
 }
 
@@ -56,20 +88,26 @@ async fn next_frame(stream: &mut TcpStream, buf: &mut BytesMut) -> Result<Frame,
     }
 }
 
-async fn read(
-    stream: &mut TcpStream,
-    inbox: &mpsc::Sender<Incoming>,
-    max_message_bytes: usize,
-) -> Result<(), RecvError> {
-    let mut buf = BytesMut::with_capacity(128 << 10);
-    let (from, lane) = match next_frame(stream, &mut buf).await? {
+/// The connection's hello: the peer's name and the lane.
+async fn hello(stream: &mut TcpStream, buf: &mut BytesMut) -> Result<(String, Lane), RecvError> {
+    match next_frame(stream, buf).await? {
         Frame::Hello { lane, name } => {
             let lane = Lane::from_code(lane)
                 .ok_or_else(|| RecvError::Protocol(format!("unknown lane {lane}")))?;
-            (name, lane)
+            Ok((name, lane))
         }
-        Frame::Chunk(_) => return Err(RecvError::Protocol("a chunk before the hello".into())),
-    };
+        Frame::Chunk(_) => Err(RecvError::Protocol("a chunk before the hello".into())),
+    }
+}
+
+async fn read(
+    stream: &mut TcpStream,
+    mut buf: BytesMut,
+    from: String,
+    lane: Lane,
+    inbox: &mpsc::Sender<Incoming>,
+    max_message_bytes: usize,
+) -> Result<(), RecvError> {
     // Messages being reassembled: declared length, bytes so far.
     let mut partial: HashMap<u64, (usize, BytesMut)> = HashMap::new();
     let mut partial_bytes = 0usize;

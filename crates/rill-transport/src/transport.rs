@@ -50,6 +50,11 @@ pub struct TransportConfig {
     pub max_message_bytes: usize,
     /// Test only: delay and loss per message.
     pub hook: Option<Arc<dyn LinkHook>>,
+    /// Threads that move the background lanes (bulk values, handoff) at
+    /// a lower CPU priority (nice +10), so the copying of large values in
+    /// and out of the kernel yields the CPU to small requests; 0: they run
+    /// with the rest.
+    pub background_threads: usize,
 }
 
 impl TransportConfig {
@@ -61,6 +66,7 @@ impl TransportConfig {
             inbox_messages: 1024,
             max_message_bytes: 256 << 20,
             hook: None,
+            background_threads: 2,
         }
     }
 }
@@ -83,6 +89,38 @@ pub struct Transport {
     local: SocketAddr,
     links: Mutex<Links>,
     unreachable: send::Unreachable,
+    background: Option<Background>,
+}
+
+/// The runtime of the background lanes, stopped without waiting when the
+/// transport goes (it may go inside another runtime's task).
+struct Background(Option<tokio::runtime::Runtime>);
+
+impl Background {
+    fn start(threads: usize) -> std::io::Result<Option<Background>> {
+        if threads == 0 {
+            return Ok(None);
+        }
+        let rt = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(threads)
+            .thread_name("rill-bulk-io")
+            .on_thread_start(crate::priority::lower_priority)
+            .enable_all()
+            .build()?;
+        Ok(Some(Background(Some(rt))))
+    }
+
+    fn handle(&self) -> Option<tokio::runtime::Handle> {
+        self.0.as_ref().map(|rt| rt.handle().clone())
+    }
+}
+
+impl Drop for Background {
+    fn drop(&mut self) {
+        if let Some(rt) = self.0.take() {
+            rt.shutdown_background();
+        }
+    }
 }
 
 impl Transport {
@@ -95,12 +133,15 @@ impl Transport {
         let local = listener.local_addr()?;
         let (inbox, rx) = mpsc::channel(config.inbox_messages.max(1));
         let max = config.max_message_bytes;
+        let background = Background::start(config.background_threads)?;
+        let bg = background.as_ref().and_then(Background::handle);
         tokio::spawn(async move {
             loop {
                 match listener.accept().await {
                     Ok((stream, peer)) => {
                         let _ = stream.set_nodelay(true);
-                        tokio::spawn(crate::recv::run(stream, peer, inbox.clone(), max));
+                        let run = crate::recv::run(stream, peer, inbox.clone(), max, bg.clone());
+                        tokio::spawn(run);
                     }
                     Err(e) => {
                         tracing::warn!(error = %e, "accepting a peer failed");
@@ -117,6 +158,7 @@ impl Transport {
             local,
             links: Mutex::new(HashMap::new()),
             unreachable: Default::default(),
+            background,
         };
         Ok((Arc::new(t), rx))
     }
@@ -138,13 +180,17 @@ impl Transport {
             }
         }
         let (tx, rx) = mpsc::channel(self.config.queue_messages.max(1));
-        tokio::spawn(send::run(
+        let writer = send::run(
             to,
             lane,
             self.config.name.clone(),
             rx,
             self.unreachable.clone(),
-        ));
+        );
+        match self.background.as_ref().and_then(Background::handle) {
+            Some(h) if lane.is_background() => drop(h.spawn(writer)),
+            _ => drop(tokio::spawn(writer)),
+        }
         links.insert((to, lane), tx.clone());
         tx
     }

@@ -142,7 +142,7 @@ pub(crate) fn answer_object(
         Some(c) => {
             content_headers(&mut h, c, bucket, true);
             let body = if req.method == Method::HEAD {
-                Vec::new()
+                bytes::Bytes::new()
             } else {
                 c.value.clone()
             };
@@ -500,7 +500,8 @@ pub(crate) async fn store(
         }
     }
     let node = ctx.node.clone();
-    match crate::blocking(move || node.put(put)).await {
+    let size = put.content.value.len();
+    match crate::blocking_sized(&ctx.node, size, move || node.put(put)).await {
         Ok(a) => {
             let location = format!(
                 "/buckets/{}/keys/{}",

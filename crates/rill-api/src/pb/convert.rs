@@ -56,11 +56,7 @@ pub fn content_to_pb(c: &Content, head: bool) -> RpbContent {
     let m = &c.meta;
     let secs = m.last_modified_us / 1_000_000;
     RpbContent {
-        value: if head {
-            Bytes::new()
-        } else {
-            Bytes::from(c.value.clone())
-        },
+        value: if head { Bytes::new() } else { c.value.clone() },
         content_type: m.content_type.clone().map(Bytes::from),
         charset: m.charset.clone().map(Bytes::from),
         content_encoding: m.content_encoding.clone().map(Bytes::from),

@@ -434,7 +434,11 @@ async fn put(node: Arc<Node>, r: RpbPutReq) -> Result<Response, Response> {
         if_none_match: r.if_none_match == Some(true),
         n_val: r.n_val,
     };
-    let a = blocking(move || node.put(req)).await.map_err(err)?;
+    let size = req.content.value.len();
+    let pool = node.clone();
+    let a = crate::blocking_sized(&pool, size, move || node.put(req))
+        .await
+        .map_err(err)?;
     let key = a.generated_key.then(|| Bytes::from(a.key.clone()));
     Ok(if return_body || return_head {
         Response::Put(RpbPutResp {

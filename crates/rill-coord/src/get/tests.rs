@@ -113,7 +113,7 @@ fn answers_from_a_table() {
         }
         let (at, got) = answer.expect("answered");
         let got = match got {
-            GetOutcome::Found(o) => String::from_utf8(o.contents[0].value.clone()).unwrap(),
+            GetOutcome::Found(o) => String::from_utf8(o.contents[0].value.to_vec()).unwrap(),
             GetOutcome::NotFound => "notfound".into(),
             GetOutcome::Deleted(_) => "deleted".into(),
             GetOutcome::Err(CoordError::Quorum(QuorumError::RUnsatisfied { need, got })) => {
@@ -328,7 +328,7 @@ fn a_replica_level_with_the_merge_but_different_is_repaired() {
     let both = b.merge(&c);
     // The same clock, one sibling fewer: a write had seen vb superseded.
     let mut level = both.clone();
-    level.contents.retain(|x| x.value != b"vb");
+    level.contents.retain(|x| x.value != b"vb"[..]);
     assert_eq!(level.clock, both.clock);
     let (mut fsm, _) = GetFsm::start(params(2, 0, true, false), vec![true; 3]);
     fsm.reply(0, GetReply::Found(level.clone()));

@@ -9,10 +9,12 @@ mod op;
 use crate::error::KvError;
 use crate::step::CoordinateStep;
 use crate::vnode_msg::{VnodeReply, VnodeRequest};
+use bytes::Bytes;
 use rill_backend::BKey;
 use rill_crdt::Clock;
 use rill_object::{
-    decode_object, decode_vclock, encode_vclock, Object, PruneRules, PutMode, VClock,
+    decode_object, decode_object_shared, decode_vclock, encode_vclock, Object, PruneRules, PutMode,
+    VClock,
 };
 
 const MAGIC: &[u8; 2] = b"RV";
@@ -119,7 +121,7 @@ pub fn encode_key(k: &BKey) -> Vec<u8> {
 
 /// A key from [`encode_key`]'s bytes.
 pub fn decode_key(b: &[u8]) -> Result<BKey, WireError> {
-    let mut r = Reader(b);
+    let mut r = Reader(b, None);
     let k = r.key()?;
     r.end()?;
     Ok(k)
@@ -308,7 +310,9 @@ pub fn encode_reply_after(prefix: &[u8], route: Route, r: &VnodeReply) -> Vec<u8
     }
 }
 
-struct Reader<'a>(&'a [u8]);
+/// The bytes left, and the message they are part of when it is shared
+/// (objects' values then share it instead of being copied).
+struct Reader<'a>(&'a [u8], Option<&'a Bytes>);
 
 impl<'a> Reader<'a> {
     fn take(&mut self, n: usize) -> Result<&'a [u8], WireError> {
@@ -354,7 +358,12 @@ impl<'a> Reader<'a> {
         })
     }
     fn object(&mut self) -> Result<rill_object::Object, WireError> {
-        decode_object(self.long()?).map_err(|e| WireError::Malformed(format!("object: {e}")))
+        let long = self.long()?;
+        match self.1 {
+            Some(src) => decode_object_shared(&src.slice_ref(long)),
+            None => decode_object(long),
+        }
+        .map_err(|e| WireError::Malformed(format!("object: {e}")))
     }
     fn end(&self) -> Result<(), WireError> {
         if self.0.is_empty() {
@@ -369,8 +378,8 @@ fn r_usize(v: u64, what: &str) -> Result<usize, WireError> {
     usize::try_from(v).map_err(|_| WireError::Malformed(what.into()))
 }
 
-fn open(b: &[u8]) -> Result<(u8, Route, Reader<'_>), WireError> {
-    let mut r = Reader(b);
+fn open<'a>(b: &'a [u8], shared: Option<&'a Bytes>) -> Result<(u8, Route, Reader<'a>), WireError> {
+    let mut r = Reader(b, shared);
     if r.take(2).map_err(|_| WireError::Magic)? != MAGIC {
         return Err(WireError::Magic);
     }
@@ -387,7 +396,16 @@ fn open(b: &[u8]) -> Result<(u8, Route, Reader<'_>), WireError> {
 }
 
 pub fn decode_request(b: &[u8]) -> Result<(Route, VnodeRequest), WireError> {
-    let (kind, route, mut r) = open(b)?;
+    decode_request_in(b, None)
+}
+
+/// [`decode_request`], objects' values sharing `b`.
+pub fn decode_request_shared(b: &Bytes) -> Result<(Route, VnodeRequest), WireError> {
+    decode_request_in(b, Some(b))
+}
+
+fn decode_request_in(b: &[u8], shared: Option<&Bytes>) -> Result<(Route, VnodeRequest), WireError> {
+    let (kind, route, mut r) = open(b, shared)?;
     let req = match kind {
         GET => VnodeRequest::Get { key: r.key()? },
         HEAD => VnodeRequest::Head { key: r.key()? },
@@ -482,7 +500,16 @@ pub fn decode_request(b: &[u8]) -> Result<(Route, VnodeRequest), WireError> {
 }
 
 pub fn decode_reply(b: &[u8]) -> Result<(Route, VnodeReply), WireError> {
-    let (kind, route, mut r) = open(b)?;
+    decode_reply_in(b, None)
+}
+
+/// [`decode_reply`], objects' values sharing `b`.
+pub fn decode_reply_shared(b: &Bytes) -> Result<(Route, VnodeReply), WireError> {
+    decode_reply_in(b, Some(b))
+}
+
+fn decode_reply_in(b: &[u8], shared: Option<&Bytes>) -> Result<(Route, VnodeReply), WireError> {
+    let (kind, route, mut r) = open(b, shared)?;
     let reply = match kind {
         FOUND => match r.u8()? {
             0 => VnodeReply::Found(None),
