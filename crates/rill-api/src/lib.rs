@@ -10,22 +10,39 @@ pub mod http;
 pub mod pb;
 
 /// Runs node work (which blocks on disk) off the async threads.
-/// Runs `f` on the node's pool for writes of large values (lower CPU
-/// priority, a few at once: `rill_node::bulk`) when `bytes` is above
-/// the bulk size, else as other blocking work.
-pub(crate) async fn blocking_sized<T: Send + 'static>(
+/// Runs a write of `bytes` on the node's pool for large values (lower
+/// CPU priority, a few at once: `rill_node::bulk`) when above the bulk
+/// size, else as other blocking work. Answers "overload" when that pool's
+/// queue is full, and a timeout when the write waited in it for longer
+/// than the request timeout.
+pub(crate) async fn blocking_write<T: Send + 'static>(
     node: &std::sync::Arc<rill_node::Node>,
     bytes: usize,
-    f: impl FnOnce() -> T + Send + 'static,
-) -> T {
+    f: impl FnOnce() -> Result<T, rill_node::KvError> + Send + 'static,
+) -> Result<T, rill_node::KvError> {
     if bytes <= rill_node::bulk::BULK_BYTES {
         return blocking(f).await;
     }
     let (tx, rx) = tokio::sync::oneshot::channel();
-    node.bulk_coordinate().spawn(move || {
-        let _ = tx.send(f());
+    let timeout = node.request_timeout();
+    let queued = node.bulk_coordinate().spawn(bytes, move |waited| {
+        let r = if waited < timeout {
+            f()
+        } else {
+            Err(rill_node::KvError::Timeout)
+        };
+        let _ = tx.send(r);
     });
-    rx.await.expect("a bulk task ran to its end")
+    if queued.is_err() {
+        return Err(rill_node::KvError::Busy(
+            "overload: too many large writes are waiting on this node; retry".into(),
+        ));
+    }
+    rx.await.unwrap_or_else(|_| {
+        Err(rill_node::KvError::Backend(
+            "internal error: a large write ended without an answer".into(),
+        ))
+    })
 }
 
 pub(crate) async fn blocking<T: Send + 'static>(f: impl FnOnce() -> T + Send + 'static) -> T {

@@ -106,6 +106,9 @@ impl Backend for MemoryBackend {
                 });
             }
         }
+        // The copy is made before the lock, so a large value does not
+        // hold up the vnode's other keys while it is copied.
+        let stored = bytes::Bytes::copy_from_slice(value);
         let mut inner = self.lock();
         let mut indexes = match inner.objects.get(&raw) {
             Some(e) => e.indexes.clone(),
@@ -131,7 +134,7 @@ impl Backend for MemoryBackend {
         inner.objects.insert(
             raw,
             Entry {
-                value: bytes::Bytes::copy_from_slice(value),
+                value: stored,
                 indexes,
                 written: Instant::now(),
                 seq,

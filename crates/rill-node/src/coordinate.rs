@@ -143,7 +143,7 @@ impl Node {
         let mut effects = Vec::new();
         let mut queue = VecDeque::from([(i, reply)]);
         while let Some((i, reply)) = queue.pop_front() {
-            if matches!(reply, VnodeReply::Head(_)) {
+            if matches!(reply, VnodeReply::Head { .. }) {
                 self.counters
                     .get_head_clocks
                     .fetch_add(1, Ordering::Relaxed);

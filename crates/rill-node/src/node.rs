@@ -460,10 +460,30 @@ impl Node {
         self.bulk.get_or_init(|| {
             let cores = std::thread::available_parallelism().map_or(2, |n| n.get());
             (
-                BulkPool::new("rill-bulk-coord", 4),
-                BulkPool::new("rill-bulk-serve", cores),
+                BulkPool::new("rill-bulk-coord", 4, 256 << 20),
+                BulkPool::new("rill-bulk-serve", cores, 512 << 20),
             )
         })
+    }
+
+    /// How long a request may wait in a bulk queue and still be worth
+    /// doing: the request timeout for a put this node coordinates.
+    pub fn request_timeout(&self) -> Duration {
+        self.config.request_timeout
+    }
+
+    /// How long another node's large request may wait in the serve queue:
+    /// at most 2 s, less than the default `delete_mode` of 3 s, so a
+    /// replica write that waited is never applied after a tombstone
+    /// written later was reaped (which would bring the value back).
+    pub fn bulk_serve_expiry(&self) -> Duration {
+        let reap = match self.config.delete_mode {
+            DeleteMode::After(d) => d / 2,
+            DeleteMode::Immediate => Duration::from_millis(500),
+            DeleteMode::Keep => Duration::from_secs(2),
+        };
+        reap.min(Duration::from_secs(2))
+            .min(self.config.request_timeout)
     }
 
     pub(crate) fn bkey(bucket_type: &[u8], bucket: &[u8], key: &[u8]) -> BKey {

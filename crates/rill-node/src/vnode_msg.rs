@@ -70,8 +70,11 @@ pub struct KeysQuery {
 pub enum VnodeReply {
     Found(Option<Object>),
     /// The clock of a stored object whose values are too large to send
-    /// for a head.
-    Head(VClock),
+    /// for a head, and its siblings' fingerprint (`head::fingerprint`).
+    Head {
+        clock: VClock,
+        fingerprint: u64,
+    },
     /// The object the replica holds after the merge.
     Stored(Object),
     /// Merged and stored (the object was not asked for).
@@ -97,7 +100,10 @@ impl Vnode {
             VnodeRequest::Get { key } => self.get(&key).map(VnodeReply::Found),
             VnodeRequest::Head { key } => self.get(&key).map(|o| match o {
                 Some(o) if crate::head::value_bytes(&o) > crate::head::HEAD_WHOLE_BYTES => {
-                    VnodeReply::Head(o.clock)
+                    VnodeReply::Head {
+                        fingerprint: crate::head::fingerprint(&o),
+                        clock: o.clock,
+                    }
                 }
                 o => VnodeReply::Found(o),
             }),

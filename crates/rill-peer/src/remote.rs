@@ -41,6 +41,23 @@ impl Link {
     }
 }
 
+/// A request could not be sent: its coordinator is told at once.
+fn send_failed(peer: &Peer, node: &str, id: u64, e: SendError) {
+    if matches!(e, SendError::Unreachable(_)) {
+        let now = peer.now();
+        peer.lock().detector.refused(node, now);
+    }
+    let p = peer
+        .pending
+        .lock()
+        .unwrap_or_else(|e| e.into_inner())
+        .remove(&id);
+    if let Some(p) = p {
+        let reply = VnodeReply::Failed(KvError::Backend(format!("{node} cannot be reached: {e}")));
+        let _ = p.tx.send((p.tag, reply));
+    }
+}
+
 fn unreachable(node: &str) -> VnodeReply {
     VnodeReply::Failed(KvError::Backend(format!("{node} cannot be reached")))
 }
@@ -77,26 +94,23 @@ impl Remote for Link {
                     sent: Instant::now(),
                 },
             );
+        // Queued at once when the lane has room (no task per message);
+        // else a task waits for room.
+        let msg = {
+            let _in_runtime = self.rt.enter();
+            match peer.transport.try_send(addr, lane, msg.into()) {
+                Ok(None) => return,
+                Ok(Some(msg)) => msg,
+                Err(e) => return send_failed(&peer, node, id, e),
+            }
+        };
         let transport = peer.transport.clone();
         let weak = self.peer.clone();
         let node = node.to_string();
         self.rt.spawn(async move {
-            if let Err(e) = transport.send(addr, lane, msg.into()).await {
-                let Some(peer) = weak.upgrade() else { return };
-                if matches!(e, SendError::Unreachable(_)) {
-                    let now = peer.now();
-                    peer.lock().detector.refused(&node, now);
-                }
-                let p = peer
-                    .pending
-                    .lock()
-                    .unwrap_or_else(|e| e.into_inner())
-                    .remove(&id);
-                if let Some(p) = p {
-                    let reply = VnodeReply::Failed(KvError::Backend(format!(
-                        "{node} cannot be reached: {e}"
-                    )));
-                    let _ = p.tx.send((p.tag, reply));
+            if let Err(e) = transport.send(addr, lane, msg).await {
+                if let Some(peer) = weak.upgrade() {
+                    send_failed(&peer, &node, id, e);
                 }
             }
         });
@@ -124,6 +138,20 @@ impl Peer {
         let addr = self.lock().addrs.get(from).copied();
         if let Some(addr) = addr {
             self.send_bytes(addr, lane, msg);
+        }
+    }
+
+    /// Answers a peer's request with `Failed(Busy)` without doing it (an
+    /// overloaded or expired queue).
+    pub(crate) fn refuse(&self, from: &str, b: &bytes::Bytes, why: &str) {
+        let Ok((route, _)) = wire::decode_request_shared(b) else {
+            return;
+        };
+        let reply = VnodeReply::Failed(KvError::Busy(why.into()));
+        let msg = wire::encode_reply_after(&crate::msg::vnode_prefix(true), route, &reply);
+        let addr = self.lock().addrs.get(from).copied();
+        if let Some(addr) = addr {
+            self.send_bytes(addr, lane_for(msg.len()), msg);
         }
     }
 

@@ -88,9 +88,13 @@ fn put(node: &Arc<Node>, key: &str, value: &str) -> Result<(), rill_node::KvErro
 }
 
 fn get(node: &Arc<Node>, key: &str) -> Option<Vec<u8>> {
+    get_from(node, "b", key)
+}
+
+fn get_from(node: &Arc<Node>, bucket: &str, key: &str) -> Option<Vec<u8>> {
     match node
         .get(&GetRequest {
-            bucket: b"b".to_vec(),
+            bucket: bucket.as_bytes().to_vec(),
             key: key.as_bytes().to_vec(),
             ..GetRequest::default()
         })
@@ -461,11 +465,27 @@ async fn large_values_are_read_by_heads_and_fetched_once() {
     })
     .await;
     let big = |k: u32, tag: u8| vec![tag.wrapping_add(k as u8); 300 << 10];
+    // n_val 2 on 3 nodes: a third of the keys have no replica on a
+    // given node, so gets through it fetch the value.
     let na = a.node.clone();
     tokio::task::spawn_blocking(move || {
-        for k in 0..12u32 {
+        let props = serde_json::json!({"n_val": 2});
+        na.set_bucket_props("default", b"two", props.as_object().unwrap())
+            .unwrap();
+    })
+    .await
+    .unwrap();
+    until("n_val 2 reaches every node", || {
+        [&a, &b, &c]
+            .iter()
+            .all(|m| m.node.bucket_props("default", b"two").unwrap()["n_val"] == 2)
+    })
+    .await;
+    let na = a.node.clone();
+    tokio::task::spawn_blocking(move || {
+        for k in 0..24u32 {
             na.put(PutRequest {
-                bucket: b"b".to_vec(),
+                bucket: b"two".to_vec(),
                 key: Some(format!("big{k}").into_bytes()),
                 content: Content::new(big(k, 1), Metadata::default()),
                 ..PutRequest::default()
@@ -478,8 +498,8 @@ async fn large_values_are_read_by_heads_and_fetched_once() {
     // Every replica holds each key (the third write may trail W = 2).
     let members = [&a, &b, &c].map(|m| m.node.clone());
     let held = move |k: u32| {
-        let key = rill_node::BKey::new(b"", b"b", format!("big{k}").as_bytes());
-        let pl = members[0].preflist(b"", b"b", key.key.as_slice(), 3);
+        let key = rill_node::BKey::new(b"", b"two", format!("big{k}").as_bytes());
+        let pl = members[0].preflist(b"", b"two", key.key.as_slice(), 2);
         pl.iter().all(|e| {
             let n = members.iter().find(|n| n.nodename() == e.node).unwrap();
             matches!(
@@ -489,24 +509,29 @@ async fn large_values_are_read_by_heads_and_fetched_once() {
         })
     };
     let h = held.clone();
-    until("every replica holds every key", move || (0..12).all(&h)).await;
+    until("every replica holds every key", move || (0..24).all(&h)).await;
     for m in [&a, &b, &c] {
         let n = m.node.clone();
         tokio::task::spawn_blocking(move || {
             let before = n.stats();
             let mut without_local = 0;
-            for k in 0..12u32 {
+            for k in 0..24u32 {
                 let key = format!("big{k}");
-                let pl = n.preflist(b"", b"b", key.as_bytes(), 3);
+                let pl = n.preflist(b"", b"two", key.as_bytes(), 2);
                 if !pl.iter().any(|e| e.node == n.nodename()) {
                     without_local += 1;
                 }
                 assert!(
-                    get(&n, &key) == Some(big(k, 1)),
+                    get_from(&n, "two", &key) == Some(big(k, 1)),
                     "{key} through {}",
                     n.nodename()
                 );
             }
+            assert!(
+                without_local > 0,
+                "some key has no replica on {}",
+                n.nodename()
+            );
             let after = n.stats();
             assert!(
                 after.get_head_clocks > before.get_head_clocks,
@@ -530,16 +555,16 @@ async fn large_values_are_read_by_heads_and_fetched_once() {
     let (na, nb, nc) = (a.node.clone(), b.node.clone(), c.node.clone());
     tokio::task::spawn_blocking(move || {
         let nodes = [na.clone(), nb, nc];
-        let k = (0..12u32)
+        let k = (0..24u32)
             .find(|k| {
-                let pl = na.preflist(b"", b"b", format!("big{k}").as_bytes(), 3);
+                let pl = na.preflist(b"", b"two", format!("big{k}").as_bytes(), 2);
                 pl.iter().any(|e| e.node == na.nodename())
                     && pl.iter().any(|e| e.node != na.nodename())
             })
             .expect("a key with replicas here and elsewhere");
         let name = format!("big{k}");
-        let key = rill_node::BKey::new(b"", b"b", name.as_bytes());
-        let pl = na.preflist(b"", b"b", name.as_bytes(), 3);
+        let key = rill_node::BKey::new(b"", b"two", name.as_bytes());
+        let pl = na.preflist(b"", b"two", name.as_bytes(), 2);
         let e = pl.iter().find(|e| e.node != na.nodename()).unwrap();
         let other = nodes.iter().find(|n| n.nodename() == e.node).unwrap();
         let VnodeReply::Found(Some(old)) =
@@ -570,12 +595,12 @@ async fn large_values_are_read_by_heads_and_fetched_once() {
             VnodeReply::Stored(_)
         ));
         let before = na.stats().get_fetches;
-        // R = 3: with R = 2 the two older replicas may answer first.
+        // R = 2: both replicas answer (with R = 1 the older one may be first).
         let got = na
             .get(&GetRequest {
-                bucket: b"b".to_vec(),
+                bucket: b"two".to_vec(),
                 key: name.as_bytes().to_vec(),
-                r: Some(rill_node::Quorum::N(3)),
+                r: Some(rill_node::Quorum::N(2)),
                 ..GetRequest::default()
             })
             .unwrap();

@@ -25,6 +25,9 @@ pub(crate) struct Outgoing {
 /// Messages a writer writes at once (their chunks in turn); the rest
 /// wait in the bounded queue, so senders feel back-pressure.
 const IN_FLIGHT_MESSAGES: usize = 16;
+/// Chunks written with one system call at most: their count and bytes.
+const BATCH_CHUNKS: usize = 64;
+const BATCH_BYTES: usize = 256 << 10;
 /// Messages, and their bytes, a writer holds for the test hook's delay:
 /// a delayed link keeps this many on their way, as a real link with that
 /// latency would (not `IN_FLIGHT_MESSAGES` per delay).
@@ -130,12 +133,23 @@ pub(crate) async fn run(
             }
         }
         delayed.release(&mut schedule, now);
-        if let Some(c) = schedule.next_chunk() {
+        // The next chunks in turn, written with one system call: many
+        // small messages cost one write, not one each.
+        let mut batch: Vec<(Vec<u8>, Bytes)> = Vec::new();
+        let mut batch_bytes = 0;
+        while batch.len() < BATCH_CHUNKS && batch_bytes < BATCH_BYTES {
+            let Some(c) = schedule.next_chunk() else {
+                break;
+            };
             let header = chunk_header(c.msg_id, c.total, c.last, c.payload.len());
-            let mut bufs = [
-                std::io::IoSlice::new(&header),
-                std::io::IoSlice::new(&c.payload),
-            ];
+            batch_bytes += header.len() + c.payload.len();
+            batch.push((header, c.payload));
+        }
+        if !batch.is_empty() {
+            let mut bufs: Vec<std::io::IoSlice<'_>> = batch
+                .iter()
+                .flat_map(|(h, p)| [std::io::IoSlice::new(h), std::io::IoSlice::new(p)])
+                .collect();
             match tokio::time::timeout(WRITE_TIMEOUT, write_all_vectored(&mut stream, &mut bufs))
                 .await
             {

@@ -195,10 +195,38 @@ impl Transport {
         tx
     }
 
-    /// Queues `data` for `to` on `lane`; waits while that lane's queue is
-    /// full. Delivery is not confirmed: a lost connection loses what was
-    /// in flight on it (requests above time out).
-    pub async fn send(&self, to: SocketAddr, lane: Lane, data: Bytes) -> Result<(), SendError> {
+    /// [`Transport::send`] without waiting, for callers outside a task:
+    /// queues `data` when the lane's queue has room (`Ok(None)`), else
+    /// gives it back (`Ok(Some(data))`) to be sent by a task that may
+    /// wait. Must be called within the runtime (it may start a writer).
+    pub fn try_send(
+        &self,
+        to: SocketAddr,
+        lane: Lane,
+        data: Bytes,
+    ) -> Result<Option<Bytes>, SendError> {
+        let Some(mut msg) = self.outgoing(to, lane, data)? else {
+            return Ok(None);
+        };
+        // A writer whose connection failed is replaced once.
+        for _ in 0..2 {
+            match self.link(to, lane).try_send(msg) {
+                Ok(()) => return Ok(None),
+                Err(mpsc::error::TrySendError::Full(m)) => return Ok(Some(m.data)),
+                Err(mpsc::error::TrySendError::Closed(m)) => msg = m,
+            }
+        }
+        Ok(Some(msg.data))
+    }
+
+    /// The checks every send makes: the size limit, the test hook, a peer
+    /// known unreachable. `None`: the hook lost it.
+    fn outgoing(
+        &self,
+        to: SocketAddr,
+        lane: Lane,
+        data: Bytes,
+    ) -> Result<Option<Outgoing>, SendError> {
         let max = self.config.max_message_bytes;
         if data.len() > max {
             return Err(SendError::TooLarge {
@@ -214,7 +242,7 @@ impl Transport {
         {
             None | Some(Verdict::Deliver) => None,
             Some(Verdict::Delay(d)) => Some(tokio::time::Instant::now() + d),
-            Some(Verdict::Drop) => return Ok(()),
+            Some(Verdict::Drop) => return Ok(None),
         };
         {
             let mut u = self.unreachable.lock().unwrap_or_else(|e| e.into_inner());
@@ -228,7 +256,16 @@ impl Transport {
                 None => {}
             }
         }
-        let mut msg = Outgoing { data, not_before };
+        Ok(Some(Outgoing { data, not_before }))
+    }
+
+    /// Queues `data` for `to` on `lane`; waits while that lane's queue is
+    /// full. Delivery is not confirmed: a lost connection loses what was
+    /// in flight on it (requests above time out).
+    pub async fn send(&self, to: SocketAddr, lane: Lane, data: Bytes) -> Result<(), SendError> {
+        let Some(mut msg) = self.outgoing(to, lane, data)? else {
+            return Ok(());
+        };
         // A writer whose connection failed is replaced once.
         for _ in 0..2 {
             match self.link(to, lane).send(msg).await {

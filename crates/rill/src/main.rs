@@ -189,6 +189,32 @@ fn tune_allocator() {
     }
 }
 
+/// Lowers the calling thread's CPU priority (nice +10; no privilege
+/// needed).
+fn lower_priority() {
+    // SAFETY: setpriority on this thread's own id; no memory involved.
+    unsafe {
+        let tid = libc::syscall(libc::SYS_gettid) as libc::id_t;
+        libc::setpriority(libc::PRIO_PROCESS, tid, 10);
+    }
+}
+
+/// Stops a runtime without waiting for its tasks when dropped (after the
+/// node's own runtime is done).
+struct ShutdownOnDrop(Option<tokio::runtime::Runtime>);
+
+impl Drop for ShutdownOnDrop {
+    fn drop(&mut self) {
+        if let Some(rt) = self.0.take() {
+            rt.shutdown_background();
+        }
+    }
+}
+
+fn scopeguard_shutdown(rt: tokio::runtime::Runtime) -> ShutdownOnDrop {
+    ShutdownOnDrop(Some(rt))
+}
+
 fn main() -> Result<()> {
     tune_allocator();
     let cli = Cli::parse();
@@ -300,6 +326,16 @@ fn console(cfg: Config) -> Result<()> {
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()?;
+    // Client connections that carry large values move to these threads,
+    // at a lower CPU priority (`rill_api::pb::PbConfig::bulk`).
+    let bulk_io = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .thread_name("rill-pb-bulk")
+        .on_thread_start(lower_priority)
+        .enable_all()
+        .build()?;
+    let bulk_handle = bulk_io.handle().clone();
+    let _stop_bulk_io_last = scopeguard_shutdown(bulk_io);
     runtime.block_on(async move {
         let pb = tokio::net::TcpListener::bind(cfg.pb_listener)
             .await
@@ -324,6 +360,7 @@ fn console(cfg: Config) -> Result<()> {
         let pb_stats = Arc::new(rill_api::pb::PbStats::default());
         let pb_cfg = rill_api::pb::PbConfig {
             max_frame_bytes: cfg.pb_max_frame_bytes,
+            bulk: Some(bulk_handle),
             ..Default::default()
         };
         let pb_task = tokio::spawn(rill_api::pb::serve(

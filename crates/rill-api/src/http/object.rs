@@ -501,7 +501,7 @@ pub(crate) async fn store(
     }
     let node = ctx.node.clone();
     let size = put.content.value.len();
-    match crate::blocking_sized(&ctx.node, size, move || node.put(put)).await {
+    match crate::blocking_write(&ctx.node, size, move || node.put(put)).await {
         Ok(a) => {
             let location = format!(
                 "/buckets/{}/keys/{}",

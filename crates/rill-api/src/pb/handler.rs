@@ -436,7 +436,7 @@ async fn put(node: Arc<Node>, r: RpbPutReq) -> Result<Response, Response> {
     };
     let size = req.content.value.len();
     let pool = node.clone();
-    let a = crate::blocking_sized(&pool, size, move || node.put(req))
+    let a = crate::blocking_write(&pool, size, move || node.put(req))
         .await
         .map_err(err)?;
     let key = a.generated_key.then(|| Bytes::from(a.key.clone()));

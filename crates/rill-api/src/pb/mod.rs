@@ -24,6 +24,12 @@ pub struct PbConfig {
     pub max_frame_bytes: usize,
     /// Connections beyond this are answered with an error and closed.
     pub max_connections: u64,
+    /// Where a connection moves once it sends a frame larger than
+    /// `rill_node::bulk::BULK_BYTES` (a large value): a runtime whose
+    /// threads run at a lower CPU priority, so the copying of its values
+    /// yields the CPU to connections of small requests. `None`: every
+    /// connection stays where it was accepted.
+    pub bulk: Option<tokio::runtime::Handle>,
 }
 
 impl Default for PbConfig {
@@ -31,6 +37,7 @@ impl Default for PbConfig {
         PbConfig {
             max_frame_bytes: rill_pb::DEFAULT_MAX_FRAME_BYTES,
             max_connections: 4096,
+            bulk: None,
         }
     }
 }
@@ -75,22 +82,61 @@ pub async fn serve(
                 ))
                 .encode(&mut out);
                 let _ = socket.write_all(&out).await;
-            } else if let Err(e) = connection(socket, peer, node, &config).await {
-                tracing::debug!(%peer, error = %e, "PB connection ended");
+            } else {
+                let session = Session::new(node);
+                let input = BytesMut::with_capacity(8192);
+                connection(socket, peer, session, config, input, false).await;
             }
         });
     }
 }
 
+/// Serves one connection until it ends; moves it to the bulk runtime
+/// (once) after a frame carrying a large value.
 async fn connection(
+    socket: TcpStream,
+    peer: SocketAddr,
+    session: Session,
+    config: PbConfig,
+    input: BytesMut,
+    on_bulk: bool,
+) {
+    match requests(socket, peer, session, &config, input, on_bulk).await {
+        Ok(None) => {}
+        Ok(Some((socket, session, input))) => {
+            let Some(bulk) = config.bulk.clone() else {
+                return;
+            };
+            match socket.into_std() {
+                Ok(std) => {
+                    bulk.spawn(async move {
+                        let ended = match TcpStream::from_std(std) {
+                            Ok(s) => requests(s, peer, session, &config, input, true).await,
+                            Err(e) => Err(e),
+                        };
+                        if let Err(e) = ended {
+                            tracing::debug!(%peer, error = %e, "PB connection ended");
+                        }
+                    });
+                }
+                Err(e) => tracing::debug!(%peer, error = %e, "PB connection ended"),
+            }
+        }
+        Err(e) => tracing::debug!(%peer, error = %e, "PB connection ended"),
+    }
+}
+
+/// Answers requests in order until the client goes (`None`), or returns
+/// the connection to be moved to the bulk runtime.
+async fn requests(
     mut socket: TcpStream,
     peer: SocketAddr,
-    node: Arc<Node>,
+    mut session: Session,
     config: &PbConfig,
-) -> std::io::Result<()> {
+    mut input: BytesMut,
+    on_bulk: bool,
+) -> std::io::Result<Option<(TcpStream, Session, BytesMut)>> {
     let decoder = FrameDecoder::new(config.max_frame_bytes);
-    let mut input = BytesMut::with_capacity(8192);
-    let mut session = Session::new(node);
     loop {
         let frame = loop {
             match decoder.decode(&mut input) {
@@ -101,13 +147,14 @@ async fn connection(
                     Response::error(format!("{e}; closing the connection")).encode(&mut out);
                     socket.write_all(&out).await?;
                     tracing::warn!(%peer, error = %e, "bad PB frame");
-                    return Ok(());
+                    return Ok(None);
                 }
             }
             if socket.read_buf(&mut input).await? == 0 {
-                return Ok(());
+                return Ok(None);
             }
         };
+        let large = frame.body.len() > rill_node::bulk::BULK_BYTES;
         let request = match Request::decode(&frame) {
             Ok(r) => r,
             Err(DecodeError::UnknownCode(code)) => {
@@ -128,6 +175,10 @@ async fn connection(
             }
         };
         session.handle(request, &mut socket).await?;
+        if large && !on_bulk && config.bulk.is_some() {
+            tracing::debug!(%peer, "a connection carrying large values moves to the bulk threads");
+            return Ok(Some((socket, session, input)));
+        }
     }
 }
 

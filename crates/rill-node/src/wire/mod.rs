@@ -255,9 +255,10 @@ pub fn encode_reply_after(prefix: &[u8], route: Route, r: &VnodeReply) -> Vec<u8
             b
         }
         VnodeReply::Merged => head(prefix, MERGED, route),
-        VnodeReply::Head(clock) => {
+        VnodeReply::Head { clock, fingerprint } => {
             let mut b = head(prefix, HEAD_CLOCK, route);
             put_long(&mut b, &encode_vclock(clock));
+            b.extend_from_slice(&fingerprint.to_be_bytes());
             b
         }
         VnodeReply::Buckets(list) => {
@@ -518,9 +519,11 @@ fn decode_reply_in(b: &[u8], shared: Option<&Bytes>) -> Result<(Route, VnodeRepl
         },
         STORED => VnodeReply::Stored(r.object()?),
         MERGED => VnodeReply::Merged,
-        HEAD_CLOCK => VnodeReply::Head(
-            decode_vclock(r.long()?).map_err(|e| WireError::Malformed(format!("clock: {e}")))?,
-        ),
+        HEAD_CLOCK => VnodeReply::Head {
+            clock: decode_vclock(r.long()?)
+                .map_err(|e| WireError::Malformed(format!("clock: {e}")))?,
+            fingerprint: r.u64()?,
+        },
         BUCKET_LIST => VnodeReply::Buckets(r.list()?),
         KEY_LIST => {
             let more = r.bool_flag()?;

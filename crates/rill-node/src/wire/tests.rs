@@ -132,7 +132,10 @@ fn requests_and_replies_round_trip_and_refuse_every_cut() {
         VnodeReply::Found(None),
         VnodeReply::Found(Some(object())),
         VnodeReply::Stored(object()),
-        VnodeReply::Head(object().clock),
+        VnodeReply::Head {
+            clock: object().clock,
+            fingerprint: 0x0102_0304_0506_0708,
+        },
         VnodeReply::Merged,
         VnodeReply::Reaped(true),
         VnodeReply::Failed(KvError::OutOfSpace {
