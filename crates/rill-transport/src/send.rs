@@ -49,7 +49,10 @@ impl Delayed {
     /// A message is written at once unless it, or one before it, waits
     /// for its delay.
     fn admit(&mut self, m: Outgoing, schedule: &mut Schedule, now: Instant) {
-        if self.queue.is_empty() && m.not_before.is_none_or(|t| t <= now) {
+        if self.queue.is_empty()
+            && schedule.len() < IN_FLIGHT_MESSAGES
+            && m.not_before.is_none_or(|t| t <= now)
+        {
             schedule.push(m.data);
         } else {
             self.bytes += m.data.len();
@@ -57,12 +60,15 @@ impl Delayed {
         }
     }
 
-    /// Moves the messages whose delay is over to the schedule.
+    /// Moves the messages whose delay is over to the schedule, as long as
+    /// it has room (a receiver reassembles at most `IN_FLIGHT_MESSAGES`
+    /// at once per connection, and drops a connection that sends more).
     fn release(&mut self, schedule: &mut Schedule, now: Instant) {
-        while self
-            .queue
-            .front()
-            .is_some_and(|m| m.not_before.is_none_or(|t| t <= now))
+        while schedule.len() < IN_FLIGHT_MESSAGES
+            && self
+                .queue
+                .front()
+                .is_some_and(|m| m.not_before.is_none_or(|t| t <= now))
         {
             let m = self.queue.pop_front().expect("checked");
             self.bytes -= m.data.len();

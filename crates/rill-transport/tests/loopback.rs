@@ -157,6 +157,25 @@ async fn a_delayed_link_keeps_many_messages_on_their_way() {
     }
 }
 
+/// Messages of several chunks released together by a delay stay within
+/// what a receiver reassembles at once: all arrive, whole and in order
+/// (the receiver drops a connection that has more than 16 in flight).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn delayed_large_messages_all_arrive() {
+    let hook = rill_transport::FixedLink::new(Duration::from_millis(300), 0.0, 1);
+    let (a, _) = node("a@127.0.0.1", Some(Arc::new(hook))).await;
+    let (b, mut rx) = node("b@127.0.0.1", None).await;
+    let to = b.local_addr();
+    let big = |i: u32| Bytes::from(vec![i as u8; 200 << 10]);
+    for i in 0..40 {
+        a.send(to, Lane::Bulk, big(i)).await.unwrap();
+    }
+    for i in 0..40 {
+        let m = next(&mut rx).await;
+        assert!(m.data == big(i), "message {i} whole and in order");
+    }
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_peer_breaking_the_protocol_is_dropped_and_others_go_on() {
     let (a, _) = node("a@127.0.0.1", None).await;
