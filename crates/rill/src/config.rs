@@ -476,6 +476,37 @@ mod tests {
         assert_eq!(bytesize("4096").unwrap(), 4096);
         assert_eq!(duration("3s").unwrap(), Duration::from_secs(3));
         assert_eq!(duration("1d").unwrap(), Duration::from_secs(86400));
+        assert_eq!(duration("500us").unwrap(), Duration::from_micros(500));
         assert!(bytesize("x").is_err());
+    }
+
+    #[test]
+    fn the_test_only_link_settings() {
+        let c = Config::parse(
+            "test.link.delay = 500us
+test.link.loss = 0.25
+",
+        )
+        .unwrap();
+        assert_eq!(c.test_link_delay, Duration::from_micros(500));
+        assert_eq!(c.test_link_loss, 0.25);
+        let d = Config::parse("").unwrap();
+        assert!(
+            d.test_link_delay.is_zero() && d.test_link_loss == 0.0,
+            "off by default"
+        );
+        let errs = Config::parse(
+            "test.link.delay = soon
+test.link.loss = 2
+",
+        )
+        .err()
+        .unwrap();
+        assert_eq!(errs.iter().map(|e| e.line).collect::<Vec<_>>(), vec![1, 2]);
+        assert!(
+            errs[1].to_string().contains("between 0 and 1"),
+            "{}",
+            errs[1]
+        );
     }
 }
