@@ -119,7 +119,8 @@ fn worker(rx: Arc<Mutex<Receiver<(Job, Instant, usize)>>>, queued: Arc<AtomicUsi
     }
 }
 
-fn lower_priority() {
+/// Lowers the calling thread's CPU priority to that of bulk work.
+pub fn lower_priority() {
     #[cfg(target_os = "linux")]
     // SAFETY: setpriority on this thread's own id; no memory involved.
     unsafe {

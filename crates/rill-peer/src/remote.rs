@@ -94,24 +94,11 @@ impl Remote for Link {
                     sent: Instant::now(),
                 },
             );
-        // Queued at once when the lane has room (no task per message);
-        // else a task waits for room.
-        let msg = {
-            let _in_runtime = self.rt.enter();
-            match peer.transport.try_send(addr, lane, msg.into()) {
-                Ok(None) => return,
-                Ok(Some(msg)) => msg,
-                Err(e) => return send_failed(&peer, node, id, e),
-            }
-        };
-        let transport = peer.transport.clone();
         let weak = self.peer.clone();
         let node = node.to_string();
-        self.rt.spawn(async move {
-            if let Err(e) = transport.send(addr, lane, msg).await {
-                if let Some(peer) = weak.upgrade() {
-                    send_failed(&peer, &node, id, e);
-                }
+        peer.send_bytes_or(addr, lane, msg, move |e| {
+            if let Some(peer) = weak.upgrade() {
+                send_failed(&peer, &node, id, e);
             }
         });
     }
@@ -133,11 +120,14 @@ impl Peer {
             }
         };
         let reply = self.node.serve(route.partition, request);
-        let msg = wire::encode_reply_after(&crate::msg::vnode_prefix(true), route, &reply);
-        let lane = lane_for(msg.len());
+        self.reply_to(from, route, &reply);
+    }
+
+    fn reply_to(&self, from: &str, route: Route, reply: &VnodeReply) {
+        let msg = wire::encode_reply_after(&crate::msg::vnode_prefix(true), route, reply);
         let addr = self.lock().addrs.get(from).copied();
         if let Some(addr) = addr {
-            self.send_bytes(addr, lane, msg);
+            self.send_bytes(addr, lane_for(msg.len()), msg);
         }
     }
 
@@ -147,12 +137,7 @@ impl Peer {
         let Ok((route, _)) = wire::decode_request_shared(b) else {
             return;
         };
-        let reply = VnodeReply::Failed(KvError::Busy(why.into()));
-        let msg = wire::encode_reply_after(&crate::msg::vnode_prefix(true), route, &reply);
-        let addr = self.lock().addrs.get(from).copied();
-        if let Some(addr) = addr {
-            self.send_bytes(addr, lane_for(msg.len()), msg);
-        }
+        self.reply_to(from, route, &VnodeReply::Failed(KvError::Busy(why.into())));
     }
 
     /// A reply to a request this node sent.

@@ -11,7 +11,7 @@ use rill_cluster::{codec, ClusterState, Plan, Staged, Status};
 use rill_node::cluster::{ClusterView, ReplyTx};
 use rill_node::Node;
 use rill_ring::Ring;
-use rill_transport::{Incoming, Lane, LinkHook, Transport, TransportConfig};
+use rill_transport::{Incoming, Lane, LinkHook, SendError, Transport, TransportConfig};
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -344,21 +344,32 @@ impl Peer {
     /// Sends a message already encoded: queued at once when the lane has
     /// room, else by a task that waits for it.
     pub(crate) fn send_bytes(&self, addr: SocketAddr, lane: Lane, msg: Vec<u8>) {
+        self.send_bytes_or(addr, lane, msg, move |e| {
+            tracing::debug!(%addr, error = %e, "a message to a peer was not sent");
+        });
+    }
+
+    /// [`Peer::send_bytes`], calling `failed` if the message cannot be
+    /// sent.
+    pub(crate) fn send_bytes_or(
+        &self,
+        addr: SocketAddr,
+        lane: Lane,
+        msg: Vec<u8>,
+        failed: impl FnOnce(SendError) + Send + 'static,
+    ) {
         let msg = {
             let _in_runtime = self.rt.enter();
             match self.transport.try_send(addr, lane, msg.into()) {
                 Ok(None) => return,
                 Ok(Some(msg)) => msg,
-                Err(e) => {
-                    tracing::debug!(%addr, error = %e, "a message to a peer was not sent");
-                    return;
-                }
+                Err(e) => return failed(e),
             }
         };
         let t = self.transport.clone();
         self.rt.spawn(async move {
             if let Err(e) = t.send(addr, lane, msg).await {
-                tracing::debug!(%addr, error = %e, "a message to a peer was not sent");
+                failed(e);
             }
         });
     }

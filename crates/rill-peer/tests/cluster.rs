@@ -77,6 +77,22 @@ async fn form(first: &Member, joiners: &[&Member]) {
     assert!(commit.ok, "{}", commit.text);
 }
 
+/// Three nodes formed into a cluster, with no transfer left.
+async fn three_settled() -> (Member, Member, Member) {
+    let a = member("a@127.0.0.1").await;
+    let b = member("b@127.0.0.1").await;
+    let c = member("c@127.0.0.1").await;
+    form(&a, &[&b, &c]).await;
+    until("settled", || {
+        [&a, &b, &c].iter().all(|m| {
+            let s = m.peer.state();
+            s.ring().next.is_empty() && s.owners().iter().any(|o| o == "c@127.0.0.1")
+        })
+    })
+    .await;
+    (a, b, c)
+}
+
 fn put(node: &Arc<Node>, key: &str, value: &str) -> Result<(), rill_node::KvError> {
     node.put(PutRequest {
         bucket: b"b".to_vec(),
@@ -304,17 +320,7 @@ async fn a_join_hands_partitions_off_and_the_old_owner_keeps_only_its_own() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn coverage_queries_see_every_key_once_across_nodes() {
     use rill_node::IndexSpec;
-    let a = member("a@127.0.0.1").await;
-    let b = member("b@127.0.0.1").await;
-    let c = member("c@127.0.0.1").await;
-    form(&a, &[&b, &c]).await;
-    until("settled", || {
-        [&a, &b, &c].iter().all(|m| {
-            let s = m.peer.state();
-            s.ring().next.is_empty() && s.owners().iter().any(|o| o == "c@127.0.0.1")
-        })
-    })
-    .await;
+    let (a, b, c) = three_settled().await;
     let na = a.node.clone();
     tokio::task::spawn_blocking(move || {
         for k in 0..250u32 {
@@ -453,17 +459,7 @@ fn query(
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn large_values_are_read_by_heads_and_fetched_once() {
     use rill_node::vnode_msg::{VnodeReply, VnodeRequest};
-    let a = member("a@127.0.0.1").await;
-    let b = member("b@127.0.0.1").await;
-    let c = member("c@127.0.0.1").await;
-    form(&a, &[&b, &c]).await;
-    until("settled", || {
-        [&a, &b, &c].iter().all(|m| {
-            let s = m.peer.state();
-            s.ring().next.is_empty() && s.owners().iter().any(|o| o == "c@127.0.0.1")
-        })
-    })
-    .await;
+    let (a, b, c) = three_settled().await;
     let big = |k: u32, tag: u8| vec![tag.wrapping_add(k as u8); 300 << 10];
     // n_val 2 on 3 nodes: a third of the keys have no replica on a
     // given node, so gets through it fetch the value.

@@ -189,16 +189,6 @@ fn tune_allocator() {
     }
 }
 
-/// Lowers the calling thread's CPU priority (nice +10; no privilege
-/// needed).
-fn lower_priority() {
-    // SAFETY: setpriority on this thread's own id; no memory involved.
-    unsafe {
-        let tid = libc::syscall(libc::SYS_gettid) as libc::id_t;
-        libc::setpriority(libc::PRIO_PROCESS, tid, 10);
-    }
-}
-
 /// Stops a runtime without waiting for its tasks when dropped (after the
 /// node's own runtime is done).
 struct ShutdownOnDrop(Option<tokio::runtime::Runtime>);
@@ -209,10 +199,6 @@ impl Drop for ShutdownOnDrop {
             rt.shutdown_background();
         }
     }
-}
-
-fn scopeguard_shutdown(rt: tokio::runtime::Runtime) -> ShutdownOnDrop {
-    ShutdownOnDrop(Some(rt))
 }
 
 fn main() -> Result<()> {
@@ -331,11 +317,11 @@ fn console(cfg: Config) -> Result<()> {
     let bulk_io = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
         .thread_name("rill-pb-bulk")
-        .on_thread_start(lower_priority)
+        .on_thread_start(rill_node::bulk::lower_priority)
         .enable_all()
         .build()?;
     let bulk_handle = bulk_io.handle().clone();
-    let _stop_bulk_io_last = scopeguard_shutdown(bulk_io);
+    let _stop_bulk_io_last = ShutdownOnDrop(Some(bulk_io));
     runtime.block_on(async move {
         let pb = tokio::net::TcpListener::bind(cfg.pb_listener)
             .await
