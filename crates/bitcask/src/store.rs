@@ -276,6 +276,14 @@ impl Store {
         self.inner.get(key)
     }
 
+    /// [`Store::get`] if it can be answered without waiting: from memory
+    /// or the page cache, no lock held by a writer. `None`: it would wait
+    /// (for the device or the writer); read with [`Store::get`] on a
+    /// thread that may block.
+    pub fn try_get(&self, key: &[u8]) -> Option<Result<Option<Vec<u8>>>> {
+        self.inner.get_with(key, true)
+    }
+
     /// True when the key is readable (present, not deleted, not expired).
     pub fn contains(&self, key: &[u8]) -> bool {
         let now = self.inner.opts.now_s();
@@ -755,24 +763,32 @@ impl Inner {
     }
 
     fn get(&self, key: &[u8]) -> Result<Option<Vec<u8>>> {
+        self.get_with(key, false).expect("a waiting read answers")
+    }
+
+    /// A get; with `nowait`, `None` where it would wait for the device or
+    /// the writer's lock.
+    fn get_with(&self, key: &[u8], nowait: bool) -> Option<Result<Option<Vec<u8>>>> {
         // A merge may move the record between the keydir lookup and the
         // read; then the lookup is repeated. Merges of one key are far apart,
         // so a few tries suffice.
         for _ in 0..8 {
             let Some(entry) = self.keydir.get(key) else {
-                return Ok(None);
+                return Some(Ok(None));
             };
             if !entry.is_visible(self.opts.now_s()) {
-                return Ok(None);
+                return Some(Ok(None));
             }
-            match self.read_entry_opt(key, &entry)? {
-                Some(v) => return Ok(Some(v)),
-                None => continue,
+            match self.read_entry_with(key, &entry, nowait) {
+                Err(ReadFail::WouldBlock) => return None,
+                Err(ReadFail::Failed(e)) => return Some(Err(e)),
+                Ok(Some(v)) => return Some(Ok(Some(v))),
+                Ok(None) => continue,
             }
         }
-        Err(Error::Busy(
+        Some(Err(Error::Busy(
             "a record kept moving while it was read; retry".into(),
-        ))
+        )))
     }
 
     /// Reads the value of `entry`; fails if its file is gone.
@@ -788,10 +804,33 @@ impl Inner {
     /// Reads and checks the record `entry` points at; `None` when its file
     /// was deleted meanwhile.
     fn read_entry_opt(&self, key: &[u8], entry: &Entry) -> Result<Option<Vec<u8>>> {
+        self.read_entry_with(key, entry, false)
+            .map_err(|f| match f {
+                ReadFail::Failed(e) => e,
+                ReadFail::WouldBlock => unreachable!("a waiting read does not give up"),
+            })
+    }
+
+    /// [`Inner::read_entry_opt`]; with `nowait` it gives up where it would
+    /// wait (the writer's lock taken, bytes not in the page cache).
+    fn read_entry_with(
+        &self,
+        key: &[u8],
+        entry: &Entry,
+        nowait: bool,
+    ) -> std::result::Result<Option<Vec<u8>>, ReadFail> {
         let mut buf = vec![0u8; entry.size as usize];
         let mut from_file = buf.len();
         if entry.file_id == self.active_id.load(Ordering::Acquire) {
-            let w = self.writer();
+            let w = if nowait {
+                match self.writer.try_lock() {
+                    Ok(w) => w,
+                    Err(std::sync::TryLockError::WouldBlock) => return Err(ReadFail::WouldBlock),
+                    Err(std::sync::TryLockError::Poisoned(_)) => panic!("writer lock poisoned"),
+                }
+            } else {
+                self.writer()
+            };
             if w.active.id == entry.file_id {
                 from_file = w.active.read_buffered(u64::from(entry.offset), &mut buf);
             }
@@ -800,8 +839,14 @@ impl Inner {
             let Some(handle) = self.files.handle(entry.file_id)? else {
                 return Ok(None);
             };
-            if let Err(e) = handle.read_exact_at(&mut buf[..from_file], u64::from(entry.offset)) {
-                return Err(Error::io(data_path(&self.dir, entry.file_id), e));
+            let read =
+                handle.read_exact_at_with(&mut buf[..from_file], u64::from(entry.offset), nowait);
+            match read {
+                Ok(()) => {}
+                Err(e) if nowait && e.kind() == std::io::ErrorKind::WouldBlock => {
+                    return Err(ReadFail::WouldBlock)
+                }
+                Err(e) => return Err(Error::io(data_path(&self.dir, entry.file_id), e).into()),
             }
         }
         let corrupt = |source| Error::Corrupt {
@@ -813,7 +858,8 @@ impl Inner {
         if rec.key != key || rec.header.seq != entry.seq {
             return Err(corrupt(crate::error::DecodeError::Invalid(
                 "record does not match its keydir entry",
-            )));
+            ))
+            .into());
         }
         let value_at = RECORD_HEADER_LEN + key.len();
         buf.drain(..value_at);
@@ -1022,4 +1068,17 @@ fn create_dir_durably(vfs: &dyn crate::vfs::Vfs, dir: &Path) -> Result<()> {
         vfs.sync_dir(parent).map_err(|e| Error::io(parent, e))?;
     }
     Ok(())
+}
+
+/// Why a read that may not wait gave up.
+enum ReadFail {
+    /// It would have waited (the device, the writer's lock).
+    WouldBlock,
+    Failed(Error),
+}
+
+impl From<Error> for ReadFail {
+    fn from(e: Error) -> ReadFail {
+        ReadFail::Failed(e)
+    }
 }

@@ -61,6 +61,15 @@ impl Backend for BitcaskBackend {
         Ok(self.store.get(&object_key(k)?)?.map(bytes::Bytes::from))
     }
 
+    fn try_get(&self, k: &BKey) -> Option<Result<Option<bytes::Bytes>>> {
+        let key = match object_key(k) {
+            Ok(key) => key,
+            Err(e) => return Some(Err(e)),
+        };
+        let got = self.store.try_get(&key)?;
+        Some(got.map(|v| v.map(bytes::Bytes::from)).map_err(Into::into))
+    }
+
     fn contains(&self, k: &BKey) -> Result<bool> {
         Ok(self.store.contains(&object_key(k)?))
     }

@@ -48,6 +48,14 @@ pub trait Backend: Send + Sync {
 
     fn get(&self, k: &BKey) -> Result<Option<bytes::Bytes>>;
 
+    /// [`Backend::get`] if it can answer without waiting for a device or a
+    /// lock held across I/O (from memory, the page cache); `None` where it
+    /// would wait, and then the caller reads with `get` on a thread that
+    /// may block. The default never answers.
+    fn try_get(&self, _k: &BKey) -> Option<Result<Option<bytes::Bytes>>> {
+        None
+    }
+
     /// True when `k` is readable here; backends answer it without reading
     /// the value where they can.
     fn contains(&self, k: &BKey) -> Result<bool> {

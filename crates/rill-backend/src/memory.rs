@@ -82,6 +82,11 @@ impl Backend for MemoryBackend {
         Ok(inner.objects.get(&raw).is_some_and(|e| !self.expired(e)))
     }
 
+    /// Memory never waits.
+    fn try_get(&self, k: &BKey) -> Option<Result<Option<bytes::Bytes>>> {
+        Some(self.get(k))
+    }
+
     fn get(&self, k: &BKey) -> Result<Option<bytes::Bytes>> {
         let raw = object_key(k)?;
         let mut inner = self.lock();

@@ -96,6 +96,13 @@ impl Node {
         reply
     }
 
+    /// [`Node::serve`] for a read the vnode can answer without waiting
+    /// (from memory or the page cache); `None` when it would wait or is
+    /// not a read: then `serve` it on a thread that may block.
+    pub fn try_serve(&self, partition: u32, request: &VnodeRequest) -> Option<VnodeReply> {
+        self.vnodes.get(partition as usize)?.try_handle(request)
+    }
+
     /// Asks replica `e` (tagged `tag`): a vnode of this node answers at
     /// once; another node's answers later on `tx`.
     pub(crate) fn ask(
@@ -118,5 +125,69 @@ impl Node {
                 e.node
             )))),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use crate::config::{BackendKind, NodeConfig};
+    use crate::vnode_msg::{VnodeReply, VnodeRequest};
+    use crate::{Content, Metadata, Node, PutRequest};
+
+    /// A read served without waiting answers as one served on a thread
+    /// that may block; other requests are never served that way.
+    fn reads_answer_alike(backend: BackendKind) {
+        let dir = tempfile::tempdir().unwrap();
+        let mut c = NodeConfig::new(dir.path());
+        c.ring_size = 8;
+        c.backend = backend;
+        let n = Node::open(c).unwrap();
+        n.put(PutRequest {
+            bucket: b"b".to_vec(),
+            key: Some(b"k".to_vec()),
+            content: Content::new(b"v".to_vec(), Metadata::default()),
+            ..PutRequest::default()
+        })
+        .unwrap();
+        let pl = n.preflist(b"", b"b", b"k", 3);
+        let mut answered = 0;
+        for key in [Node::bkey(b"", b"b", b"k"), Node::bkey(b"", b"b", b"none")] {
+            for e in &pl {
+                let p = e.partition.0;
+                for request in [
+                    VnodeRequest::Get { key: key.clone() },
+                    VnodeRequest::Head { key: key.clone() },
+                ] {
+                    let Some(quick) = n.try_serve(p, &request) else {
+                        continue;
+                    };
+                    answered += 1;
+                    let slow = n.serve(p, request);
+                    assert_eq!(format!("{quick:?}"), format!("{slow:?}"));
+                    assert!(matches!(quick, VnodeReply::Found(_)), "{quick:?}");
+                }
+            }
+        }
+        // Just written: memory, the write buffer or the page cache.
+        assert!(answered > 0);
+        let reap = VnodeRequest::Reap {
+            key: Node::bkey(b"", b"b", b"k"),
+            clock: Default::default(),
+        };
+        assert!(n.try_serve(pl[0].partition.0, &reap).is_none());
+        assert!(n
+            .try_serve(
+                999,
+                &VnodeRequest::Get {
+                    key: Node::bkey(b"", b"b", b"k")
+                }
+            )
+            .is_none());
+    }
+
+    #[test]
+    fn reads_served_without_waiting_answer_as_served_reads() {
+        reads_answer_alike(BackendKind::Memory);
+        reads_answer_alike(BackendKind::Bitcask);
     }
 }

@@ -156,7 +156,21 @@ impl Vnode {
     }
 
     pub fn get(&self, k: &BKey) -> Result<Option<Object>, KvError> {
-        match self.backend.get(k)? {
+        self.decoded(self.backend.get(k)?)
+    }
+
+    /// [`Vnode::get`] if the backend can answer without waiting.
+    pub fn try_get(&self, k: &BKey) -> Option<Result<Option<Object>, KvError>> {
+        Some(
+            self.backend
+                .try_get(k)?
+                .map_err(KvError::from)
+                .and_then(|b| self.decoded(b)),
+        )
+    }
+
+    fn decoded(&self, stored: Option<bytes::Bytes>) -> Result<Option<Object>, KvError> {
+        match stored {
             None => Ok(None),
             // The values share the bytes read (no second copy).
             Some(bytes) => decode_object_shared(&bytes).map(Some).map_err(|e| {

@@ -98,15 +98,7 @@ impl Vnode {
     pub fn handle(&self, request: VnodeRequest, limits: &Limits) -> VnodeReply {
         let result = match request {
             VnodeRequest::Get { key } => self.get(&key).map(VnodeReply::Found),
-            VnodeRequest::Head { key } => self.get(&key).map(|o| match o {
-                Some(o) if crate::head::value_bytes(&o) > crate::head::HEAD_WHOLE_BYTES => {
-                    VnodeReply::Head {
-                        fingerprint: crate::head::fingerprint(&o),
-                        clock: o.clock,
-                    }
-                }
-                o => VnodeReply::Found(o),
-            }),
+            VnodeRequest::Head { key } => self.get(&key).map(head_reply),
             VnodeRequest::Merge {
                 key,
                 object,
@@ -166,7 +158,38 @@ impl Vnode {
     }
 }
 
+/// A head's answer: the whole object while its values are small, else
+/// its clock and fingerprint.
+fn head_reply(o: Option<Object>) -> VnodeReply {
+    match o {
+        Some(o) if crate::head::value_bytes(&o) > crate::head::HEAD_WHOLE_BYTES => {
+            VnodeReply::Head {
+                fingerprint: crate::head::fingerprint(&o),
+                clock: o.clock,
+            }
+        }
+        o => VnodeReply::Found(o),
+    }
+}
+
 impl Vnode {
+    /// Answers a read (`Get`, `Head`) if the backend can without waiting
+    /// (`Backend::try_get`), so it can be served where blocking is not
+    /// allowed; `None` for any other request or a read that would wait.
+    pub fn try_handle(&self, request: &VnodeRequest) -> Option<VnodeReply> {
+        let (key, head) = match request {
+            VnodeRequest::Get { key } => (key, false),
+            VnodeRequest::Head { key } => (key, true),
+            _ => return None,
+        };
+        let read = self.try_get(key)?;
+        Some(match read {
+            Ok(o) if head => head_reply(o),
+            Ok(o) => VnodeReply::Found(o),
+            Err(e) => VnodeReply::Failed(e),
+        })
+    }
+
     fn keys(&self, q: &KeysQuery) -> Result<VnodeReply, KvError> {
         let limit = q.limit.max(1) as usize;
         let mut best: std::collections::BTreeSet<Vec<u8>> = Default::default();

@@ -58,6 +58,16 @@ fn send_failed(peer: &Peer, node: &str, id: u64, e: SendError) {
     }
 }
 
+fn decode_request(from: &str, b: &bytes::Bytes) -> Option<(Route, VnodeRequest)> {
+    match wire::decode_request_shared(b) {
+        Ok(r) => Some(r),
+        Err(e) => {
+            tracing::warn!(from, error = %e, "a malformed vnode request was dropped");
+            None
+        }
+    }
+}
+
 fn unreachable(node: &str) -> VnodeReply {
     VnodeReply::Failed(KvError::Backend(format!("{node} cannot be reached")))
 }
@@ -112,15 +122,28 @@ impl Peer {
     /// A peer's request for one of this node's vnodes (on a blocking
     /// thread: vnodes read and write the disk).
     pub(crate) fn serve(&self, from: &str, b: &bytes::Bytes) {
-        let (route, request) = match wire::decode_request_shared(b) {
-            Ok(r) => r,
-            Err(e) => {
-                tracing::warn!(from, error = %e, "a malformed vnode request was dropped");
-                return;
-            }
-        };
+        if let Some((route, request)) = decode_request(from, b) {
+            self.serve_decoded(from, route, request);
+        }
+    }
+
+    pub(crate) fn serve_decoded(&self, from: &str, route: Route, request: VnodeRequest) {
         let reply = self.node.serve(route.partition, request);
         self.reply_to(from, route, &reply);
+    }
+
+    /// Serves a small request at once if it is a read the vnode answers
+    /// without waiting (so on the inbox, with no thread hand-off); else
+    /// gives it back, decoded, to be served where blocking is allowed.
+    pub(crate) fn try_serve(&self, from: &str, b: &bytes::Bytes) -> Option<(Route, VnodeRequest)> {
+        let (route, request) = decode_request(from, b)?;
+        match self.node.try_serve(route.partition, &request) {
+            Some(reply) => {
+                self.reply_to(from, route, &reply);
+                None
+            }
+            None => Some((route, request)),
+        }
     }
 
     fn reply_to(&self, from: &str, route: Route, reply: &VnodeReply) {

@@ -54,6 +54,13 @@ impl PeerConfig {
 /// Small vnode requests served together at most (`Peer::inbox`).
 const READS_TOGETHER: usize = 64;
 
+/// Small vnode requests gathered to be served together, decoded.
+type Reads = Vec<(
+    String,
+    rill_node::wire::Route,
+    rill_node::vnode_msg::VnodeRequest,
+)>;
+
 /// A request sent to another node's vnode, waiting for its reply.
 pub(crate) struct Pending {
     pub tag: usize,
@@ -374,7 +381,9 @@ impl Peer {
         });
     }
 
-    /// Takes what peers send, in order. Small vnode requests are gathered
+    /// Takes what peers send, in order. A read a vnode answers without
+    /// waiting (from memory or the page cache: `Backend::try_get`) is
+    /// answered here at once. Other small vnode requests are gathered
     /// from what has arrived and served together on one blocking thread:
     /// one thread hand-off for many requests (measured on a 3-node devrel
     /// at 1 KiB, docs/benchmarks.md), and a request that must wait for the
@@ -399,8 +408,8 @@ impl Peer {
                 let p = peer.clone();
                 tokio::task::spawn_blocking(move || {
                     let _permit = permit;
-                    for (from, body) in reads {
-                        p.serve(&from, &body);
+                    for (from, route, request) in reads {
+                        p.serve_decoded(&from, route, request);
                     }
                 });
             }
@@ -409,7 +418,7 @@ impl Peer {
 
     /// Takes one message; a small vnode request is left in `reads` to be
     /// served with others.
-    async fn take(self: &Arc<Self>, m: Incoming, reads: &mut Vec<(String, bytes::Bytes)>) {
+    async fn take(self: &Arc<Self>, m: Incoming, reads: &mut Reads) {
         // Vnode messages (which may carry large values) are read where
         // they lie, not copied out by `decode`.
         let msg = match crate::msg::vnode_kind(&m.data) {
@@ -454,7 +463,11 @@ impl Peer {
                     self.refuse(&m.from, &body, "the replica is overloaded; retry");
                 }
             }
-            PeerMsg::VnodeRequest(_) => reads.push((m.from.clone(), body)),
+            PeerMsg::VnodeRequest(_) => {
+                if let Some((route, request)) = self.try_serve(&m.from, &body) {
+                    reads.push((m.from.clone(), route, request));
+                }
+            }
             PeerMsg::VnodeReply(_) => self.reply_in(&body),
             PeerMsg::Handoff(b) => self.handoff_in(&m.from, &b),
             PeerMsg::Metadata(b) => {

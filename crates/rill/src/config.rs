@@ -32,6 +32,10 @@ pub struct Config {
     pub test_link_delay: Duration,
     pub test_link_loss: f64,
     pub pb_max_frame_bytes: usize,
+    /// `runtime.worker_threads`: threads that serve connections and run
+    /// the cluster runtime (Riak's `erlang.schedulers.online`); `None`:
+    /// one per core. Nodes sharing a machine (a devrel) split its cores.
+    pub worker_threads: Option<usize>,
     pub log_level: String,
     /// Where `rill start` writes the node's pid.
     pub pid_file: PathBuf,
@@ -235,6 +239,10 @@ pub const KEYS: &[(&str, &str)] = &[
         "memory backend time to live (default off)",
     ),
     (
+        "runtime.worker_threads",
+        "threads serving connections and the cluster runtime (default one per core; rill devrel splits the cores among its nodes)",
+    ),
+    (
         "log.console.level",
         "debug, info, warning or error (default info)",
     ),
@@ -256,6 +264,7 @@ impl Config {
             test_link_delay: Duration::ZERO,
             test_link_loss: 0.0,
             pb_max_frame_bytes: 64 << 20,
+            worker_threads: None,
             log_level: "info".into(),
         }
     }
@@ -363,6 +372,15 @@ impl Config {
             "handoff.timeout" => self.handoff_timeout = duration(v)?,
             "test.link.delay" => self.test_link_delay = duration(v)?,
             "test.link.loss" => self.test_link_loss = share(v)?,
+            "runtime.worker_threads" => {
+                let n: usize = v.parse().map_err(|_| {
+                    format!("runtime.worker_threads must be a count, found {v:?}")
+                })?;
+                if !(1..=1024).contains(&n) {
+                    return Err("runtime.worker_threads must be between 1 and 1024".into());
+                }
+                self.worker_threads = Some(n);
+            }
             "protobuf.max_message_size" => self.pb_max_frame_bytes = bytesize(v)? as usize,
             "delete_mode" => {
                 n.delete_mode = match v {
@@ -508,5 +526,17 @@ test.link.loss = 2
             "{}",
             errs[1]
         );
+    }
+
+    #[test]
+    fn worker_threads() {
+        assert_eq!(Config::parse("").unwrap().worker_threads, None);
+        let c = Config::parse("runtime.worker_threads = 3\n").unwrap();
+        assert_eq!(c.worker_threads, Some(3));
+        let errs = Config::parse("runtime.worker_threads = 0\nruntime.worker_threads = many\n")
+            .err()
+            .unwrap();
+        assert_eq!(errs.iter().map(|e| e.line).collect::<Vec<_>>(), vec![1, 2]);
+        assert!(errs[0].to_string().contains("between 1"), "{}", errs[0]);
     }
 }

@@ -51,6 +51,14 @@ impl Devrel {
         })
     }
 
+    /// The nodes share this machine's cores: each gets its share (at
+    /// least one thread), so they do not hand work between more threads
+    /// than there are cores (measured in docs/benchmarks.md).
+    fn worker_threads(&self) -> usize {
+        let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
+        (cores / self.nodes.max(1) as usize).max(1)
+    }
+
     fn write_configs(&self) -> Result<()> {
         for k in 1..=self.nodes {
             let n = self.node(k)?;
@@ -61,14 +69,15 @@ impl Devrel {
             let text = format!(
                 "nodename = {}\nring_size = {}\nstorage_backend = {}\nplatform_data_dir = {}\n\
                  listener.protobuf.internal = {}\nlistener.http.internal = {}\n\
-                 listener.cluster.internal = {}\n",
+                 listener.cluster.internal = {}\nruntime.worker_threads = {}\n",
                 n.name,
                 self.ring_size,
                 self.backend,
                 data.display(),
                 n.pb,
                 n.http,
-                n.cluster
+                n.cluster,
+                self.worker_threads()
             ) + &self
                 .settings
                 .iter()

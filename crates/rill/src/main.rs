@@ -309,9 +309,11 @@ fn console(cfg: Config) -> Result<()> {
             anyhow::anyhow!("cannot lock {}: {e}", cfg.pid_file.display())
         }
     })?;
-    let runtime = tokio::runtime::Builder::new_multi_thread()
-        .enable_all()
-        .build()?;
+    let mut builder = tokio::runtime::Builder::new_multi_thread();
+    if let Some(n) = cfg.worker_threads {
+        builder.worker_threads(n);
+    }
+    let runtime = builder.enable_all().build()?;
     // Client connections that carry large values move to these threads,
     // at a lower CPU priority (`rill_api::pb::PbConfig::bulk`).
     let bulk_io = tokio::runtime::Builder::new_multi_thread()

@@ -84,6 +84,10 @@ impl VFile for FaultyFile {
         self.inner.read_at(buf, offset)
     }
 
+    fn read_at_nowait(&self, buf: &mut [u8], offset: u64) -> io::Result<usize> {
+        self.inner.read_at_nowait(buf, offset)
+    }
+
     fn write_at(&self, buf: &[u8], offset: u64) -> io::Result<usize> {
         let allowed = {
             let mut s = self.state.lock().expect("fault state");

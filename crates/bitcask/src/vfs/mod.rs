@@ -42,10 +42,35 @@ pub trait VFile: Send + Sync {
     fn set_len(&self, len: u64) -> io::Result<()>;
     fn size(&self) -> io::Result<u64>;
 
+    /// [`VFile::read_at`] only if it need not wait for the device: the
+    /// bytes are in the page cache (Linux's `RWF_NOWAIT`), else
+    /// `WouldBlock` (the default: the caller reads on a thread that may
+    /// wait).
+    fn read_at_nowait(&self, _buf: &mut [u8], _offset: u64) -> io::Result<usize> {
+        Err(io::ErrorKind::WouldBlock.into())
+    }
+
     /// Reads exactly `buf.len()` bytes or fails with `UnexpectedEof`.
-    fn read_exact_at(&self, mut buf: &mut [u8], mut offset: u64) -> io::Result<()> {
+    fn read_exact_at(&self, buf: &mut [u8], offset: u64) -> io::Result<()> {
+        self.read_exact_at_with(buf, offset, false)
+    }
+
+    /// [`VFile::read_exact_at`], through [`VFile::read_at_nowait`] when
+    /// `nowait` (failing with `WouldBlock` as soon as a part is not
+    /// cached).
+    fn read_exact_at_with(
+        &self,
+        mut buf: &mut [u8],
+        mut offset: u64,
+        nowait: bool,
+    ) -> io::Result<()> {
         while !buf.is_empty() {
-            match self.read_at(buf, offset) {
+            let read = if nowait {
+                self.read_at_nowait(buf, offset)
+            } else {
+                self.read_at(buf, offset)
+            };
+            match read {
                 Ok(0) => return Err(io::ErrorKind::UnexpectedEof.into()),
                 Ok(n) => {
                     buf = &mut buf[n..];

@@ -16,6 +16,28 @@ impl VFile for StdFile {
     fn read_at(&self, buf: &mut [u8], offset: u64) -> io::Result<usize> {
         self.0.read_at(buf, offset)
     }
+    #[cfg(target_os = "linux")]
+    fn read_at_nowait(&self, buf: &mut [u8], offset: u64) -> io::Result<usize> {
+        use std::os::fd::AsRawFd;
+        let iov = libc::iovec {
+            iov_base: buf.as_mut_ptr() as *mut libc::c_void,
+            iov_len: buf.len(),
+        };
+        let offset = libc::off_t::try_from(offset)
+            .map_err(|_| io::Error::from(io::ErrorKind::InvalidInput))?;
+        // SAFETY: one iovec over `buf`, which outlives the call.
+        let n = unsafe { libc::preadv2(self.0.as_raw_fd(), &iov, 1, offset, libc::RWF_NOWAIT) };
+        if n < 0 {
+            let e = io::Error::last_os_error();
+            // Kernels or filesystems without RWF_NOWAIT: read elsewhere.
+            if e.raw_os_error() == Some(libc::EOPNOTSUPP) || e.raw_os_error() == Some(libc::EINVAL)
+            {
+                return Err(io::ErrorKind::WouldBlock.into());
+            }
+            return Err(e);
+        }
+        Ok(n as usize)
+    }
     fn write_at(&self, buf: &[u8], offset: u64) -> io::Result<usize> {
         self.0.write_at(buf, offset)
     }

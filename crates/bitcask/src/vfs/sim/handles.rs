@@ -36,6 +36,11 @@ impl Drop for SimFile {
 }
 
 impl VFile for SimFile {
+    /// The simulated disk is memory: nothing waits.
+    fn read_at_nowait(&self, buf: &mut [u8], offset: u64) -> io::Result<usize> {
+        self.read_at(buf, offset)
+    }
+
     fn read_at(&self, buf: &mut [u8], offset: u64) -> io::Result<usize> {
         let mut d = self.disk()?;
         let data = &d.file(self.ino).live;

@@ -1,0 +1,32 @@
+//! `Store::try_get` answers only what it can without waiting, and what it
+//! answers is what `Store::get` answers.
+
+mod common;
+
+use bitcask::Store;
+use common::small_options;
+
+#[test]
+fn try_get_answers_as_get_or_not_at_all() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = Store::open(dir.path(), small_options()).unwrap();
+    for i in 0..500u32 {
+        let v = vec![(i % 251) as u8; 100 + (i as usize % 300)];
+        store.put(format!("k{i}").as_bytes(), &v).unwrap();
+    }
+    for i in (0..500u32).step_by(7) {
+        store.delete(format!("k{i}").as_bytes()).unwrap();
+    }
+    store.sync().unwrap();
+    let mut answered = 0;
+    for i in 0..520u32 {
+        let k = format!("k{i}");
+        let want = store.get(k.as_bytes()).unwrap();
+        if let Some(got) = store.try_get(k.as_bytes()) {
+            assert_eq!(got.unwrap(), want, "{k}");
+            answered += 1;
+        }
+    }
+    // Just written: the bytes are in the page cache or the write buffer.
+    assert!(answered > 0, "no read was answered without waiting");
+}
