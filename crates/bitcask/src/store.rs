@@ -280,8 +280,9 @@ impl Store {
     /// or the page cache, no lock held by a writer. `None`: it would wait
     /// (for the device or the writer); read with [`Store::get`] on a
     /// thread that may block.
-    pub fn try_get(&self, key: &[u8]) -> Option<Result<Option<Vec<u8>>>> {
-        self.inner.get_with(key, true)
+    /// Records over `max_bytes` are left to `get` too.
+    pub fn try_get(&self, key: &[u8], max_bytes: usize) -> Option<Result<Option<Vec<u8>>>> {
+        self.inner.get_with(key, Some(max_bytes))
     }
 
     /// True when the key is readable (present, not deleted, not expired).
@@ -763,12 +764,13 @@ impl Inner {
     }
 
     fn get(&self, key: &[u8]) -> Result<Option<Vec<u8>>> {
-        self.get_with(key, false).expect("a waiting read answers")
+        self.get_with(key, None).expect("a waiting read answers")
     }
 
-    /// A get; with `nowait`, `None` where it would wait for the device or
-    /// the writer's lock.
-    fn get_with(&self, key: &[u8], nowait: bool) -> Option<Result<Option<Vec<u8>>>> {
+    /// A get; with `nowait` (the largest record it reads), `None` where
+    /// it would wait for the device or the writer's lock, or the record is
+    /// larger.
+    fn get_with(&self, key: &[u8], nowait: Option<usize>) -> Option<Result<Option<Vec<u8>>>> {
         // A merge may move the record between the keydir lookup and the
         // read; then the lookup is repeated. Merges of one key are far apart,
         // so a few tries suffice.
@@ -779,7 +781,10 @@ impl Inner {
             if !entry.is_visible(self.opts.now_s()) {
                 return Some(Ok(None));
             }
-            match self.read_entry_with(key, &entry, nowait) {
+            if nowait.is_some_and(|max| entry.size as usize > max) {
+                return None;
+            }
+            match self.read_entry_with(key, &entry, nowait.is_some()) {
                 Err(ReadFail::WouldBlock) => return None,
                 Err(ReadFail::Failed(e)) => return Some(Err(e)),
                 Ok(Some(v)) => return Some(Ok(Some(v))),
@@ -825,8 +830,9 @@ impl Inner {
             let w = if nowait {
                 match self.writer.try_lock() {
                     Ok(w) => w,
-                    Err(std::sync::TryLockError::WouldBlock) => return Err(ReadFail::WouldBlock),
-                    Err(std::sync::TryLockError::Poisoned(_)) => panic!("writer lock poisoned"),
+                    // Poisoned too: the waiting read reports it, on a
+                    // thread where a panic does not stop the caller.
+                    Err(_) => return Err(ReadFail::WouldBlock),
                 }
             } else {
                 self.writer()

@@ -22,11 +22,13 @@ fn try_get_answers_as_get_or_not_at_all() {
     for i in 0..520u32 {
         let k = format!("k{i}");
         let want = store.get(k.as_bytes()).unwrap();
-        if let Some(got) = store.try_get(k.as_bytes()) {
+        if let Some(got) = store.try_get(k.as_bytes(), usize::MAX) {
             assert_eq!(got.unwrap(), want, "{k}");
             answered += 1;
         }
     }
     // Just written: the bytes are in the page cache or the write buffer.
     assert!(answered > 0, "no read was answered without waiting");
+    // A record over the limit is left to `get`.
+    assert!(store.try_get(b"k1", 10).is_none());
 }

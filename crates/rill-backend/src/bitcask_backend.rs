@@ -66,7 +66,7 @@ impl Backend for BitcaskBackend {
             Ok(key) => key,
             Err(e) => return Some(Err(e)),
         };
-        let got = self.store.try_get(&key)?;
+        let got = self.store.try_get(&key, crate::NOWAIT_MAX_BYTES)?;
         Some(got.map(|v| v.map(bytes::Bytes::from)).map_err(Into::into))
     }
 

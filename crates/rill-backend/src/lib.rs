@@ -42,6 +42,10 @@ pub type Result<T, E = Error> = std::result::Result<T, E>;
 pub type IndexEntry = (Vec<u8>, Term);
 
 /// What a vnode needs of its storage.
+/// The largest value [`Backend::try_get`] answers: past it, copying and
+/// encoding the value is work for a thread that may take its time.
+pub const NOWAIT_MAX_BYTES: usize = 64 << 10;
+
 pub trait Backend: Send + Sync {
     /// Riak's name for this backend in errors and stats.
     fn name(&self) -> &'static str;

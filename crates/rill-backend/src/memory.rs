@@ -82,9 +82,26 @@ impl Backend for MemoryBackend {
         Ok(inner.objects.get(&raw).is_some_and(|e| !self.expired(e)))
     }
 
-    /// Memory never waits.
+    /// Memory never waits for a device; a scan holding the lock, or a
+    /// value over `NOWAIT_MAX_BYTES` (its copy and encoding are work for
+    /// a thread that may take its time), is left to `get`.
     fn try_get(&self, k: &BKey) -> Option<Result<Option<bytes::Bytes>>> {
-        Some(self.get(k))
+        let raw = match object_key(k) {
+            Ok(raw) => raw,
+            Err(e) => return Some(Err(e)),
+        };
+        let inner = match self.inner.try_lock() {
+            Ok(inner) => inner,
+            Err(std::sync::TryLockError::WouldBlock) => return None,
+            Err(std::sync::TryLockError::Poisoned(p)) => p.into_inner(),
+        };
+        match inner.objects.get(&raw) {
+            // An expired entry is dropped by `get`.
+            Some(e) if self.expired(e) => None,
+            Some(e) if e.value.len() > crate::NOWAIT_MAX_BYTES => None,
+            Some(e) => Some(Ok(Some(e.value.clone()))),
+            None => Some(Ok(None)),
+        }
     }
 
     fn get(&self, k: &BKey) -> Result<Option<bytes::Bytes>> {

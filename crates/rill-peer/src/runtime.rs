@@ -51,7 +51,8 @@ impl PeerConfig {
     }
 }
 
-/// Small vnode requests served together at most (`Peer::inbox`).
+/// Messages taken from the inbox before the small vnode requests among
+/// them are sent to be served together (`Peer::inbox`).
 const READS_TOGETHER: usize = 64;
 
 /// Small vnode requests gathered to be served together, decoded.
@@ -395,9 +396,13 @@ impl Peer {
             let Some(peer) = peer.upgrade() else { return };
             let mut reads = Vec::new();
             let mut next = Some(first);
+            // Messages taken, not only requests gathered: reads answered
+            // here must not keep a gathered write from its thread.
+            let mut taken = 0;
             while let Some(m) = next.take() {
                 peer.take(m, &mut reads).await;
-                if reads.len() < READS_TOGETHER {
+                taken += 1;
+                if taken < READS_TOGETHER {
                     next = rx.try_recv().ok();
                 }
             }

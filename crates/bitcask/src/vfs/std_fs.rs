@@ -30,8 +30,10 @@ impl VFile for StdFile {
         if n < 0 {
             let e = io::Error::last_os_error();
             // Kernels or filesystems without RWF_NOWAIT: read elsewhere.
-            if e.raw_os_error() == Some(libc::EOPNOTSUPP) || e.raw_os_error() == Some(libc::EINVAL)
-            {
+            if matches!(
+                e.raw_os_error(),
+                Some(libc::EOPNOTSUPP | libc::EINVAL | libc::ENOSYS | libc::EPERM)
+            ) {
                 return Err(io::ErrorKind::WouldBlock.into());
             }
             return Err(e);
