@@ -130,25 +130,17 @@ impl Node {
 
 #[cfg(test)]
 mod tests {
-    use crate::config::{BackendKind, NodeConfig};
+    use crate::config::BackendKind;
+    use crate::testing::{node, put_v};
     use crate::vnode_msg::{VnodeReply, VnodeRequest};
-    use crate::{Content, Metadata, Node, PutRequest};
+    use crate::Node;
 
     /// A read served without waiting answers as one served on a thread
     /// that may block; other requests are never served that way.
     fn reads_answer_alike(backend: BackendKind) {
         let dir = tempfile::tempdir().unwrap();
-        let mut c = NodeConfig::new(dir.path());
-        c.ring_size = 8;
-        c.backend = backend;
-        let n = Node::open(c).unwrap();
-        n.put(PutRequest {
-            bucket: b"b".to_vec(),
-            key: Some(b"k".to_vec()),
-            content: Content::new(b"v".to_vec(), Metadata::default()),
-            ..PutRequest::default()
-        })
-        .unwrap();
+        let n = node(dir.path(), backend);
+        put_v(&n);
         let pl = n.preflist(b"", b"b", b"k", 3);
         let mut answered = 0;
         for key in [Node::bkey(b"", b"b", b"k"), Node::bkey(b"", b"b", b"none")] {

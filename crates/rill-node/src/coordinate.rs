@@ -595,19 +595,13 @@ fn on_stored(
 
 #[cfg(test)]
 mod tests {
-    use crate::{Content, GetAnswer, GetRequest, Metadata, Node, PutRequest};
+    use crate::{GetAnswer, GetRequest, Node};
 
     #[test]
     fn a_get_repairs_a_replica_that_lost_the_key_and_answers_from_all() {
         let dir = tempfile::tempdir().unwrap();
         let n = crate::testing::memory_node(dir.path());
-        n.put(PutRequest {
-            bucket: b"b".to_vec(),
-            key: Some(b"k".to_vec()),
-            content: Content::new(b"v".to_vec(), Metadata::default()),
-            ..PutRequest::default()
-        })
-        .unwrap();
+        crate::testing::put_v(&n);
         let pl = n.preflist(b"", b"b", b"k", 3);
         let k = Node::bkey(b"", b"b", b"k");
         // The first two replicas lose it; R = 1 still finds it on the third.
