@@ -109,7 +109,14 @@ fn acknowledged_puts_survive_sigkill() {
         let lines = reader.join().unwrap();
         let mut acks = 0;
         for line in lines {
-            let mut parts = line.split_whitespace();
+            // The harness prints `test crash_child ... ` before the child's
+            // first line, on the same line: read from the marker.
+            let marker = [line.find("TRY "), line.find("ACK ")]
+                .into_iter()
+                .flatten()
+                .min();
+            let Some(at) = marker else { continue };
+            let mut parts = line[at..].split_whitespace();
             let (Some(kind), Some(key), Some(v)) = (parts.next(), parts.next(), parts.next())
             else {
                 continue;
