@@ -100,6 +100,9 @@ impl Node {
     /// (from memory or the page cache); `None` when it would wait or is
     /// not a read: then `serve` it on a thread that may block.
     pub fn try_serve(&self, partition: u32, request: &VnodeRequest) -> Option<VnodeReply> {
+        if !self.quick_reads.load(std::sync::atomic::Ordering::Relaxed) {
+            return None;
+        }
         self.vnodes.get(partition as usize)?.try_handle(request)
     }
 

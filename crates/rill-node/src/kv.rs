@@ -235,6 +235,22 @@ pub(crate) fn put_mode(props: &Props) -> PutMode {
     }
 }
 
+/// A get's answer from what the replicas read.
+fn get_answer(req: &GetRequest, read: Result<Read, KvError>) -> Result<GetAnswer, KvError> {
+    let obj = match read? {
+        Read::Found(o) => o,
+        Read::NotFound => return Ok(GetAnswer::NotFound),
+        Read::Deleted(clock) => return Ok(GetAnswer::Deleted(clock)),
+    };
+    if let Some(vc) = &req.if_modified {
+        let asked = decode_vclock(vc).map_err(|e| KvError::BadVclock(e.to_string()))?;
+        if asked == obj.clock {
+            return Ok(GetAnswer::Unchanged);
+        }
+    }
+    Ok(GetAnswer::Found(obj))
+}
+
 impl Node {
     fn record<T>(&self, r: &Result<T, KvError>) {
         if r.is_err() {
@@ -253,7 +269,37 @@ impl Node {
         r
     }
 
+    /// [`Node::get`] as a task of the runtime: it never waits for the
+    /// disk on the calling thread (reads that would go to a blocking
+    /// thread), and needs no thread hand-off when the replicas answer
+    /// from memory or the page cache.
+    pub async fn get_task(&self, req: &GetRequest) -> Result<GetAnswer, KvError> {
+        let start = Instant::now();
+        let r = match self.get_plan(req) {
+            Ok((k, preflist, q, mode)) => {
+                let read = self.coordinate_get_task(&k, &preflist, q, mode).await;
+                get_answer(req, read)
+            }
+            Err(e) => Err(e),
+        };
+        self.counters.gets.fetch_add(1, Ordering::Relaxed);
+        self.counters
+            .get_us
+            .fetch_add(start.elapsed().as_micros() as u64, Ordering::Relaxed);
+        self.record(&r);
+        r
+    }
+
     fn get_inner(&self, req: &GetRequest) -> Result<GetAnswer, KvError> {
+        let (k, preflist, q, mode) = self.get_plan(req)?;
+        get_answer(req, self.coordinate_get(&k, &preflist, q, mode))
+    }
+
+    /// What a get reads: the key, its replicas, the quorum and the mode.
+    fn get_plan(
+        &self,
+        req: &GetRequest,
+    ) -> Result<(BKey, Vec<PreflistEntry>, ReadQuorum, ReadMode), KvError> {
         check_names(&req.bucket_type, &req.bucket, Some(&req.key))?;
         let props = self.props_for_kv(&req.bucket_type, &req.bucket)?;
         let n = request_n(&props, req.n_val)?;
@@ -274,18 +320,7 @@ impl Node {
             deletedvclock: req.deletedvclock,
             may_reap: req.n_val.is_none_or(|v| v == n_val(&props)),
         };
-        let obj = match self.coordinate_get(&k, &preflist, q, mode)? {
-            Read::Found(o) => o,
-            Read::NotFound => return Ok(GetAnswer::NotFound),
-            Read::Deleted(clock) => return Ok(GetAnswer::Deleted(clock)),
-        };
-        if let Some(vc) = &req.if_modified {
-            let asked = decode_vclock(vc).map_err(|e| KvError::BadVclock(e.to_string()))?;
-            if asked == obj.clock {
-                return Ok(GetAnswer::Unchanged);
-            }
-        }
-        Ok(GetAnswer::Found(obj))
+        Ok((k, preflist, q, mode))
     }
 
     /// Reads the key keeping every sibling (allow_mult), tombstones read

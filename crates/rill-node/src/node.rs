@@ -95,6 +95,10 @@ pub struct Node {
     pub(crate) this: Weak<Node>,
     /// Work on large values (`bulk`), made on first use.
     bulk: OnceLock<(BulkPool, BulkPool)>,
+    /// Reads answered in place when a backend can without waiting (on
+    /// by default; tests turn it off to take the path of reads that
+    /// wait).
+    pub(crate) quick_reads: std::sync::atomic::AtomicBool,
 }
 
 impl Node {
@@ -194,6 +198,7 @@ impl Node {
             remote: OnceLock::new(),
             this: this.clone(),
             bulk: OnceLock::new(),
+            quick_reads: std::sync::atomic::AtomicBool::new(true),
         });
         let weak = Arc::downgrade(&node);
         let reaper = node.reaper.clone();

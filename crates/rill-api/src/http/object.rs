@@ -237,8 +237,7 @@ async fn fetch(ctx: &Arc<Ctx>, req: &Req, t: &[u8], b: &[u8], k: &[u8]) -> Respo
         if_modified: None,
         n_val: None,
     };
-    let node = ctx.node.clone();
-    match crate::blocking(move || node.get(&get)).await {
+    match ctx.node.get_task(&get).await {
         Ok(GetAnswer::Found(o)) => {
             if let Some(inm) = req
                 .headers
@@ -474,8 +473,7 @@ pub(crate) async fn store(
             key: k.unwrap_or_default().to_vec(),
             ..GetRequest::default()
         };
-        let node = ctx.node.clone();
-        let current = crate::blocking(move || node.get(&get)).await;
+        let current = ctx.node.get_task(&get).await;
         let tags: Vec<Vec<u8>> = match &current {
             Ok(GetAnswer::Found(o)) => o
                 .contents

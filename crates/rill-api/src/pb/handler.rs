@@ -390,7 +390,7 @@ async fn get(node: Arc<Node>, r: RpbGetReq) -> Result<Response, Response> {
         if_modified: r.if_modified.as_ref().map(|v| v.to_vec()),
         n_val: r.n_val,
     };
-    Ok(match blocking(move || node.get(&req)).await.map_err(err)? {
+    Ok(match node.get_task(&req).await.map_err(err)? {
         GetAnswer::Found(o) => Response::Get(RpbGetResp {
             content: contents_to_pb(&o, head),
             vclock: Some(rill_object::encode_vclock(&o.clock).into()),

@@ -1,0 +1,484 @@
+//! A get's coordination: a get machine over the replicas of a preference
+//! list, fed through the heads (so a large value crosses between nodes
+//! once), answering by Riak's quorum rules, then repairing replicas
+//! behind the merge and reaping a tombstone every replica holds.
+//!
+//! The same run has two drivers. On a thread that may block
+//! ([`Node::coordinate_get`]) this node's replicas are read in place. As
+//! a task of the runtime ([`Node::coordinate_get_task`], the PB and HTTP
+//! gets) no step may wait for the disk: this node's replicas answer in
+//! place only when their backend can without waiting (memory, the write
+//! buffer, the page cache); the reads that would wait go together to one
+//! blocking thread and answer on the reply channel, like another node's
+//! replicas. A get served from memory then needs no thread hand-off at
+//! all, and replies of other nodes wake the request's own task.
+
+use super::{overloaded, quorum_error, unexpected, Read, ReadMode, Replies};
+use crate::cluster::ReplyTx;
+use crate::error::KvError;
+use crate::head::{HeadStep, Heads};
+use crate::node::Node;
+use crate::quorum::ReadQuorum;
+use crate::vnode_msg::{VnodeReply, VnodeRequest};
+use rill_backend::BKey;
+use rill_coord::{CoordError, GetEffect, GetFsm, GetOutcome, GetParams, GetReply};
+use rill_object::Object;
+use rill_ring::PreflistEntry;
+use std::collections::VecDeque;
+use std::sync::atomic::Ordering;
+use std::time::Instant;
+use tokio::sync::mpsc::unbounded_channel;
+
+/// The tag of a read repair's reply (not a replica's answer).
+const REPAIR: usize = usize::MAX - 1;
+
+/// Where a coordinator runs.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Driver {
+    /// A thread that may block: this node's vnodes are called in place.
+    Blocking,
+    /// A task of the runtime: nothing in it waits for the disk.
+    Task,
+}
+
+/// What a get does with its replicas: read the key, repair, reap.
+struct GetJob {
+    key: BKey,
+    preflist: Vec<PreflistEntry>,
+    mode: ReadMode,
+    tx: ReplyTx,
+}
+
+/// A get in progress.
+pub(super) struct GetRun {
+    fsm: GetFsm,
+    heads: Heads,
+    job: GetJob,
+    driver: Driver,
+    /// The machine's effects not yet carried out.
+    effects: VecDeque<GetEffect>,
+    answer: Option<GetOutcome>,
+    /// The last typed error of a replica (a full disk, a busy node), for
+    /// an answer where every replica failed.
+    last_error: Option<KvError>,
+    /// Requests to this node's vnodes that would wait (task driver):
+    /// partition, request, tag.
+    waiting: Vec<(u32, VnodeRequest, usize)>,
+    /// Repairs and reaps (task driver: done on a blocking thread).
+    work: Vec<GetEffect>,
+    deadline: Instant,
+}
+
+fn get_reply(reply: VnodeReply, last_error: &mut Option<KvError>) -> GetReply {
+    match reply {
+        VnodeReply::Found(Some(o)) => GetReply::Found(o),
+        VnodeReply::Found(None) => GetReply::NotFound,
+        VnodeReply::Failed(e) => {
+            let r = GetReply::Failed {
+                reason: e.to_string(),
+                overload: overloaded(&e),
+            };
+            *last_error = Some(e);
+            r
+        }
+        other => GetReply::Failed {
+            reason: unexpected(other),
+            overload: false,
+        },
+    }
+}
+
+impl Node {
+    /// Reads the key from every replica of `preflist` through a get
+    /// machine, on a thread that may block: answers by Riak's quorum
+    /// rules, repairs replicas behind the merge, reaps a tombstone every
+    /// replica holds.
+    pub(crate) fn coordinate_get(
+        &self,
+        k: &BKey,
+        preflist: &[PreflistEntry],
+        q: ReadQuorum,
+        mode: ReadMode,
+    ) -> Result<Read, KvError> {
+        let (mut run, mut rx) = self.get_begin(k, preflist, q, mode, Driver::Blocking);
+        while !self.get_pump(&mut run) {
+            match self.wait(&mut rx, run.deadline) {
+                Some(got) => self.take_get_reply(&mut run, got),
+                None => run.effects.extend(run.fsm.timeout()),
+            }
+        }
+        self.get_end(run, rx)
+    }
+
+    /// [`Node::coordinate_get`] as a task of the runtime: never waits
+    /// for the disk on the calling thread.
+    pub(crate) async fn coordinate_get_task(
+        &self,
+        k: &BKey,
+        preflist: &[PreflistEntry],
+        q: ReadQuorum,
+        mode: ReadMode,
+    ) -> Result<Read, KvError> {
+        let (mut run, mut rx) = self.get_begin(k, preflist, q, mode, Driver::Task);
+        let deadline = tokio::time::Instant::from_std(run.deadline);
+        while !self.get_pump(&mut run) {
+            match tokio::time::timeout_at(deadline, rx.recv()).await {
+                Ok(Some(got)) => self.take_get_reply(&mut run, got),
+                _ => run.effects.extend(run.fsm.timeout()),
+            }
+        }
+        self.get_end(run, rx)
+    }
+
+    fn get_begin(
+        &self,
+        k: &BKey,
+        preflist: &[PreflistEntry],
+        q: ReadQuorum,
+        mode: ReadMode,
+        driver: Driver,
+    ) -> (GetRun, Replies) {
+        let all_local = preflist.iter().all(|e| self.is_local(e));
+        let params = GetParams {
+            n: preflist.len() as u32,
+            r: q.r,
+            pr: q.pr,
+            notfound_ok: q.notfound_ok,
+            basic_quorum: mode.basic_quorum,
+            allow_mult: mode.allow_mult,
+            deletedvclock: mode.deletedvclock,
+            // This node's vnodes reply at once, so the answer merges them
+            // all; with other nodes' replicas it comes at R.
+            wait_for_all: all_local,
+        };
+        let (fsm, first) = GetFsm::start(params, preflist.iter().map(|e| e.primary).collect());
+        let (tx, rx) = unbounded_channel();
+        let run = GetRun {
+            fsm,
+            heads: Heads::default(),
+            job: GetJob {
+                key: k.clone(),
+                preflist: preflist.to_vec(),
+                mode,
+                tx,
+            },
+            driver,
+            effects: first.into(),
+            answer: None,
+            last_error: None,
+            waiting: Vec::new(),
+            work: Vec::new(),
+            deadline: Instant::now() + self.config.request_timeout,
+        };
+        (run, rx)
+    }
+
+    /// Carries out the run's effects; true once the client can be
+    /// answered (or the machine is done).
+    fn get_pump(&self, run: &mut GetRun) -> bool {
+        while let Some(effect) = run.effects.pop_front() {
+            match effect {
+                GetEffect::Send(i) => {
+                    // This node's vnode is asked for the object, another
+                    // node's for its head.
+                    let key = run.job.key.clone();
+                    let request = if self.is_local(&run.job.preflist[i]) {
+                        VnodeRequest::Get { key }
+                    } else {
+                        VnodeRequest::Head { key }
+                    };
+                    if let Some(reply) = self.ask_run(run, i, request) {
+                        self.take_get_reply(run, (i, reply));
+                    }
+                }
+                GetEffect::Answer(a) => run.answer = Some(a),
+                GetEffect::Done => {}
+                other if run.driver == Driver::Blocking => self.get_effect(&run.job, other),
+                other => run.work.push(other),
+            }
+        }
+        self.hand_over(run);
+        run.answer.is_some() || run.fsm.is_done()
+    }
+
+    /// Asks replica `i` of the run; `None` when the reply comes later on
+    /// the run's channel.
+    fn ask_run(&self, run: &mut GetRun, i: usize, request: VnodeRequest) -> Option<VnodeReply> {
+        let e = &run.job.preflist[i];
+        if run.driver == Driver::Task && self.is_local(e) {
+            let quick = self.try_serve(e.partition.0, &request);
+            if quick.is_none() {
+                run.waiting.push((e.partition.0, request, i));
+            }
+            return quick;
+        }
+        self.ask(e, request, i, &run.job.tx)
+    }
+
+    /// Task driver: the reads that would wait, and the repairs and reaps,
+    /// go to one blocking thread (the reads' replies come back on the
+    /// run's channel; repairs are not awaited).
+    fn hand_over(&self, run: &mut GetRun) {
+        if run.waiting.is_empty() && run.work.is_empty() {
+            return;
+        }
+        let (waiting, work) = (
+            std::mem::take(&mut run.waiting),
+            std::mem::take(&mut run.work),
+        );
+        let tx = run.job.tx.clone();
+        let Some(node) = self.this.upgrade() else {
+            // The node is shutting down: the reads fail as unreachable.
+            for (_, _, tag) in waiting {
+                let _ = tx.send((
+                    tag,
+                    VnodeReply::Failed(KvError::Backend("the node is shutting down".into())),
+                ));
+            }
+            return;
+        };
+        let job = run.job.clone_parts();
+        tokio::task::spawn_blocking(move || {
+            for (partition, request, tag) in waiting {
+                let _ = tx.send((tag, node.serve(partition, request)));
+            }
+            for e in work {
+                node.get_effect(&job, e);
+            }
+        });
+    }
+
+    /// Takes replica `i`'s reply through the heads (fetching whole
+    /// objects where a head alone does not do) into the get machine.
+    fn take_get_reply(&self, run: &mut GetRun, (i, reply): (usize, VnodeReply)) {
+        if i == REPAIR {
+            return;
+        }
+        let mut queue = VecDeque::from([(i, reply)]);
+        while let Some((i, reply)) = queue.pop_front() {
+            if matches!(reply, VnodeReply::Head { .. }) {
+                self.counters
+                    .get_head_clocks
+                    .fetch_add(1, Ordering::Relaxed);
+            }
+            for step in run.heads.reply(i, reply) {
+                match step {
+                    HeadStep::Feed(i, r) => {
+                        let r = get_reply(r, &mut run.last_error);
+                        run.effects.extend(run.fsm.reply(i, r));
+                    }
+                    HeadStep::Fetch(i) => {
+                        self.counters.get_fetches.fetch_add(1, Ordering::Relaxed);
+                        let request = VnodeRequest::Get {
+                            key: run.job.key.clone(),
+                        };
+                        if let Some(r) = self.ask_run(run, i, request) {
+                            queue.push_back((i, r));
+                        }
+                    }
+                }
+            }
+        }
+    }
+
+    /// The client's answer; the replies still to come are collected
+    /// afterwards (for read repair) by a task of the runtime.
+    fn get_end(&self, mut run: GetRun, rx: Replies) -> Result<Read, KvError> {
+        let answer = run
+            .answer
+            .take()
+            .expect("a get machine answers before it is done");
+        let last_error = run.last_error.take();
+        if !run.fsm.is_done() {
+            self.finish_get(run, rx);
+        }
+        match answer {
+            GetOutcome::Found(o) => Ok(Read::Found(o)),
+            GetOutcome::NotFound => Ok(Read::NotFound),
+            GetOutcome::Deleted(clock) => Ok(Read::Deleted(clock)),
+            // Every replica failed: the client sees why (typed: a full
+            // disk, a busy node).
+            GetOutcome::Err(CoordError::Failed(_)) if last_error.is_some() => {
+                Err(last_error.expect("checked"))
+            }
+            GetOutcome::Err(e) => Err(quorum_error(e)),
+        }
+    }
+
+    /// Collects a get's remaining replies after its client was answered,
+    /// on the runtime, and carries out the repairs and reaps they call
+    /// for (on a blocking thread).
+    fn finish_get(&self, mut run: GetRun, mut rx: Replies) {
+        let (Some(remote), Some(node)) = (self.remote(), self.this.upgrade()) else {
+            return;
+        };
+        run.driver = Driver::Task;
+        let deadline = tokio::time::Instant::from_std(run.deadline);
+        remote.runtime().spawn(async move {
+            while !run.fsm.is_done() {
+                match tokio::time::timeout_at(deadline, rx.recv()).await {
+                    Ok(Some(got)) => node.take_get_reply(&mut run, got),
+                    _ => run.effects.extend(run.fsm.timeout()),
+                }
+                node.get_pump(&mut run);
+            }
+        });
+    }
+
+    /// A get's effects after its answer: repairs and reaps.
+    fn get_effect(&self, job: &GetJob, effect: GetEffect) {
+        match effect {
+            GetEffect::Repair { idx, object } => self.repair(
+                &job.key,
+                &job.preflist[idx],
+                object,
+                job.mode.allow_mult,
+                &job.tx,
+            ),
+            GetEffect::Reap(clock) if job.mode.may_reap => {
+                self.reap_later(&job.key, &clock, &job.preflist)
+            }
+            GetEffect::Send(_) | GetEffect::Answer(_) | GetEffect::Reap(_) | GetEffect::Done => {}
+        }
+    }
+
+    fn repair(&self, k: &BKey, e: &PreflistEntry, target: Object, allow_mult: bool, tx: &ReplyTx) {
+        let request = VnodeRequest::Merge {
+            key: k.clone(),
+            object: target,
+            allow_mult,
+            prune: None,
+            return_object: false,
+        };
+        // Another node's repair is sent and not awaited (its reply, if
+        // any, is dropped with the request's channel or passed over).
+        match self.ask(e, request, REPAIR, tx) {
+            Some(VnodeReply::Failed(err)) => {
+                tracing::warn!(partition = e.partition.0, error = %err, "read repair failed")
+            }
+            _ => {
+                self.counters.read_repairs.fetch_add(1, Ordering::Relaxed);
+            }
+        }
+    }
+}
+
+impl GetJob {
+    fn clone_parts(&self) -> GetJob {
+        GetJob {
+            key: self.key.clone(),
+            preflist: self.preflist.clone(),
+            mode: self.mode,
+            tx: self.tx.clone(),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use crate::config::BackendKind;
+    use crate::testing::{node, put_v};
+    use crate::{DeleteRequest, GetAnswer, GetRequest, Node};
+    use std::sync::atomic::Ordering;
+    use std::sync::Arc;
+
+    fn ask(key: &[u8], deletedvclock: bool) -> GetRequest {
+        GetRequest {
+            bucket: b"b".to_vec(),
+            key: key.to_vec(),
+            deletedvclock,
+            ..GetRequest::default()
+        }
+    }
+
+    async fn on_thread<T: Send + 'static>(
+        n: &Arc<Node>,
+        f: impl FnOnce(&Node) -> T + Send + 'static,
+    ) -> T {
+        let n = n.clone();
+        tokio::task::spawn_blocking(move || f(&n)).await.unwrap()
+    }
+
+    /// A get run as a task answers as one run on a blocking thread,
+    /// whether this node's replicas answer in place or from a blocking
+    /// thread: found, not found, deleted.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_get_as_a_task_answers_as_a_blocking_get() {
+        for backend in [BackendKind::Memory, BackendKind::Bitcask] {
+            for quick in [true, false] {
+                let dir = tempfile::tempdir().unwrap();
+                let n = node(dir.path(), backend);
+                n.quick_reads.store(quick, Ordering::Relaxed);
+                on_thread(&n, put_v).await;
+                on_thread(&n, |n| {
+                    n.put(crate::PutRequest {
+                        bucket: b"b".to_vec(),
+                        key: Some(b"gone".to_vec()),
+                        content: crate::Content::new(b"x".to_vec(), crate::Metadata::default()),
+                        ..crate::PutRequest::default()
+                    })
+                    .unwrap();
+                    n.delete(&DeleteRequest {
+                        bucket: b"b".to_vec(),
+                        key: b"gone".to_vec(),
+                        ..DeleteRequest::default()
+                    })
+                    .unwrap()
+                })
+                .await;
+                let mut seen = Vec::new();
+                for (key, deleted) in [(&b"k"[..], false), (b"none", false), (b"gone", true)] {
+                    let task = n.get_task(&ask(key, deleted)).await;
+                    let blocking = on_thread(&n, move |n| n.get(&ask(key, deleted))).await;
+                    assert_eq!(
+                        format!("{task:?}"),
+                        format!("{blocking:?}"),
+                        "{backend:?} {quick}"
+                    );
+                    seen.push(task.unwrap());
+                }
+                assert!(
+                    matches!(&seen[0], GetAnswer::Found(o) if o.contents[0].value == b"v"[..]),
+                    "{:?}",
+                    seen[0]
+                );
+                assert!(matches!(seen[1], GetAnswer::NotFound), "{:?}", seen[1]);
+                assert!(matches!(seen[2], GetAnswer::Deleted(_)), "{:?}", seen[2]);
+                assert_eq!(n.stats().gets, 6);
+            }
+        }
+    }
+
+    /// A get run as a task repairs the replicas behind (on a blocking
+    /// thread, after the answer).
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_get_as_a_task_repairs_replicas() {
+        for quick in [true, false] {
+            let dir = tempfile::tempdir().unwrap();
+            let n = crate::testing::memory_node(dir.path());
+            n.quick_reads.store(quick, Ordering::Relaxed);
+            on_thread(&n, put_v).await;
+            let pl = n.preflist(b"", b"b", b"k", 3);
+            let k = Node::bkey(b"", b"b", b"k");
+            for e in &pl[..2] {
+                n.vnode(e).backend().delete(&k, &[]).unwrap();
+            }
+            let mut one = ask(b"k", false);
+            one.r = Some(rill_bucket::Quorum::N(1));
+            let got = n.get_task(&one).await.unwrap();
+            assert!(matches!(got, GetAnswer::Found(o) if o.contents[0].value == b"v"[..]));
+            let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+            while n.stats().read_repairs < 2 {
+                assert!(std::time::Instant::now() < deadline, "repairs not done");
+                tokio::time::sleep(std::time::Duration::from_millis(5)).await;
+            }
+            for e in &pl {
+                assert!(
+                    n.vnode(e).get(&k).unwrap().is_some(),
+                    "{:?} repaired",
+                    e.partition
+                );
+            }
+        }
+    }
+}

@@ -1,0 +1,254 @@
+//! A write's coordination: the coordinating vnode makes the new object,
+//! the other replicas merge it in, and a put machine answers by W, DW and
+//! PW. Runs on a thread that may block (the coordinating write is on
+//! this node's disk).
+
+use super::{overloaded, quorum_error, unexpected, WriteKind, COORDINATOR};
+use crate::error::{KvError, OUT_OF_SPACE_RETRY_SECS};
+use crate::kv::{prune_rules, put_mode};
+use crate::node::Node;
+use crate::quorum::WriteQuorum;
+use crate::step::CoordinateStep;
+use crate::vnode_msg::{VnodeReply, VnodeRequest};
+use rill_backend::BKey;
+use rill_bucket::Props;
+use rill_coord::{CoordError, PutEffect, PutFsm, PutParams, PutReply};
+use rill_object::Object;
+use rill_ring::PreflistEntry;
+use std::collections::VecDeque;
+use std::time::Instant;
+use tokio::sync::mpsc::unbounded_channel;
+
+impl Node {
+    /// The coordinating vnode (this node's replica if it holds one, else
+    /// the first of the preference list) makes the new object from what
+    /// it holds (`step`) and stores it; the others merge it in; a put
+    /// machine answers by W, DW and PW. Returns the object (with
+    /// `return_body`, merged from what the replicas hold once stored;
+    /// else the coordinator's) and whether every replica, all primaries,
+    /// stored it before the answer.
+    pub(crate) fn write_replicas(
+        &self,
+        k: &BKey,
+        n: u32,
+        q: WriteQuorum,
+        props: &Props,
+        how: WriteKind,
+        step: CoordinateStep,
+    ) -> Result<(Object, bool), KvError> {
+        let view = self.cluster_view();
+        let mut preflist = self.preflist(&k.bucket_type, &k.bucket, &k.key, n);
+        let need = q.w.max(q.dw).max(q.pw).max(1);
+        if (preflist.len() as u32) < need {
+            return Err(KvError::InsufficientVnodes {
+                have: preflist.len() as u32,
+                need,
+            });
+        }
+        // Coordinate on this node when it holds a replica (no extra hop).
+        if let Some(i) = preflist.iter().position(|e| self.is_local(e)) {
+            let e = preflist.remove(i);
+            preflist.insert(0, e);
+        }
+        if how.adds {
+            self.admit_write()?;
+        }
+        let allow_mult = put_mode(props).allow_mult;
+        let prune = prune_rules(props);
+        let params = PutParams {
+            n: preflist.len() as u32,
+            w: q.w,
+            dw: q.dw,
+            pw: q.pw,
+            allow_mult,
+            return_body: how.return_body,
+        };
+        let (mut fsm, first) = PutFsm::start(params, preflist.iter().map(|e| e.primary).collect());
+        let (tx, mut rx) = unbounded_channel();
+        let deadline = Instant::now() + self.config.request_timeout;
+        let mut effects: VecDeque<PutEffect> = first.into();
+        let mut step = Some(step);
+        let (mut answer, mut everywhere) = (None, false);
+        let (mut coordinated, mut coordinator_error) = (None, None);
+        let mut out_of_space = false;
+        loop {
+            while let Some(effect) = effects.pop_front() {
+                match effect {
+                    PutEffect::Coordinate => {
+                        let request = VnodeRequest::Coordinate {
+                            key: k.clone(),
+                            step: Box::new(step.take().expect("one coordination")),
+                            prune,
+                        };
+                        if let Some(reply) = self.ask(&preflist[0], request, COORDINATOR, &tx) {
+                            effects.extend(self.on_coordinated(
+                                &mut fsm,
+                                reply,
+                                &mut coordinated,
+                                &mut coordinator_error,
+                            ));
+                        }
+                    }
+                    PutEffect::Send { idx, object } => {
+                        if idx == 1 {
+                            // The coordinator's replica is stored: its
+                            // partition's next owner gets it too.
+                            self.to_next_owner(&view, &preflist[0], k, &object, allow_mult);
+                        }
+                        self.to_next_owner(&view, &preflist[idx], k, &object, allow_mult);
+                        let request = VnodeRequest::Merge {
+                            key: k.clone(),
+                            object,
+                            allow_mult,
+                            prune: Some(prune),
+                            return_object: how.return_body,
+                        };
+                        if let Some(reply) = self.ask(&preflist[idx], request, idx, &tx) {
+                            effects.extend(on_stored(
+                                &mut fsm,
+                                &preflist,
+                                idx,
+                                reply,
+                                &mut out_of_space,
+                            ));
+                        }
+                    }
+                    PutEffect::Answer(a) => answer = Some(a),
+                    PutEffect::Done { everywhere: e } => everywhere = e,
+                }
+            }
+            if answer.is_some() {
+                break;
+            }
+            match self.wait(&mut rx, deadline) {
+                Some((COORDINATOR, reply)) => effects.extend(self.on_coordinated(
+                    &mut fsm,
+                    reply,
+                    &mut coordinated,
+                    &mut coordinator_error,
+                )),
+                Some((idx, reply)) => effects.extend(on_stored(
+                    &mut fsm,
+                    &preflist,
+                    idx,
+                    reply,
+                    &mut out_of_space,
+                )),
+                None => effects.extend(fsm.timeout()),
+            }
+        }
+        if let (1, Some(o)) = (preflist.len(), &coordinated) {
+            self.to_next_owner(&view, &preflist[0], k, o, allow_mult);
+        }
+        if out_of_space {
+            self.disk_full();
+        }
+        if let Some(e) = coordinator_error {
+            return Err(e);
+        }
+        match answer.expect("a put machine answers before it is done") {
+            Ok(body) => {
+                let object = body.or(coordinated).expect("a stored put has an object");
+                Ok((object, everywhere))
+            }
+            Err(_) if out_of_space => Err(KvError::OutOfSpace {
+                retry_after_secs: OUT_OF_SPACE_RETRY_SECS,
+            }),
+            Err(e) => Err(quorum_error(e)),
+        }
+    }
+
+    /// While a primary's partition is being handed to a new owner, a
+    /// write reaches the new owner too (not counted for W), so nothing
+    /// written during the handoff is missing there at the switch.
+    fn to_next_owner(
+        &self,
+        view: &crate::cluster::ClusterView,
+        e: &PreflistEntry,
+        k: &BKey,
+        object: &Object,
+        allow_mult: bool,
+    ) {
+        let Some(next) = view.moving.get(&e.partition.0) else {
+            return;
+        };
+        if !e.primary || next == &e.node || !view.is_up(next) {
+            return;
+        }
+        let target = PreflistEntry {
+            partition: e.partition,
+            node: next.clone(),
+            primary: false,
+        };
+        let request = VnodeRequest::Merge {
+            key: k.clone(),
+            object: object.clone(),
+            allow_mult,
+            prune: None,
+            return_object: false,
+        };
+        let (tx, _rx) = unbounded_channel();
+        if let Some(VnodeReply::Failed(err)) = self.ask(&target, request, 0, &tx) {
+            tracing::debug!(partition = e.partition.0, error = %err, "a write to a partition's next owner failed; handoff carries it");
+        }
+    }
+
+    fn on_coordinated(
+        &self,
+        fsm: &mut PutFsm,
+        reply: VnodeReply,
+        coordinated: &mut Option<Object>,
+        coordinator_error: &mut Option<KvError>,
+    ) -> Vec<PutEffect> {
+        match reply {
+            VnodeReply::Stored(o) => {
+                *coordinated = Some(o.clone());
+                fsm.coordinated(Ok(o))
+            }
+            VnodeReply::Failed(e) => {
+                if matches!(e, KvError::OutOfSpace { .. }) {
+                    self.disk_full();
+                }
+                let effects = fsm.coordinated(Err(CoordError::Failed(e.to_string())));
+                *coordinator_error = Some(e);
+                effects
+            }
+            other => fsm.coordinated(Err(CoordError::Failed(unexpected(other)))),
+        }
+    }
+}
+
+/// A replica's answer to a put's merge.
+fn on_stored(
+    fsm: &mut PutFsm,
+    preflist: &[PreflistEntry],
+    idx: usize,
+    reply: VnodeReply,
+    out_of_space: &mut bool,
+) -> Vec<PutEffect> {
+    let reply = match reply {
+        VnodeReply::Stored(stored) => {
+            let mut effects = fsm.reply(idx, PutReply::W);
+            effects.extend(fsm.reply(idx, PutReply::Dw(Some(stored))));
+            return effects;
+        }
+        VnodeReply::Merged => {
+            let mut effects = fsm.reply(idx, PutReply::W);
+            effects.extend(fsm.reply(idx, PutReply::Dw(None)));
+            return effects;
+        }
+        VnodeReply::Failed(err) => {
+            tracing::warn!(partition = preflist[idx].partition.0, node = %preflist[idx].node, error = %err, "replica write failed");
+            *out_of_space |= matches!(err, KvError::OutOfSpace { .. });
+            PutReply::Failed {
+                reason: err.to_string(),
+                overload: overloaded(&err),
+            }
+        }
+        other => PutReply::Failed {
+            reason: unexpected(other),
+            overload: false,
+        },
+    };
+    fsm.reply(idx, reply)
+}
