@@ -34,10 +34,16 @@ impl Node {
             .all(|p| view.ring.owner(p) == view.me)
     }
 
-    /// Each partition at its owner, when the owner is up.
-    pub(crate) fn coverage(&self) -> Vec<PreflistEntry> {
+    /// Each partition at its owner, when the owner is up. A partition
+    /// whose owner is down is covered by the next partitions (which
+    /// hold replicas of its keys); when all `n` partitions holding some
+    /// keys have their owners down, the query cannot be answered whole:
+    /// an error, as riak_core's coverage plan gives, never a short answer.
+    pub(crate) fn coverage(&self, n: u32) -> Result<Vec<PreflistEntry>, KvError> {
+        self.key_plan(n)?;
         let view = self.cluster_view();
-        view.ring
+        Ok(view
+            .ring
             .partitions()
             .filter(|p| view.is_up(view.ring.owner(*p)))
             .map(|p| PreflistEntry {
@@ -45,24 +51,32 @@ impl Node {
                 node: view.ring.owner(p).to_string(),
                 primary: true,
             })
-            .collect()
+            .collect())
+    }
+
+    /// The n_val of a bucket (of its type's defaults for an empty
+    /// bucket name), for a coverage plan.
+    pub(crate) fn coverage_n(&self, t: &[u8], bucket: &[u8]) -> Result<u32, KvError> {
+        let t: &[u8] = if t.is_empty() { b"default" } else { t };
+        Ok(crate::kv::n_val(&self.props_for_kv(t, bucket)?))
     }
 
     /// For keys of n_val `n`: which vnode reports the keys starting at
-    /// each partition (the first of the n whose owner is up), grouped.
-    pub(crate) fn key_plan(&self, n: u32) -> Vec<(PreflistEntry, Vec<u32>)> {
+    /// each partition (the first of the n whose owner is up), grouped;
+    /// an error when all n are down for some partition.
+    pub(crate) fn key_plan(&self, n: u32) -> Result<Vec<(PreflistEntry, Vec<u32>)>, KvError> {
         let view = self.cluster_view();
         let size = view.ring.size();
         let mut plan: BTreeMap<u32, Vec<u32>> = BTreeMap::new();
         for first in 0..size {
             let at = (0..n.clamp(1, size))
                 .map(|i| (first + i) % size)
-                .find(|p| view.is_up(view.ring.owner(Partition(*p))));
-            if let Some(p) = at {
-                plan.entry(p).or_default().push(first);
-            }
+                .find(|p| view.is_up(view.ring.owner(Partition(*p))))
+                .ok_or(KvError::NoCoverage)?;
+            plan.entry(at).or_default().push(first);
         }
-        plan.into_iter()
+        Ok(plan
+            .into_iter()
             .map(|(p, firsts)| {
                 let e = PreflistEntry {
                     partition: Partition(p),
@@ -71,7 +85,7 @@ impl Node {
                 };
                 (e, firsts)
             })
-            .collect()
+            .collect())
     }
 
     /// One request to one vnode, waiting for its answer (another node's
@@ -102,7 +116,7 @@ impl Node {
         deadline: Option<Instant>,
     ) -> Result<BTreeSet<Vec<u8>>, KvError> {
         let mut out = BTreeSet::new();
-        for e in self.coverage() {
+        for e in self.coverage(self.coverage_n(t, b"")?)? {
             if deadline.is_some_and(|d| Instant::now() > d) {
                 return Err(KvError::Timeout);
             }
@@ -131,7 +145,7 @@ impl Node {
         take: &mut dyn FnMut(&[u8]) -> bool,
     ) -> Result<(), KvError> {
         let size = self.cluster_view().ring.size();
-        for (e, firsts) in self.key_plan(n_val) {
+        for (e, firsts) in self.key_plan(n_val)? {
             let mut after: Option<Vec<u8>> = None;
             loop {
                 if deadline.is_some_and(|d| Instant::now() > d) {
@@ -170,7 +184,7 @@ impl Node {
     pub(crate) fn cover_keys_round(&self, q: &KeysQuery) -> Result<KeysRound, KvError> {
         let mut round = BTreeSet::new();
         let mut bound: Option<Vec<u8>> = None;
-        for e in self.coverage() {
+        for e in self.coverage(self.coverage_n(&q.bucket_type, &q.bucket)?)? {
             match self.ask_one(&e, VnodeRequest::Keys(Box::new(q.clone())))? {
                 VnodeReply::Keys { keys, more } => {
                     if let (true, Some(last)) = (more, keys.last()) {
@@ -210,4 +224,55 @@ fn wrong_reply(r: VnodeReply) -> KvError {
         "a vnode answered a coverage request with the wrong reply"
     );
     KvError::Backend("internal error: a replica answered out of turn".into())
+}
+
+#[cfg(test)]
+mod tests {
+    use crate::cluster::ClusterView;
+    use crate::error::KvError;
+    use rill_ring::Ring;
+
+    /// A coverage plan needs, for every partition, one of the n
+    /// partitions holding its keys with its owner up; else the query
+    /// fails instead of giving a short answer.
+    #[test]
+    fn coverage_needs_a_replica_of_every_key_up() {
+        let dir = tempfile::tempdir().unwrap();
+        let n = crate::testing::memory_node(dir.path());
+        crate::testing::put_v(&n);
+        let me = n.nodename().to_string();
+        // Eight partitions owned me, a, b, me, a, b, me, a.
+        let names = [me.clone(), "a".into(), "b".into()];
+        let owners: Vec<String> = (0..8).map(|i| names[i % 3].clone()).collect();
+        let view = |up: &[&str]| ClusterView {
+            me: me.clone(),
+            ring: Ring::new(owners.clone()).unwrap(),
+            up: up.iter().map(|s| s.to_string()).collect(),
+            moving: Default::default(),
+        };
+        n.set_cluster_view(view(&[&me, "a", "b"]));
+        assert_eq!(n.coverage(1).unwrap().len(), 8);
+        // a and b down: partitions 1 and 2 together hold no replica up.
+        n.set_cluster_view(view(&[&me]));
+        assert!(matches!(n.coverage(1), Err(KvError::NoCoverage)));
+        assert!(matches!(n.key_plan(2), Err(KvError::NoCoverage)));
+        let plan = n.key_plan(3).unwrap();
+        assert_eq!(plan.iter().map(|(_, f)| f.len()).sum::<usize>(), 8);
+        assert!(plan.iter().all(|(e, _)| e.node == me));
+        // Through the node's API: n_val 3 is answered from this node's
+        // vnodes, n_val 1 is refused.
+        let mut keys = Vec::new();
+        n.list_keys(b"", b"b", None, &mut |batch| {
+            keys.extend(batch);
+            true
+        })
+        .unwrap();
+        assert_eq!(keys, vec![b"k".to_vec()]);
+        let mut props = rill_bucket::Props::new();
+        props.insert("n_val".into(), 1.into());
+        n.set_bucket_props("default", b"one", &props).unwrap();
+        let r = n.list_keys(b"", b"one", None, &mut |_| true);
+        assert!(matches!(r, Err(KvError::NoCoverage)), "{r:?}");
+        assert!(n.list_buckets(b"", None).is_ok());
+    }
 }

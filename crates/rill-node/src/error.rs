@@ -46,6 +46,11 @@ pub enum KvError {
     Quorum(#[from] rill_coord::QuorumError),
     #[error("{{insufficient_vnodes,{have},need,{need}}}")]
     InsufficientVnodes { have: u32, need: u32 },
+    /// A coverage query (list buckets, list keys, 2i) finds every replica
+    /// of some keys on nodes that are down (riak_core's coverage plan
+    /// error).
+    #[error("insufficient_vnodes_available")]
+    NoCoverage,
     /// if_none_match and the key exists.
     #[error("match_found")]
     MatchFound,

@@ -88,7 +88,7 @@ impl Node {
             } else {
                 // Owners give pages unfiltered (the regex stays here): a
                 // full page still bounds what is complete.
-                for e in self.coverage() {
+                for e in self.coverage(self.coverage_n(&plan.t, &plan.bucket)?)? {
                     let (entries, filled) = self.cover_index_page(&e, &q, page as u32)?;
                     let last = if filled {
                         entries.last().cloned()
@@ -213,14 +213,7 @@ impl Node {
         wanted: &dyn Fn(&[u8]) -> bool,
     ) -> Result<(), KvError> {
         let Some(limit) = plan.limit else {
-            let n = crate::kv::n_val(&self.props_for_kv(
-                if plan.t.is_empty() {
-                    b"default"
-                } else {
-                    &plan.t
-                },
-                &plan.bucket,
-            )?);
+            let n = self.coverage_n(&plan.t, &plan.bucket)?;
             return self.cover_keys(&plan.t, &plan.bucket, n, lo, hi, None, &mut |k| {
                 !wanted(k) || take(&Term::Bin(k.to_vec()), k)
             });

@@ -161,6 +161,7 @@ pub fn kv_error(e: KvError) -> Response {
         KvError::TooLarge { .. } => StatusCode::PAYLOAD_TOO_LARGE,
         KvError::Quorum(_)
         | KvError::InsufficientVnodes { .. }
+        | KvError::NoCoverage
         | KvError::Timeout
         | KvError::Busy(_)
         | KvError::OutOfSpace { .. } => StatusCode::SERVICE_UNAVAILABLE,
