@@ -140,7 +140,7 @@ impl Peer {
                 return AdminAnswer::failed("Failed: This node is already a member of a cluster");
             }
         }
-        let me = self.local_addr().to_string();
+        let me = self.advertised().to_string();
         let r = self.ask(addr, |id| PeerMsg::JoinAsk { id, addr: me }).await;
         let Some(PeerMsg::JoinState { state, .. }) = r else {
             return AdminAnswer::failed(format!("Failed: {target} did not answer at {addr}"));
@@ -169,7 +169,7 @@ impl Peer {
         if let Err(e) = theirs.set_status(&self.me, &self.me, Status::Joining) {
             return AdminAnswer::failed(format!("Failed: {e}"));
         }
-        theirs.set_address(&self.me, &self.local_addr().to_string());
+        theirs.set_address(&self.me, &self.advertised().to_string());
         let mut inner = self.lock();
         inner.state = theirs;
         inner.staged = Default::default();

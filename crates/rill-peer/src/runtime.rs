@@ -22,8 +22,11 @@ use tokio::sync::{mpsc, oneshot, Semaphore};
 /// The runtime's settings (`rill`'s configuration file sets them).
 #[derive(Clone)]
 pub struct PeerConfig {
-    /// `listener.cluster.internal`: where peers reach this node.
+    /// `listener.cluster.internal`: where this node listens for peers.
     pub listen: SocketAddr,
+    /// The address peers are told to reach this node at (port 0: the
+    /// listener's port once bound); `None`: the listener's address.
+    pub advertise: Option<SocketAddr>,
     /// Claim keeps this many consecutive partitions on distinct nodes
     /// (riak_core's `target_n_val`, 4).
     pub target_n_val: u32,
@@ -41,6 +44,7 @@ impl PeerConfig {
     pub fn new(listen: SocketAddr) -> PeerConfig {
         PeerConfig {
             listen,
+            advertise: None,
             target_n_val: 4,
             ping_interval: Duration::from_secs(1),
             suspect_after: Duration::from_secs(3),
@@ -198,7 +202,7 @@ impl Peer {
         });
         {
             let mut inner = peer.lock();
-            let addr = transport.local_addr().to_string();
+            let addr = peer.advertised().to_string();
             inner.state.set_address(&me, &addr);
             peer.changed(&mut inner)?;
         }
@@ -206,7 +210,7 @@ impl Peer {
         tokio::spawn(Peer::inbox(Arc::downgrade(&peer), inbox));
         tokio::spawn(Peer::ticks(Arc::downgrade(&peer)));
         tokio::spawn(Peer::handoff_loop(Arc::downgrade(&peer)));
-        tracing::info!(node = %me, cluster = %transport.local_addr(), "cluster listener ready");
+        tracing::info!(node = %me, cluster = %transport.local_addr(), advertised = %peer.advertised(), "cluster listener ready");
         Ok(peer)
     }
 
@@ -218,9 +222,19 @@ impl Peer {
         now_ms(self.started)
     }
 
-    /// Where peers reach this node.
+    /// Where this node listens for peers.
     pub fn local_addr(&self) -> SocketAddr {
         self.transport.local_addr()
+    }
+
+    /// Where peers are told to reach this node (`PeerConfig::advertise`).
+    pub fn advertised(&self) -> SocketAddr {
+        let bound = self.local_addr();
+        match self.cfg.advertise {
+            Some(a) if a.port() == 0 => SocketAddr::new(a.ip(), bound.port()),
+            Some(a) => a,
+            None => bound,
+        }
     }
 
     /// The cluster state as this node knows it.

@@ -17,6 +17,10 @@ pub struct Config {
     /// (gossip, replicas, handoff). Port 0: any free port, advertised to
     /// the cluster at each start.
     pub cluster_listener: SocketAddr,
+    /// `listener.cluster.advertise`: the address other nodes are told to
+    /// reach this one at, when it is not the listener's (a listener on
+    /// every interface, a NAT). Port 0: the listener's port.
+    pub cluster_advertise: Option<SocketAddr>,
     /// `transfer_limit`: handoffs leaving this node at once.
     pub transfer_limit: usize,
     /// `handoff.batch_items`: objects per handoff batch at most.
@@ -147,6 +151,10 @@ pub const KEYS: &[(&str, &str)] = &[
         "address other nodes reach this one on: gossip, replicas, handoff (default 127.0.0.1:8099; port 0 picks a free one)",
     ),
     (
+        "listener.cluster.advertise",
+        "address other nodes are told to reach this one at (default: the cluster listener's; when that listens on every interface, the nodename's host at its port)",
+    ),
+    (
         "transfer_limit",
         "handoffs leaving this node at once (default 2, as Riak)",
     ),
@@ -258,6 +266,7 @@ impl Config {
             pb_listener: "127.0.0.1:8087".parse().expect("address"),
             http_listener: "127.0.0.1:8098".parse().expect("address"),
             cluster_listener: "127.0.0.1:8099".parse().expect("address"),
+            cluster_advertise: None,
             transfer_limit: 2,
             handoff_batch_items: 1000,
             handoff_timeout: Duration::from_secs(15),
@@ -315,10 +324,40 @@ impl Config {
                 ),
             });
         }
+        if let Err(message) = c.cluster_advertised() {
+            errors.push(ConfigError { line: 0, message });
+        }
         if errors.is_empty() {
             Ok(c)
         } else {
             Err(errors)
+        }
+    }
+
+    /// The address other nodes are told to reach this one at (port 0:
+    /// the listener's port once bound): `listener.cluster.advertise`, else
+    /// the listener's address, else, for a listener on every interface
+    /// (0.0.0.0 or ::), the nodename's host, which must then be an IP
+    /// address (as Riak's nodes reach each other by their names' hosts).
+    pub fn cluster_advertised(&self) -> Result<SocketAddr, String> {
+        if let Some(a) = self.cluster_advertise {
+            if a.ip().is_unspecified() {
+                return Err(format!(
+                    "listener.cluster.advertise must be an address other nodes can reach, found {a}"
+                ));
+            }
+            return Ok(a);
+        }
+        let listen = self.cluster_listener;
+        if !listen.ip().is_unspecified() {
+            return Ok(listen);
+        }
+        let host = self.node.nodename.rsplit_once('@').map_or("", |(_, h)| h);
+        match host.parse::<std::net::IpAddr>() {
+            Ok(ip) if !ip.is_unspecified() => Ok(SocketAddr::new(ip, listen.port())),
+            _ => Err(format!(
+                "listener.cluster.internal ({listen}) listens on every interface and the nodename's host ({host:?}) is not an IP address: set listener.cluster.advertise to the address other nodes reach this one at"
+            )),
         }
     }
 
@@ -355,6 +394,7 @@ impl Config {
             "listener.protobuf.internal" => self.pb_listener = addr(v)?,
             "listener.http.internal" => self.http_listener = addr(v)?,
             "listener.cluster.internal" => self.cluster_listener = addr(v)?,
+            "listener.cluster.advertise" => self.cluster_advertise = Some(addr(v)?),
             "transfer_limit" => {
                 self.transfer_limit = v
                     .parse()
@@ -526,6 +566,39 @@ test.link.loss = 2
             "{}",
             errs[1]
         );
+    }
+
+    #[test]
+    fn the_advertised_cluster_address() {
+        let c = Config::parse("").unwrap();
+        assert_eq!(c.cluster_advertised().unwrap(), c.cluster_listener);
+        let c =
+            Config::parse("nodename = rill@10.1.2.3\nlistener.cluster.internal = 0.0.0.0:8099\n")
+                .unwrap();
+        assert_eq!(
+            c.cluster_advertised().unwrap(),
+            "10.1.2.3:8099".parse().unwrap()
+        );
+        let c = Config::parse(
+            "nodename = rill@db1\nlistener.cluster.internal = 0.0.0.0:0\nlistener.cluster.advertise = 192.0.2.7:0\n",
+        )
+        .unwrap();
+        assert_eq!(
+            c.cluster_advertised().unwrap(),
+            "192.0.2.7:0".parse().unwrap()
+        );
+        let errs = Config::parse("nodename = rill@db1\nlistener.cluster.internal = [::]:8099\n")
+            .err()
+            .unwrap();
+        assert!(
+            errs[0].message.contains("listener.cluster.advertise"),
+            "{}",
+            errs[0]
+        );
+        let errs = Config::parse("listener.cluster.advertise = 0.0.0.0:8099\n")
+            .err()
+            .unwrap();
+        assert!(errs[0].message.contains("can reach"), "{}", errs[0]);
     }
 
     #[test]

@@ -358,6 +358,7 @@ fn console(cfg: Config) -> Result<()> {
             pb_stats.clone(),
         ));
         let mut peer_cfg = rill_peer::PeerConfig::new(cfg.cluster_listener);
+        peer_cfg.advertise = Some(cfg.cluster_advertised().map_err(anyhow::Error::msg)?);
         peer_cfg.target_n_val = 4;
         peer_cfg.handoff.transfer_limit = cfg.transfer_limit;
         peer_cfg.handoff.sender.batch_items = cfg.handoff_batch_items;
