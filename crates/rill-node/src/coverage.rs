@@ -40,8 +40,8 @@ impl Node {
     /// keys have their owners down, the query cannot be answered whole:
     /// an error, as riak_core's coverage plan gives, never a short answer.
     pub(crate) fn coverage(&self, n: u32) -> Result<Vec<PreflistEntry>, KvError> {
-        self.key_plan(n)?;
         let view = self.cluster_view();
+        plan_keys(&view, n)?;
         Ok(view
             .ring
             .partitions()
@@ -65,27 +65,7 @@ impl Node {
     /// each partition (the first of the n whose owner is up), grouped;
     /// an error when all n are down for some partition.
     pub(crate) fn key_plan(&self, n: u32) -> Result<Vec<(PreflistEntry, Vec<u32>)>, KvError> {
-        let view = self.cluster_view();
-        let size = view.ring.size();
-        let mut plan: BTreeMap<u32, Vec<u32>> = BTreeMap::new();
-        for first in 0..size {
-            let at = (0..n.clamp(1, size))
-                .map(|i| (first + i) % size)
-                .find(|p| view.is_up(view.ring.owner(Partition(*p))))
-                .ok_or(KvError::NoCoverage)?;
-            plan.entry(at).or_default().push(first);
-        }
-        Ok(plan
-            .into_iter()
-            .map(|(p, firsts)| {
-                let e = PreflistEntry {
-                    partition: Partition(p),
-                    node: view.ring.owner(Partition(p)).to_string(),
-                    primary: true,
-                };
-                (e, firsts)
-            })
-            .collect())
+        plan_keys(&self.cluster_view(), n)
     }
 
     /// One request to one vnode, waiting for its answer (another node's
@@ -216,6 +196,33 @@ impl Node {
             other => Err(wrong_reply(other)),
         }
     }
+}
+
+/// [`Node::key_plan`] over one view of the cluster.
+fn plan_keys(
+    view: &crate::cluster::ClusterView,
+    n: u32,
+) -> Result<Vec<(PreflistEntry, Vec<u32>)>, KvError> {
+    let size = view.ring.size();
+    let mut plan: BTreeMap<u32, Vec<u32>> = BTreeMap::new();
+    for first in 0..size {
+        let at = (0..n.clamp(1, size))
+            .map(|i| (first + i) % size)
+            .find(|p| view.is_up(view.ring.owner(Partition(*p))))
+            .ok_or(KvError::NoCoverage)?;
+        plan.entry(at).or_default().push(first);
+    }
+    Ok(plan
+        .into_iter()
+        .map(|(p, firsts)| {
+            let e = PreflistEntry {
+                partition: Partition(p),
+                node: view.ring.owner(Partition(p)).to_string(),
+                primary: true,
+            };
+            (e, firsts)
+        })
+        .collect())
 }
 
 fn wrong_reply(r: VnodeReply) -> KvError {

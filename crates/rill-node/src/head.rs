@@ -73,11 +73,21 @@ pub(crate) struct Heads {
     whole: Vec<(Stamp, Object)>,
     /// Replicas asked for their object, with what their head said.
     fetching: Vec<(usize, Stamp)>,
-    /// Replicas whose head waits for a fetch of the same version.
+    /// Replicas whose head waits for a fetch of the same version, or
+    /// for a whole object asked of this node's replica.
     parked: Vec<(usize, Stamp)>,
+    /// Replicas of this node asked for their whole object and not yet
+    /// answered (read on a blocking thread): heads wait for them rather
+    /// than fetch a value this node may hold.
+    awaited: Vec<usize>,
 }
 
 impl Heads {
+    /// Replica `i` (this node's) will answer with its whole object later.
+    pub fn await_whole(&mut self, i: usize) {
+        self.awaited.push(i);
+    }
+
     /// Takes replica `i`'s reply (to a get, a head or a fetch).
     pub fn reply(&mut self, i: usize, reply: VnodeReply) -> Vec<HeadStep> {
         let mut out = Vec::new();
@@ -85,6 +95,7 @@ impl Heads {
             VnodeReply::Head { clock, fingerprint } => self.head(i, (clock, fingerprint), &mut out),
             other => {
                 self.fetching.retain(|(j, _)| *j != i);
+                self.awaited.retain(|j| *j != i);
                 if let VnodeReply::Found(Some(o)) = &other {
                     let s = stamp(o);
                     if !self.whole.iter().any(|(w, _)| *w == s) {
@@ -106,7 +117,7 @@ impl Heads {
     fn head(&mut self, i: usize, s: Stamp, out: &mut Vec<HeadStep>) {
         if let Some((_, o)) = self.whole.iter().find(|(w, _)| *w == s) {
             out.push(HeadStep::Feed(i, VnodeReply::Found(Some(o.clone()))));
-        } else if self.fetching.iter().any(|(_, f)| *f == s) {
+        } else if !self.awaited.is_empty() || self.fetching.iter().any(|(_, f)| *f == s) {
             self.parked.push((i, s));
         } else {
             self.fetching.push((i, s));
@@ -175,6 +186,38 @@ mod tests {
         assert_eq!(
             h.reply(0, found(&v)),
             vec![HeadStep::Feed(0, found(&v)), HeadStep::Feed(1, found(&v))]
+        );
+    }
+
+    #[test]
+    fn heads_wait_for_this_nodes_whole_object_before_fetching() {
+        let v = version(b"big", b"a", None);
+        let mut h = Heads::default();
+        // This node's replica is read on a blocking thread: heads that
+        // arrive first wait for it, and it stands for them.
+        h.await_whole(0);
+        assert_eq!(h.reply(1, head_of(&v)), vec![]);
+        assert_eq!(h.reply(2, head_of(&v)), vec![]);
+        assert_eq!(
+            h.reply(0, found(&v)),
+            vec![
+                HeadStep::Feed(0, found(&v)),
+                HeadStep::Feed(1, found(&v)),
+                HeadStep::Feed(2, found(&v))
+            ]
+        );
+        // Had it found nothing, the first head is fetched, the other
+        // waits for that fetch.
+        let mut h = Heads::default();
+        h.await_whole(0);
+        assert_eq!(h.reply(1, head_of(&v)), vec![]);
+        assert_eq!(h.reply(2, head_of(&v)), vec![]);
+        assert_eq!(
+            h.reply(0, VnodeReply::Found(None)),
+            vec![
+                HeadStep::Feed(0, VnodeReply::Found(None)),
+                HeadStep::Fetch(1)
+            ]
         );
     }
 

@@ -34,6 +34,10 @@ pub(crate) struct Counters {
     /// Whole objects fetched after such a clock stood for no object the
     /// get already had.
     pub get_fetches: AtomicU64,
+    /// Reads of this node's replicas for a get run as a task that could
+    /// not be answered in place (would wait for the disk) and went to a
+    /// blocking thread.
+    pub get_local_waits: AtomicU64,
     pub index_queries: AtomicU64,
     pub list_keys: AtomicU64,
     pub dt_updates: AtomicU64,
@@ -51,6 +55,7 @@ pub struct NodeStats {
     pub read_repairs: u64,
     pub get_head_clocks: u64,
     pub get_fetches: u64,
+    pub get_local_waits: u64,
     pub index_queries: u64,
     pub list_keys: u64,
     pub dt_updates: u64,
@@ -77,6 +82,9 @@ pub struct Node {
     pub(crate) ring: Ring,
     pub(crate) vnodes: Vec<Arc<Vnode>>,
     registry: RwLock<Registry>,
+    /// Held while the registry changes (one change at a time, written to
+    /// disk before it is put in force).
+    registry_change: std::sync::Mutex<()>,
     meta: MetaDir,
     scheduler: Option<MergeScheduler>,
     pub(crate) reaper: Reaper,
@@ -185,6 +193,7 @@ impl Node {
             ring,
             vnodes,
             registry: RwLock::new(registry),
+            registry_change: Default::default(),
             meta,
             scheduler,
             reaper: Reaper::default(),
@@ -263,16 +272,28 @@ impl Node {
         &self,
         f: impl FnOnce(&mut Registry) -> Result<(), RegistryError>,
     ) -> Result<(), KvError> {
-        let mut reg = self.registry.write().unwrap_or_else(|e| e.into_inner());
+        // Changes are made one at a time; readers (every request) take
+        // the lock only to copy out, never across the write to disk.
+        let _one = self
+            .registry_change
+            .lock()
+            .unwrap_or_else(|e| e.into_inner());
+        let reg = self.registry().clone();
         let mut next = reg.clone();
         f(&mut next).map_err(registry_error)?;
         // Stamped, so the change wins over older copies when the cluster
         // runtime gossips the registry.
         next.stamp_changes(&reg, &self.config.nodename);
+        self.persist_registry(next)
+    }
+
+    /// Writes `next` to disk, then puts it in force (under the change
+    /// lock).
+    fn persist_registry(&self, next: Registry) -> Result<(), KvError> {
         self.meta
             .write("buckets.json", &next.to_json())
             .map_err(|e| KvError::Backend(format!("cannot persist bucket properties: {e}")))?;
-        *reg = next;
+        *self.registry.write().unwrap_or_else(|e| e.into_inner()) = next;
         Ok(())
     }
 
@@ -289,15 +310,15 @@ impl Node {
     pub fn merge_registry(&self, theirs: &Value) -> Result<bool, KvError> {
         let theirs = Registry::from_json(theirs)
             .map_err(|e| KvError::BadRequest(format!("a peer's bucket registry: {e}")))?;
-        let mut reg = self.registry.write().unwrap_or_else(|e| e.into_inner());
-        let mut next = reg.clone();
+        let _one = self
+            .registry_change
+            .lock()
+            .unwrap_or_else(|e| e.into_inner());
+        let mut next = self.registry().clone();
         if !next.merge(&theirs) {
             return Ok(false);
         }
-        self.meta
-            .write("buckets.json", &next.to_json())
-            .map_err(|e| KvError::Backend(format!("cannot persist bucket properties: {e}")))?;
-        *reg = next;
+        self.persist_registry(next)?;
         Ok(true)
     }
 
@@ -389,6 +410,7 @@ impl Node {
             read_repairs: l(&c.read_repairs),
             get_head_clocks: l(&c.get_head_clocks),
             get_fetches: l(&c.get_fetches),
+            get_local_waits: l(&c.get_local_waits),
             index_queries: l(&c.index_queries),
             list_keys: l(&c.list_keys),
             dt_updates: l(&c.dt_updates),

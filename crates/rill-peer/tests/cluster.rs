@@ -552,6 +552,44 @@ async fn large_values_are_read_by_heads_and_fetched_once() {
         .unwrap();
     }
 
+    // The same through gets run as tasks, as the PB and HTTP gets are:
+    // this node's replica, too large to be read in place, is read on a
+    // blocking thread, and the other nodes' heads wait for it rather than
+    // fetch the value again.
+    for m in [&a, &b, &c] {
+        let n = &m.node;
+        let before = n.stats();
+        let mut without_local = 0;
+        for k in 0..24u32 {
+            let key = format!("big{k}");
+            let pl = n.preflist(b"", b"two", key.as_bytes(), 2);
+            if !pl.iter().any(|e| e.node == n.nodename()) {
+                without_local += 1;
+            }
+            let got = n
+                .get_task(&GetRequest {
+                    bucket: b"two".to_vec(),
+                    key: key.clone().into_bytes(),
+                    ..GetRequest::default()
+                })
+                .await
+                .unwrap();
+            assert!(
+                matches!(&got, GetAnswer::Found(o) if o.contents[0].value[..] == big(k, 1)[..]),
+                "{key} through {}",
+                n.nodename()
+            );
+        }
+        let after = n.stats();
+        assert!(after.get_local_waits > before.get_local_waits);
+        assert_eq!(
+            after.get_fetches - before.get_fetches,
+            without_local,
+            "one fetch per get without a local replica, as a task, through {}",
+            n.nodename()
+        );
+    }
+
     // A replica on another node gets a newer version behind the
     // coordinators' backs: a get through `a` fetches it, answers it, and
     // repairs the rest.

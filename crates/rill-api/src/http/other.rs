@@ -87,6 +87,7 @@ fn stats_json(ctx: &Ctx) -> Value {
         "read_repairs_total": st.read_repairs,
         "get_head_clocks_total": st.get_head_clocks,
         "get_fetches_total": st.get_fetches,
+        "get_local_waits_total": st.get_local_waits,
         "index_fsm_create": st.index_queries,
         "list_fsm_create": st.list_keys,
         "object_merge_total": 0,

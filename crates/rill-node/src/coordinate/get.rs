@@ -119,14 +119,23 @@ impl Node {
         q: ReadQuorum,
         mode: ReadMode,
     ) -> Result<Read, KvError> {
-        let (mut run, mut rx) = self.get_begin(k, preflist, q, mode, Driver::Task);
+        let (run, rx) = self.get_begin(k, preflist, q, mode, Driver::Task);
         let deadline = tokio::time::Instant::from_std(run.deadline);
-        while !self.get_pump(&mut run) {
+        let mut guard = Unfinished {
+            node: self,
+            parts: Some((run, rx)),
+        };
+        loop {
+            let (run, rx) = guard.parts.as_mut().expect("held until the answer");
+            if self.get_pump(run) {
+                break;
+            }
             match tokio::time::timeout_at(deadline, rx.recv()).await {
-                Ok(Some(got)) => self.take_get_reply(&mut run, got),
+                Ok(Some(got)) => self.take_get_reply(run, got),
                 _ => run.effects.extend(run.fsm.timeout()),
             }
         }
+        let (run, rx) = guard.parts.take().expect("held until the answer");
         self.get_end(run, rx)
     }
 
@@ -208,6 +217,14 @@ impl Node {
         if run.driver == Driver::Task && self.is_local(e) {
             let quick = self.try_serve(e.partition.0, &request);
             if quick.is_none() {
+                self.counters
+                    .get_local_waits
+                    .fetch_add(1, Ordering::Relaxed);
+                if matches!(request, VnodeRequest::Get { .. }) {
+                    // Heads of other nodes wait for this object rather
+                    // than fetch a value this node may hold.
+                    run.heads.await_whole(i);
+                }
                 run.waiting.push((e.partition.0, request, i));
             }
             return quick;
@@ -239,8 +256,13 @@ impl Node {
         };
         let job = run.job.clone_parts();
         tokio::task::spawn_blocking(move || {
+            let mut unsent = Unsent {
+                tags: waiting.iter().map(|(_, _, tag)| *tag).collect(),
+                tx: tx.clone(),
+            };
             for (partition, request, tag) in waiting {
                 let _ = tx.send((tag, node.serve(partition, request)));
+                unsent.tags.retain(|t| *t != tag);
             }
             for e in work {
                 node.get_effect(&job, e);
@@ -363,6 +385,43 @@ impl Node {
     }
 }
 
+/// A get run as a task whose future is dropped before it is answered
+/// (its client went away) still collects the replies and repairs, as an
+/// answered one does.
+struct Unfinished<'a> {
+    node: &'a Node,
+    parts: Option<(GetRun, Replies)>,
+}
+
+impl Drop for Unfinished<'_> {
+    fn drop(&mut self) {
+        if let Some((run, rx)) = self.parts.take() {
+            if !run.fsm.is_done() {
+                self.node.finish_get(run, rx);
+            }
+        }
+    }
+}
+
+/// Reads handed to a blocking thread that have not answered: should the
+/// thread panic, they answer as failed at once rather than leave the get
+/// waiting for its timeout.
+struct Unsent {
+    tags: Vec<usize>,
+    tx: ReplyTx,
+}
+
+impl Drop for Unsent {
+    fn drop(&mut self) {
+        for tag in self.tags.drain(..) {
+            let reason = "internal error: a replica's read ended without an answer";
+            let _ = self
+                .tx
+                .send((tag, VnodeReply::Failed(KvError::Backend(reason.into()))));
+        }
+    }
+}
+
 impl GetJob {
     fn clone_parts(&self) -> GetJob {
         GetJob {
@@ -444,7 +503,14 @@ mod tests {
                 );
                 assert!(matches!(seen[1], GetAnswer::NotFound), "{:?}", seen[1]);
                 assert!(matches!(seen[2], GetAnswer::Deleted(_)), "{:?}", seen[2]);
-                assert_eq!(n.stats().gets, 6);
+                let st = n.stats();
+                assert_eq!(st.gets, 6);
+                // Reads in place, or handed to a blocking thread.
+                if !quick {
+                    assert!(st.get_local_waits > 0, "{backend:?}");
+                } else if backend == BackendKind::Memory {
+                    assert_eq!(st.get_local_waits, 0);
+                }
             }
         }
     }
