@@ -112,6 +112,24 @@ impl FileTable {
         Ok(Some(h))
     }
 
+    /// [`FileTable::handle`] for a read that must not wait: `Err(())`
+    /// when the file is not open yet (opening is a system call that may
+    /// wait for the device) or its slot is busy; `Ok(None)` when the file
+    /// is not in the table.
+    #[allow(clippy::result_unit_err)]
+    pub fn handle_if_open(&self, id: u32) -> std::result::Result<Option<Arc<dyn VFile>>, ()> {
+        let Some(file) = self.files.read().expect("file table").get(&id).cloned() else {
+            return Ok(None);
+        };
+        let slot = file.handle.try_lock().map_err(|_| ())?;
+        let h = slot.as_ref().ok_or(())?.clone();
+        drop(slot);
+        if !file.recently_used.load(Ordering::Relaxed) {
+            file.recently_used.store(true, Ordering::Relaxed);
+        }
+        Ok(Some(h))
+    }
+
     /// Closes descriptors not in use until the cache is back within its
     /// bound (`keep` is the one just opened): files not used since the last
     /// sweep first, then the others (second chance).

@@ -842,7 +842,14 @@ impl Inner {
             }
         }
         if from_file > 0 {
-            let Some(handle) = self.files.handle(entry.file_id)? else {
+            let handle = if nowait {
+                self.files
+                    .handle_if_open(entry.file_id)
+                    .map_err(|()| ReadFail::WouldBlock)?
+            } else {
+                self.files.handle(entry.file_id)?
+            };
+            let Some(handle) = handle else {
                 return Ok(None);
             };
             let read =

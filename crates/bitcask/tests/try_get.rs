@@ -32,3 +32,29 @@ fn try_get_answers_as_get_or_not_at_all() {
     // A record over the limit is left to `get`.
     assert!(store.try_get(b"k1", 10).is_none());
 }
+
+/// A read that must not wait never opens a file: a data file not open
+/// yet (after a restart) is left to `get`, which opens it; then it is
+/// answered in place.
+#[test]
+fn try_get_leaves_files_not_open_to_get() {
+    let dir = tempfile::tempdir().unwrap();
+    {
+        let store = Store::open(dir.path(), small_options()).unwrap();
+        for i in 0..500u32 {
+            store.put(format!("k{i}").as_bytes(), &[7u8; 300]).unwrap();
+        }
+        store.sync().unwrap();
+    }
+    let store = Store::open(dir.path(), small_options()).unwrap();
+    assert!(
+        store.try_get(b"k1", usize::MAX).is_none(),
+        "the oldest file is not open after the restart"
+    );
+    assert_eq!(store.get(b"k1").unwrap(), Some(vec![7u8; 300]));
+    let again = store.try_get(b"k1", usize::MAX);
+    assert!(
+        again.is_none() || again.unwrap().unwrap() == Some(vec![7u8; 300]),
+        "answered as get, or left to it"
+    );
+}
