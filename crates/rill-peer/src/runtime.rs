@@ -6,6 +6,7 @@
 use crate::detector::Detector;
 use crate::msg::PeerMsg;
 use crate::store::StateFile;
+use futures_util::FutureExt;
 use rill_cluster::gossip::{Gossip, DEFAULT_REFILL_MS, DEFAULT_TOKENS};
 use rill_cluster::{codec, ClusterState, Plan, Staged, Status};
 use rill_node::cluster::{ClusterView, ReplyTx};
@@ -414,7 +415,16 @@ impl Peer {
             // here must not keep a gathered write from its thread.
             let mut taken = 0;
             while let Some(m) = next.take() {
-                peer.take(m, &mut reads).await;
+                // A message that makes its handling panic is dropped (its
+                // coordinator times out), and the inbox goes on: one bad
+                // message must not leave the node deaf to its peers.
+                let from = m.from.clone();
+                let took = std::panic::AssertUnwindSafe(peer.take(m, &mut reads))
+                    .catch_unwind()
+                    .await;
+                if took.is_err() {
+                    tracing::error!(from = %from, "handling a message from a peer panicked; the message was dropped");
+                }
                 taken += 1;
                 if taken < READS_TOGETHER {
                     next = rx.try_recv().ok();
@@ -428,7 +438,12 @@ impl Peer {
                 tokio::task::spawn_blocking(move || {
                     let _permit = permit;
                     for (from, route, request) in reads {
-                        p.serve_decoded(&from, route, request);
+                        let served = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+                            p.serve_decoded(&from, route, request)
+                        }));
+                        if served.is_err() {
+                            tracing::error!(from = %from, "serving a request of a peer panicked; the request was dropped");
+                        }
                     }
                 });
             }
