@@ -263,8 +263,10 @@ fn a_node_killed_under_load_loses_nothing_and_hinted_handoff_drains_after_restar
 /// or a wrong value fails at once: that would be a lost write.
 fn read_back(m: &Member, key: &str) {
     let mut last = String::new();
-    until(&format!("{key} through {}", m.name), Duration::from_secs(30), || {
-        match m
+    until(
+        &format!("{key} through {}", m.name),
+        Duration::from_secs(30),
+        || match m
             .node()
             .http("GET", &format!("/buckets/b/keys/{key}?r=3"), &[], b"")
         {
@@ -273,7 +275,10 @@ fn read_back(m: &Member, key: &str) {
                 true
             }
             Some(r) if r.status == 404 => {
-                panic!("{key} through {}: not found (an acknowledged write)", m.name)
+                panic!(
+                    "{key} through {}: not found (an acknowledged write)",
+                    m.name
+                )
             }
             Some(r) => {
                 last = format!("{} {}", r.status, String::from_utf8_lossy(&r.body));
@@ -281,8 +286,8 @@ fn read_back(m: &Member, key: &str) {
                 false
             }
             None => false,
-        }
-    });
+        },
+    );
 }
 
 #[test]
