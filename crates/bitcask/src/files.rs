@@ -85,12 +85,9 @@ impl FileTable {
     /// The read handle of a file, opened if need be; `None` when the file is
     /// not (or no longer) in the table.
     pub fn handle(&self, id: u32) -> Result<Option<Arc<dyn VFile>>> {
-        let Some(file) = self.files.read().expect("file table").get(&id).cloned() else {
+        let Some(file) = self.used(id) else {
             return Ok(None);
         };
-        if !file.recently_used.load(Ordering::Relaxed) {
-            file.recently_used.store(true, Ordering::Relaxed);
-        }
         let mut slot = file.handle.lock().expect("file handle");
         if let Some(h) = slot.as_ref() {
             return Ok(Some(h.clone()));
@@ -118,16 +115,22 @@ impl FileTable {
     /// is not in the table.
     #[allow(clippy::result_unit_err)]
     pub fn handle_if_open(&self, id: u32) -> std::result::Result<Option<Arc<dyn VFile>>, ()> {
-        let Some(file) = self.files.read().expect("file table").get(&id).cloned() else {
+        let Some(file) = self.used(id) else {
             return Ok(None);
         };
         let slot = file.handle.try_lock().map_err(|_| ())?;
         let h = slot.as_ref().ok_or(())?.clone();
-        drop(slot);
+        Ok(Some(h))
+    }
+
+    /// A file of the table, marked as used (for the eviction's second
+    /// chance).
+    fn used(&self, id: u32) -> Option<Arc<DataFile>> {
+        let file = self.files.read().expect("file table").get(&id).cloned()?;
         if !file.recently_used.load(Ordering::Relaxed) {
             file.recently_used.store(true, Ordering::Relaxed);
         }
-        Ok(Some(h))
+        Some(file)
     }
 
     /// Closes descriptors not in use until the cache is back within its

@@ -41,11 +41,11 @@ pub type Result<T, E = Error> = std::result::Result<T, E>;
 /// One index entry: a field (`name_bin` or `name_int`) and a term.
 pub type IndexEntry = (Vec<u8>, Term);
 
-/// What a vnode needs of its storage.
 /// The largest value [`Backend::try_get`] answers: past it, copying and
 /// encoding the value is work for a thread that may take its time.
 pub const NOWAIT_MAX_BYTES: usize = 64 << 10;
 
+/// What a vnode needs of its storage.
 pub trait Backend: Send + Sync {
     /// Riak's name for this backend in errors and stats.
     fn name(&self) -> &'static str;

@@ -261,12 +261,17 @@ impl Node {
     pub fn get(&self, req: &GetRequest) -> Result<GetAnswer, KvError> {
         let start = Instant::now();
         let r = self.get_inner(req);
+        self.count_get(start, &r);
+        r
+    }
+
+    /// A get's figures for `/stats`.
+    fn count_get(&self, start: Instant, r: &Result<GetAnswer, KvError>) {
         self.counters.gets.fetch_add(1, Ordering::Relaxed);
         self.counters
             .get_us
             .fetch_add(start.elapsed().as_micros() as u64, Ordering::Relaxed);
-        self.record(&r);
-        r
+        self.record(r);
     }
 
     /// [`Node::get`] as a task of the runtime: it never waits for the
@@ -282,11 +287,7 @@ impl Node {
             }
             Err(e) => Err(e),
         };
-        self.counters.gets.fetch_add(1, Ordering::Relaxed);
-        self.counters
-            .get_us
-            .fetch_add(start.elapsed().as_micros() as u64, Ordering::Relaxed);
-        self.record(&r);
+        self.count_get(start, &r);
         r
     }
 

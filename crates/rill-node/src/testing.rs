@@ -19,10 +19,15 @@ pub(crate) fn node(dir: &std::path::Path, backend: BackendKind) -> Arc<Node> {
 
 /// Puts `v` under b/k (default type and quorums).
 pub(crate) fn put_v(n: &Node) {
+    put_kv(n, b"k", b"v");
+}
+
+/// Puts `value` under b/`key` (default type and quorums).
+pub(crate) fn put_kv(n: &Node, key: &[u8], value: &[u8]) {
     n.put(crate::PutRequest {
         bucket: b"b".to_vec(),
-        key: Some(b"k".to_vec()),
-        content: crate::Content::new(b"v".to_vec(), crate::Metadata::default()),
+        key: Some(key.to_vec()),
+        content: crate::Content::new(value.to_vec(), crate::Metadata::default()),
         ..crate::PutRequest::default()
     })
     .unwrap();

@@ -463,6 +463,18 @@ fn query(
 /// replicas elsewhere answer with their clock, and only a clock no reply
 /// has brought the object for is fetched; a newer replica is fetched and
 /// wins, and the others are repaired.
+/// How many of the keys `big0`..`big23` of bucket `two` (n_val 2) have
+/// no replica on `n`: gets of those through `n` fetch their value.
+fn big_keys_without_local_replica(n: &Node) -> u64 {
+    (0..24u32)
+        .filter(|k| {
+            let key = format!("big{k}");
+            let pl = n.preflist(b"", b"two", key.as_bytes(), 2);
+            !pl.iter().any(|e| e.node == n.nodename())
+        })
+        .count() as u64
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn large_values_are_read_by_heads_and_fetched_once() {
     use rill_node::vnode_msg::{VnodeReply, VnodeRequest};
@@ -517,13 +529,9 @@ async fn large_values_are_read_by_heads_and_fetched_once() {
         let n = m.node.clone();
         tokio::task::spawn_blocking(move || {
             let before = n.stats();
-            let mut without_local = 0;
+            let without_local = big_keys_without_local_replica(&n);
             for k in 0..24u32 {
                 let key = format!("big{k}");
-                let pl = n.preflist(b"", b"two", key.as_bytes(), 2);
-                if !pl.iter().any(|e| e.node == n.nodename()) {
-                    without_local += 1;
-                }
                 assert!(
                     get_from(&n, "two", &key) == Some(big(k, 1)),
                     "{key} through {}",
@@ -559,13 +567,9 @@ async fn large_values_are_read_by_heads_and_fetched_once() {
     for m in [&a, &b, &c] {
         let n = &m.node;
         let before = n.stats();
-        let mut without_local = 0;
+        let without_local = big_keys_without_local_replica(n);
         for k in 0..24u32 {
             let key = format!("big{k}");
-            let pl = n.preflist(b"", b"two", key.as_bytes(), 2);
-            if !pl.iter().any(|e| e.node == n.nodename()) {
-                without_local += 1;
-            }
             let got = n
                 .get_task(&GetRequest {
                     bucket: b"two".to_vec(),

@@ -42,6 +42,7 @@ enum Driver {
 }
 
 /// What a get does with its replicas: read the key, repair, reap.
+#[derive(Clone)]
 struct GetJob {
     key: BKey,
     preflist: Vec<PreflistEntry>,
@@ -244,22 +245,17 @@ impl Node {
             std::mem::take(&mut run.work),
         );
         let tx = run.job.tx.clone();
+        let mut unsent = Unsent {
+            tags: waiting.iter().map(|(_, _, tag)| *tag).collect(),
+            tx: tx.clone(),
+            reason: "the node is shutting down",
+        };
         let Some(node) = self.this.upgrade() else {
-            // The node is shutting down: the reads fail as unreachable.
-            for (_, _, tag) in waiting {
-                let _ = tx.send((
-                    tag,
-                    VnodeReply::Failed(KvError::Backend("the node is shutting down".into())),
-                ));
-            }
             return;
         };
-        let job = run.job.clone_parts();
+        unsent.reason = "internal error: a replica's read ended without an answer";
+        let job = run.job.clone();
         tokio::task::spawn_blocking(move || {
-            let mut unsent = Unsent {
-                tags: waiting.iter().map(|(_, _, tag)| *tag).collect(),
-                tx: tx.clone(),
-            };
             for (partition, request, tag) in waiting {
                 let _ = tx.send((tag, node.serve(partition, request)));
                 unsent.tags.retain(|t| *t != tag);
@@ -404,31 +400,19 @@ impl Drop for Unfinished<'_> {
 }
 
 /// Reads handed to a blocking thread that have not answered: should the
-/// thread panic, they answer as failed at once rather than leave the get
-/// waiting for its timeout.
+/// thread panic, or the node be shutting down, they answer as failed at
+/// once rather than leave the get waiting for its timeout.
 struct Unsent {
     tags: Vec<usize>,
     tx: ReplyTx,
+    reason: &'static str,
 }
 
 impl Drop for Unsent {
     fn drop(&mut self) {
         for tag in self.tags.drain(..) {
-            let reason = "internal error: a replica's read ended without an answer";
-            let _ = self
-                .tx
-                .send((tag, VnodeReply::Failed(KvError::Backend(reason.into()))));
-        }
-    }
-}
-
-impl GetJob {
-    fn clone_parts(&self) -> GetJob {
-        GetJob {
-            key: self.key.clone(),
-            preflist: self.preflist.clone(),
-            mode: self.mode,
-            tx: self.tx.clone(),
+            let reply = VnodeReply::Failed(KvError::Backend(self.reason.into()));
+            let _ = self.tx.send((tag, reply));
         }
     }
 }
@@ -436,7 +420,7 @@ impl GetJob {
 #[cfg(test)]
 mod tests {
     use crate::config::BackendKind;
-    use crate::testing::{node, put_v};
+    use crate::testing::{node, put_kv, put_v};
     use crate::{DeleteRequest, GetAnswer, GetRequest, Node};
     use std::sync::atomic::Ordering;
     use std::sync::Arc;
@@ -470,13 +454,7 @@ mod tests {
                 n.quick_reads.store(quick, Ordering::Relaxed);
                 on_thread(&n, put_v).await;
                 on_thread(&n, |n| {
-                    n.put(crate::PutRequest {
-                        bucket: b"b".to_vec(),
-                        key: Some(b"gone".to_vec()),
-                        content: crate::Content::new(b"x".to_vec(), crate::Metadata::default()),
-                        ..crate::PutRequest::default()
-                    })
-                    .unwrap();
+                    put_kv(n, b"gone", b"x");
                     n.delete(&DeleteRequest {
                         bucket: b"b".to_vec(),
                         key: b"gone".to_vec(),
