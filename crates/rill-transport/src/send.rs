@@ -101,34 +101,14 @@ pub(crate) async fn run(
     mut rx: mpsc::Receiver<Outgoing>,
     unreachable: Unreachable,
 ) {
-    let connected = tokio::time::timeout(CONNECT_TIMEOUT, TcpStream::connect(to)).await;
-    let mut stream = match connected {
-        Ok(Ok(s)) => s,
-        Ok(Err(e)) => {
-            tracing::warn!(peer = %to, %lane, error = %e, "cannot connect; sends to it fail for a while");
-            unreachable
-                .lock()
-                .unwrap_or_else(|e| e.into_inner())
-                .insert(to, Instant::now() + RETRY_AFTER);
-            return;
-        }
-        Err(_) => {
-            tracing::warn!(peer = %to, %lane, "connecting timed out; sends to it fail for a while");
-            unreachable
-                .lock()
-                .unwrap_or_else(|e| e.into_inner())
-                .insert(to, Instant::now() + RETRY_AFTER);
-            return;
-        }
-    };
-    let _ = stream.set_nodelay(true);
-    if let Err(e) = stream.write_all(&encode_hello(lane.code(), &name)).await {
-        tracing::warn!(peer = %to, %lane, error = %e, "connection lost");
+    let Some(mut stream) = connect(to, lane, &name, &unreachable).await else {
         return;
-    }
+    };
     let mut schedule = Schedule::default();
     let mut delayed = Delayed::default();
     let mut open = true;
+    // Whether the writer waited with nothing to write since its last write.
+    let mut idle = false;
     loop {
         let now = Instant::now();
         while open && schedule.len() < IN_FLIGHT_MESSAGES && delayed.has_room() {
@@ -139,6 +119,18 @@ pub(crate) async fn run(
             }
         }
         delayed.release(&mut schedule, now);
+        // A connection that sat idle may have been closed by its peer (it
+        // stopped or restarted): a write into it would be taken by the
+        // kernel and lost. Nothing is in flight after a wait, so a new
+        // connection carries on with what waits.
+        if idle && !schedule.is_empty() && peer_closed(&stream) {
+            tracing::info!(peer = %to, %lane, "the peer closed the connection; connecting again");
+            let Some(s) = connect(to, lane, &name, &unreachable).await else {
+                return;
+            };
+            stream = s;
+        }
+        idle = false;
         // The next chunks in turn, written with one system call: many
         // small messages cost one write, not one each.
         let mut batch: Vec<(Vec<u8>, Bytes)> = Vec::new();
@@ -175,6 +167,7 @@ pub(crate) async fn run(
             return;
         }
         let next_due = delayed.next_due();
+        idle = true;
         tokio::select! {
             m = rx.recv(), if open && schedule.len() < IN_FLIGHT_MESSAGES && delayed.has_room() => match m {
                 Some(m) => delayed.admit(m, &mut schedule, Instant::now()),
@@ -183,6 +176,66 @@ pub(crate) async fn run(
             _ = tokio::time::sleep_until(next_due.unwrap_or(now)), if next_due.is_some() => {}
         }
     }
+}
+
+/// Connects to `to` and says hello; `None` (logged, and `to` marked
+/// unreachable for a while when the connect failed) if that fails.
+async fn connect(
+    to: SocketAddr,
+    lane: Lane,
+    name: &str,
+    unreachable: &Unreachable,
+) -> Option<TcpStream> {
+    let connected = tokio::time::timeout(CONNECT_TIMEOUT, TcpStream::connect(to)).await;
+    let mut stream = match connected {
+        Ok(Ok(s)) => s,
+        Ok(Err(e)) => {
+            tracing::warn!(peer = %to, %lane, error = %e, "cannot connect; sends to it fail for a while");
+            mark_unreachable(unreachable, to);
+            return None;
+        }
+        Err(_) => {
+            tracing::warn!(peer = %to, %lane, "connecting timed out; sends to it fail for a while");
+            mark_unreachable(unreachable, to);
+            return None;
+        }
+    };
+    let _ = stream.set_nodelay(true);
+    if let Err(e) = stream.write_all(&encode_hello(lane.code(), name)).await {
+        tracing::warn!(peer = %to, %lane, error = %e, "connection lost");
+        return None;
+    }
+    Some(stream)
+}
+
+/// Whether the peer closed `stream` (or it failed): a peek that does not
+/// wait. The peer never writes on this connection, so anything readable
+/// means closed.
+fn peer_closed(stream: &TcpStream) -> bool {
+    use std::os::fd::AsRawFd;
+    let mut b = 0u8;
+    // SAFETY: a one-byte peek into a local on a socket this writer owns;
+    // MSG_DONTWAIT, so it never blocks the runtime.
+    let n = unsafe {
+        libc::recv(
+            stream.as_raw_fd(),
+            (&mut b as *mut u8).cast(),
+            1,
+            libc::MSG_PEEK | libc::MSG_DONTWAIT,
+        )
+    };
+    n >= 0
+        || !matches!(
+            std::io::Error::last_os_error().kind(),
+            std::io::ErrorKind::WouldBlock | std::io::ErrorKind::Interrupted
+        )
+}
+
+fn mark_unreachable(unreachable: &Unreachable, to: SocketAddr) {
+    unreachable
+        .lock()
+        .unwrap_or_else(|e| e.into_inner())
+        .insert(to, Instant::now() + RETRY_AFTER);
 }
 
 async fn write_all_vectored(

@@ -247,3 +247,44 @@ async fn a_peer_that_cannot_be_reached_fails_sends_fast() {
         }
     }
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_first_message_after_a_peer_restarts_arrives() {
+    use tokio::io::AsyncReadExt;
+    let (a, _) = node("a@127.0.0.1", None).await;
+    // The peer's first life: takes one message, then stops.
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    a.send(addr, Lane::Small, Bytes::from_static(b"before"))
+        .await
+        .unwrap();
+    let (mut s, _) = tokio::time::timeout(Duration::from_secs(60), listener.accept())
+        .await
+        .expect("a connection within 60 s")
+        .unwrap();
+    let mut got = Vec::new();
+    while !got.windows(6).any(|w| w == b"before") {
+        let mut b = [0u8; 256];
+        let n = tokio::time::timeout(Duration::from_secs(60), s.read(&mut b))
+            .await
+            .expect("bytes within 60 s")
+            .unwrap();
+        assert!(n > 0, "the connection closed before the message");
+        got.extend_from_slice(&b[..n]);
+    }
+    drop(s);
+    drop(listener);
+    // Its second life, on the same address: the sender's connection to
+    // the first is dead, and the next message must not be lost in it.
+    let mut c = TransportConfig::new("b@127.0.0.1", addr);
+    c.background_threads = 0;
+    let (_b, mut rx) = Transport::start(c).await.unwrap();
+    a.send(addr, Lane::Small, Bytes::from_static(b"after"))
+        .await
+        .unwrap();
+    let m = next(&mut rx).await;
+    assert_eq!(
+        (m.from.as_str(), &m.data[..]),
+        ("a@127.0.0.1", &b"after"[..])
+    );
+}

@@ -83,6 +83,23 @@ impl Member {
     }
 }
 
+/// When a test fails, each member's last log lines go to the test's
+/// output, so a failure in CI can be read without the (deleted) data.
+impl Drop for Member {
+    fn drop(&mut self) {
+        if !std::thread::panicking() {
+            return;
+        }
+        let log = std::fs::read_to_string(self.home.path().join("console.log")).unwrap_or_default();
+        let lines: Vec<&str> = log.lines().collect();
+        let tail = &lines[lines.len().saturating_sub(60)..];
+        eprintln!("---- {}: last {} log lines ----", self.name, tail.len());
+        for l in tail {
+            eprintln!("{l}");
+        }
+    }
+}
+
 fn put(n: &Node, key: &str, value: &str, query: &str) -> bool {
     n.http(
         "PUT",

@@ -68,6 +68,31 @@ pub(super) struct GetRun {
     /// Repairs and reaps (task driver: done on a blocking thread).
     work: Vec<GetEffect>,
     deadline: Instant,
+    /// Which replicas' replies reached the machine.
+    fed: Vec<bool>,
+}
+
+impl GetRun {
+    /// The request's time is up: the machine answers with what it has,
+    /// and the replicas that never answered are logged (a lost message or
+    /// a stuck vnode shows here, not only as a client's timeout).
+    fn time_out(&mut self) {
+        let silent: Vec<String> = (self.job.preflist.iter().zip(&self.fed))
+            .filter(|(_, fed)| !**fed)
+            .map(|(e, _)| format!("{}/{}", e.node, e.partition.0))
+            .collect();
+        let answered = self.answer.is_some();
+        if !silent.is_empty() {
+            tracing::warn!(
+                bucket = %String::from_utf8_lossy(&self.job.key.bucket),
+                key = %String::from_utf8_lossy(&self.job.key.key),
+                replicas = %silent.join(", "),
+                client_answered = answered,
+                "a get timed out waiting for replicas"
+            );
+        }
+        self.effects.extend(self.fsm.timeout());
+    }
 }
 
 fn get_reply(reply: VnodeReply, last_error: &mut Option<KvError>) -> GetReply {
@@ -105,7 +130,7 @@ impl Node {
         while !self.get_pump(&mut run) {
             match self.wait(&mut rx, run.deadline) {
                 Some(got) => self.take_get_reply(&mut run, got),
-                None => run.effects.extend(run.fsm.timeout()),
+                None => run.time_out(),
             }
         }
         self.get_end(run, rx)
@@ -133,7 +158,7 @@ impl Node {
             }
             match tokio::time::timeout_at(deadline, rx.recv()).await {
                 Ok(Some(got)) => self.take_get_reply(run, got),
-                _ => run.effects.extend(run.fsm.timeout()),
+                _ => run.time_out(),
             }
         }
         let (run, rx) = guard.parts.take().expect("held until the answer");
@@ -179,6 +204,7 @@ impl Node {
             waiting: Vec::new(),
             work: Vec::new(),
             deadline: Instant::now() + self.config.request_timeout,
+            fed: vec![false; preflist.len()],
         };
         (run, rx)
     }
@@ -282,6 +308,9 @@ impl Node {
             for step in run.heads.reply(i, reply) {
                 match step {
                     HeadStep::Feed(i, r) => {
+                        if let Some(fed) = run.fed.get_mut(i) {
+                            *fed = true;
+                        }
                         let r = get_reply(r, &mut run.last_error);
                         run.effects.extend(run.fsm.reply(i, r));
                     }
@@ -336,7 +365,7 @@ impl Node {
             while !run.fsm.is_done() {
                 match tokio::time::timeout_at(deadline, rx.recv()).await {
                     Ok(Some(got)) => node.take_get_reply(&mut run, got),
-                    _ => run.effects.extend(run.fsm.timeout()),
+                    _ => run.time_out(),
                 }
                 node.get_pump(&mut run);
             }
