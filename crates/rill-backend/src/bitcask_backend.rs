@@ -12,7 +12,8 @@
 
 use crate::index::{IndexQuery, IndexSet, Term};
 use crate::keys::{
-    bucket_prefix, index_key, object_key, split, split_index_rest, BKey, INDEX, OBJECT,
+    bucket_prefix, index_field_prefix, index_key, index_position, object_key, split,
+    split_index_rest, split_index_rest_v1, BKey, INDEX, INDEX_V1, OBJECT,
 };
 use crate::{Backend, IndexEntry, Result};
 use bitcask::{BatchOp, Store};
@@ -24,32 +25,85 @@ pub struct BitcaskBackend {
     index: IndexSet,
 }
 
+/// Version 1 index entries rewritten per batch when a store is migrated.
+const MIGRATE_BATCH: usize = 512;
+
 impl BitcaskBackend {
-    /// Wraps an open store and loads its index entries.
-    pub fn new(store: Arc<Store>) -> BitcaskBackend {
+    /// Wraps an open store and loads its index entries. Entries written
+    /// by builds before index keys version 2 are rewritten in the new
+    /// encoding first (each old key replaced by its new one in one batch,
+    /// so a crash midway leaves every entry in one form or the other and
+    /// the next open finishes the work).
+    pub fn open(store: Arc<Store>) -> Result<BitcaskBackend> {
         let index = IndexSet::default();
         let mut bad = 0u64;
+        let mut old: Vec<Vec<u8>> = Vec::new();
         // No one writes to the store before the backend exists, and a merge
         // changes no key, so a scan without a snapshot sees every key once
         // (a snapshot's undo log could overrun under a merge: Busy).
         store.scan_keys(|raw| {
-            if let Some((INDEX, t, b, rest)) = split(raw) {
-                match split_index_rest(rest) {
+            match split(raw) {
+                Some((INDEX, t, b, rest)) => match split_index_rest(rest) {
                     Some((field, term, key)) => index.add(t, b, field, term, key),
                     None => bad += 1,
-                }
+                },
+                Some((INDEX_V1, ..)) => old.push(raw.to_vec()),
+                _ => {}
             }
             true
         });
+        if !old.is_empty() {
+            bad += migrate_v1(&store, &index, &old)?;
+        }
         if bad > 0 {
             tracing::warn!(dir = %store.dir().display(), bad, "index records that do not decode were skipped");
         }
-        BitcaskBackend { store, index }
+        Ok(BitcaskBackend { store, index })
     }
 
     pub fn store(&self) -> &Arc<Store> {
         &self.store
     }
+}
+
+/// Rewrites version 1 index keys `old` as version 2 keys, adding them to
+/// `index`; made durable before the store serves. Returns how many did
+/// not decode (left as they are).
+fn migrate_v1(store: &Store, index: &IndexSet, old: &[Vec<u8>]) -> Result<u64> {
+    let mut bad = 0u64;
+    let mut moved = 0usize;
+    for chunk in old.chunks(MIGRATE_BATCH) {
+        let mut pairs = Vec::with_capacity(chunk.len());
+        for raw in chunk {
+            let parsed = split(raw).and_then(|(_, t, b, rest)| {
+                let (field, term, key) = split_index_rest_v1(rest)?;
+                Some((t, b, field, term, key))
+            });
+            let Some((t, b, field, term, key)) = parsed else {
+                bad += 1;
+                continue;
+            };
+            let mut new = index_field_prefix(t, b, field)?;
+            new.extend_from_slice(&index_position(&term, key));
+            pairs.push((raw, new, (t, b, field, term, key)));
+        }
+        let mut ops: Vec<BatchOp<'_>> = Vec::with_capacity(2 * pairs.len());
+        for (raw, new, _) in &pairs {
+            ops.push(BatchOp::Put {
+                key: new,
+                value: b"",
+            });
+            ops.push(BatchOp::Delete { key: raw });
+        }
+        store.write_batch(&ops)?;
+        for (_, _, (t, b, field, term, key)) in pairs {
+            index.add(t, b, field, term, key);
+            moved += 1;
+        }
+    }
+    store.sync()?;
+    tracing::info!(dir = %store.dir().display(), entries = moved, "index entries rewritten in the order-preserving encoding (index keys version 2)");
+    Ok(bad)
 }
 
 impl Backend for BitcaskBackend {

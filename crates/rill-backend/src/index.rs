@@ -12,30 +12,6 @@ pub enum Term {
 }
 
 impl Term {
-    pub(crate) fn kind(&self) -> u8 {
-        match self {
-            Term::Int(_) => 1,
-            Term::Bin(_) => 2,
-        }
-    }
-
-    pub(crate) fn sortable_bytes(&self) -> Vec<u8> {
-        match self {
-            Term::Int(i) => ((*i as u64) ^ (1 << 63)).to_be_bytes().to_vec(),
-            Term::Bin(b) => b.clone(),
-        }
-    }
-
-    pub(crate) fn from_sortable(kind: u8, b: &[u8]) -> Option<Term> {
-        match kind {
-            1 => Some(Term::Int(
-                (u64::from_be_bytes(b.try_into().ok()?) ^ (1 << 63)) as i64,
-            )),
-            2 => Some(Term::Bin(b.to_vec())),
-            _ => None,
-        }
-    }
-
     /// The term as Riak sends it: integers in decimal.
     pub fn to_bytes(&self) -> Vec<u8> {
         match self {
@@ -134,26 +110,5 @@ impl IndexSet {
                 break;
             }
         }
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn integer_terms_sort_numerically_through_bytes() {
-        let mut v = [-300i64, -1, 0, 1, 255, 256, i64::MIN, i64::MAX];
-        let mut bytes: Vec<Vec<u8>> = v.iter().map(|i| Term::Int(*i).sortable_bytes()).collect();
-        v.sort();
-        bytes.sort();
-        let back: Vec<i64> = bytes
-            .iter()
-            .map(|b| match Term::from_sortable(1, b).unwrap() {
-                Term::Int(i) => i,
-                _ => unreachable!(),
-            })
-            .collect();
-        assert_eq!(back, v);
     }
 }

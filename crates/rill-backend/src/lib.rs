@@ -19,7 +19,7 @@ mod memory;
 
 pub use bitcask_backend::BitcaskBackend;
 pub use index::{IndexQuery, IndexRange, Term};
-pub use keys::BKey;
+pub use keys::{index_position, prefix_successor, split_position, term_prefix, BKey};
 pub use memory::{MemoryBackend, MemoryOptions};
 
 /// Errors a backend reports.

@@ -12,7 +12,7 @@ use std::sync::Arc;
 
 fn bitcask(dir: &Path) -> BitcaskBackend {
     let store = Store::open(dir, Options::default()).unwrap();
-    BitcaskBackend::new(Arc::new(store))
+    BitcaskBackend::open(Arc::new(store)).unwrap()
 }
 
 /// Runs `check` on a memory backend and on a Bitcask backend.

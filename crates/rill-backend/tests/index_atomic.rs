@@ -69,7 +69,7 @@ fn no_query_sees_a_replaced_term_under_concurrent_writers() {
     const WRITERS: usize = 3;
     let dir = tempfile::tempdir().unwrap();
     let store = Store::open(dir.path(), Options::default()).unwrap();
-    let b = Arc::new(BitcaskBackend::new(Arc::new(store)));
+    let b = Arc::new(BitcaskBackend::open(Arc::new(store)).unwrap());
     let done: Arc<Vec<AtomicU64>> = Arc::new((0..KEYS).map(|_| AtomicU64::new(0)).collect());
     let stop = Arc::new(AtomicBool::new(false));
     let writers: Vec<_> = (0..WRITERS)
@@ -141,7 +141,7 @@ fn sim_backend(vfs: &SimVfs, sync: SyncStrategy) -> BitcaskBackend {
         },
     )
     .unwrap();
-    BitcaskBackend::new(Arc::new(store))
+    BitcaskBackend::open(Arc::new(store)).unwrap()
 }
 
 /// Every key's index entries are exactly the terms of the generation its

@@ -12,7 +12,7 @@ use std::sync::Arc;
 fn a_slow_listing_under_heavy_writes_sees_every_key_once() {
     let dir = tempfile::tempdir().unwrap();
     let store = Arc::new(Store::open(dir.path(), Options::default()).unwrap());
-    let b = BitcaskBackend::new(store);
+    let b = BitcaskBackend::open(store).unwrap();
     for i in 0..1000 {
         b.put(
             &BKey::new(b"", b"listed", format!("k{i:04}").as_bytes()),

@@ -40,36 +40,38 @@ pub struct IndexAnswer {
     pub continuation: Option<Vec<u8>>,
 }
 
-const CONTINUATION_VERSION: u8 = 1;
+/// Continuations made now: the position of the page's last result in
+/// index order. Version 1 (`kind | term as u32 length + bytes | key`) is
+/// still read, for clients holding one across an upgrade.
+const CONTINUATION_VERSION: u8 = 2;
 
-/// A continuation as clients hold it: base64 of version, term, key.
+/// A continuation as clients hold it: base64 of the version and the
+/// position of (term, key) in index order (`rill_backend::index_position`),
+/// where a sorted store resumes its scan.
 pub fn encode_continuation(term: &Term, key: &[u8]) -> Vec<u8> {
     let mut raw = vec![CONTINUATION_VERSION];
-    match term {
-        Term::Int(i) => {
-            raw.push(1);
-            raw.extend_from_slice(&i.to_be_bytes());
-        }
-        Term::Bin(b) => {
-            raw.push(2);
-            raw.extend_from_slice(&(b.len() as u32).to_be_bytes());
-            raw.extend_from_slice(b);
-        }
-    }
-    raw.extend_from_slice(key);
+    raw.extend_from_slice(&rill_backend::index_position(term, key));
     base64::engine::general_purpose::STANDARD
         .encode(raw)
         .into_bytes()
 }
 
 /// A client's continuation back to (term, key); `None` if it is not one
-/// this node made (any bytes may arrive: fuzzed by `object_decoders`).
+/// a node made (any bytes may arrive: fuzzed by `object_decoders`).
 pub fn decode_continuation(c: &[u8]) -> Option<(Term, Vec<u8>)> {
     let raw = base64::engine::general_purpose::STANDARD.decode(c).ok()?;
     let (&v, rest) = raw.split_first()?;
-    if v != CONTINUATION_VERSION {
-        return None;
+    match v {
+        CONTINUATION_VERSION => {
+            let (term, key) = rill_backend::split_position(rest)?;
+            Some((term, key.to_vec()))
+        }
+        1 => decode_continuation_v1(rest),
+        _ => None,
     }
+}
+
+fn decode_continuation_v1(rest: &[u8]) -> Option<(Term, Vec<u8>)> {
     let (&kind, rest) = rest.split_first()?;
     match kind {
         1 if rest.len() >= 8 => {
@@ -92,17 +94,34 @@ pub fn decode_continuation(c: &[u8]) -> Option<(Term, Vec<u8>)> {
 }
 
 fn int_term(field: &[u8], t: &[u8]) -> Result<Term, KvError> {
-    std::str::from_utf8(t)
-        .ok()
-        .and_then(|s| s.trim().parse().ok())
+    parse_int_term(field, t)
         .map(Term::Int)
-        .ok_or_else(|| {
-            KvError::BadRequest(format!(
-                "{{field_parsing_failed,{{{},{}}}}}",
-                erl_bin(field),
-                erl_bin(t)
-            ))
-        })
+        .map_err(KvError::BadRequest)
+}
+
+/// An `_int` term as clients send it (decimal, an optional sign, spaces
+/// around). Not an integer: Riak's `field_parsing_failed`. An integer
+/// outside the signed 64-bit range (Riak takes any size; index keys hold
+/// 64 bits): the same words, and why.
+pub(crate) fn parse_int_term(field: &[u8], t: &[u8]) -> Result<i64, String> {
+    let text = std::str::from_utf8(t).map(str::trim).unwrap_or("");
+    if let Ok(i) = text.parse::<i64>() {
+        return Ok(i);
+    }
+    let failed = format!(
+        "{{field_parsing_failed,{{{},{}}}}}",
+        erl_bin(field),
+        erl_bin(t)
+    );
+    let digits = text.strip_prefix(['-', '+']).unwrap_or(text);
+    if !digits.is_empty() && digits.bytes().all(|b| b.is_ascii_digit()) {
+        return Err(format!(
+            "{failed}: integer index terms must lie between {} and {}",
+            i64::MIN,
+            i64::MAX
+        ));
+    }
+    Err(failed)
 }
 
 /// A validated query, ready to run: see [`Node::index_plan`].
@@ -317,6 +336,19 @@ mod tests {
             assert_eq!(decode_continuation(&c), Some((t, k)));
         }
         assert_eq!(decode_continuation(b"!!"), None);
+        // Continuations made before version 2 still resume where they were.
+        let b64 = |raw: &[u8]| base64::engine::general_purpose::STANDARD.encode(raw);
+        let v1 = b64(b"\x01\x02\x00\x00\x00\x02aak");
+        assert_eq!(
+            decode_continuation(v1.as_bytes()),
+            Some((Term::Bin(b"aa".to_vec()), b"k".to_vec()))
+        );
+        let mut v1 = vec![1u8, 1];
+        v1.extend_from_slice(&(-3i64).to_be_bytes());
+        assert_eq!(
+            decode_continuation(b64(&v1).as_bytes()),
+            Some((Term::Int(-3), Vec::new()))
+        );
         // Every cut of a valid continuation is refused or decodes: never a
         // panic (a client may send anything back).
         let raw = base64::engine::general_purpose::STANDARD

@@ -200,16 +200,9 @@ pub(crate) fn normalise_indexes(c: &mut Content) -> Result<(), KvError> {
     for (field, term) in c.meta.indexes.drain(..) {
         let field = field.to_ascii_lowercase();
         if field.ends_with(b"_int") {
-            match std::str::from_utf8(&term)
-                .ok()
-                .and_then(|s| s.trim().parse::<i64>().ok())
-            {
-                Some(i) => out.push((field, i.to_string().into_bytes())),
-                None => errors.push(format!(
-                    "{{field_parsing_failed,{{{},{}}}}}",
-                    erl_bin(&field),
-                    erl_bin(&term)
-                )),
+            match crate::index::parse_int_term(&field, &term) {
+                Ok(i) => out.push((field, i.to_string().into_bytes())),
+                Err(e) => errors.push(e),
             }
         } else if field.ends_with(b"_bin") {
             out.push((field, term));

@@ -167,7 +167,9 @@ impl Node {
                         format!("cannot open the Bitcask store of partition {}: {e}", p.0)
                     })?;
                     let store = Arc::new(store);
-                    let backend = BitcaskBackend::new(store.clone());
+                    let backend = BitcaskBackend::open(store.clone()).map_err(|e| {
+                        format!("cannot open the Bitcask store of partition {}: {e}", p.0)
+                    })?;
                     if let Some(s) = &scheduler {
                         s.add_store(store);
                     }
