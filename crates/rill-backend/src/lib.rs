@@ -15,11 +15,13 @@
 mod bitcask_backend;
 mod index;
 mod keys;
+mod leveldb;
 mod memory;
 
 pub use bitcask_backend::BitcaskBackend;
 pub use index::{IndexQuery, IndexRange, Term};
 pub use keys::{index_position, prefix_successor, split_position, term_prefix, BKey};
+pub use leveldb::{LeveldbBackend, LeveldbOptions, LeveldbStore};
 pub use memory::{MemoryBackend, MemoryOptions};
 
 /// Errors a backend reports.
@@ -34,6 +36,12 @@ pub enum Error {
     MemoryFull { used_bytes: u64, max_bytes: u64 },
     #[error("corrupt entry in the backend: {0}")]
     Corrupt(String),
+    #[error("leveldb backend: {0}")]
+    Engine(String),
+    #[error("key of {0} bytes is too large (at most 65535 bytes with its bucket and type)")]
+    KeyTooLarge(usize),
+    #[error("value of {0} bytes is too large (at most 268435456 bytes)")]
+    ValueTooLarge(usize),
 }
 
 pub type Result<T, E = Error> = std::result::Result<T, E>;

@@ -4,7 +4,8 @@
 
 use bitcask::{Options, Store};
 use rill_backend::{
-    BKey, Backend, BitcaskBackend, IndexQuery, IndexRange, MemoryBackend, MemoryOptions, Term,
+    BKey, Backend, BitcaskBackend, IndexQuery, IndexRange, LeveldbOptions, LeveldbStore,
+    MemoryBackend, MemoryOptions, Term,
 };
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::Path;
@@ -15,11 +16,22 @@ fn bitcask(dir: &Path) -> BitcaskBackend {
     BitcaskBackend::open(Arc::new(store)).unwrap()
 }
 
-/// Runs `check` on a memory backend and on a Bitcask backend.
+/// A leveldb database in `dir` and one partition's backend of it.
+fn leveldb(dir: &Path) -> (LeveldbStore, rill_backend::LeveldbBackend) {
+    let store = LeveldbStore::open(dir, LeveldbOptions::default(), 4).unwrap();
+    let b = store.partition("0").unwrap();
+    (store, b)
+}
+
+/// Runs `check` on a memory backend, a Bitcask backend and a leveldb
+/// backend.
 fn each(check: impl Fn(&dyn Backend)) {
     check(&MemoryBackend::new(MemoryOptions::default()));
     let dir = tempfile::tempdir().unwrap();
     check(&bitcask(dir.path()));
+    let dir = tempfile::tempdir().unwrap();
+    let (_store, b) = leveldb(dir.path());
+    check(&b);
 }
 
 fn k(t: &str, b: &str, key: &str) -> BKey {
@@ -185,10 +197,25 @@ fn indexes_follow_their_values() {
 }
 
 #[test]
-fn bitcask_indexes_survive_a_restart() {
+fn indexes_survive_a_restart() {
     let dir = tempfile::tempdir().unwrap();
+    let ldir = tempfile::tempdir().unwrap();
+    let open = |which: usize| -> (Option<LeveldbStore>, Box<dyn Backend>) {
+        if which == 0 {
+            (None, Box::new(bitcask(dir.path())))
+        } else {
+            let (s, b) = leveldb(ldir.path());
+            (Some(s), Box::new(b))
+        }
+    };
+    for which in 0..2 {
+        restart_keeps_indexes(|| open(which));
+    }
+}
+
+fn restart_keeps_indexes(open: impl Fn() -> (Option<LeveldbStore>, Box<dyn Backend>)) {
     {
-        let b = bitcask(dir.path());
+        let (_s, b) = open();
         b.put(&k("", "p", "k1"), b"v", &[int("age_int", 7)], &[])
             .unwrap();
         b.put(&k("", "p", "k2"), b"v", &[int("age_int", 8)], &[])
@@ -202,10 +229,10 @@ fn bitcask_indexes_survive_a_restart() {
         .unwrap();
         b.sync().unwrap();
     }
-    let b = bitcask(dir.path());
+    let (_s, b) = open();
     assert_eq!(
         query(
-            &b,
+            b.as_ref(),
             "p",
             "age_int",
             IndexRange::Range(Term::Int(0), Term::Int(100))
@@ -264,9 +291,12 @@ fn memory_ttl_expires() {
 #[test]
 fn model() {
     let dir = tempfile::tempdir().unwrap();
+    let ldir = tempfile::tempdir().unwrap();
+    let (_store, lb) = leveldb(ldir.path());
     let backends: Vec<Box<dyn Backend>> = vec![
         Box::new(MemoryBackend::new(MemoryOptions::default())),
         Box::new(bitcask(dir.path())),
+        Box::new(lb),
     ];
     for b in &backends {
         let mut model: BTreeMap<(u8, u8), (Vec<u8>, i64)> = BTreeMap::new();
@@ -324,4 +354,231 @@ fn model() {
             assert_eq!(got, want, "{}", b.name());
         }
     }
+}
+
+/// Terms with 0x00 and 0xFF bytes, terms that begin others, negative and
+/// extreme integers: every backend answers in term order, then key order;
+/// paging with every page size from 1 up (resuming strictly after the
+/// last result, as continuations do) rebuilds the whole answer with no
+/// duplicate or gap while other keys are written between pages; an
+/// overwrite or a delete leaves no stale entry.
+#[test]
+fn index_order_and_paging_on_every_backend() {
+    let bins: Vec<&[u8]> = vec![
+        b"",
+        b"\x00",
+        b"\x00\x00",
+        b"\x00\xff",
+        b"a",
+        b"a\x00",
+        b"a\x00b",
+        b"a\xff",
+        b"aa",
+        b"ab",
+        b"b",
+        b"\xff",
+        b"\xff\x00",
+        b"\xff\xff",
+    ];
+    let ints = [
+        i64::MIN,
+        i64::MIN + 1,
+        -256,
+        -1,
+        0,
+        1,
+        255,
+        256,
+        i64::MAX - 1,
+        i64::MAX,
+    ];
+    each(|b| {
+        for (i, t) in bins.iter().enumerate() {
+            // Two keys per term, one of them a prefix of the other.
+            for key in [format!("k{i}"), format!("k{i}x")] {
+                let entries = [
+                    (b"t_bin".to_vec(), Term::Bin(t.to_vec())),
+                    int("n_int", ints[i % ints.len()]),
+                ];
+                b.put(&k("", "o", &key), b"v", &entries, &[]).unwrap();
+            }
+        }
+        let field = |f: &str, range: IndexRange, after: Option<(Term, Vec<u8>)>| IndexQuery {
+            bucket_type: Vec::new(),
+            bucket: b"o".to_vec(),
+            field: f.as_bytes().to_vec(),
+            range,
+            after,
+        };
+        let all_bins =
+            IndexRange::Range(Term::Bin(Vec::new()), Term::Bin(b"\xff\xff\xff".to_vec()));
+        let mut want: Vec<(Term, Vec<u8>)> = Vec::new();
+        for (i, t) in bins.iter().enumerate() {
+            for key in [format!("k{i}"), format!("k{i}x")] {
+                want.push((Term::Bin(t.to_vec()), key.into_bytes()));
+            }
+        }
+        want.sort();
+        let page = |q: &IndexQuery, n: usize| {
+            let mut out = Vec::new();
+            b.query_index(q, &mut |t, key| {
+                out.push((t.clone(), key.to_vec()));
+                out.len() < n
+            })
+            .unwrap();
+            out
+        };
+        assert_eq!(
+            page(&field("t_bin", all_bins.clone(), None), usize::MAX),
+            want,
+            "{}",
+            b.name()
+        );
+        for size in 1..=want.len() + 1 {
+            let mut joined = Vec::new();
+            let mut after = None;
+            let mut round = 0;
+            loop {
+                // Writes between pages, to another bucket and to keys
+                // outside the range, must not disturb the paging.
+                round += 1;
+                b.put(
+                    &k("", "other", &format!("w{size}-{round}")),
+                    b"v",
+                    &[(b"t_bin".to_vec(), Term::Bin(b"a".to_vec()))],
+                    &[],
+                )
+                .unwrap();
+                let got = page(&field("t_bin", all_bins.clone(), after.clone()), size);
+                joined.extend(got.iter().cloned());
+                if got.len() < size {
+                    break;
+                }
+                after = got.last().cloned();
+            }
+            assert_eq!(joined, want, "{} pages of {size}", b.name());
+        }
+        // One term exactly, and a term that begins others.
+        let eq = page(
+            &field("t_bin", IndexRange::Eq(Term::Bin(b"a".to_vec())), None),
+            usize::MAX,
+        );
+        assert_eq!(
+            eq,
+            vec![
+                (Term::Bin(b"a".to_vec()), b"k4".to_vec()),
+                (Term::Bin(b"a".to_vec()), b"k4x".to_vec())
+            ],
+            "{}",
+            b.name()
+        );
+        let ranged = page(
+            &field(
+                "t_bin",
+                IndexRange::Range(Term::Bin(b"a".to_vec()), Term::Bin(b"a\xff".to_vec())),
+                None,
+            ),
+            usize::MAX,
+        );
+        let terms: Vec<&[u8]> = ranged
+            .iter()
+            .map(|(t, _)| match t {
+                Term::Bin(b) => &b[..],
+                Term::Int(_) => unreachable!(),
+            })
+            .collect();
+        assert_eq!(
+            terms,
+            [
+                &b"a"[..],
+                b"a",
+                b"a\x00",
+                b"a\x00",
+                b"a\x00b",
+                b"a\x00b",
+                b"aa",
+                b"aa",
+                b"ab",
+                b"ab",
+                b"a\xff",
+                b"a\xff"
+            ],
+            "{}",
+            b.name()
+        );
+        // Integers in numeric order.
+        let got = page(
+            &field(
+                "n_int",
+                IndexRange::Range(Term::Int(i64::MIN), Term::Int(i64::MAX)),
+                None,
+            ),
+            usize::MAX,
+        );
+        let nums: Vec<i64> = got
+            .iter()
+            .map(|(t, _)| match t {
+                Term::Int(i) => *i,
+                Term::Bin(_) => unreachable!(),
+            })
+            .collect();
+        let mut sorted = nums.clone();
+        sorted.sort();
+        assert_eq!(nums, sorted, "{}", b.name());
+        assert_eq!(nums.len(), 2 * bins.len(), "{}", b.name());
+        // An overwrite with another term, and a delete: no stale entry.
+        b.put(
+            &k("", "o", "k4"),
+            b"v2",
+            &[(b"t_bin".to_vec(), Term::Bin(b"zz".to_vec()))],
+            &[(b"t_bin".to_vec(), Term::Bin(b"a".to_vec()))],
+        )
+        .unwrap();
+        b.delete(
+            &k("", "o", "k4x"),
+            &[(b"t_bin".to_vec(), Term::Bin(b"a".to_vec()))],
+        )
+        .unwrap();
+        assert!(
+            page(
+                &field("t_bin", IndexRange::Eq(Term::Bin(b"a".to_vec())), None),
+                usize::MAX
+            )
+            .is_empty(),
+            "{}",
+            b.name()
+        );
+        assert_eq!(
+            page(
+                &field("t_bin", IndexRange::Eq(Term::Bin(b"zz".to_vec())), None),
+                usize::MAX
+            ),
+            vec![(Term::Bin(b"zz".to_vec()), b"k4".to_vec())],
+            "{}",
+            b.name()
+        );
+    });
+}
+
+/// A leveldb partition dropped whole leaves the others as they were.
+#[test]
+fn a_leveldb_partition_is_dropped_whole() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = LeveldbStore::open(dir.path(), LeveldbOptions::default(), 2).unwrap();
+    let (p0, p1) = (store.partition("0").unwrap(), store.partition("1").unwrap());
+    p0.put(&k("", "b", "x"), b"zero", &[int("n_int", 1)], &[])
+        .unwrap();
+    p1.put(&k("", "b", "x"), b"one", &[int("n_int", 1)], &[])
+        .unwrap();
+    drop(p0);
+    store.drop_partition("0").unwrap();
+    let p0 = store.partition("0").unwrap();
+    assert_eq!(p0.get(&k("", "b", "x")).unwrap(), None);
+    assert!(!p0.holds_objects().unwrap());
+    assert!(query(&p0, "b", "n_int", IndexRange::Eq(Term::Int(1))).is_empty());
+    assert_eq!(p1.get(&k("", "b", "x")).unwrap().unwrap(), &b"one"[..]);
+    assert_eq!(
+        query(&p1, "b", "n_int", IndexRange::Eq(Term::Int(1))).len(),
+        1
+    );
 }

@@ -1,0 +1,339 @@
+//! The leveldb backend (`storage_backend = leveldb`): objects and index
+//! entries in one sorted LSM tree per vnode, on fjall (pure Rust; bloom
+//! filters, LZ4 for the deeper levels, a journal shared by the node).
+//!
+//! One fjall database per node holds a keyspace per partition, so the
+//! node's memory budget (block cache and write buffers, Riak's
+//! `leveldb.maximum_memory`) is shared by its vnodes, a put's object and
+//! index changes are one atomic batch, and a partition's data is dropped
+//! whole. Keys are those of `keys` (docs/format.md, "Backend keys"): an
+//! object's under `'o'`, its index entries under `'j'`, in an order where a
+//! range query is one scan and a bucket's keys lie together.
+
+use crate::index::{IndexQuery, IndexRange, Term};
+use crate::keys::{
+    bucket_prefix, index_field_prefix, index_key, index_position, object_key, prefix_successor,
+    split, split_position, term_prefix, BKey, OBJECT,
+};
+use crate::{Backend, Error, IndexEntry, Result};
+use fjall::{Database, Keyspace, KeyspaceCreateOptions, PersistMode};
+use std::ops::Bound;
+use std::path::Path;
+
+/// How the node's leveldb database is set up.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct LeveldbOptions {
+    /// Memory for block cache and write buffers together, for all vnodes.
+    pub max_memory_bytes: u64,
+    /// Each write reaches the disk (fsync) before it is acknowledged
+    /// (`leveldb.sync_on_write`); otherwise it is in the kernel (a crash
+    /// of the process loses nothing, a power loss may).
+    pub sync_on_write: bool,
+    /// Compress table blocks with LZ4 (`leveldb.compression`).
+    pub compression: bool,
+    /// Bloom filters on tables (`leveldb.bloomfilter`).
+    pub bloom_filter: bool,
+}
+
+impl Default for LeveldbOptions {
+    fn default() -> LeveldbOptions {
+        LeveldbOptions {
+            max_memory_bytes: 1 << 30,
+            sync_on_write: false,
+            compression: true,
+            bloom_filter: true,
+        }
+    }
+}
+
+/// Write buffers (memtables) take a quarter of the memory budget, split
+/// across the vnodes, each between these bounds; the block cache the rest.
+const MIN_MEMTABLE_BYTES: u64 = 1 << 20;
+const MAX_MEMTABLE_BYTES: u64 = 64 << 20;
+
+/// A node's leveldb database: one keyspace per partition.
+pub struct LeveldbStore {
+    db: Database,
+    opts: LeveldbOptions,
+    memtable_bytes: u64,
+}
+
+fn engine(e: fjall::Error) -> Error {
+    match e {
+        fjall::Error::Poisoned => Error::Engine(
+            "an earlier write failed (a full or failing disk); restart the node once the disk has room"
+                .into(),
+        ),
+        fjall::Error::Io(e) => Error::Engine(format!("I/O error: {e}")),
+        e => Error::Engine(e.to_string()),
+    }
+}
+
+impl LeveldbStore {
+    /// Opens (or creates) the database in `dir` for `vnodes` partitions,
+    /// replaying its journal.
+    pub fn open(dir: &Path, opts: LeveldbOptions, vnodes: usize) -> Result<LeveldbStore> {
+        let buffers = opts.max_memory_bytes / 4;
+        let memtable_bytes =
+            (buffers / vnodes.max(1) as u64).clamp(MIN_MEMTABLE_BYTES, MAX_MEMTABLE_BYTES);
+        let cache = opts
+            .max_memory_bytes
+            .saturating_sub(memtable_bytes * vnodes as u64)
+            .max(opts.max_memory_bytes / 4);
+        let db = Database::builder(dir)
+            .cache_size(cache)
+            .open()
+            .map_err(engine)?;
+        Ok(LeveldbStore {
+            db,
+            opts,
+            memtable_bytes,
+        })
+    }
+
+    fn keyspace_name(partition: &str) -> String {
+        format!("p{partition}")
+    }
+
+    /// The backend of one partition (its keyspace made if new).
+    pub fn partition(&self, partition: &str) -> Result<LeveldbBackend> {
+        let opts = &self.opts;
+        let memtable = self.memtable_bytes;
+        let ks = self
+            .db
+            .keyspace(&Self::keyspace_name(partition), || {
+                let mut o = KeyspaceCreateOptions::default().max_memtable_size(memtable);
+                if !opts.compression {
+                    o = o.data_block_compression_policy(fjall::config::CompressionPolicy::all(
+                        fjall::CompressionType::None,
+                    ));
+                }
+                if !opts.bloom_filter {
+                    o = o.filter_policy(fjall::config::FilterPolicy::disabled());
+                }
+                o
+            })
+            .map_err(engine)?;
+        Ok(LeveldbBackend {
+            db: self.db.clone(),
+            ks,
+            durability: if opts.sync_on_write {
+                PersistMode::SyncData
+            } else {
+                PersistMode::Buffer
+            },
+        })
+    }
+
+    /// Drops a partition's data whole (its keyspace and files).
+    pub fn drop_partition(&self, partition: &str) -> Result<()> {
+        let name = Self::keyspace_name(partition);
+        if !self.db.keyspace_exists(&name) {
+            return Ok(());
+        }
+        let ks = self
+            .db
+            .keyspace(&name, KeyspaceCreateOptions::default)
+            .map_err(engine)?;
+        self.db.delete_keyspace(ks).map_err(engine)
+    }
+
+    /// Makes every write durable now.
+    pub fn sync(&self) -> Result<()> {
+        self.db.persist(PersistMode::SyncAll).map_err(engine)
+    }
+
+    /// Bytes on disk, tables and journal.
+    pub fn disk_bytes(&self) -> u64 {
+        self.db.disk_space().unwrap_or(0)
+    }
+}
+
+/// One vnode's data in the node's leveldb database.
+pub struct LeveldbBackend {
+    db: Database,
+    ks: Keyspace,
+    durability: PersistMode,
+}
+
+impl LeveldbBackend {
+    fn commit(&self, batch: fjall::OwnedWriteBatch) -> Result<()> {
+        batch
+            .durability(Some(self.durability))
+            .commit()
+            .map_err(engine)
+    }
+
+    /// Visits keys from `start` while they begin with `prefix`; `visit`
+    /// returns false to stop.
+    fn scan(
+        &self,
+        start: &[u8],
+        end: Option<Vec<u8>>,
+        visit: &mut dyn FnMut(&[u8]) -> Result<bool>,
+    ) -> Result<()> {
+        let range = (
+            Bound::Included(start.to_vec()),
+            end.map_or(Bound::Unbounded, Bound::Excluded),
+        );
+        for item in self.ks.range::<Vec<u8>, _>(range) {
+            let key = item.key().map_err(engine)?;
+            if !visit(&key)? {
+                break;
+            }
+        }
+        Ok(())
+    }
+}
+
+impl Backend for LeveldbBackend {
+    fn name(&self) -> &'static str {
+        "riak_kv_eleveldb_backend"
+    }
+
+    fn get(&self, k: &BKey) -> Result<Option<bytes::Bytes>> {
+        let v = self.ks.get(object_key(k)?).map_err(engine)?;
+        Ok(v.map(|v| bytes::Bytes::copy_from_slice(&v)))
+    }
+
+    fn contains(&self, k: &BKey) -> Result<bool> {
+        self.ks.contains_key(object_key(k)?).map_err(engine)
+    }
+
+    fn put(&self, k: &BKey, value: &[u8], add: &[IndexEntry], remove: &[IndexEntry]) -> Result<()> {
+        let obj = object_key(k)?;
+        let added: Vec<Vec<u8>> = add
+            .iter()
+            .map(|(f, t)| index_key(k, f, t))
+            .collect::<Result<_>>()?;
+        let removed: Vec<Vec<u8>> = remove
+            .iter()
+            .filter(|r| !add.contains(r))
+            .map(|(f, t)| index_key(k, f, t))
+            .collect::<Result<_>>()?;
+        for key in added.iter().chain(&removed).chain(std::iter::once(&obj)) {
+            if key.len() > MAX_KEY_BYTES {
+                return Err(Error::KeyTooLarge(key.len()));
+            }
+        }
+        if value.len() > MAX_VALUE_BYTES {
+            return Err(Error::ValueTooLarge(value.len()));
+        }
+        let mut batch = self.db.batch();
+        for key in removed {
+            batch.remove(&self.ks, key);
+        }
+        for key in added {
+            batch.insert(&self.ks, key, b"");
+        }
+        batch.insert(&self.ks, obj, value);
+        self.commit(batch)
+    }
+
+    fn delete(&self, k: &BKey, remove: &[IndexEntry]) -> Result<()> {
+        let mut batch = self.db.batch();
+        batch.remove(&self.ks, object_key(k)?);
+        for (f, t) in remove {
+            batch.remove(&self.ks, index_key(k, f, t)?);
+        }
+        self.commit(batch)
+    }
+
+    fn fold_buckets(&self, visit: &mut dyn FnMut(&[u8], &[u8]) -> bool) -> Result<()> {
+        // One seek per bucket: after a bucket's first key, on to the
+        // successor of its prefix.
+        let mut start = vec![OBJECT];
+        let end = prefix_successor(&[OBJECT]);
+        loop {
+            let mut next = None;
+            self.scan(&start, end.clone(), &mut |raw| {
+                next = split(raw).map(|(_, t, b, _)| (t.to_vec(), b.to_vec()));
+                Ok(false)
+            })?;
+            let Some((t, b)) = next else {
+                return Ok(());
+            };
+            if !visit(&t, &b) {
+                return Ok(());
+            }
+            match prefix_successor(&bucket_prefix(OBJECT, &t, &b)?) {
+                Some(s) => start = s,
+                None => return Ok(()),
+            }
+        }
+    }
+
+    fn holds_objects(&self) -> Result<bool> {
+        let mut any = false;
+        self.scan(&[OBJECT], prefix_successor(&[OBJECT]), &mut |_| {
+            any = true;
+            Ok(false)
+        })?;
+        Ok(any)
+    }
+
+    fn fold_keys(
+        &self,
+        bucket_type: &[u8],
+        bucket: &[u8],
+        visit: &mut dyn FnMut(&[u8]) -> bool,
+    ) -> Result<()> {
+        let prefix = bucket_prefix(OBJECT, bucket_type, bucket)?;
+        self.scan(&prefix, prefix_successor(&prefix), &mut |raw| {
+            Ok(visit(&raw[prefix.len()..]))
+        })
+    }
+
+    fn query_index(
+        &self,
+        q: &IndexQuery,
+        visit: &mut dyn FnMut(&Term, &[u8]) -> bool,
+    ) -> Result<()> {
+        let field = index_field_prefix(&q.bucket_type, &q.bucket, &q.field)?;
+        let (lo, hi) = match &q.range {
+            IndexRange::Eq(t) => (t, t),
+            IndexRange::Range(lo, hi) => (lo, hi),
+        };
+        let mut start = field.clone();
+        start.extend_from_slice(&term_prefix(lo));
+        if let Some((t, key)) = &q.after {
+            let mut after = field.clone();
+            after.extend_from_slice(&index_position(t, key));
+            // Strictly after it: the least key greater than `after`.
+            after.push(0);
+            start = start.max(after);
+        }
+        let mut end = field.clone();
+        end.extend_from_slice(&term_prefix(hi));
+        let end = prefix_successor(&end);
+        let mut bad = 0u64;
+        self.scan(
+            &start,
+            end,
+            &mut |raw| match split_position(&raw[field.len()..]) {
+                Some((term, key)) => Ok(visit(&term, key)),
+                None => {
+                    bad += 1;
+                    Ok(true)
+                }
+            },
+        )?;
+        if bad > 0 {
+            tracing::warn!(bad, "index entries that do not decode were skipped");
+        }
+        Ok(())
+    }
+
+    fn sync(&self) -> Result<()> {
+        self.db.persist(PersistMode::SyncAll).map_err(engine)
+    }
+
+    fn size_bytes(&self) -> u64 {
+        self.ks.disk_space()
+    }
+}
+
+/// fjall's limits: keys up to 64 KiB, values below 4 GiB; Rill keeps
+/// values to 256 MiB, as its peer messages do.
+const MAX_KEY_BYTES: usize = 65535;
+const MAX_VALUE_BYTES: usize = 256 << 20;
