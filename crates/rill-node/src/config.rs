@@ -8,6 +8,8 @@ use std::time::Duration;
 pub enum BackendKind {
     Bitcask,
     Memory,
+    /// Objects and index entries in a sorted LSM tree per vnode (fjall).
+    Leveldb,
 }
 
 /// Riak's `delete_mode`: when a tombstone leaves the backend.
@@ -41,6 +43,10 @@ pub struct NodeConfig {
     /// `bitcask.reserve`: disk space held back from puts for deletes,
     /// merges and a start at a full disk (0: none).
     pub reserve_bytes: u64,
+    /// `leveldb.*` settings of the node's leveldb database.
+    pub leveldb: rill_backend::LeveldbOptions,
+    /// `leveldb.data_root` (default: `leveldb` under the data directory).
+    pub leveldb_dir: Option<PathBuf>,
     /// `memory_backend.max_memory_per_vnode`.
     pub memory_max_bytes: Option<u64>,
     /// `memory_backend.ttl`.
@@ -82,6 +88,8 @@ impl NodeConfig {
             bitcask_capacity_bytes: None,
             throttle: merge_control::ThrottleSettings::default(),
             reserve_bytes: 64 << 20,
+            leveldb: rill_backend::LeveldbOptions::default(),
+            leveldb_dir: None,
             memory_max_bytes: None,
             memory_ttl: None,
             object_size_warning_bytes: 5 << 20,

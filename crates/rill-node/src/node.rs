@@ -11,7 +11,7 @@ use crate::reaper::Reaper;
 use crate::space::Space;
 use crate::vnode::{Limits, Vnode};
 use merge_control::{Classic, Fisherman, MergeScheduler, SchedulerSettings, UsageSource};
-use rill_backend::{BKey, Backend, BitcaskBackend, MemoryBackend, MemoryOptions};
+use rill_backend::{BKey, Backend, BitcaskBackend, LeveldbStore, MemoryBackend, MemoryOptions};
 use rill_bucket::{Props, Registry, RegistryError, TypeStatus};
 use rill_ring::{key_hash, PreflistEntry, Ring};
 use serde_json::Value;
@@ -151,6 +151,17 @@ impl Node {
                 idle_tick: Duration::from_millis(200),
             })
         });
+        let leveldb = (config.backend == BackendKind::Leveldb)
+            .then(|| {
+                let dir = config
+                    .leveldb_dir
+                    .clone()
+                    .unwrap_or_else(|| config.data_dir.join("leveldb"));
+                LeveldbStore::open(&dir, config.leveldb.clone(), config.ring_size as usize).map_err(
+                    |e| format!("cannot open the leveldb database in {}: {e}", dir.display()),
+                )
+            })
+            .transpose()?;
         let mut vnodes = Vec::with_capacity(config.ring_size as usize);
         for p in ring.partitions() {
             let backend: Box<dyn Backend> = match config.backend {
@@ -158,6 +169,12 @@ impl Node {
                     max_memory_bytes: config.memory_max_bytes,
                     ttl: config.memory_ttl,
                 })),
+                BackendKind::Leveldb => {
+                    let store = leveldb.as_ref().expect("opened for leveldb");
+                    Box::new(store.partition(&ring.index_decimal(p)).map_err(|e| {
+                        format!("cannot open the leveldb data of partition {}: {e}", p.0)
+                    })?)
+                }
                 BackendKind::Bitcask => {
                     let dir = config.data_dir.join("bitcask").join(ring.index_decimal(p));
                     // The throttle is applied once per request by the node

@@ -63,6 +63,27 @@ impl std::fmt::Display for ConfigError {
 }
 
 /// Sizes as cuttlefish reads them: KB, MB, GB, TB are powers of 1024.
+fn on_off(key: &str, v: &str) -> Result<bool, String> {
+    match v {
+        "on" | "true" => Ok(true),
+        "off" | "false" => Ok(false),
+        _ => Err(format!("{key} must be on or off, found {v:?}")),
+    }
+}
+
+/// The machine's memory (`MemTotal`), for settings given as a share of it;
+/// 4 GiB if it cannot be read.
+fn machine_memory_bytes() -> u64 {
+    std::fs::read_to_string("/proc/meminfo")
+        .ok()
+        .and_then(|m| {
+            let line = m.lines().find(|l| l.starts_with("MemTotal:"))?;
+            let kib: u64 = line.split_whitespace().nth(1)?.parse().ok()?;
+            Some(kib * 1024)
+        })
+        .unwrap_or(4 << 30)
+}
+
 pub fn bytesize(v: &str) -> Result<u64, String> {
     let t = v.trim();
     let split = t.find(|c: char| !c.is_ascii_digit()).unwrap_or(t.len());
@@ -136,7 +157,10 @@ pub const KEYS: &[(&str, &str)] = &[
         "ring_size",
         "partitions of the ring, a power of two (default 64)",
     ),
-    ("storage_backend", "bitcask or memory (default bitcask)"),
+    (
+        "storage_backend",
+        "bitcask, leveldb or memory (default bitcask)",
+    ),
     ("platform_data_dir", "where data lives (default ./data)"),
     (
         "listener.protobuf.internal",
@@ -239,6 +263,30 @@ pub const KEYS: &[(&str, &str)] = &[
         "disk space held back from puts for deletes, merges and a start at a full disk (default 64MB; 0 for none)",
     ),
     (
+        "leveldb.data_root",
+        "where the leveldb backend keeps its database (default $(platform_data_dir)/leveldb)",
+    ),
+    (
+        "leveldb.maximum_memory.percent",
+        "share of the machine's memory for leveldb's block cache and write buffers, all vnodes together (default 70, as Riak)",
+    ),
+    (
+        "leveldb.maximum_memory",
+        "the same as a size, instead of the percentage (default off)",
+    ),
+    (
+        "leveldb.sync_on_write",
+        "on: each write reaches the disk before it is acknowledged (default off: in the kernel, safe from a crash of the process)",
+    ),
+    (
+        "leveldb.compression",
+        "on or off: LZ4 compression of table blocks (default on)",
+    ),
+    (
+        "leveldb.bloomfilter",
+        "on or off: bloom filters on tables (default on)",
+    ),
+    (
         "memory_backend.max_memory_per_vnode",
         "memory backend cap per vnode (default off)",
     ),
@@ -260,9 +308,13 @@ impl Config {
     /// Riak's defaults with data under `./data`.
     pub fn defaults() -> Config {
         let data = PathBuf::from("./data");
+        let mut node = NodeConfig::new(data.clone());
+        // Riak's leveldb.maximum_memory.percent = 70: a bound the cache
+        // grows to with the data read, not memory taken at start.
+        node.leveldb.max_memory_bytes = machine_memory_bytes() / 100 * 70;
         Config {
             pid_file: data.join("rill.pid"),
-            node: NodeConfig::new(data),
+            node,
             pb_listener: "127.0.0.1:8087".parse().expect("address"),
             http_listener: "127.0.0.1:8098".parse().expect("address"),
             cluster_listener: "127.0.0.1:8099".parse().expect("address"),
@@ -381,10 +433,11 @@ impl Config {
                 n.backend = match v {
                     "bitcask" => BackendKind::Bitcask,
                     "memory" => BackendKind::Memory,
-                    "leveldb" | "leveled" | "multi" => {
-                        return Err(format!("storage_backend = {v} is not available yet; use bitcask or memory"))
+                    "leveldb" => BackendKind::Leveldb,
+                    "leveled" | "multi" => {
+                        return Err(format!("storage_backend = {v} is not available yet; use bitcask, leveldb or memory"))
                     }
-                    _ => return Err(format!("storage_backend must be bitcask or memory, found {v:?}")),
+                    _ => return Err(format!("storage_backend must be bitcask, leveldb or memory, found {v:?}")),
                 }
             }
             "platform_data_dir" => {
@@ -473,6 +526,19 @@ impl Config {
             "memory_backend.max_memory_per_vnode" => {
                 n.memory_max_bytes = if v == "off" { None } else { Some(bytesize(v)?) };
             }
+            "leveldb.data_root" => n.leveldb_dir = Some(PathBuf::from(v)),
+            "leveldb.maximum_memory.percent" => {
+                let pct: u64 = v
+                    .parse()
+                    .ok()
+                    .filter(|p| (1..=100).contains(p))
+                    .ok_or_else(|| format!("leveldb.maximum_memory.percent must be an integer from 1 to 100, found {v:?}"))?;
+                n.leveldb.max_memory_bytes = machine_memory_bytes() / 100 * pct;
+            }
+            "leveldb.maximum_memory" => n.leveldb.max_memory_bytes = bytesize(v)?.max(16 << 20),
+            "leveldb.sync_on_write" => n.leveldb.sync_on_write = on_off(key, v)?,
+            "leveldb.compression" => n.leveldb.compression = on_off(key, v)?,
+            "leveldb.bloomfilter" => n.leveldb.bloom_filter = on_off(key, v)?,
             "memory_backend.ttl" => n.memory_ttl = if v == "off" { None } else { Some(duration(v)?) },
             "log.console.level" => match v {
                 "debug" | "info" | "warning" | "error" => self.log_level = v.replace("warning", "warn"),

@@ -74,6 +74,7 @@ fn stats_json(ctx: &Ctx) -> Value {
         "storage_backend": match ctx.node.config().backend {
             rill_node::BackendKind::Bitcask => "riak_kv_bitcask_backend",
             rill_node::BackendKind::Memory => "riak_kv_memory_backend",
+            rill_node::BackendKind::Leveldb => "riak_kv_eleveldb_backend",
         },
         "ring_num_partitions": ctx.node.ring_size(),
         "ring_creation_size": ctx.node.ring_size(),
