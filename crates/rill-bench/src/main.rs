@@ -4,9 +4,11 @@
 
 mod claim;
 mod engine;
+mod ingest;
 mod kv;
 mod kv_bound;
 mod machine;
+mod plot;
 mod report;
 mod sensor;
 
@@ -35,6 +37,10 @@ enum Command {
     /// partitions moved as clusters grow and shrink, per ring size, and
     /// riak_core's typical scenario against its claim v4.
     Claim(claim::Args),
+    /// Sequential keys loaded as fast as each backend takes them
+    /// (rocksdb, leveldb, bitcask side by side): throughput and maximum
+    /// latency per interval, the data larger than the memory allowed.
+    Ingest(ingest::Args),
 }
 
 fn main() -> anyhow::Result<()> {
@@ -43,5 +49,6 @@ fn main() -> anyhow::Result<()> {
         Command::Sensor(args) => sensor::run(args),
         Command::Kv(args) => kv::run(args),
         Command::Claim(args) => claim::run(args),
+        Command::Ingest(args) => ingest::run(args),
     }
 }

@@ -11,7 +11,6 @@
 //! Bitcask with the Fisherman, and RocksDB (default leveled compaction,
 //! loaded from the system's librocksdb).
 
-mod plot;
 mod targets;
 
 use crate::machine::Machine;
@@ -128,7 +127,19 @@ pub fn run(args: Args) -> Result<()> {
         csvs.push((engine.clone(), run_child(&args, &plan, engine, fs.path())?));
     }
     let name = format!("sensor-v{:.2}-b{}k", args.live_share, args.block_kib);
-    match plot::draw(&args.out, &name, &csvs) {
+    let panels = [
+        crate::plot::Panel {
+            column: "mb_s_ewma",
+            label: "MB/s (EWMA)",
+            max: None,
+        },
+        crate::plot::Panel {
+            column: "usage",
+            label: "usage U",
+            max: Some(1.02),
+        },
+    ];
+    match crate::plot::draw(&args.out, &name, &csvs, &panels) {
         Ok(png) => eprintln!("plot: {}", png.display()),
         Err(e) => eprintln!("no plot drawn: {e}"),
     }

@@ -1,18 +1,31 @@
-//! PNG plots of a sensor run, drawn by gnuplot from the CSV files: MB/s
-//! (EWMA) over time for every engine, and usage U below it.
+//! PNG plots of a run, drawn by gnuplot from its CSV files: one panel per
+//! column, one line per engine, over time (`t_s`).
 
 use anyhow::{bail, Context, Result};
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
+/// One panel: a CSV column, its axis label, the top of its axis (`None`:
+/// as the data goes).
+pub struct Panel<'a> {
+    pub column: &'a str,
+    pub label: &'a str,
+    pub max: Option<f64>,
+}
+
 /// Writes `<name>.gp` and runs gnuplot on it; returns the PNG's path.
-pub fn draw(out: &Path, name: &str, csvs: &[(String, PathBuf)]) -> Result<PathBuf> {
+pub fn draw(
+    out: &Path,
+    name: &str,
+    csvs: &[(String, PathBuf)],
+    panels: &[Panel],
+) -> Result<PathBuf> {
     if csvs.is_empty() {
         bail!("no engine ran");
     }
     let png = out.join(format!("{name}.png"));
     let script = out.join(format!("{name}.gp"));
-    std::fs::write(&script, script_text(name, &png, csvs))
+    std::fs::write(&script, script_text(name, &png, csvs, panels))
         .with_context(|| format!("writing {}", script.display()))?;
     let status = Command::new("gnuplot")
         .arg(&script)
@@ -29,7 +42,7 @@ fn quote(p: &Path) -> String {
     format!("'{}'", p.display().to_string().replace('\'', "''"))
 }
 
-fn script_text(name: &str, png: &Path, csvs: &[(String, PathBuf)]) -> String {
+fn script_text(name: &str, png: &Path, csvs: &[(String, PathBuf)], panels: &[Panel]) -> String {
     let series = |column: &str| {
         csvs.iter()
             .map(|(engine, csv)| {
@@ -41,25 +54,30 @@ fn script_text(name: &str, png: &Path, csvs: &[(String, PathBuf)]) -> String {
             .collect::<Vec<_>>()
             .join(", \\\n     ")
     };
-    format!(
-        "set terminal pngcairo size 1100,800 font ',10'\n\
-         set output {png}\n\
+    let mut s = format!(
+        "set terminal pngcairo size 1100,{} font ',10'\n\
+         set output {}\n\
          set datafile separator ','\n\
          set key autotitle columnhead outside right\n\
          set grid\n\
-         set multiplot layout 2,1 title '{name}'\n\
-         set ylabel 'MB/s (EWMA)'\n\
-         set yrange [0:*]\n\
-         plot {rate}\n\
-         set ylabel 'usage U'\n\
-         set xlabel 'time, s'\n\
-         set yrange [0:1.02]\n\
-         plot {usage}\n\
-         unset multiplot\n",
-        png = quote(png),
-        rate = series("mb_s_ewma"),
-        usage = series("usage"),
-    )
+         set multiplot layout {},1 title '{name}'\n",
+        400 * panels.len().max(1),
+        quote(png),
+        panels.len().max(1),
+    );
+    for (i, p) in panels.iter().enumerate() {
+        if i + 1 == panels.len() {
+            s.push_str("set xlabel 'time, s'\n");
+        }
+        let top = p.max.map_or("*".to_string(), |m| m.to_string());
+        s.push_str(&format!(
+            "set ylabel '{}'\nset yrange [0:{top}]\nplot {}\n",
+            p.label,
+            series(p.column)
+        ));
+    }
+    s.push_str("unset multiplot\n");
+    s
 }
 
 #[cfg(test)]
@@ -74,6 +92,18 @@ mod tests {
             &[
                 ("ceiling".into(), "/o/a.csv".into()),
                 ("fisherman".into(), "/o/b.csv".into()),
+            ],
+            &[
+                Panel {
+                    column: "mb_s_ewma",
+                    label: "MB/s",
+                    max: None,
+                },
+                Panel {
+                    column: "usage",
+                    label: "usage U",
+                    max: Some(1.02),
+                },
             ],
         );
         assert!(s.contains("set output '/o/it''s.png'"), "{s}");

@@ -1,0 +1,395 @@
+//! `rill-bench ingest`: sequential keys loaded as fast as the store takes
+//! them, per backend side by side in one run, with throughput and the
+//! maximum latency of every interval. Basho's test of LevelDB stalls
+//! ("LevelDB in Riak 1.2": 10 million sequentially ordered keys preloaded
+//! by basho_bench; Riak 1.1's LevelDB stalled 10-90 s every few minutes).
+//!
+//! Engines: `rocksdb` (the system's librocksdb, its defaults), `leveldb`
+//! (Rill's leveldb backend on fjall) and `bitcask` (Rill's Bitcask
+//! backend), each writing objects from several threads into a fresh
+//! directory. The run joins a memory cgroup (`--memory-limit`) so the
+//! data outgrows what the store may cache, as it would on a full node.
+
+use crate::machine::Machine;
+use crate::report::Report;
+use anyhow::{bail, Context, Result};
+use rill_backend::{BKey, Backend, BitcaskBackend, LeveldbOptions, LeveldbStore};
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+#[derive(clap::Args)]
+pub struct Args {
+    /// Engines to run, in order.
+    #[arg(long, value_delimiter = ',', default_value = "rocksdb,leveldb")]
+    engines: Vec<String>,
+    /// Keys to load (default 10 million; 300 thousand with --quick).
+    #[arg(long)]
+    keys: Option<u64>,
+    /// Bytes per value (random, so incompressible).
+    #[arg(long, default_value_t = 1000)]
+    value_bytes: usize,
+    /// Writer threads.
+    #[arg(long, default_value_t = 4)]
+    threads: usize,
+    /// Length of an interval, ms.
+    #[arg(long, default_value_t = 1000)]
+    interval_ms: u64,
+    /// Memory the run may use, page cache included (a memory cgroup),
+    /// e.g. 2GiB; `off` for none (default 2GiB; off with --quick).
+    #[arg(long)]
+    memory_limit: Option<String>,
+    /// Scratch directory (each engine's data is removed after its run).
+    #[arg(long, default_value = "bench-data/ingest")]
+    dir: PathBuf,
+    /// Where the CSV files and the plot go.
+    #[arg(long, default_value = "bench-out/ingest")]
+    out: PathBuf,
+    /// A short run for CI.
+    #[arg(long)]
+    quick: bool,
+}
+
+/// What one engine must do: store a key's value.
+trait Target: Send + Sync {
+    fn put(&self, key: &[u8], value: &[u8]) -> Result<()>;
+    /// Bytes on disk.
+    fn disk_bytes(&self) -> u64;
+}
+
+struct Rocks(rocksdb_dl::RocksDb);
+
+impl Target for Rocks {
+    fn put(&self, key: &[u8], value: &[u8]) -> Result<()> {
+        Ok(self.0.put(key, value)?)
+    }
+    fn disk_bytes(&self) -> u64 {
+        0
+    }
+}
+
+struct Rill {
+    backend: Box<dyn Backend>,
+    _store: Option<LeveldbStore>,
+}
+
+impl Target for Rill {
+    fn put(&self, key: &[u8], value: &[u8]) -> Result<()> {
+        let k = BKey {
+            bucket_type: Vec::new(),
+            bucket: b"ingest".to_vec(),
+            key: key.to_vec(),
+        };
+        Ok(self.backend.put(&k, value, &[], &[])?)
+    }
+    fn disk_bytes(&self) -> u64 {
+        self.backend.size_bytes()
+    }
+}
+
+fn open(engine: &str, dir: &Path, memory: Option<u64>) -> Result<Box<dyn Target>> {
+    Ok(match engine {
+        "rocksdb" => {
+            rocksdb_dl::available().context("librocksdb (apt-get install librocksdb7.8)")?;
+            Box::new(Rocks(rocksdb_dl::RocksDb::open(
+                dir,
+                &rocksdb_dl::Tuning::default(),
+            )?))
+        }
+        "leveldb" => {
+            // Riak's default share (70 %) of what the run may use.
+            let opts = LeveldbOptions {
+                max_memory_bytes: memory.map_or(1 << 30, |m| m / 10 * 7),
+                ..LeveldbOptions::default()
+            };
+            let store = LeveldbStore::open(dir, opts, 1)?;
+            let backend = Box::new(store.partition("0")?);
+            Box::new(Rill {
+                backend,
+                _store: Some(store),
+            })
+        }
+        "bitcask" => {
+            let opts = bitcask::Options {
+                write_buffer_bytes: 0,
+                ..bitcask::Options::default()
+            };
+            let store = Arc::new(bitcask::Store::open(dir, opts)?);
+            Box::new(Rill {
+                backend: Box::new(BitcaskBackend::open(store)?),
+                _store: None,
+            })
+        }
+        other => bail!("unknown engine {other:?}: rocksdb, leveldb or bitcask"),
+    })
+}
+
+/// One interval's completions and its slowest put.
+#[derive(Clone, Copy, Default)]
+struct Interval {
+    ops: u64,
+    max_us: u64,
+}
+
+/// Keys in the order they are loaded: fixed width, so byte order is
+/// numeric order.
+fn key(i: u64) -> [u8; 16] {
+    let mut k = [0u8; 16];
+    k[..8].copy_from_slice(b"ingest00");
+    k[8..].copy_from_slice(&i.to_be_bytes());
+    k
+}
+
+/// Random bytes (xorshift), a fresh value per key.
+fn fill(buf: &mut [u8], mut seed: u64) {
+    for chunk in buf.chunks_mut(8) {
+        seed ^= seed << 13;
+        seed ^= seed >> 7;
+        seed ^= seed << 17;
+        let b = seed.to_le_bytes();
+        chunk.copy_from_slice(&b[..chunk.len()]);
+    }
+}
+
+struct Outcome {
+    intervals: Vec<Interval>,
+    seconds: f64,
+    disk_bytes: u64,
+}
+
+fn load(
+    target: &dyn Target,
+    keys: u64,
+    value_bytes: usize,
+    threads: usize,
+    every: Duration,
+) -> Result<Outcome> {
+    let next = AtomicU64::new(0);
+    let start = Instant::now();
+    let per_thread: Vec<Result<Vec<Interval>>> = std::thread::scope(|s| {
+        let handles: Vec<_> = (0..threads)
+            .map(|t| {
+                let next = &next;
+                s.spawn(move || {
+                    let mut mine: Vec<Interval> = Vec::new();
+                    let mut value = vec![0u8; value_bytes];
+                    loop {
+                        let i = next.fetch_add(1, Ordering::Relaxed);
+                        if i >= keys {
+                            return Ok(mine);
+                        }
+                        fill(
+                            &mut value,
+                            i.wrapping_mul(0x9e37_79b9_7f4a_7c15) | 1 | t as u64,
+                        );
+                        let began = Instant::now();
+                        target.put(&key(i), &value)?;
+                        let done = Instant::now();
+                        let slot =
+                            (done.duration_since(start).as_nanos() / every.as_nanos()) as usize;
+                        if mine.len() <= slot {
+                            mine.resize(slot + 1, Interval::default());
+                        }
+                        mine[slot].ops += 1;
+                        let us = done.duration_since(began).as_micros() as u64;
+                        mine[slot].max_us = mine[slot].max_us.max(us);
+                    }
+                })
+            })
+            .collect();
+        handles
+            .into_iter()
+            .map(|h| h.join().expect("a writer panicked"))
+            .collect()
+    });
+    let seconds = start.elapsed().as_secs_f64();
+    let mut intervals: Vec<Interval> = Vec::new();
+    for r in per_thread {
+        for (i, iv) in r?.into_iter().enumerate() {
+            if intervals.len() <= i {
+                intervals.resize(i + 1, Interval::default());
+            }
+            intervals[i].ops += iv.ops;
+            intervals[i].max_us = intervals[i].max_us.max(iv.max_us);
+        }
+    }
+    Ok(Outcome {
+        intervals,
+        seconds,
+        disk_bytes: target.disk_bytes(),
+    })
+}
+
+/// Joins a fresh memory cgroup limited to `bytes` (page cache counts);
+/// `None`, with a warning, where that is not possible here.
+fn join_memory_cgroup(bytes: u64) -> Option<PathBuf> {
+    let tries = [
+        ("/sys/fs/cgroup/memory", "memory.limit_in_bytes"),
+        ("/sys/fs/cgroup", "memory.max"),
+    ];
+    for (root, file) in tries {
+        let dir = Path::new(root).join("rill-ingest");
+        if !Path::new(root).join(file).exists() && !Path::new(root).join("cgroup.procs").exists() {
+            continue;
+        }
+        let joined = std::fs::create_dir_all(&dir)
+            .and_then(|()| std::fs::write(dir.join(file), bytes.to_string()))
+            .and_then(|()| {
+                std::fs::write(dir.join("cgroup.procs"), std::process::id().to_string())
+            });
+        if joined.is_ok() {
+            return Some(dir);
+        }
+    }
+    eprintln!("warning: no memory cgroup could be joined (not root, or no memory controller): the data may sit in the page cache");
+    None
+}
+
+pub fn run(args: Args) -> Result<()> {
+    let keys = args
+        .keys
+        .unwrap_or(if args.quick { 300_000 } else { 10_000_000 });
+    let limit = match args.memory_limit.as_deref() {
+        Some("off") => None,
+        Some(v) => Some(parse_size(v)?),
+        None if args.quick => None,
+        None => Some(2 << 30),
+    };
+    std::fs::create_dir_all(&args.dir)
+        .with_context(|| format!("creating {}", args.dir.display()))?;
+    std::fs::create_dir_all(&args.out)
+        .with_context(|| format!("creating {}", args.out.display()))?;
+    Machine::describe(&args.dir).print();
+    let cgroup = limit.and_then(join_memory_cgroup);
+    let data = keys * (args.value_bytes as u64 + 16);
+    println!(
+        "ingest: {keys} sequential keys of {} bytes ({:.2} GB), {} writers, memory {}",
+        args.value_bytes,
+        data as f64 / 1e9,
+        args.threads,
+        match (limit, &cgroup) {
+            (Some(l), Some(cg)) => format!(
+                "limited to {:.2} GB (cgroup {}): data/memory {:.1}",
+                l as f64 / 1e9,
+                cg.display(),
+                data as f64 / l as f64
+            ),
+            _ => "not limited".into(),
+        }
+    );
+    let mut r = Report::new("ingest", args.quick);
+    r.int("keys", keys, "keys loaded per engine");
+    r.int("value_bytes", args.value_bytes as u64, "bytes per value");
+    r.int(
+        "memory_limit_bytes",
+        if cgroup.is_some() {
+            limit.unwrap_or(0)
+        } else {
+            0
+        },
+        "memory the run may use (0: not limited)",
+    );
+    let every = Duration::from_millis(args.interval_ms.max(1));
+    let mut csvs = Vec::new();
+    let mut rates = Vec::new();
+    for engine in &args.engines {
+        let dir = args.dir.join(engine);
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir)?;
+        let target = open(engine, &dir, limit)?;
+        println!("{engine}: loading");
+        let o = load(target.as_ref(), keys, args.value_bytes, args.threads, every)?;
+        drop(target);
+        let csv = args.out.join(format!("ingest-{engine}.csv"));
+        let mut f = std::fs::File::create(&csv)?;
+        writeln!(f, "t_s,ops_per_s,max_latency_ms")?;
+        for (i, iv) in o.intervals.iter().enumerate() {
+            let t = (i as f64 + 1.0) * every.as_secs_f64();
+            writeln!(
+                f,
+                "{t:.1},{:.0},{:.3}",
+                iv.ops as f64 / every.as_secs_f64(),
+                iv.max_us as f64 / 1000.0
+            )?;
+        }
+        csvs.push((engine.clone(), csv));
+        let rate = keys as f64 / o.seconds;
+        let zero = o.intervals.iter().filter(|iv| iv.ops == 0).count() as u64;
+        let worst = o.intervals.iter().map(|iv| iv.max_us).max().unwrap_or(0) as f64 / 1000.0;
+        r.num(
+            &format!("{engine}_ops_per_s"),
+            rate,
+            &format!("{engine}: puts/s over the whole load"),
+        );
+        r.int(
+            &format!("{engine}_zero_intervals"),
+            zero,
+            &format!("{engine}: intervals with no put done"),
+        );
+        r.num(
+            &format!("{engine}_worst_max_latency_ms"),
+            worst,
+            &format!("{engine}: slowest put, ms"),
+        );
+        if o.disk_bytes > 0 {
+            r.num(
+                &format!("{engine}_disk_gb"),
+                o.disk_bytes as f64 / 1e9,
+                &format!("{engine}: GB on disk at the end"),
+            );
+        }
+        rates.push((engine.clone(), rate, zero, worst));
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+    let get = |name: &str| rates.iter().find(|(e, ..)| e == name);
+    if let (Some(l), Some(k)) = (get("leveldb"), get("rocksdb")) {
+        r.num(
+            "leveldb_over_rocksdb",
+            l.1 / k.1,
+            "leveldb / rocksdb, puts/s (target >= 1.0)",
+        );
+        let ok = l.1 >= k.1 && l.2 == 0 && l.3 < 1000.0;
+        println!(
+            "target (leveldb >= 1.0x rocksdb, no empty interval, worst max latency < 1 s): {}",
+            if ok { "met" } else { "NOT met" }
+        );
+    }
+    let panels = [
+        crate::plot::Panel {
+            column: "ops_per_s",
+            label: "puts/s",
+            max: None,
+        },
+        crate::plot::Panel {
+            column: "max_latency_ms",
+            label: "max latency, ms",
+            max: None,
+        },
+    ];
+    match crate::plot::draw(&args.out, "ingest", &csvs, &panels) {
+        Ok(png) => println!("plot: {}", png.display()),
+        Err(e) => eprintln!("no plot: {e:#}"),
+    }
+    println!("{}", r.json());
+    Ok(())
+}
+
+fn parse_size(v: &str) -> Result<u64> {
+    let v = v.trim();
+    let (num, mult) = [
+        ("GiB", 1u64 << 30),
+        ("MiB", 1 << 20),
+        ("GB", 1_000_000_000),
+        ("MB", 1_000_000),
+    ]
+    .iter()
+    .find_map(|(s, m)| v.strip_suffix(s).map(|n| (n, *m)))
+    .unwrap_or((v, 1));
+    let n: f64 = num
+        .trim()
+        .parse()
+        .with_context(|| format!("not a size: {v:?} (e.g. 2GiB)"))?;
+    Ok((n * mult as f64) as u64)
+}
