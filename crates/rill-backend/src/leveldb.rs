@@ -19,6 +19,8 @@ use crate::{Backend, Error, IndexEntry, Result};
 use fjall::{Database, Keyspace, KeyspaceCreateOptions, PersistMode};
 use std::ops::Bound;
 use std::path::Path;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
 
 /// How the node's leveldb database is set up.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -56,6 +58,7 @@ pub struct LeveldbStore {
     db: Database,
     opts: LeveldbOptions,
     memtable_bytes: u64,
+    damaged: Arc<AtomicU64>,
 }
 
 fn engine(e: fjall::Error) -> Error {
@@ -65,6 +68,11 @@ fn engine(e: fjall::Error) -> Error {
                 .into(),
         ),
         fjall::Error::Io(e) => Error::Engine(format!("I/O error: {e}")),
+        fjall::Error::Storage(fjall::LsmError::Io(e)) => Error::Engine(format!("I/O error: {e}")),
+        fjall::Error::Storage(l) => Error::Corrupt(format!("a damaged leveldb table block ({l:?})")),
+        e @ (fjall::Error::Decompress(_) | fjall::Error::InvalidTag(_) | fjall::Error::InvalidTrailer) => {
+            Error::Corrupt(format!("a damaged leveldb block ({e:?})"))
+        }
         e => Error::Engine(e.to_string()),
     }
 }
@@ -80,14 +88,26 @@ impl LeveldbStore {
             .max_memory_bytes
             .saturating_sub(memtable_bytes * vnodes as u64)
             .max(opts.max_memory_bytes / 4);
-        let db = Database::builder(dir)
-            .cache_size(cache)
-            .open()
-            .map_err(engine)?;
+        let open = || Database::builder(dir).cache_size(cache).open();
+        let db = match open() {
+            Err(fjall::Error::JournalRecovery(why)) => {
+                // A damaged journal (not only a torn last batch) stops
+                // fjall's recovery. Set it aside as Basho's leveldb sets
+                // damaged files aside (`lost/`), and open what the tables
+                // hold: this node loses the writes not yet in tables, which
+                // its partitions' other replicas hold.
+                let moved = set_aside_journals(dir)?;
+                tracing::error!(dir = %dir.display(), ?why, moved = %moved.join(", "),
+                    "the leveldb journal is damaged and was set aside in lost/; writes since the last flush to tables are lost on this node (other replicas hold them)");
+                open().map_err(engine)?
+            }
+            other => other.map_err(engine)?,
+        };
         Ok(LeveldbStore {
             db,
             opts,
             memtable_bytes,
+            damaged: Arc::default(),
         })
     }
 
@@ -117,6 +137,7 @@ impl LeveldbStore {
         Ok(LeveldbBackend {
             db: self.db.clone(),
             ks,
+            damaged: self.damaged.clone(),
             durability: if opts.sync_on_write {
                 PersistMode::SyncData
             } else {
@@ -138,6 +159,24 @@ impl LeveldbStore {
         self.db.delete_keyspace(ks).map_err(engine)
     }
 
+    /// Writes every partition's memtable out to tables (and waits), so
+    /// everything written so far lies in table files.
+    pub fn flush(&self) -> Result<()> {
+        for name in self.db.list_keyspace_names() {
+            let ks = self
+                .db
+                .keyspace(&name, KeyspaceCreateOptions::default)
+                .map_err(engine)?;
+            ks.rotate_memtable_and_wait().map_err(engine)?;
+        }
+        Ok(())
+    }
+
+    /// Reads that met a damaged block since the database opened.
+    pub fn damaged_reads(&self) -> u64 {
+        self.damaged.load(Ordering::Relaxed)
+    }
+
     /// Makes every write durable now.
     pub fn sync(&self) -> Result<()> {
         self.db.persist(PersistMode::SyncAll).map_err(engine)
@@ -149,14 +188,50 @@ impl LeveldbStore {
     }
 }
 
+/// Moves the journal files of the database in `dir` to `dir/lost/`,
+/// named with the time; returns their new names.
+fn set_aside_journals(dir: &Path) -> Result<Vec<String>> {
+    let lost = dir.join("lost");
+    let io = |e: std::io::Error| Error::Engine(format!("setting a damaged journal aside: {e}"));
+    std::fs::create_dir_all(&lost).map_err(io)?;
+    let stamp = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_secs());
+    let mut moved = Vec::new();
+    for e in std::fs::read_dir(dir).map_err(io)? {
+        let path = e.map_err(io)?.path();
+        if path.extension().is_some_and(|x| x == "jnl") {
+            let name = format!(
+                "{stamp}-{}",
+                path.file_name().unwrap_or_default().to_string_lossy()
+            );
+            std::fs::rename(&path, lost.join(&name)).map_err(io)?;
+            moved.push(name);
+        }
+    }
+    Ok(moved)
+}
+
 /// One vnode's data in the node's leveldb database.
 pub struct LeveldbBackend {
     db: Database,
     ks: Keyspace,
+    /// Reads that met a damaged block, all the node's partitions.
+    damaged: Arc<AtomicU64>,
     durability: PersistMode,
 }
 
 impl LeveldbBackend {
+    /// A read's error: a damaged block is counted (and logged by the
+    /// caller with the key's request).
+    fn read_err(&self, e: fjall::Error) -> Error {
+        let e = engine(e);
+        if matches!(e, Error::Corrupt(_)) {
+            self.damaged.fetch_add(1, Ordering::Relaxed);
+        }
+        e
+    }
+
     fn commit(&self, batch: fjall::OwnedWriteBatch) -> Result<()> {
         batch
             .durability(Some(self.durability))
@@ -177,7 +252,7 @@ impl LeveldbBackend {
             end.map_or(Bound::Unbounded, Bound::Excluded),
         );
         for item in self.ks.range::<Vec<u8>, _>(range) {
-            let key = item.key().map_err(engine)?;
+            let key = item.key().map_err(|e| self.read_err(e))?;
             if !visit(&key)? {
                 break;
             }
@@ -192,12 +267,14 @@ impl Backend for LeveldbBackend {
     }
 
     fn get(&self, k: &BKey) -> Result<Option<bytes::Bytes>> {
-        let v = self.ks.get(object_key(k)?).map_err(engine)?;
+        let v = self.ks.get(object_key(k)?).map_err(|e| self.read_err(e))?;
         Ok(v.map(|v| bytes::Bytes::copy_from_slice(&v)))
     }
 
     fn contains(&self, k: &BKey) -> Result<bool> {
-        self.ks.contains_key(object_key(k)?).map_err(engine)
+        self.ks
+            .contains_key(object_key(k)?)
+            .map_err(|e| self.read_err(e))
     }
 
     fn put(&self, k: &BKey, value: &[u8], add: &[IndexEntry], remove: &[IndexEntry]) -> Result<()> {

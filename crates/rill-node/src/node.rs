@@ -75,6 +75,9 @@ pub struct NodeStats {
     pub out_of_space_refusals: u64,
     /// True while the space reserve is released and puts are refused.
     pub space_reserve_released: bool,
+    /// Reads that met a damaged leveldb block (their keys answered with an
+    /// error, the rest of the vnode serving).
+    pub leveldb_damaged_reads: u64,
 }
 
 pub struct Node {
@@ -92,6 +95,8 @@ pub struct Node {
     pub(crate) limits: Limits,
     /// Disk space: admission of writes, the reserve (Bitcask only).
     pub(crate) space: Option<Space>,
+    /// The node's leveldb database (`storage_backend = leveldb`).
+    leveldb: Option<LeveldbStore>,
     leases: Arc<LeaseFile>,
     /// Tests: stop as a crash of the process would (no clean record).
     forget_clean_stop: std::sync::atomic::AtomicBool,
@@ -219,6 +224,7 @@ impl Node {
             counters: Counters::default(),
             limits,
             space,
+            leveldb,
             leases: ids.leases.clone(),
             forget_clean_stop: Default::default(),
             started: Instant::now(),
@@ -452,6 +458,7 @@ impl Node {
                 .as_ref()
                 .map_or(0, |s| s.refusals.load(Ordering::Relaxed)),
             space_reserve_released: self.space.as_ref().is_some_and(|s| s.is_low()),
+            leveldb_damaged_reads: self.leveldb.as_ref().map_or(0, |l| l.damaged_reads()),
         }
     }
 
