@@ -17,12 +17,14 @@ mod index;
 mod keys;
 mod leveldb;
 mod memory;
+mod multi;
 
 pub use bitcask_backend::BitcaskBackend;
 pub use index::{IndexQuery, IndexRange, Term};
 pub use keys::{index_position, prefix_successor, split_position, term_prefix, BKey};
 pub use leveldb::{LeveldbBackend, LeveldbOptions, LeveldbStore};
 pub use memory::{MemoryBackend, MemoryOptions};
+pub use multi::{MultiBackend, Router};
 
 /// Errors a backend reports.
 #[derive(Debug, thiserror::Error)]
@@ -42,6 +44,8 @@ pub enum Error {
     KeyTooLarge(usize),
     #[error("value of {0} bytes is too large (at most 268435456 bytes)")]
     ValueTooLarge(usize),
+    #[error("{{undefined_backend,{0}}}: the bucket's backend property names a backend this node does not have")]
+    UndefinedBackend(String),
 }
 
 pub type Result<T, E = Error> = std::result::Result<T, E>;

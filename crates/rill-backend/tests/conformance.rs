@@ -32,6 +32,22 @@ fn each(check: impl Fn(&dyn Backend)) {
     let dir = tempfile::tempdir().unwrap();
     let (_store, b) = leveldb(dir.path());
     check(&b);
+    // Multi, every bucket in a leveldb backend beside a memory one.
+    let dir = tempfile::tempdir().unwrap();
+    let (_store, b) = leveldb(dir.path());
+    let m = rill_backend::MultiBackend::new(
+        vec![
+            (
+                "mem".into(),
+                Box::new(MemoryBackend::new(MemoryOptions::default())) as Box<dyn Backend>,
+            ),
+            ("lsm".into(), Box::new(b)),
+        ],
+        "lsm",
+        Arc::new(|_: &[u8], _: &[u8]| None),
+    )
+    .unwrap();
+    check(&m);
 }
 
 fn k(t: &str, b: &str, key: &str) -> BKey {
@@ -581,4 +597,84 @@ fn a_leveldb_partition_is_dropped_whole() {
         query(&p1, "b", "n_int", IndexRange::Eq(Term::Int(1))).len(),
         1
     );
+}
+
+/// The multi backend passes the suite (every bucket in its default), and
+/// routes each bucket to the backend its property names.
+#[test]
+fn multi_routes_buckets_and_passes_the_suite() {
+    use rill_backend::{MultiBackend, Router};
+    let dir = tempfile::tempdir().unwrap();
+    let ldir = tempfile::tempdir().unwrap();
+    let (_store, lb) = leveldb(ldir.path());
+    let route: Router = Arc::new(|_t: &[u8], b: &[u8]| match b {
+        b"in_memory" => Some("mem".to_string()),
+        b"in_leveldb" => Some("lsm".to_string()),
+        b"nowhere" => Some("gone".to_string()),
+        _ => None,
+    });
+    let m = MultiBackend::new(
+        vec![
+            (
+                "bc".into(),
+                Box::new(bitcask(dir.path())) as Box<dyn Backend>,
+            ),
+            ("lsm".into(), Box::new(lb)),
+            (
+                "mem".into(),
+                Box::new(MemoryBackend::new(MemoryOptions::default())),
+            ),
+        ],
+        "bc",
+        route,
+    )
+    .unwrap();
+    m.put(&k("", "in_memory", "a"), b"m", &[int("n_int", 1)], &[])
+        .unwrap();
+    m.put(&k("", "in_leveldb", "a"), b"l", &[int("n_int", 2)], &[])
+        .unwrap();
+    m.put(&k("", "plain", "a"), b"p", &[int("n_int", 3)], &[])
+        .unwrap();
+    assert_eq!(m.get(&k("", "in_memory", "a")).unwrap().unwrap(), &b"m"[..]);
+    assert_eq!(
+        m.get(&k("", "in_leveldb", "a")).unwrap().unwrap(),
+        &b"l"[..]
+    );
+    assert_eq!(m.get(&k("", "plain", "a")).unwrap().unwrap(), &b"p"[..]);
+    assert_eq!(
+        query(
+            &m,
+            "in_leveldb",
+            "n_int",
+            IndexRange::Range(Term::Int(0), Term::Int(9))
+        ),
+        vec![(Term::Int(2), "a".into())]
+    );
+    let mut buckets = Vec::new();
+    m.fold_buckets(&mut |_, b| {
+        buckets.push(String::from_utf8(b.to_vec()).unwrap());
+        true
+    })
+    .unwrap();
+    assert_eq!(buckets, ["in_leveldb", "in_memory", "plain"]);
+    let e = m.put(&k("", "nowhere", "a"), b"x", &[], &[]).unwrap_err();
+    assert!(e.to_string().contains("undefined_backend,gone"), "{e}");
+    assert!(MultiBackend::new(Vec::new(), "x", Arc::new(|_: &[u8], _: &[u8]| None)).is_err());
+    // The suite's operations, through the default backend.
+    let dir = tempfile::tempdir().unwrap();
+    let only = MultiBackend::new(
+        vec![(
+            "bc".into(),
+            Box::new(bitcask(dir.path())) as Box<dyn Backend>,
+        )],
+        "bc",
+        Arc::new(|_: &[u8], _: &[u8]| None),
+    )
+    .unwrap();
+    only.put(&k("", "b", "x"), b"one", &[bin("f_bin", "t")], &[])
+        .unwrap();
+    assert_eq!(only.get(&k("", "b", "x")).unwrap().unwrap(), &b"one"[..]);
+    assert!(only.holds_objects().unwrap());
+    only.delete(&k("", "b", "x"), &[bin("f_bin", "t")]).unwrap();
+    assert!(!only.holds_objects().unwrap());
 }

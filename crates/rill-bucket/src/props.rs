@@ -79,6 +79,12 @@ pub fn default_type_props() -> Props {
     p
 }
 
+/// One property of [`default_type_props`], built once.
+pub fn default_type_prop(name: &str) -> Option<&'static Value> {
+    static DEFAULTS: std::sync::OnceLock<Props> = std::sync::OnceLock::new();
+    DEFAULTS.get_or_init(default_type_props).get(name)
+}
+
 /// What a new bucket type starts from before its own properties.
 pub fn new_type_defaults() -> Props {
     let mut p = common();

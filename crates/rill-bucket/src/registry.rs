@@ -145,6 +145,25 @@ impl Registry {
         Some(props)
     }
 
+    /// One property of a bucket (its own over its type's over the
+    /// defaults), without building the whole set: the multi backend asks
+    /// it for `backend` on every request. `None` when unset, or when the
+    /// type does not exist or is not active.
+    pub fn bucket_prop(&self, bucket_type: &str, bucket: &[u8], name: &str) -> Option<Value> {
+        let key = (canonical(bucket_type), bucket.to_vec());
+        if let Some(v) = self.buckets.get(&key).and_then(|own| own.get(name)) {
+            return Some(v.clone());
+        }
+        if is_default(bucket_type) {
+            return crate::props::default_type_prop(name).cloned();
+        }
+        let t = self.types.get(bucket_type)?;
+        if t.status != TypeStatus::Active {
+            return None;
+        }
+        t.props.get(name).cloned()
+    }
+
     pub fn set_bucket(
         &mut self,
         bucket_type: &str,

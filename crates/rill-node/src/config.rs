@@ -10,6 +10,23 @@ pub enum BackendKind {
     Memory,
     /// Objects and index entries in a sorted LSM tree per vnode (fjall).
     Leveldb,
+    /// Several named backends, chosen per bucket (`multi_backend.*`).
+    Multi,
+}
+
+/// One named backend of `storage_backend = multi`
+/// (`multi_backend.NAME.*`).
+#[derive(Clone, Debug, PartialEq)]
+pub struct NamedBackend {
+    pub name: String,
+    /// Bitcask, Leveldb or Memory.
+    pub kind: BackendKind,
+    /// `multi_backend.NAME.bitcask.data_root` / `.leveldb.data_root`
+    /// (default: `multi/NAME` under the data directory).
+    pub data_root: Option<PathBuf>,
+    pub leveldb: rill_backend::LeveldbOptions,
+    pub memory_max_bytes: Option<u64>,
+    pub memory_ttl: Option<Duration>,
 }
 
 /// Riak's `delete_mode`: when a tombstone leaves the backend.
@@ -47,6 +64,10 @@ pub struct NodeConfig {
     pub leveldb: rill_backend::LeveldbOptions,
     /// `leveldb.data_root` (default: `leveldb` under the data directory).
     pub leveldb_dir: Option<PathBuf>,
+    /// `multi_backend.NAME.*`, in the order first named.
+    pub multi: Vec<NamedBackend>,
+    /// `multi_backend.default`.
+    pub multi_default: Option<String>,
     /// `memory_backend.max_memory_per_vnode`.
     pub memory_max_bytes: Option<u64>,
     /// `memory_backend.ttl`.
@@ -90,6 +111,8 @@ impl NodeConfig {
             reserve_bytes: 64 << 20,
             leveldb: rill_backend::LeveldbOptions::default(),
             leveldb_dir: None,
+            multi: Vec::new(),
+            multi_default: None,
             memory_max_bytes: None,
             memory_ttl: None,
             object_size_warning_bytes: 5 << 20,

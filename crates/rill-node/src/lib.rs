@@ -10,6 +10,7 @@
 //!   under a striped lock), so concurrent writers never lose a sibling;
 //! - bucket types and properties are on disk before a change returns.
 
+mod backends;
 pub mod bulk;
 pub mod cluster;
 mod config;
@@ -38,7 +39,7 @@ mod vnode;
 pub mod vnode_msg;
 pub mod wire;
 
-pub use config::{BackendKind, DeleteMode, MergePolicyKind, NodeConfig};
+pub use config::{BackendKind, DeleteMode, MergePolicyKind, NamedBackend, NodeConfig};
 pub use dt::{DtFetchAnswer, DtFetchRequest, DtUpdateAnswer, DtUpdateRequest};
 pub use error::{erl_bin, KvError};
 #[doc(hidden)]

@@ -2,7 +2,7 @@
 
 use crate::bulk::BulkPool;
 use crate::cluster::{ClusterView, Remote};
-use crate::config::{BackendKind, DeleteMode, MergePolicyKind, NodeConfig};
+use crate::config::{DeleteMode, MergePolicyKind, NodeConfig};
 use crate::error::KvError;
 use crate::identity::NodeIds;
 use crate::lease::LeaseFile;
@@ -11,7 +11,7 @@ use crate::reaper::Reaper;
 use crate::space::Space;
 use crate::vnode::{Limits, Vnode};
 use merge_control::{Classic, Fisherman, MergeScheduler, SchedulerSettings, UsageSource};
-use rill_backend::{BKey, Backend, BitcaskBackend, LeveldbStore, MemoryBackend, MemoryOptions};
+use rill_backend::{BKey, LeveldbStore};
 use rill_bucket::{Props, Registry, RegistryError, TypeStatus};
 use rill_ring::{key_hash, PreflistEntry, Ring};
 use serde_json::Value;
@@ -84,7 +84,7 @@ pub struct Node {
     pub(crate) config: NodeConfig,
     pub(crate) ring: Ring,
     pub(crate) vnodes: Vec<Arc<Vnode>>,
-    registry: RwLock<Registry>,
+    registry: Arc<RwLock<Registry>>,
     /// Held while the registry changes (one change at a time, written to
     /// disk before it is put in force).
     registry_change: std::sync::Mutex<()>,
@@ -95,8 +95,9 @@ pub struct Node {
     pub(crate) limits: Limits,
     /// Disk space: admission of writes, the reserve (Bitcask only).
     pub(crate) space: Option<Space>,
-    /// The node's leveldb database (`storage_backend = leveldb`).
-    leveldb: Option<LeveldbStore>,
+    /// The node's leveldb databases (`storage_backend = leveldb`, or
+    /// each leveldb backend of multi), by backend name.
+    leveldb: Vec<(String, LeveldbStore)>,
     leases: Arc<LeaseFile>,
     /// Tests: stop as a crash of the process would (no clean record).
     forget_clean_stop: std::sync::atomic::AtomicBool,
@@ -129,7 +130,7 @@ impl Node {
         };
         // Before anything else is written: at a full disk the reserve
         // makes room for the stores to open.
-        let space = (config.backend == BackendKind::Bitcask)
+        let space = crate::backends::uses_bitcask(&config)
             .then(|| {
                 let dir = config.data_dir.join("bitcask");
                 std::fs::create_dir_all(&dir)
@@ -137,7 +138,7 @@ impl Node {
                 Ok::<_, String>(Space::open(&dir, config.reserve_bytes, config.ring_size))
             })
             .transpose()?;
-        let scheduler = (config.backend == BackendKind::Bitcask).then(|| {
+        let scheduler = crate::backends::uses_bitcask(&config).then(|| {
             let dir = config.data_dir.join("bitcask");
             MergeScheduler::start(SchedulerSettings {
                 usage: match config.bitcask_capacity_bytes {
@@ -156,48 +157,18 @@ impl Node {
                 idle_tick: Duration::from_millis(200),
             })
         });
-        let leveldb = (config.backend == BackendKind::Leveldb)
-            .then(|| {
-                let dir = config
-                    .leveldb_dir
-                    .clone()
-                    .unwrap_or_else(|| config.data_dir.join("leveldb"));
-                LeveldbStore::open(&dir, config.leveldb.clone(), config.ring_size as usize).map_err(
-                    |e| format!("cannot open the leveldb database in {}: {e}", dir.display()),
-                )
-            })
-            .transpose()?;
+        let registry = Arc::new(RwLock::new(registry));
+        let leveldb = crate::backends::open_leveldb(&config)?;
+        let opening = crate::backends::Opening {
+            config: &config,
+            ring: &ring,
+            leveldb: &leveldb,
+            scheduler: scheduler.as_ref(),
+            registry: &registry,
+        };
         let mut vnodes = Vec::with_capacity(config.ring_size as usize);
         for p in ring.partitions() {
-            let backend: Box<dyn Backend> = match config.backend {
-                BackendKind::Memory => Box::new(MemoryBackend::new(MemoryOptions {
-                    max_memory_bytes: config.memory_max_bytes,
-                    ttl: config.memory_ttl,
-                })),
-                BackendKind::Leveldb => {
-                    let store = leveldb.as_ref().expect("opened for leveldb");
-                    Box::new(store.partition(&ring.index_decimal(p)).map_err(|e| {
-                        format!("cannot open the leveldb data of partition {}: {e}", p.0)
-                    })?)
-                }
-                BackendKind::Bitcask => {
-                    let dir = config.data_dir.join("bitcask").join(ring.index_decimal(p));
-                    // The throttle is applied once per request by the node
-                    // (Space::admit_write), not once per record.
-                    let opts = config.bitcask.clone();
-                    let store = bitcask::Store::open(&dir, opts).map_err(|e| {
-                        format!("cannot open the Bitcask store of partition {}: {e}", p.0)
-                    })?;
-                    let store = Arc::new(store);
-                    let backend = BitcaskBackend::open(store.clone()).map_err(|e| {
-                        format!("cannot open the Bitcask store of partition {}: {e}", p.0)
-                    })?;
-                    if let Some(s) = &scheduler {
-                        s.add_store(store);
-                    }
-                    Box::new(backend)
-                }
-            };
+            let backend = opening.backend(p)?;
             vnodes.push(Arc::new(Vnode::new(
                 p,
                 ids.ids[p.0 as usize],
@@ -216,7 +187,7 @@ impl Node {
             config,
             ring,
             vnodes,
-            registry: RwLock::new(registry),
+            registry,
             registry_change: Default::default(),
             meta,
             scheduler,
@@ -380,7 +351,33 @@ impl Node {
         bucket: &[u8],
         props: &Props,
     ) -> Result<(), KvError> {
+        self.check_backend_prop(props)?;
         self.change_registry(|r| r.set_bucket(bucket_type, bucket, props))
+    }
+
+    /// A `backend` property must name one of the node's backends where
+    /// the node has several (`storage_backend = multi`); elsewhere Riak
+    /// ignores it, and so does Rill.
+    fn check_backend_prop(&self, props: &Props) -> Result<(), KvError> {
+        let Some(v) = props.get("backend") else {
+            return Ok(());
+        };
+        if self.config.backend != crate::config::BackendKind::Multi {
+            return Ok(());
+        }
+        let known = |n: &str| self.config.multi.iter().any(|b| b.name == n);
+        match v.as_str() {
+            Some(n) if known(n) => Ok(()),
+            _ => Err(KvError::BadRequest(format!(
+                "{{undefined_backend,{v}}}: backend must name one of this node's backends: {}",
+                self.config
+                    .multi
+                    .iter()
+                    .map(|b| b.name.as_str())
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            ))),
+        }
     }
 
     pub fn reset_bucket_props(&self, bucket_type: &str, bucket: &[u8]) -> Result<(), KvError> {
@@ -411,6 +408,7 @@ impl Node {
     }
 
     pub fn create_type(&self, name: &str, props: &Props) -> Result<(), KvError> {
+        self.check_backend_prop(props)?;
         self.change_registry(|r| r.create_type(name, props))
     }
 
@@ -419,6 +417,7 @@ impl Node {
     }
 
     pub fn update_type(&self, name: &str, props: &Props) -> Result<(), KvError> {
+        self.check_backend_prop(props)?;
         self.change_registry(|r| r.update_type(name, props))
     }
 
@@ -458,7 +457,7 @@ impl Node {
                 .as_ref()
                 .map_or(0, |s| s.refusals.load(Ordering::Relaxed)),
             space_reserve_released: self.space.as_ref().is_some_and(|s| s.is_low()),
-            leveldb_damaged_reads: self.leveldb.as_ref().map_or(0, |l| l.damaged_reads()),
+            leveldb_damaged_reads: self.leveldb.iter().map(|(_, l)| l.damaged_reads()).sum(),
         }
     }
 

@@ -2,6 +2,8 @@
 //! comments, Riak's key names where the concept is the same. Every key
 //! is checked: an unknown key or a bad value names its line.
 
+use crate::config_backends::{machine_memory_bytes, on_off, set_multi};
+pub use crate::config_keys::KEYS;
 use bitcask::SyncStrategy;
 use rill_node::{BackendKind, DeleteMode, MergePolicyKind, NodeConfig};
 use std::net::SocketAddr;
@@ -60,28 +62,6 @@ impl std::fmt::Display for ConfigError {
             write!(f, "line {}: {}", self.line, self.message)
         }
     }
-}
-
-/// Sizes as cuttlefish reads them: KB, MB, GB, TB are powers of 1024.
-fn on_off(key: &str, v: &str) -> Result<bool, String> {
-    match v {
-        "on" | "true" => Ok(true),
-        "off" | "false" => Ok(false),
-        _ => Err(format!("{key} must be on or off, found {v:?}")),
-    }
-}
-
-/// The machine's memory (`MemTotal`), for settings given as a share of it;
-/// 4 GiB if it cannot be read.
-fn machine_memory_bytes() -> u64 {
-    std::fs::read_to_string("/proc/meminfo")
-        .ok()
-        .and_then(|m| {
-            let line = m.lines().find(|l| l.starts_with("MemTotal:"))?;
-            let kib: u64 = line.split_whitespace().nth(1)?.parse().ok()?;
-            Some(kib * 1024)
-        })
-        .unwrap_or(4 << 30)
 }
 
 pub fn bytesize(v: &str) -> Result<u64, String> {
@@ -146,164 +126,6 @@ fn addr(v: &str) -> Result<SocketAddr, String> {
         .map_err(|_| format!("expected an address such as 127.0.0.1:8087, found {v:?}"))
 }
 
-/// The keys this build understands, with what each takes; `rill
-/// chkconfig` and the docs list them.
-pub const KEYS: &[(&str, &str)] = &[
-    (
-        "nodename",
-        "the node's name, name@host (default riak@127.0.0.1, as Riak)",
-    ),
-    (
-        "ring_size",
-        "partitions of the ring, a power of two (default 64)",
-    ),
-    (
-        "storage_backend",
-        "bitcask, leveldb or memory (default bitcask)",
-    ),
-    ("platform_data_dir", "where data lives (default ./data)"),
-    (
-        "listener.protobuf.internal",
-        "PB address (default 127.0.0.1:8087)",
-    ),
-    (
-        "listener.http.internal",
-        "HTTP address (default 127.0.0.1:8098)",
-    ),
-    (
-        "listener.cluster.internal",
-        "address other nodes reach this one on: gossip, replicas, handoff (default 127.0.0.1:8099; port 0 picks a free one)",
-    ),
-    (
-        "listener.cluster.advertise",
-        "address other nodes are told to reach this one at (default: the cluster listener's; when that listens on every interface, the nodename's host at its port)",
-    ),
-    (
-        "transfer_limit",
-        "handoffs leaving this node at once (default 2, as Riak)",
-    ),
-    (
-        "handoff.batch_items",
-        "objects per handoff batch at most (default 1000)",
-    ),
-    (
-        "handoff.timeout",
-        "a handoff batch unacknowledged this long resumes in a new session (default 15s)",
-    ),
-    (
-        "test.link.delay",
-        "TEST ONLY: added to every message sent to another node, e.g. 10ms for a 20 ms round trip, 500us for 1 ms (default none)",
-    ),
-    (
-        "test.link.loss",
-        "TEST ONLY: share of messages to other nodes lost, 0 to 1 (default 0)",
-    ),
-    (
-        "protobuf.max_message_size",
-        "largest PB frame accepted (default 64MB)",
-    ),
-    (
-        "delete_mode",
-        "keep, immediate or a delay such as 3s (default 3s)",
-    ),
-    (
-        "object.size.warning_threshold",
-        "log objects larger than this (default 5MB)",
-    ),
-    (
-        "object.size.maximum",
-        "refuse objects larger than this (default 50MB)",
-    ),
-    (
-        "object.siblings.warning_threshold",
-        "log objects with more siblings (default 25)",
-    ),
-    (
-        "object.siblings.maximum",
-        "refuse writes making more siblings (default 100)",
-    ),
-    (
-        "bitcask.max_file_size",
-        "rotation size R of data files (default 2GB)",
-    ),
-    (
-        "bitcask.sync.strategy",
-        "none, o_sync or interval (default none)",
-    ),
-    (
-        "bitcask.sync.interval",
-        "fsync period with strategy interval (default 1s)",
-    ),
-    (
-        "bitcask.expiry",
-        "off or a time to live such as 1d (default off)",
-    ),
-    (
-        "bitcask.merge.policy",
-        "fisherman or classic (default fisherman)",
-    ),
-    (
-        "bitcask.merge.target_usage",
-        "U_m: fisherman merges above this usage (default 0.8)",
-    ),
-    (
-        "bitcask.capacity",
-        "capacity for usage U instead of the filesystem's (default off)",
-    ),
-    (
-        "bitcask.throttle.low_usage",
-        "U_l: puts slow down above this usage (default 0.95)",
-    ),
-    (
-        "bitcask.throttle.high_usage",
-        "U_h: puts wait a full second at this usage (default 1.0)",
-    ),
-    (
-        "bitcask.reserve",
-        "disk space held back from puts for deletes, merges and a start at a full disk (default 64MB; 0 for none)",
-    ),
-    (
-        "leveldb.data_root",
-        "where the leveldb backend keeps its database (default $(platform_data_dir)/leveldb)",
-    ),
-    (
-        "leveldb.maximum_memory.percent",
-        "share of the machine's memory for leveldb's block cache and write buffers, all vnodes together (default 70, as Riak)",
-    ),
-    (
-        "leveldb.maximum_memory",
-        "the same as a size, instead of the percentage (default off)",
-    ),
-    (
-        "leveldb.sync_on_write",
-        "on: each write reaches the disk before it is acknowledged (default off: in the kernel, safe from a crash of the process)",
-    ),
-    (
-        "leveldb.compression",
-        "on or off: LZ4 compression of table blocks (default on)",
-    ),
-    (
-        "leveldb.bloomfilter",
-        "on or off: bloom filters on tables (default on)",
-    ),
-    (
-        "memory_backend.max_memory_per_vnode",
-        "memory backend cap per vnode (default off)",
-    ),
-    (
-        "memory_backend.ttl",
-        "memory backend time to live (default off)",
-    ),
-    (
-        "runtime.worker_threads",
-        "threads serving connections and the cluster runtime (default one per core; rill devrel splits the cores among its nodes)",
-    ),
-    (
-        "log.console.level",
-        "debug, info, warning or error (default info)",
-    ),
-];
-
 impl Config {
     /// Riak's defaults with data under `./data`.
     pub fn defaults() -> Config {
@@ -366,6 +188,33 @@ impl Config {
         if let (SyncStrategy::Interval { .. }, Some(ms)) = (c.node.bitcask.sync, sync_interval) {
             c.node.bitcask.sync = SyncStrategy::Interval { interval_ms: ms };
         }
+        let shares = c
+            .node
+            .multi
+            .iter()
+            .filter(|b| b.kind == BackendKind::Leveldb)
+            .count()
+            .max(1) as u64;
+        for b in &mut c.node.multi {
+            if b.leveldb.max_memory_bytes == u64::MAX {
+                b.leveldb.max_memory_bytes = machine_memory_bytes() / 100 * 70 / shares;
+            }
+        }
+        if c.node.backend == BackendKind::Multi {
+            let names: Vec<&str> = c.node.multi.iter().map(|b| b.name.as_str()).collect();
+            let message = match c.node.multi_default.as_deref() {
+                _ if names.is_empty() => Some("storage_backend = multi needs backends: multi_backend.NAME.storage_backend = bitcask, leveldb or memory".to_string()),
+                None => Some("storage_backend = multi needs multi_backend.default = NAME".to_string()),
+                Some(d) if !names.contains(&d) => Some(format!(
+                    "multi_backend.default = {d} names no backend (the backends: {})",
+                    names.join(", ")
+                )),
+                Some(_) => None,
+            };
+            if let Some(message) = message {
+                errors.push(ConfigError { line: 0, message });
+            }
+        }
         let t = &c.node.throttle;
         if t.low_usage >= t.high_usage {
             errors.push(ConfigError {
@@ -415,6 +264,9 @@ impl Config {
 
     fn set(&mut self, key: &str, v: &str, sync_interval: &mut Option<u64>) -> Result<(), String> {
         let n = &mut self.node;
+        if let Some(rest) = key.strip_prefix("multi_backend.") {
+            return set_multi(n, rest, v);
+        }
         match key {
             "nodename" => {
                 if !v.contains('@') {
@@ -434,10 +286,11 @@ impl Config {
                     "bitcask" => BackendKind::Bitcask,
                     "memory" => BackendKind::Memory,
                     "leveldb" => BackendKind::Leveldb,
-                    "leveled" | "multi" => {
-                        return Err(format!("storage_backend = {v} is not available yet; use bitcask, leveldb or memory"))
+                    "multi" => BackendKind::Multi,
+                    "leveled" => {
+                        return Err(format!("storage_backend = {v} is not available yet; use bitcask, leveldb, memory or multi"))
                     }
-                    _ => return Err(format!("storage_backend must be bitcask, leveldb or memory, found {v:?}")),
+                    _ => return Err(format!("storage_backend must be bitcask, leveldb, memory or multi, found {v:?}")),
                 }
             }
             "platform_data_dir" => {

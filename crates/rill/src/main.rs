@@ -9,6 +9,8 @@
 
 mod admin;
 mod config;
+mod config_backends;
+mod config_keys;
 mod daemon;
 mod devrel;
 mod size;

@@ -1,0 +1,177 @@
+//! Opening each vnode's backend as `storage_backend` says: Bitcask (a
+//! store per vnode, merged by the node's scheduler), leveldb (one
+//! database per node, a keyspace per vnode), memory, or multi (several
+//! named ones of those per vnode, chosen per bucket by its `backend`
+//! property through the node's bucket registry).
+
+use crate::config::{BackendKind, NamedBackend, NodeConfig};
+use merge_control::MergeScheduler;
+use rill_backend::{
+    Backend, BitcaskBackend, LeveldbStore, MemoryBackend, MemoryOptions, MultiBackend, Router,
+};
+use rill_bucket::Registry;
+use rill_ring::{Partition, Ring};
+use std::path::PathBuf;
+use std::sync::{Arc, RwLock};
+
+/// Whether any vnode keeps Bitcask stores (the merge scheduler and the
+/// space reserve are for them).
+pub(crate) fn uses_bitcask(config: &NodeConfig) -> bool {
+    match config.backend {
+        BackendKind::Bitcask => true,
+        BackendKind::Multi => config.multi.iter().any(|b| b.kind == BackendKind::Bitcask),
+        _ => false,
+    }
+}
+
+/// The backends of `storage_backend = multi`, checked: at least one, the
+/// default among them.
+fn multi_backends(config: &NodeConfig) -> Result<(&[NamedBackend], &str), String> {
+    if config.multi.is_empty() {
+        return Err("storage_backend = multi needs backends: multi_backend.NAME.storage_backend = bitcask, leveldb or memory".into());
+    }
+    let default = config
+        .multi_default
+        .as_deref()
+        .ok_or("storage_backend = multi needs multi_backend.default = NAME")?;
+    if !config.multi.iter().any(|b| b.name == default) {
+        return Err(format!(
+            "multi_backend.default = {default} names no backend (multi_backend.{default}.storage_backend is not set)"
+        ));
+    }
+    Ok((&config.multi, default))
+}
+
+fn multi_root(config: &NodeConfig, b: &NamedBackend) -> PathBuf {
+    b.data_root
+        .clone()
+        .unwrap_or_else(|| config.data_dir.join("multi").join(&b.name))
+}
+
+/// The node's leveldb databases: `(backend name, database)`; the name is
+/// empty for `storage_backend = leveldb`.
+pub(crate) fn open_leveldb(config: &NodeConfig) -> Result<Vec<(String, LeveldbStore)>, String> {
+    let open = |dir: PathBuf, opts| {
+        LeveldbStore::open(&dir, opts, config.ring_size as usize)
+            .map_err(|e| format!("cannot open the leveldb database in {}: {e}", dir.display()))
+    };
+    match config.backend {
+        BackendKind::Leveldb => {
+            let dir = config
+                .leveldb_dir
+                .clone()
+                .unwrap_or_else(|| config.data_dir.join("leveldb"));
+            Ok(vec![(String::new(), open(dir, config.leveldb.clone())?)])
+        }
+        BackendKind::Multi => {
+            let (named, _) = multi_backends(config)?;
+            named
+                .iter()
+                .filter(|b| b.kind == BackendKind::Leveldb)
+                .map(|b| {
+                    Ok((
+                        b.name.clone(),
+                        open(multi_root(config, b), b.leveldb.clone())?,
+                    ))
+                })
+                .collect()
+        }
+        _ => Ok(Vec::new()),
+    }
+}
+
+/// What a vnode's backend is opened with.
+pub(crate) struct Opening<'a> {
+    pub config: &'a NodeConfig,
+    pub ring: &'a Ring,
+    pub leveldb: &'a [(String, LeveldbStore)],
+    pub scheduler: Option<&'a MergeScheduler>,
+    pub registry: &'a Arc<RwLock<Registry>>,
+}
+
+impl Opening<'_> {
+    /// Partition `p`'s backend.
+    pub(crate) fn backend(&self, p: Partition) -> Result<Box<dyn Backend>, String> {
+        let c = self.config;
+        match c.backend {
+            BackendKind::Multi => {
+                let (named, default) = multi_backends(c)?;
+                let mut backends = Vec::with_capacity(named.len());
+                for b in named {
+                    let one = self.one(p, b.kind, &b.name, Some(multi_root(c, b)), b)?;
+                    backends.push((b.name.clone(), one));
+                }
+                let registry = self.registry.clone();
+                let route: Router = Arc::new(move |t: &[u8], bucket: &[u8]| {
+                    let t = String::from_utf8_lossy(t);
+                    let reg = registry.read().unwrap_or_else(|e| e.into_inner());
+                    match reg.bucket_prop(&t, bucket, "backend")? {
+                        serde_json::Value::String(s) => Some(s),
+                        _ => None,
+                    }
+                });
+                Ok(Box::new(
+                    MultiBackend::new(backends, default, route).map_err(|e| e.to_string())?,
+                ))
+            }
+            kind => {
+                let single = NamedBackend {
+                    name: String::new(),
+                    kind,
+                    data_root: None,
+                    leveldb: c.leveldb.clone(),
+                    memory_max_bytes: c.memory_max_bytes,
+                    memory_ttl: c.memory_ttl,
+                };
+                self.one(p, kind, "", None, &single)
+            }
+        }
+    }
+
+    fn one(
+        &self,
+        p: Partition,
+        kind: BackendKind,
+        name: &str,
+        root: Option<PathBuf>,
+        b: &NamedBackend,
+    ) -> Result<Box<dyn Backend>, String> {
+        let index = self.ring.index_decimal(p);
+        Ok(match kind {
+            BackendKind::Memory => Box::new(MemoryBackend::new(MemoryOptions {
+                max_memory_bytes: b.memory_max_bytes,
+                ttl: b.memory_ttl,
+            })),
+            BackendKind::Leveldb => {
+                let (_, store) = self
+                    .leveldb
+                    .iter()
+                    .find(|(n, _)| n == name)
+                    .ok_or_else(|| format!("the leveldb database of {name:?} is not open"))?;
+                Box::new(store.partition(&index).map_err(|e| {
+                    format!("cannot open the leveldb data of partition {}: {e}", p.0)
+                })?)
+            }
+            BackendKind::Bitcask => {
+                let dir = root
+                    .unwrap_or_else(|| self.config.data_dir.join("bitcask"))
+                    .join(&index);
+                // The throttle is applied once per request by the node
+                // (Space::admit_write), not once per record.
+                let store =
+                    bitcask::Store::open(&dir, self.config.bitcask.clone()).map_err(|e| {
+                        format!("cannot open the Bitcask store of partition {}: {e}", p.0)
+                    })?;
+                let store = Arc::new(store);
+                let backend = BitcaskBackend::open(store.clone()).map_err(|e| {
+                    format!("cannot open the Bitcask store of partition {}: {e}", p.0)
+                })?;
+                if let Some(s) = self.scheduler {
+                    s.add_store(store);
+                }
+                Box::new(backend)
+            }
+            BackendKind::Multi => return Err("a multi backend cannot hold another".into()),
+        })
+    }
+}

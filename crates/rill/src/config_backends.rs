@@ -1,0 +1,97 @@
+//! The settings of the storage backends beyond Bitcask: `multi_backend.*`
+//! (several named backends, chosen per bucket) and what `leveldb.*` shares.
+
+use crate::config::{bytesize, duration};
+use rill_node::{BackendKind, NamedBackend, NodeConfig};
+use std::path::PathBuf;
+
+/// Sizes as cuttlefish reads them: KB, MB, GB, TB are powers of 1024.
+/// `multi_backend.REST = v`: the default, or one named backend's setting.
+pub(crate) fn set_multi(n: &mut NodeConfig, rest: &str, v: &str) -> Result<(), String> {
+    if rest == "default" {
+        n.multi_default = Some(v.to_string());
+        return Ok(());
+    }
+    let (name, setting) = rest
+        .split_once('.')
+        .filter(|(name, _)| !name.is_empty())
+        .ok_or_else(|| format!("unknown setting \"multi_backend.{rest}\" (multi_backend.default, or multi_backend.NAME.storage_backend and NAME's settings)"))?;
+    let key = format!("multi_backend.{rest}");
+    if !n.multi.iter().any(|b| b.name == name) {
+        let mut leveldb = n.leveldb.clone();
+        // Unset: Riak's 70 % of the machine, shared by the leveldb
+        // backends (set when the whole file is read).
+        leveldb.max_memory_bytes = u64::MAX;
+        n.multi.push(NamedBackend {
+            name: name.to_string(),
+            kind: BackendKind::Bitcask,
+            data_root: None,
+            leveldb,
+            memory_max_bytes: None,
+            memory_ttl: None,
+        });
+    }
+    let b = n
+        .multi
+        .iter_mut()
+        .find(|b| b.name == name)
+        .expect("added above");
+    match setting {
+        "storage_backend" => {
+            b.kind = match v {
+                "bitcask" => BackendKind::Bitcask,
+                "leveldb" => BackendKind::Leveldb,
+                "memory" => BackendKind::Memory,
+                _ => {
+                    return Err(format!(
+                        "{key} must be bitcask, leveldb or memory, found {v:?}"
+                    ))
+                }
+            }
+        }
+        "bitcask.data_root" | "leveldb.data_root" => b.data_root = Some(PathBuf::from(v)),
+        "leveldb.maximum_memory.percent" => {
+            let pct: u64 = v
+                .parse()
+                .ok()
+                .filter(|p| (1..=100).contains(p))
+                .ok_or_else(|| format!("{key} must be an integer from 1 to 100, found {v:?}"))?;
+            b.leveldb.max_memory_bytes = machine_memory_bytes() / 100 * pct;
+        }
+        "leveldb.maximum_memory" => b.leveldb.max_memory_bytes = bytesize(v)?.max(16 << 20),
+        "leveldb.sync_on_write" => b.leveldb.sync_on_write = on_off(&key, v)?,
+        "leveldb.compression" => b.leveldb.compression = on_off(&key, v)?,
+        "leveldb.bloomfilter" => b.leveldb.bloom_filter = on_off(&key, v)?,
+        "memory_backend.max_memory_per_vnode" => {
+            b.memory_max_bytes = if v == "off" { None } else { Some(bytesize(v)?) }
+        }
+        "memory_backend.ttl" => b.memory_ttl = if v == "off" { None } else { Some(duration(v)?) },
+        _ => {
+            return Err(format!(
+            "unknown setting {key:?} (`rill chkconfig --keys` lists the settings this build knows)"
+        ))
+        }
+    }
+    Ok(())
+}
+
+pub(crate) fn on_off(key: &str, v: &str) -> Result<bool, String> {
+    match v {
+        "on" | "true" => Ok(true),
+        "off" | "false" => Ok(false),
+        _ => Err(format!("{key} must be on or off, found {v:?}")),
+    }
+}
+
+/// The machine's memory (`MemTotal`), for settings given as a share of it;
+/// 4 GiB if it cannot be read.
+pub(crate) fn machine_memory_bytes() -> u64 {
+    std::fs::read_to_string("/proc/meminfo")
+        .ok()
+        .and_then(|m| {
+            let line = m.lines().find(|l| l.starts_with("MemTotal:"))?;
+            let kib: u64 = line.split_whitespace().nth(1)?.parse().ok()?;
+            Some(kib * 1024)
+        })
+        .unwrap_or(4 << 30)
+}

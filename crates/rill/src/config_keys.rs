@@ -1,0 +1,184 @@
+//! Every setting of the config file with a line on what it does
+//! (`rill chkconfig --keys`).
+
+/// The keys this build understands, with what each takes; `rill
+/// chkconfig` and the docs list them.
+pub const KEYS: &[(&str, &str)] = &[
+    (
+        "nodename",
+        "the node's name, name@host (default riak@127.0.0.1, as Riak)",
+    ),
+    (
+        "ring_size",
+        "partitions of the ring, a power of two (default 64)",
+    ),
+    (
+        "storage_backend",
+        "bitcask, leveldb, memory or multi (default bitcask)",
+    ),
+    ("platform_data_dir", "where data lives (default ./data)"),
+    (
+        "listener.protobuf.internal",
+        "PB address (default 127.0.0.1:8087)",
+    ),
+    (
+        "listener.http.internal",
+        "HTTP address (default 127.0.0.1:8098)",
+    ),
+    (
+        "listener.cluster.internal",
+        "address other nodes reach this one on: gossip, replicas, handoff (default 127.0.0.1:8099; port 0 picks a free one)",
+    ),
+    (
+        "listener.cluster.advertise",
+        "address other nodes are told to reach this one at (default: the cluster listener's; when that listens on every interface, the nodename's host at its port)",
+    ),
+    (
+        "transfer_limit",
+        "handoffs leaving this node at once (default 2, as Riak)",
+    ),
+    (
+        "handoff.batch_items",
+        "objects per handoff batch at most (default 1000)",
+    ),
+    (
+        "handoff.timeout",
+        "a handoff batch unacknowledged this long resumes in a new session (default 15s)",
+    ),
+    (
+        "test.link.delay",
+        "TEST ONLY: added to every message sent to another node, e.g. 10ms for a 20 ms round trip, 500us for 1 ms (default none)",
+    ),
+    (
+        "test.link.loss",
+        "TEST ONLY: share of messages to other nodes lost, 0 to 1 (default 0)",
+    ),
+    (
+        "protobuf.max_message_size",
+        "largest PB frame accepted (default 64MB)",
+    ),
+    (
+        "delete_mode",
+        "keep, immediate or a delay such as 3s (default 3s)",
+    ),
+    (
+        "object.size.warning_threshold",
+        "log objects larger than this (default 5MB)",
+    ),
+    (
+        "object.size.maximum",
+        "refuse objects larger than this (default 50MB)",
+    ),
+    (
+        "object.siblings.warning_threshold",
+        "log objects with more siblings (default 25)",
+    ),
+    (
+        "object.siblings.maximum",
+        "refuse writes making more siblings (default 100)",
+    ),
+    (
+        "bitcask.max_file_size",
+        "rotation size R of data files (default 2GB)",
+    ),
+    (
+        "bitcask.sync.strategy",
+        "none, o_sync or interval (default none)",
+    ),
+    (
+        "bitcask.sync.interval",
+        "fsync period with strategy interval (default 1s)",
+    ),
+    (
+        "bitcask.expiry",
+        "off or a time to live such as 1d (default off)",
+    ),
+    (
+        "bitcask.merge.policy",
+        "fisherman or classic (default fisherman)",
+    ),
+    (
+        "bitcask.merge.target_usage",
+        "U_m: fisherman merges above this usage (default 0.8)",
+    ),
+    (
+        "bitcask.capacity",
+        "capacity for usage U instead of the filesystem's (default off)",
+    ),
+    (
+        "bitcask.throttle.low_usage",
+        "U_l: puts slow down above this usage (default 0.95)",
+    ),
+    (
+        "bitcask.throttle.high_usage",
+        "U_h: puts wait a full second at this usage (default 1.0)",
+    ),
+    (
+        "bitcask.reserve",
+        "disk space held back from puts for deletes, merges and a start at a full disk (default 64MB; 0 for none)",
+    ),
+    (
+        "leveldb.data_root",
+        "where the leveldb backend keeps its database (default $(platform_data_dir)/leveldb)",
+    ),
+    (
+        "leveldb.maximum_memory.percent",
+        "share of the machine's memory for leveldb's block cache and write buffers, all vnodes together (default 70, as Riak)",
+    ),
+    (
+        "leveldb.maximum_memory",
+        "the same as a size, instead of the percentage (default off)",
+    ),
+    (
+        "leveldb.sync_on_write",
+        "on: each write reaches the disk before it is acknowledged (default off: in the kernel, safe from a crash of the process)",
+    ),
+    (
+        "leveldb.compression",
+        "on or off: LZ4 compression of table blocks (default on)",
+    ),
+    (
+        "leveldb.bloomfilter",
+        "on or off: bloom filters on tables (default on)",
+    ),
+    (
+        "multi_backend.default",
+        "with storage_backend = multi: the backend of buckets whose backend property names none",
+    ),
+    (
+        "multi_backend.NAME.storage_backend",
+        "with storage_backend = multi: bitcask, leveldb or memory for the backend NAME (a bucket chooses it with its backend property)",
+    ),
+    (
+        "multi_backend.NAME.bitcask.data_root",
+        "where NAME keeps its Bitcask stores (default $(platform_data_dir)/multi/NAME)",
+    ),
+    (
+        "multi_backend.NAME.leveldb.data_root",
+        "where NAME keeps its leveldb database (default $(platform_data_dir)/multi/NAME)",
+    ),
+    (
+        "multi_backend.NAME.leveldb.maximum_memory.percent",
+        "NAME's share of the machine's memory (default 70 divided among the multi's leveldb backends); also .maximum_memory, .sync_on_write, .compression, .bloomfilter",
+    ),
+    (
+        "multi_backend.NAME.memory_backend.max_memory_per_vnode",
+        "NAME's memory cap per vnode (default off); also .memory_backend.ttl",
+    ),
+    (
+        "memory_backend.max_memory_per_vnode",
+        "memory backend cap per vnode (default off)",
+    ),
+    (
+        "memory_backend.ttl",
+        "memory backend time to live (default off)",
+    ),
+    (
+        "runtime.worker_threads",
+        "threads serving connections and the cluster runtime (default one per core; rill devrel splits the cores among its nodes)",
+    ),
+    (
+        "log.console.level",
+        "debug, info, warning or error (default info)",
+    ),
+];
