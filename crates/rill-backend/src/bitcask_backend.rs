@@ -85,6 +85,16 @@ fn migrate_v1(store: &Store, index: &IndexSet, old: &[Vec<u8>]) -> Result<u64> {
             };
             let mut new = index_field_prefix(t, b, field)?;
             new.extend_from_slice(&index_position(&term, key));
+            if new.len() > store.options().max_key_bytes {
+                // Escaping made it longer than a key may be (a term with
+                // many zero bytes): it stays as it is, and is answered.
+                tracing::warn!(
+                    bytes = new.len(),
+                    "an index entry too long for index keys version 2 stays in version 1"
+                );
+                index.add(t, b, field, term, key);
+                continue;
+            }
             pairs.push((raw, new, (t, b, field, term, key)));
         }
         let mut ops: Vec<BatchOp<'_>> = Vec::with_capacity(2 * pairs.len());

@@ -16,7 +16,7 @@ use crate::keys::{
     split, split_position, term_prefix, BKey, OBJECT,
 };
 use crate::{Backend, Error, IndexEntry, Result};
-use fjall::{Database, Keyspace, KeyspaceCreateOptions, PersistMode};
+use fjall::{Database, JournalRecoveryError, Keyspace, KeyspaceCreateOptions, PersistMode};
 use std::ops::Bound;
 use std::path::Path;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -49,8 +49,12 @@ impl Default for LeveldbOptions {
 }
 
 /// Write buffers (memtables) take a quarter of the memory budget, split
-/// across the vnodes, each between these bounds; the block cache the rest.
-const MIN_MEMTABLE_BYTES: u64 = 1 << 20;
+/// across the vnodes, each between these bounds, and the database flushes
+/// the largest when all of them together pass that quarter; the block
+/// cache takes the rest. A vnode's bounds are kept from its first start
+/// (fjall stores a keyspace's options when it is made), as are
+/// compression and bloom filters.
+const MIN_MEMTABLE_BYTES: u64 = 256 << 10;
 const MAX_MEMTABLE_BYTES: u64 = 64 << 20;
 
 /// A node's leveldb database: one keyspace per partition.
@@ -67,6 +71,11 @@ fn engine(e: fjall::Error) -> Error {
             "an earlier write failed (a full or failing disk); restart the node once the disk has room"
                 .into(),
         ),
+        fjall::Error::Io(e) | fjall::Error::Storage(fjall::LsmError::Io(e))
+            if e.kind() == std::io::ErrorKind::StorageFull =>
+        {
+            Error::DiskFull
+        }
         fjall::Error::Io(e) => Error::Engine(format!("I/O error: {e}")),
         fjall::Error::Storage(fjall::LsmError::Io(e)) => Error::Engine(format!("I/O error: {e}")),
         fjall::Error::Storage(l) => Error::Corrupt(format!("a damaged leveldb table block ({l:?})")),
@@ -84,21 +93,29 @@ impl LeveldbStore {
         let buffers = opts.max_memory_bytes / 4;
         let memtable_bytes =
             (buffers / vnodes.max(1) as u64).clamp(MIN_MEMTABLE_BYTES, MAX_MEMTABLE_BYTES);
-        let cache = opts
-            .max_memory_bytes
-            .saturating_sub(memtable_bytes * vnodes as u64)
-            .max(opts.max_memory_bytes / 4);
-        let open = || Database::builder(dir).cache_size(cache).open();
+        let cache = opts.max_memory_bytes - buffers;
+        // fjall marks this setting as subject to change; it is the one cap
+        // on all memtables together.
+        #[allow(deprecated)]
+        let open = || {
+            Database::builder(dir)
+                .cache_size(cache)
+                .max_write_buffer_size(Some(buffers.max(1 << 20)))
+                .open()
+        };
         let db = match open() {
-            Err(fjall::Error::JournalRecovery(why)) => {
+            Err(fjall::Error::JournalRecovery(
+                why @ (JournalRecoveryError::ChecksumMismatch
+                | JournalRecoveryError::InsufficientLength
+                | JournalRecoveryError::TooManyItems),
+            )) => {
                 // A damaged journal (not only a torn last batch) stops
                 // fjall's recovery. Set it aside as Basho's leveldb sets
                 // damaged files aside (`lost/`), and open what the tables
-                // hold: this node loses the writes not yet in tables, which
-                // its partitions' other replicas hold.
+                // hold: this node loses the writes not yet in tables.
                 let moved = set_aside_journals(dir)?;
                 tracing::error!(dir = %dir.display(), ?why, moved = %moved.join(", "),
-                    "the leveldb journal is damaged and was set aside in lost/; writes since the last flush to tables are lost on this node (other replicas hold them)");
+                    "the leveldb journal is damaged and was set aside in lost/: the writes since the last flush to tables are lost on this node; replicas on other nodes may hold them, and read repair brings those back");
                 open().map_err(engine)?
             }
             other => other.map_err(engine)?,
@@ -239,8 +256,8 @@ impl LeveldbBackend {
             .map_err(engine)
     }
 
-    /// Visits keys from `start` while they begin with `prefix`; `visit`
-    /// returns false to stop.
+    /// Visits keys from `start` up to `end` (excluded; `None`: to the
+    /// last); `visit` returns false to stop.
     fn scan(
         &self,
         start: &[u8],
@@ -308,10 +325,16 @@ impl Backend for LeveldbBackend {
     }
 
     fn delete(&self, k: &BKey, remove: &[IndexEntry]) -> Result<()> {
-        let mut batch = self.db.batch();
-        batch.remove(&self.ks, object_key(k)?);
+        let mut keys = vec![object_key(k)?];
         for (f, t) in remove {
-            batch.remove(&self.ks, index_key(k, f, t)?);
+            keys.push(index_key(k, f, t)?);
+        }
+        if let Some(long) = keys.iter().find(|k| k.len() > MAX_KEY_BYTES) {
+            return Err(Error::KeyTooLarge(long.len()));
+        }
+        let mut batch = self.db.batch();
+        for key in keys {
+            batch.remove(&self.ks, key);
         }
         self.commit(batch)
     }

@@ -40,6 +40,8 @@ pub enum Error {
     Corrupt(String),
     #[error("leveldb backend: {0}")]
     Engine(String),
+    #[error("the disk is full")]
+    DiskFull,
     #[error("key of {0} bytes is too large (at most 65535 bytes with its bucket and type)")]
     KeyTooLarge(usize),
     #[error("value of {0} bytes is too large (at most 268435456 bytes)")]

@@ -3,6 +3,12 @@
 //! names (Riak's `riak_kv_multi_backend`), the default where it names
 //! none. A bucket naming a backend the node does not have gets a clear
 //! error, never another backend's data.
+//!
+//! A bucket whose `backend` property changes keeps its older keys where
+//! they were written: writes go to the backend now named, a read that
+//! finds nothing there looks in the others, a delete removes the key from
+//! every backend (so nothing deleted comes back), and key listings (and so
+//! handoff) cover every backend. Index queries ask the backend now named.
 
 use crate::index::{IndexQuery, Term};
 use crate::{BKey, Backend, Error, IndexEntry, Result};
@@ -49,6 +55,16 @@ impl MultiBackend {
         }
     }
 
+    /// Every backend but `named`.
+    fn others<'a>(&'a self, named: &'a dyn Backend) -> impl Iterator<Item = &'a dyn Backend> + 'a {
+        self.backends
+            .iter()
+            .map(|(_, b)| b.as_ref())
+            .filter(move |b| {
+                !std::ptr::addr_eq(*b as *const dyn Backend, named as *const dyn Backend)
+            })
+    }
+
     /// The names of the backends, in order.
     pub fn names(&self) -> impl Iterator<Item = &str> {
         self.backends.iter().map(|(n, _)| n.as_str())
@@ -61,18 +77,40 @@ impl Backend for MultiBackend {
     }
 
     fn get(&self, k: &BKey) -> Result<Option<bytes::Bytes>> {
-        self.of(&k.bucket_type, &k.bucket)?.get(k)
+        let named = self.of(&k.bucket_type, &k.bucket)?;
+        if let Some(v) = named.get(k)? {
+            return Ok(Some(v));
+        }
+        for b in self.others(named) {
+            if let Some(v) = b.get(k)? {
+                return Ok(Some(v));
+            }
+        }
+        Ok(None)
     }
 
     fn try_get(&self, k: &BKey) -> Option<Result<Option<bytes::Bytes>>> {
-        match self.of(&k.bucket_type, &k.bucket) {
-            Ok(b) => b.try_get(k),
-            Err(e) => Some(Err(e)),
+        let named = match self.of(&k.bucket_type, &k.bucket) {
+            Ok(b) => b,
+            Err(e) => return Some(Err(e)),
+        };
+        match named.try_get(k)? {
+            Ok(None) if self.backends.len() > 1 => None,
+            other => Some(other),
         }
     }
 
     fn contains(&self, k: &BKey) -> Result<bool> {
-        self.of(&k.bucket_type, &k.bucket)?.contains(k)
+        let named = self.of(&k.bucket_type, &k.bucket)?;
+        if named.contains(k)? {
+            return Ok(true);
+        }
+        for b in self.others(named) {
+            if b.contains(k)? {
+                return Ok(true);
+            }
+        }
+        Ok(false)
     }
 
     fn put(&self, k: &BKey, value: &[u8], add: &[IndexEntry], remove: &[IndexEntry]) -> Result<()> {
@@ -81,7 +119,14 @@ impl Backend for MultiBackend {
     }
 
     fn delete(&self, k: &BKey, remove: &[IndexEntry]) -> Result<()> {
-        self.of(&k.bucket_type, &k.bucket)?.delete(k, remove)
+        let named = self.of(&k.bucket_type, &k.bucket)?;
+        named.delete(k, remove)?;
+        for b in self.others(named) {
+            if b.contains(k)? {
+                b.delete(k, remove)?;
+            }
+        }
+        Ok(())
     }
 
     /// Every backend's buckets, each bucket once (a bucket whose
@@ -117,8 +162,32 @@ impl Backend for MultiBackend {
         bucket: &[u8],
         visit: &mut dyn FnMut(&[u8]) -> bool,
     ) -> Result<()> {
-        self.of(bucket_type, bucket)?
-            .fold_keys(bucket_type, bucket, visit)
+        // The bucket's backend first, then keys only the others hold.
+        let named = self.of(bucket_type, bucket)?;
+        let mut go = true;
+        named.fold_keys(bucket_type, bucket, &mut |k| {
+            go = visit(k);
+            go
+        })?;
+        let mut scanned = vec![named];
+        for b in self.others(named) {
+            if !go {
+                break;
+            }
+            b.fold_keys(bucket_type, bucket, &mut |k| {
+                let key = BKey {
+                    bucket_type: bucket_type.to_vec(),
+                    bucket: bucket.to_vec(),
+                    key: k.to_vec(),
+                };
+                if !scanned.iter().any(|s| s.contains(&key).unwrap_or(false)) {
+                    go = visit(k);
+                }
+                go
+            })?;
+            scanned.push(b);
+        }
+        Ok(())
     }
 
     fn query_index(

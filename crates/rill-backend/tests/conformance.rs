@@ -660,6 +660,50 @@ fn multi_routes_buckets_and_passes_the_suite() {
     let e = m.put(&k("", "nowhere", "a"), b"x", &[], &[]).unwrap_err();
     assert!(e.to_string().contains("undefined_backend,gone"), "{e}");
     assert!(MultiBackend::new(Vec::new(), "x", Arc::new(|_: &[u8], _: &[u8]| None)).is_err());
+    // A bucket whose backend property changes: its older keys are read,
+    // listed and deleted where they were written; nothing deleted
+    // comes back.
+    let now = Arc::new(std::sync::Mutex::new("bc".to_string()));
+    let dir = tempfile::tempdir().unwrap();
+    let route: Router = {
+        let now = now.clone();
+        Arc::new(move |_: &[u8], _: &[u8]| Some(now.lock().unwrap().clone()))
+    };
+    let m = MultiBackend::new(
+        vec![
+            (
+                "bc".into(),
+                Box::new(bitcask(dir.path())) as Box<dyn Backend>,
+            ),
+            (
+                "mem".into(),
+                Box::new(MemoryBackend::new(MemoryOptions::default())),
+            ),
+        ],
+        "bc",
+        route,
+    )
+    .unwrap();
+    m.put(&k("", "moving", "old"), b"1", &[], &[]).unwrap();
+    m.put(&k("", "moving", "both"), b"1", &[], &[]).unwrap();
+    *now.lock().unwrap() = "mem".into();
+    m.put(&k("", "moving", "both"), b"2", &[], &[]).unwrap();
+    m.put(&k("", "moving", "new"), b"2", &[], &[]).unwrap();
+    assert_eq!(m.get(&k("", "moving", "old")).unwrap().unwrap(), &b"1"[..]);
+    assert_eq!(m.get(&k("", "moving", "both")).unwrap().unwrap(), &b"2"[..]);
+    let mut keys = Vec::new();
+    m.fold_keys(b"", b"moving", &mut |key| {
+        keys.push(String::from_utf8(key.to_vec()).unwrap());
+        true
+    })
+    .unwrap();
+    keys.sort();
+    assert_eq!(keys, ["both", "new", "old"]);
+    m.delete(&k("", "moving", "both"), &[]).unwrap();
+    m.delete(&k("", "moving", "old"), &[]).unwrap();
+    assert_eq!(m.get(&k("", "moving", "both")).unwrap(), None);
+    assert_eq!(m.get(&k("", "moving", "old")).unwrap(), None);
+    assert!(!m.contains(&k("", "moving", "old")).unwrap());
     // The suite's operations, through the default backend.
     let dir = tempfile::tempdir().unwrap();
     let only = MultiBackend::new(

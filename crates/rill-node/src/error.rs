@@ -124,6 +124,12 @@ impl From<rill_backend::Error> for KvError {
                 other => other.to_string(),
             },
             B::Corrupt(_) => "a stored entry is damaged".into(),
+            B::DiskFull => {
+                tracing::error!(error = %e, "storage error");
+                return KvError::OutOfSpace {
+                    retry_after_secs: OUT_OF_SPACE_RETRY_SECS,
+                };
+            }
             other => other.to_string(),
         };
         tracing::error!(error = %e, "storage error");

@@ -93,10 +93,26 @@ fn decode_continuation_v1(rest: &[u8]) -> Option<(Term, Vec<u8>)> {
     }
 }
 
+/// A query's `_int` bound. One outside 64 bits (Riak takes any size) is
+/// held at the end of the range it passes, which gives the same answer:
+/// no stored term lies beyond.
 fn int_term(field: &[u8], t: &[u8]) -> Result<Term, KvError> {
-    parse_int_term(field, t)
-        .map(Term::Int)
-        .map_err(KvError::BadRequest)
+    match parse_int_term(field, t) {
+        Ok(i) => Ok(Term::Int(i)),
+        Err(e) => {
+            let text = std::str::from_utf8(t).map(str::trim).unwrap_or("");
+            let digits = text.strip_prefix(['-', '+']).unwrap_or(text);
+            if !digits.is_empty() && digits.bytes().all(|b| b.is_ascii_digit()) {
+                Ok(Term::Int(if text.starts_with('-') {
+                    i64::MIN
+                } else {
+                    i64::MAX
+                }))
+            } else {
+                Err(KvError::BadRequest(e))
+            }
+        }
+    }
 }
 
 /// An `_int` term as clients send it (decimal, an optional sign, spaces

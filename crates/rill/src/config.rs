@@ -64,6 +64,7 @@ impl std::fmt::Display for ConfigError {
     }
 }
 
+/// Sizes as cuttlefish reads them: KB, MB, GB, TB are powers of 1024.
 pub fn bytesize(v: &str) -> Result<u64, String> {
     let t = v.trim();
     let split = t.find(|c: char| !c.is_ascii_digit()).unwrap_or(t.len());
@@ -198,6 +199,17 @@ impl Config {
         for b in &mut c.node.multi {
             if b.leveldb.max_memory_bytes == u64::MAX {
                 b.leveldb.max_memory_bytes = machine_memory_bytes() / 100 * 70 / shares;
+            }
+        }
+        for b in &c.node.multi {
+            if b.kind == BackendKind::Multi {
+                errors.push(ConfigError {
+                    line: 0,
+                    message: format!(
+                        "multi_backend.{0}.storage_backend is not set (bitcask, leveldb or memory) though other multi_backend.{0}.* settings are",
+                        b.name
+                    ),
+                });
             }
         }
         if c.node.backend == BackendKind::Multi {
@@ -410,6 +422,38 @@ impl Config {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn multi_backends_are_checked_and_share_leveldb_memory() {
+        let e = Config::parse(
+            "storage_backend = multi\nmulti_backend.default = a\n\
+             multi_backend.a.storage_backend = leveldb\nmulti_backend.b.leveldb.maximum_memory = 64MB\n",
+        )
+        .err().expect("refused");
+        assert!(
+            e.iter().any(|e| e
+                .message
+                .contains("multi_backend.b.storage_backend is not set")),
+            "{e:?}"
+        );
+        let c = Config::parse(
+            "storage_backend = multi\nmulti_backend.default = a\n\
+             multi_backend.a.storage_backend = leveldb\nmulti_backend.b.storage_backend = leveldb\n",
+        )
+        .unwrap_or_else(|e| panic!("{e:?}"));
+        let (a, b) = (&c.node.multi[0].leveldb, &c.node.multi[1].leveldb);
+        assert_eq!(a.max_memory_bytes, b.max_memory_bytes);
+        assert_eq!(a.max_memory_bytes, machine_memory_bytes() / 100 * 70 / 2);
+        let e =
+            Config::parse("storage_backend = multi\nmulti_backend.a.storage_backend = memory\n")
+                .err()
+                .expect("refused");
+        assert!(
+            e.iter()
+                .any(|e| e.message.contains("multi_backend.default")),
+            "{e:?}"
+        );
+    }
 
     #[test]
     fn a_file_with_riak_names() {

@@ -5,7 +5,6 @@ use crate::config::{bytesize, duration};
 use rill_node::{BackendKind, NamedBackend, NodeConfig};
 use std::path::PathBuf;
 
-/// Sizes as cuttlefish reads them: KB, MB, GB, TB are powers of 1024.
 /// `multi_backend.REST = v`: the default, or one named backend's setting.
 pub(crate) fn set_multi(n: &mut NodeConfig, rest: &str, v: &str) -> Result<(), String> {
     if rest == "default" {
@@ -18,13 +17,17 @@ pub(crate) fn set_multi(n: &mut NodeConfig, rest: &str, v: &str) -> Result<(), S
         .ok_or_else(|| format!("unknown setting \"multi_backend.{rest}\" (multi_backend.default, or multi_backend.NAME.storage_backend and NAME's settings)"))?;
     let key = format!("multi_backend.{rest}");
     if !n.multi.iter().any(|b| b.name == name) {
-        let mut leveldb = n.leveldb.clone();
         // Unset: Riak's 70 % of the machine, shared by the leveldb
         // backends (set when the whole file is read).
-        leveldb.max_memory_bytes = u64::MAX;
+        let leveldb = rill_backend::LeveldbOptions {
+            max_memory_bytes: u64::MAX,
+            ..rill_backend::LeveldbOptions::default()
+        };
         n.multi.push(NamedBackend {
             name: name.to_string(),
-            kind: BackendKind::Bitcask,
+            // Until `storage_backend` is read: a named backend without one
+            // is refused when the whole file has been read.
+            kind: BackendKind::Multi,
             data_root: None,
             leveldb,
             memory_max_bytes: None,
