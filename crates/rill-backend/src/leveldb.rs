@@ -60,6 +60,7 @@ const MAX_MEMTABLE_BYTES: u64 = 64 << 20;
 /// A node's leveldb database: one keyspace per partition.
 pub struct LeveldbStore {
     db: Database,
+    dir: std::path::PathBuf,
     opts: LeveldbOptions,
     memtable_bytes: u64,
     damaged: Arc<AtomicU64>,
@@ -122,10 +123,16 @@ impl LeveldbStore {
         };
         Ok(LeveldbStore {
             db,
+            dir: dir.to_path_buf(),
             opts,
             memtable_bytes,
             damaged: Arc::default(),
         })
+    }
+
+    /// Where the database lives.
+    pub fn dir(&self) -> &Path {
+        &self.dir
     }
 
     fn keyspace_name(partition: &str) -> String {

@@ -11,6 +11,7 @@
 //! - bucket types and properties are on disk before a change returns.
 
 mod backends;
+mod buckets;
 pub mod bulk;
 pub mod cluster;
 mod config;
@@ -18,6 +19,7 @@ mod coordinate;
 mod coverage;
 mod dt;
 pub mod error;
+mod free_space;
 mod handoff;
 mod head;
 mod identity;

@@ -12,9 +12,8 @@ use crate::space::Space;
 use crate::vnode::{Limits, Vnode};
 use merge_control::{Classic, Fisherman, MergeScheduler, SchedulerSettings, UsageSource};
 use rill_backend::{BKey, LeveldbStore};
-use rill_bucket::{Props, Registry, RegistryError, TypeStatus};
+use rill_bucket::{Registry, RegistryError};
 use rill_ring::{key_hash, PreflistEntry, Ring};
-use serde_json::Value;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, OnceLock, RwLock, Weak};
 use std::time::{Duration, Instant};
@@ -84,11 +83,11 @@ pub struct Node {
     pub(crate) config: NodeConfig,
     pub(crate) ring: Ring,
     pub(crate) vnodes: Vec<Arc<Vnode>>,
-    registry: Arc<RwLock<Registry>>,
+    pub(crate) registry: Arc<RwLock<Registry>>,
     /// Held while the registry changes (one change at a time, written to
     /// disk before it is put in force).
-    registry_change: std::sync::Mutex<()>,
-    meta: MetaDir,
+    pub(crate) registry_change: std::sync::Mutex<()>,
+    pub(crate) meta: MetaDir,
     scheduler: Option<MergeScheduler>,
     pub(crate) reaper: Reaper,
     pub(crate) counters: Counters,
@@ -98,6 +97,8 @@ pub struct Node {
     /// The node's leveldb databases (`storage_backend = leveldb`, or
     /// each leveldb backend of multi), by backend name.
     leveldb: Vec<(String, LeveldbStore)>,
+    /// Admission of puts by the free space left for leveldb data.
+    free_space: Option<crate::free_space::FreeSpace>,
     leases: Arc<LeaseFile>,
     /// Tests: stop as a crash of the process would (no clean record).
     forget_clean_stop: std::sync::atomic::AtomicBool,
@@ -182,6 +183,12 @@ impl Node {
             siblings_warning: config.siblings_warning,
             siblings_max: config.siblings_max,
         };
+        let free_space = (!leveldb.is_empty()).then(|| {
+            crate::free_space::FreeSpace::new(
+                leveldb.iter().map(|(_, l)| l.dir().to_path_buf()).collect(),
+                config.reserve_bytes,
+            )
+        });
         let view = ClusterView::single(&config.nodename, config.ring_size)?;
         let node = Arc::new_cyclic(|this| Node {
             config,
@@ -195,6 +202,7 @@ impl Node {
             counters: Counters::default(),
             limits,
             space,
+            free_space,
             leveldb,
             leases: ids.leases.clone(),
             forget_clean_stop: Default::default(),
@@ -260,167 +268,6 @@ impl Node {
         &self.vnodes[e.partition.0 as usize]
     }
 
-    fn registry(&self) -> std::sync::RwLockReadGuard<'_, Registry> {
-        self.registry.read().unwrap_or_else(|e| e.into_inner())
-    }
-
-    fn change_registry(
-        &self,
-        f: impl FnOnce(&mut Registry) -> Result<(), RegistryError>,
-    ) -> Result<(), KvError> {
-        // Changes are made one at a time; readers (every request) take
-        // the lock only to copy out, never across the write to disk.
-        let _one = self
-            .registry_change
-            .lock()
-            .unwrap_or_else(|e| e.into_inner());
-        let reg = self.registry().clone();
-        let mut next = reg.clone();
-        f(&mut next).map_err(registry_error)?;
-        // Stamped, so the change wins over older copies when the cluster
-        // runtime gossips the registry.
-        next.stamp_changes(&reg, &self.config.nodename);
-        self.persist_registry(next)
-    }
-
-    /// Writes `next` to disk, then puts it in force (under the change
-    /// lock).
-    fn persist_registry(&self, next: Registry) -> Result<(), KvError> {
-        self.meta
-            .write("buckets.json", &next.to_json())
-            .map_err(|e| KvError::Backend(format!("cannot persist bucket properties: {e}")))?;
-        *self.registry.write().unwrap_or_else(|e| e.into_inner()) = next;
-        Ok(())
-    }
-
-    /// The bucket types and properties as JSON (what `buckets.json`
-    /// holds), for the cluster runtime to gossip, with the highest stamp
-    /// version in it.
-    pub fn registry_json(&self) -> (Value, u64) {
-        let reg = self.registry();
-        (reg.to_json(), reg.stamp_version())
-    }
-
-    /// Takes in another node's registry (entry by entry, the later write
-    /// winning) and keeps the result on disk. True when it changed.
-    pub fn merge_registry(&self, theirs: &Value) -> Result<bool, KvError> {
-        let theirs = Registry::from_json(theirs)
-            .map_err(|e| KvError::BadRequest(format!("a peer's bucket registry: {e}")))?;
-        let _one = self
-            .registry_change
-            .lock()
-            .unwrap_or_else(|e| e.into_inner());
-        let mut next = self.registry().clone();
-        if !next.merge(&theirs) {
-            return Ok(false);
-        }
-        self.persist_registry(next)?;
-        Ok(true)
-    }
-
-    /// The properties in force for a bucket, for KV requests (`no_type`
-    /// when the type is missing or inactive).
-    pub(crate) fn props_for_kv(&self, bucket_type: &[u8], bucket: &[u8]) -> Result<Props, KvError> {
-        let t = std::str::from_utf8(bucket_type).map_err(|_| KvError::NoType)?;
-        self.registry()
-            .bucket_props(t, bucket)
-            .ok_or(KvError::NoType)
-    }
-
-    /// A bucket's properties as RpbGetBucketReq and GET /props return
-    /// them, with `name` (and `active`/`claimant` for typed buckets).
-    pub fn bucket_props(&self, bucket_type: &str, bucket: &[u8]) -> Result<Props, KvError> {
-        let mut p = self
-            .registry()
-            .bucket_props(bucket_type, bucket)
-            .ok_or_else(|| KvError::NoSuchType(bucket_type.to_string()))?;
-        p.insert(
-            "name".into(),
-            Value::String(String::from_utf8_lossy(bucket).into_owned()),
-        );
-        if !(bucket_type.is_empty() || bucket_type == "default") {
-            p.insert("active".into(), true.into());
-            p.insert("claimant".into(), self.config.nodename.clone().into());
-        }
-        Ok(p)
-    }
-
-    pub fn set_bucket_props(
-        &self,
-        bucket_type: &str,
-        bucket: &[u8],
-        props: &Props,
-    ) -> Result<(), KvError> {
-        self.check_backend_prop(props)?;
-        self.change_registry(|r| r.set_bucket(bucket_type, bucket, props))
-    }
-
-    /// A `backend` property must name one of the node's backends where
-    /// the node has several (`storage_backend = multi`); elsewhere Riak
-    /// ignores it, and so does Rill.
-    fn check_backend_prop(&self, props: &Props) -> Result<(), KvError> {
-        let Some(v) = props.get("backend") else {
-            return Ok(());
-        };
-        if self.config.backend != crate::config::BackendKind::Multi {
-            return Ok(());
-        }
-        let known = |n: &str| self.config.multi.iter().any(|b| b.name == n);
-        match v.as_str() {
-            Some(n) if known(n) => Ok(()),
-            _ => Err(KvError::BadRequest(format!(
-                "{{undefined_backend,{v}}}: backend must name one of this node's backends: {}",
-                self.config
-                    .multi
-                    .iter()
-                    .map(|b| b.name.as_str())
-                    .collect::<Vec<_>>()
-                    .join(", ")
-            ))),
-        }
-    }
-
-    pub fn reset_bucket_props(&self, bucket_type: &str, bucket: &[u8]) -> Result<(), KvError> {
-        self.change_registry(|r| r.reset_bucket(bucket_type, bucket))
-    }
-
-    /// A type's properties (`Invalid bucket type` when missing or
-    /// inactive, as RpbGetBucketTypeReq answers).
-    pub fn type_props(&self, name: &str) -> Result<Props, KvError> {
-        match self.registry().get_type(name) {
-            Some((mut p, TypeStatus::Active)) => {
-                if !(name.is_empty() || name == "default") {
-                    p.insert("active".into(), true.into());
-                    p.insert("claimant".into(), self.config.nodename.clone().into());
-                }
-                Ok(p)
-            }
-            _ => Err(KvError::InvalidType(name.to_string())),
-        }
-    }
-
-    pub fn type_status(&self, name: &str) -> Option<(Props, TypeStatus)> {
-        self.registry().get_type(name)
-    }
-
-    pub fn list_types(&self) -> Vec<(String, TypeStatus)> {
-        self.registry().list_types()
-    }
-
-    pub fn create_type(&self, name: &str, props: &Props) -> Result<(), KvError> {
-        self.check_backend_prop(props)?;
-        self.change_registry(|r| r.create_type(name, props))
-    }
-
-    pub fn activate_type(&self, name: &str) -> Result<(), KvError> {
-        self.change_registry(|r| r.activate_type(name))
-    }
-
-    pub fn update_type(&self, name: &str, props: &Props) -> Result<(), KvError> {
-        self.check_backend_prop(props)?;
-        self.change_registry(|r| r.update_type(name, props))
-    }
-
     pub fn stats(&self) -> NodeStats {
         let c = &self.counters;
         let l = |a: &AtomicU64| a.load(Ordering::Relaxed);
@@ -455,8 +302,13 @@ impl Node {
             out_of_space_refusals: self
                 .space
                 .as_ref()
-                .map_or(0, |s| s.refusals.load(Ordering::Relaxed)),
-            space_reserve_released: self.space.as_ref().is_some_and(|s| s.is_low()),
+                .map_or(0, |s| s.refusals.load(Ordering::Relaxed))
+                + self
+                    .free_space
+                    .as_ref()
+                    .map_or(0, |f| f.refusals.load(Ordering::Relaxed)),
+            space_reserve_released: self.space.as_ref().is_some_and(|s| s.is_low())
+                || self.free_space.as_ref().is_some_and(|f| f.is_low()),
             leveldb_damaged_reads: self.leveldb.iter().map(|(_, l)| l.damaged_reads()).sum(),
         }
     }
@@ -471,6 +323,9 @@ impl Node {
 
     /// Admits a write that adds data, or refuses it for space.
     pub(crate) fn admit_write(&self) -> Result<(), KvError> {
+        if let Some(f) = &self.free_space {
+            f.admit_write()?;
+        }
         match (&self.space, &self.scheduler) {
             (Some(space), Some(scheduler)) => space.admit_write(scheduler),
             _ => Ok(()),
@@ -570,7 +425,7 @@ impl Drop for Node {
     }
 }
 
-fn registry_error(e: RegistryError) -> KvError {
+pub(crate) fn registry_error(e: RegistryError) -> KvError {
     match e {
         RegistryError::NoSuchType(t) => KvError::NoSuchType(t),
         RegistryError::Props(p) => KvError::Props(p.to_string()),

@@ -115,7 +115,7 @@ pub const KEYS: &[(&str, &str)] = &[
     ),
     (
         "bitcask.reserve",
-        "disk space held back from puts for deletes, merges and a start at a full disk (default 64MB; 0 for none)",
+        "disk space held back from puts for deletes, merges and a start at a full disk; with leveldb, the free space below which puts are refused (default 64MB; 0 for none)",
     ),
     (
         "leveldb.data_root",
