@@ -206,9 +206,21 @@ impl LeveldbStore {
         self.db.persist(PersistMode::SyncAll).map_err(engine)
     }
 
-    /// Bytes on disk, tables and journal.
+    /// Bytes on disk, tables and journal (the journal counted at its
+    /// preallocated length, 64 MiB a file, most of it not yet written).
     pub fn disk_bytes(&self) -> u64 {
         self.db.disk_space().unwrap_or(0)
+    }
+
+    /// Bytes of the tables of every partition: what a compaction may
+    /// rewrite.
+    pub fn table_bytes(&self) -> u64 {
+        self.db
+            .list_keyspace_names()
+            .iter()
+            .filter_map(|n| self.db.keyspace(n, KeyspaceCreateOptions::default).ok())
+            .map(|ks| ks.disk_space())
+            .sum()
     }
 }
 

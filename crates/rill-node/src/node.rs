@@ -308,7 +308,10 @@ impl Node {
                     .as_ref()
                     .map_or(0, |f| f.refusals.load(Ordering::Relaxed)),
             space_reserve_released: self.space.as_ref().is_some_and(|s| s.is_low())
-                || self.free_space.as_ref().is_some_and(|f| f.is_low()),
+                || self
+                    .free_space
+                    .as_ref()
+                    .is_some_and(|f| f.is_low(&|| self.leveldb_disk_bytes())),
             leveldb_damaged_reads: self.leveldb.iter().map(|(_, l)| l.damaged_reads()).sum(),
         }
     }
@@ -322,9 +325,14 @@ impl Node {
     }
 
     /// Admits a write that adds data, or refuses it for space.
+    /// Bytes of the node's leveldb tables on disk.
+    fn leveldb_disk_bytes(&self) -> u64 {
+        self.leveldb.iter().map(|(_, l)| l.table_bytes()).sum()
+    }
+
     pub(crate) fn admit_write(&self) -> Result<(), KvError> {
         if let Some(f) = &self.free_space {
-            f.admit_write()?;
+            f.admit_write(&|| self.leveldb_disk_bytes())?;
         }
         match (&self.space, &self.scheduler) {
             (Some(space), Some(scheduler)) => space.admit_write(scheduler),
