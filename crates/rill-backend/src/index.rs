@@ -29,6 +29,16 @@ pub enum IndexRange {
     Range(Term, Term),
 }
 
+impl IndexRange {
+    /// The lowest and highest terms wanted, both included.
+    pub fn bounds(&self) -> (&Term, &Term) {
+        match self {
+            IndexRange::Eq(t) => (t, t),
+            IndexRange::Range(lo, hi) => (lo, hi),
+        }
+    }
+}
+
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct IndexQuery {
     pub bucket_type: Vec<u8>,
@@ -94,10 +104,7 @@ impl IndexSet {
         let Some(set) = f.get(&(q.bucket_type.clone(), q.bucket.clone(), q.field.clone())) else {
             return;
         };
-        let (lo, hi) = match &q.range {
-            IndexRange::Eq(t) => (t, t),
-            IndexRange::Range(lo, hi) => (lo, hi),
-        };
+        let (lo, hi) = q.range.bounds();
         let start = match &q.after {
             Some((t, k)) if (t, k) >= (lo, &Vec::new()) => Bound::Excluded((t.clone(), k.clone())),
             _ => Bound::Included((lo.clone(), Vec::new())),

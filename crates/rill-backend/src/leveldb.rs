@@ -10,7 +10,7 @@
 //! object's under `'o'`, its index entries under `'j'`, in an order where a
 //! range query is one scan and a bucket's keys lie together.
 
-use crate::index::{IndexQuery, IndexRange, Term};
+use crate::index::{IndexQuery, Term};
 use crate::keys::{
     bucket_prefix, index_field_prefix, index_key, index_position, object_key, prefix_successor,
     split, split_position, term_prefix, BKey, OBJECT,
@@ -183,14 +183,24 @@ impl LeveldbStore {
         self.db.delete_keyspace(ks).map_err(engine)
     }
 
+    /// Every partition's keyspace (each is made before a vnode uses it,
+    /// so opening one here makes none).
+    fn keyspaces(&self) -> Result<Vec<Keyspace>> {
+        self.db
+            .list_keyspace_names()
+            .iter()
+            .map(|n| {
+                self.db
+                    .keyspace(n, KeyspaceCreateOptions::default)
+                    .map_err(engine)
+            })
+            .collect()
+    }
+
     /// Writes every partition's memtable out to tables (and waits), so
     /// everything written so far lies in table files.
     pub fn flush(&self) -> Result<()> {
-        for name in self.db.list_keyspace_names() {
-            let ks = self
-                .db
-                .keyspace(&name, KeyspaceCreateOptions::default)
-                .map_err(engine)?;
+        for ks in self.keyspaces()? {
             ks.rotate_memtable_and_wait().map_err(engine)?;
         }
         Ok(())
@@ -215,12 +225,8 @@ impl LeveldbStore {
     /// Bytes of the tables of every partition: what a compaction may
     /// rewrite.
     pub fn table_bytes(&self) -> u64 {
-        self.db
-            .list_keyspace_names()
-            .iter()
-            .filter_map(|n| self.db.keyspace(n, KeyspaceCreateOptions::default).ok())
-            .map(|ks| ks.disk_space())
-            .sum()
+        self.keyspaces()
+            .map_or(0, |all| all.iter().map(Keyspace::disk_space).sum())
     }
 }
 
@@ -409,10 +415,7 @@ impl Backend for LeveldbBackend {
         visit: &mut dyn FnMut(&Term, &[u8]) -> bool,
     ) -> Result<()> {
         let field = index_field_prefix(&q.bucket_type, &q.bucket, &q.field)?;
-        let (lo, hi) = match &q.range {
-            IndexRange::Eq(t) => (t, t),
-            IndexRange::Range(lo, hi) => (lo, hi),
-        };
+        let (lo, hi) = q.range.bounds();
         let mut start = field.clone();
         start.extend_from_slice(&term_prefix(lo));
         if let Some((t, key)) = &q.after {

@@ -44,30 +44,34 @@ impl MultiBackend {
 
     /// The backend of a bucket.
     fn of(&self, bucket_type: &[u8], bucket: &[u8]) -> Result<&dyn Backend> {
+        Ok(self.backends[self.index_of(bucket_type, bucket)?]
+            .1
+            .as_ref())
+    }
+
+    fn index_of(&self, bucket_type: &[u8], bucket: &[u8]) -> Result<usize> {
         match (self.route)(bucket_type, bucket) {
-            None => Ok(self.backends[self.default].1.as_ref()),
+            None => Ok(self.default),
             Some(name) => self
                 .backends
                 .iter()
-                .find(|(n, _)| *n == name)
-                .map(|(_, b)| b.as_ref())
+                .position(|(n, _)| *n == name)
                 .ok_or(Error::UndefinedBackend(name)),
         }
     }
 
-    /// Every backend but `named`.
-    fn others<'a>(&'a self, named: &'a dyn Backend) -> impl Iterator<Item = &'a dyn Backend> + 'a {
-        self.backends
-            .iter()
-            .map(|(_, b)| b.as_ref())
-            .filter(move |b| {
-                !std::ptr::addr_eq(*b as *const dyn Backend, named as *const dyn Backend)
-            })
-    }
-
-    /// The names of the backends, in order.
-    pub fn names(&self) -> impl Iterator<Item = &str> {
-        self.backends.iter().map(|(n, _)| n.as_str())
+    /// Every backend, the bucket's own first: where a key the bucket
+    /// wrote before its property changed may still be.
+    fn in_order(
+        &self,
+        bucket_type: &[u8],
+        bucket: &[u8],
+    ) -> Result<impl Iterator<Item = &dyn Backend>> {
+        let first = self.index_of(bucket_type, bucket)?;
+        let rest = (0..self.backends.len()).filter(move |i| *i != first);
+        Ok(std::iter::once(first)
+            .chain(rest)
+            .map(|i| self.backends[i].1.as_ref()))
     }
 }
 
@@ -77,11 +81,7 @@ impl Backend for MultiBackend {
     }
 
     fn get(&self, k: &BKey) -> Result<Option<bytes::Bytes>> {
-        let named = self.of(&k.bucket_type, &k.bucket)?;
-        if let Some(v) = named.get(k)? {
-            return Ok(Some(v));
-        }
-        for b in self.others(named) {
+        for b in self.in_order(&k.bucket_type, &k.bucket)? {
             if let Some(v) = b.get(k)? {
                 return Ok(Some(v));
             }
@@ -95,17 +95,14 @@ impl Backend for MultiBackend {
             Err(e) => return Some(Err(e)),
         };
         match named.try_get(k)? {
+            // The others may hold it: `get` looks, where it may wait.
             Ok(None) if self.backends.len() > 1 => None,
             other => Some(other),
         }
     }
 
     fn contains(&self, k: &BKey) -> Result<bool> {
-        let named = self.of(&k.bucket_type, &k.bucket)?;
-        if named.contains(k)? {
-            return Ok(true);
-        }
-        for b in self.others(named) {
+        for b in self.in_order(&k.bucket_type, &k.bucket)? {
             if b.contains(k)? {
                 return Ok(true);
             }
@@ -119,10 +116,9 @@ impl Backend for MultiBackend {
     }
 
     fn delete(&self, k: &BKey, remove: &[IndexEntry]) -> Result<()> {
-        let named = self.of(&k.bucket_type, &k.bucket)?;
-        named.delete(k, remove)?;
-        for b in self.others(named) {
-            if b.contains(k)? {
+        // From every backend holding it, so nothing deleted comes back.
+        for (i, b) in self.in_order(&k.bucket_type, &k.bucket)?.enumerate() {
+            if i == 0 || b.contains(k)? {
                 b.delete(k, remove)?;
             }
         }
@@ -163,24 +159,18 @@ impl Backend for MultiBackend {
         visit: &mut dyn FnMut(&[u8]) -> bool,
     ) -> Result<()> {
         // The bucket's backend first, then keys only the others hold.
-        let named = self.of(bucket_type, bucket)?;
+        let mut scanned: Vec<&dyn Backend> = Vec::new();
         let mut go = true;
-        named.fold_keys(bucket_type, bucket, &mut |k| {
-            go = visit(k);
-            go
-        })?;
-        let mut scanned = vec![named];
-        for b in self.others(named) {
+        for b in self.in_order(bucket_type, bucket)? {
             if !go {
                 break;
             }
             b.fold_keys(bucket_type, bucket, &mut |k| {
-                let key = BKey {
-                    bucket_type: bucket_type.to_vec(),
-                    bucket: bucket.to_vec(),
-                    key: k.to_vec(),
+                let seen = !scanned.is_empty() && {
+                    let key = BKey::new(bucket_type, bucket, k);
+                    scanned.iter().any(|s| s.contains(&key).unwrap_or(false))
                 };
-                if !scanned.iter().any(|s| s.contains(&key).unwrap_or(false)) {
+                if !seen {
                     go = visit(k);
                 }
                 go

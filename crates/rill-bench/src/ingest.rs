@@ -37,10 +37,10 @@ pub struct Args {
     /// Length of an interval, ms.
     #[arg(long, default_value_t = 1000)]
     interval_ms: u64,
-    /// Memory the run may use, page cache included (a memory cgroup),
-    /// e.g. 2GiB; `off` for none (default 2GiB; off with --quick).
+    /// Memory the run may use, MiB, page cache included (a memory
+    /// cgroup); 0 for no limit (default 2048; 0 with --quick).
     #[arg(long)]
-    memory_limit: Option<String>,
+    memory_limit_mib: Option<u64>,
     /// Scratch directory (each engine's data is removed after its run).
     #[arg(long, default_value = "bench-data/ingest")]
     dir: PathBuf,
@@ -251,9 +251,9 @@ pub fn run(args: Args) -> Result<()> {
     let keys = args
         .keys
         .unwrap_or(if args.quick { 300_000 } else { 10_000_000 });
-    let limit = match args.memory_limit.as_deref() {
-        Some("off") => None,
-        Some(v) => Some(parse_size(v)?),
+    let limit = match args.memory_limit_mib {
+        Some(0) => None,
+        Some(mib) => Some(mib << 20),
         None if args.quick => None,
         None => Some(2 << 30),
     };
@@ -374,22 +374,4 @@ pub fn run(args: Args) -> Result<()> {
     }
     println!("{}", r.json());
     Ok(())
-}
-
-fn parse_size(v: &str) -> Result<u64> {
-    let v = v.trim();
-    let (num, mult) = [
-        ("GiB", 1u64 << 30),
-        ("MiB", 1 << 20),
-        ("GB", 1_000_000_000),
-        ("MB", 1_000_000),
-    ]
-    .iter()
-    .find_map(|(s, m)| v.strip_suffix(s).map(|n| (n, *m)))
-    .unwrap_or((v, 1));
-    let n: f64 = num
-        .trim()
-        .parse()
-        .with_context(|| format!("not a size: {v:?} (e.g. 2GiB)"))?;
-    Ok((n * mult as f64) as u64)
 }

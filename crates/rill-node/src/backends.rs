@@ -98,7 +98,7 @@ impl Opening<'_> {
                 let (named, default) = multi_backends(c)?;
                 let mut backends = Vec::with_capacity(named.len());
                 for b in named {
-                    let one = self.one(p, b.kind, &b.name, Some(multi_root(c, b)), b)?;
+                    let one = self.one(p, b, Some(multi_root(c, b)))?;
                     backends.push((b.name.clone(), one));
                 }
                 let registry = self.registry.clone();
@@ -123,21 +123,21 @@ impl Opening<'_> {
                     memory_max_bytes: c.memory_max_bytes,
                     memory_ttl: c.memory_ttl,
                 };
-                self.one(p, kind, "", None, &single)
+                self.one(p, &single, None)
             }
         }
     }
 
+    /// Partition `p`'s part of backend `b`; Bitcask stores under `root`
+    /// (default: `bitcask` in the data directory).
     fn one(
         &self,
         p: Partition,
-        kind: BackendKind,
-        name: &str,
-        root: Option<PathBuf>,
         b: &NamedBackend,
+        root: Option<PathBuf>,
     ) -> Result<Box<dyn Backend>, String> {
         let index = self.ring.index_decimal(p);
-        Ok(match kind {
+        Ok(match b.kind {
             BackendKind::Memory => Box::new(MemoryBackend::new(MemoryOptions {
                 max_memory_bytes: b.memory_max_bytes,
                 ttl: b.memory_ttl,
@@ -146,8 +146,8 @@ impl Opening<'_> {
                 let (_, store) = self
                     .leveldb
                     .iter()
-                    .find(|(n, _)| n == name)
-                    .ok_or_else(|| format!("the leveldb database of {name:?} is not open"))?;
+                    .find(|(n, _)| *n == b.name)
+                    .ok_or_else(|| format!("the leveldb database of {:?} is not open", b.name))?;
                 Box::new(store.partition(&index).map_err(|e| {
                     format!("cannot open the leveldb data of partition {}: {e}", p.0)
                 })?)

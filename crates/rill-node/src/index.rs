@@ -98,46 +98,50 @@ fn decode_continuation_v1(rest: &[u8]) -> Option<(Term, Vec<u8>)> {
 /// no stored term lies beyond.
 fn int_term(field: &[u8], t: &[u8]) -> Result<Term, KvError> {
     match parse_int_term(field, t) {
-        Ok(i) => Ok(Term::Int(i)),
-        Err(e) => {
-            let text = std::str::from_utf8(t).map(str::trim).unwrap_or("");
-            let digits = text.strip_prefix(['-', '+']).unwrap_or(text);
-            if !digits.is_empty() && digits.bytes().all(|b| b.is_ascii_digit()) {
-                Ok(Term::Int(if text.starts_with('-') {
-                    i64::MIN
-                } else {
-                    i64::MAX
-                }))
-            } else {
-                Err(KvError::BadRequest(e))
-            }
-        }
+        Ok(i)
+        | Err(BadIntTerm {
+            clamped: Some(i), ..
+        }) => Ok(Term::Int(i)),
+        Err(e) => Err(KvError::BadRequest(e.message)),
     }
+}
+
+/// An `_int` term that is not one: Riak's words, and for an integer
+/// outside 64 bits the end of the range it passes.
+pub(crate) struct BadIntTerm {
+    pub message: String,
+    pub clamped: Option<i64>,
 }
 
 /// An `_int` term as clients send it (decimal, an optional sign, spaces
 /// around). Not an integer: Riak's `field_parsing_failed`. An integer
 /// outside the signed 64-bit range (Riak takes any size; index keys hold
 /// 64 bits): the same words, and why.
-pub(crate) fn parse_int_term(field: &[u8], t: &[u8]) -> Result<i64, String> {
+pub(crate) fn parse_int_term(field: &[u8], t: &[u8]) -> Result<i64, BadIntTerm> {
     let text = std::str::from_utf8(t).map(str::trim).unwrap_or("");
-    if let Ok(i) = text.parse::<i64>() {
-        return Ok(i);
-    }
+    let e = match text.parse::<i64>() {
+        Ok(i) => return Ok(i),
+        Err(e) => e,
+    };
     let failed = format!(
         "{{field_parsing_failed,{{{},{}}}}}",
         erl_bin(field),
         erl_bin(t)
     );
-    let digits = text.strip_prefix(['-', '+']).unwrap_or(text);
-    if !digits.is_empty() && digits.bytes().all(|b| b.is_ascii_digit()) {
-        return Err(format!(
+    let clamped = match e.kind() {
+        std::num::IntErrorKind::PosOverflow => Some(i64::MAX),
+        std::num::IntErrorKind::NegOverflow => Some(i64::MIN),
+        _ => None,
+    };
+    let message = match clamped {
+        Some(_) => format!(
             "{failed}: integer index terms must lie between {} and {}",
             i64::MIN,
             i64::MAX
-        ));
-    }
-    Err(failed)
+        ),
+        None => failed,
+    };
+    Err(BadIntTerm { message, clamped })
 }
 
 /// A validated query, ready to run: see [`Node::index_plan`].

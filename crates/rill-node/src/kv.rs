@@ -202,7 +202,7 @@ pub(crate) fn normalise_indexes(c: &mut Content) -> Result<(), KvError> {
         if field.ends_with(b"_int") {
             match crate::index::parse_int_term(&field, &term) {
                 Ok(i) => out.push((field, i.to_string().into_bytes())),
-                Err(e) => errors.push(e),
+                Err(e) => errors.push(e.message),
             }
         } else if field.ends_with(b"_bin") {
             out.push((field, term));

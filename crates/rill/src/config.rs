@@ -2,7 +2,7 @@
 //! comments, Riak's key names where the concept is the same. Every key
 //! is checked: an unknown key or a bad value names its line.
 
-use crate::config_backends::{machine_memory_bytes, on_off, set_multi};
+use crate::config_backends::{machine_memory_bytes, set_leveldb, set_memory, set_multi};
 pub use crate::config_keys::KEYS;
 use bitcask::SyncStrategy;
 use rill_node::{BackendKind, DeleteMode, MergePolicyKind, NodeConfig};
@@ -279,6 +279,12 @@ impl Config {
         if let Some(rest) = key.strip_prefix("multi_backend.") {
             return set_multi(n, rest, v);
         }
+        if let Some(r) = set_leveldb(&mut n.leveldb, key, key, v) {
+            return r;
+        }
+        if let Some(r) = set_memory(&mut n.memory_max_bytes, &mut n.memory_ttl, key, v) {
+            return r;
+        }
         match key {
             "nodename" => {
                 if !v.contains('@') {
@@ -388,23 +394,7 @@ impl Config {
             "bitcask.throttle.low_usage" => n.throttle.low_usage = share(v)?,
             "bitcask.throttle.high_usage" => n.throttle.high_usage = share(v)?,
             "bitcask.reserve" => n.reserve_bytes = bytesize(v)?,
-            "memory_backend.max_memory_per_vnode" => {
-                n.memory_max_bytes = if v == "off" { None } else { Some(bytesize(v)?) };
-            }
             "leveldb.data_root" => n.leveldb_dir = Some(PathBuf::from(v)),
-            "leveldb.maximum_memory.percent" => {
-                let pct: u64 = v
-                    .parse()
-                    .ok()
-                    .filter(|p| (1..=100).contains(p))
-                    .ok_or_else(|| format!("leveldb.maximum_memory.percent must be an integer from 1 to 100, found {v:?}"))?;
-                n.leveldb.max_memory_bytes = machine_memory_bytes() / 100 * pct;
-            }
-            "leveldb.maximum_memory" => n.leveldb.max_memory_bytes = bytesize(v)?.max(16 << 20),
-            "leveldb.sync_on_write" => n.leveldb.sync_on_write = on_off(key, v)?,
-            "leveldb.compression" => n.leveldb.compression = on_off(key, v)?,
-            "leveldb.bloomfilter" => n.leveldb.bloom_filter = on_off(key, v)?,
-            "memory_backend.ttl" => n.memory_ttl = if v == "off" { None } else { Some(duration(v)?) },
             "log.console.level" => match v {
                 "debug" | "info" | "warning" | "error" => self.log_level = v.replace("warning", "warn"),
                 _ => return Err(format!("log.console.level must be debug, info, warning or error, found {v:?}")),

@@ -39,6 +39,12 @@ pub(crate) fn set_multi(n: &mut NodeConfig, rest: &str, v: &str) -> Result<(), S
         .iter_mut()
         .find(|b| b.name == name)
         .expect("added above");
+    if let Some(r) = set_leveldb(&mut b.leveldb, setting, &key, v) {
+        return r;
+    }
+    if let Some(r) = set_memory(&mut b.memory_max_bytes, &mut b.memory_ttl, setting, v) {
+        return r;
+    }
     match setting {
         "storage_backend" => {
             b.kind = match v {
@@ -53,22 +59,6 @@ pub(crate) fn set_multi(n: &mut NodeConfig, rest: &str, v: &str) -> Result<(), S
             }
         }
         "bitcask.data_root" | "leveldb.data_root" => b.data_root = Some(PathBuf::from(v)),
-        "leveldb.maximum_memory.percent" => {
-            let pct: u64 = v
-                .parse()
-                .ok()
-                .filter(|p| (1..=100).contains(p))
-                .ok_or_else(|| format!("{key} must be an integer from 1 to 100, found {v:?}"))?;
-            b.leveldb.max_memory_bytes = machine_memory_bytes() / 100 * pct;
-        }
-        "leveldb.maximum_memory" => b.leveldb.max_memory_bytes = bytesize(v)?.max(16 << 20),
-        "leveldb.sync_on_write" => b.leveldb.sync_on_write = on_off(&key, v)?,
-        "leveldb.compression" => b.leveldb.compression = on_off(&key, v)?,
-        "leveldb.bloomfilter" => b.leveldb.bloom_filter = on_off(&key, v)?,
-        "memory_backend.max_memory_per_vnode" => {
-            b.memory_max_bytes = if v == "off" { None } else { Some(bytesize(v)?) }
-        }
-        "memory_backend.ttl" => b.memory_ttl = if v == "off" { None } else { Some(duration(v)?) },
         _ => {
             return Err(format!(
             "unknown setting {key:?} (`rill chkconfig --keys` lists the settings this build knows)"
@@ -76,6 +66,54 @@ pub(crate) fn set_multi(n: &mut NodeConfig, rest: &str, v: &str) -> Result<(), S
         }
     }
     Ok(())
+}
+
+/// A `leveldb.*` setting (`setting`, as named after any
+/// `multi_backend.NAME.`) into `opts`; `None` when it is not one of
+/// those. `key` is the whole name, for errors.
+pub(crate) fn set_leveldb(
+    opts: &mut rill_backend::LeveldbOptions,
+    setting: &str,
+    key: &str,
+    v: &str,
+) -> Option<Result<(), String>> {
+    Some(match setting {
+        "leveldb.maximum_memory.percent" => v
+            .parse::<u64>()
+            .ok()
+            .filter(|p| (1..=100).contains(p))
+            .map(|pct| opts.max_memory_bytes = machine_memory_bytes() / 100 * pct)
+            .ok_or_else(|| format!("{key} must be an integer from 1 to 100, found {v:?}")),
+        "leveldb.maximum_memory" => bytesize(v).map(|b| opts.max_memory_bytes = b.max(16 << 20)),
+        "leveldb.sync_on_write" => on_off(key, v).map(|on| opts.sync_on_write = on),
+        "leveldb.compression" => on_off(key, v).map(|on| opts.compression = on),
+        "leveldb.bloomfilter" => on_off(key, v).map(|on| opts.bloom_filter = on),
+        _ => return None,
+    })
+}
+
+/// A `memory_backend.*` setting into a memory backend's cap and time to
+/// live; `None` when `setting` is not one of those.
+pub(crate) fn set_memory(
+    max_bytes: &mut Option<u64>,
+    ttl: &mut Option<std::time::Duration>,
+    setting: &str,
+    v: &str,
+) -> Option<Result<(), String>> {
+    let off = v == "off";
+    Some(match setting {
+        "memory_backend.max_memory_per_vnode" if off => {
+            *max_bytes = None;
+            Ok(())
+        }
+        "memory_backend.max_memory_per_vnode" => bytesize(v).map(|b| *max_bytes = Some(b)),
+        "memory_backend.ttl" if off => {
+            *ttl = None;
+            Ok(())
+        }
+        "memory_backend.ttl" => duration(v).map(|d| *ttl = Some(d)),
+        _ => return None,
+    })
 }
 
 pub(crate) fn on_off(key: &str, v: &str) -> Result<bool, String> {

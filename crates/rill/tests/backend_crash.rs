@@ -29,12 +29,10 @@ fn put(n: &std::net::SocketAddr, key: &str) -> bool {
     .is_some_and(|r| r.status == 204)
 }
 
-/// Every key of a 2i query over the whole `any_int` index (term 7).
-fn indexed(n: &Node) -> BTreeSet<String> {
-    let r = n
-        .http("GET", "/buckets/crash/index/any_int/7", &[], b"")
-        .unwrap();
-    assert_eq!(r.status, 200);
+/// The `keys` of a JSON answer to `path`.
+fn keys_at(n: &Node, path: &str) -> BTreeSet<String> {
+    let r = n.http("GET", path, &[], b"").unwrap();
+    assert_eq!(r.status, 200, "{path}");
     let v: serde_json::Value = serde_json::from_slice(&r.body).unwrap();
     v["keys"]
         .as_array()
@@ -44,17 +42,13 @@ fn indexed(n: &Node) -> BTreeSet<String> {
         .collect()
 }
 
+/// Every key of a 2i query over the whole `any_int` index (term 7).
+fn indexed(n: &Node) -> BTreeSet<String> {
+    keys_at(n, "/buckets/crash/index/any_int/7")
+}
+
 fn listed(n: &Node) -> BTreeSet<String> {
-    let r = n
-        .http("GET", "/buckets/crash/keys?keys=true", &[], b"")
-        .unwrap();
-    let v: serde_json::Value = serde_json::from_slice(&r.body).unwrap();
-    v["keys"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|k| k.as_str().unwrap().to_string())
-        .collect()
+    keys_at(n, "/buckets/crash/keys?keys=true")
 }
 
 fn crash_under_load(backend: &str) {
