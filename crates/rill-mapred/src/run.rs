@@ -1,0 +1,434 @@
+//! Runs a job: inputs are listed or queried in batches and pass through
+//! the phases in order; a map or link phase fetches each batch's objects
+//! at once; a reduce phase calls its function again every `batch` inputs
+//! on its earlier output and the new inputs, and once more at the end
+//! (once on nothing if nothing came). Kept phases' results go to the
+//! sink as they are made, so memory holds a batch, not the job, except
+//! what a reduce keeps.
+
+use crate::builtins::{self, MapInput};
+use crate::filters;
+use crate::job::{IndexQuery, Inputs, Job, PhaseKind};
+use crate::term::{show, Fetched, Term};
+use rill_object::Object;
+use std::sync::Arc;
+use std::time::Instant;
+
+/// A key to fetch: its bucket type (`None`: the default type), bucket and key.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct BKey {
+    pub bucket_type: Option<Vec<u8>>,
+    pub bucket: Vec<u8>,
+    pub key: Vec<u8>,
+}
+
+/// Where a job's keys and objects come from (a node; a map in tests).
+/// Errors are messages a client can be shown.
+pub trait Source {
+    /// Every key of a bucket, in batches; `each` returns false to stop.
+    fn list_keys(
+        &self,
+        bucket_type: Option<&[u8]>,
+        bucket: &[u8],
+        deadline: Instant,
+        each: &mut dyn FnMut(Vec<Vec<u8>>) -> bool,
+    ) -> Result<(), String>;
+
+    /// The keys an index query finds, in batches.
+    fn index(
+        &self,
+        bucket_type: Option<&[u8]>,
+        bucket: &[u8],
+        index: &[u8],
+        query: &IndexQuery,
+        deadline: Instant,
+        each: &mut dyn FnMut(Vec<Vec<u8>>) -> bool,
+    ) -> Result<(), String>;
+
+    /// The objects under `keys`, in order; `None` where there is none.
+    /// Tombstones may be returned: they count as missing.
+    fn fetch(&self, keys: &[BKey], deadline: Instant) -> Result<Vec<Option<Object>>, String>;
+}
+
+/// Why a job stopped.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum RunError {
+    /// A phase failed on an input (Riak's `{"phase":N,"error":...,"input":...}`).
+    Phase {
+        phase: usize,
+        error: String,
+        input: String,
+    },
+    /// The inputs could not be listed or queried.
+    Inputs(String),
+    /// The job's time ran out.
+    Timeout,
+}
+
+impl RunError {
+    /// The error as Riak reports it to clients: a JSON object.
+    pub fn to_json(&self) -> String {
+        match self {
+            RunError::Phase {
+                phase,
+                error,
+                input,
+            } => serde_json::json!({
+                "phase": phase, "error": error, "input": input, "type": "error", "stack": "[]"
+            })
+            .to_string(),
+            RunError::Inputs(m) => serde_json::json!({ "error": m }).to_string(),
+            RunError::Timeout => r#"{"error":"timeout"}"#.into(),
+        }
+    }
+}
+
+/// Where a kept phase's results go: `(phase, results)`; it returns
+/// false when no one is listening any more, which ends the job.
+pub type Sink<'a> = dyn FnMut(usize, Vec<Term>) -> bool + 'a;
+
+/// Inputs handed on at a time, at most.
+pub const BATCH: usize = 100;
+
+struct Reducing {
+    acc: Vec<Term>,
+    pending: Vec<Term>,
+    any_input: bool,
+}
+
+struct Runner<'a, 's> {
+    job: &'a Job,
+    source: &'a dyn Source,
+    sink: &'a mut Sink<'s>,
+    deadline: Instant,
+    reducing: Vec<Reducing>,
+    stopped: bool,
+}
+
+/// Runs `job` over `source`, its kept results to `sink`.
+pub fn run(job: &Job, source: &dyn Source, sink: &mut Sink<'_>) -> Result<(), RunError> {
+    let deadline = Instant::now() + job.timeout;
+    let mut r = Runner {
+        job,
+        source,
+        sink,
+        deadline,
+        reducing: job
+            .phases
+            .iter()
+            .map(|_| Reducing {
+                acc: Vec::new(),
+                pending: Vec::new(),
+                any_input: false,
+            })
+            .collect(),
+        stopped: false,
+    };
+    r.inputs()?;
+    if r.stopped {
+        return Ok(());
+    }
+    for i in 0..job.phases.len() {
+        r.finish(i)?;
+    }
+    Ok(())
+}
+
+impl Runner<'_, '_> {
+    fn check_time(&self) -> Result<(), RunError> {
+        if Instant::now() >= self.deadline {
+            Err(RunError::Timeout)
+        } else {
+            Ok(())
+        }
+    }
+
+    fn inputs(&mut self) -> Result<(), RunError> {
+        let mut failed: Option<RunError> = None;
+        let (job, source, deadline) = (self.job, self.source, self.deadline);
+        match &job.inputs {
+            Inputs::Keys(items) => {
+                for chunk in items.chunks(BATCH) {
+                    self.push(0, chunk.to_vec())?;
+                    if self.stopped {
+                        break;
+                    }
+                }
+                return Ok(());
+            }
+            Inputs::Bucket {
+                bucket_type,
+                bucket,
+                filters,
+            } => {
+                let bt = bucket_type.as_deref();
+                let r = source.list_keys(bt, bucket, deadline, &mut |keys| {
+                    let mut items = Vec::with_capacity(keys.len());
+                    for k in keys {
+                        if !filters.is_empty() {
+                            match filters::keeps(filters, &k) {
+                                Ok(true) => {}
+                                Ok(false) => continue,
+                                Err(e) => {
+                                    failed = Some(RunError::Inputs(e));
+                                    return false;
+                                }
+                            }
+                        }
+                        items.push(listed(bt, bucket, &k));
+                    }
+                    self.batch(items, &mut failed)
+                });
+                r.map_err(RunError::Inputs)?;
+            }
+            Inputs::Index {
+                bucket_type,
+                bucket,
+                index,
+                query,
+            } => {
+                let bt = bucket_type.as_deref();
+                let r = source.index(bt, bucket, index, query, deadline, &mut |keys| {
+                    let items = keys.iter().map(|k| listed(bt, bucket, k)).collect();
+                    self.batch(items, &mut failed)
+                });
+                r.map_err(RunError::Inputs)?;
+            }
+        }
+        match failed {
+            Some(e) => Err(e),
+            None => Ok(()),
+        }
+    }
+
+    /// Hands a listed batch on; false (with the error kept) stops the listing.
+    fn batch(&mut self, items: Vec<Term>, failed: &mut Option<RunError>) -> bool {
+        for chunk in items.chunks(BATCH) {
+            if let Err(e) = self.push(0, chunk.to_vec()) {
+                *failed = Some(e);
+                return false;
+            }
+            if self.stopped {
+                return false;
+            }
+        }
+        true
+    }
+
+    fn emit(&mut self, phase: usize, items: Vec<Term>) {
+        if !items.is_empty() && !self.stopped && !(self.sink)(phase, items) {
+            self.stopped = true;
+        }
+    }
+
+    /// Gives phase `i` some inputs (`i` past the last phase: nothing).
+    fn push(&mut self, i: usize, items: Vec<Term>) -> Result<(), RunError> {
+        self.check_time()?;
+        if self.job.phases.is_empty() {
+            let items = items.iter().map(phaseless).collect();
+            self.emit(0, items);
+            return Ok(());
+        }
+        let Some(phase) = self.job.phases.get(i) else {
+            return Ok(());
+        };
+        let out = match &phase.kind {
+            PhaseKind::Map(..) | PhaseKind::Link { .. } => self.map_batch(i, &items)?,
+            PhaseKind::Reduce(f, arg) => {
+                let r = &mut self.reducing[i];
+                r.any_input = true;
+                r.pending.extend(items);
+                match builtins::reduce_batch(arg) {
+                    Some(n) if r.pending.len() >= n => {
+                        let mut all = std::mem::take(&mut r.acc);
+                        all.append(&mut r.pending);
+                        let shown = show(&Term::List(all.clone()), 500);
+                        r.acc = builtins::reduce(*f, all).map_err(|error| RunError::Phase {
+                            phase: i,
+                            error,
+                            input: shown,
+                        })?;
+                    }
+                    _ => {}
+                }
+                return Ok(());
+            }
+        };
+        if phase.keep {
+            self.emit(i, out.clone());
+        }
+        if !out.is_empty() {
+            for chunk in out.chunks(BATCH) {
+                self.push(i + 1, chunk.to_vec())?;
+            }
+        }
+        Ok(())
+    }
+
+    /// A map or link phase over a batch: every object fetched at once.
+    fn map_batch(&mut self, i: usize, items: &[Term]) -> Result<Vec<Term>, RunError> {
+        let mut keys = Vec::with_capacity(items.len());
+        let mut keydata = Vec::with_capacity(items.len());
+        for t in items {
+            let (k, kd) = bkey(t).ok_or_else(|| RunError::Phase {
+                phase: i,
+                error: "a map or link phase takes bucket/key inputs ([B, K], [B, K, KeyData] \
+                        or [B, K, KeyData, Type])"
+                    .into(),
+                input: show(t, 500),
+            })?;
+            keys.push(k);
+            keydata.push(kd);
+        }
+        let objects = self
+            .source
+            .fetch(&keys, self.deadline)
+            .map_err(RunError::Inputs)?;
+        let mut out = Vec::new();
+        for (((k, kd), item), o) in keys.into_iter().zip(keydata).zip(items).zip(objects) {
+            let input = match o {
+                Some(object) if !object.is_tombstone() && !object.contents.is_empty() => {
+                    MapInput::Found(Arc::new(Fetched {
+                        bucket_type: k.bucket_type,
+                        bucket: k.bucket,
+                        key: k.key,
+                        object,
+                    }))
+                }
+                _ => MapInput::NotFound(item.clone()),
+            };
+            match &self.job.phases[i].kind {
+                PhaseKind::Map(f, arg) => {
+                    let r =
+                        builtins::map(*f, &input, &kd, arg).map_err(|error| RunError::Phase {
+                            phase: i,
+                            error,
+                            input: show(item, 500),
+                        })?;
+                    out.extend(r);
+                }
+                PhaseKind::Link { bucket, tag } => {
+                    if let MapInput::Found(o) = &input {
+                        out.extend(builtins::links(o, bucket.as_deref(), tag.as_deref()));
+                    }
+                }
+                PhaseKind::Reduce(..) => unreachable!("reduce phases do not fetch"),
+            }
+        }
+        Ok(out)
+    }
+
+    /// The end of phase `i`'s inputs: a reduce gives its result.
+    fn finish(&mut self, i: usize) -> Result<(), RunError> {
+        self.check_time()?;
+        let phase = &self.job.phases[i];
+        let PhaseKind::Reduce(f, _) = &phase.kind else {
+            return Ok(());
+        };
+        let r = &mut self.reducing[i];
+        let out = if !r.pending.is_empty() || !r.any_input {
+            let mut all = std::mem::take(&mut r.acc);
+            all.append(&mut r.pending);
+            let shown = show(&Term::List(all.clone()), 500);
+            builtins::reduce(*f, all).map_err(|error| RunError::Phase {
+                phase: i,
+                error,
+                input: shown,
+            })?
+        } else {
+            std::mem::take(&mut r.acc)
+        };
+        if phase.keep {
+            self.emit(i, out.clone());
+        }
+        for chunk in out.chunks(BATCH) {
+            self.push(i + 1, chunk.to_vec())?;
+        }
+        Ok(())
+    }
+}
+
+/// A listed key as the pipe carries it: `{B, K}`, or `{{{T, B}, K},
+/// undefined}` in a bucket type.
+fn listed(bucket_type: Option<&[u8]>, bucket: &[u8], key: &[u8]) -> Term {
+    match bucket_type {
+        None => Term::pair(Term::bin(bucket), Term::bin(key)),
+        Some(t) => Term::pair(
+            Term::pair(Term::pair(Term::bin(t), Term::bin(bucket)), Term::bin(key)),
+            Term::Atom("undefined"),
+        ),
+    }
+}
+
+/// An input's bucket/key and key data, in every form Riak's fetch takes:
+/// `{{B, K}, KD}`, `{B, K}`, `[B, K]`, `[B, K, KD]`, `[B, K, KD, T]`, with
+/// `B` a name or `{T, B}`.
+fn bkey(t: &Term) -> Option<(BKey, Term)> {
+    let undefined = Term::Atom("undefined");
+    let null2undefined = |kd: &Term| {
+        if kd.is_atom("null") {
+            undefined.clone()
+        } else {
+            kd.clone()
+        }
+    };
+    let (b, k, kd, ty) = match t {
+        Term::Tuple(v) if v.len() == 2 => match &v[0] {
+            Term::Tuple(bk) if bk.len() == 2 => (&bk[0], &bk[1], v[1].clone(), None),
+            _ => (&v[0], &v[1], undefined, None),
+        },
+        Term::List(v) => match v.len() {
+            2 => (&v[0], &v[1], undefined, None),
+            3 => (&v[0], &v[1], null2undefined(&v[2]), None),
+            4 => (&v[0], &v[1], null2undefined(&v[2]), Some(&v[3])),
+            _ => return None,
+        },
+        _ => return None,
+    };
+    let (bucket_type, bucket) = match (b, ty) {
+        (Term::Tuple(tb), None) if tb.len() == 2 => {
+            (Some(tb[0].as_bin()?.to_vec()), tb[1].as_bin()?.to_vec())
+        }
+        (Term::Bin(b), Some(t)) => (Some(t.as_bin()?.to_vec()), b.to_vec()),
+        (Term::Bin(b), None) => (None, b.to_vec()),
+        _ => return None,
+    };
+    Some((
+        BKey {
+            bucket_type,
+            bucket,
+            key: k.as_bin()?.to_vec(),
+        },
+        kd,
+    ))
+}
+
+/// A phaseless job's result for an input: `[B, K]`, `[B, K, KD]` or
+/// `[B, K, KD|null, T]`.
+fn phaseless(t: &Term) -> Term {
+    let Some((k, kd)) = bkey(t) else {
+        return t.clone();
+    };
+    let given = !kd.is_atom("undefined") || matches!(t, Term::List(v) if v.len() >= 3);
+    let mut v = vec![Term::bin(&k.bucket), Term::bin(&k.key)];
+    match k.bucket_type {
+        Some(ty) => {
+            v.push(if kd.is_atom("undefined") {
+                Term::Atom("null")
+            } else {
+                kd
+            });
+            v.push(Term::bin(ty));
+        }
+        None if given => v.push(if kd.is_atom("undefined") {
+            Term::Atom("null")
+        } else {
+            kd
+        }),
+        None => {}
+    }
+    Term::List(v)
+}
+
+#[cfg(test)]
+mod tests;
