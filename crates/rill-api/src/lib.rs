@@ -7,6 +7,7 @@
 //! no request can make the server allocate beyond its frame limit.
 
 pub mod http;
+mod mapred;
 pub mod pb;
 
 /// Runs node work (which blocks on disk) off the async threads.

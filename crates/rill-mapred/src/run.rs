@@ -66,18 +66,21 @@ pub enum RunError {
 }
 
 impl RunError {
-    /// The error as Riak reports it to clients: a JSON object.
+    /// The error as Riak reports it to clients: a JSON object, its
+    /// fields in Riak's order.
     pub fn to_json(&self) -> String {
+        let s = |t: &str| serde_json::Value::from(t).to_string();
         match self {
             RunError::Phase {
                 phase,
                 error,
                 input,
-            } => serde_json::json!({
-                "phase": phase, "error": error, "input": input, "type": "error", "stack": "[]"
-            })
-            .to_string(),
-            RunError::Inputs(m) => serde_json::json!({ "error": m }).to_string(),
+            } => format!(
+                r#"{{"phase":{phase},"error":{},"input":{},"type":"error","stack":"[]"}}"#,
+                s(error),
+                s(input)
+            ),
+            RunError::Inputs(m) => format!(r#"{{"error":{}}}"#, s(m)),
             RunError::Timeout => r#"{"error":"timeout"}"#.into(),
         }
     }
@@ -143,6 +146,16 @@ impl Runner<'_, '_> {
         }
     }
 
+    /// A source's error: the job's timeout if its time is up (the source
+    /// gave up for that reason), else the source's words.
+    fn source_failed(&self, e: String) -> RunError {
+        if Instant::now() >= self.deadline {
+            RunError::Timeout
+        } else {
+            RunError::Inputs(e)
+        }
+    }
+
     fn inputs(&mut self) -> Result<(), RunError> {
         let mut failed: Option<RunError> = None;
         let (job, source, deadline) = (self.job, self.source, self.deadline);
@@ -179,7 +192,7 @@ impl Runner<'_, '_> {
                     }
                     self.batch(items, &mut failed)
                 });
-                r.map_err(RunError::Inputs)?;
+                r.map_err(|e| self.source_failed(e))?;
             }
             Inputs::Index {
                 bucket_type,
@@ -192,7 +205,7 @@ impl Runner<'_, '_> {
                     let items = keys.iter().map(|k| listed(bt, bucket, k)).collect();
                     self.batch(items, &mut failed)
                 });
-                r.map_err(RunError::Inputs)?;
+                r.map_err(|e| self.source_failed(e))?;
             }
         }
         match failed {
@@ -283,7 +296,7 @@ impl Runner<'_, '_> {
         let objects = self
             .source
             .fetch(&keys, self.deadline)
-            .map_err(RunError::Inputs)?;
+            .map_err(|e| self.source_failed(e))?;
         let mut out = Vec::new();
         for (((k, kd), item), o) in keys.into_iter().zip(keydata).zip(items).zip(objects) {
             let input = match o {

@@ -73,7 +73,8 @@ pub enum Request {
     GetBucketKeyPreflist(RpbGetBucketKeyPreflistReq),
     DtFetch(DtFetchReq),
     DtUpdate(DtUpdateReq),
-    /// A message Riak knows that Rill does not serve (MapReduce, search,
+    MapRed(RpbMapRedReq),
+    /// A message Riak knows that Rill does not serve (search,
     /// TS, AAE folds, TLS, ...): answered with an error naming it.
     Unsupported(u8),
 }
@@ -103,8 +104,8 @@ impl Request {
             c::GET_BUCKET_KEY_PREFLIST_REQ => Request::GetBucketKeyPreflist(body(f)?),
             c::DT_FETCH_REQ => Request::DtFetch(body(f)?),
             c::DT_UPDATE_REQ => Request::DtUpdate(body(f)?),
-            c::MAP_RED_REQ
-            | c::SEARCH_QUERY_REQ
+            c::MAP_RED_REQ => Request::MapRed(body(f)?),
+            c::SEARCH_QUERY_REQ
             | c::YZ_INDEX_GET_REQ
             | c::YZ_INDEX_PUT_REQ
             | c::YZ_INDEX_DELETE_REQ
@@ -144,6 +145,7 @@ impl Request {
             Request::GetBucketKeyPreflist(m) => (c::GET_BUCKET_KEY_PREFLIST_REQ, m.encode_to_vec()),
             Request::DtFetch(m) => (c::DT_FETCH_REQ, m.encode_to_vec()),
             Request::DtUpdate(m) => (c::DT_UPDATE_REQ, m.encode_to_vec()),
+            Request::MapRed(m) => (c::MAP_RED_REQ, m.encode_to_vec()),
             Request::Unsupported(code) => (*code, Vec::new()),
         };
         encode_frame(code, &bytes, out);
@@ -178,6 +180,8 @@ pub enum Response {
     GetBucketKeyPreflist(RpbGetBucketKeyPreflistResp),
     DtFetch(DtFetchResp),
     DtUpdate(DtUpdateResp),
+    /// A part of a MapReduce job's results; the last has `done` set.
+    MapRed(RpbMapRedResp),
 }
 
 impl Response {
@@ -212,6 +216,7 @@ impl Response {
             c::GET_BUCKET_KEY_PREFLIST_RESP => Response::GetBucketKeyPreflist(body(f)?),
             c::DT_FETCH_RESP => Response::DtFetch(body(f)?),
             c::DT_UPDATE_RESP => Response::DtUpdate(body(f)?),
+            c::MAP_RED_RESP => Response::MapRed(body(f)?),
             other => return Err(DecodeError::UnknownCode(other)),
         })
     }
@@ -241,6 +246,7 @@ impl Response {
             }
             Response::DtFetch(m) => (c::DT_FETCH_RESP, m.encode_to_vec()),
             Response::DtUpdate(m) => (c::DT_UPDATE_RESP, m.encode_to_vec()),
+            Response::MapRed(m) => (c::MAP_RED_RESP, m.encode_to_vec()),
         };
         encode_frame(code, &bytes, out);
     }

@@ -3,12 +3,11 @@
 //! `multipart/mixed` body sent while the vnodes are read, so an answer
 //! of any size goes out with bounded memory.
 
-use super::other::stream_body;
+use super::other::{stream_body, JsonParts};
 use super::util::{json, kv_error, lossy as s, text};
 use super::{Ctx, Req};
 use crate::blocking;
-use axum::body::{Body, Bytes};
-use axum::http::{HeaderValue, StatusCode};
+use axum::http::StatusCode;
 use axum::response::Response;
 use rill_node::{IndexHit, IndexRequest, IndexSpec, KvError};
 use serde_json::{json, Map, Value};
@@ -90,17 +89,12 @@ pub(crate) async fn index(
         Ok(p) => p,
         Err(e) => return refused(t, e),
     };
-    let boundary = rill_node::ids_boundary();
-    let content_type = format!("multipart/mixed; boundary={boundary}");
-    let part = {
-        let boundary = boundary.clone();
-        move |v: &Value| -> Bytes {
-            format!("\r\n--{boundary}\r\nContent-Type: application/json\r\n\r\n{v}").into()
-        }
-    };
+    let parts = JsonParts::new();
+    let p = parts.clone();
     let stream = stream_body(move |tx| {
         let r = node.index_stream(&plan, &mut |batch| {
-            tx.blocking_send(Ok(part(&body_of(&batch)))).is_ok()
+            tx.blocking_send(Ok(p.part(&body_of(&batch).to_string())))
+                .is_ok()
         });
         let last = match r {
             Ok(Some(c)) => Some(json!({"continuation": s(&c)})),
@@ -108,13 +102,9 @@ pub(crate) async fn index(
             Err(e) => Some(json!({"error": e.to_string()})),
         };
         if let Some(v) = last {
-            let _ = tx.blocking_send(Ok(part(&v)));
+            let _ = tx.blocking_send(Ok(p.part(&v.to_string())));
         }
-        let _ = tx.blocking_send(Ok(format!("\r\n--{boundary}--\r\n").into()));
+        let _ = tx.blocking_send(Ok(p.end()));
     });
-    let mut r = Response::new(Body::from_stream(stream));
-    if let Ok(v) = HeaderValue::from_str(&content_type) {
-        r.headers_mut().insert("content-type", v);
-    }
-    r
+    parts.response(stream)
 }

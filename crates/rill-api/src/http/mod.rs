@@ -8,6 +8,7 @@
 
 mod dt;
 mod index;
+mod mapred;
 mod object;
 mod other;
 pub mod util;
@@ -128,10 +129,7 @@ async fn route(ctx: &Arc<Ctx>, req: &Req, segs: &[&[u8]]) -> Response {
         [b"buckets", b, b"counters", k] => dt::counter(ctx, req, b, k).await,
         [b"riak", b] => other::bucket_props(ctx, req, b"", b).await,
         [b"riak", b, k] => object::object(ctx, req, b"", b, k).await,
-        [b"mapred"] => text(
-            StatusCode::NOT_IMPLEMENTED,
-            "MapReduce is not supported by Rill\n",
-        ),
+        [b"mapred"] => mapred::mapred(ctx, req).await,
         _ => text(StatusCode::NOT_FOUND, "not found\n"),
     }
 }

@@ -42,7 +42,7 @@ fn link_value(links: &[Link], bucket: &[u8]) -> String {
                 "</buckets/{}/keys/{}>; riaktag=\"{}\"",
                 encode_segment(&l.bucket),
                 encode_segment(&l.key),
-                String::from_utf8_lossy(&l.tag)
+                encode_segment(&l.tag)
             )
         })
         .collect();
@@ -311,11 +311,11 @@ fn parse_links(h: &HeaderMap) -> Result<Vec<Link>, Response> {
                 ["riak", b, k] => (*b, *k),
                 _ => return Err(bad()),
             };
-            let d = |x: &str| super::util::percent_decode(x).map_err(|_| bad());
+            let d = super::util::percent_decode_lenient;
             out.push(Link {
-                bucket: d(bucket)?,
-                key: d(key)?,
-                tag: d(tag)?,
+                bucket: d(bucket),
+                key: d(key),
+                tag: d(tag),
             });
         }
     }

@@ -391,6 +391,44 @@ pub(crate) async fn admin_activate(ctx: &Arc<Ctx>, req: &Req, t: &[u8]) -> Respo
 }
 
 /// Body chunks from a channel, for streamed answers.
+/// A streamed `multipart/mixed` body of JSON parts (Riak's streamed 2i
+/// and chunked MapReduce answers).
+#[derive(Clone)]
+pub(crate) struct JsonParts {
+    boundary: String,
+}
+
+impl JsonParts {
+    pub(crate) fn new() -> JsonParts {
+        JsonParts {
+            boundary: rill_node::ids_boundary(),
+        }
+    }
+
+    pub(crate) fn part(&self, json: &str) -> axum::body::Bytes {
+        format!(
+            "\r\n--{}\r\nContent-Type: application/json\r\n\r\n{json}",
+            self.boundary
+        )
+        .into()
+    }
+
+    pub(crate) fn end(&self) -> axum::body::Bytes {
+        format!("\r\n--{}--\r\n", self.boundary).into()
+    }
+
+    /// The response whose body `stream` carries these parts.
+    pub(crate) fn response(&self, stream: ChunkStream) -> Response {
+        let mut r = Response::new(axum::body::Body::from_stream(stream));
+        if let Ok(v) =
+            HeaderValue::from_str(&format!("multipart/mixed; boundary={}", self.boundary))
+        {
+            r.headers_mut().insert("content-type", v);
+        }
+        r
+    }
+}
+
 pub(crate) struct ChunkStream(
     pub tokio::sync::mpsc::Receiver<Result<axum::body::Bytes, std::io::Error>>,
 );

@@ -48,6 +48,32 @@ pub fn percent_decode(s: &str) -> Result<Vec<u8>, String> {
     Ok(out)
 }
 
+/// mochiweb's `unquote` as Riak applies it to `Link` headers: `%XX`
+/// decoded, `+` as a space, and a `%` not followed by two hex digits
+/// kept as it is (a tag such as `tag2!@#%^&*)`).
+pub fn percent_decode_lenient(s: &str) -> Vec<u8> {
+    let b = s.as_bytes();
+    let mut out = Vec::with_capacity(b.len());
+    let mut i = 0;
+    while i < b.len() {
+        match (
+            b[i],
+            b.get(i + 1).and_then(|c| hex(*c)),
+            b.get(i + 2).and_then(|c| hex(*c)),
+        ) {
+            (b'%', Some(h), Some(l)) => {
+                out.push(h * 16 + l);
+                i += 3;
+                continue;
+            }
+            (b'+', ..) => out.push(b' '),
+            (c, ..) => out.push(c),
+        }
+        i += 1;
+    }
+    out
+}
+
 pub fn decode_segment(s: &str) -> Result<Vec<u8>, String> {
     percent_decode(s)
 }
@@ -220,6 +246,12 @@ pub fn http_date(secs: u64) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn lenient_decoding_keeps_a_stray_percent() {
+        assert_eq!(percent_decode_lenient("tag2!@#%^&*)"), b"tag2!@#%^&*)");
+        assert_eq!(percent_decode_lenient("a%2Fb+c%"), b"a/b c%");
+    }
 
     #[test]
     fn dates() {

@@ -57,7 +57,6 @@ fn timeout(ms: Option<u32>) -> Option<Duration> {
 
 fn unsupported(code: u8) -> Response {
     let what = match code {
-        codes::MAP_RED_REQ => "MapReduce",
         codes::SEARCH_QUERY_REQ | 54..=60 => "Riak Search (Yokozuna)",
         codes::COVERAGE_REQ => "coverage plans",
         codes::AUTH_REQ => "authentication (security is not enabled)",
@@ -83,6 +82,7 @@ impl Session {
     pub async fn handle(&mut self, req: Request, socket: &mut TcpStream) -> std::io::Result<()> {
         match req {
             Request::ListKeys(r) => return self.list_keys(r, socket).await,
+            Request::MapRed(r) => return super::mapred::mapred(&self.node, r, socket).await,
             Request::Index(r) if r.stream == Some(true) => return self.index(r, socket).await,
             Request::ListBuckets(r) if r.stream == Some(true) => {
                 return self.list_buckets_stream(r, socket).await
@@ -220,7 +220,7 @@ impl Session {
             Request::CounterUpdate(r) => super::dt::counter_update(node, r).await,
             Request::CounterGet(r) => super::dt::counter_get(node, r).await,
             Request::Unsupported(code) => unsupported(code),
-            Request::ListKeys(_) => unreachable!("streamed above"),
+            Request::ListKeys(_) | Request::MapRed(_) => unreachable!("streamed above"),
         }
     }
 

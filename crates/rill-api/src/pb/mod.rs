@@ -6,6 +6,7 @@
 mod convert;
 mod dt;
 mod handler;
+mod mapred;
 
 use bytes::BytesMut;
 use rill_node::Node;
