@@ -121,6 +121,8 @@ impl LeveldbStore {
             }
             other => other.map_err(engine)?,
         };
+        tracing::info!(dir = %dir.display(), budget_bytes = opts.max_memory_bytes,
+            block_cache_bytes = cache, write_buffers_bytes = buffers, "leveldb memory budget");
         Ok(LeveldbStore {
             db,
             dir: dir.to_path_buf(),

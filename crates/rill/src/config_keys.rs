@@ -123,7 +123,7 @@ pub const KEYS: &[(&str, &str)] = &[
     ),
     (
         "leveldb.maximum_memory.percent",
-        "share of the machine's memory for leveldb's block cache and write buffers, all vnodes together (default 70, as Riak)",
+        "share of the node's memory (the machine's, or its control group's limit) for leveldb's block cache and write buffers, all vnodes together (default 70, as Riak)",
     ),
     (
         "leveldb.maximum_memory",
