@@ -6,7 +6,7 @@
 use libfuzzer_sys::fuzz_target;
 use rill_mapred::{json, parse_job, run, BKey, IndexQuery, Source};
 use rill_object::{Content, Link, Metadata, Object};
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 struct Store;
 
@@ -68,10 +68,20 @@ impl Source for Store {
 }
 
 fuzz_target!(|data: &[u8]| {
-    if let Ok(job) = parse_job(data) {
-        let _ = run(&job, &Store, &mut |_, items| {
-            let _ = json::encode(&items);
-            true
-        });
+    if let Ok(mut job) = parse_job(data) {
+        // A job that fans out runs until its time is up: keep that short.
+        job.timeout = job.timeout.min(Duration::from_millis(50));
+        // The stack a node's job gets (a blocking thread's 2 MiB).
+        std::thread::Builder::new()
+            .stack_size(2 << 20)
+            .spawn(move || {
+                let _ = run(&job, &Store, &mut |_: usize, items: Vec<rill_mapred::Term>| {
+                    let _ = json::encode(&items);
+                    true
+                });
+            })
+            .expect("a thread")
+            .join()
+            .expect("no panic");
     }
 });

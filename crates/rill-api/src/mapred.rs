@@ -3,11 +3,13 @@
 //! job run on a blocking thread whose kept results arrive as JSON, batch
 //! by batch, over a channel.
 
+use bytes::Bytes;
 use rill_mapred::{parse_job, BKey, IndexQuery, Job, JobError, RunError, Source, Term};
 use rill_node::{GetAnswer, GetRequest, IndexRequest, IndexSpec, Node, Quorum};
 use rill_object::Object;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 use tokio::runtime::Handle;
 use tokio::sync::mpsc;
 
@@ -120,35 +122,124 @@ pub(crate) enum Event {
     Done(Result<(), RunError>),
 }
 
-/// Parses a job, or says why it is refused.
-pub(crate) fn job(body: &[u8]) -> Result<Job, JobError> {
-    parse_job(body)
+/// Jobs a node runs at once, at most: each holds a blocking thread while
+/// it runs, and its reads need more of them.
+pub(crate) const MAX_JOBS: usize = 32;
+
+static RUNNING: AtomicUsize = AtomicUsize::new(0);
+
+/// A place among the running jobs, given back when dropped.
+pub(crate) struct Slot(());
+
+impl Drop for Slot {
+    fn drop(&mut self) {
+        RUNNING.fetch_sub(1, Ordering::AcqRel);
+    }
+}
+
+/// Why a job was not started.
+pub(crate) enum Refused {
+    Job(JobError),
+    Busy(String),
+}
+
+/// Parses a job (off the async threads: key filters compile regular
+/// expressions) and takes a place for it among the running jobs.
+pub(crate) async fn admit(body: Bytes) -> Result<(Job, Slot), Refused> {
+    let job = crate::blocking(move || parse_job(&body))
+        .await
+        .map_err(Refused::Job)?;
+    if RUNNING.fetch_add(1, Ordering::AcqRel) >= MAX_JOBS {
+        RUNNING.fetch_sub(1, Ordering::AcqRel);
+        return Err(Refused::Busy(format!(
+            "overload: {MAX_JOBS} MapReduce jobs are running on this node; retry later"
+        )));
+    }
+    Ok((job, Slot(())))
+}
+
+/// The job's side of the channel: results wait for the client at most
+/// until the job's deadline, and a client gone away cancels the job.
+struct Relay {
+    tx: mpsc::Sender<Event>,
+    rt: Handle,
+    deadline: Instant,
+}
+
+impl Relay {
+    fn send(&self, e: Event, until: Instant) -> bool {
+        let tx = self.tx.clone();
+        self.rt
+            .block_on(async move { tokio::time::timeout_at(until.into(), tx.send(e)).await })
+            .is_ok_and(|sent| sent.is_ok())
+    }
+}
+
+impl rill_mapred::run::Sink for Relay {
+    fn results(&mut self, phase: usize, items: Vec<Term>) -> bool {
+        self.send(Event::Results(phase, items), self.deadline)
+    }
+
+    fn cancelled(&self) -> bool {
+        self.tx.is_closed()
+    }
 }
 
 /// Starts a job on a blocking thread; its results come on the channel,
-/// `Done` last. Dropping the receiver stops the job at its next batch.
-pub(crate) fn start(node: Arc<Node>, job: Job) -> mpsc::Receiver<Event> {
+/// `Done` last. Dropping the receiver stops the job at its next input.
+pub(crate) fn start(node: Arc<Node>, job: Job, slot: Slot) -> mpsc::Receiver<Event> {
     let (tx, rx) = mpsc::channel(4);
     let rt = Handle::current();
     tokio::task::spawn_blocking(move || {
-        let source = NodeSource { node, rt };
-        let end = rill_mapred::run(&job, &source, &mut |phase, items: Vec<Term>| {
-            tx.blocking_send(Event::Results(phase, items)).is_ok()
-        });
+        let _slot = slot;
+        let deadline = Instant::now() + job.timeout;
+        let source = NodeSource {
+            node,
+            rt: rt.clone(),
+        };
+        let mut relay = Relay { tx, rt, deadline };
+        let end = rill_mapred::run(&job, &source, &mut relay);
         if let Err(e) = &end {
             tracing::debug!(error = %e.to_json(), "a MapReduce job failed");
         }
-        let _ = tx.blocking_send(Event::Done(end));
+        // A client that reads nothing more is not waited for long.
+        let last = Instant::now().max(deadline) + Duration::from_secs(5);
+        relay.send(Event::Done(end), last);
     });
     rx
 }
 
-/// A batch as JSON, or the error a client gets for a result JSON cannot
-/// carry (Riak fails the job the same way).
-pub(crate) fn encode(phase: usize, items: &[Term]) -> Result<String, RunError> {
-    rill_mapred::json::encode(items).map_err(|e| RunError::Phase {
+/// The most JSON one answer part holds (one larger result goes alone).
+const PART_BYTES: usize = 8 << 20;
+
+/// A batch as JSON arrays of at most [`PART_BYTES`] each (a list of
+/// `{Key, Value}` pairs, a JSON object, whole), or the error a client
+/// gets for a result JSON cannot carry (Riak fails the job the same way).
+pub(crate) fn encode(phase: usize, items: &[Term]) -> Result<Vec<String>, RunError> {
+    let failed = |e: rill_mapred::json::EncodeError| RunError::Phase {
         phase,
         error: e.message,
         input: String::new(),
-    })
+    };
+    if matches!(items.first(), Some(Term::Tuple(p)) if p.len() == 2) {
+        return Ok(vec![rill_mapred::json::encode(items).map_err(failed)?]);
+    }
+    let mut parts = Vec::new();
+    let mut part = String::from("[");
+    for t in items {
+        let one = rill_mapred::json::encode_term(t).map_err(failed)?;
+        if part.len() > 1 && part.len() + one.len() > PART_BYTES {
+            part.push(']');
+            parts.push(std::mem::replace(&mut part, String::from("[")));
+        }
+        if part.len() > 1 {
+            part.push(',');
+        }
+        part.push_str(&one);
+    }
+    part.push(']');
+    if part.len() > 2 || parts.is_empty() {
+        parts.push(part);
+    }
+    Ok(parts)
 }

@@ -111,7 +111,7 @@ pub fn map(f: MapFun, input: &MapInput, keydata: &Term, arg: &Term) -> Result<Ve
                 ));
             }
             Ok(match f {
-                MapFun::ObjectValue => vec![Term::Bin(live[0].value.clone())],
+                MapFun::ObjectValue => vec![Term::Bin(o.object.contents[0].value.clone())],
                 // A stored value is bytes, never an Erlang list: as in
                 // Riak, there is nothing to emit.
                 _ => Vec::new(),
@@ -155,38 +155,37 @@ fn notfound_action(
 /// The links of an object that match a link phase (`None` matches all),
 /// as `[Bucket, Key, Tag]`.
 pub fn links(o: &Fetched, bucket: Option<&[u8]>, tag: Option<&[u8]>) -> Vec<Term> {
-    let mut out: Vec<Term> = Vec::new();
-    for c in o.object.contents.iter().filter(|c| !c.meta.deleted) {
-        for l in &c.meta.links {
-            if bucket.is_some_and(|b| b != l.bucket.as_slice())
-                || tag.is_some_and(|t| t != l.tag.as_slice())
-            {
-                continue;
-            }
-            let t = Term::List(vec![
+    let mut out: Vec<Term> = o
+        .object
+        .contents
+        .iter()
+        .filter(|c| !c.meta.deleted)
+        .flat_map(|c| &c.meta.links)
+        .filter(|l| {
+            bucket.is_none_or(|b| b == l.bucket.as_slice())
+                && tag.is_none_or(|t| t == l.tag.as_slice())
+        })
+        .map(|l| {
+            Term::List(vec![
                 Term::bin(&l.bucket),
                 Term::bin(&l.key),
                 Term::bin(&l.tag),
-            ]);
-            if !out.iter().any(|x| exact_cmp(x, &t) == Ordering::Equal) {
-                out.push(t);
-            }
-        }
-    }
+            ])
+        })
+        .collect();
+    // Sorted and merged across siblings, as Riak's link walker does.
+    out.sort_by(exact_cmp);
+    out.dedup_by(|a, b| exact_cmp(a, b) == Ordering::Equal);
     out
-}
-
-fn is_datum(t: &Term) -> bool {
-    !matches!(t, Term::Tuple(v) if (v.len() == 2 || v.len() == 3) && v[0].is_atom("not_found"))
 }
 
 /// Runs a reduce function on a batch (its earlier output first, then new
 /// inputs).
-pub fn reduce(f: ReduceFun, inputs: Vec<Term>) -> Result<Vec<Term>, String> {
+pub fn reduce(f: ReduceFun, inputs: &[Term]) -> Result<Vec<Term>, String> {
     match f {
         ReduceFun::Identity => {
             let mut out = Vec::with_capacity(inputs.len());
-            for t in &inputs {
+            for t in inputs {
                 out.push(identity_bkey(t).ok_or_else(|| {
                     format!(
                         "reduce_identity takes bucket/key inputs, not {}",
@@ -199,19 +198,18 @@ pub fn reduce(f: ReduceFun, inputs: Vec<Term>) -> Result<Vec<Term>, String> {
             Ok(out)
         }
         ReduceFun::SetUnion => {
-            let mut v = inputs;
+            let mut v = inputs.to_vec();
             v.sort_by(exact_cmp);
             v.dedup_by(|a, b| exact_cmp(a, b) == Ordering::Equal);
             Ok(v)
         }
         ReduceFun::Sort => {
-            let mut v = inputs;
+            let mut v = inputs.to_vec();
             v.sort_by(erlang_cmp);
             Ok(v)
         }
         ReduceFun::StringToInteger => inputs
             .iter()
-            .filter(|t| is_datum(t))
             .map(|t| {
                 let n = match t {
                     Term::Int(i) => Some(*i),
@@ -228,15 +226,15 @@ pub fn reduce(f: ReduceFun, inputs: Vec<Term>) -> Result<Vec<Term>, String> {
             .collect(),
         ReduceFun::Sum => {
             let mut acc = Term::Int(0);
-            for t in inputs.iter().filter(|t| is_datum(t)) {
+            for t in inputs {
                 acc = add(&acc, t).ok_or_else(|| not_a_number("reduce_sum", t))?;
             }
             Ok(vec![acc])
         }
-        ReduceFun::PlistSum => plist_sum(inputs),
+        ReduceFun::PlistSum => plist_sum(inputs.to_vec()),
         ReduceFun::CountInputs => {
             let mut n: i64 = 0;
-            for t in &inputs {
+            for t in inputs {
                 n = n.saturating_add(match t {
                     Term::Int(i) => *i,
                     _ => 1,
@@ -261,9 +259,9 @@ fn add(a: &Term, b: &Term) -> Option<Term> {
     Some(match (a, b) {
         (Term::Int(x), Term::Int(y)) => Term::Int(x.checked_add(*y)?),
         (Term::Int(x), Term::Float(y)) | (Term::Float(y), Term::Int(x)) => {
-            Term::Float(*x as f64 + y)
+            Term::Float(Some(*x as f64 + y).filter(|f| f.is_finite())?)
         }
-        (Term::Float(x), Term::Float(y)) => Term::Float(x + y),
+        (Term::Float(x), Term::Float(y)) => Term::Float(Some(x + y).filter(|f| f.is_finite())?),
         _ => return None,
     })
 }

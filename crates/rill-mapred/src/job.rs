@@ -10,6 +10,16 @@ use std::time::Duration;
 /// Riak's default for a job's whole run.
 pub const DEFAULT_TIMEOUT: Duration = Duration::from_millis(60_000);
 
+/// The longest a job may run, whatever it asks: an hour.
+pub const MAX_TIMEOUT: Duration = Duration::from_secs(3600);
+
+/// The most phases a job may have (each phase hands its output to the
+/// next, a call deeper; Riak sets no limit, jobs use a handful).
+pub const MAX_PHASES: usize = 100;
+
+/// The most key filters a job may have, nested ones included.
+pub const MAX_FILTERS: usize = 1000;
+
 #[derive(Debug)]
 pub struct Job {
     pub inputs: Inputs,
@@ -108,7 +118,8 @@ pub fn parse_job(body: &[u8]) -> Result<Job, JobError> {
     let timeout = match m.get("timeout").and_then(Value::as_f64) {
         Some(ms) if ms >= 1.0 => Duration::from_millis(ms.min(u32::MAX as f64) as u64),
         _ => DEFAULT_TIMEOUT,
-    };
+    }
+    .min(MAX_TIMEOUT);
     Ok(Job {
         inputs: parse_inputs(inputs)?,
         phases: parse_query(query)?,
@@ -223,6 +234,11 @@ fn index_query(
 ) -> Option<Result<IndexQuery, JobError>> {
     let field = String::from_utf8_lossy(index).to_ascii_lowercase();
     let int = field.ends_with("_int");
+    if !int && !field.ends_with("_bin") && field != "$key" && field != "$bucket" {
+        return Some(Err(parse_err(format!(
+            "{{unknown_field_type,{field}}}: an index name ends in _bin or _int, or is $key or $bucket\n"
+        ))));
+    }
     let term = |v: &Value| -> Result<Vec<u8>, JobError> {
         let bad = || {
             parse_err(format!(
@@ -266,6 +282,12 @@ fn parse_query(v: &Value) -> Result<Vec<Phase>, JobError> {
             "The value of the \"query\" field was not a list:\n   {v}\n"
         )));
     };
+    if steps.len() > MAX_PHASES {
+        return Err(parse_err(format!(
+            "A job may have at most {MAX_PHASES} phases; this one has {}\n",
+            steps.len()
+        )));
+    }
     let last = steps.len().saturating_sub(1);
     steps
         .iter()

@@ -59,8 +59,8 @@ pub enum RunError {
         error: String,
         input: String,
     },
-    /// The inputs could not be listed or queried.
-    Inputs(String),
+    /// The inputs could not be listed or queried, or objects read.
+    Source(String),
     /// The job's time ran out.
     Timeout,
 }
@@ -80,15 +80,30 @@ impl RunError {
                 s(error),
                 s(input)
             ),
-            RunError::Inputs(m) => format!(r#"{{"error":{}}}"#, s(m)),
+            RunError::Source(m) => format!(r#"{{"error":{}}}"#, s(m)),
             RunError::Timeout => r#"{"error":"timeout"}"#.into(),
         }
     }
 }
 
-/// Where a kept phase's results go: `(phase, results)`; it returns
-/// false when no one is listening any more, which ends the job.
-pub type Sink<'a> = dyn FnMut(usize, Vec<Term>) -> bool + 'a;
+/// Where a kept phase's results go.
+pub trait Sink {
+    /// A batch of phase `phase`'s results; false when no one is listening
+    /// any more, which ends the job.
+    fn results(&mut self, phase: usize, items: Vec<Term>) -> bool;
+
+    /// True once no one listens (the client went away): the job stops at
+    /// its next input, kept results or not.
+    fn cancelled(&self) -> bool {
+        false
+    }
+}
+
+impl<F: FnMut(usize, Vec<Term>) -> bool> Sink for F {
+    fn results(&mut self, phase: usize, items: Vec<Term>) -> bool {
+        self(phase, items)
+    }
+}
 
 /// Inputs handed on at a time, at most.
 pub const BATCH: usize = 100;
@@ -99,17 +114,17 @@ struct Reducing {
     any_input: bool,
 }
 
-struct Runner<'a, 's> {
+struct Runner<'a> {
     job: &'a Job,
     source: &'a dyn Source,
-    sink: &'a mut Sink<'s>,
+    sink: &'a mut dyn Sink,
     deadline: Instant,
     reducing: Vec<Reducing>,
     stopped: bool,
 }
 
 /// Runs `job` over `source`, its kept results to `sink`.
-pub fn run(job: &Job, source: &dyn Source, sink: &mut Sink<'_>) -> Result<(), RunError> {
+pub fn run(job: &Job, source: &dyn Source, sink: &mut dyn Sink) -> Result<(), RunError> {
     let deadline = Instant::now() + job.timeout;
     let mut r = Runner {
         job,
@@ -128,22 +143,26 @@ pub fn run(job: &Job, source: &dyn Source, sink: &mut Sink<'_>) -> Result<(), Ru
         stopped: false,
     };
     r.inputs()?;
-    if r.stopped {
-        return Ok(());
-    }
     for i in 0..job.phases.len() {
+        if r.stopped {
+            break;
+        }
         r.finish(i)?;
     }
     Ok(())
 }
 
-impl Runner<'_, '_> {
-    fn check_time(&self) -> Result<(), RunError> {
+impl Runner<'_> {
+    /// Whether to go on: the job's time is not up (an error if it is),
+    /// and someone still listens (`stopped` is set if not).
+    fn check_time(&mut self) -> Result<(), RunError> {
         if Instant::now() >= self.deadline {
-            Err(RunError::Timeout)
-        } else {
-            Ok(())
+            return Err(RunError::Timeout);
         }
+        if !self.stopped && self.sink.cancelled() {
+            self.stopped = true;
+        }
+        Ok(())
     }
 
     /// A source's error: the job's timeout if its time is up (the source
@@ -152,7 +171,7 @@ impl Runner<'_, '_> {
         if Instant::now() >= self.deadline {
             RunError::Timeout
         } else {
-            RunError::Inputs(e)
+            RunError::Source(e)
         }
     }
 
@@ -183,7 +202,7 @@ impl Runner<'_, '_> {
                                 Ok(true) => {}
                                 Ok(false) => continue,
                                 Err(e) => {
-                                    failed = Some(RunError::Inputs(e));
+                                    failed = Some(RunError::Source(e));
                                     return false;
                                 }
                             }
@@ -229,14 +248,51 @@ impl Runner<'_, '_> {
     }
 
     fn emit(&mut self, phase: usize, items: Vec<Term>) {
-        if !items.is_empty() && !self.stopped && !(self.sink)(phase, items) {
+        if !items.is_empty() && !self.stopped && !self.sink.results(phase, items) {
             self.stopped = true;
         }
     }
 
+    /// Phase `i`'s results: to the client if kept, and on to phase `i + 1`,
+    /// [`BATCH`] at a time. Results that JSON writes as one object (a
+    /// list of `{Key, Value}` pairs, as `reduce_plist_sum` gives) go to
+    /// the client whole.
+    fn forward(&mut self, i: usize, out: Vec<Term>) -> Result<(), RunError> {
+        let object = matches!(out.first(), Some(Term::Tuple(p)) if p.len() == 2);
+        if self.job.phases[i].keep && object {
+            self.emit(i, out.clone());
+        }
+        for chunk in out.chunks(BATCH) {
+            if self.job.phases[i].keep && !object {
+                self.emit(i, chunk.to_vec());
+            }
+            self.push(i + 1, chunk.to_vec())?;
+        }
+        Ok(())
+    }
+
+    /// Calls a reduce function, naming its inputs only if it fails.
+    fn reduce(
+        &self,
+        i: usize,
+        f: builtins::ReduceFun,
+        all: Vec<Term>,
+    ) -> Result<Vec<Term>, RunError> {
+        builtins::reduce(f, &all).map_err(|error| RunError::Phase {
+            phase: i,
+            error,
+            input: show(&Term::List(all), 500),
+        })
+    }
+
     /// Gives phase `i` some inputs (`i` past the last phase: nothing).
+    /// Each phase calls the next for its output, so the depth of calls is
+    /// the number of phases, which the job's parser bounds.
     fn push(&mut self, i: usize, items: Vec<Term>) -> Result<(), RunError> {
         self.check_time()?;
+        if self.stopped {
+            return Ok(());
+        }
         if self.job.phases.is_empty() {
             let items = items.iter().map(phaseless).collect();
             self.emit(0, items);
@@ -245,41 +301,31 @@ impl Runner<'_, '_> {
         let Some(phase) = self.job.phases.get(i) else {
             return Ok(());
         };
-        let out = match &phase.kind {
-            PhaseKind::Map(..) | PhaseKind::Link { .. } => self.map_batch(i, &items)?,
+        match &phase.kind {
+            PhaseKind::Map(..) | PhaseKind::Link { .. } => self.map_batch(i, &items),
             PhaseKind::Reduce(f, arg) => {
-                let r = &mut self.reducing[i];
-                r.any_input = true;
-                r.pending.extend(items);
-                match builtins::reduce_batch(arg) {
-                    Some(n) if r.pending.len() >= n => {
+                self.reducing[i].any_input = true;
+                self.reducing[i].pending.extend(items);
+                // Riak's re-reduce: every `n` inputs, the earlier output
+                // and those `n`.
+                if let Some(n) = builtins::reduce_batch(arg) {
+                    while self.reducing[i].pending.len() >= n {
+                        let r = &mut self.reducing[i];
                         let mut all = std::mem::take(&mut r.acc);
-                        all.append(&mut r.pending);
-                        let shown = show(&Term::List(all.clone()), 500);
-                        r.acc = builtins::reduce(*f, all).map_err(|error| RunError::Phase {
-                            phase: i,
-                            error,
-                            input: shown,
-                        })?;
+                        all.extend(r.pending.drain(..n));
+                        self.reducing[i].acc = self.reduce(i, *f, all)?;
+                        self.check_time()?;
                     }
-                    _ => {}
                 }
-                return Ok(());
-            }
-        };
-        if phase.keep {
-            self.emit(i, out.clone());
-        }
-        if !out.is_empty() {
-            for chunk in out.chunks(BATCH) {
-                self.push(i + 1, chunk.to_vec())?;
+                Ok(())
             }
         }
-        Ok(())
     }
 
-    /// A map or link phase over a batch: every object fetched at once.
-    fn map_batch(&mut self, i: usize, items: &[Term]) -> Result<Vec<Term>, RunError> {
+    /// A map or link phase over a batch: every object fetched at once;
+    /// results handed on every [`BATCH`], so one input that gives many
+    /// (a `{"sub": [...]}` arg) does not pile up.
+    fn map_batch(&mut self, i: usize, items: &[Term]) -> Result<(), RunError> {
         let mut keys = Vec::with_capacity(items.len());
         let mut keydata = Vec::with_capacity(items.len());
         for t in items {
@@ -299,6 +345,10 @@ impl Runner<'_, '_> {
             .map_err(|e| self.source_failed(e))?;
         let mut out = Vec::new();
         for (((k, kd), item), o) in keys.into_iter().zip(keydata).zip(items).zip(objects) {
+            self.check_time()?;
+            if self.stopped {
+                return Ok(());
+            }
             let input = match o {
                 Some(object) if !object.is_tombstone() && !object.contents.is_empty() => {
                     MapInput::Found(Arc::new(Fetched {
@@ -327,37 +377,31 @@ impl Runner<'_, '_> {
                 }
                 PhaseKind::Reduce(..) => unreachable!("reduce phases do not fetch"),
             }
+            if out.len() >= BATCH {
+                self.forward(i, std::mem::take(&mut out))?;
+            }
         }
-        Ok(out)
+        if !out.is_empty() {
+            self.forward(i, out)?;
+        }
+        Ok(())
     }
 
     /// The end of phase `i`'s inputs: a reduce gives its result.
     fn finish(&mut self, i: usize) -> Result<(), RunError> {
         self.check_time()?;
-        let phase = &self.job.phases[i];
-        let PhaseKind::Reduce(f, _) = &phase.kind else {
+        let PhaseKind::Reduce(f, _) = &self.job.phases[i].kind else {
             return Ok(());
         };
         let r = &mut self.reducing[i];
         let out = if !r.pending.is_empty() || !r.any_input {
             let mut all = std::mem::take(&mut r.acc);
             all.append(&mut r.pending);
-            let shown = show(&Term::List(all.clone()), 500);
-            builtins::reduce(*f, all).map_err(|error| RunError::Phase {
-                phase: i,
-                error,
-                input: shown,
-            })?
+            self.reduce(i, *f, all)?
         } else {
             std::mem::take(&mut r.acc)
         };
-        if phase.keep {
-            self.emit(i, out.clone());
-        }
-        for chunk in out.chunks(BATCH) {
-            self.push(i + 1, chunk.to_vec())?;
-        }
-        Ok(())
+        self.forward(i, out)
     }
 }
 

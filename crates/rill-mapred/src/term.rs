@@ -143,8 +143,13 @@ fn compare(a: &Term, b: &Term, exact: bool) -> Ordering {
         (Term::Atom(x), Term::Atom(y)) => x.cmp(y),
         (Term::Bin(x), Term::Bin(y)) => x.cmp(y),
         (Term::List(x), Term::List(y)) => seq(x.iter(), y.iter(), exact),
+        (Term::Tuple(x), Term::Tuple(y)) => x
+            .len()
+            .cmp(&y.len())
+            .then_with(|| seq(x.iter(), y.iter(), exact)),
         _ => {
-            // Tuples of every kind.
+            // Tuples of other kinds (decoded JSON objects, fetched
+            // objects), compared as the Erlang tuples they are.
             let (sa, sb) = (a.tuple_size(), b.tuple_size());
             if sa != sb {
                 return sa.cmp(&sb);
@@ -223,6 +228,9 @@ fn write_term(t: &Term, s: &mut String, limit: usize) {
     let list = |s: &mut String, items: &[Term], open: char, close: char| {
         s.push(open);
         for (i, x) in items.iter().enumerate() {
+            if s.len() > limit {
+                break;
+            }
             if i > 0 {
                 s.push(',');
             }
@@ -236,6 +244,8 @@ fn write_term(t: &Term, s: &mut String, limit: usize) {
         Term::Atom(a) => s.push_str(a),
         Term::Bin(b) => {
             s.push_str("<<");
+            // No more of a long binary than the limit can show.
+            let b = &b[..b.len().min(limit + 1)];
             if !b.is_empty() && b.iter().all(|c| (0x20..0x7f).contains(c)) {
                 s.push('"');
                 for &c in b.iter() {
@@ -246,8 +256,12 @@ fn write_term(t: &Term, s: &mut String, limit: usize) {
                 }
                 s.push('"');
             } else {
-                let bytes: Vec<String> = b.iter().map(|c| c.to_string()).collect();
-                s.push_str(&bytes.join(","));
+                for (i, c) in b.iter().enumerate() {
+                    if i > 0 {
+                        s.push(',');
+                    }
+                    s.push_str(&c.to_string());
+                }
             }
             s.push_str(">>");
         }

@@ -140,6 +140,12 @@ fn mapreduce_over_pb_and_http() {
     assert!(pb(&mut c, &json!({"inputs": "nums"}))
         .unwrap_err()
         .contains("\"query\""));
+    // A result JSON cannot carry (a whole object) fails the job mid-stream.
+    let mut ident = erl("map", "map_identity");
+    ident["map"]["keep"] = json!(true);
+    let job = json!({"inputs": [["nums", "foo"]], "query": [ident, erl("reduce", "reduce_count_inputs")]});
+    let e = pb(&mut c, &job).unwrap_err();
+    assert!(e.contains("no JSON form"), "{e}");
     c.ping().unwrap();
 
     // HTTP: two kept phases are a list of lists.
@@ -181,6 +187,19 @@ fn mapreduce_over_pb_and_http() {
     }
     assert_eq!(phases[&2], [json!(6)]);
     assert_eq!(phases[&0].len(), 2);
+    // A failure while chunked: a last part holding the error, then the end.
+    let bad = json!({"inputs": [["nums", "foo"], ["nums", "nope"]], "query": [erl("map", "map_object_value")]});
+    let r = post(
+        "/mapred?chunked=true",
+        "application/json",
+        bad.to_string().as_bytes(),
+    );
+    let body = String::from_utf8(r.body).unwrap();
+    assert!(
+        body.contains("\"error\"") && body.contains("filter_notfound"),
+        "{body}"
+    );
+    assert!(body.trim_end().ends_with("--"), "{body}");
     // Refusals: the wrong type, a body that is no job, a JavaScript
     // phase, a job that fails while it runs.
     assert_eq!(post("/mapred", "text/plain", b"{}").status, 415);

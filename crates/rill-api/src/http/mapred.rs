@@ -6,16 +6,17 @@
 //! job is a 400 (text, or `{"phase": N, "error": ...}` for a phase Rill
 //! does not run); a failed one a 500 with Riak's error object.
 
-use super::other::{stream_body, JsonParts};
+use super::other::JsonParts;
 use super::util::text;
 use super::{Ctx, Req};
-use crate::mapred::{encode, job, start, Event};
-use axum::body::Body;
+use crate::mapred::{admit, encode, start, Event, Refused};
+use axum::body::{Body, Bytes};
 use axum::http::{HeaderValue, Method, StatusCode};
 use axum::response::Response;
 use rill_mapred::{JobError, RunError, Term};
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, VecDeque};
 use std::sync::Arc;
+use tokio::sync::mpsc;
 
 fn json_text(status: StatusCode, body: String) -> Response {
     let mut r = Response::new(Body::from(body));
@@ -50,16 +51,22 @@ pub(crate) async fn mapred(ctx: &Arc<Ctx>, req: &Req) -> Response {
             "MapReduce jobs are sent as Content-Type: application/json\n",
         );
     }
-    let job = match job(&req.body) {
+    let (job, slot) = match admit(req.body.clone()).await {
         Ok(j) => j,
-        Err(JobError::Parse(m)) => return text(StatusCode::BAD_REQUEST, m),
-        Err(JobError::Phase(phase, error)) => {
+        Err(Refused::Job(JobError::Parse(m))) => return text(StatusCode::BAD_REQUEST, m),
+        Err(Refused::Job(JobError::Phase(phase, error))) => {
             let v = serde_json::json!({"phase": phase, "error": error});
             return json_text(StatusCode::BAD_REQUEST, v.to_string());
         }
+        Err(Refused::Busy(m)) => {
+            let mut r = text(StatusCode::SERVICE_UNAVAILABLE, format!("{m}\n"));
+            r.headers_mut()
+                .insert("retry-after", HeaderValue::from_static("1"));
+            return r;
+        }
     };
     let kept = job.phases.iter().filter(|p| p.keep).count();
-    let mut events = start(ctx.node.clone(), job);
+    let mut events = start(ctx.node.clone(), job, slot);
     if req.query.get("chunked").is_some_and(|v| v == "true") {
         return chunked(events);
     }
@@ -69,13 +76,21 @@ pub(crate) async fn mapred(ctx: &Arc<Ctx>, req: &Req) -> Response {
             Event::Results(phase, items) => results.entry(phase).or_default().extend(items),
             Event::Done(Err(e)) => return failed(&e),
             Event::Done(Ok(())) => {
+                let one = |phase: usize, items: &[Term]| {
+                    rill_mapred::json::encode(items).map_err(|e| RunError::Phase {
+                        phase,
+                        error: e.message,
+                        input: String::new(),
+                    })
+                };
                 let body = if kept < 2 {
+                    let phase = results.keys().next().copied().unwrap_or(0);
                     let all: Vec<Term> = results.into_values().flatten().collect();
-                    encode(0, &all)
+                    one(phase, &all)
                 } else {
                     results
                         .iter()
-                        .map(|(phase, items)| encode(*phase, items))
+                        .map(|(phase, items)| one(*phase, items))
                         .collect::<Result<Vec<_>, _>>()
                         .map(|parts| format!("[{}]", parts.join(",")))
                 };
@@ -94,25 +109,77 @@ pub(crate) async fn mapred(ctx: &Arc<Ctx>, req: &Req) -> Response {
 
 /// The results as they come, a part per batch; a failure is a last part
 /// holding Riak's error object (a client reading parts sees it), then the
-/// closing boundary.
-fn chunked(mut events: tokio::sync::mpsc::Receiver<Event>) -> Response {
-    let parts = JsonParts::new();
-    let p = parts.clone();
-    let stream = stream_body(move |tx| {
-        while let Some(e) = events.blocking_recv() {
-            let (body, last) = match e {
-                Event::Results(phase, items) => match encode(phase, &items) {
-                    Ok(data) => (format!("{{\"phase\":{phase},\"data\":{data}}}"), false),
-                    Err(e) => (e.to_json(), true),
-                },
-                Event::Done(Ok(())) => break,
-                Event::Done(Err(e)) => (e.to_json(), true),
-            };
-            if tx.blocking_send(Ok(p.part(&body))).is_err() || last {
-                break;
+/// closing boundary. Read from the job's channel on the async threads: a
+/// slow client holds no thread.
+fn chunked(events: mpsc::Receiver<Event>) -> Response {
+    struct Parts {
+        events: mpsc::Receiver<Event>,
+        parts: JsonParts,
+        pending: VecDeque<Bytes>,
+        ended: bool,
+    }
+    impl futures_core::Stream for Parts {
+        type Item = Result<Bytes, std::io::Error>;
+
+        fn poll_next(
+            mut self: std::pin::Pin<&mut Self>,
+            cx: &mut std::task::Context<'_>,
+        ) -> std::task::Poll<Option<Self::Item>> {
+            use std::task::Poll;
+            loop {
+                if let Some(b) = self.pending.pop_front() {
+                    return Poll::Ready(Some(Ok(b)));
+                }
+                if self.ended {
+                    return Poll::Ready(None);
+                }
+                let e = match self.events.poll_recv(cx) {
+                    Poll::Pending => return Poll::Pending,
+                    Poll::Ready(e) => e,
+                };
+                let bodies = match e {
+                    Some(Event::Results(phase, items)) => match encode(phase, &items) {
+                        Ok(parts) => parts
+                            .iter()
+                            .map(|data| format!("{{\"phase\":{phase},\"data\":{data}}}"))
+                            .collect(),
+                        Err(e) => {
+                            self.ended = true;
+                            vec![e.to_json()]
+                        }
+                    },
+                    Some(Event::Done(Ok(()))) => {
+                        self.ended = true;
+                        Vec::new()
+                    }
+                    Some(Event::Done(Err(e))) => {
+                        self.ended = true;
+                        vec![e.to_json()]
+                    }
+                    None => {
+                        self.ended = true;
+                        vec![r#"{"error":"internal error: the job ended early; retry"}"#.to_string()]
+                    }
+                };
+                for b in bodies {
+                    let part = self.parts.part(&b);
+                    self.pending.push_back(part);
+                }
+                if self.ended {
+                    let end = self.parts.end();
+                    self.pending.push_back(end);
+                    // The job stops once nothing listens.
+                    self.events.close();
+                }
             }
         }
-        let _ = tx.blocking_send(Ok(p.end()));
-    });
-    parts.response(stream)
+    }
+    let parts = JsonParts::new();
+    let body = Parts {
+        events,
+        parts: parts.clone(),
+        pending: VecDeque::new(),
+        ended: false,
+    };
+    parts.response_from(Body::from_stream(body))
 }

@@ -390,7 +390,6 @@ pub(crate) async fn admin_activate(ctx: &Arc<Ctx>, req: &Req, t: &[u8]) -> Respo
     }
 }
 
-/// Body chunks from a channel, for streamed answers.
 /// A streamed `multipart/mixed` body of JSON parts (Riak's streamed 2i
 /// and chunked MapReduce answers).
 #[derive(Clone)]
@@ -419,7 +418,11 @@ impl JsonParts {
 
     /// The response whose body `stream` carries these parts.
     pub(crate) fn response(&self, stream: ChunkStream) -> Response {
-        let mut r = Response::new(axum::body::Body::from_stream(stream));
+        self.response_from(axum::body::Body::from_stream(stream))
+    }
+
+    pub(crate) fn response_from(&self, body: axum::body::Body) -> Response {
+        let mut r = Response::new(body);
         if let Ok(v) =
             HeaderValue::from_str(&format!("multipart/mixed; boundary={}", self.boundary))
         {
@@ -429,6 +432,7 @@ impl JsonParts {
     }
 }
 
+/// Body chunks from a channel, for streamed answers.
 pub(crate) struct ChunkStream(
     pub tokio::sync::mpsc::Receiver<Result<axum::body::Bytes, std::io::Error>>,
 );

@@ -5,7 +5,7 @@
 //! connection stays usable.
 
 use super::write;
-use crate::mapred::{encode, job, start, Event};
+use crate::mapred::{admit, encode, start, Event, Refused};
 use bytes::Bytes;
 use rill_node::Node;
 use rill_pb::pb::{RpbMapRedReq, RpbMapRedResp};
@@ -28,23 +28,30 @@ pub(super) async fn mapred(
         )
         .await;
     }
-    let job = match job(&r.request) {
+    let (job, slot) = match admit(r.request).await {
         Ok(j) => j,
-        Err(e) => return write(socket, &[Response::error(e.to_string())]).await,
+        Err(Refused::Job(e)) => return write(socket, &[Response::error(e.to_string())]).await,
+        Err(Refused::Busy(m)) => return write(socket, &[Response::error(m)]).await,
     };
-    let mut events = start(node.clone(), job);
+    let mut events = start(node.clone(), job, slot);
     while let Some(e) = events.recv().await {
         let last = match e {
             Event::Results(phase, items) => match encode(phase, &items) {
-                Ok(text) => {
-                    let part = Response::MapRed(RpbMapRedResp {
-                        phase: Some(phase as u32),
-                        response: Some(Bytes::from(text)),
-                        done: None,
-                    });
-                    write(socket, &[part]).await?;
+                Ok(parts) => {
+                    let frames: Vec<Response> = parts
+                        .into_iter()
+                        .map(|text| {
+                            Response::MapRed(RpbMapRedResp {
+                                phase: Some(phase as u32),
+                                response: Some(Bytes::from(text)),
+                                done: None,
+                            })
+                        })
+                        .collect();
+                    write(socket, &frames).await?;
                     continue;
                 }
+                // The job stops when `events` is dropped, on return.
                 Err(e) => Response::error(e.to_json()),
             },
             Event::Done(Ok(())) => Response::MapRed(RpbMapRedResp {

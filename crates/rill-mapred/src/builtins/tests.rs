@@ -121,27 +121,27 @@ fn ints(v: &[i64]) -> Vec<Term> {
 
 #[test]
 fn reduces() {
-    assert_eq!(json(reduce(ReduceFun::Sum, ints(&[1, 2, 3]))), "[6]");
-    assert_eq!(json(reduce(ReduceFun::Sum, vec![])), "[0]");
+    assert_eq!(json(reduce(ReduceFun::Sum, &ints(&[1, 2, 3]))), "[6]");
+    assert_eq!(json(reduce(ReduceFun::Sum, &[])), "[0]");
     assert_eq!(
-        json(reduce(ReduceFun::Sum, vec![Term::Int(1), Term::Float(0.5)])),
+        json(reduce(ReduceFun::Sum, &[Term::Int(1), Term::Float(0.5)])),
         "[1.5]"
     );
-    let e = reduce(ReduceFun::Sum, vec![Term::bin("2")]).unwrap_err();
+    let e = reduce(ReduceFun::Sum, &[Term::bin("2")]).unwrap_err();
     assert!(e.contains("reduce_string_to_integer"), "{e}");
-    assert!(reduce(ReduceFun::Sum, ints(&[i64::MAX, 1])).is_err());
+    assert!(reduce(ReduceFun::Sum, &ints(&[i64::MAX, 1])).is_err());
     assert_eq!(
         json(reduce(
             ReduceFun::StringToInteger,
-            vec![Term::bin("-7"), Term::Int(3), Term::bin("+2")]
+            &[Term::bin("-7"), Term::Int(3), Term::bin("+2")]
         )),
         "[-7,3,2]"
     );
-    assert!(reduce(ReduceFun::StringToInteger, vec![Term::bin("")]).is_err());
+    assert!(reduce(ReduceFun::StringToInteger, &[Term::bin("")]).is_err());
     assert_eq!(
         json(reduce(
             ReduceFun::SetUnion,
-            vec![
+            &[
                 Term::bin("4"),
                 Term::bin("2"),
                 Term::bin("2"),
@@ -154,7 +154,7 @@ fn reduces() {
     assert_eq!(
         json(reduce(
             ReduceFun::Sort,
-            vec![Term::bin("b"), Term::Int(3), Term::bin("a")]
+            &[Term::bin("b"), Term::Int(3), Term::bin("a")]
         )),
         r#"[3,"a","b"]"#
     );
@@ -162,7 +162,7 @@ fn reduces() {
     assert_eq!(
         json(reduce(
             ReduceFun::CountInputs,
-            vec![Term::bin("x"), Term::Int(5), Term::bin("y")]
+            &[Term::bin("x"), Term::Int(5), Term::bin("y")]
         )),
         "[7]"
     );
@@ -177,14 +177,14 @@ fn reduces() {
             Term::Atom("undefined"),
         ),
     ];
-    let once = reduce(ReduceFun::Identity, keys).unwrap();
+    let once = reduce(ReduceFun::Identity, &keys).unwrap();
     assert_eq!(
         encode(&once).unwrap(),
         r#"[["b","k3",null,"t"],["b","k2"],["b","k1"]]"#
     );
     // Re-reduce takes its own output.
-    assert_eq!(reduce(ReduceFun::Identity, once).unwrap().len(), 3);
-    assert!(reduce(ReduceFun::Identity, vec![Term::bin("v")]).is_err());
+    assert_eq!(reduce(ReduceFun::Identity, &once).unwrap().len(), 3);
+    assert!(reduce(ReduceFun::Identity, &[Term::bin("v")]).is_err());
 }
 
 #[test]
@@ -192,7 +192,7 @@ fn plist_sum_re_reduces_nested_lists() {
     let p = |k: &str, v: i64| Term::pair(Term::bin(k), Term::Int(v));
     let first = reduce(
         ReduceFun::PlistSum,
-        vec![Term::List(vec![p("a", 1), p("b", 2)]), p("a", 3)],
+        &[Term::List(vec![p("a", 1), p("b", 2)]), p("a", 3)],
     )
     .unwrap();
     assert_eq!(encode(&first).unwrap(), r#"{"a":4,"b":2}"#);
@@ -200,14 +200,14 @@ fn plist_sum_re_reduces_nested_lists() {
     again.push(Term::List(vec![p("b", 5)]));
     again.push(arg(r#"{"c":1}"#));
     assert_eq!(
-        json(reduce(ReduceFun::PlistSum, again)),
+        json(reduce(ReduceFun::PlistSum, &again)),
         r#"{"a":4,"b":7,"c":1}"#
     );
-    assert_eq!(json(reduce(ReduceFun::PlistSum, vec![])), "[]");
-    assert!(reduce(ReduceFun::PlistSum, vec![Term::bin("x")]).is_err());
+    assert_eq!(json(reduce(ReduceFun::PlistSum, &[])), "[]");
+    assert!(reduce(ReduceFun::PlistSum, &[Term::bin("x")]).is_err());
     assert!(reduce(
         ReduceFun::PlistSum,
-        vec![Term::pair(Term::bin("a"), Term::bin("x"))]
+        &[Term::pair(Term::bin("a"), Term::bin("x"))]
     )
     .is_err());
 }

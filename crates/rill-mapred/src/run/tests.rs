@@ -13,6 +13,7 @@ struct Model {
     objects: BTreeMap<Key, Object>,
     indexes: BTreeMap<(Vec<u8>, Vec<u8>), Vec<u8>>,
     wait_for_deadline: bool,
+    fetched: std::cell::Cell<usize>,
 }
 
 impl Model {
@@ -98,6 +99,7 @@ impl Source for Model {
     }
 
     fn fetch(&self, keys: &[BKey], _: Instant) -> Result<Vec<Option<Object>>, String> {
+        self.fetched.set(self.fetched.get() + keys.len());
         Ok(keys
             .iter()
             .map(|k| {
@@ -272,7 +274,7 @@ fn failures_name_the_phase_and_the_input() {
     assert!(matches!(&e, RunError::Phase { phase: 1, .. }), "{e:?}");
     assert!(e.to_json().contains("\"phase\":1"));
     let job = r#"{"inputs":{"bucket":"b","key_filters":[["string_to_int"]]},"query":[]}"#;
-    assert!(matches!(answer(&m, job).unwrap_err(), RunError::Inputs(_)));
+    assert!(matches!(answer(&m, job).unwrap_err(), RunError::Source(_)));
 }
 
 #[test]
@@ -301,6 +303,86 @@ fn a_sink_that_stops_listening_ends_the_job() {
     })
     .unwrap();
     assert_eq!(calls, 1);
+    assert!(m.fetched.get() <= BATCH, "read {} objects", m.fetched.get());
+}
+
+/// A client gone away stops a job whose only kept phase is its last:
+/// it is asked between inputs, not only when there are results.
+#[test]
+fn a_cancelled_job_stops_reading() {
+    struct Gone<'a>(&'a std::cell::Cell<usize>);
+    impl Sink for Gone<'_> {
+        fn results(&mut self, _: usize, _: Vec<Term>) -> bool {
+            true
+        }
+        fn cancelled(&self) -> bool {
+            self.0.get() >= 250
+        }
+    }
+    let mut m = Model::default();
+    for i in 0..1000 {
+        m.put("b", &format!("{i:04}"), "v");
+    }
+    let job = format!(
+        r#"{{"inputs":"b","query":[{MAP_VALUE},{}]}}"#,
+        reduce("reduce_count_inputs", true)
+    );
+    let job = parse_job(job.as_bytes()).unwrap();
+    run(&job, &m, &mut Gone(&m.fetched)).unwrap();
+    assert!(
+        m.fetched.get() <= 300,
+        "read {} objects after the client left",
+        m.fetched.get()
+    );
+}
+
+/// The longest chain of phases a job may have runs on a blocking
+/// thread's 2 MiB stack, each phase handing every input on (a missing
+/// key given back by `{"sub": ...}`); a longer one is refused.
+#[test]
+fn the_longest_chain_of_phases_fits_a_small_stack() {
+    let phase = r#"{"map":{"language":"erlang","module":"riak_kv_mapreduce","function":"map_object_value","arg":{"sub":[["b","x"]]}}}"#;
+    let chain = |n: usize| {
+        format!(
+            r#"{{"inputs":[["b","x"]],"query":[{}]}}"#,
+            vec![phase; n].join(",")
+        )
+    };
+    let long = chain(crate::job::MAX_PHASES);
+    let a = std::thread::Builder::new()
+        .stack_size(2 << 20)
+        .spawn(move || answer(&Model::default(), &long).unwrap())
+        .unwrap()
+        .join()
+        .unwrap();
+    assert_eq!(a[&(crate::job::MAX_PHASES - 1)], r#"[["b","x"]]"#);
+    let e = parse_job(chain(crate::job::MAX_PHASES + 1).as_bytes()).unwrap_err();
+    assert!(e.to_string().contains("phases"), "{e}");
+}
+
+/// One input that gives many results (a `sub` list) is handed on in
+/// batches, and the job's time is looked at between them.
+#[test]
+fn a_flood_of_results_is_batched_and_timed() {
+    let ones = vec!["1"; 5000].join(",");
+    let job = format!(
+        r#"{{"inputs":[["b","x"],["b","y"]],"query":[{{"map":{{"language":"erlang","module":"riak_kv_mapreduce","function":"map_object_value","arg":{{"sub":[{ones}]}},"keep":true}}}},{}]}}"#,
+        reduce("reduce_sum", true)
+    );
+    let job = parse_job(job.as_bytes()).unwrap();
+    let mut largest = 0;
+    let mut sum = None;
+    run(&job, &Model::default(), &mut |phase, items: Vec<Term>| {
+        if phase == 0 {
+            largest = largest.max(items.len());
+        } else {
+            sum = Some(encode(&items).unwrap());
+        }
+        true
+    })
+    .unwrap();
+    assert!(largest <= BATCH, "a batch of {largest}");
+    assert_eq!(sum.as_deref(), Some("[10000]"));
 }
 
 proptest! {
@@ -318,8 +400,10 @@ proptest! {
         );
         let a = answer(&m, &job).unwrap();
         prop_assert_eq!(&a[&2], &format!("[{}]", values.iter().sum::<i64>()));
-        // An integer input is an earlier count to reduce_count_inputs.
-        prop_assert_eq!(&a[&3], &a[&2]);
+        let job = format!(
+            r#"{{"inputs":"b","query":[{MAP_VALUE},{{"reduce":{{"language":"erlang","module":"riak_kv_mapreduce","function":"reduce_count_inputs","arg":{arg}}}}}]}}"#
+        );
+        prop_assert_eq!(&answer(&m, &job).unwrap()[&1], &format!("[{}]", values.len()));
         let job = format!(
             r#"{{"inputs":"b","query":[{MAP_VALUE},{{"reduce":{{"language":"erlang","module":"riak_kv_mapreduce","function":"reduce_set_union","arg":{arg}}}}}]}}"#
         );
