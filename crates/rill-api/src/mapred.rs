@@ -159,11 +159,13 @@ pub(crate) async fn admit(body: Bytes) -> Result<(Job, Slot), Refused> {
 }
 
 /// The job's side of the channel: results wait for the client at most
-/// until the job's deadline, and a client gone away cancels the job.
+/// until the job's deadline (then the job ends with a timeout, never as
+/// if its results were all sent), and a client gone away cancels the job.
 struct Relay {
     tx: mpsc::Sender<Event>,
     rt: Handle,
     deadline: Instant,
+    timed_out: bool,
 }
 
 impl Relay {
@@ -177,7 +179,11 @@ impl Relay {
 
 impl rill_mapred::run::Sink for Relay {
     fn results(&mut self, phase: usize, items: Vec<Term>) -> bool {
-        self.send(Event::Results(phase, items), self.deadline)
+        let sent = self.send(Event::Results(phase, items), self.deadline);
+        if !sent && !self.tx.is_closed() {
+            self.timed_out = true;
+        }
+        sent
     }
 
     fn cancelled(&self) -> bool {
@@ -197,8 +203,16 @@ pub(crate) fn start(node: Arc<Node>, job: Job, slot: Slot) -> mpsc::Receiver<Eve
             node,
             rt: rt.clone(),
         };
-        let mut relay = Relay { tx, rt, deadline };
-        let end = rill_mapred::run(&job, &source, &mut relay);
+        let mut relay = Relay {
+            tx,
+            rt,
+            deadline,
+            timed_out: false,
+        };
+        let end = match rill_mapred::run(&job, &source, &mut relay) {
+            Ok(()) if relay.timed_out => Err(RunError::Timeout),
+            end => end,
+        };
         if let Err(e) = &end {
             tracing::debug!(error = %e.to_json(), "a MapReduce job failed");
         }
