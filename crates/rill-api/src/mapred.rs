@@ -177,7 +177,7 @@ impl Relay {
     }
 }
 
-impl rill_mapred::run::Sink for Relay {
+impl rill_mapred::Sink for Relay {
     fn results(&mut self, phase: usize, items: Vec<Term>) -> bool {
         let sent = self.send(Event::Results(phase, items), self.deadline);
         if !sent && !self.tx.is_closed() {

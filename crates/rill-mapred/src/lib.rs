@@ -16,5 +16,5 @@ pub mod run;
 pub mod term;
 
 pub use job::{parse_job, IndexQuery, Inputs, Job, JobError, Phase, PhaseKind};
-pub use run::{run, BKey, RunError, Source, BATCH};
+pub use run::{run, BKey, RunError, Sink, Source, BATCH};
 pub use term::{Fetched, Term};

@@ -4,7 +4,8 @@
 //! does); with `?chunked=true`, a `multipart/mixed` body with a part
 //! `{"phase": N, "data": [...]}` per batch as the job runs. A refused
 //! job is a 400 (text, or `{"phase": N, "error": ...}` for a phase Rill
-//! does not run); a failed one a 500 with Riak's error object.
+//! does not run); a failed one a 500 with Riak's error object; one
+//! beyond the node's running jobs a 503 with `Retry-After`.
 
 use super::other::JsonParts;
 use super::util::text;
