@@ -2,6 +2,8 @@
 //! answers from Bitcask and from memory, including after a reopen where
 //! the backend persists; and a random model test against a BTreeMap.
 
+mod common;
+
 use bitcask::{Options, Store};
 use rill_backend::{
     BKey, Backend, BitcaskBackend, IndexQuery, IndexRange, LeveldbOptions, LeveldbStore,
@@ -63,20 +65,10 @@ fn int(f: &str, t: i64) -> (Vec<u8>, Term) {
 }
 
 fn query(b: &dyn Backend, bucket: &str, field: &str, range: IndexRange) -> Vec<(Term, String)> {
-    let mut out = Vec::new();
-    let q = IndexQuery {
-        bucket_type: Vec::new(),
-        bucket: bucket.as_bytes().to_vec(),
-        field: field.as_bytes().to_vec(),
-        range,
-        after: None,
-    };
-    b.query_index(&q, &mut |t, key| {
-        out.push((t.clone(), String::from_utf8(key.to_vec()).unwrap()));
-        true
-    })
-    .unwrap();
-    out
+    common::query(b, bucket, field, range)
+        .into_iter()
+        .map(|(t, k)| (t, String::from_utf8(k).unwrap()))
+        .collect()
 }
 
 #[test]

@@ -3,6 +3,8 @@
 //! had already replaced (or a key twice), and after a power cut at any
 //! point the index rebuilt from disk matches the objects exactly.
 
+mod common;
+
 use bitcask::vfs::SimVfs;
 use bitcask::{Options, Store, SyncStrategy};
 use rill_backend::{BKey, Backend, BitcaskBackend, IndexQuery, IndexRange, Term};
@@ -40,20 +42,8 @@ fn write(b: &dyn Backend, i: usize, g: u64) -> Result<(), rill_backend::Error> {
 }
 
 fn query_all(b: &dyn Backend) -> Vec<(Term, Vec<u8>)> {
-    let q = IndexQuery {
-        bucket_type: Vec::new(),
-        bucket: b"b".to_vec(),
-        field: FIELD.to_vec(),
-        range: IndexRange::Range(Term::Bin(b"g".to_vec()), Term::Bin(b"g99999999".to_vec())),
-        after: None,
-    };
-    let mut out = Vec::new();
-    b.query_index(&q, &mut |t, k| {
-        out.push((t.clone(), k.to_vec()));
-        true
-    })
-    .unwrap();
-    out
+    let range = IndexRange::Range(Term::Bin(b"g".to_vec()), Term::Bin(b"g99999999".to_vec()));
+    common::query(b, "b", std::str::from_utf8(FIELD).unwrap(), range)
 }
 
 fn gen_of(t: &Term) -> u64 {

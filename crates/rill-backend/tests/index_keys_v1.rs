@@ -3,8 +3,10 @@
 //! order) opens with every entry answered, in term order, and rewritten
 //! in version 2; a second open finds nothing left to rewrite.
 
+mod common;
+
 use bitcask::{Options, Store};
-use rill_backend::{BKey, Backend, BitcaskBackend, IndexQuery, IndexRange, Term};
+use rill_backend::{BKey, Backend, BitcaskBackend, IndexRange, Term};
 use std::path::Path;
 use std::sync::Arc;
 
@@ -48,20 +50,7 @@ fn kinds(dir: &Path) -> (usize, usize) {
 }
 
 fn query(b: &dyn Backend, field: &str, range: IndexRange) -> Vec<(Term, Vec<u8>)> {
-    let q = IndexQuery {
-        bucket_type: Vec::new(),
-        bucket: b"b".to_vec(),
-        field: field.as_bytes().to_vec(),
-        range,
-        after: None,
-    };
-    let mut out = Vec::new();
-    b.query_index(&q, &mut |t, k| {
-        out.push((t.clone(), k.to_vec()));
-        true
-    })
-    .unwrap();
-    out
+    common::query(b, "b", field, range)
 }
 
 #[test]

@@ -3,18 +3,7 @@
 //! other keys are served and writes go on.
 
 use rill_backend::{BKey, Backend, LeveldbOptions, LeveldbStore};
-use std::path::{Path, PathBuf};
-
-fn files(dir: &Path, out: &mut Vec<PathBuf>) {
-    for e in std::fs::read_dir(dir).unwrap() {
-        let p = e.unwrap().path();
-        if p.is_dir() {
-            files(&p, out);
-        } else {
-            out.push(p);
-        }
-    }
-}
+use std::path::PathBuf;
 
 fn value(i: u32) -> Vec<u8> {
     // Compressible, so blocks are LZ4 in the deeper levels too.
@@ -43,8 +32,7 @@ fn a_flipped_byte_in_a_table_gives_errors_not_wrong_data() {
         store.sync().unwrap();
     }
     // The largest table: the partition's (the journal is preallocated).
-    let mut all = Vec::new();
-    files(dir.path(), &mut all);
+    let all = testkit::files_under(dir.path());
     let table = all
         .iter()
         .filter(|p| p.parent().is_some_and(|d| d.ends_with("tables")))
@@ -126,8 +114,7 @@ fn a_damaged_journal_is_set_aside_and_the_tables_serve() {
         }
         store.sync().unwrap();
     }
-    let mut all = Vec::new();
-    files(dir.path(), &mut all);
+    let all = testkit::files_under(dir.path());
     let journals: Vec<&PathBuf> = all
         .iter()
         .filter(|p| p.extension().is_some_and(|e| e == "jnl"))

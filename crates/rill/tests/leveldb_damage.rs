@@ -6,18 +6,6 @@
 mod common;
 
 use common::Node;
-use std::path::{Path, PathBuf};
-
-fn files(dir: &Path, out: &mut Vec<PathBuf>) {
-    for e in std::fs::read_dir(dir).unwrap() {
-        let p = e.unwrap().path();
-        if p.is_dir() {
-            files(&p, out);
-        } else {
-            out.push(p);
-        }
-    }
-}
 
 fn value(i: u32) -> String {
     format!("value {i} ").repeat(100)
@@ -42,8 +30,7 @@ fn a_damaged_table_block_gives_no_wrong_data_and_the_node_serves() {
         assert_eq!(r.status, 204);
     }
     n.stop();
-    let mut all = Vec::new();
-    files(&dir.path().join("data").join("leveldb"), &mut all);
+    let all = testkit::files_under(&dir.path().join("data").join("leveldb"));
     let table = all
         .iter()
         .filter(|p| p.parent().is_some_and(|d| d.ends_with("tables")))

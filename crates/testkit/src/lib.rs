@@ -65,3 +65,21 @@ impl Drop for LoopFs {
         let _ = Command::new("umount").arg(&self.mnt).status();
     }
 }
+
+/// Every file below `dir`, in subdirectories too (for tests that damage
+/// a store's files).
+pub fn files_under(dir: &Path) -> Vec<PathBuf> {
+    let mut out = Vec::new();
+    let mut dirs = vec![dir.to_path_buf()];
+    while let Some(d) = dirs.pop() {
+        for e in std::fs::read_dir(&d).expect("a readable directory") {
+            let p = e.expect("a directory entry").path();
+            if p.is_dir() {
+                dirs.push(p);
+            } else {
+                out.push(p);
+            }
+        }
+    }
+    out
+}
