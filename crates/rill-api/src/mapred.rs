@@ -226,22 +226,31 @@ pub(crate) fn start(node: Arc<Node>, job: Job, slot: Slot) -> mpsc::Receiver<Eve
 /// The most JSON one answer part holds (one larger result goes alone).
 const PART_BYTES: usize = 8 << 20;
 
-/// A batch as JSON arrays of at most [`PART_BYTES`] each (a list of
-/// `{Key, Value}` pairs, a JSON object, whole), or the error a client
-/// gets for a result JSON cannot carry (Riak fails the job the same way).
-pub(crate) fn encode(phase: usize, items: &[Term]) -> Result<Vec<String>, RunError> {
-    let failed = |e: rill_mapred::json::EncodeError| RunError::Phase {
+/// A list of results as one JSON array (or object), or the error a
+/// client gets for a result JSON cannot carry (Riak fails the job the
+/// same way).
+pub(crate) fn encode_whole(phase: usize, items: &[Term]) -> Result<String, RunError> {
+    rill_mapred::json::encode(items).map_err(|e| encode_failed(phase, e))
+}
+
+fn encode_failed(phase: usize, e: rill_mapred::json::EncodeError) -> RunError {
+    RunError::Phase {
         phase,
         error: e.message,
         input: String::new(),
-    };
+    }
+}
+
+/// A batch as JSON arrays of at most [`PART_BYTES`] each (a list of
+/// `{Key, Value}` pairs, a JSON object, whole).
+pub(crate) fn encode(phase: usize, items: &[Term]) -> Result<Vec<String>, RunError> {
     if matches!(items.first(), Some(Term::Tuple(p)) if p.len() == 2) {
-        return Ok(vec![rill_mapred::json::encode(items).map_err(failed)?]);
+        return Ok(vec![encode_whole(phase, items)?]);
     }
     let mut parts = Vec::new();
     let mut part = String::from("[");
     for t in items {
-        let one = rill_mapred::json::encode_term(t).map_err(failed)?;
+        let one = rill_mapred::json::encode_term(t).map_err(|e| encode_failed(phase, e))?;
         if part.len() > 1 && part.len() + one.len() > PART_BYTES {
             part.push(']');
             parts.push(std::mem::replace(&mut part, String::from("[")));

@@ -77,13 +77,22 @@ fn engine(e: fjall::Error) -> Error {
         {
             Error::DiskFull
         }
-        fjall::Error::Io(e) => Error::Engine(format!("I/O error: {e}")),
-        fjall::Error::Storage(fjall::LsmError::Io(e)) => Error::Engine(format!("I/O error: {e}")),
+        fjall::Error::Io(e) | fjall::Error::Storage(fjall::LsmError::Io(e)) => {
+            Error::Engine(format!("I/O error: {e}"))
+        }
         fjall::Error::Storage(l) => Error::Corrupt(format!("a damaged leveldb table block ({l:?})")),
         e @ (fjall::Error::Decompress(_) | fjall::Error::InvalidTag(_) | fjall::Error::InvalidTrailer) => {
             Error::Corrupt(format!("a damaged leveldb block ({e:?})"))
         }
         e => Error::Engine(e.to_string()),
+    }
+}
+
+/// Every key a batch writes or removes fits the engine's key size.
+fn check_key_lengths<'a>(mut keys: impl Iterator<Item = &'a Vec<u8>>) -> Result<()> {
+    match keys.find(|k| k.len() > MAX_KEY_BYTES) {
+        Some(long) => Err(Error::KeyTooLarge(long.len())),
+        None => Ok(()),
     }
 }
 
@@ -218,12 +227,6 @@ impl LeveldbStore {
         self.db.persist(PersistMode::SyncAll).map_err(engine)
     }
 
-    /// Bytes on disk, tables and journal (the journal counted at its
-    /// preallocated length, 64 MiB a file, most of it not yet written).
-    pub fn disk_bytes(&self) -> u64 {
-        self.db.disk_space().unwrap_or(0)
-    }
-
     /// Bytes of the tables of every partition: what a compaction may
     /// rewrite.
     pub fn table_bytes(&self) -> u64 {
@@ -332,11 +335,7 @@ impl Backend for LeveldbBackend {
             .filter(|r| !add.contains(r))
             .map(|(f, t)| index_key(k, f, t))
             .collect::<Result<_>>()?;
-        for key in added.iter().chain(&removed).chain(std::iter::once(&obj)) {
-            if key.len() > MAX_KEY_BYTES {
-                return Err(Error::KeyTooLarge(key.len()));
-            }
-        }
+        check_key_lengths(added.iter().chain(&removed).chain(std::iter::once(&obj)))?;
         if value.len() > MAX_VALUE_BYTES {
             return Err(Error::ValueTooLarge(value.len()));
         }
@@ -356,9 +355,7 @@ impl Backend for LeveldbBackend {
         for (f, t) in remove {
             keys.push(index_key(k, f, t)?);
         }
-        if let Some(long) = keys.iter().find(|k| k.len() > MAX_KEY_BYTES) {
-            return Err(Error::KeyTooLarge(long.len()));
-        }
+        check_key_lengths(keys.iter())?;
         let mut batch = self.db.batch();
         for key in keys {
             batch.remove(&self.ks, key);

@@ -21,7 +21,7 @@ mod multi;
 
 pub use bitcask_backend::BitcaskBackend;
 pub use index::{IndexQuery, IndexRange, Term};
-pub use keys::{index_position, prefix_successor, split_position, term_prefix, BKey};
+pub use keys::{index_position, split_position, BKey};
 pub use leveldb::{LeveldbBackend, LeveldbOptions, LeveldbStore};
 pub use memory::{MemoryBackend, MemoryOptions};
 pub use multi::{MultiBackend, Router};

@@ -56,7 +56,8 @@ pub struct Args {
 trait Target: Send + Sync {
     fn put(&self, key: &[u8], value: &[u8]) -> Result<()>;
     /// Bytes on disk.
-    fn disk_bytes(&self) -> u64;
+    /// Bytes on disk at the end; `None` where the engine does not say.
+    fn disk_bytes(&self) -> Option<u64>;
 }
 
 struct Rocks(rocksdb_dl::RocksDb);
@@ -65,8 +66,8 @@ impl Target for Rocks {
     fn put(&self, key: &[u8], value: &[u8]) -> Result<()> {
         Ok(self.0.put(key, value)?)
     }
-    fn disk_bytes(&self) -> u64 {
-        0
+    fn disk_bytes(&self) -> Option<u64> {
+        None
     }
 }
 
@@ -77,15 +78,11 @@ struct Rill {
 
 impl Target for Rill {
     fn put(&self, key: &[u8], value: &[u8]) -> Result<()> {
-        let k = BKey {
-            bucket_type: Vec::new(),
-            bucket: b"ingest".to_vec(),
-            key: key.to_vec(),
-        };
+        let k = BKey::new(b"", b"ingest", key);
         Ok(self.backend.put(&k, value, &[], &[])?)
     }
-    fn disk_bytes(&self) -> u64 {
-        self.backend.size_bytes()
+    fn disk_bytes(&self) -> Option<u64> {
+        Some(self.backend.size_bytes())
     }
 }
 
@@ -156,7 +153,7 @@ fn fill(buf: &mut [u8], mut seed: u64) {
 struct Outcome {
     intervals: Vec<Interval>,
     seconds: f64,
-    disk_bytes: u64,
+    disk_bytes: Option<u64>,
 }
 
 fn load(
@@ -333,10 +330,10 @@ pub fn run(args: Args) -> Result<()> {
             worst,
             &format!("{engine}: slowest put, ms"),
         );
-        if o.disk_bytes > 0 {
+        if let Some(bytes) = o.disk_bytes {
             r.num(
                 &format!("{engine}_disk_gb"),
-                o.disk_bytes as f64 / 1e9,
+                bytes as f64 / 1e9,
                 &format!("{engine}: GB on disk at the end"),
             );
         }

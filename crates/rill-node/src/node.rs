@@ -311,7 +311,7 @@ impl Node {
                 || self
                     .free_space
                     .as_ref()
-                    .is_some_and(|f| f.is_low(&|| self.leveldb_disk_bytes())),
+                    .is_some_and(|f| f.is_low(&|| self.leveldb_table_bytes())),
             leveldb_damaged_reads: self.leveldb.iter().map(|(_, l)| l.damaged_reads()).sum(),
         }
     }
@@ -324,15 +324,15 @@ impl Node {
         Ok(())
     }
 
-    /// Admits a write that adds data, or refuses it for space.
     /// Bytes of the node's leveldb tables on disk.
-    fn leveldb_disk_bytes(&self) -> u64 {
+    fn leveldb_table_bytes(&self) -> u64 {
         self.leveldb.iter().map(|(_, l)| l.table_bytes()).sum()
     }
 
+    /// Admits a write that adds data, or refuses it for space.
     pub(crate) fn admit_write(&self) -> Result<(), KvError> {
         if let Some(f) = &self.free_space {
-            f.admit_write(&|| self.leveldb_disk_bytes())?;
+            f.admit_write(&|| self.leveldb_table_bytes())?;
         }
         match (&self.space, &self.scheduler) {
             (Some(space), Some(scheduler)) => space.admit_write(scheduler),

@@ -196,9 +196,16 @@ impl Config {
             .filter(|b| b.kind == BackendKind::Leveldb)
             .count()
             .max(1) as u64;
-        for b in &mut c.node.multi {
-            if b.leveldb.max_memory_bytes == u64::MAX {
-                b.leveldb.max_memory_bytes = machine_memory_bytes() / 100 * 70 / shares;
+        if c.node
+            .multi
+            .iter()
+            .any(|b| b.leveldb.max_memory_bytes == u64::MAX)
+        {
+            let share = machine_memory_bytes() / 100 * 70 / shares;
+            for b in &mut c.node.multi {
+                if b.leveldb.max_memory_bytes == u64::MAX {
+                    b.leveldb.max_memory_bytes = share;
+                }
             }
         }
         for b in &c.node.multi {

@@ -106,5 +106,5 @@ pub(crate) async fn index(
         }
         let _ = tx.blocking_send(Ok(p.end()));
     });
-    parts.response(stream)
+    parts.response(axum::body::Body::from_stream(stream))
 }

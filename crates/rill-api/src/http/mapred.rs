@@ -8,9 +8,9 @@
 //! beyond the node's running jobs a 503 with `Retry-After`.
 
 use super::other::JsonParts;
-use super::util::text;
+use super::util::{json, json_text, text};
 use super::{Ctx, Req};
-use crate::mapred::{admit, encode, start, Event, Refused};
+use crate::mapred::{admit, encode, encode_whole, start, Event, Refused};
 use axum::body::{Body, Bytes};
 use axum::http::{HeaderValue, Method, StatusCode};
 use axum::response::Response;
@@ -18,14 +18,6 @@ use rill_mapred::{JobError, RunError, Term};
 use std::collections::{BTreeMap, VecDeque};
 use std::sync::Arc;
 use tokio::sync::mpsc;
-
-fn json_text(status: StatusCode, body: String) -> Response {
-    let mut r = Response::new(Body::from(body));
-    *r.status_mut() = status;
-    r.headers_mut()
-        .insert("content-type", HeaderValue::from_static("application/json"));
-    r
-}
 
 fn failed(e: &RunError) -> Response {
     json_text(StatusCode::INTERNAL_SERVER_ERROR, e.to_json())
@@ -57,7 +49,7 @@ pub(crate) async fn mapred(ctx: &Arc<Ctx>, req: &Req) -> Response {
         Err(Refused::Job(JobError::Parse(m))) => return text(StatusCode::BAD_REQUEST, m),
         Err(Refused::Job(JobError::Phase(phase, error))) => {
             let v = serde_json::json!({"phase": phase, "error": error});
-            return json_text(StatusCode::BAD_REQUEST, v.to_string());
+            return json(StatusCode::BAD_REQUEST, &v);
         }
         Err(Refused::Busy(m)) => {
             let mut r = text(StatusCode::SERVICE_UNAVAILABLE, format!("{m}\n"));
@@ -77,21 +69,14 @@ pub(crate) async fn mapred(ctx: &Arc<Ctx>, req: &Req) -> Response {
             Event::Results(phase, items) => results.entry(phase).or_default().extend(items),
             Event::Done(Err(e)) => return failed(&e),
             Event::Done(Ok(())) => {
-                let one = |phase: usize, items: &[Term]| {
-                    rill_mapred::json::encode(items).map_err(|e| RunError::Phase {
-                        phase,
-                        error: e.message,
-                        input: String::new(),
-                    })
-                };
                 let body = if kept < 2 {
                     let phase = results.keys().next().copied().unwrap_or(0);
                     let all: Vec<Term> = results.into_values().flatten().collect();
-                    one(phase, &all)
+                    encode_whole(phase, &all)
                 } else {
                     results
                         .iter()
-                        .map(|(phase, items)| one(*phase, items))
+                        .map(|(phase, items)| encode_whole(*phase, items))
                         .collect::<Result<Vec<_>, _>>()
                         .map(|parts| format!("[{}]", parts.join(",")))
                 };
@@ -182,5 +167,5 @@ fn chunked(events: mpsc::Receiver<Event>) -> Response {
         pending: VecDeque::new(),
         ended: false,
     };
-    parts.response_from(Body::from_stream(body))
+    parts.response(Body::from_stream(body))
 }

@@ -416,12 +416,8 @@ impl JsonParts {
         format!("\r\n--{}--\r\n", self.boundary).into()
     }
 
-    /// The response whose body `stream` carries these parts.
-    pub(crate) fn response(&self, stream: ChunkStream) -> Response {
-        self.response_from(axum::body::Body::from_stream(stream))
-    }
-
-    pub(crate) fn response_from(&self, body: axum::body::Body) -> Response {
+    /// The response whose body carries these parts.
+    pub(crate) fn response(&self, body: axum::body::Body) -> Response {
         let mut r = Response::new(body);
         if let Ok(v) =
             HeaderValue::from_str(&format!("multipart/mixed; boundary={}", self.boundary))

@@ -121,7 +121,12 @@ pub fn text(status: StatusCode, body: impl Into<String>) -> Response {
 }
 
 pub fn json(status: StatusCode, v: &serde_json::Value) -> Response {
-    let mut r = Response::new(Body::from(v.to_string()));
+    json_text(status, v.to_string())
+}
+
+/// A JSON answer already written as text.
+pub fn json_text(status: StatusCode, body: String) -> Response {
+    let mut r = Response::new(Body::from(body));
     *r.status_mut() = status;
     r.headers_mut()
         .insert("content-type", HeaderValue::from_static("application/json"));
