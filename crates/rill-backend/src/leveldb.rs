@@ -15,6 +15,7 @@ use crate::keys::{
     bucket_prefix, index_field_prefix, index_key, index_position, object_key, prefix_successor,
     split, split_position, term_prefix, BKey, OBJECT,
 };
+use crate::leveled::JournalOptions;
 use crate::{Backend, Error, IndexEntry, Result};
 use fjall::{Database, JournalRecoveryError, Keyspace, KeyspaceCreateOptions, PersistMode};
 use std::ops::Bound;
@@ -150,13 +151,13 @@ impl LeveldbStore {
         format!("p{partition}")
     }
 
-    /// The backend of one partition (its keyspace made if new).
-    pub fn partition(&self, partition: &str) -> Result<LeveldbBackend> {
+    /// The keyspace `name`, made if new with the store's settings (and,
+    /// for a leveled journal, its values kept apart in blob files).
+    pub(crate) fn keyspace(&self, name: &str, journal: Option<&JournalOptions>) -> Result<Keyspace> {
         let opts = &self.opts;
         let memtable = self.memtable_bytes;
-        let ks = self
-            .db
-            .keyspace(&Self::keyspace_name(partition), || {
+        self.db
+            .keyspace(name, || {
                 let mut o = KeyspaceCreateOptions::default().max_memtable_size(memtable);
                 if !opts.compression {
                     o = o.data_block_compression_policy(fjall::config::CompressionPolicy::all(
@@ -166,32 +167,49 @@ impl LeveldbStore {
                 if !opts.bloom_filter {
                     o = o.filter_policy(fjall::config::FilterPolicy::disabled());
                 }
+                if let Some(j) = journal {
+                    o = o.with_kv_separation(Some(j.engine_options()));
+                }
                 o
             })
-            .map_err(engine)?;
-        Ok(LeveldbBackend {
+            .map_err(engine)
+    }
+
+    /// A backend over keyspace `ks`.
+    pub(crate) fn backend_of(&self, ks: Keyspace) -> LeveldbBackend {
+        LeveldbBackend {
             db: self.db.clone(),
             ks,
             damaged: self.damaged.clone(),
-            durability: if opts.sync_on_write {
+            durability: if self.opts.sync_on_write {
                 PersistMode::SyncData
             } else {
                 PersistMode::Buffer
             },
-        })
+        }
     }
 
-    /// Drops a partition's data whole (its keyspace and files).
+    /// The backend of one partition (its keyspace made if new).
+    pub fn partition(&self, partition: &str) -> Result<LeveldbBackend> {
+        let ks = self.keyspace(&Self::keyspace_name(partition), None)?;
+        Ok(self.backend_of(ks))
+    }
+
+    /// Drops a partition's data whole (its keyspaces and files: a
+    /// leveldb partition's, or a leveled partition's ledger and journal).
     pub fn drop_partition(&self, partition: &str) -> Result<()> {
-        let name = Self::keyspace_name(partition);
-        if !self.db.keyspace_exists(&name) {
-            return Ok(());
+        for prefix in ["p", "l", "v"] {
+            let name = format!("{prefix}{partition}");
+            if !self.db.keyspace_exists(&name) {
+                continue;
+            }
+            let ks = self
+                .db
+                .keyspace(&name, KeyspaceCreateOptions::default)
+                .map_err(engine)?;
+            self.db.delete_keyspace(ks).map_err(engine)?;
         }
-        let ks = self
-            .db
-            .keyspace(&name, KeyspaceCreateOptions::default)
-            .map_err(engine)?;
-        self.db.delete_keyspace(ks).map_err(engine)
+        Ok(())
     }
 
     /// Every partition's keyspace (each is made before a vnode uses it,
@@ -261,17 +279,17 @@ fn set_aside_journals(dir: &Path) -> Result<Vec<String>> {
 
 /// One vnode's data in the node's leveldb database.
 pub struct LeveldbBackend {
-    db: Database,
-    ks: Keyspace,
+    pub(crate) db: Database,
+    pub(crate) ks: Keyspace,
     /// Reads that met a damaged block, all the node's partitions.
-    damaged: Arc<AtomicU64>,
-    durability: PersistMode,
+    pub(crate) damaged: Arc<AtomicU64>,
+    pub(crate) durability: PersistMode,
 }
 
 impl LeveldbBackend {
     /// A read's error: a damaged block is counted (and logged by the
     /// caller with the key's request).
-    fn read_err(&self, e: fjall::Error) -> Error {
+    pub(crate) fn read_err(&self, e: fjall::Error) -> Error {
         let e = engine(e);
         if matches!(e, Error::Corrupt(_)) {
             self.damaged.fetch_add(1, Ordering::Relaxed);
@@ -279,7 +297,59 @@ impl LeveldbBackend {
         e
     }
 
-    fn commit(&self, batch: fjall::OwnedWriteBatch) -> Result<()> {
+    /// Adds a put's changes to `batch`: `value` under the object's key,
+    /// index entries in `remove` dropped and those in `add` added.
+    pub(crate) fn put_into(
+        &self,
+        batch: &mut fjall::OwnedWriteBatch,
+        k: &BKey,
+        value: &[u8],
+        add: &[IndexEntry],
+        remove: &[IndexEntry],
+    ) -> Result<()> {
+        let obj = object_key(k)?;
+        let added: Vec<Vec<u8>> = add
+            .iter()
+            .map(|(f, t)| index_key(k, f, t))
+            .collect::<Result<_>>()?;
+        let removed: Vec<Vec<u8>> = remove
+            .iter()
+            .filter(|r| !add.contains(r))
+            .map(|(f, t)| index_key(k, f, t))
+            .collect::<Result<_>>()?;
+        check_key_lengths(added.iter().chain(&removed).chain(std::iter::once(&obj)))?;
+        if value.len() > MAX_VALUE_BYTES {
+            return Err(Error::ValueTooLarge(value.len()));
+        }
+        for key in removed {
+            batch.remove(&self.ks, key);
+        }
+        for key in added {
+            batch.insert(&self.ks, key, b"");
+        }
+        batch.insert(&self.ks, obj, value);
+        Ok(())
+    }
+
+    /// Adds a delete's changes to `batch`.
+    pub(crate) fn delete_into(
+        &self,
+        batch: &mut fjall::OwnedWriteBatch,
+        k: &BKey,
+        remove: &[IndexEntry],
+    ) -> Result<()> {
+        let mut keys = vec![object_key(k)?];
+        for (f, t) in remove {
+            keys.push(index_key(k, f, t)?);
+        }
+        check_key_lengths(keys.iter())?;
+        for key in keys {
+            batch.remove(&self.ks, key);
+        }
+        Ok(())
+    }
+
+    pub(crate) fn commit(&self, batch: fjall::OwnedWriteBatch) -> Result<()> {
         batch
             .durability(Some(self.durability))
             .commit()
@@ -287,18 +357,28 @@ impl LeveldbBackend {
     }
 
     /// Visits keys from `start` up to `end` (excluded; `None`: to the
-    /// last); `visit` returns false to stop.
+    /// last); `visit` returns false to stop. A `snapshot` scan sees the
+    /// keys as they were when it began, every batch whole or not at all;
+    /// otherwise it sees each key as it is when reached (never overrun,
+    /// however long it takes, but a key moved ahead of it by a write is
+    /// seen twice).
     fn scan(
         &self,
         start: &[u8],
         end: Option<Vec<u8>>,
+        snapshot: bool,
         visit: &mut dyn FnMut(&[u8]) -> Result<bool>,
     ) -> Result<()> {
         let range = (
             Bound::Included(start.to_vec()),
             end.map_or(Bound::Unbounded, Bound::Excluded),
         );
-        for item in self.ks.range::<Vec<u8>, _>(range) {
+        let items = if snapshot {
+            fjall::Readable::range::<Vec<u8>, _>(&self.db.snapshot(), &self.ks, range)
+        } else {
+            self.ks.range::<Vec<u8>, _>(range)
+        };
+        for item in items {
             let key = item.key().map_err(|e| self.read_err(e))?;
             if !visit(&key)? {
                 break;
@@ -325,41 +405,14 @@ impl Backend for LeveldbBackend {
     }
 
     fn put(&self, k: &BKey, value: &[u8], add: &[IndexEntry], remove: &[IndexEntry]) -> Result<()> {
-        let obj = object_key(k)?;
-        let added: Vec<Vec<u8>> = add
-            .iter()
-            .map(|(f, t)| index_key(k, f, t))
-            .collect::<Result<_>>()?;
-        let removed: Vec<Vec<u8>> = remove
-            .iter()
-            .filter(|r| !add.contains(r))
-            .map(|(f, t)| index_key(k, f, t))
-            .collect::<Result<_>>()?;
-        check_key_lengths(added.iter().chain(&removed).chain(std::iter::once(&obj)))?;
-        if value.len() > MAX_VALUE_BYTES {
-            return Err(Error::ValueTooLarge(value.len()));
-        }
         let mut batch = self.db.batch();
-        for key in removed {
-            batch.remove(&self.ks, key);
-        }
-        for key in added {
-            batch.insert(&self.ks, key, b"");
-        }
-        batch.insert(&self.ks, obj, value);
+        self.put_into(&mut batch, k, value, add, remove)?;
         self.commit(batch)
     }
 
     fn delete(&self, k: &BKey, remove: &[IndexEntry]) -> Result<()> {
-        let mut keys = vec![object_key(k)?];
-        for (f, t) in remove {
-            keys.push(index_key(k, f, t)?);
-        }
-        check_key_lengths(keys.iter())?;
         let mut batch = self.db.batch();
-        for key in keys {
-            batch.remove(&self.ks, key);
-        }
+        self.delete_into(&mut batch, k, remove)?;
         self.commit(batch)
     }
 
@@ -370,7 +423,7 @@ impl Backend for LeveldbBackend {
         let end = prefix_successor(&[OBJECT]);
         loop {
             let mut next = None;
-            self.scan(&start, end.clone(), &mut |raw| {
+            self.scan(&start, end.clone(), false, &mut |raw| {
                 next = split(raw).map(|(_, t, b, _)| (t.to_vec(), b.to_vec()));
                 Ok(false)
             })?;
@@ -389,7 +442,7 @@ impl Backend for LeveldbBackend {
 
     fn holds_objects(&self) -> Result<bool> {
         let mut any = false;
-        self.scan(&[OBJECT], prefix_successor(&[OBJECT]), &mut |_| {
+        self.scan(&[OBJECT], prefix_successor(&[OBJECT]), false, &mut |_| {
             any = true;
             Ok(false)
         })?;
@@ -403,7 +456,7 @@ impl Backend for LeveldbBackend {
         visit: &mut dyn FnMut(&[u8]) -> bool,
     ) -> Result<()> {
         let prefix = bucket_prefix(OBJECT, bucket_type, bucket)?;
-        self.scan(&prefix, prefix_successor(&prefix), &mut |raw| {
+        self.scan(&prefix, prefix_successor(&prefix), false, &mut |raw| {
             Ok(visit(&raw[prefix.len()..]))
         })
     }
@@ -428,9 +481,12 @@ impl Backend for LeveldbBackend {
         end.extend_from_slice(&term_prefix(hi));
         let end = prefix_successor(&end);
         let mut bad = 0u64;
+        // A snapshot: a query never sees both the entry a write removed
+        // and the one it added (pages are short; a continuation resumes).
         self.scan(
             &start,
             end,
+            true,
             &mut |raw| match split_position(&raw[field.len()..]) {
                 Some((term, key)) => Ok(visit(&term, key)),
                 None => {
@@ -457,4 +513,4 @@ impl Backend for LeveldbBackend {
 /// fjall's limits: keys up to 64 KiB, values below 4 GiB; Rill keeps
 /// values to 256 MiB, as its peer messages do.
 const MAX_KEY_BYTES: usize = 65535;
-const MAX_VALUE_BYTES: usize = 256 << 20;
+pub(crate) const MAX_VALUE_BYTES: usize = 256 << 20;

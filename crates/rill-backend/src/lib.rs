@@ -16,6 +16,7 @@ mod bitcask_backend;
 mod index;
 mod keys;
 mod leveldb;
+mod leveled;
 mod memory;
 mod multi;
 
@@ -23,6 +24,7 @@ pub use bitcask_backend::BitcaskBackend;
 pub use index::{IndexQuery, IndexRange, Term};
 pub use keys::{index_position, split_position, BKey};
 pub use leveldb::{LeveldbBackend, LeveldbOptions, LeveldbStore};
+pub use leveled::{JournalOptions, JournalStats, LeveledBackend};
 pub use memory::{MemoryBackend, MemoryOptions};
 pub use multi::{MultiBackend, Router};
 
@@ -46,6 +48,8 @@ pub enum Error {
     KeyTooLarge(usize),
     #[error("value of {0} bytes is too large (at most 268435456 bytes)")]
     ValueTooLarge(usize),
+    #[error("the {0} backend keeps no object heads")]
+    NoHeads(&'static str),
     #[error("{{undefined_backend,{0}}}: the bucket's backend property names a backend this node does not have")]
     UndefinedBackend(String),
 }
@@ -83,6 +87,47 @@ pub trait Backend: Send + Sync {
     /// Stores `value` for `k`; index entries in `remove` are dropped and
     /// those in `add` added, together with the value.
     fn put(&self, k: &BKey, value: &[u8], add: &[IndexEntry], remove: &[IndexEntry]) -> Result<()>;
+
+    /// Whether this backend keeps each object's head (its metadata
+    /// without values, `rill_object::encode_head`) apart from its value,
+    /// as leveled does: writers then pass heads to
+    /// [`Backend::put_with_head`].
+    fn keeps_heads(&self) -> bool {
+        false
+    }
+
+    /// [`Backend::put`] with the object's head; a backend that keeps no
+    /// heads ignores it.
+    fn put_with_head(
+        &self,
+        k: &BKey,
+        value: &[u8],
+        _head: &[u8],
+        add: &[IndexEntry],
+        remove: &[IndexEntry],
+    ) -> Result<()> {
+        self.put(k, value, add, remove)
+    }
+
+    /// The head stored with `k`'s object, read without its value; empty
+    /// if the object was written without one (by [`Backend::put`]), and
+    /// `None` where the backend keeps no heads: then read the object.
+    fn get_head(&self, _k: &BKey) -> Option<Result<Option<bytes::Bytes>>> {
+        None
+    }
+
+    /// Every key of one bucket with its head, in key order, reading no
+    /// value (a head is empty where the object was written without one);
+    /// an error where the backend keeps no heads. As [`Backend::fold_keys`],
+    /// not a snapshot.
+    fn fold_heads(
+        &self,
+        _bucket_type: &[u8],
+        _bucket: &[u8],
+        _visit: &mut dyn FnMut(&[u8], &[u8]) -> bool,
+    ) -> Result<()> {
+        Err(Error::NoHeads(self.name()))
+    }
 
     /// Removes `k` and the index entries given.
     fn delete(&self, k: &BKey, remove: &[IndexEntry]) -> Result<()>;

@@ -115,6 +115,45 @@ impl Backend for MultiBackend {
             .put(k, value, add, remove)
     }
 
+    fn keeps_heads(&self) -> bool {
+        self.backends.iter().any(|(_, b)| b.keeps_heads())
+    }
+
+    fn put_with_head(
+        &self,
+        k: &BKey,
+        value: &[u8],
+        head: &[u8],
+        add: &[IndexEntry],
+        remove: &[IndexEntry],
+    ) -> Result<()> {
+        self.of(&k.bucket_type, &k.bucket)?
+            .put_with_head(k, value, head, add, remove)
+    }
+
+    fn get_head(&self, k: &BKey) -> Option<Result<Option<bytes::Bytes>>> {
+        let named = match self.of(&k.bucket_type, &k.bucket) {
+            Ok(b) => b,
+            Err(e) => return Some(Err(e)),
+        };
+        match named.get_head(k)? {
+            // The others may hold it: a whole read looks in each.
+            Ok(None) if self.backends.len() > 1 => None,
+            other => Some(other),
+        }
+    }
+
+    /// The bucket's current backend's heads (as its index queries).
+    fn fold_heads(
+        &self,
+        bucket_type: &[u8],
+        bucket: &[u8],
+        visit: &mut dyn FnMut(&[u8], &[u8]) -> bool,
+    ) -> Result<()> {
+        self.of(bucket_type, bucket)?
+            .fold_heads(bucket_type, bucket, visit)
+    }
+
     fn delete(&self, k: &BKey, remove: &[IndexEntry]) -> Result<()> {
         // From every backend holding it, so nothing deleted comes back.
         for (i, b) in self.in_order(&k.bucket_type, &k.bucket)?.enumerate() {

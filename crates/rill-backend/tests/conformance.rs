@@ -25,14 +25,26 @@ fn leveldb(dir: &Path) -> (LeveldbStore, rill_backend::LeveldbBackend) {
     (store, b)
 }
 
-/// Runs `check` on a memory backend, a Bitcask backend and a leveldb
-/// backend.
+/// A leveled partition of a database in `dir`.
+fn leveled(dir: &Path) -> (LeveldbStore, rill_backend::LeveledBackend) {
+    let store = LeveldbStore::open(dir, LeveldbOptions::default(), 4).unwrap();
+    let b = store
+        .leveled_partition("0", &rill_backend::JournalOptions::default())
+        .unwrap();
+    (store, b)
+}
+
+/// Runs `check` on a memory backend, a Bitcask backend, a leveldb
+/// backend, a leveled backend and a multi backend.
 fn each(check: impl Fn(&dyn Backend)) {
     check(&MemoryBackend::new(MemoryOptions::default()));
     let dir = tempfile::tempdir().unwrap();
     check(&bitcask(dir.path()));
     let dir = tempfile::tempdir().unwrap();
     let (_store, b) = leveldb(dir.path());
+    check(&b);
+    let dir = tempfile::tempdir().unwrap();
+    let (_store, b) = leveled(dir.path());
     check(&b);
     // Multi, every bucket in a leveldb backend beside a memory one.
     let dir = tempfile::tempdir().unwrap();
@@ -208,15 +220,21 @@ fn indexes_follow_their_values() {
 fn indexes_survive_a_restart() {
     let dir = tempfile::tempdir().unwrap();
     let ldir = tempfile::tempdir().unwrap();
+    let vdir = tempfile::tempdir().unwrap();
     let open = |which: usize| -> (Option<LeveldbStore>, Box<dyn Backend>) {
-        if which == 0 {
-            (None, Box::new(bitcask(dir.path())))
-        } else {
-            let (s, b) = leveldb(ldir.path());
-            (Some(s), Box::new(b))
+        match which {
+            0 => (None, Box::new(bitcask(dir.path()))),
+            1 => {
+                let (s, b) = leveldb(ldir.path());
+                (Some(s), Box::new(b))
+            }
+            _ => {
+                let (s, b) = leveled(vdir.path());
+                (Some(s), Box::new(b))
+            }
         }
     };
-    for which in 0..2 {
+    for which in 0..3 {
         restart_keeps_indexes(|| open(which));
     }
 }
@@ -301,10 +319,13 @@ fn model() {
     let dir = tempfile::tempdir().unwrap();
     let ldir = tempfile::tempdir().unwrap();
     let (_store, lb) = leveldb(ldir.path());
+    let vdir = tempfile::tempdir().unwrap();
+    let (_vstore, vb) = leveled(vdir.path());
     let backends: Vec<Box<dyn Backend>> = vec![
         Box::new(MemoryBackend::new(MemoryOptions::default())),
         Box::new(bitcask(dir.path())),
         Box::new(lb),
+        Box::new(vb),
     ];
     for b in &backends {
         let mut model: BTreeMap<(u8, u8), (Vec<u8>, i64)> = BTreeMap::new();

@@ -1,6 +1,7 @@
 //! Opening each vnode's backend as `storage_backend` says: Bitcask (a
 //! store per vnode, merged by the node's scheduler), leveldb (one
-//! database per node, a keyspace per vnode), memory, or multi (several
+//! database per node, a keyspace per vnode), leveled (one database per
+//! node, a ledger and a journal per vnode), memory, or multi (several
 //! named ones of those per vnode, chosen per bucket by its `backend`
 //! property through the node's bucket registry).
 
@@ -28,7 +29,7 @@ pub(crate) fn uses_bitcask(config: &NodeConfig) -> bool {
 /// default among them.
 fn multi_backends(config: &NodeConfig) -> Result<(&[NamedBackend], &str), String> {
     if config.multi.is_empty() {
-        return Err("storage_backend = multi needs backends: multi_backend.NAME.storage_backend = bitcask, leveldb or memory".into());
+        return Err("storage_backend = multi needs backends: multi_backend.NAME.storage_backend = bitcask, leveldb, leveled or memory".into());
     }
     let default = config
         .multi_default
@@ -48,12 +49,18 @@ fn multi_root(config: &NodeConfig, b: &NamedBackend) -> PathBuf {
         .unwrap_or_else(|| config.data_dir.join("multi").join(&b.name))
 }
 
-/// The node's leveldb databases: `(backend name, database)`; the name is
-/// empty for `storage_backend = leveldb`.
+/// Whether backend `kind` keeps its data in the node's fjall databases.
+pub(crate) fn is_lsm(kind: BackendKind) -> bool {
+    matches!(kind, BackendKind::Leveldb | BackendKind::Leveled)
+}
+
+/// The node's LSM databases (leveldb and leveled backends):
+/// `(backend name, database)`; the name is empty for
+/// `storage_backend = leveldb` or `leveled`.
 pub(crate) fn open_leveldb(config: &NodeConfig) -> Result<Vec<(String, LeveldbStore)>, String> {
     let open = |dir: PathBuf, opts| {
         LeveldbStore::open(&dir, opts, config.ring_size as usize)
-            .map_err(|e| format!("cannot open the leveldb database in {}: {e}", dir.display()))
+            .map_err(|e| format!("cannot open the database in {}: {e}", dir.display()))
     };
     match config.backend {
         BackendKind::Leveldb => {
@@ -63,11 +70,18 @@ pub(crate) fn open_leveldb(config: &NodeConfig) -> Result<Vec<(String, LeveldbSt
                 .unwrap_or_else(|| config.data_dir.join("leveldb"));
             Ok(vec![(String::new(), open(dir, config.leveldb.clone())?)])
         }
+        BackendKind::Leveled => {
+            let dir = config
+                .leveled_dir
+                .clone()
+                .unwrap_or_else(|| config.data_dir.join("leveled"));
+            Ok(vec![(String::new(), open(dir, config.leveled.clone())?)])
+        }
         BackendKind::Multi => {
             let (named, _) = multi_backends(config)?;
             named
                 .iter()
-                .filter(|b| b.kind == BackendKind::Leveldb)
+                .filter(|b| is_lsm(b.kind))
                 .map(|b| {
                     Ok((
                         b.name.clone(),
@@ -119,7 +133,12 @@ impl Opening<'_> {
                     name: String::new(),
                     kind,
                     data_root: None,
-                    leveldb: c.leveldb.clone(),
+                    leveldb: if kind == BackendKind::Leveled {
+                        c.leveled.clone()
+                    } else {
+                        c.leveldb.clone()
+                    },
+                    journal: c.leveled_journal.clone(),
                     memory_max_bytes: c.memory_max_bytes,
                     memory_ttl: c.memory_ttl,
                 };
@@ -142,15 +161,19 @@ impl Opening<'_> {
                 max_memory_bytes: b.memory_max_bytes,
                 ttl: b.memory_ttl,
             })),
-            BackendKind::Leveldb => {
+            BackendKind::Leveldb | BackendKind::Leveled => {
                 let (_, store) = self
                     .leveldb
                     .iter()
                     .find(|(n, _)| *n == b.name)
-                    .ok_or_else(|| format!("the leveldb database of {:?} is not open", b.name))?;
-                Box::new(store.partition(&index).map_err(|e| {
-                    format!("cannot open the leveldb data of partition {}: {e}", p.0)
-                })?)
+                    .ok_or_else(|| format!("the database of {:?} is not open", b.name))?;
+                let failed =
+                    |e| format!("cannot open the data of partition {}: {e}", p.0);
+                if b.kind == BackendKind::Leveled {
+                    Box::new(store.leveled_partition(&index, &b.journal).map_err(failed)?)
+                } else {
+                    Box::new(store.partition(&index).map_err(failed)?)
+                }
             }
             BackendKind::Bitcask => {
                 let dir = root

@@ -10,6 +10,9 @@ pub enum BackendKind {
     Memory,
     /// Objects and index entries in a sorted LSM tree per vnode (fjall).
     Leveldb,
+    /// Keys and heads in a sorted ledger, values in a journal apart
+    /// (fjall, values in blob files), per vnode.
+    Leveled,
     /// Several named backends, chosen per bucket (`multi_backend.*`).
     Multi,
 }
@@ -19,12 +22,16 @@ pub enum BackendKind {
 #[derive(Clone, Debug, PartialEq)]
 pub struct NamedBackend {
     pub name: String,
-    /// Bitcask, Leveldb or Memory.
+    /// Bitcask, Leveldb, Leveled or Memory.
     pub kind: BackendKind,
-    /// `multi_backend.NAME.bitcask.data_root` / `.leveldb.data_root`
-    /// (default: `multi/NAME` under the data directory).
+    /// `multi_backend.NAME.bitcask.data_root` / `.leveldb.data_root` /
+    /// `.leveled.data_root` (default: `multi/NAME` under the data
+    /// directory).
     pub data_root: Option<PathBuf>,
+    /// The LSM engine's settings of a leveldb or leveled backend.
     pub leveldb: rill_backend::LeveldbOptions,
+    /// A leveled backend's journal.
+    pub journal: rill_backend::JournalOptions,
     pub memory_max_bytes: Option<u64>,
     pub memory_ttl: Option<Duration>,
 }
@@ -64,6 +71,12 @@ pub struct NodeConfig {
     pub leveldb: rill_backend::LeveldbOptions,
     /// `leveldb.data_root` (default: `leveldb` under the data directory).
     pub leveldb_dir: Option<PathBuf>,
+    /// `leveled.*` settings of the node's leveled database: its engine
+    /// and its journal.
+    pub leveled: rill_backend::LeveldbOptions,
+    pub leveled_journal: rill_backend::JournalOptions,
+    /// `leveled.data_root` (default: `leveled` under the data directory).
+    pub leveled_dir: Option<PathBuf>,
     /// `multi_backend.NAME.*`, in the order first named.
     pub multi: Vec<NamedBackend>,
     /// `multi_backend.default`.
@@ -111,6 +124,9 @@ impl NodeConfig {
             reserve_bytes: 64 << 20,
             leveldb: rill_backend::LeveldbOptions::default(),
             leveldb_dir: None,
+            leveled: rill_backend::LeveldbOptions::default(),
+            leveled_journal: rill_backend::JournalOptions::default(),
+            leveled_dir: None,
             multi: Vec::new(),
             multi_default: None,
             memory_max_bytes: None,

@@ -29,13 +29,19 @@ pub(crate) fn value_bytes(o: &Object) -> usize {
 /// dot, vtag, last-modified time, deleted flag and value length, hashed
 /// (FNV-1a, 64 bits). Cheap: no value is read.
 pub(crate) fn fingerprint(o: &Object) -> u64 {
+    fingerprint_with(o, o.contents.iter().map(|c| c.value.len() as u64))
+}
+
+/// [`fingerprint`] of an object whose values' lengths are given apart
+/// (a head read without its values).
+pub(crate) fn fingerprint_with(o: &Object, value_lengths: impl Iterator<Item = u64>) -> u64 {
     let mut h: u64 = 0xcbf2_9ce4_8422_2325;
     let mut eat = |b: &[u8]| {
         for x in b {
             h = (h ^ u64::from(*x)).wrapping_mul(0x100_0000_01b3);
         }
     };
-    for c in &o.contents {
+    for (c, len) in o.contents.iter().zip(value_lengths) {
         if let Some(d) = &c.dot {
             eat(&d.actor);
             eat(&d.counter.to_be_bytes());
@@ -44,7 +50,7 @@ pub(crate) fn fingerprint(o: &Object) -> u64 {
         eat(c.meta.vtag.as_deref().unwrap_or_default());
         eat(&c.meta.last_modified_us.to_be_bytes());
         eat(&[u8::from(c.meta.deleted)]);
-        eat(&(c.value.len() as u64).to_be_bytes());
+        eat(&len.to_be_bytes());
     }
     h
 }

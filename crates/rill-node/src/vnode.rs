@@ -233,7 +233,13 @@ impl Vnode {
             .filter(|e| !new_terms.contains(e))
             .cloned()
             .collect();
-        self.backend.put(k, &bytes, &add, &remove)?;
+        if self.backend.keeps_heads() {
+            let head = rill_object::encode_head(&new);
+            self.backend
+                .put_with_head(k, &bytes, &head, &add, &remove)?;
+        } else {
+            self.backend.put(k, &bytes, &add, &remove)?;
+        }
         Ok(Some(new))
     }
 

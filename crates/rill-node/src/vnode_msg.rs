@@ -98,7 +98,7 @@ impl Vnode {
     pub fn handle(&self, request: VnodeRequest, limits: &Limits) -> VnodeReply {
         let result = match request {
             VnodeRequest::Get { key } => self.get(&key).map(VnodeReply::Found),
-            VnodeRequest::Head { key } => self.get(&key).map(head_reply),
+            VnodeRequest::Head { key } => self.head(&key),
             VnodeRequest::Merge {
                 key,
                 object,
@@ -158,6 +158,36 @@ impl Vnode {
     }
 }
 
+impl Vnode {
+    /// A head's answer: from the backend's head where it keeps one (no
+    /// value read when the values are large), else from the object.
+    fn head(&self, k: &rill_backend::BKey) -> Result<VnodeReply, KvError> {
+        if let Some(read) = self.backend().get_head(k) {
+            match read? {
+                None => return Ok(VnodeReply::Found(None)),
+                // Written without a head: read the object.
+                Some(b) if b.is_empty() => {}
+                Some(b) => {
+                    let h = rill_object::decode_head(&b).map_err(|e| {
+                        tracing::error!(partition = self.partition.0, error = %e, "stored object head does not decode");
+                        KvError::Backend(format!("stored object head does not decode: {e}"))
+                    })?;
+                    if h.value_bytes() > crate::head::HEAD_WHOLE_BYTES as u64 {
+                        return Ok(VnodeReply::Head {
+                            fingerprint: crate::head::fingerprint_with(
+                                &h.object,
+                                h.value_lengths.iter().copied(),
+                            ),
+                            clock: h.object.clock,
+                        });
+                    }
+                }
+            }
+        }
+        self.get(k).map(head_reply)
+    }
+}
+
 /// A head's answer: the whole object while its values are small, else
 /// its clock and fingerprint.
 fn head_reply(o: Option<Object>) -> VnodeReply {
@@ -213,5 +243,37 @@ impl Vnode {
             keys: best.into_iter().collect(),
             more,
         })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::config::BackendKind;
+    use crate::Node;
+
+    /// A leveled vnode answers a head from its ledger: the same reply the
+    /// whole object gives (a large value's clock and fingerprint, a small
+    /// object whole), and a missing key as missing.
+    #[test]
+    fn a_leveled_head_answers_as_the_object_does() {
+        let dir = tempfile::tempdir().unwrap();
+        let n = crate::testing::node(dir.path(), BackendKind::Leveled);
+        let large = vec![7u8; crate::head::HEAD_WHOLE_BYTES + 1];
+        crate::testing::put_kv(&n, b"large", &large);
+        crate::testing::put_kv(&n, b"small", b"v");
+        let limits = n.limits;
+        for key in [&b"large"[..], b"small", b"none"] {
+            let e = &n.preflist(b"", b"b", key, 1)[0];
+            let vnode = n.vnode(e);
+            let k = Node::bkey(b"", b"b", key);
+            assert!(vnode.backend().keeps_heads());
+            let from_head = vnode.handle(VnodeRequest::Head { key: k.clone() }, &limits);
+            let from_object = vnode.get(&k).map(head_reply).unwrap();
+            assert_eq!(from_head, from_object, "{key:?}");
+            if key == b"large" {
+                assert!(matches!(from_head, VnodeReply::Head { .. }));
+            }
+        }
     }
 }

@@ -19,6 +19,7 @@
 
 mod clock;
 mod codec;
+mod head;
 mod object;
 
 pub use clock::{Actor, Dot, PruneRules, VClock};
@@ -26,4 +27,5 @@ pub use codec::{
     decode_object, decode_object_shared, decode_vclock, encode_object, encode_object_into,
     encode_vclock, DecodeError, OBJECT_FORMAT_VERSION,
 };
+pub use head::{decode_head, encode_head, Head, HEAD_FORMAT_VERSION};
 pub use object::{Content, Link, Metadata, Object, PutMode};

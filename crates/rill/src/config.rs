@@ -2,7 +2,9 @@
 //! comments, Riak's key names where the concept is the same. Every key
 //! is checked: an unknown key or a bad value names its line.
 
-use crate::config_backends::{machine_memory_bytes, set_leveldb, set_memory, set_multi};
+use crate::config_backends::{
+    machine_memory_bytes, set_leveldb, set_leveled, set_memory, set_multi,
+};
 pub use crate::config_keys::KEYS;
 use bitcask::SyncStrategy;
 use rill_node::{BackendKind, DeleteMode, MergePolicyKind, NodeConfig};
@@ -135,6 +137,7 @@ impl Config {
         // Riak's leveldb.maximum_memory.percent = 70: a bound the cache
         // grows to with the data read, not memory taken at start.
         node.leveldb.max_memory_bytes = machine_memory_bytes() / 100 * 70;
+        node.leveled.max_memory_bytes = node.leveldb.max_memory_bytes;
         Config {
             pid_file: data.join("rill.pid"),
             node,
@@ -193,7 +196,7 @@ impl Config {
             .node
             .multi
             .iter()
-            .filter(|b| b.kind == BackendKind::Leveldb)
+            .filter(|b| matches!(b.kind, BackendKind::Leveldb | BackendKind::Leveled))
             .count()
             .max(1) as u64;
         if c.node
@@ -213,7 +216,7 @@ impl Config {
                 errors.push(ConfigError {
                     line: 0,
                     message: format!(
-                        "multi_backend.{0}.storage_backend is not set (bitcask, leveldb or memory) though other multi_backend.{0}.* settings are",
+                        "multi_backend.{0}.storage_backend is not set (bitcask, leveldb, leveled or memory) though other multi_backend.{0}.* settings are",
                         b.name
                     ),
                 });
@@ -222,7 +225,7 @@ impl Config {
         if c.node.backend == BackendKind::Multi {
             let names: Vec<&str> = c.node.multi.iter().map(|b| b.name.as_str()).collect();
             let message = match c.node.multi_default.as_deref() {
-                _ if names.is_empty() => Some("storage_backend = multi needs backends: multi_backend.NAME.storage_backend = bitcask, leveldb or memory".to_string()),
+                _ if names.is_empty() => Some("storage_backend = multi needs backends: multi_backend.NAME.storage_backend = bitcask, leveldb, leveled or memory".to_string()),
                 None => Some("storage_backend = multi needs multi_backend.default = NAME".to_string()),
                 Some(d) if !names.contains(&d) => Some(format!(
                     "multi_backend.default = {d} names no backend (the backends: {})",
@@ -289,6 +292,11 @@ impl Config {
         if let Some(r) = set_leveldb(&mut n.leveldb, key, key, v) {
             return r;
         }
+        if key != "leveled.data_root" {
+            if let Some(r) = set_leveled(&mut n.leveled, &mut n.leveled_journal, key, key, v) {
+                return r;
+            }
+        }
         if let Some(r) = set_memory(&mut n.memory_max_bytes, &mut n.memory_ttl, key, v) {
             return r;
         }
@@ -311,11 +319,9 @@ impl Config {
                     "bitcask" => BackendKind::Bitcask,
                     "memory" => BackendKind::Memory,
                     "leveldb" => BackendKind::Leveldb,
+                    "leveled" => BackendKind::Leveled,
                     "multi" => BackendKind::Multi,
-                    "leveled" => {
-                        return Err(format!("storage_backend = {v} is not available yet; use bitcask, leveldb, memory or multi"))
-                    }
-                    _ => return Err(format!("storage_backend must be bitcask, leveldb, memory or multi, found {v:?}")),
+                    _ => return Err(format!("storage_backend must be bitcask, leveldb, leveled, memory or multi, found {v:?}")),
                 }
             }
             "platform_data_dir" => {
@@ -402,6 +408,7 @@ impl Config {
             "bitcask.throttle.high_usage" => n.throttle.high_usage = share(v)?,
             "bitcask.reserve" => n.reserve_bytes = bytesize(v)?,
             "leveldb.data_root" => n.leveldb_dir = Some(PathBuf::from(v)),
+            "leveled.data_root" => n.leveled_dir = Some(PathBuf::from(v)),
             "log.console.level" => match v {
                 "debug" | "info" | "warning" | "error" => self.log_level = v.replace("warning", "warn"),
                 _ => return Err(format!("log.console.level must be debug, info, warning or error, found {v:?}")),

@@ -1,5 +1,6 @@
 //! The settings of the storage backends beyond Bitcask: `multi_backend.*`
-//! (several named backends, chosen per bucket) and what `leveldb.*` shares.
+//! (several named backends, chosen per bucket), `leveldb.*` and
+//! `leveled.*`.
 
 use crate::config::{bytesize, duration};
 use rill_node::{BackendKind, NamedBackend, NodeConfig};
@@ -30,6 +31,7 @@ pub(crate) fn set_multi(n: &mut NodeConfig, rest: &str, v: &str) -> Result<(), S
             kind: BackendKind::Multi,
             data_root: None,
             leveldb,
+            journal: rill_backend::JournalOptions::default(),
             memory_max_bytes: None,
             memory_ttl: None,
         });
@@ -42,6 +44,9 @@ pub(crate) fn set_multi(n: &mut NodeConfig, rest: &str, v: &str) -> Result<(), S
     if let Some(r) = set_leveldb(&mut b.leveldb, setting, &key, v) {
         return r;
     }
+    if let Some(r) = set_leveled(&mut b.leveldb, &mut b.journal, setting, &key, v) {
+        return r;
+    }
     if let Some(r) = set_memory(&mut b.memory_max_bytes, &mut b.memory_ttl, setting, v) {
         return r;
     }
@@ -50,15 +55,16 @@ pub(crate) fn set_multi(n: &mut NodeConfig, rest: &str, v: &str) -> Result<(), S
             b.kind = match v {
                 "bitcask" => BackendKind::Bitcask,
                 "leveldb" => BackendKind::Leveldb,
+                "leveled" => BackendKind::Leveled,
                 "memory" => BackendKind::Memory,
                 _ => {
                     return Err(format!(
-                        "{key} must be bitcask, leveldb or memory, found {v:?}"
+                        "{key} must be bitcask, leveldb, leveled or memory, found {v:?}"
                     ))
                 }
             }
         }
-        "bitcask.data_root" | "leveldb.data_root" => b.data_root = Some(PathBuf::from(v)),
+        "bitcask.data_root" | "leveldb.data_root" | "leveled.data_root" => b.data_root = Some(PathBuf::from(v)),
         _ => {
             return Err(format!(
             "unknown setting {key:?} (`rill chkconfig --keys` lists the settings this build knows)"
@@ -88,6 +94,51 @@ pub(crate) fn set_leveldb(
         "leveldb.sync_on_write" => on_off(key, v).map(|on| opts.sync_on_write = on),
         "leveldb.compression" => on_off(key, v).map(|on| opts.compression = on),
         "leveldb.bloomfilter" => on_off(key, v).map(|on| opts.bloom_filter = on),
+        _ => return None,
+    })
+}
+
+/// A `leveled.*` setting (`setting`, as named after any
+/// `multi_backend.NAME.`) into the engine's options and the journal's;
+/// `None` when it is not one of those. Riak's names where the concept is
+/// the same; the memory budget is Rill's, named as leveldb's.
+pub(crate) fn set_leveled(
+    opts: &mut rill_backend::LeveldbOptions,
+    journal: &mut rill_backend::JournalOptions,
+    setting: &str,
+    key: &str,
+    v: &str,
+) -> Option<Result<(), String>> {
+    let rest = setting.strip_prefix("leveled.")?;
+    let as_leveldb = format!("leveldb.{rest}");
+    Some(match rest {
+        "maximum_memory.percent" | "maximum_memory" => {
+            return set_leveldb(opts, &as_leveldb, key, v);
+        }
+        "sync_strategy" => match v {
+            "none" | "riak_sync" => Ok(opts.sync_on_write = false),
+            "sync" => Ok(opts.sync_on_write = true),
+            _ => Err(format!("{key} must be none, riak_sync or sync, found {v:?}")),
+        },
+        "compression_method" => match v {
+            "native" | "lz4" => Ok(journal.compression = true),
+            "none" => Ok(journal.compression = false),
+            "zstd" => Err(format!("{key} = zstd is not offered by this build; use lz4 (or native, the same here) or none")),
+            _ => Err(format!("{key} must be native, lz4 or none, found {v:?}")),
+        },
+        // Values are compressed as they are written to a journal file,
+        // whichever point is named.
+        "compression_point" => match v {
+            "on_receipt" | "on_compact" => Ok(()),
+            _ => Err(format!("{key} must be on_receipt or on_compact, found {v:?}")),
+        },
+        "journal_size" => bytesize(v).map(|b| journal.file_bytes = b.max(1 << 20)),
+        "singlefile_compactionpercentage" => v
+            .parse::<f64>()
+            .ok()
+            .filter(|p| (0.0..=100.0).contains(p))
+            .map(|p| journal.compaction_percent = p.round() as u8)
+            .ok_or_else(|| format!("{key} must be a percentage from 0 to 100, found {v:?}")),
         _ => return None,
     })
 }

@@ -14,7 +14,7 @@ pub const KEYS: &[(&str, &str)] = &[
     ),
     (
         "storage_backend",
-        "bitcask, leveldb, memory or multi (default bitcask)",
+        "bitcask, leveldb, leveled, memory or multi (default bitcask)",
     ),
     ("platform_data_dir", "where data lives (default ./data)"),
     (
@@ -142,12 +142,40 @@ pub const KEYS: &[(&str, &str)] = &[
         "on or off: bloom filters on tables (default on)",
     ),
     (
+        "leveled.data_root",
+        "where the leveled backend keeps its ledgers and journals (default $(platform_data_dir)/leveled)",
+    ),
+    (
+        "leveled.maximum_memory.percent",
+        "share of the node's memory for leveled's block cache and write buffers, all vnodes together (default 70, as leveldb's); also leveled.maximum_memory as a size",
+    ),
+    (
+        "leveled.sync_strategy",
+        "none or riak_sync: writes are in the kernel when acknowledged (default none); sync: on the disk",
+    ),
+    (
+        "leveled.compression_method",
+        "native or lz4: values compressed with LZ4 in the journal (default native); none",
+    ),
+    (
+        "leveled.compression_point",
+        "on_receipt or on_compact: accepted for Riak's configs; values are compressed as they are written to a journal file",
+    ),
+    (
+        "leveled.journal_size",
+        "a journal file is closed near this size (default 64MB; Riak's default is 1GB per vnode journal file)",
+    ),
+    (
+        "leveled.singlefile_compactionpercentage",
+        "a journal file whose dead share passes this percentage has its live values moved out when the ledger tables pointing into it are compacted; a file with none live is deleted (default 30)",
+    ),
+    (
         "multi_backend.default",
         "with storage_backend = multi: the backend of buckets whose backend property names none",
     ),
     (
         "multi_backend.NAME.storage_backend",
-        "with storage_backend = multi: bitcask, leveldb or memory for the backend NAME (a bucket chooses it with its backend property)",
+        "with storage_backend = multi: bitcask, leveldb, leveled or memory for the backend NAME (a bucket chooses it with its backend property)",
     ),
     (
         "multi_backend.NAME.bitcask.data_root",
@@ -158,8 +186,16 @@ pub const KEYS: &[(&str, &str)] = &[
         "where NAME keeps its leveldb database (default $(platform_data_dir)/multi/NAME)",
     ),
     (
+        "multi_backend.NAME.leveled.data_root",
+        "where NAME keeps its leveled database (default $(platform_data_dir)/multi/NAME)",
+    ),
+    (
+        "multi_backend.NAME.leveled.journal_size",
+        "NAME's journal file size; also .leveled.maximum_memory(.percent), .sync_strategy, .compression_method, .compression_point, .singlefile_compactionpercentage",
+    ),
+    (
         "multi_backend.NAME.leveldb.maximum_memory.percent",
-        "NAME's share of the machine's memory (default 70 divided among the multi's leveldb backends); also .maximum_memory, .sync_on_write, .compression, .bloomfilter",
+        "NAME's share of the machine's memory (default 70 divided among the multi's leveldb and leveled backends); also .maximum_memory, .sync_on_write, .compression, .bloomfilter",
     ),
     (
         "multi_backend.NAME.memory_backend.max_memory_per_vnode",

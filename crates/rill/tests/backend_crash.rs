@@ -3,8 +3,8 @@
 //! value, and objects and index entries agree (no object without its
 //! entries, no entry without its object), as the backend writes them in
 //! one batch. Bitcask is also tested against simulated power loss at its
-//! `Vfs` boundary (crates/bitcask); the leveldb backend's I/O is fjall's
-//! own, so it is tested here, by crashing the process.
+//! `Vfs` boundary (crates/bitcask); the leveldb and leveled backends' I/O
+//! is fjall's own, so they are tested here, by crashing the process.
 
 mod common;
 
@@ -53,7 +53,9 @@ fn listed(n: &Node) -> BTreeSet<String> {
 
 fn crash_under_load(backend: &str) {
     let dir = tempfile::tempdir().unwrap();
-    let conf = format!("storage_backend = {backend}\nleveldb.maximum_memory = 64MB\n");
+    let conf = format!(
+        "storage_backend = {backend}\nleveldb.maximum_memory = 64MB\nleveled.maximum_memory = 64MB\n"
+    );
     let mut n = Node::start(dir.path(), &conf);
     let acked = Arc::new(Mutex::new(Vec::new()));
     for round in 0..2 {
@@ -125,6 +127,11 @@ fn crash_under_load(backend: &str) {
 #[test]
 fn leveldb_loses_nothing_acknowledged_when_killed_under_load() {
     crash_under_load("leveldb");
+}
+
+#[test]
+fn leveled_loses_nothing_acknowledged_when_killed_under_load() {
+    crash_under_load("leveled");
 }
 
 #[test]

@@ -75,6 +75,7 @@ fn stats_json(ctx: &Ctx) -> Value {
             rill_node::BackendKind::Bitcask => "riak_kv_bitcask_backend",
             rill_node::BackendKind::Memory => "riak_kv_memory_backend",
             rill_node::BackendKind::Leveldb => "riak_kv_eleveldb_backend",
+            rill_node::BackendKind::Leveled => "riak_kv_leveled_backend",
             rill_node::BackendKind::Multi => "riak_kv_multi_backend",
         },
         "ring_num_partitions": ctx.node.ring_size(),
