@@ -153,7 +153,11 @@ impl LeveldbStore {
 
     /// The keyspace `name`, made if new with the store's settings (and,
     /// for a leveled journal, its values kept apart in blob files).
-    pub(crate) fn keyspace(&self, name: &str, journal: Option<&JournalOptions>) -> Result<Keyspace> {
+    pub(crate) fn keyspace(
+        &self,
+        name: &str,
+        journal: Option<&JournalOptions>,
+    ) -> Result<Keyspace> {
         let opts = &self.opts;
         let memtable = self.memtable_bytes;
         self.db

@@ -57,7 +57,10 @@ fn gen_of(t: &Term) -> u64 {
 fn no_query_sees_a_replaced_term_under_concurrent_writers() {
     let dir = tempfile::tempdir().unwrap();
     let store = Store::open(dir.path(), Options::default()).unwrap();
-    concurrent_writers_and_queries(Arc::new(BitcaskBackend::open(Arc::new(store)).unwrap()), 200);
+    concurrent_writers_and_queries(
+        Arc::new(BitcaskBackend::open(Arc::new(store)).unwrap()),
+        200,
+    );
     // The LSM backends: an object and its entries are one engine batch.
     let dir = tempfile::tempdir().unwrap();
     // Small write buffers: every write here replaces index entries, whose

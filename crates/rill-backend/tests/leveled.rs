@@ -19,7 +19,9 @@ fn k(key: &str) -> BKey {
 fn heads_are_read_and_folded_without_values() {
     let dir = tempfile::tempdir().unwrap();
     let s = store(dir.path());
-    let b = s.leveled_partition("0", &JournalOptions::default()).unwrap();
+    let b = s
+        .leveled_partition("0", &JournalOptions::default())
+        .unwrap();
     assert!(b.keeps_heads());
     b.put_with_head(&k("a"), b"value a", b"head a", &[], &[])
         .unwrap();
@@ -29,7 +31,10 @@ fn heads_are_read_and_folded_without_values() {
     b.put(&k("b"), b"value b", &[], &[]).unwrap();
     b.put_with_head(&BKey::new(b"t", b"other", b"x"), b"v", b"h", &[], &[])
         .unwrap();
-    assert_eq!(b.get_head(&k("a")).unwrap().unwrap().unwrap(), &b"head a"[..]);
+    assert_eq!(
+        b.get_head(&k("a")).unwrap().unwrap().unwrap(),
+        &b"head a"[..]
+    );
     assert_eq!(b.get_head(&k("b")).unwrap().unwrap().unwrap(), &b""[..]);
     assert_eq!(b.get_head(&k("z")).unwrap().unwrap(), None);
     assert_eq!(b.get(&k("a")).unwrap().unwrap(), &b"value a"[..]);
@@ -62,14 +67,21 @@ fn heads_and_values_survive_a_restart() {
     let dir = tempfile::tempdir().unwrap();
     {
         let s = store(dir.path());
-        let b = s.leveled_partition("0", &JournalOptions::default()).unwrap();
+        let b = s
+            .leveled_partition("0", &JournalOptions::default())
+            .unwrap();
         b.put_with_head(&k("a"), b"value a", b"head a", &[], &[])
             .unwrap();
         b.sync().unwrap();
     }
     let s = store(dir.path());
-    let b = s.leveled_partition("0", &JournalOptions::default()).unwrap();
-    assert_eq!(b.get_head(&k("a")).unwrap().unwrap().unwrap(), &b"head a"[..]);
+    let b = s
+        .leveled_partition("0", &JournalOptions::default())
+        .unwrap();
+    assert_eq!(
+        b.get_head(&k("a")).unwrap().unwrap().unwrap(),
+        &b"head a"[..]
+    );
     assert_eq!(b.get(&k("a")).unwrap().unwrap(), &b"value a"[..]);
 }
 

@@ -140,7 +140,7 @@ fn key(i: u64) -> [u8; 16] {
 }
 
 /// Random bytes (xorshift), a fresh value per key.
-fn fill(buf: &mut [u8], mut seed: u64) {
+pub(crate) fn fill(buf: &mut [u8], mut seed: u64) {
     for chunk in buf.chunks_mut(8) {
         seed ^= seed << 13;
         seed ^= seed >> 7;
@@ -221,13 +221,13 @@ fn load(
 
 /// Joins a fresh memory cgroup limited to `bytes` (page cache counts);
 /// `None`, with a warning, where that is not possible here.
-fn join_memory_cgroup(bytes: u64) -> Option<PathBuf> {
+pub(crate) fn join_memory_cgroup(bytes: u64, name: &str) -> Option<PathBuf> {
     let tries = [
         ("/sys/fs/cgroup/memory", "memory.limit_in_bytes"),
         ("/sys/fs/cgroup", "memory.max"),
     ];
     for (root, file) in tries {
-        let dir = Path::new(root).join("rill-ingest");
+        let dir = Path::new(root).join(name);
         if !Path::new(root).join(file).exists() && !Path::new(root).join("cgroup.procs").exists() {
             continue;
         }
@@ -259,7 +259,7 @@ pub fn run(args: Args) -> Result<()> {
     std::fs::create_dir_all(&args.out)
         .with_context(|| format!("creating {}", args.out.display()))?;
     Machine::describe(&args.dir).print();
-    let cgroup = limit.and_then(join_memory_cgroup);
+    let cgroup = limit.and_then(|l| join_memory_cgroup(l, "rill-ingest"));
     let data = keys * (args.value_bytes as u64 + 16);
     println!(
         "ingest: {keys} sequential keys of {} bytes ({:.2} GB), {} writers, memory {}",

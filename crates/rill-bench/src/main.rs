@@ -8,6 +8,7 @@ mod ingest;
 mod kv;
 mod kv_bound;
 mod machine;
+mod mixed;
 mod plot;
 mod report;
 mod sensor;
@@ -41,6 +42,11 @@ enum Command {
     /// (rocksdb, leveldb, bitcask side by side): throughput and maximum
     /// latency per interval, the data larger than the memory allowed.
     Ingest(ingest::Args),
+    /// Leveled's volume test (GET : update : 2i range = 100 : 20 : 2 on
+    /// 8 KB objects, half the updates replacing four index entries) per
+    /// backend side by side: throughput and percentiles over time, bytes
+    /// written per byte put, bytes on disk per live byte.
+    Mixed(mixed::Args),
 }
 
 fn main() -> anyhow::Result<()> {
@@ -50,5 +56,6 @@ fn main() -> anyhow::Result<()> {
         Command::Kv(args) => kv::run(args),
         Command::Claim(args) => claim::run(args),
         Command::Ingest(args) => ingest::run(args),
+        Command::Mixed(args) => mixed::run(args),
     }
 }

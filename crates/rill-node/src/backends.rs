@@ -167,10 +167,13 @@ impl Opening<'_> {
                     .iter()
                     .find(|(n, _)| *n == b.name)
                     .ok_or_else(|| format!("the database of {:?} is not open", b.name))?;
-                let failed =
-                    |e| format!("cannot open the data of partition {}: {e}", p.0);
+                let failed = |e| format!("cannot open the data of partition {}: {e}", p.0);
                 if b.kind == BackendKind::Leveled {
-                    Box::new(store.leveled_partition(&index, &b.journal).map_err(failed)?)
+                    Box::new(
+                        store
+                            .leveled_partition(&index, &b.journal)
+                            .map_err(failed)?,
+                    )
                 } else {
                     Box::new(store.partition(&index).map_err(failed)?)
                 }

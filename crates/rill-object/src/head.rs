@@ -147,10 +147,16 @@ mod tests {
         }
         let mut bad = good.clone();
         bad[0] = 0xB0;
-        assert!(matches!(decode_head(&bad), Err(DecodeError::BadMagic { .. })));
+        assert!(matches!(
+            decode_head(&bad),
+            Err(DecodeError::BadMagic { .. })
+        ));
         let mut bad = good.clone();
         bad[1] = 9;
-        assert!(matches!(decode_head(&bad), Err(DecodeError::UnknownVersion { .. })));
+        assert!(matches!(
+            decode_head(&bad),
+            Err(DecodeError::UnknownVersion { .. })
+        ));
         let mut bad = good;
         bad[5] = 2; // two lengths for one sibling
         assert!(decode_head(&bad).is_err());

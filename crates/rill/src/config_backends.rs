@@ -64,7 +64,9 @@ pub(crate) fn set_multi(n: &mut NodeConfig, rest: &str, v: &str) -> Result<(), S
                 }
             }
         }
-        "bitcask.data_root" | "leveldb.data_root" | "leveled.data_root" => b.data_root = Some(PathBuf::from(v)),
+        "bitcask.data_root" | "leveldb.data_root" | "leveled.data_root" => {
+            b.data_root = Some(PathBuf::from(v))
+        }
         _ => {
             return Err(format!(
             "unknown setting {key:?} (`rill chkconfig --keys` lists the settings this build knows)"

@@ -1,0 +1,589 @@
+//! `rill-bench mixed`: the workload of leveled's volume test ("Riak KV
+//! and leveled: a volume test", the third source document): per 122
+//! operations, 100 GETs, 20 updates (half of them replacing the object's
+//! index entries with four new ones) and 2 index range queries returning
+//! their terms, on objects of 8 KB, with the data larger than the memory
+//! the run may use. Per backend side by side in one run: throughput and
+//! latency percentiles per interval, and what the backend wrote: bytes
+//! written to the disk per byte put (from /proc/self/io) and bytes on
+//! disk per live byte at the end.
+//!
+//! Engines: Rill's `leveled`, `leveldb` and `bitcask` backends (Bitcask
+//! merged by the node's merge scheduler with Riak's classic policy), each
+//! in a fresh directory, through the backend trait a vnode uses.
+
+use crate::ingest::{fill, join_memory_cgroup};
+use crate::machine::Machine;
+use crate::report::Report;
+use anyhow::{bail, Context, Result};
+use hdrhistogram::Histogram;
+use rill_backend::{
+    BKey, Backend, BitcaskBackend, IndexEntry, IndexQuery, IndexRange, JournalOptions,
+    LeveldbOptions, LeveldbStore, Term,
+};
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+#[derive(clap::Args)]
+pub struct Args {
+    /// Engines to run, in order.
+    #[arg(long, value_delimiter = ',', default_value = "leveled,leveldb,bitcask")]
+    engines: Vec<String>,
+    /// Objects loaded before the mix (default 600 thousand, 4.9 GB; 5
+    /// thousand with --quick).
+    #[arg(long)]
+    keys: Option<u64>,
+    /// Bytes per object.
+    #[arg(long, default_value_t = 8000)]
+    value_bytes: usize,
+    /// Seconds of the mix per engine (default 900; 10 with --quick).
+    #[arg(long)]
+    seconds: Option<u64>,
+    /// Worker threads.
+    #[arg(long, default_value_t = 4)]
+    threads: usize,
+    /// Length of an interval, s (default 30; 1 with --quick).
+    #[arg(long)]
+    interval_s: Option<u64>,
+    /// Memory the run may use, MiB, page cache included (a memory
+    /// cgroup); 0 for no limit (default 2048; 0 with --quick).
+    #[arg(long)]
+    memory_limit_mib: Option<u64>,
+    /// Scratch directory (each engine's data is removed after its run).
+    #[arg(long, default_value = "bench-data/mixed")]
+    dir: PathBuf,
+    /// Where the CSV files and the plot go.
+    #[arg(long, default_value = "bench-out/mixed")]
+    out: PathBuf,
+    /// A short run for CI.
+    #[arg(long)]
+    quick: bool,
+}
+
+/// An engine under test and what keeps it alive.
+struct Engine {
+    backend: Box<dyn Backend>,
+    _store: Option<LeveldbStore>,
+    scheduler: Option<merge_control::MergeScheduler>,
+}
+
+fn open(engine: &str, dir: &Path, memory: Option<u64>) -> Result<Engine> {
+    // Riak's default share (70 %) of what the run may use.
+    let lsm = LeveldbOptions {
+        max_memory_bytes: memory.map_or(1 << 30, |m| m / 10 * 7),
+        ..LeveldbOptions::default()
+    };
+    Ok(match engine {
+        "leveldb" | "leveled" => {
+            let store = LeveldbStore::open(dir, lsm, 1)?;
+            let backend: Box<dyn Backend> = if engine == "leveled" {
+                Box::new(store.leveled_partition("0", &JournalOptions::default())?)
+            } else {
+                Box::new(store.partition("0")?)
+            };
+            Engine {
+                backend,
+                _store: Some(store),
+                scheduler: None,
+            }
+        }
+        "bitcask" => {
+            use merge_control::{Classic, SchedulerSettings, UsageSource};
+            let store = Arc::new(bitcask::Store::open(dir, bitcask::Options::default())?);
+            let scheduler = merge_control::MergeScheduler::start(SchedulerSettings {
+                usage: UsageSource::Filesystem(dir.to_path_buf()),
+                policy: Box::new(Classic::default()),
+                throttle: Default::default(),
+                workers: 1,
+                idle_tick: Duration::from_millis(200),
+            });
+            scheduler.add_store(store.clone());
+            Engine {
+                backend: Box::new(BitcaskBackend::open(store)?),
+                _store: None,
+                scheduler: Some(scheduler),
+            }
+        }
+        other => bail!("unknown engine {other:?}: leveled, leveldb or bitcask"),
+    })
+}
+
+fn key(i: u64) -> Vec<u8> {
+    format!("obj{i:010}").into_bytes()
+}
+
+fn bkey(i: u64) -> BKey {
+    BKey::new(b"", b"mixed", &key(i))
+}
+
+/// The four terms of key `i`'s index generation `g` (0: none), spread
+/// over the term space so a range query finds some.
+fn terms(i: u64, g: u32) -> Vec<IndexEntry> {
+    if g == 0 {
+        return Vec::new();
+    }
+    (0..4u64)
+        .map(|n| {
+            let x = (i ^ (u64::from(g) << 20) ^ (n << 40)).wrapping_mul(0x9e37_79b9_7f4a_7c15);
+            (
+                b"idx_bin".to_vec(),
+                Term::Bin(format!("t{:08}", x % 100_000_000).into_bytes()),
+            )
+        })
+        .collect()
+}
+
+/// An object: half random bytes, half a repeated text (about 2:1 under
+/// LZ4, as JSON documents are).
+fn value(buf: &mut [u8], seed: u64) {
+    let half = buf.len() / 2;
+    fill(&mut buf[..half], seed | 1);
+    const TEXT: &[u8] = b"{\"sensor\":\"temperature\",\"unit\":\"C\"} ";
+    for (j, b) in buf[half..].iter_mut().enumerate() {
+        *b = TEXT[j % TEXT.len()];
+    }
+}
+
+/// A head as a vnode would keep it beside the value (clock and metadata).
+const HEAD: [u8; 160] = [0x5a; 160];
+
+struct Xorshift(u64);
+impl Xorshift {
+    fn next(&mut self) -> u64 {
+        self.0 ^= self.0 << 13;
+        self.0 ^= self.0 >> 7;
+        self.0 ^= self.0 << 17;
+        self.0
+    }
+}
+
+#[derive(Clone, Copy, PartialEq)]
+enum Op {
+    Get,
+    Update,
+    Query,
+}
+
+/// One interval's latencies per operation, µs.
+struct Interval {
+    get: Histogram<u64>,
+    put: Histogram<u64>,
+    query: Histogram<u64>,
+}
+
+impl Interval {
+    fn new() -> Interval {
+        let h = || Histogram::new_with_bounds(1, 60_000_000, 2).expect("histogram bounds");
+        Interval {
+            get: h(),
+            put: h(),
+            query: h(),
+        }
+    }
+    fn of(&mut self, op: Op) -> &mut Histogram<u64> {
+        match op {
+            Op::Get => &mut self.get,
+            Op::Update => &mut self.put,
+            Op::Query => &mut self.query,
+        }
+    }
+    fn ops(&self) -> u64 {
+        self.get.len() + self.put.len() + self.query.len()
+    }
+    fn add(&mut self, o: &Interval) {
+        self.get.add(&o.get).expect("same bounds");
+        self.put.add(&o.put).expect("same bounds");
+        self.query.add(&o.query).expect("same bounds");
+    }
+}
+
+/// Bytes this process has caused to be written to storage.
+fn written_bytes() -> u64 {
+    std::fs::read_to_string("/proc/self/io")
+        .ok()
+        .and_then(|s| {
+            s.lines()
+                .find_map(|l| l.strip_prefix("write_bytes: "))
+                .and_then(|v| v.trim().parse().ok())
+        })
+        .unwrap_or(0)
+}
+
+struct Shared<'a> {
+    b: &'a dyn Backend,
+    keys: u64,
+    value_bytes: usize,
+    /// Each key's index generation, under its lock (an update reads it,
+    /// removes those terms and adds the next generation's).
+    gens: Vec<Mutex<u32>>,
+    put_bytes: AtomicU64,
+}
+
+impl Shared<'_> {
+    fn update(&self, i: u64, reindex: bool, buf: &mut [u8], seed: u64) -> Result<()> {
+        let k = bkey(i);
+        let mut g = self.gens[i as usize].lock().expect("no panics");
+        // A vnode reads before it writes.
+        self.b.get(&k)?;
+        value(buf, seed);
+        let (add, remove) = if reindex {
+            (terms(i, *g + 1), terms(i, *g))
+        } else {
+            (Vec::new(), Vec::new())
+        };
+        self.b.put_with_head(&k, buf, &HEAD, &add, &remove)?;
+        if reindex {
+            *g += 1;
+        }
+        self.put_bytes
+            .fetch_add(self.value_bytes as u64, Ordering::Relaxed);
+        Ok(())
+    }
+
+    fn query(&self, rng: &mut Xorshift) -> Result<u64> {
+        let lo = rng.next() % 100_000_000;
+        let q = IndexQuery {
+            bucket_type: Vec::new(),
+            bucket: b"mixed".to_vec(),
+            field: b"idx_bin".to_vec(),
+            range: IndexRange::Range(
+                Term::Bin(format!("t{lo:08}").into_bytes()),
+                Term::Bin(format!("t{:08}", lo + 100_000).into_bytes()),
+            ),
+            after: None,
+        };
+        let mut n = 0u64;
+        self.b.query_index(&q, &mut |_, _| {
+            n += 1;
+            n < 100
+        })?;
+        Ok(n)
+    }
+}
+
+/// Loads every key with its first index generation.
+fn load(s: &Shared, threads: usize) -> Result<()> {
+    let next = AtomicU64::new(0);
+    std::thread::scope(|scope| {
+        let workers: Vec<_> = (0..threads)
+            .map(|_| {
+                scope.spawn(|| -> Result<()> {
+                    let mut buf = vec![0u8; s.value_bytes];
+                    loop {
+                        let i = next.fetch_add(1, Ordering::Relaxed);
+                        if i >= s.keys {
+                            return Ok(());
+                        }
+                        s.update(i, true, &mut buf, i.wrapping_mul(0x2545_f491_4f6c_dd1d))?;
+                    }
+                })
+            })
+            .collect();
+        workers
+            .into_iter()
+            .try_for_each(|w| w.join().expect("a loader panicked"))
+    })
+}
+
+/// The mix for `run_for`, in intervals of `every`.
+fn mix(s: &Shared, threads: usize, run_for: Duration, every: Duration) -> Result<Vec<Interval>> {
+    let start = Instant::now();
+    let stop = AtomicBool::new(false);
+    let slots = (run_for.as_nanos() / every.as_nanos()) as usize + 1;
+    let per: Vec<Result<Vec<Interval>>> = std::thread::scope(|scope| {
+        let workers: Vec<_> = (0..threads)
+            .map(|t| {
+                let stop = &stop;
+                scope.spawn(move || -> Result<Vec<Interval>> {
+                    let mut mine: Vec<Interval> = (0..slots).map(|_| Interval::new()).collect();
+                    let mut rng = Xorshift(0x9e37_79b9_7f4a_7c15 ^ (t as u64 + 1) << 32);
+                    let mut buf = vec![0u8; s.value_bytes];
+                    while !stop.load(Ordering::Relaxed) {
+                        let r = rng.next();
+                        let op = match r % 122 {
+                            0..=99 => Op::Get,
+                            100..=119 => Op::Update,
+                            _ => Op::Query,
+                        };
+                        let i = (r >> 8) % s.keys;
+                        let began = Instant::now();
+                        match op {
+                            Op::Get => drop(s.b.get(&bkey(i))?),
+                            Op::Update => s.update(i, (r >> 7) & 1 == 1, &mut buf, r)?,
+                            Op::Query => drop(s.query(&mut rng)?),
+                        }
+                        let done = Instant::now();
+                        let at = done.duration_since(start);
+                        if at >= run_for {
+                            stop.store(true, Ordering::Relaxed);
+                            break;
+                        }
+                        let slot = (at.as_nanos() / every.as_nanos()) as usize;
+                        let us = done.duration_since(began).as_micros().max(1) as u64;
+                        mine[slot].of(op).saturating_record(us);
+                    }
+                    Ok(mine)
+                })
+            })
+            .collect();
+        workers
+            .into_iter()
+            .map(|w| w.join().expect("a worker panicked"))
+            .collect()
+    });
+    let mut all: Vec<Interval> = (0..slots).map(|_| Interval::new()).collect();
+    for r in per {
+        for (i, iv) in r?.iter().enumerate() {
+            all[i].add(iv);
+        }
+    }
+    // The last slot is the part of an interval past the end.
+    all.truncate((run_for.as_nanos() / every.as_nanos()).max(1) as usize);
+    Ok(all)
+}
+
+fn ms(h: &Histogram<u64>, q: f64) -> f64 {
+    if h.is_empty() {
+        0.0
+    } else {
+        h.value_at_quantile(q) as f64 / 1000.0
+    }
+}
+
+/// One engine's figures.
+struct Figures {
+    engine: String,
+    ops_per_s: f64,
+    last_third_ops_per_s: f64,
+    p99_ms: [f64; 3],
+    write_amp: f64,
+    space_amp: f64,
+}
+
+pub fn run(args: Args) -> Result<()> {
+    let keys = args
+        .keys
+        .unwrap_or(if args.quick { 5_000 } else { 600_000 });
+    let run_for = Duration::from_secs(args.seconds.unwrap_or(if args.quick { 10 } else { 900 }));
+    let every = Duration::from_secs(
+        args.interval_s
+            .unwrap_or(if args.quick { 1 } else { 30 })
+            .max(1),
+    );
+    let limit = match args.memory_limit_mib {
+        Some(0) => None,
+        Some(mib) => Some(mib << 20),
+        None if args.quick => None,
+        None => Some(2 << 30),
+    };
+    std::fs::create_dir_all(&args.dir)
+        .with_context(|| format!("creating {}", args.dir.display()))?;
+    std::fs::create_dir_all(&args.out)
+        .with_context(|| format!("creating {}", args.out.display()))?;
+    Machine::describe(&args.dir).print();
+    let cgroup = limit.and_then(|l| join_memory_cgroup(l, "rill-mixed"));
+    let live = keys * args.value_bytes as u64;
+    println!(
+        "mixed: {keys} objects of {} bytes ({:.2} GB), GET:update:2i = 100:20:2, {} workers, {} s per engine, memory {}",
+        args.value_bytes,
+        live as f64 / 1e9,
+        args.threads,
+        run_for.as_secs(),
+        match (limit, &cgroup) {
+            (Some(l), Some(cg)) => format!(
+                "limited to {:.2} GB (cgroup {}): data/memory {:.1}",
+                l as f64 / 1e9,
+                cg.display(),
+                live as f64 / l as f64
+            ),
+            _ => "not limited".into(),
+        }
+    );
+    let mut r = Report::new("mixed", args.quick);
+    r.int("keys", keys, "objects per engine");
+    r.int("value_bytes", args.value_bytes as u64, "bytes per object");
+    r.int(
+        "seconds",
+        run_for.as_secs(),
+        "seconds of the mix per engine",
+    );
+    let mut csvs = Vec::new();
+    let mut all = Vec::new();
+    for engine in &args.engines {
+        let dir = args.dir.join(engine);
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir)?;
+        let e = open(engine, &dir, limit)?;
+        let s = Shared {
+            b: e.backend.as_ref(),
+            keys,
+            value_bytes: args.value_bytes,
+            gens: (0..keys).map(|_| Mutex::new(0)).collect(),
+            put_bytes: AtomicU64::new(0),
+        };
+        let began = Instant::now();
+        load(&s, args.threads)?;
+        println!(
+            "{engine}: loaded in {:.1} s; mixing",
+            began.elapsed().as_secs_f64()
+        );
+        let (written0, put0) = (written_bytes(), s.put_bytes.load(Ordering::Relaxed));
+        let intervals = mix(&s, args.threads, run_for, every)?;
+        let written = written_bytes() - written0;
+        let put = s.put_bytes.load(Ordering::Relaxed) - put0;
+        let disk = e.backend.size_bytes();
+        if let Some(sch) = &e.scheduler {
+            let m = sch.metrics();
+            println!(
+                "{engine}: merges {} (read {} MB, wrote {} MB)",
+                m.merges,
+                m.merge_bytes_read / 1_000_000,
+                m.merge_bytes_written / 1_000_000
+            );
+        }
+        let f = figures(engine, &intervals, every, written, put, disk, live);
+        csvs.push((
+            engine.clone(),
+            write_csv(&args.out, engine, &intervals, every)?,
+        ));
+        report(&mut r, &f);
+        all.push(f);
+        drop(s);
+        drop(e);
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+    compare(&mut r, &all);
+    let panel = |column, label| crate::plot::Panel {
+        column,
+        label,
+        max: None,
+    };
+    let panels = [
+        panel("ops_per_s", "operations/s"),
+        panel("put_p99_ms", "update p99, ms"),
+        panel("get_p99_ms", "GET p99, ms"),
+        panel("query_p99_ms", "2i range p99, ms"),
+    ];
+    match crate::plot::draw(&args.out, "mixed", &csvs, &panels) {
+        Ok(png) => println!("plot: {}", png.display()),
+        Err(e) => eprintln!("no plot: {e:#}"),
+    }
+    println!("{}", r.json());
+    Ok(())
+}
+
+fn figures(
+    engine: &str,
+    iv: &[Interval],
+    every: Duration,
+    written: u64,
+    put: u64,
+    disk: u64,
+    live: u64,
+) -> Figures {
+    let secs = every.as_secs_f64();
+    let total: u64 = iv.iter().map(Interval::ops).sum();
+    let third = iv.len() - iv.len() / 3;
+    let last: u64 = iv[third..].iter().map(Interval::ops).sum();
+    let mut whole = Interval::new();
+    for i in iv {
+        whole.add(i);
+    }
+    Figures {
+        engine: engine.to_string(),
+        ops_per_s: total as f64 / (iv.len() as f64 * secs),
+        last_third_ops_per_s: last as f64 / ((iv.len() - third).max(1) as f64 * secs),
+        p99_ms: [
+            ms(&whole.get, 0.99),
+            ms(&whole.put, 0.99),
+            ms(&whole.query, 0.99),
+        ],
+        write_amp: written as f64 / put.max(1) as f64,
+        space_amp: disk as f64 / live.max(1) as f64,
+    }
+}
+
+fn write_csv(out: &Path, engine: &str, iv: &[Interval], every: Duration) -> Result<PathBuf> {
+    let csv = out.join(format!("mixed-{engine}.csv"));
+    let mut f = std::fs::File::create(&csv)?;
+    writeln!(
+        f,
+        "t_s,ops_per_s,get_p50_ms,get_p99_ms,put_p50_ms,put_p99_ms,query_p50_ms,query_p99_ms"
+    )?;
+    for (i, x) in iv.iter().enumerate() {
+        writeln!(
+            f,
+            "{:.0},{:.0},{:.3},{:.3},{:.3},{:.3},{:.3},{:.3}",
+            (i as f64 + 1.0) * every.as_secs_f64(),
+            x.ops() as f64 / every.as_secs_f64(),
+            ms(&x.get, 0.5),
+            ms(&x.get, 0.99),
+            ms(&x.put, 0.5),
+            ms(&x.put, 0.99),
+            ms(&x.query, 0.5),
+            ms(&x.query, 0.99)
+        )?;
+    }
+    Ok(csv)
+}
+
+fn report(r: &mut Report, f: &Figures) {
+    let e = &f.engine;
+    r.num(
+        &format!("{e}_ops_per_s"),
+        f.ops_per_s,
+        &format!("{e}: operations/s over the mix"),
+    );
+    r.num(
+        &format!("{e}_last_third_ops_per_s"),
+        f.last_third_ops_per_s,
+        &format!("{e}: operations/s in the last third"),
+    );
+    for (i, op) in ["get", "put", "query"].iter().enumerate() {
+        r.num(
+            &format!("{e}_{op}_p99_ms"),
+            f.p99_ms[i],
+            &format!("{e}: {op} p99, ms"),
+        );
+    }
+    r.num(
+        &format!("{e}_write_amp"),
+        f.write_amp,
+        &format!("{e}: bytes written to the disk per byte put during the mix"),
+    );
+    r.num(
+        &format!("{e}_space_amp"),
+        f.space_amp,
+        &format!("{e}: bytes on disk per live byte at the end"),
+    );
+}
+
+/// The targets of seed 003: leveled against leveldb.
+fn compare(r: &mut Report, all: &[Figures]) {
+    let get = |n: &str| all.iter().find(|f| f.engine == n);
+    if let (Some(v), Some(l)) = (get("leveled"), get("leveldb")) {
+        let tp = v.last_third_ops_per_s / l.last_third_ops_per_s.max(1e-9);
+        let put = v.p99_ms[1] / l.p99_ms[1].max(1e-9);
+        let q = v.p99_ms[2] / l.p99_ms[2].max(1e-9);
+        r.num(
+            "leveled_over_leveldb_last_third",
+            tp,
+            "leveled / leveldb, operations/s in the last third (target >= 1.0)",
+        );
+        r.num(
+            "leveled_over_leveldb_put_p99",
+            put,
+            "leveled / leveldb, update p99 (target <= 0.5)",
+        );
+        r.num(
+            "leveled_over_leveldb_query_p99",
+            q,
+            "leveled / leveldb, 2i p99 (target <= 1.0)",
+        );
+        let ok = tp >= 1.0 && put <= 0.5 && q <= 1.0;
+        println!("target (leveled >= 1.0x leveldb in the last third, update p99 <= 0.5x, 2i p99 <= 1.0x): {}", if ok { "met" } else { "NOT met" });
+    }
+}
