@@ -428,6 +428,32 @@ mod tests {
     use super::*;
 
     #[test]
+    fn leveled_settings_use_riaks_names() {
+        let c = Config::parse(
+            "storage_backend = leveled\nleveled.data_root = /tmp/lv\nleveled.journal_size = 8MB\n\
+             leveled.singlefile_compactionpercentage = 40.0\nleveled.compression_method = none\n\
+             leveled.sync_strategy = sync\nleveled.maximum_memory = 64MB\n\
+             multi_backend.x.storage_backend = leveled\nmulti_backend.x.leveled.journal_size = 2MB\n",
+        )
+        .unwrap_or_else(|e| panic!("{e:?}"));
+        assert_eq!(c.node.backend, BackendKind::Leveled);
+        assert_eq!(c.node.leveled_dir.as_deref(), Some(Path::new("/tmp/lv")));
+        let j = &c.node.leveled_journal;
+        assert_eq!(
+            (j.file_bytes, j.compaction_percent, j.compression),
+            (8 << 20, 40, false)
+        );
+        assert!(c.node.leveled.sync_on_write);
+        assert_eq!(c.node.leveled.max_memory_bytes, 64 << 20);
+        assert_eq!(c.node.multi[0].journal.file_bytes, 2 << 20);
+        let e = Config::parse("leveled.compression_method = zstd\nleveled.sync_strategy = maybe\n")
+            .err()
+            .expect("refused");
+        assert!(e[0].message.contains("zstd is not offered"), "{e:?}");
+        assert!(e[1].message.contains("none, riak_sync or sync"), "{e:?}");
+    }
+
+    #[test]
     fn multi_backends_are_checked_and_share_leveldb_memory() {
         let e = Config::parse(
             "storage_backend = multi\nmulti_backend.default = a\n\

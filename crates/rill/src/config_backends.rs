@@ -118,16 +118,18 @@ pub(crate) fn set_leveled(
             return set_leveldb(opts, &as_leveldb, key, v);
         }
         "sync_strategy" => match v {
-            "none" | "riak_sync" => Ok(opts.sync_on_write = false),
-            "sync" => Ok(opts.sync_on_write = true),
+            "none" | "riak_sync" => Ok(false),
+            "sync" => Ok(true),
             _ => Err(format!("{key} must be none, riak_sync or sync, found {v:?}")),
-        },
+        }
+        .map(|on| opts.sync_on_write = on),
         "compression_method" => match v {
-            "native" | "lz4" => Ok(journal.compression = true),
-            "none" => Ok(journal.compression = false),
+            "native" | "lz4" => Ok(true),
+            "none" => Ok(false),
             "zstd" => Err(format!("{key} = zstd is not offered by this build; use lz4 (or native, the same here) or none")),
             _ => Err(format!("{key} must be native, lz4 or none, found {v:?}")),
-        },
+        }
+        .map(|on| journal.compression = on),
         // Values are compressed as they are written to a journal file,
         // whichever point is named.
         "compression_point" => match v {
