@@ -11,10 +11,11 @@
 //! (the journal: object bytes under the object's key, kept by fjall in
 //! blob files apart from its tables). A put writes both in one atomic
 //! batch, so a crash never leaves a head without its value or the
-//! reverse. A journal file whose dead share passes
-//! `leveled.singlefile_compactionpercentage` has its live values moved
-//! to a new file when the tables pointing into it are compacted, and a
-//! file with no live value is deleted unread. Why the engine's value
+//! reverse. A journal file whose live share falls below
+//! `leveled.singlefile_compactionpercentage` may have its live values
+//! moved to a new file when the tables pointing into it are compacted
+//! (fjall moves the oldest quarter of such files each time), and a file
+//! with no live value is deleted unread. Why the engine's value
 //! separation and not a journal of Rill's own: docs/backends.md,
 //! "leveled's journal".
 
@@ -30,9 +31,11 @@ use std::ops::Bound;
 pub struct JournalOptions {
     /// A journal file is closed near this size (`leveled.journal_size`).
     pub file_bytes: u64,
-    /// The dead share, in percent, above which a file's live values are
+    /// The live share, in percent, below which a file's live values are
     /// moved out when the ledger tables pointing into it are compacted
-    /// (`leveled.singlefile_compactionpercentage`).
+    /// (`leveled.singlefile_compactionpercentage`, as Riak's leveled
+    /// scores a file by its live share: 30 compacts files more than 70 %
+    /// dead).
     pub compaction_percent: u8,
     /// Values compressed with LZ4 (`leveled.compression_method = lz4`;
     /// `none` stores them as they come).
@@ -55,7 +58,7 @@ impl JournalOptions {
             .file_target_size(self.file_bytes.max(1 << 20))
             // Every value goes to the journal, however small.
             .separation_threshold(1)
-            .staleness_threshold(f32::from(self.compaction_percent.min(100)) / 100.0)
+            .staleness_threshold(1.0 - f32::from(self.compaction_percent.min(100)) / 100.0)
             .compression(if self.compression {
                 fjall::CompressionType::Lz4
             } else {

@@ -446,6 +446,12 @@ mod tests {
         assert!(c.node.leveled.sync_on_write);
         assert_eq!(c.node.leveled.max_memory_bytes, 64 << 20);
         assert_eq!(c.node.multi[0].journal.file_bytes, 2 << 20);
+        let c = Config::parse("leveled.sync_strategy = riak_sync\n")
+            .unwrap_or_else(|e| panic!("{e:?}"));
+        assert!(
+            c.node.leveled.sync_on_write,
+            "riak_sync syncs each write, as leveled's"
+        );
         let e = Config::parse("leveled.compression_method = zstd\nleveled.sync_strategy = maybe\n")
             .err()
             .expect("refused");

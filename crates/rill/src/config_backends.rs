@@ -118,8 +118,9 @@ pub(crate) fn set_leveled(
             return set_leveldb(opts, &as_leveldb, key, v);
         }
         "sync_strategy" => match v {
-            "none" | "riak_sync" => Ok(false),
-            "sync" => Ok(true),
+            "none" => Ok(false),
+            // leveled syncs each journal write under both.
+            "sync" | "riak_sync" => Ok(true),
             _ => Err(format!("{key} must be none, riak_sync or sync, found {v:?}")),
         }
         .map(|on| opts.sync_on_write = on),

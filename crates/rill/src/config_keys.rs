@@ -151,7 +151,7 @@ pub const KEYS: &[(&str, &str)] = &[
     ),
     (
         "leveled.sync_strategy",
-        "none or riak_sync: writes are in the kernel when acknowledged (default none); sync: on the disk",
+        "none: writes are in the kernel when acknowledged (default); sync or riak_sync: on the disk",
     ),
     (
         "leveled.compression_method",
@@ -167,7 +167,7 @@ pub const KEYS: &[(&str, &str)] = &[
     ),
     (
         "leveled.singlefile_compactionpercentage",
-        "a journal file whose dead share passes this percentage has its live values moved out when the ledger tables pointing into it are compacted; a file with none live is deleted (default 30)",
+        "a journal file whose live share falls below this percentage may have its live values moved out when the ledger tables pointing into it are compacted; a file with none live is deleted (default 30, as Riak)",
     ),
     (
         "multi_backend.default",
