@@ -12,7 +12,7 @@
 
 use crate::index::{IndexQuery, IndexSet, Term};
 use crate::keys::{
-    bucket_prefix, index_field_prefix, index_key, index_position, object_key, split,
+    bucket_prefix, index_field_prefix, index_keys, index_position, object_key, split,
     split_index_rest, split_index_rest_v1, BKey, INDEX, INDEX_V1, OBJECT,
 };
 use crate::{Backend, IndexEntry, Result};
@@ -143,14 +143,8 @@ impl Backend for BitcaskBackend {
         // refused put leaves nothing behind.
         let opts = self.store.options();
         let obj = object_key(k)?;
-        let added: Vec<Vec<u8>> = add
-            .iter()
-            .map(|(f, t)| index_key(k, f, t))
-            .collect::<Result<_>>()?;
-        let removed: Vec<Vec<u8>> = remove
-            .iter()
-            .map(|(f, t)| index_key(k, f, t))
-            .collect::<Result<_>>()?;
+        let added = index_keys(k, add)?;
+        let removed = index_keys(k, remove)?;
         for key in added.iter().chain(&removed).chain(std::iter::once(&obj)) {
             if key.len() > opts.max_key_bytes {
                 return Err(bitcask::Error::KeyTooLarge {
@@ -201,10 +195,7 @@ impl Backend for BitcaskBackend {
         if remove.is_empty() {
             return Ok(self.store.delete(&obj)?);
         }
-        let keys: Vec<Vec<u8>> = remove
-            .iter()
-            .map(|(f, t)| index_key(k, f, t))
-            .collect::<Result<_>>()?;
+        let keys = index_keys(k, remove)?;
         let mut ops = vec![BatchOp::Delete { key: &obj }];
         ops.extend(keys.iter().map(|key| BatchOp::Delete { key }));
         let mut index = self.index.writer();

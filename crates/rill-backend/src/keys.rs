@@ -76,6 +76,17 @@ pub(crate) fn index_field_prefix(
     Ok(out)
 }
 
+/// The keys of `entries` of object `k`.
+pub(crate) fn index_keys<'a>(
+    k: &BKey,
+    entries: impl IntoIterator<Item = &'a crate::IndexEntry>,
+) -> Result<Vec<Vec<u8>>> {
+    entries
+        .into_iter()
+        .map(|(f, t)| index_key(k, f, t))
+        .collect()
+}
+
 pub(crate) fn index_key(k: &BKey, field: &[u8], term: &Term) -> Result<Vec<u8>> {
     let mut out = index_field_prefix(&k.bucket_type, &k.bucket, field)?;
     out.extend_from_slice(&index_position(term, &k.key));

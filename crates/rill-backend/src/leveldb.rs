@@ -12,7 +12,7 @@
 
 use crate::index::{IndexQuery, Term};
 use crate::keys::{
-    bucket_prefix, index_field_prefix, index_key, index_position, object_key, prefix_successor,
+    bucket_prefix, index_field_prefix, index_keys, index_position, object_key, prefix_successor,
     split, split_position, term_prefix, BKey, OBJECT,
 };
 use crate::leveled::JournalOptions;
@@ -302,7 +302,8 @@ impl LeveldbBackend {
     }
 
     /// Adds a put's changes to `batch`: `value` under the object's key,
-    /// index entries in `remove` dropped and those in `add` added.
+    /// index entries in `remove` dropped and those in `add` added; returns
+    /// the object's key.
     pub(crate) fn put_into(
         &self,
         batch: &mut fjall::OwnedWriteBatch,
@@ -310,17 +311,10 @@ impl LeveldbBackend {
         value: &[u8],
         add: &[IndexEntry],
         remove: &[IndexEntry],
-    ) -> Result<()> {
+    ) -> Result<Vec<u8>> {
         let obj = object_key(k)?;
-        let added: Vec<Vec<u8>> = add
-            .iter()
-            .map(|(f, t)| index_key(k, f, t))
-            .collect::<Result<_>>()?;
-        let removed: Vec<Vec<u8>> = remove
-            .iter()
-            .filter(|r| !add.contains(r))
-            .map(|(f, t)| index_key(k, f, t))
-            .collect::<Result<_>>()?;
+        let added = index_keys(k, add)?;
+        let removed = index_keys(k, remove.iter().filter(|r| !add.contains(r)))?;
         check_key_lengths(added.iter().chain(&removed).chain(std::iter::once(&obj)))?;
         if value.len() > MAX_VALUE_BYTES {
             return Err(Error::ValueTooLarge(value.len()));
@@ -331,26 +325,25 @@ impl LeveldbBackend {
         for key in added {
             batch.insert(&self.ks, key, b"");
         }
-        batch.insert(&self.ks, obj, value);
-        Ok(())
+        batch.insert(&self.ks, obj.as_slice(), value);
+        Ok(obj)
     }
 
-    /// Adds a delete's changes to `batch`.
+    /// Adds a delete's changes to `batch`; returns the object's key.
     pub(crate) fn delete_into(
         &self,
         batch: &mut fjall::OwnedWriteBatch,
         k: &BKey,
         remove: &[IndexEntry],
-    ) -> Result<()> {
-        let mut keys = vec![object_key(k)?];
-        for (f, t) in remove {
-            keys.push(index_key(k, f, t)?);
-        }
-        check_key_lengths(keys.iter())?;
+    ) -> Result<Vec<u8>> {
+        let obj = object_key(k)?;
+        let keys = index_keys(k, remove)?;
+        check_key_lengths(keys.iter().chain(std::iter::once(&obj)))?;
         for key in keys {
             batch.remove(&self.ks, key);
         }
-        Ok(())
+        batch.remove(&self.ks, obj.as_slice());
+        Ok(obj)
     }
 
     pub(crate) fn commit(&self, batch: fjall::OwnedWriteBatch) -> Result<()> {

@@ -110,23 +110,6 @@ impl LeveledBackend {
             dead_bytes: self.journal.fragmented_blob_bytes(),
         }
     }
-
-    fn write(
-        &self,
-        k: &BKey,
-        value: &[u8],
-        head: &[u8],
-        add: &[IndexEntry],
-        remove: &[IndexEntry],
-    ) -> Result<()> {
-        if value.len() > crate::leveldb::MAX_VALUE_BYTES {
-            return Err(Error::ValueTooLarge(value.len()));
-        }
-        let mut batch = self.ledger.db.batch();
-        self.ledger.put_into(&mut batch, k, head, add, remove)?;
-        batch.insert(&self.journal, object_key(k)?, value);
-        self.ledger.commit(batch)
-    }
 }
 
 impl Backend for LeveledBackend {
@@ -147,7 +130,7 @@ impl Backend for LeveledBackend {
     }
 
     fn put(&self, k: &BKey, value: &[u8], add: &[IndexEntry], remove: &[IndexEntry]) -> Result<()> {
-        self.write(k, value, b"", add, remove)
+        self.put_with_head(k, value, b"", add, remove)
     }
 
     fn keeps_heads(&self) -> bool {
@@ -162,7 +145,13 @@ impl Backend for LeveledBackend {
         add: &[IndexEntry],
         remove: &[IndexEntry],
     ) -> Result<()> {
-        self.write(k, value, head, add, remove)
+        if value.len() > crate::leveldb::MAX_VALUE_BYTES {
+            return Err(Error::ValueTooLarge(value.len()));
+        }
+        let mut batch = self.ledger.db.batch();
+        let obj = self.ledger.put_into(&mut batch, k, head, add, remove)?;
+        batch.insert(&self.journal, obj, value);
+        self.ledger.commit(batch)
     }
 
     fn get_head(&self, k: &BKey) -> Option<Result<Option<bytes::Bytes>>> {
@@ -191,8 +180,8 @@ impl Backend for LeveledBackend {
 
     fn delete(&self, k: &BKey, remove: &[IndexEntry]) -> Result<()> {
         let mut batch = self.ledger.db.batch();
-        self.ledger.delete_into(&mut batch, k, remove)?;
-        batch.remove(&self.journal, object_key(k)?);
+        let obj = self.ledger.delete_into(&mut batch, k, remove)?;
+        batch.remove(&self.journal, obj);
         self.ledger.commit(batch)
     }
 

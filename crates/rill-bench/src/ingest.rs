@@ -10,7 +10,7 @@
 //! directory. The run joins a memory cgroup (`--memory-limit`) so the
 //! data outgrows what the store may cache, as it would on a full node.
 
-use crate::machine::Machine;
+use crate::limit::Limit;
 use crate::report::Report;
 use anyhow::{bail, Context, Result};
 use rill_backend::{BKey, Backend, BitcaskBackend, LeveldbOptions, LeveldbStore};
@@ -219,73 +219,31 @@ fn load(
     })
 }
 
-/// Joins a fresh memory cgroup limited to `bytes` (page cache counts);
-/// `None`, with a warning, where that is not possible here.
-pub(crate) fn join_memory_cgroup(bytes: u64, name: &str) -> Option<PathBuf> {
-    let tries = [
-        ("/sys/fs/cgroup/memory", "memory.limit_in_bytes"),
-        ("/sys/fs/cgroup", "memory.max"),
-    ];
-    for (root, file) in tries {
-        let dir = Path::new(root).join(name);
-        if !Path::new(root).join(file).exists() && !Path::new(root).join("cgroup.procs").exists() {
-            continue;
-        }
-        let joined = std::fs::create_dir_all(&dir)
-            .and_then(|()| std::fs::write(dir.join(file), bytes.to_string()))
-            .and_then(|()| {
-                std::fs::write(dir.join("cgroup.procs"), std::process::id().to_string())
-            });
-        if joined.is_ok() {
-            return Some(dir);
-        }
-    }
-    eprintln!("warning: no memory cgroup could be joined (not root, or no memory controller): the data may sit in the page cache");
-    None
-}
-
 pub fn run(args: Args) -> Result<()> {
     let keys = args
         .keys
         .unwrap_or(if args.quick { 300_000 } else { 10_000_000 });
-    let limit = match args.memory_limit_mib {
-        Some(0) => None,
-        Some(mib) => Some(mib << 20),
-        None if args.quick => None,
-        None => Some(2 << 30),
-    };
-    std::fs::create_dir_all(&args.dir)
-        .with_context(|| format!("creating {}", args.dir.display()))?;
-    std::fs::create_dir_all(&args.out)
-        .with_context(|| format!("creating {}", args.out.display()))?;
-    Machine::describe(&args.dir).print();
-    let cgroup = limit.and_then(|l| join_memory_cgroup(l, "rill-ingest"));
+    let limit = Limit::prepare(
+        &args.dir,
+        &args.out,
+        args.memory_limit_mib,
+        args.quick,
+        "rill-ingest",
+    )?;
     let data = keys * (args.value_bytes as u64 + 16);
     println!(
         "ingest: {keys} sequential keys of {} bytes ({:.2} GB), {} writers, memory {}",
         args.value_bytes,
         data as f64 / 1e9,
         args.threads,
-        match (limit, &cgroup) {
-            (Some(l), Some(cg)) => format!(
-                "limited to {:.2} GB (cgroup {}): data/memory {:.1}",
-                l as f64 / 1e9,
-                cg.display(),
-                data as f64 / l as f64
-            ),
-            _ => "not limited".into(),
-        }
+        limit.describe(data)
     );
     let mut r = Report::new("ingest", args.quick);
     r.int("keys", keys, "keys loaded per engine");
     r.int("value_bytes", args.value_bytes as u64, "bytes per value");
     r.int(
         "memory_limit_bytes",
-        if cgroup.is_some() {
-            limit.unwrap_or(0)
-        } else {
-            0
-        },
+        limit.joined_bytes(),
         "memory the run may use (0: not limited)",
     );
     let every = Duration::from_millis(args.interval_ms.max(1));
@@ -295,7 +253,7 @@ pub fn run(args: Args) -> Result<()> {
         let dir = args.dir.join(engine);
         let _ = std::fs::remove_dir_all(&dir);
         std::fs::create_dir_all(&dir)?;
-        let target = open(engine, &dir, limit)?;
+        let target = open(engine, &dir, limit.bytes)?;
         println!("{engine}: loading");
         let o = load(target.as_ref(), keys, args.value_bytes, args.threads, every)?;
         drop(target);

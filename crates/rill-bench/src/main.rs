@@ -7,6 +7,7 @@ mod engine;
 mod ingest;
 mod kv;
 mod kv_bound;
+mod limit;
 mod machine;
 mod mixed;
 mod plot;

@@ -49,11 +49,6 @@ fn multi_root(config: &NodeConfig, b: &NamedBackend) -> PathBuf {
         .unwrap_or_else(|| config.data_dir.join("multi").join(&b.name))
 }
 
-/// Whether backend `kind` keeps its data in the node's fjall databases.
-pub(crate) fn is_lsm(kind: BackendKind) -> bool {
-    matches!(kind, BackendKind::Leveldb | BackendKind::Leveled)
-}
-
 /// The node's LSM databases (leveldb and leveled backends):
 /// `(backend name, database)`; the name is empty for
 /// `storage_backend = leveldb` or `leveled`.
@@ -63,25 +58,20 @@ pub(crate) fn open_leveldb(config: &NodeConfig) -> Result<Vec<(String, LeveldbSt
             .map_err(|e| format!("cannot open the database in {}: {e}", dir.display()))
     };
     match config.backend {
-        BackendKind::Leveldb => {
-            let dir = config
-                .leveldb_dir
-                .clone()
-                .unwrap_or_else(|| config.data_dir.join("leveldb"));
-            Ok(vec![(String::new(), open(dir, config.leveldb.clone())?)])
-        }
-        BackendKind::Leveled => {
-            let dir = config
-                .leveled_dir
-                .clone()
-                .unwrap_or_else(|| config.data_dir.join("leveled"));
-            Ok(vec![(String::new(), open(dir, config.leveled.clone())?)])
+        BackendKind::Leveldb | BackendKind::Leveled => {
+            let (root, name, opts) = if config.backend == BackendKind::Leveldb {
+                (&config.leveldb_dir, "leveldb", &config.leveldb)
+            } else {
+                (&config.leveled_dir, "leveled", &config.leveled)
+            };
+            let dir = root.clone().unwrap_or_else(|| config.data_dir.join(name));
+            Ok(vec![(String::new(), open(dir, opts.clone())?)])
         }
         BackendKind::Multi => {
             let (named, _) = multi_backends(config)?;
             named
                 .iter()
-                .filter(|b| is_lsm(b.kind))
+                .filter(|b| matches!(b.kind, BackendKind::Leveldb | BackendKind::Leveled))
                 .map(|b| {
                     Ok((
                         b.name.clone(),

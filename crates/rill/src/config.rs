@@ -292,10 +292,8 @@ impl Config {
         if let Some(r) = set_leveldb(&mut n.leveldb, key, key, v) {
             return r;
         }
-        if key != "leveled.data_root" {
-            if let Some(r) = set_leveled(&mut n.leveled, &mut n.leveled_journal, key, key, v) {
-                return r;
-            }
+        if let Some(r) = set_leveled(&mut n.leveled, &mut n.leveled_journal, key, key, v) {
+            return r;
         }
         if let Some(r) = set_memory(&mut n.memory_max_bytes, &mut n.memory_ttl, key, v) {
             return r;

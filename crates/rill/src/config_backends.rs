@@ -112,10 +112,9 @@ pub(crate) fn set_leveled(
     v: &str,
 ) -> Option<Result<(), String>> {
     let rest = setting.strip_prefix("leveled.")?;
-    let as_leveldb = format!("leveldb.{rest}");
     Some(match rest {
         "maximum_memory.percent" | "maximum_memory" => {
-            return set_leveldb(opts, &as_leveldb, key, v);
+            return set_leveldb(opts, &format!("leveldb.{rest}"), key, v);
         }
         "sync_strategy" => match v {
             "none" => Ok(false),

@@ -12,10 +12,10 @@
 //! merged by the node's merge scheduler with Riak's classic policy), each
 //! in a fresh directory, through the backend trait a vnode uses.
 
-use crate::ingest::{fill, join_memory_cgroup};
-use crate::machine::Machine;
+use crate::ingest::fill;
+use crate::limit::Limit;
 use crate::report::Report;
-use anyhow::{bail, Context, Result};
+use anyhow::{bail, Result};
 use figures::{compare, figures, report, write_csv, Interval};
 use rill_backend::{
     BKey, Backend, BitcaskBackend, IndexEntry, IndexQuery, IndexRange, JournalOptions,
@@ -327,18 +327,13 @@ pub fn run(args: Args) -> Result<()> {
             .unwrap_or(if args.quick { 1 } else { 30 })
             .max(1),
     );
-    let limit = match args.memory_limit_mib {
-        Some(0) => None,
-        Some(mib) => Some(mib << 20),
-        None if args.quick => None,
-        None => Some(2 << 30),
-    };
-    std::fs::create_dir_all(&args.dir)
-        .with_context(|| format!("creating {}", args.dir.display()))?;
-    std::fs::create_dir_all(&args.out)
-        .with_context(|| format!("creating {}", args.out.display()))?;
-    Machine::describe(&args.dir).print();
-    let cgroup = limit.and_then(|l| join_memory_cgroup(l, "rill-mixed"));
+    let limit = Limit::prepare(
+        &args.dir,
+        &args.out,
+        args.memory_limit_mib,
+        args.quick,
+        "rill-mixed",
+    )?;
     let live = keys * args.value_bytes as u64;
     println!(
         "mixed: {keys} objects of {} bytes ({:.2} GB), GET:update:2i = 100:20:2, {} workers, {} s per engine, memory {}",
@@ -346,15 +341,7 @@ pub fn run(args: Args) -> Result<()> {
         live as f64 / 1e9,
         args.threads,
         run_for.as_secs(),
-        match (limit, &cgroup) {
-            (Some(l), Some(cg)) => format!(
-                "limited to {:.2} GB (cgroup {}): data/memory {:.1}",
-                l as f64 / 1e9,
-                cg.display(),
-                live as f64 / l as f64
-            ),
-            _ => "not limited".into(),
-        }
+        limit.describe(live)
     );
     let mut r = Report::new("mixed", args.quick);
     r.int("keys", keys, "objects per engine");
@@ -370,7 +357,7 @@ pub fn run(args: Args) -> Result<()> {
         let dir = args.dir.join(engine);
         let _ = std::fs::remove_dir_all(&dir);
         std::fs::create_dir_all(&dir)?;
-        let e = open(engine, &dir, limit, args.engine_memory_percent)?;
+        let e = open(engine, &dir, limit.bytes, args.engine_memory_percent)?;
         let s = Shared {
             b: e.backend.as_ref(),
             keys,
