@@ -71,7 +71,8 @@ pub(super) fn figures(
 ) -> Figures {
     let secs = every.as_secs_f64();
     let total: u64 = iv.iter().map(Interval::ops).sum();
-    let third = iv.len() - iv.len() / 3;
+    // At least the last interval, however short the run.
+    let third = iv.len() - (iv.len() / 3).max(1);
     let last: u64 = iv[third..].iter().map(Interval::ops).sum();
     let mut whole = Interval::new();
     for i in iv {

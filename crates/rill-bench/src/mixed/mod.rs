@@ -70,7 +70,7 @@ pub struct Args {
 /// An engine under test and what keeps it alive.
 struct Engine {
     backend: Box<dyn Backend>,
-    _store: Option<LeveldbStore>,
+    lsm: Option<LeveldbStore>,
     scheduler: Option<merge_control::MergeScheduler>,
 }
 
@@ -89,7 +89,7 @@ fn open(engine: &str, dir: &Path, memory: Option<u64>, percent: u64) -> Result<E
             };
             Engine {
                 backend,
-                _store: Some(store),
+                lsm: Some(store),
                 scheduler: None,
             }
         }
@@ -106,7 +106,7 @@ fn open(engine: &str, dir: &Path, memory: Option<u64>, percent: u64) -> Result<E
             scheduler.add_store(store.clone());
             Engine {
                 backend: Box::new(BitcaskBackend::open(store)?),
-                _store: None,
+                lsm: None,
                 scheduler: Some(scheduler),
             }
         }
@@ -375,6 +375,11 @@ pub fn run(args: Args) -> Result<()> {
         let intervals = mix(&s, args.threads, run_for, every)?;
         let written = written_bytes() - written0;
         let put = s.put_bytes.load(Ordering::Relaxed) - put0;
+        // What is still in write buffers is written out first, so every
+        // engine's bytes on disk count all it holds.
+        if let Some(store) = &e.lsm {
+            store.flush()?;
+        }
         let disk = e.backend.size_bytes();
         if let Some(sch) = &e.scheduler {
             let m = sch.metrics();
