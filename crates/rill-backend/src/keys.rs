@@ -40,6 +40,8 @@ pub(crate) const OBJECT: u8 = b'o';
 pub(crate) const INDEX: u8 = b'j';
 /// Index entries as builds before version 2 wrote them.
 pub(crate) const INDEX_V1: u8 = b'i';
+/// A leveled object's value (beside its head under the object key).
+pub(crate) const VALUE: u8 = b'v';
 
 const TERM_INT: u8 = 1;
 const TERM_BIN: u8 = 2;

@@ -67,7 +67,7 @@ pub struct LeveldbStore {
     damaged: Arc<AtomicU64>,
 }
 
-fn engine(e: fjall::Error) -> Error {
+pub(crate) fn engine(e: fjall::Error) -> Error {
     match e {
         fjall::Error::Poisoned => Error::Engine(
             "an earlier write failed (a full or failing disk); restart the node once the disk has room"
@@ -199,21 +199,30 @@ impl LeveldbStore {
         Ok(self.backend_of(ks))
     }
 
-    /// Drops a partition's data whole (its keyspaces and files: a
-    /// leveldb partition's, or a leveled partition's ledger and journal).
+    /// Drops a partition's data whole (its keyspace and files: a leveldb
+    /// partition's, a leveled partition's, or what is left of a leveled
+    /// partition in the first layout).
     pub fn drop_partition(&self, partition: &str) -> Result<()> {
-        for prefix in ["p", "l", "v"] {
-            let name = format!("{prefix}{partition}");
-            if !self.db.keyspace_exists(&name) {
-                continue;
-            }
-            let ks = self
-                .db
-                .keyspace(&name, KeyspaceCreateOptions::default)
-                .map_err(engine)?;
-            self.db.delete_keyspace(ks).map_err(engine)?;
+        for prefix in ["p", "lv", "l", "v"] {
+            self.drop_keyspace(&format!("{prefix}{partition}"))?;
         }
         Ok(())
+    }
+
+    pub(crate) fn keyspace_exists(&self, name: &str) -> bool {
+        self.db.keyspace_exists(name)
+    }
+
+    /// Drops keyspace `name` and its files, if it exists.
+    pub(crate) fn drop_keyspace(&self, name: &str) -> Result<()> {
+        if !self.db.keyspace_exists(name) {
+            return Ok(());
+        }
+        let ks = self
+            .db
+            .keyspace(name, KeyspaceCreateOptions::default)
+            .map_err(engine)?;
+        self.db.delete_keyspace(ks).map_err(engine)
     }
 
     /// Every partition's keyspace (each is made before a vnode uses it,
