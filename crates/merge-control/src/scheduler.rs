@@ -86,7 +86,8 @@ impl Metrics {
 }
 
 struct Shared {
-    stores: Arc<RwLock<Vec<Arc<Store>>>>,
+    /// Each store at the index `add_store` gave it; `None` once removed.
+    stores: Arc<RwLock<Vec<Option<Arc<Store>>>>>,
     policy: Mutex<Box<dyn Policy>>,
     /// Files merges are working on, with the bytes each merge may write.
     in_flight: Mutex<HashMap<(usize, u32), u64>>,
@@ -108,7 +109,7 @@ pub struct MergeScheduler {
 
 impl MergeScheduler {
     pub fn start(settings: SchedulerSettings) -> MergeScheduler {
-        let stores: Arc<RwLock<Vec<Arc<Store>>>> = Arc::default();
+        let stores: Arc<RwLock<Vec<Option<Arc<Store>>>>> = Arc::default();
         let throttle = {
             // Weak: every store holds the throttle (its put gate), so a
             // strong reference back would keep the stores open forever.
@@ -160,8 +161,35 @@ impl MergeScheduler {
 
     pub fn add_store(&self, store: Arc<Store>) -> usize {
         let mut stores = self.shared.stores.write().expect("stores");
-        stores.push(store);
+        stores.push(Some(store));
         stores.len() - 1
+    }
+
+    /// Stops merging the store in `dir` (its data is going away) and lets
+    /// go of it: no merge starts on it once this is called, and this
+    /// returns when none runs on it.
+    pub fn remove_store(&self, dir: &Path) {
+        let index = {
+            let mut stores = self.shared.stores.write().expect("stores");
+            let Some(i) = stores
+                .iter()
+                .position(|s| s.as_ref().is_some_and(|s| s.dir() == dir))
+            else {
+                return;
+            };
+            stores[i] = None;
+            i
+        };
+        while self
+            .shared
+            .in_flight
+            .lock()
+            .expect("in flight")
+            .keys()
+            .any(|&(s, _)| s == index)
+        {
+            std::thread::sleep(Duration::from_millis(10));
+        }
     }
 
     pub fn metrics(&self) -> MetricsSnapshot {
@@ -177,10 +205,11 @@ impl MergeScheduler {
     /// file whose merge fits a merge's budget of the free space (a merge
     /// writes its copies first). Zero means no merge can make room.
     pub fn reclaimable_bytes(&self) -> u64 {
-        let stores: Vec<Arc<Store>> = self.shared.stores.read().expect("stores").clone();
+        let stores = self.shared.stores.read().expect("stores").clone();
         let budget = merge_budget(free_bytes(&self.shared.usage, &stores));
         stores
             .iter()
+            .flatten()
             .flat_map(|s| s.file_stats())
             .filter(|f| !f.active && merge_need(f) <= budget)
             .map(|f| f.total_bytes.saturating_sub(f.live_bytes))
@@ -241,9 +270,9 @@ impl Shared {
     /// Deletes the fully dead files of every store no worker is merging.
     /// True when any was deleted.
     fn reap(&self) -> bool {
-        let stores: Vec<Arc<Store>> = self.stores.read().expect("stores").clone();
+        let stores = self.stores.read().expect("stores").clone();
         let mut any = false;
-        for (i, store) in stores.iter().enumerate() {
+        for (i, store) in live(&stores) {
             let dead: Vec<(u32, u64)> = store
                 .file_stats()
                 .into_iter()
@@ -306,11 +335,9 @@ impl Shared {
         m.usage_ppm.store(ppm(usage), Ordering::Relaxed);
         m.throttle_us
             .store(delay.as_micros() as u64, Ordering::Relaxed);
-        let stores: Vec<Arc<Store>> = self.stores.read().expect("stores").clone();
+        let stores = self.stores.read().expect("stores").clone();
         let mut needs: HashMap<(usize, u32), u64> = HashMap::new();
-        let files: Vec<FileView> = stores
-            .iter()
-            .enumerate()
+        let files: Vec<FileView> = live(&stores)
             .flat_map(|(i, s)| {
                 s.file_stats()
                     .into_iter()
@@ -340,7 +367,11 @@ impl Shared {
             );
             let mut in_flight = self.in_flight.lock().expect("in flight");
             let budget = self.budget(&stores, &in_flight);
-            let room = |i: usize| stores[i].options().max_file_size_bytes;
+            let room = |i: usize| {
+                stores[i]
+                    .as_ref()
+                    .map_or(0, |s| s.options().max_file_size_bytes)
+            };
             let need = |p: &Pick| needs.get(&(p.store, p.file_id)).copied().unwrap_or(0);
             let batch = batch_for_one_store(&picks, need, room, budget, &in_flight);
             for p in &batch {
@@ -352,7 +383,9 @@ impl Shared {
         let Some(first) = batch.first() else {
             return false;
         };
-        self.merge(&stores[first.store], &batch);
+        if let Some(store) = &stores[first.store] {
+            self.merge(store, &batch);
+        }
         let mut in_flight = self.in_flight.lock().expect("in flight");
         for p in &batch {
             in_flight.remove(&(p.store, p.file_id));
@@ -362,7 +395,7 @@ impl Shared {
 
     /// What a new merge may write: the free space's budget less what the
     /// merges already running may still write.
-    fn budget(&self, stores: &[Arc<Store>], in_flight: &HashMap<(usize, u32), u64>) -> u64 {
+    fn budget(&self, stores: &[Option<Arc<Store>>], in_flight: &HashMap<(usize, u32), u64>) -> u64 {
         let running: u64 = in_flight.values().sum();
         merge_budget(free_bytes(&self.usage, stores).saturating_sub(running))
     }
@@ -395,7 +428,15 @@ impl Shared {
 /// How often puts re-measure usage for the throttle, at most.
 const THROTTLE_REFRESH: Duration = Duration::from_millis(2);
 
-fn measure_usage(source: &UsageSource, stores: &RwLock<Vec<Arc<Store>>>) -> f64 {
+/// The stores not removed, with their indexes.
+fn live(stores: &[Option<Arc<Store>>]) -> impl Iterator<Item = (usize, &Arc<Store>)> {
+    stores
+        .iter()
+        .enumerate()
+        .filter_map(|(i, s)| s.as_ref().map(|s| (i, s)))
+}
+
+fn measure_usage(source: &UsageSource, stores: &RwLock<Vec<Option<Arc<Store>>>>) -> f64 {
     match source {
         UsageSource::Filesystem(dir) => filesystem_usage(dir).unwrap_or(0.0),
         UsageSource::Capacity { bytes } => {
@@ -403,6 +444,7 @@ fn measure_usage(source: &UsageSource, stores: &RwLock<Vec<Arc<Store>>>) -> f64 
                 .read()
                 .expect("stores")
                 .iter()
+                .flatten()
                 .map(|s| s.disk_bytes())
                 .sum();
             used as f64 / (*bytes).max(1) as f64
@@ -412,11 +454,11 @@ fn measure_usage(source: &UsageSource, stores: &RwLock<Vec<Arc<Store>>>) -> f64 
 
 /// Bytes still free for the stores: what statvfs gives unprivileged
 /// users, or the configured capacity less the stores' bytes.
-fn free_bytes(source: &UsageSource, stores: &[Arc<Store>]) -> u64 {
+fn free_bytes(source: &UsageSource, stores: &[Option<Arc<Store>>]) -> u64 {
     match source {
         UsageSource::Filesystem(dir) => filesystem_free_bytes(dir).unwrap_or(0),
         UsageSource::Capacity { bytes } => {
-            let used: u64 = stores.iter().map(|s| s.disk_bytes()).sum();
+            let used: u64 = stores.iter().flatten().map(|s| s.disk_bytes()).sum();
             bytes.saturating_sub(used)
         }
     }

@@ -284,7 +284,8 @@ fn a_flipped_byte_in_a_leveled_journal_file_gives_errors_not_wrong_data() {
         let store = LeveldbStore::open(dir.path(), opts.clone(), 1).unwrap();
         let b = store.leveled_partition("0", &journal).unwrap();
         for i in 0..KEYS {
-            b.put_with_head(&key(i), &big(i), b"head", &[], &[]).unwrap();
+            b.put_with_head(&key(i), &big(i), b"head", &[], &[])
+                .unwrap();
         }
         store.flush().unwrap();
         store.sync().unwrap();

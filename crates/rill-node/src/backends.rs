@@ -5,8 +5,10 @@
 //! named ones of those per vnode, chosen per bucket by its `backend`
 //! property through the node's bucket registry).
 
-use crate::config::{BackendKind, NamedBackend, NodeConfig};
-use merge_control::MergeScheduler;
+use crate::config::{BackendKind, MergePolicyKind, NamedBackend, NodeConfig};
+use crate::error::KvError;
+use crate::space::Space;
+use merge_control::{Classic, Fisherman, MergeScheduler, SchedulerSettings, UsageSource};
 use rill_backend::{
     Backend, BitcaskBackend, LeveldbStore, MemoryBackend, MemoryOptions, MultiBackend, Router,
 };
@@ -14,6 +16,86 @@ use rill_bucket::Registry;
 use rill_ring::{Partition, Ring};
 use std::path::PathBuf;
 use std::sync::{Arc, RwLock};
+use std::time::Duration;
+
+/// What a node's backends share: Bitcask's merge scheduler and space
+/// reserve, the LSM databases and their free-space admission.
+pub(crate) struct Resources {
+    /// Disk space: admission of writes, the reserve (Bitcask only).
+    pub space: Option<Space>,
+    pub scheduler: Option<MergeScheduler>,
+    /// The node's leveldb databases (`storage_backend = leveldb` or
+    /// `leveled`, or each such backend of multi), by backend name.
+    pub leveldb: Vec<(String, LeveldbStore)>,
+    /// Admission of puts by the free space left for leveldb data.
+    pub free_space: Option<crate::free_space::FreeSpace>,
+}
+
+impl Resources {
+    /// Opens what `config`'s backends need. At a full disk the Bitcask
+    /// reserve makes room for the stores to open, so this comes first.
+    pub fn open(config: &NodeConfig) -> Result<Resources, String> {
+        let bitcask_dir = config.data_dir.join("bitcask");
+        let space = uses_bitcask(config)
+            .then(|| {
+                std::fs::create_dir_all(&bitcask_dir)
+                    .map_err(|e| format!("cannot create {}: {e}", bitcask_dir.display()))?;
+                Ok::<_, String>(Space::open(
+                    &bitcask_dir,
+                    config.reserve_bytes,
+                    config.ring_size,
+                ))
+            })
+            .transpose()?;
+        let scheduler = uses_bitcask(config).then(|| {
+            MergeScheduler::start(SchedulerSettings {
+                usage: match config.bitcask_capacity_bytes {
+                    Some(bytes) => UsageSource::Capacity { bytes },
+                    None => UsageSource::Filesystem(bitcask_dir.clone()),
+                },
+                policy: match config.merge_policy {
+                    MergePolicyKind::Fisherman { target_usage } => Box::new(Fisherman {
+                        target_usage,
+                        ..Fisherman::default()
+                    }),
+                    MergePolicyKind::Classic => Box::new(Classic::default()),
+                },
+                throttle: config.throttle,
+                workers: 1,
+                idle_tick: Duration::from_millis(200),
+            })
+        });
+        let leveldb = open_leveldb(config)?;
+        let free_space = (!leveldb.is_empty()).then(|| {
+            crate::free_space::FreeSpace::new(
+                leveldb.iter().map(|(_, l)| l.dir().to_path_buf()).collect(),
+                config.reserve_bytes,
+            )
+        });
+        Ok(Resources {
+            space,
+            scheduler,
+            leveldb,
+            free_space,
+        })
+    }
+
+    /// Bytes of the leveldb tables on disk.
+    pub fn leveldb_table_bytes(&self) -> u64 {
+        self.leveldb.iter().map(|(_, l)| l.table_bytes()).sum()
+    }
+
+    /// Admits a write that adds data, or refuses it for space.
+    pub fn admit_write(&self) -> Result<(), KvError> {
+        if let Some(f) = &self.free_space {
+            f.admit_write(&|| self.leveldb_table_bytes())?;
+        }
+        match (&self.space, &self.scheduler) {
+            (Some(space), Some(scheduler)) => space.admit_write(scheduler),
+            _ => Ok(()),
+        }
+    }
+}
 
 /// Whether any vnode keeps Bitcask stores (the merge scheduler and the
 /// space reserve are for them).
@@ -88,8 +170,7 @@ pub(crate) fn open_leveldb(config: &NodeConfig) -> Result<Vec<(String, LeveldbSt
 pub(crate) struct Opening<'a> {
     pub config: &'a NodeConfig,
     pub ring: &'a Ring,
-    pub leveldb: &'a [(String, LeveldbStore)],
-    pub scheduler: Option<&'a MergeScheduler>,
+    pub res: &'a Resources,
     pub registry: &'a Arc<RwLock<Registry>>,
 }
 
@@ -153,6 +234,7 @@ impl Opening<'_> {
             })),
             BackendKind::Leveldb | BackendKind::Leveled => {
                 let (_, store) = self
+                    .res
                     .leveldb
                     .iter()
                     .find(|(n, _)| *n == b.name)
@@ -182,12 +264,56 @@ impl Opening<'_> {
                 let backend = BitcaskBackend::open(store.clone()).map_err(|e| {
                     format!("cannot open the Bitcask store of partition {}: {e}", p.0)
                 })?;
-                if let Some(s) = self.scheduler {
+                if let Some(s) = &self.res.scheduler {
                     s.add_store(store);
                 }
                 Box::new(backend)
             }
             BackendKind::Multi => return Err("a multi backend cannot hold another".into()),
         })
+    }
+}
+
+impl Opening<'_> {
+    /// Removes partition `p`'s data of these backends, whatever is left of
+    /// it (nothing if none): its vnode no longer uses them.
+    pub(crate) fn drop_data(&self, p: Partition) -> Result<(), String> {
+        let c = self.config;
+        let index = self.ring.index_decimal(p);
+        let named: Vec<(String, BackendKind, Option<PathBuf>)> = match c.backend {
+            BackendKind::Multi => multi_backends(c)?
+                .0
+                .iter()
+                .map(|b| (b.name.clone(), b.kind, Some(multi_root(c, b))))
+                .collect(),
+            kind => vec![(String::new(), kind, None)],
+        };
+        for (name, kind, root) in named {
+            match kind {
+                BackendKind::Leveldb | BackendKind::Leveled => {
+                    if let Some((_, store)) = self.res.leveldb.iter().find(|(n, _)| *n == name) {
+                        store.drop_partition(&index).map_err(|e| {
+                            format!("cannot drop the data of partition {}: {e}", p.0)
+                        })?;
+                    }
+                }
+                BackendKind::Bitcask => {
+                    let dir = root
+                        .unwrap_or_else(|| c.data_dir.join("bitcask"))
+                        .join(&index);
+                    if let Some(s) = &self.res.scheduler {
+                        s.remove_store(&dir);
+                    }
+                    match std::fs::remove_dir_all(&dir) {
+                        Err(e) if e.kind() != std::io::ErrorKind::NotFound => {
+                            return Err(format!("cannot remove {}: {e}", dir.display()))
+                        }
+                        _ => {}
+                    }
+                }
+                BackendKind::Memory | BackendKind::Multi => {}
+            }
+        }
+        Ok(())
     }
 }

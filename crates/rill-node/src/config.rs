@@ -17,6 +17,32 @@ pub enum BackendKind {
     Multi,
 }
 
+impl BackendKind {
+    /// The name `storage_backend` gives it.
+    pub fn name(self) -> &'static str {
+        match self {
+            BackendKind::Bitcask => "bitcask",
+            BackendKind::Memory => "memory",
+            BackendKind::Leveldb => "leveldb",
+            BackendKind::Leveled => "leveled",
+            BackendKind::Multi => "multi",
+        }
+    }
+
+    /// The kind `storage_backend` names `name`.
+    pub fn from_name(name: &str) -> Option<BackendKind> {
+        [
+            BackendKind::Bitcask,
+            BackendKind::Memory,
+            BackendKind::Leveldb,
+            BackendKind::Leveled,
+            BackendKind::Multi,
+        ]
+        .into_iter()
+        .find(|k| k.name() == name)
+    }
+}
+
 /// One named backend of `storage_backend = multi`
 /// (`multi_backend.NAME.*`).
 #[derive(Clone, Debug, PartialEq)]

@@ -1,17 +1,16 @@
 //! The node: its vnodes, ring, bucket registry and background work.
 
+use crate::backends::{Opening, Resources};
 use crate::bulk::BulkPool;
 use crate::cluster::{ClusterView, Remote};
-use crate::config::{DeleteMode, MergePolicyKind, NodeConfig};
+use crate::config::{DeleteMode, NodeConfig};
 use crate::error::KvError;
 use crate::identity::NodeIds;
 use crate::lease::LeaseFile;
 use crate::meta::MetaDir;
 use crate::reaper::Reaper;
-use crate::space::Space;
 use crate::vnode::{Limits, Vnode};
-use merge_control::{Classic, Fisherman, MergeScheduler, SchedulerSettings, UsageSource};
-use rill_backend::{BKey, LeveldbStore};
+use rill_backend::BKey;
 use rill_bucket::{Registry, RegistryError};
 use rill_ring::{key_hash, PreflistEntry, Ring};
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -88,17 +87,13 @@ pub struct Node {
     /// disk before it is put in force).
     pub(crate) registry_change: std::sync::Mutex<()>,
     pub(crate) meta: MetaDir,
-    scheduler: Option<MergeScheduler>,
     pub(crate) reaper: Reaper,
     pub(crate) counters: Counters,
     pub(crate) limits: Limits,
-    /// Disk space: admission of writes, the reserve (Bitcask only).
-    pub(crate) space: Option<Space>,
-    /// The node's leveldb databases (`storage_backend = leveldb`, or
-    /// each leveldb backend of multi), by backend name.
-    leveldb: Vec<(String, LeveldbStore)>,
-    /// Admission of puts by the free space left for leveldb data.
-    free_space: Option<crate::free_space::FreeSpace>,
+    /// What the backends share (merge scheduler, space, LSM databases).
+    pub(crate) res: Resources,
+    /// A backend migration of this node, if one was asked.
+    pub(crate) migration: crate::migrate::Migrations,
     leases: Arc<LeaseFile>,
     /// Tests: stop as a crash of the process would (no clean record).
     forget_clean_stop: std::sync::atomic::AtomicBool,
@@ -129,47 +124,38 @@ impl Node {
             Some(v) => Registry::from_json(&v).map_err(|e| format!("meta/buckets.json: {e}"))?,
             None => Registry::new(),
         };
+        let record = crate::migrate::Record::load(&meta)?;
+        let (config, target) = crate::migrate::effective(config, record.as_ref())?;
         // Before anything else is written: at a full disk the reserve
         // makes room for the stores to open.
-        let space = crate::backends::uses_bitcask(&config)
-            .then(|| {
-                let dir = config.data_dir.join("bitcask");
-                std::fs::create_dir_all(&dir)
-                    .map_err(|e| format!("cannot create {}: {e}", dir.display()))?;
-                Ok::<_, String>(Space::open(&dir, config.reserve_bytes, config.ring_size))
-            })
-            .transpose()?;
-        let scheduler = crate::backends::uses_bitcask(&config).then(|| {
-            let dir = config.data_dir.join("bitcask");
-            MergeScheduler::start(SchedulerSettings {
-                usage: match config.bitcask_capacity_bytes {
-                    Some(bytes) => UsageSource::Capacity { bytes },
-                    None => UsageSource::Filesystem(dir),
-                },
-                policy: match config.merge_policy {
-                    MergePolicyKind::Fisherman { target_usage } => Box::new(Fisherman {
-                        target_usage,
-                        ..Fisherman::default()
-                    }),
-                    MergePolicyKind::Classic => Box::new(Classic::default()),
-                },
-                throttle: config.throttle,
-                workers: 1,
-                idle_tick: Duration::from_millis(200),
-            })
-        });
+        let res = Resources::open(&config)?;
         let registry = Arc::new(RwLock::new(registry));
-        let leveldb = crate::backends::open_leveldb(&config)?;
-        let opening = crate::backends::Opening {
+        let target = match target {
+            Some(t) => {
+                let r = Resources::open(&t)?;
+                Some((t, r))
+            }
+            None => None,
+        };
+        let opening = Opening {
             config: &config,
             ring: &ring,
-            leveldb: &leveldb,
-            scheduler: scheduler.as_ref(),
+            res: &res,
             registry: &registry,
         };
+        let target_opening = target.as_ref().map(|(t, r)| Opening {
+            config: t,
+            ring: &ring,
+            res: r,
+            registry: &registry,
+        });
         let mut vnodes = Vec::with_capacity(config.ring_size as usize);
         for p in ring.partitions() {
-            let backend = opening.backend(p)?;
+            let moved = record.as_ref().is_some_and(|r| r.moved.contains(&p.0));
+            let backend = match &target_opening {
+                Some(t) if moved => t.backend(p)?,
+                _ => opening.backend(p)?,
+            };
             vnodes.push(Arc::new(Vnode::new(
                 p,
                 ids.ids[p.0 as usize],
@@ -183,12 +169,6 @@ impl Node {
             siblings_warning: config.siblings_warning,
             siblings_max: config.siblings_max,
         };
-        let free_space = (!leveldb.is_empty()).then(|| {
-            crate::free_space::FreeSpace::new(
-                leveldb.iter().map(|(_, l)| l.dir().to_path_buf()).collect(),
-                config.reserve_bytes,
-            )
-        });
         let view = ClusterView::single(&config.nodename, config.ring_size)?;
         let node = Arc::new_cyclic(|this| Node {
             config,
@@ -197,13 +177,11 @@ impl Node {
             registry,
             registry_change: Default::default(),
             meta,
-            scheduler,
             reaper: Reaper::default(),
             counters: Counters::default(),
             limits,
-            space,
-            free_space,
-            leveldb,
+            res,
+            migration: crate::migrate::Migrations::new(record, target),
             leases: ids.leases.clone(),
             forget_clean_stop: Default::default(),
             started: Instant::now(),
@@ -226,6 +204,7 @@ impl Node {
                 })
             })
             .map_err(|e| format!("cannot start the reaper thread: {e}"))?;
+        node.resume_backend_migration()?;
         Ok(node)
     }
 
@@ -271,7 +250,7 @@ impl Node {
     pub fn stats(&self) -> NodeStats {
         let c = &self.counters;
         let l = |a: &AtomicU64| a.load(Ordering::Relaxed);
-        let m = self.scheduler.as_ref().map(|s| s.metrics());
+        let m = self.res.scheduler.as_ref().map(|s| s.metrics());
         NodeStats {
             gets: l(&c.gets),
             puts: l(&c.puts),
@@ -289,30 +268,39 @@ impl Node {
             errors: l(&c.errors),
             vnodes: self.vnodes.len() as u32,
             storage_bytes: self.vnodes.iter().map(|v| v.backend().size_bytes()).sum(),
-            disk_usage: self.scheduler.as_ref().map(|s| s.usage()),
+            disk_usage: self.res.scheduler.as_ref().map(|s| s.usage()),
             merges: m.as_ref().map_or(0, |m| m.merges),
             files_deleted_unread: m.as_ref().map_or(0, |m| m.files_deleted_unread),
             merge_bytes_read: m.as_ref().map_or(0, |m| m.merge_bytes_read),
             merge_bytes_written: m.as_ref().map_or(0, |m| m.merge_bytes_written),
             merge_take_threshold: m.as_ref().map_or(1.0, |m| m.take_threshold),
             throttle_delay_ms: self
+                .res
                 .scheduler
                 .as_ref()
                 .map_or(0.0, |s| s.throttle().current().as_secs_f64() * 1000.0),
             out_of_space_refusals: self
+                .res
                 .space
                 .as_ref()
                 .map_or(0, |s| s.refusals.load(Ordering::Relaxed))
                 + self
+                    .res
                     .free_space
                     .as_ref()
                     .map_or(0, |f| f.refusals.load(Ordering::Relaxed)),
-            space_reserve_released: self.space.as_ref().is_some_and(|s| s.is_low())
+            space_reserve_released: self.res.space.as_ref().is_some_and(|s| s.is_low())
                 || self
+                    .res
                     .free_space
                     .as_ref()
-                    .is_some_and(|f| f.is_low(&|| self.leveldb_table_bytes())),
-            leveldb_damaged_reads: self.leveldb.iter().map(|(_, l)| l.damaged_reads()).sum(),
+                    .is_some_and(|f| f.is_low(&|| self.res.leveldb_table_bytes())),
+            leveldb_damaged_reads: self
+                .res
+                .leveldb
+                .iter()
+                .map(|(_, l)| l.damaged_reads())
+                .sum(),
         }
     }
 
@@ -324,30 +312,21 @@ impl Node {
         Ok(())
     }
 
-    /// Bytes of the node's leveldb tables on disk.
-    fn leveldb_table_bytes(&self) -> u64 {
-        self.leveldb.iter().map(|(_, l)| l.table_bytes()).sum()
-    }
-
-    /// Admits a write that adds data, or refuses it for space.
+    /// Admits a write that adds data, or refuses it for space (the
+    /// space of the backends a migration copies to as well).
     pub(crate) fn admit_write(&self) -> Result<(), KvError> {
-        if let Some(f) = &self.free_space {
-            f.admit_write(&|| self.leveldb_table_bytes())?;
-        }
-        match (&self.space, &self.scheduler) {
-            (Some(space), Some(scheduler)) => space.admit_write(scheduler),
-            _ => Ok(()),
-        }
+        self.res.admit_write()?;
+        self.migration.admit_write()
     }
 
     /// A write met a full disk; true when room was released for a retry.
     pub(crate) fn disk_full(&self) -> bool {
-        self.space.as_ref().is_some_and(|s| s.disk_full())
+        self.res.space.as_ref().is_some_and(|s| s.disk_full())
     }
 
     /// How many times the space reserve has been released.
     pub(crate) fn space_releases(&self) -> u64 {
-        self.space.as_ref().map_or(0, |s| s.releases())
+        self.res.space.as_ref().map_or(0, |s| s.releases())
     }
 
     /// For tests: when dropped, this node records no clean shutdown, as

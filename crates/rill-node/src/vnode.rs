@@ -3,6 +3,7 @@
 
 use crate::error::KvError;
 use crate::lease::LeaseFile;
+use crate::migrate::Switchable;
 use rill_backend::{BKey, Backend, IndexEntry, Term};
 use rill_object::{decode_object_shared, encode_object, Object, PruneRules, VClock};
 use rill_ring::Partition;
@@ -34,7 +35,8 @@ pub(crate) struct Vnode {
     /// handoff removed data (`retire_epochs`).
     fresh_from: AtomicU64,
     leases: Arc<LeaseFile>,
-    backend: Box<dyn Backend>,
+    /// The backend, which a backend migration may replace while it serves.
+    backend: Switchable,
     stripes: Vec<Mutex<()>>,
 }
 
@@ -82,7 +84,7 @@ impl Vnode {
             lease_end: AtomicU64::new(epochs.lease_end),
             fresh_from: AtomicU64::new(epochs.fresh_from),
             leases: epochs.leases,
-            backend,
+            backend: Switchable::new(backend),
             stripes: (0..STRIPES).map(|_| Mutex::new(())).collect(),
         }
     }
@@ -142,7 +144,32 @@ impl Vnode {
     }
 
     pub fn backend(&self) -> &dyn Backend {
-        self.backend.as_ref()
+        &self.backend
+    }
+
+    pub(crate) fn switchable(&self) -> &Switchable {
+        &self.backend
+    }
+
+    /// Copies `k` as stored now to `to` (a backend migration), with its
+    /// index entries and head, under the key's lock so no write of it
+    /// runs meanwhile (writes after this also reach `to`). Returns the
+    /// bytes copied (0 when the key is gone).
+    pub fn copy_key(&self, k: &BKey, to: &dyn Backend) -> Result<u64, KvError> {
+        let _guard = self.lock(k);
+        let Some(bytes) = self.backend.get(k)? else {
+            return Ok(0);
+        };
+        let Some(o) = self.decoded(Some(bytes.clone()))? else {
+            return Ok(0);
+        };
+        let terms = index_terms(&o);
+        if to.keeps_heads() {
+            to.put_with_head(k, &bytes, &rill_object::encode_head(&o), &terms, &[])?;
+        } else {
+            to.put(k, &bytes, &terms, &[])?;
+        }
+        Ok(bytes.len() as u64)
     }
 
     fn lock(&self, k: &BKey) -> MutexGuard<'_, ()> {

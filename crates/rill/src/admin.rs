@@ -194,3 +194,74 @@ pub fn cluster(addr: SocketAddr, args: &[String]) -> Result<()> {
     };
     cluster_op(addr, command)
 }
+
+/// `rill admin backend-migrate TO | status`: starts moving the node's
+/// data to backend TO (or resumes a stopped move), or shows how far it
+/// is; `wait` follows it to the end (exit status 1 if it stops failed).
+pub fn backend_migrate(
+    addr: SocketAddr,
+    target: &str,
+    keys_per_second: u64,
+    wait: bool,
+) -> Result<()> {
+    const PATH: &str = "/rill/backend-migration";
+    let mut v = if target == "status" {
+        let r = request(addr, "GET", PATH, None)?;
+        serde_json::from_str(&r.body).context("the node's answer is not JSON")?
+    } else {
+        let body = serde_json::json!({"to": target, "keys_per_second": keys_per_second});
+        let r = request(addr, "POST", PATH, Some(&body.to_string()))?;
+        if r.status != 202 {
+            bail!("{}", r.body.trim_end());
+        }
+        let v: Value = serde_json::from_str(&r.body).context("the node's answer is not JSON")?;
+        println!(
+            "moving this node's data from {} to {}, one partition at a time, while it serves",
+            v["from"].as_str().unwrap_or("?"),
+            v["to"].as_str().unwrap_or("?")
+        );
+        v
+    };
+    let mut shown = String::new();
+    loop {
+        let line = migration_line(&v);
+        if line != shown {
+            println!("{line}");
+            shown = line;
+        }
+        match v["state"].as_str() {
+            Some("failed") => bail!(
+                "the migration stopped: {}",
+                v["error"].as_str().unwrap_or("")
+            ),
+            Some("running") if wait => {}
+            _ => return Ok(()),
+        }
+        std::thread::sleep(Duration::from_secs(1));
+        let r = request(addr, "GET", PATH, None)?;
+        v = serde_json::from_str(&r.body).context("the node's answer is not JSON")?;
+    }
+}
+
+fn migration_line(v: &Value) -> String {
+    let state = v["state"].as_str().unwrap_or("?");
+    if state == "none" {
+        return "no backend migration on this node".into();
+    }
+    let mut line = format!(
+        "{state}: {} -> {}, {} of {} partitions moved, {} keys ({} bytes) copied in this run",
+        v["from"].as_str().unwrap_or("?"),
+        v["to"].as_str().unwrap_or("?"),
+        v["partitions_moved"],
+        v["partitions"],
+        v["keys_copied"],
+        v["bytes_copied"],
+    );
+    if let Some(p) = v["copying"].as_u64() {
+        line.push_str(&format!(", copying partition {p}"));
+    }
+    if let Some(e) = v["error"].as_str() {
+        line.push_str(&format!("; error: {e}"));
+    }
+    line
+}

@@ -113,6 +113,19 @@ enum Command {
 
 #[derive(Subcommand)]
 enum AdminCommand {
+    /// Move this node's data to another backend while it serves, one
+    /// partition at a time: TO is bitcask, leveldb or leveled (the same
+    /// TO resumes a stopped move); `status` shows how far it is.
+    BackendMigrate {
+        /// bitcask, leveldb, leveled, or `status`.
+        target: String,
+        /// Copy at most this many keys per second (0: as fast as it goes).
+        #[arg(long, default_value_t = 0)]
+        keys_per_second: u64,
+        /// Follow the move until it is done.
+        #[arg(long)]
+        wait: bool,
+    },
     /// Bucket types: create NAME ['{"props":{...}}'] | activate NAME |
     /// update NAME JSON | list | status NAME.
     BucketType {
@@ -256,6 +269,11 @@ fn main() -> Result<()> {
             match what {
                 AdminCommand::BucketType { args } => admin::bucket_type(addr, args),
                 AdminCommand::Status => admin::status(addr),
+                AdminCommand::BackendMigrate {
+                    target,
+                    keys_per_second,
+                    wait,
+                } => admin::backend_migrate(addr, target, *keys_per_second, *wait),
                 AdminCommand::Cluster { args } => admin::cluster(addr, args),
                 AdminCommand::MemberStatus => {
                     admin::cluster_op(addr, serde_json::json!({"op": "member-status"}))

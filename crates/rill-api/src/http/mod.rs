@@ -9,6 +9,7 @@
 mod dt;
 mod index;
 mod mapred;
+mod migrate;
 mod object;
 mod other;
 pub mod util;
@@ -107,6 +108,7 @@ async fn route(ctx: &Arc<Ctx>, req: &Req, segs: &[&[u8]]) -> Response {
         [b"metrics"] => other::metrics(ctx),
         [b"types", t, b"props"] => other::type_props(ctx, req, t).await,
         [b"rill", b"bucket-types"] => other::admin_list_types(ctx),
+        [b"rill", b"backend-migration"] => migrate::backend_migration(ctx, req).await,
         [b"rill", b"cluster"] if req.method == Method::POST => other::admin_cluster(ctx, req).await,
         [b"rill", b"bucket-types", t] => other::admin_type(ctx, req, t).await,
         [b"rill", b"bucket-types", t, b"activate"] => other::admin_activate(ctx, req, t).await,

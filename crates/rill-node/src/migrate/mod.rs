@@ -1,0 +1,439 @@
+//! Live backend migration (`rill admin backend-migrate TO`): a node's data
+//! moves to another backend one partition at a time while the node
+//! serves, as seed 001's operators moved Bitcask nodes to LevelDB by hand.
+//!
+//! For each partition: the target's leftovers are dropped and its backend
+//! opened; from then on every write of the vnode reaches both backends
+//! (`Switchable`); each key is copied as stored under the key's lock, so
+//! no write races the copy; the target is synced; the partition is
+//! recorded as moved in `meta/backend_migration.json` (written atomically)
+//! at the moment the target takes over, no request being inside the
+//! vnode's backend then; and the source's data of the partition is
+//! dropped. A crash before the record leaves the partition on the source
+//! (the attempt starts over); after it, on the target (the source's
+//! leftovers are dropped when the migration resumes at the next start).
+//! When every partition has moved the record says `done`, and the node
+//! opens the target backend from then on, whatever `storage_backend`
+//! says (a warning asks to change it).
+
+mod record;
+mod switch;
+
+pub(crate) use record::Record;
+pub(crate) use switch::Switchable;
+
+use crate::backends::{Opening, Resources};
+use crate::config::{BackendKind, NodeConfig};
+use crate::error::KvError;
+use crate::node::Node;
+use rill_backend::{BKey, Backend};
+use rill_ring::Partition;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, OnceLock};
+use std::time::{Duration, Instant};
+
+/// The node's configuration for its vnodes' backends and, while a
+/// migration runs, the target's: partitions not yet moved open
+/// `from`'s backend, moved ones `to`'s. After a finished migration the
+/// node opens `to`'s.
+pub(crate) fn effective(
+    mut config: NodeConfig,
+    record: Option<&Record>,
+) -> Result<(NodeConfig, Option<NodeConfig>), String> {
+    let Some(r) = record else {
+        return Ok((config, None));
+    };
+    let (from, to) = (r.source_kind()?, r.target_kind()?);
+    if r.done {
+        if config.backend != to {
+            tracing::warn!(storage_backend = config.backend.name(), data_on = to.name(),
+                "this node's data was moved to {} by a backend migration and is served from there; set storage_backend = {} in the config file", to.name(), to.name());
+        }
+        config.backend = to;
+        return Ok((config, None));
+    }
+    if config.backend != from && config.backend != to {
+        tracing::warn!(storage_backend = config.backend.name(),
+            "a backend migration from {} to {} is under way: the node serves from those two, whatever storage_backend says", from.name(), to.name());
+    }
+    config.backend = from;
+    let mut target = config.clone();
+    target.backend = to;
+    Ok((config, Some(target)))
+}
+
+/// How far a migration is, for `rill admin backend-migrate status`.
+#[derive(Clone, Debug)]
+pub struct MigrationStatus {
+    /// `none`, `running`, `done` or `failed`.
+    pub state: String,
+    pub from: Option<String>,
+    pub to: Option<String>,
+    pub partitions: u32,
+    pub partitions_moved: u32,
+    /// The partition being copied now (its number on the ring).
+    pub copying: Option<u32>,
+    /// Keys and bytes copied in this run of the node.
+    pub keys_copied: u64,
+    pub bytes_copied: u64,
+    pub error: Option<String>,
+}
+
+impl MigrationStatus {
+    pub fn to_json(&self) -> serde_json::Value {
+        serde_json::json!({
+            "state": self.state,
+            "from": self.from,
+            "to": self.to,
+            "partitions": self.partitions,
+            "partitions_moved": self.partitions_moved,
+            "copying": self.copying,
+            "keys_copied": self.keys_copied,
+            "bytes_copied": self.bytes_copied,
+            "error": self.error,
+        })
+    }
+}
+
+#[derive(Default)]
+struct Progress {
+    keys: AtomicU64,
+    bytes: AtomicU64,
+}
+
+#[derive(Default)]
+struct State {
+    record: Option<Record>,
+    running: bool,
+    /// Partitions moved in this run or an earlier one.
+    copying: Option<u32>,
+    error: Option<String>,
+    /// A migration finished in this run: another waits for a restart.
+    finished_here: bool,
+}
+
+/// The node's backend migration: its record, progress, and the target's
+/// resources once opened.
+pub(crate) struct Migrations {
+    state: Mutex<State>,
+    progress: Progress,
+    target: OnceLock<(NodeConfig, Resources)>,
+    /// Keys per second at most (0: as fast as it goes).
+    rate: AtomicU64,
+}
+
+impl Migrations {
+    pub fn new(record: Option<Record>, target: Option<(NodeConfig, Resources)>) -> Migrations {
+        let m = Migrations {
+            state: Mutex::new(State {
+                record,
+                ..State::default()
+            }),
+            progress: Progress::default(),
+            target: OnceLock::new(),
+            rate: AtomicU64::new(0),
+        };
+        if let Some(t) = target {
+            let _ = m.target.set(t);
+        }
+        m
+    }
+
+    fn state(&self) -> std::sync::MutexGuard<'_, State> {
+        self.state.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Admission of writes by the target's free space.
+    pub fn admit_write(&self) -> Result<(), KvError> {
+        match self.target.get() {
+            Some((_, res)) => res.admit_write(),
+            None => Ok(()),
+        }
+    }
+
+    pub fn status(&self, partitions: u32) -> MigrationStatus {
+        let s = self.state();
+        let r = s.record.as_ref();
+        MigrationStatus {
+            state: match (r, s.running, &s.error) {
+                (None, _, _) => "none",
+                (Some(r), _, _) if r.done => "done",
+                (_, true, _) => "running",
+                (_, false, Some(_)) => "failed",
+                _ => "stopped",
+            }
+            .into(),
+            from: r.map(|r| r.from.clone()),
+            to: r.map(|r| r.to.clone()),
+            partitions,
+            partitions_moved: r.map_or(0, |r| r.moved.len() as u32),
+            copying: s.copying,
+            keys_copied: self.progress.keys.load(Ordering::Relaxed),
+            bytes_copied: self.progress.bytes.load(Ordering::Relaxed),
+            error: s.error.clone(),
+        }
+    }
+}
+
+impl Node {
+    /// Starts moving this node's data to backend `to` (`rill admin
+    /// backend-migrate`); `keys_per_second` paces the copy (0: unpaced).
+    pub fn start_backend_migration(
+        self: &Arc<Self>,
+        to: &str,
+        keys_per_second: u64,
+    ) -> Result<MigrationStatus, KvError> {
+        let bad = |m: String| Err(KvError::BadRequest(m));
+        let Some(kind) = BackendKind::from_name(to) else {
+            return bad(format!(
+                "no backend {to:?}: a node's data can move to bitcask, leveldb or leveled"
+            ));
+        };
+        match kind {
+            BackendKind::Memory => {
+                return bad("the memory backend keeps nothing across a restart: a node's data does not move there".into())
+            }
+            BackendKind::Multi => {
+                return bad("a node's data moves to one backend (bitcask, leveldb or leveled), not to multi".into())
+            }
+            _ => {}
+        }
+        let mut s = self.migration.state();
+        if s.running {
+            return bad("a backend migration is already running on this node".into());
+        }
+        if s.finished_here
+            || (self.migration.target.get().is_some()
+                && s.record.as_ref().is_some_and(|r| r.to != to))
+        {
+            return bad("a backend migration finished on this node since it started: restart the node before moving its data again".into());
+        }
+        let resume = s.record.as_ref().is_some_and(|r| !r.done && r.to == to);
+        if !resume {
+            if s.record.as_ref().is_some_and(|r| !r.done) {
+                return bad("a backend migration to another backend is unfinished on this node: resume it first".into());
+            }
+            if self.config.backend == kind {
+                return bad(format!("this node's data is already on {to}"));
+            }
+            let mut target = self.config.clone();
+            target.backend = kind;
+            let res = Resources::open(&target).map_err(KvError::Backend)?;
+            let _ = self.migration.target.set((target, res));
+            s.record = Some(Record::new(self.config.backend.name(), to));
+        }
+        if let Some(r) = s.record.as_mut() {
+            r.keys_per_second = keys_per_second;
+            r.save(&self.meta).map_err(KvError::Backend)?;
+        }
+        self.migration
+            .rate
+            .store(keys_per_second, Ordering::Relaxed);
+        s.running = true;
+        s.error = None;
+        drop(s);
+        self.spawn_migration()?;
+        Ok(self.backend_migration_status())
+    }
+
+    pub fn backend_migration_status(&self) -> MigrationStatus {
+        self.migration.status(self.ring.size())
+    }
+
+    /// Resumes an unfinished migration found at start.
+    pub(crate) fn resume_backend_migration(self: &Arc<Self>) -> Result<(), String> {
+        {
+            let mut s = self.migration.state();
+            let Some(r) = s.record.as_ref().filter(|r| !r.done) else {
+                return Ok(());
+            };
+            self.migration
+                .rate
+                .store(r.keys_per_second, Ordering::Relaxed);
+            s.running = true;
+        }
+        tracing::info!("resuming the backend migration found at start");
+        self.spawn_migration().map_err(|e| e.to_string())
+    }
+
+    fn spawn_migration(self: &Arc<Self>) -> Result<(), KvError> {
+        let node = self.clone();
+        std::thread::Builder::new()
+            .name("rill-migrate".into())
+            .spawn(move || {
+                let result = node.run_migration();
+                let mut s = node.migration.state();
+                s.running = false;
+                s.copying = None;
+                match result {
+                    Ok(()) => {
+                        s.finished_here = true;
+                        tracing::info!("backend migration done: every partition moved")
+                    }
+                    Err(e) => {
+                        tracing::error!(error = %e, "backend migration stopped; `rill admin backend-migrate TO` resumes it");
+                        s.error = Some(e);
+                    }
+                }
+            })
+            .map(|_| ())
+            .map_err(|e| KvError::Backend(format!("cannot start the migration thread: {e}")))
+    }
+
+    fn run_migration(&self) -> Result<(), String> {
+        let (tc, tr) = self
+            .migration
+            .target
+            .get()
+            .ok_or("the target backend is not open")?;
+        let source = Opening {
+            config: &self.config,
+            ring: &self.ring,
+            res: &self.res,
+            registry: &self.registry,
+        };
+        let target = Opening {
+            config: tc,
+            ring: &self.ring,
+            res: tr,
+            registry: &self.registry,
+        };
+        for p in self.ring.partitions() {
+            let moved = self
+                .migration
+                .state()
+                .record
+                .as_ref()
+                .is_some_and(|r| r.moved.contains(&p.0));
+            if moved {
+                // What a crash may have left after the partition moved.
+                source.drop_data(p)?;
+                continue;
+            }
+            self.migration.state().copying = Some(p.0);
+            self.migrate_partition(p, &source, &target)?;
+        }
+        let mut s = self.migration.state();
+        let r = s.record.as_mut().ok_or("no migration record")?;
+        r.done = true;
+        r.save(&self.meta)
+    }
+
+    fn migrate_partition(
+        &self,
+        p: Partition,
+        source: &Opening,
+        target: &Opening,
+    ) -> Result<(), String> {
+        let vnode = self.vnodes[p.0 as usize].clone();
+        // Leftovers of an attempt that did not finish are not this copy.
+        target.drop_data(p)?;
+        let to: Arc<dyn Backend> = Arc::from(target.backend(p)?);
+        let sw = vnode.switchable();
+        sw.begin_copy(to.clone());
+        let copied = self.copy_partition(&vnode, to.as_ref()).and_then(|()| {
+            to.sync()
+                .map_err(|e| format!("syncing the copy of partition {}: {e}", p.0))
+        });
+        if let Err(e) = copied {
+            sw.abandon_copy();
+            drop(to);
+            target.drop_data(p)?;
+            return Err(e);
+        }
+        let meta = &self.meta;
+        let old = sw.switch_to_copy(|| {
+            let mut s = self.migration.state();
+            let r = s.record.as_mut().ok_or("no migration record")?;
+            r.moved.insert(p.0);
+            r.save(meta)
+        });
+        let old = match old {
+            Ok(old) => old,
+            Err(e) => {
+                sw.abandon_copy();
+                drop(to);
+                target.drop_data(p)?;
+                return Err(format!("partition {}: {e}", p.0));
+            }
+        };
+        drop(to);
+        // Requests that took the old backend before the switch (a slow
+        // listing) finish first.
+        let deadline = Instant::now() + Duration::from_secs(600);
+        while Arc::strong_count(&old) > 1 && Instant::now() < deadline {
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        if Arc::strong_count(&old) > 1 {
+            tracing::warn!(partition = p.0, "the old backend of a moved partition is still in use after 10 minutes: its data is left for the next start to drop");
+            return Ok(());
+        }
+        drop(old);
+        source.drop_data(p)?;
+        tracing::info!(partition = p.0, "partition moved to the new backend");
+        Ok(())
+    }
+
+    /// Copies every key of the vnode's serving backend to `to`.
+    fn copy_partition(&self, vnode: &crate::vnode::Vnode, to: &dyn Backend) -> Result<(), String> {
+        let serving = vnode.switchable().serving();
+        let mut buckets = Vec::new();
+        serving
+            .fold_buckets(&mut |t, b| {
+                buckets.push((t.to_vec(), b.to_vec()));
+                true
+            })
+            .map_err(|e| {
+                format!(
+                    "listing the buckets of partition {}: {e}",
+                    vnode.partition.0
+                )
+            })?;
+        let progress = &self.migration.progress;
+        let started = Instant::now();
+        let start_keys = progress.keys.load(Ordering::Relaxed);
+        for (t, b) in buckets {
+            let mut failed = None;
+            serving
+                .fold_keys(
+                    &t,
+                    &b,
+                    &mut |key| match vnode.copy_key(&BKey::new(&t, &b, key), to) {
+                        Ok(bytes) => {
+                            progress.keys.fetch_add(1, Ordering::Relaxed);
+                            progress.bytes.fetch_add(bytes, Ordering::Relaxed);
+                            self.pace(started, progress.keys.load(Ordering::Relaxed) - start_keys);
+                            true
+                        }
+                        Err(e) => {
+                            failed = Some(e);
+                            false
+                        }
+                    },
+                )
+                .map_err(|e| format!("listing the keys of partition {}: {e}", vnode.partition.0))?;
+            if let Some(e) = failed {
+                return Err(format!("copying partition {}: {e}", vnode.partition.0));
+            }
+            if !vnode.switchable().copy_complete() {
+                return Err(format!(
+                    "a write to the new backend of partition {} failed during the copy",
+                    vnode.partition.0
+                ));
+            }
+        }
+        Ok(())
+    }
+
+    /// Waits as long as `keys` copied since `started` run ahead of the rate.
+    fn pace(&self, started: Instant, keys: u64) {
+        let rate = self.migration.rate.load(Ordering::Relaxed);
+        if rate == 0 {
+            return;
+        }
+        let due = Duration::from_secs_f64(keys as f64 / rate as f64);
+        if let Some(ahead) = due.checked_sub(started.elapsed()) {
+            std::thread::sleep(ahead);
+        }
+    }
+}
