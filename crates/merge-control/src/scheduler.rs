@@ -167,18 +167,17 @@ impl MergeScheduler {
 
     /// Stops merging the store in `dir` (its data is going away) and lets
     /// go of it: no merge starts on it once this is called, and this
-    /// returns when none runs on it.
-    pub fn remove_store(&self, dir: &Path) {
-        let index = {
+    /// returns, with the store, when none runs on it.
+    pub fn remove_store(&self, dir: &Path) -> Option<Arc<Store>> {
+        let (index, store) = {
+            // The slot empties under the in-flight lock, under which every
+            // merge is registered after checking its store is still there.
+            let _in_flight = self.shared.in_flight.lock().expect("in flight");
             let mut stores = self.shared.stores.write().expect("stores");
-            let Some(i) = stores
+            let i = stores
                 .iter()
-                .position(|s| s.as_ref().is_some_and(|s| s.dir() == dir))
-            else {
-                return;
-            };
-            stores[i] = None;
-            i
+                .position(|s| s.as_ref().is_some_and(|s| s.dir() == dir))?;
+            (i, stores[i].take()?)
         };
         while self
             .shared
@@ -190,6 +189,7 @@ impl MergeScheduler {
         {
             std::thread::sleep(Duration::from_millis(10));
         }
+        Some(store)
     }
 
     pub fn metrics(&self) -> MetricsSnapshot {
@@ -284,8 +284,8 @@ impl Shared {
             }
             let picks: Vec<Pick> = {
                 let mut in_flight = self.in_flight.lock().expect("in flight");
-                if in_flight.keys().any(|&(s, _)| s == i) {
-                    continue; // a worker holds this store; it will come back
+                if in_flight.keys().any(|&(s, _)| s == i) || !self.present(i) {
+                    continue; // a worker holds this store, or it was removed
                 }
                 // Expired records may need tombstones: only what fits.
                 let mut budget = self.budget(&stores, &in_flight);
@@ -373,7 +373,8 @@ impl Shared {
                     .map_or(0, |s| s.options().max_file_size_bytes)
             };
             let need = |p: &Pick| needs.get(&(p.store, p.file_id)).copied().unwrap_or(0);
-            let batch = batch_for_one_store(&picks, need, room, budget, &in_flight);
+            let mut batch = batch_for_one_store(&picks, need, room, budget, &in_flight);
+            batch.retain(|p| self.present(p.store));
             for p in &batch {
                 in_flight.insert((p.store, p.file_id), need(p));
                 policy.merged(p);
@@ -391,6 +392,16 @@ impl Shared {
             in_flight.remove(&(p.store, p.file_id));
         }
         true
+    }
+
+    /// Whether store `i` is still registered (checked under the in-flight
+    /// lock before a merge of it is registered).
+    fn present(&self, i: usize) -> bool {
+        self.stores
+            .read()
+            .expect("stores")
+            .get(i)
+            .is_some_and(Option::is_some)
     }
 
     /// What a new merge may write: the free space's budget less what the

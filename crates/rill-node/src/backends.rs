@@ -131,6 +131,39 @@ fn multi_root(config: &NodeConfig, b: &NamedBackend) -> PathBuf {
         .unwrap_or_else(|| config.data_dir.join("multi").join(&b.name))
 }
 
+/// The directories `config`'s backends keep data in (Bitcask roots, LSM
+/// databases); memory keeps none.
+pub(crate) fn data_dirs(config: &NodeConfig) -> Vec<PathBuf> {
+    let single = |kind: BackendKind| match kind {
+        BackendKind::Bitcask => Some(config.data_dir.join("bitcask")),
+        BackendKind::Leveldb => Some(
+            config
+                .leveldb_dir
+                .clone()
+                .unwrap_or_else(|| config.data_dir.join("leveldb")),
+        ),
+        BackendKind::Leveled => Some(
+            config
+                .leveled_dir
+                .clone()
+                .unwrap_or_else(|| config.data_dir.join("leveled")),
+        ),
+        BackendKind::Memory | BackendKind::Multi => None,
+    };
+    match config.backend {
+        BackendKind::Multi => config
+            .multi
+            .iter()
+            .filter(|b| b.kind != BackendKind::Memory)
+            .map(|b| multi_root(config, b))
+            // Bitcask's space reserve lives in the data directory's
+            // `bitcask` whatever the roots.
+            .chain(uses_bitcask(config).then(|| config.data_dir.join("bitcask")))
+            .collect(),
+        kind => single(kind).into_iter().collect(),
+    }
+}
+
 /// The node's LSM databases (leveldb and leveled backends):
 /// `(backend name, database)`; the name is empty for
 /// `storage_backend = leveldb` or `leveled`.
@@ -301,8 +334,20 @@ impl Opening<'_> {
                     let dir = root
                         .unwrap_or_else(|| c.data_dir.join("bitcask"))
                         .join(&index);
-                    if let Some(s) = &self.res.scheduler {
-                        s.remove_store(&dir);
+                    // The store closes (sealing its files) before its
+                    // directory goes.
+                    if let Some(store) = self
+                        .res
+                        .scheduler
+                        .as_ref()
+                        .and_then(|s| s.remove_store(&dir))
+                    {
+                        let deadline = std::time::Instant::now() + Duration::from_secs(60);
+                        while Arc::strong_count(&store) > 1 && std::time::Instant::now() < deadline
+                        {
+                            std::thread::sleep(Duration::from_millis(10));
+                        }
+                        drop(store);
                     }
                     match std::fs::remove_dir_all(&dir) {
                         Err(e) if e.kind() != std::io::ErrorKind::NotFound => {

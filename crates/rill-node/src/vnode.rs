@@ -160,14 +160,17 @@ impl Vnode {
         let Some(bytes) = self.backend.get(k)? else {
             return Ok(0);
         };
-        let Some(o) = self.decoded(Some(bytes.clone()))? else {
-            return Ok(0);
-        };
-        let terms = index_terms(&o);
-        if to.keeps_heads() {
-            to.put_with_head(k, &bytes, &rill_object::encode_head(&o), &terms, &[])?;
-        } else {
-            to.put(k, &bytes, &terms, &[])?;
+        match decode_object_shared(&bytes) {
+            Ok(o) => {
+                let terms = index_terms(&o);
+                let head = rill_object::encode_head(&o);
+                to.put_with_head(k, &bytes, &head, &terms, &[])?;
+            }
+            Err(e) => {
+                // Kept as stored (a get reports it as it does today).
+                tracing::warn!(partition = self.partition.0, error = %e, "a stored object that does not decode is copied as it is, without index entries");
+                to.put(k, &bytes, &[], &[])?;
+            }
         }
         Ok(bytes.len() as u64)
     }

@@ -323,3 +323,24 @@ fn leveldb_moves_to_bitcask() {
     let s = status(&n);
     assert!(s["keys_copied"].as_u64().unwrap() > 0, "{s}");
 }
+
+/// A target whose files would lie where the node's backends keep theirs
+/// is refused (here Bitcask's, under multi): the move would drop them.
+#[test]
+fn a_target_sharing_the_sources_directories_is_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let conf = "storage_backend = multi\nmulti_backend.default = bc\n\
+                multi_backend.bc.storage_backend = bitcask\n\
+                multi_backend.mem.storage_backend = memory\n";
+    let n = Node::start(dir.path(), conf);
+    let r = start_migration(&n, "bitcask", 0);
+    let body = String::from_utf8_lossy(&r.body);
+    assert_eq!(r.status, 400, "{body}");
+    assert!(body.contains("would keep its data where"), "{body}");
+    assert!(!body.contains(&dir.path().display().to_string()), "{body}");
+    assert_eq!(status(&n)["state"], "none");
+    // Elsewhere is fine.
+    let r = start_migration(&n, "leveldb", 0);
+    assert_eq!(r.status, 202, "{}", String::from_utf8_lossy(&r.body));
+    until_status(&n, "the move ends", |s| s["state"] == "done");
+}

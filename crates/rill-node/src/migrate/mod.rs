@@ -20,7 +20,7 @@ mod record;
 mod switch;
 
 pub(crate) use record::Record;
-pub(crate) use switch::Switchable;
+pub(crate) use switch::{SwitchError, Switchable};
 
 use crate::backends::{Opening, Resources};
 use crate::config::{BackendKind, NodeConfig};
@@ -218,6 +218,14 @@ impl Node {
             }
             let mut target = self.config.clone();
             target.backend = kind;
+            let sources = crate::backends::data_dirs(&self.config);
+            if let Some(shared) = crate::backends::data_dirs(&target)
+                .into_iter()
+                .find(|t| sources.iter().any(|s| s.starts_with(t) || t.starts_with(s)))
+            {
+                let name = shared.file_name().unwrap_or_default().to_string_lossy();
+                return bad(format!("{to} would keep its data where this node's backends keep theirs ({name:?} in the data directory or its configured root): set {to}'s data_root apart first"));
+            }
             let res = Resources::open(&target).map_err(KvError::Backend)?;
             let _ = self.migration.target.set((target, res));
             s.record = Some(Record::new(self.config.backend.name(), to));
@@ -326,47 +334,52 @@ impl Node {
         target: &Opening,
     ) -> Result<(), String> {
         let vnode = self.vnodes[p.0 as usize].clone();
-        // Leftovers of an attempt that did not finish are not this copy.
+        let sw = vnode.switchable();
+        // A copy left attached by a failed commit, and the target's
+        // leftovers of an attempt that did not finish, are not this copy.
+        sw.abandon_copy();
         target.drop_data(p)?;
         let to: Arc<dyn Backend> = Arc::from(target.backend(p)?);
-        let sw = vnode.switchable();
         sw.begin_copy(to.clone());
-        let copied = self.copy_partition(&vnode, to.as_ref()).and_then(|()| {
-            to.sync()
-                .map_err(|e| format!("syncing the copy of partition {}: {e}", p.0))
-        });
-        if let Err(e) = copied {
+        if let Err(e) = self.copy_partition(&vnode, to.as_ref()) {
             sw.abandon_copy();
             drop(to);
             target.drop_data(p)?;
             return Err(e);
         }
+        drop(to);
         let meta = &self.meta;
         let old = sw.switch_to_copy(|| {
             let mut s = self.migration.state();
-            let r = s.record.as_mut().ok_or("no migration record")?;
-            r.moved.insert(p.0);
-            r.save(meta)
+            let mut next = s.record.clone().ok_or("no migration record")?;
+            next.moved.insert(p.0);
+            next.save(meta)?;
+            s.record = Some(next);
+            Ok(())
         });
         let old = match old {
             Ok(old) => old,
-            Err(e) => {
+            Err(SwitchError::Copy(e)) => {
                 sw.abandon_copy();
-                drop(to);
                 target.drop_data(p)?;
                 return Err(format!("partition {}: {e}", p.0));
             }
+            Err(SwitchError::Commit(e)) => {
+                return Err(format!(
+                    "partition {}: recording its move failed ({e}); both backends keep every write until the migration resumes or the node restarts",
+                    p.0
+                ))
+            }
         };
-        drop(to);
         // Requests that took the old backend before the switch (a slow
-        // listing) finish first.
+        // listing) finish first; if one does not, the migration stops and
+        // its next run drops this partition's old data.
         let deadline = Instant::now() + Duration::from_secs(600);
         while Arc::strong_count(&old) > 1 && Instant::now() < deadline {
             std::thread::sleep(Duration::from_millis(20));
         }
         if Arc::strong_count(&old) > 1 {
-            tracing::warn!(partition = p.0, "the old backend of a moved partition is still in use after 10 minutes: its data is left for the next start to drop");
-            return Ok(());
+            return Err(format!("partition {} moved, but a request has used its old backend for 10 minutes: its old data stays until the migration runs again", p.0));
         }
         drop(old);
         source.drop_data(p)?;

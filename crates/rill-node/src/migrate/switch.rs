@@ -11,6 +11,16 @@ struct Stores {
     copy: Option<Arc<dyn Backend>>,
 }
 
+/// Why a copy did not take over.
+pub(crate) enum SwitchError {
+    /// The copy misses writes or is not durable: drop it.
+    Copy(String),
+    /// Recording the move failed, so whether it is recorded is not
+    /// known: the copy stays attached, receiving every write, so either
+    /// backend is complete whichever the record names at the next start.
+    Commit(String),
+}
+
 /// The backend of a vnode (`Vnode::backend`).
 pub(crate) struct Switchable {
     stores: RwLock<Stores>,
@@ -58,23 +68,27 @@ impl Switchable {
         !self.copy_failed.load(Ordering::SeqCst)
     }
 
-    /// The copy serves from now on, once `commit` (recording the move)
-    /// succeeds; the backend that served is handed back. No request is
-    /// inside either backend meanwhile. Refused (nothing changed) when
-    /// there is no copy, a write to it failed, or `commit` fails.
+    /// The copy serves from now on, once it is synced and `commit`
+    /// (recording the move) succeeds; the backend that served is handed
+    /// back. No request is inside either backend meanwhile, so every
+    /// acknowledged write is in the synced copy.
     pub fn switch_to_copy(
         &self,
         commit: impl FnOnce() -> Result<(), String>,
-    ) -> Result<Arc<dyn Backend>, String> {
+    ) -> Result<Arc<dyn Backend>, SwitchError> {
         let mut s = self.stores.write().unwrap_or_else(|e| e.into_inner());
+        let Some(copy) = s.copy.clone() else {
+            return Err(SwitchError::Copy("no copy to switch to".into()));
+        };
         if self.copy_failed.load(Ordering::SeqCst) {
-            return Err("a write to the new backend failed during the copy".into());
+            return Err(SwitchError::Copy(
+                "a write to the new backend failed during the copy".into(),
+            ));
         }
-        if s.copy.is_none() {
-            return Err("no copy to switch to".into());
-        }
-        commit()?;
-        let copy = s.copy.take().expect("checked above");
+        copy.sync()
+            .map_err(|e| SwitchError::Copy(format!("syncing the copy: {e}")))?;
+        commit().map_err(SwitchError::Commit)?;
+        s.copy = None;
         Ok(std::mem::replace(&mut s.serving, copy))
     }
 
@@ -104,7 +118,8 @@ impl Backend for Switchable {
     }
 
     fn try_get(&self, k: &BKey) -> Option<Result<Option<bytes::Bytes>>> {
-        self.stores().serving.try_get(k)
+        // Never waits, not even behind a switch.
+        self.stores.try_read().ok()?.serving.try_get(k)
     }
 
     fn contains(&self, k: &BKey) -> Result<bool> {
@@ -177,7 +192,12 @@ impl Backend for Switchable {
         let s = self.stores();
         s.serving.sync()?;
         if let Some(copy) = &s.copy {
-            copy.sync()?;
+            // The copy's trouble is the migration's, not this caller's.
+            if let Err(e) = copy.sync() {
+                if !self.copy_failed.swap(true, Ordering::SeqCst) {
+                    tracing::error!(error = %e, "syncing the backend being migrated to failed; this partition's migration will start over");
+                }
+            }
         }
         Ok(())
     }
