@@ -131,25 +131,23 @@ fn multi_root(config: &NodeConfig, b: &NamedBackend) -> PathBuf {
         .unwrap_or_else(|| config.data_dir.join("multi").join(&b.name))
 }
 
+/// Where backend `kind` keeps its data when it is the node's only one
+/// (`bitcask`, or `leveldb.data_root` / `leveled.data_root`, defaulting
+/// to `leveldb` and `leveled` in the data directory); memory keeps none.
+fn single_root(config: &NodeConfig, kind: BackendKind) -> Option<PathBuf> {
+    let dir =
+        |set: &Option<PathBuf>, name| set.clone().unwrap_or_else(|| config.data_dir.join(name));
+    match kind {
+        BackendKind::Bitcask => Some(config.data_dir.join("bitcask")),
+        BackendKind::Leveldb => Some(dir(&config.leveldb_dir, "leveldb")),
+        BackendKind::Leveled => Some(dir(&config.leveled_dir, "leveled")),
+        BackendKind::Memory | BackendKind::Multi => None,
+    }
+}
+
 /// The directories `config`'s backends keep data in (Bitcask roots, LSM
 /// databases); memory keeps none.
 pub(crate) fn data_dirs(config: &NodeConfig) -> Vec<PathBuf> {
-    let single = |kind: BackendKind| match kind {
-        BackendKind::Bitcask => Some(config.data_dir.join("bitcask")),
-        BackendKind::Leveldb => Some(
-            config
-                .leveldb_dir
-                .clone()
-                .unwrap_or_else(|| config.data_dir.join("leveldb")),
-        ),
-        BackendKind::Leveled => Some(
-            config
-                .leveled_dir
-                .clone()
-                .unwrap_or_else(|| config.data_dir.join("leveled")),
-        ),
-        BackendKind::Memory | BackendKind::Multi => None,
-    };
     match config.backend {
         BackendKind::Multi => config
             .multi
@@ -160,7 +158,7 @@ pub(crate) fn data_dirs(config: &NodeConfig) -> Vec<PathBuf> {
             // `bitcask` whatever the roots.
             .chain(uses_bitcask(config).then(|| config.data_dir.join("bitcask")))
             .collect(),
-        kind => single(kind).into_iter().collect(),
+        kind => single_root(config, kind).into_iter().collect(),
     }
 }
 
@@ -174,12 +172,12 @@ pub(crate) fn open_leveldb(config: &NodeConfig) -> Result<Vec<(String, LeveldbSt
     };
     match config.backend {
         BackendKind::Leveldb | BackendKind::Leveled => {
-            let (root, name, opts) = if config.backend == BackendKind::Leveldb {
-                (&config.leveldb_dir, "leveldb", &config.leveldb)
+            let opts = if config.backend == BackendKind::Leveldb {
+                &config.leveldb
             } else {
-                (&config.leveled_dir, "leveled", &config.leveled)
+                &config.leveled
             };
-            let dir = root.clone().unwrap_or_else(|| config.data_dir.join(name));
+            let dir = single_root(config, config.backend).expect("an LSM backend's directory");
             Ok(vec![(String::new(), open(dir, opts.clone())?)])
         }
         BackendKind::Multi => {
@@ -196,6 +194,24 @@ pub(crate) fn open_leveldb(config: &NodeConfig) -> Result<Vec<(String, LeveldbSt
                 .collect()
         }
         _ => Ok(Vec::new()),
+    }
+}
+
+/// `storage_backend = kind` (not multi) as a named backend, with the
+/// node's settings for it.
+fn single(c: &NodeConfig, kind: BackendKind) -> NamedBackend {
+    NamedBackend {
+        name: String::new(),
+        kind,
+        data_root: None,
+        leveldb: if kind == BackendKind::Leveled {
+            c.leveled.clone()
+        } else {
+            c.leveldb.clone()
+        },
+        journal: c.leveled_journal.clone(),
+        memory_max_bytes: c.memory_max_bytes,
+        memory_ttl: c.memory_ttl,
     }
 }
 
@@ -232,22 +248,7 @@ impl Opening<'_> {
                     MultiBackend::new(backends, default, route).map_err(|e| e.to_string())?,
                 ))
             }
-            kind => {
-                let single = NamedBackend {
-                    name: String::new(),
-                    kind,
-                    data_root: None,
-                    leveldb: if kind == BackendKind::Leveled {
-                        c.leveled.clone()
-                    } else {
-                        c.leveldb.clone()
-                    },
-                    journal: c.leveled_journal.clone(),
-                    memory_max_bytes: c.memory_max_bytes,
-                    memory_ttl: c.memory_ttl,
-                };
-                self.one(p, &single, None)
-            }
+            kind => self.one(p, &single(c, kind), None),
         }
     }
 
@@ -313,18 +314,18 @@ impl Opening<'_> {
     pub(crate) fn drop_data(&self, p: Partition) -> Result<(), String> {
         let c = self.config;
         let index = self.ring.index_decimal(p);
-        let named: Vec<(String, BackendKind, Option<PathBuf>)> = match c.backend {
+        let named: Vec<(NamedBackend, Option<PathBuf>)> = match c.backend {
             BackendKind::Multi => multi_backends(c)?
                 .0
                 .iter()
-                .map(|b| (b.name.clone(), b.kind, Some(multi_root(c, b))))
+                .map(|b| (b.clone(), Some(multi_root(c, b))))
                 .collect(),
-            kind => vec![(String::new(), kind, None)],
+            kind => vec![(single(c, kind), None)],
         };
-        for (name, kind, root) in named {
-            match kind {
+        for (b, root) in named {
+            match b.kind {
                 BackendKind::Leveldb | BackendKind::Leveled => {
-                    if let Some((_, store)) = self.res.leveldb.iter().find(|(n, _)| *n == name) {
+                    if let Some((_, store)) = self.res.leveldb.iter().find(|(n, _)| *n == b.name) {
                         store.drop_partition(&index).map_err(|e| {
                             format!("cannot drop the data of partition {}: {e}", p.0)
                         })?;

@@ -163,8 +163,12 @@ impl Vnode {
         match decode_object_shared(&bytes) {
             Ok(o) => {
                 let terms = index_terms(&o);
-                let head = rill_object::encode_head(&o);
-                to.put_with_head(k, &bytes, &head, &terms, &[])?;
+                if to.keeps_heads() {
+                    let head = rill_object::encode_head(&o);
+                    to.put_with_head(k, &bytes, &head, &terms, &[])?;
+                } else {
+                    to.put(k, &bytes, &terms, &[])?;
+                }
             }
             Err(e) => {
                 // Kept as stored (a get reports it as it does today).

@@ -29,26 +29,13 @@ fn put(n: &std::net::SocketAddr, key: &str) -> bool {
     .is_some_and(|r| r.status == 204)
 }
 
-/// The `keys` of a JSON answer to `path`.
-fn keys_at(n: &Node, path: &str) -> BTreeSet<String> {
-    let r = n.http("GET", path, &[], b"").unwrap();
-    assert_eq!(r.status, 200, "{path}");
-    let v: serde_json::Value = serde_json::from_slice(&r.body).unwrap();
-    v["keys"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|k| k.as_str().unwrap().to_string())
-        .collect()
-}
-
 /// Every key of a 2i query over the whole `any_int` index (term 7).
 fn indexed(n: &Node) -> BTreeSet<String> {
-    keys_at(n, "/buckets/crash/index/any_int/7")
+    common::keys_at(n, "/buckets/crash/index/any_int/7")
 }
 
 fn listed(n: &Node) -> BTreeSet<String> {
-    keys_at(n, "/buckets/crash/keys?keys=true")
+    common::keys_at(n, "/buckets/crash/keys?keys=true")
 }
 
 fn crash_under_load(backend: &str) {

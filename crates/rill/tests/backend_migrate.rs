@@ -10,7 +10,7 @@
 mod common;
 
 use common::Node;
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeMap;
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
@@ -115,18 +115,6 @@ fn start_migration(n: &Node, to: &str, keys_per_second: u64) -> common::HttpRepl
         .unwrap()
 }
 
-fn keys_at(n: &Node, path: &str) -> BTreeSet<String> {
-    let r = n.http("GET", path, &[], b"").unwrap();
-    assert_eq!(r.status, 200, "{path}");
-    let v: serde_json::Value = serde_json::from_slice(&r.body).unwrap();
-    v["keys"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|k| k.as_str().unwrap().to_string())
-        .collect()
-}
-
 /// Every acknowledged write and delete holds; objects and index entries
 /// agree.
 fn check(n: &Node, acked: &Acked, what: &str) {
@@ -142,15 +130,15 @@ fn check(n: &Node, acked: &Acked, what: &str) {
                     "{what}: acknowledged write of {key} lost"
                 );
                 assert!(
-                    keys_at(n, &format!("/buckets/m/index/v_bin/{v}")).contains(key),
+                    common::keys_at(n, &format!("/buckets/m/index/v_bin/{v}")).contains(key),
                     "{what}: {key} not found by its term {v}"
                 );
             }
             None => assert_eq!(r.status, 404, "{what}: deleted {key} came back"),
         }
     }
-    let objects = keys_at(n, "/buckets/m/keys?keys=true");
-    let entries = keys_at(n, "/buckets/m/index/all_int/1");
+    let objects = common::keys_at(n, "/buckets/m/keys?keys=true");
+    let entries = common::keys_at(n, "/buckets/m/index/all_int/1");
     // A listing may show a deleted key (its tombstone) until reaped:
     // such a key reads as not found; every other listed key is indexed.
     let only_objects: Vec<_> = objects

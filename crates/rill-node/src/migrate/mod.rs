@@ -65,7 +65,8 @@ pub(crate) fn effective(
 /// How far a migration is, for `rill admin backend-migrate status`.
 #[derive(Clone, Debug)]
 pub struct MigrationStatus {
-    /// `none`, `running`, `done` or `failed`.
+    /// `none`, `running`, `done`, `failed`, or `stopped` (unfinished,
+    /// not running, no error: before a resume starts).
     pub state: String,
     pub from: Option<String>,
     pub to: Option<String>,
@@ -105,11 +106,9 @@ struct Progress {
 struct State {
     record: Option<Record>,
     running: bool,
-    /// Partitions moved in this run or an earlier one.
+    /// The partition being copied now.
     copying: Option<u32>,
     error: Option<String>,
-    /// A migration finished in this run: another waits for a restart.
-    finished_here: bool,
 }
 
 /// The node's backend migration: its record, progress, and the target's
@@ -124,19 +123,15 @@ pub(crate) struct Migrations {
 
 impl Migrations {
     pub fn new(record: Option<Record>, target: Option<(NodeConfig, Resources)>) -> Migrations {
-        let m = Migrations {
+        Migrations {
             state: Mutex::new(State {
                 record,
                 ..State::default()
             }),
             progress: Progress::default(),
-            target: OnceLock::new(),
+            target: target.map_or_else(OnceLock::new, OnceLock::from),
             rate: AtomicU64::new(0),
-        };
-        if let Some(t) = target {
-            let _ = m.target.set(t);
         }
-        m
     }
 
     fn state(&self) -> std::sync::MutexGuard<'_, State> {
@@ -202,10 +197,8 @@ impl Node {
         if s.running {
             return bad("a backend migration is already running on this node".into());
         }
-        if s.finished_here
-            || (self.migration.target.get().is_some()
-                && s.record.as_ref().is_some_and(|r| r.to != to))
-        {
+        // The target opened in this run and its migration done.
+        if self.migration.target.get().is_some() && s.record.as_ref().is_some_and(|r| r.done) {
             return bad("a backend migration finished on this node since it started: restart the node before moving its data again".into());
         }
         let resume = s.record.as_ref().is_some_and(|r| !r.done && r.to == to);
@@ -274,10 +267,7 @@ impl Node {
                 s.running = false;
                 s.copying = None;
                 match result {
-                    Ok(()) => {
-                        s.finished_here = true;
-                        tracing::info!("backend migration done: every partition moved")
-                    }
+                    Ok(()) => tracing::info!("backend migration done: every partition moved"),
                     Err(e) => {
                         tracing::error!(error = %e, "backend migration stopped; `rill admin backend-migrate TO` resumes it");
                         s.error = Some(e);

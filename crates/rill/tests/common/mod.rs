@@ -248,3 +248,16 @@ pub fn until(what: &str, within: Duration, mut cond: impl FnMut() -> bool) {
         std::thread::sleep(Duration::from_millis(100));
     }
 }
+
+/// The `keys` of a JSON answer to `path` (a key listing or a 2i query).
+pub fn keys_at(n: &Node, path: &str) -> std::collections::BTreeSet<String> {
+    let r = n.http("GET", path, &[], b"").unwrap();
+    assert_eq!(r.status, 200, "{path}");
+    let v: serde_json::Value = serde_json::from_slice(&r.body).unwrap();
+    v["keys"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|k| k.as_str().unwrap().to_string())
+        .collect()
+}
