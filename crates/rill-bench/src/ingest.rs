@@ -5,15 +5,16 @@
 //! by basho_bench; Riak 1.1's LevelDB stalled 10-90 s every few minutes).
 //!
 //! Engines: `rocksdb` (the system's librocksdb, its defaults), `leveldb`
-//! (Rill's leveldb backend on fjall) and `bitcask` (Rill's Bitcask
-//! backend), each writing objects from several threads into a fresh
+//! (Rill's leveldb backend on fjall), `leveled` (its heads and values
+//! apart, each put with a head as a vnode writes) and `bitcask` (Rill's
+//! Bitcask backend), each writing objects from several threads into a fresh
 //! directory. The run joins a memory cgroup (`--memory-limit`) so the
 //! data outgrows what the store may cache, as it would on a full node.
 
 use crate::limit::Limit;
 use crate::report::Report;
 use anyhow::{bail, Context, Result};
-use rill_backend::{BKey, Backend, BitcaskBackend, LeveldbOptions, LeveldbStore};
+use rill_backend::{BKey, Backend, BitcaskBackend, JournalOptions, LeveldbOptions, LeveldbStore};
 use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -23,7 +24,7 @@ use std::time::{Duration, Instant};
 #[derive(clap::Args)]
 pub struct Args {
     /// Engines to run, in order.
-    #[arg(long, value_delimiter = ',', default_value = "rocksdb,leveldb")]
+    #[arg(long, value_delimiter = ',', default_value = "rocksdb,leveldb,leveled")]
     engines: Vec<String>,
     /// Keys to load (default 10 million; 300 thousand with --quick).
     #[arg(long)]
@@ -67,9 +68,13 @@ impl Target for Rocks {
         Ok(self.0.put(key, value)?)
     }
     fn disk_bytes(&self) -> Option<u64> {
-        None
+        self.0.table_bytes()
     }
 }
+
+/// A head as a vnode passes it to a backend that keeps heads (leveled):
+/// a clock and metadata, about this size.
+const HEAD: [u8; 160] = [0x5a; 160];
 
 struct Rill {
     backend: Box<dyn Backend>,
@@ -79,7 +84,7 @@ struct Rill {
 impl Target for Rill {
     fn put(&self, key: &[u8], value: &[u8]) -> Result<()> {
         let k = BKey::new(b"", b"ingest", key);
-        Ok(self.backend.put(&k, value, &[], &[])?)
+        Ok(self.backend.put_with_head(&k, value, &HEAD, &[], &[])?)
     }
     fn disk_bytes(&self) -> Option<u64> {
         Some(self.backend.size_bytes())
@@ -95,14 +100,18 @@ fn open(engine: &str, dir: &Path, memory: Option<u64>) -> Result<Box<dyn Target>
                 &rocksdb_dl::Tuning::default(),
             )?))
         }
-        "leveldb" => {
+        "leveldb" | "leveled" => {
             // Riak's default share (70 %) of what the run may use.
             let opts = LeveldbOptions {
                 max_memory_bytes: memory.map_or(1 << 30, |m| m / 10 * 7),
                 ..LeveldbOptions::default()
             };
             let store = LeveldbStore::open(dir, opts, 1)?;
-            let backend = Box::new(store.partition("0")?);
+            let backend: Box<dyn Backend> = if engine == "leveled" {
+                Box::new(store.leveled_partition("0", &JournalOptions::default())?)
+            } else {
+                Box::new(store.partition("0")?)
+            };
             Box::new(Rill {
                 backend,
                 _store: Some(store),
@@ -119,7 +128,7 @@ fn open(engine: &str, dir: &Path, memory: Option<u64>) -> Result<Box<dyn Target>
                 _store: None,
             })
         }
-        other => bail!("unknown engine {other:?}: rocksdb, leveldb or bitcask"),
+        other => bail!("unknown engine {other:?}: rocksdb, leveldb, leveled or bitcask"),
     })
 }
 

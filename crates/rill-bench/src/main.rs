@@ -13,6 +13,7 @@ mod mixed;
 mod plot;
 mod report;
 mod sensor;
+mod stores;
 
 use clap::{Parser, Subcommand};
 

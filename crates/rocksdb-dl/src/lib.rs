@@ -1,6 +1,6 @@
 //! RocksDB for comparison benchmarks, loaded at run time.
 //!
-//! `rill-bench sensor` compares Rill's Bitcask with what a user would pick
+//! `rill-bench` compares Rill's backends with what a user would pick
 //! instead: RocksDB with its default leveled compaction. Building RocksDB
 //! from source costs many minutes on a small machine, so this crate opens
 //! the system's shared library (Debian: `apt-get install librocksdb7.8`)
@@ -10,10 +10,14 @@
 //! The library is looked up as `$RILL_ROCKSDB_LIB` when set, else as
 //! `librocksdb.so` and the versioned names Debian and others ship.
 
-use std::ffi::{c_char, c_int, c_uchar, c_void, CStr, CString};
+mod api;
+mod batch;
+
+use api::{api, take_error, Api, Opaque};
+pub use batch::{Iter, WriteBatch};
+use std::ffi::{c_int, CStr, CString};
 use std::os::unix::ffi::OsStrExt;
 use std::path::Path;
-use std::sync::OnceLock;
 
 #[derive(Debug, thiserror::Error)]
 pub enum Error {
@@ -30,166 +34,18 @@ pub enum Error {
 
 pub type Result<T> = std::result::Result<T, Error>;
 
-/// Library names tried in order when `RILL_ROCKSDB_LIB` is not set.
-const CANDIDATES: &[&str] = &[
-    "librocksdb.so",
-    "librocksdb.so.9",
-    "librocksdb.so.8",
-    "librocksdb.so.7.8",
-    "librocksdb.so.7",
-    "librocksdb.so.6",
-];
-
-type Opaque = *mut c_void;
-
-/// The C API functions used, resolved once.
-struct Api {
-    options_create: unsafe extern "C" fn() -> Opaque,
-    options_destroy: unsafe extern "C" fn(Opaque),
-    options_set_create_if_missing: unsafe extern "C" fn(Opaque, c_uchar),
-    options_increase_parallelism: unsafe extern "C" fn(Opaque, c_int),
-    open: unsafe extern "C" fn(Opaque, *const c_char, *mut *mut c_char) -> Opaque,
-    close: unsafe extern "C" fn(Opaque),
-    writeoptions_create: unsafe extern "C" fn() -> Opaque,
-    writeoptions_destroy: unsafe extern "C" fn(Opaque),
-    writeoptions_set_sync: unsafe extern "C" fn(Opaque, c_uchar),
-    readoptions_create: unsafe extern "C" fn() -> Opaque,
-    readoptions_destroy: unsafe extern "C" fn(Opaque),
-    put: unsafe extern "C" fn(
-        Opaque,
-        Opaque,
-        *const c_char,
-        usize,
-        *const c_char,
-        usize,
-        *mut *mut c_char,
-    ),
-    get: unsafe extern "C" fn(
-        Opaque,
-        Opaque,
-        *const c_char,
-        usize,
-        *mut usize,
-        *mut *mut c_char,
-    ) -> *mut c_char,
-    property_value: unsafe extern "C" fn(Opaque, *const c_char) -> *mut c_char,
-    free: unsafe extern "C" fn(*mut c_void),
-}
-
-// SAFETY: the struct holds only function pointers into a library that is
-// never unloaded.
-unsafe impl Send for Api {}
-unsafe impl Sync for Api {}
-
-fn api() -> Result<&'static Api> {
-    static API: OnceLock<std::result::Result<Api, Error>> = OnceLock::new();
-    API.get_or_init(load).as_ref().map_err(|e| match e {
-        Error::Load { tried, reason } => Error::Load {
-            tried: tried.clone(),
-            reason: reason.clone(),
-        },
-        other => Error::Rocks(other.to_string()),
-    })
-}
-
-fn dlerror() -> String {
-    // SAFETY: dlerror returns a thread-local C string or null.
-    unsafe {
-        let e = libc::dlerror();
-        if e.is_null() {
-            "unknown error".into()
-        } else {
-            CStr::from_ptr(e).to_string_lossy().into_owned()
-        }
-    }
-}
-
-// Each field's type states the C signature the transmute produces.
-#[allow(clippy::missing_transmute_annotations)]
-fn load() -> std::result::Result<Api, Error> {
-    let names: Vec<String> = match std::env::var("RILL_ROCKSDB_LIB") {
-        Ok(n) if !n.is_empty() => vec![n],
-        _ => CANDIDATES.iter().map(|s| s.to_string()).collect(),
-    };
-    let mut handle = std::ptr::null_mut();
-    let mut reason = String::new();
-    for name in &names {
-        let c = CString::new(name.as_str()).map_err(|_| Error::BadPath(name.clone()))?;
-        // SAFETY: a valid C string; the handle is kept for the process's life.
-        handle = unsafe { libc::dlopen(c.as_ptr(), libc::RTLD_NOW | libc::RTLD_LOCAL) };
-        if !handle.is_null() {
-            break;
-        }
-        reason = dlerror();
-    }
-    if handle.is_null() {
-        return Err(Error::Load {
-            tried: names.join(", "),
-            reason,
-        });
-    }
-    let sym = |name: &str| -> std::result::Result<*mut c_void, Error> {
-        let c = CString::new(name).expect("symbol names have no NUL");
-        // SAFETY: handle is a live library handle, c a valid C string.
-        let p = unsafe { libc::dlsym(handle, c.as_ptr()) };
-        if p.is_null() {
-            Err(Error::Load {
-                tried: names.join(", "),
-                reason: format!("symbol {name} missing: {}", dlerror()),
-            })
-        } else {
-            Ok(p)
-        }
-    };
-    macro_rules! f {
-        ($name:literal) => {
-            // SAFETY: the symbol comes from RocksDB's C API (c.h), whose
-            // signature the field's type repeats.
-            unsafe { std::mem::transmute::<*mut c_void, _>(sym($name)?) }
-        };
-    }
-    Ok(Api {
-        options_create: f!("rocksdb_options_create"),
-        options_destroy: f!("rocksdb_options_destroy"),
-        options_set_create_if_missing: f!("rocksdb_options_set_create_if_missing"),
-        options_increase_parallelism: f!("rocksdb_options_increase_parallelism"),
-        open: f!("rocksdb_open"),
-        close: f!("rocksdb_close"),
-        writeoptions_create: f!("rocksdb_writeoptions_create"),
-        writeoptions_destroy: f!("rocksdb_writeoptions_destroy"),
-        writeoptions_set_sync: f!("rocksdb_writeoptions_set_sync"),
-        readoptions_create: f!("rocksdb_readoptions_create"),
-        readoptions_destroy: f!("rocksdb_readoptions_destroy"),
-        put: f!("rocksdb_put"),
-        get: f!("rocksdb_get"),
-        property_value: f!("rocksdb_property_value"),
-        free: f!("rocksdb_free"),
-    })
-}
-
-/// Takes ownership of an error string RocksDB allocated, if any.
-fn take_error(api: &Api, err: *mut c_char) -> Result<()> {
-    if err.is_null() {
-        return Ok(());
-    }
-    // SAFETY: RocksDB hands out a malloc'd NUL-terminated string; it is
-    // copied, then freed with RocksDB's own free.
-    let msg = unsafe {
-        let m = CStr::from_ptr(err).to_string_lossy().into_owned();
-        (api.free)(err.cast());
-        m
-    };
-    Err(Error::Rocks(msg))
-}
-
 /// Whether the shared library can be loaded here.
 pub fn available() -> Result<()> {
     api().map(|_| ())
 }
 
+/// `rocksdb_lz4_compression` in RocksDB's C API.
+const LZ4: c_int = 4;
+
 /// How the database is opened: RocksDB's defaults (leveled compaction,
 /// 64 MiB memtables, the WAL on, no fsync per write), as a user would
-/// start, with background threads for the machine's cores.
+/// start, with background threads for the machine's cores; the table
+/// settings a comparison may match to the engine it is compared with.
 #[derive(Clone, Debug)]
 pub struct Tuning {
     /// `Options::IncreaseParallelism` (RocksDB's own getting-started
@@ -197,6 +53,14 @@ pub struct Tuning {
     pub parallelism: u32,
     /// fsync the WAL on every put.
     pub sync: bool,
+    /// An LRU block cache of this many bytes (`None`: RocksDB's default).
+    pub block_cache_bytes: Option<usize>,
+    /// A bloom filter with this many bits per key in every table
+    /// (`None`: none, RocksDB's default).
+    pub bloom_bits_per_key: Option<f64>,
+    /// LZ4 for every level (`false`: RocksDB's default, Snappy where
+    /// the library has it).
+    pub lz4: bool,
 }
 
 impl Default for Tuning {
@@ -204,6 +68,9 @@ impl Default for Tuning {
         Tuning {
             parallelism: std::thread::available_parallelism().map_or(2, |n| n.get() as u32),
             sync: false,
+            block_cache_bytes: None,
+            bloom_bits_per_key: None,
+            lz4: false,
         }
     }
 }
@@ -213,6 +80,7 @@ pub struct RocksDb {
     api: &'static Api,
     db: Opaque,
     options: Opaque,
+    cache: Opaque,
     write: Opaque,
     read: Opaque,
 }
@@ -230,21 +98,47 @@ impl RocksDb {
             .map_err(|_| Error::BadPath(path.display().to_string()))?;
         // SAFETY: calls into RocksDB's C API with objects it created; every
         // object is destroyed exactly once (on failure here, else in Drop).
+        // The table options are copied into the table factory, the filter
+        // policy is owned by the table options, and the cache is shared
+        // (its handle is destroyed in Drop).
         unsafe {
             let options = (api.options_create)();
             (api.options_set_create_if_missing)(options, 1);
             if tuning.parallelism > 0 {
                 (api.options_increase_parallelism)(options, tuning.parallelism as c_int);
             }
+            if tuning.lz4 {
+                (api.options_set_compression)(options, LZ4);
+            }
+            let mut cache = std::ptr::null_mut();
+            if tuning.block_cache_bytes.is_some() || tuning.bloom_bits_per_key.is_some() {
+                let table = (api.block_based_options_create)();
+                if let Some(bytes) = tuning.block_cache_bytes {
+                    cache = (api.cache_create_lru)(bytes);
+                    (api.block_based_options_set_block_cache)(table, cache);
+                }
+                if let Some(bits) = tuning.bloom_bits_per_key {
+                    let policy = (api.filterpolicy_create_bloom)(bits);
+                    (api.block_based_options_set_filter_policy)(table, policy);
+                }
+                (api.options_set_block_based_table_factory)(options, table);
+                (api.block_based_options_destroy)(table);
+            }
             let mut err = std::ptr::null_mut();
             let db = (api.open)(options, c_path.as_ptr(), &mut err);
-            if let Err(e) = take_error(api, err) {
+            let failed = match take_error(api, err) {
+                Err(e) => Some(e),
+                Ok(()) if db.is_null() => {
+                    Some(Error::Rocks(format!("open {} failed", path.display())))
+                }
+                Ok(()) => None,
+            };
+            if let Some(e) = failed {
                 (api.options_destroy)(options);
+                if !cache.is_null() {
+                    (api.cache_destroy)(cache);
+                }
                 return Err(e);
-            }
-            if db.is_null() {
-                (api.options_destroy)(options);
-                return Err(Error::Rocks(format!("open {} failed", path.display())));
             }
             let write = (api.writeoptions_create)();
             (api.writeoptions_set_sync)(write, u8::from(tuning.sync));
@@ -253,6 +147,7 @@ impl RocksDb {
                 api,
                 db,
                 options,
+                cache,
                 write,
                 read,
             })
@@ -300,6 +195,34 @@ impl RocksDb {
         }
     }
 
+    /// Applies every put and delete of `batch` atomically.
+    pub fn write(&self, batch: &WriteBatch) -> Result<()> {
+        let mut err = std::ptr::null_mut();
+        // SAFETY: the batch is a live RocksDB write batch.
+        unsafe { (self.api.write)(self.db, self.write, batch.raw(), &mut err) };
+        take_error(self.api, err)
+    }
+
+    /// An iterator over the database as it is now, unpositioned.
+    pub fn iter(&self) -> Iter<'_> {
+        // SAFETY: the iterator borrows the database, which outlives it.
+        let raw = unsafe { (self.api.create_iterator)(self.db, self.read) };
+        Iter::new(self.api, raw)
+    }
+
+    /// Writes the memtables out to tables and waits for it.
+    pub fn flush(&self) -> Result<()> {
+        let mut err = std::ptr::null_mut();
+        // SAFETY: the flush options are created and destroyed here.
+        unsafe {
+            let opts = (self.api.flushoptions_create)();
+            (self.api.flushoptions_set_wait)(opts, 1);
+            (self.api.flush)(self.db, opts, &mut err);
+            (self.api.flushoptions_destroy)(opts);
+        }
+        take_error(self.api, err)
+    }
+
     /// A property such as `rocksdb.total-sst-files-size`, if RocksDB
     /// knows it.
     pub fn property(&self, name: &str) -> Option<String> {
@@ -315,6 +238,12 @@ impl RocksDb {
             Some(s)
         }
     }
+
+    /// Bytes in the database's tables (`rocksdb.total-sst-files-size`;
+    /// the write-ahead log not counted).
+    pub fn table_bytes(&self) -> Option<u64> {
+        self.property("rocksdb.total-sst-files-size")?.parse().ok()
+    }
 }
 
 impl Drop for RocksDb {
@@ -325,6 +254,9 @@ impl Drop for RocksDb {
             (self.api.writeoptions_destroy)(self.write);
             (self.api.readoptions_destroy)(self.read);
             (self.api.options_destroy)(self.options);
+            if !self.cache.is_null() {
+                (self.api.cache_destroy)(self.cache);
+            }
         }
     }
 }

@@ -3,7 +3,7 @@
 
 use super::Op;
 use crate::report::Report;
-use anyhow::Result;
+use anyhow::{bail, Context, Result};
 use hdrhistogram::Histogram;
 use std::io::Write;
 use std::path::{Path, PathBuf};
@@ -51,6 +51,7 @@ fn ms(h: &Histogram<u64>, q: f64) -> f64 {
 }
 
 /// One engine's figures.
+#[derive(Debug, PartialEq)]
 pub(super) struct Figures {
     engine: String,
     ops_per_s: f64,
@@ -58,6 +59,43 @@ pub(super) struct Figures {
     p99_ms: [f64; 3],
     write_amp: f64,
     space_amp: f64,
+}
+
+impl Figures {
+    /// The figures as one line of text (how an engine's process hands
+    /// them to the run): the engine, then the numbers.
+    pub(super) fn to_line(&self) -> String {
+        let n = [
+            self.ops_per_s,
+            self.last_third_ops_per_s,
+            self.p99_ms[0],
+            self.p99_ms[1],
+            self.p99_ms[2],
+            self.write_amp,
+            self.space_amp,
+        ];
+        let nums: Vec<String> = n.iter().map(|x| x.to_string()).collect();
+        format!("{} {}\n", self.engine, nums.join(" "))
+    }
+
+    pub(super) fn from_line(line: &str) -> Result<Figures> {
+        let mut words = line.split_whitespace();
+        let engine = words.next().context("empty")?.to_string();
+        let n = words
+            .map(str::parse)
+            .collect::<std::result::Result<Vec<f64>, _>>()?;
+        let [ops, last, get, put, query, write_amp, space_amp] = n[..] else {
+            bail!("{} numbers, not 7", n.len());
+        };
+        Ok(Figures {
+            engine,
+            ops_per_s: ops,
+            last_third_ops_per_s: last,
+            p99_ms: [get, put, query],
+            write_amp,
+            space_amp,
+        })
+    }
 }
 
 pub(super) fn figures(
@@ -176,5 +214,42 @@ pub(super) fn compare(r: &mut Report, all: &[Figures]) {
         );
         let ok = tp >= 1.0 && put <= 0.5 && q <= 1.0;
         println!("target (leveled >= 1.0x leveldb in the last third, update p99 <= 0.5x, 2i p99 <= 1.0x): {}", if ok { "met" } else { "NOT met" });
+    }
+    // Against the comparison engine, for scale (no target).
+    if let Some(k) = get("rocksdb") {
+        for f in all.iter().filter(|f| f.engine != "rocksdb") {
+            let e = &f.engine;
+            r.num(
+                &format!("{e}_over_rocksdb_last_third"),
+                f.last_third_ops_per_s / k.last_third_ops_per_s.max(1e-9),
+                &format!("{e} / rocksdb, operations/s in the last third"),
+            );
+            r.num(
+                &format!("{e}_over_rocksdb_put_p99"),
+                f.p99_ms[1] / k.p99_ms[1].max(1e-9),
+                &format!("{e} / rocksdb, update p99"),
+            );
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn figures_survive_their_line() {
+        let f = Figures {
+            engine: "leveled".into(),
+            ops_per_s: 20729.5,
+            last_third_ops_per_s: 20371.25,
+            p99_ms: [0.6, 1.15, 1.375],
+            write_amp: 1.64,
+            space_amp: 1.13,
+        };
+        assert_eq!(Figures::from_line(&f.to_line()).unwrap(), f);
+        assert!(Figures::from_line("leveled 1 2 3").is_err());
+        assert!(Figures::from_line("leveled 1 2 3 4 5 6 x").is_err());
+        assert!(Figures::from_line("").is_err());
     }
 }

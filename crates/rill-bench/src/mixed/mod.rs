@@ -15,21 +15,23 @@
 use crate::ingest::fill;
 use crate::limit::Limit;
 use crate::report::Report;
-use anyhow::{bail, Result};
-use figures::{compare, figures, report, write_csv, Interval};
-use rill_backend::{
-    BKey, Backend, BitcaskBackend, IndexEntry, IndexQuery, IndexRange, JournalOptions,
-    LeveldbOptions, LeveldbStore, Term,
-};
-use std::path::{Path, PathBuf};
+use crate::stores::{open, Store};
+use anyhow::{bail, Context, Result};
+use figures::{compare, figures, report, write_csv, Figures, Interval};
+use rill_backend::{IndexEntry, Term};
+use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
 #[derive(clap::Args)]
 pub struct Args {
     /// Engines to run, in order.
-    #[arg(long, value_delimiter = ',', default_value = "leveled,leveldb,bitcask")]
+    #[arg(
+        long,
+        value_delimiter = ',',
+        default_value = "leveled,leveldb,rocksdb,bitcask"
+    )]
     engines: Vec<String>,
     /// Objects loaded before the mix (default 600 thousand, 4.9 GB; 5
     /// thousand with --quick).
@@ -65,61 +67,14 @@ pub struct Args {
     /// A short run for CI.
     #[arg(long)]
     quick: bool,
-}
-
-/// An engine under test and what keeps it alive.
-struct Engine {
-    backend: Box<dyn Backend>,
-    lsm: Option<LeveldbStore>,
-    scheduler: Option<merge_control::MergeScheduler>,
-}
-
-fn open(engine: &str, dir: &Path, memory: Option<u64>, percent: u64) -> Result<Engine> {
-    let lsm = LeveldbOptions {
-        max_memory_bytes: memory.map_or(1 << 30, |m| m / 100 * percent.clamp(1, 100)),
-        ..LeveldbOptions::default()
-    };
-    Ok(match engine {
-        "leveldb" | "leveled" => {
-            let store = LeveldbStore::open(dir, lsm, 1)?;
-            let backend: Box<dyn Backend> = if engine == "leveled" {
-                Box::new(store.leveled_partition("0", &JournalOptions::default())?)
-            } else {
-                Box::new(store.partition("0")?)
-            };
-            Engine {
-                backend,
-                lsm: Some(store),
-                scheduler: None,
-            }
-        }
-        "bitcask" => {
-            use merge_control::{Classic, SchedulerSettings, UsageSource};
-            let store = Arc::new(bitcask::Store::open(dir, bitcask::Options::default())?);
-            let scheduler = merge_control::MergeScheduler::start(SchedulerSettings {
-                usage: UsageSource::Filesystem(dir.to_path_buf()),
-                policy: Box::new(Classic::default()),
-                throttle: Default::default(),
-                workers: 1,
-                idle_tick: Duration::from_millis(200),
-            });
-            scheduler.add_store(store.clone());
-            Engine {
-                backend: Box::new(BitcaskBackend::open(store)?),
-                lsm: None,
-                scheduler: Some(scheduler),
-            }
-        }
-        other => bail!("unknown engine {other:?}: leveled, leveldb or bitcask"),
-    })
+    /// Run the one engine named in this process (how the run starts each
+    /// engine) and leave its figures in the output directory.
+    #[arg(long, hide = true)]
+    child: bool,
 }
 
 fn key(i: u64) -> Vec<u8> {
     format!("obj{i:010}").into_bytes()
-}
-
-fn bkey(i: u64) -> BKey {
-    BKey::new(b"", b"mixed", &key(i))
 }
 
 /// The four terms of key `i`'s index generation `g` (0: none), spread
@@ -185,7 +140,7 @@ fn written_bytes() -> u64 {
 }
 
 struct Shared<'a> {
-    b: &'a dyn Backend,
+    b: &'a dyn Store,
     keys: u64,
     value_bytes: usize,
     /// Each key's index generation, under its lock (an update reads it,
@@ -196,7 +151,7 @@ struct Shared<'a> {
 
 impl Shared<'_> {
     fn update(&self, i: u64, reindex: bool, buf: &mut [u8], seed: u64) -> Result<()> {
-        let k = bkey(i);
+        let k = key(i);
         let mut g = self.gens[i as usize].lock().expect("no panics");
         // A vnode reads before it writes.
         self.b.get(&k)?;
@@ -206,7 +161,7 @@ impl Shared<'_> {
         } else {
             (Vec::new(), Vec::new())
         };
-        self.b.put_with_head(&k, buf, &HEAD, &add, &remove)?;
+        self.b.update(&k, buf, &HEAD, &add, &remove)?;
         if reindex {
             *g += 1;
         }
@@ -217,22 +172,8 @@ impl Shared<'_> {
 
     fn query(&self, rng: &mut Xorshift) -> Result<u64> {
         let lo = rng.next() % 100_000_000;
-        let q = IndexQuery {
-            bucket_type: Vec::new(),
-            bucket: b"mixed".to_vec(),
-            field: b"idx_bin".to_vec(),
-            range: IndexRange::Range(
-                Term::Bin(format!("t{lo:08}").into_bytes()),
-                Term::Bin(format!("t{:08}", lo + 100_000).into_bytes()),
-            ),
-            after: None,
-        };
-        let mut n = 0u64;
-        self.b.query_index(&q, &mut |_, _| {
-            n += 1;
-            n < 100
-        })?;
-        Ok(n)
+        let (lo, hi) = (format!("t{lo:08}"), format!("t{:08}", lo + 100_000));
+        self.b.query(b"idx_bin", lo.as_bytes(), hi.as_bytes(), 100)
     }
 }
 
@@ -283,7 +224,7 @@ fn mix(s: &Shared, threads: usize, run_for: Duration, every: Duration) -> Result
                         let i = (r >> 8) % s.keys;
                         let began = Instant::now();
                         match op {
-                            Op::Get => drop(s.b.get(&bkey(i))?),
+                            Op::Get => drop(s.b.get(&key(i))?),
                             Op::Update => s.update(i, (r >> 7) & 1 == 1, &mut buf, r)?,
                             Op::Query => drop(s.query(&mut rng)?),
                         }
@@ -317,16 +258,35 @@ fn mix(s: &Shared, threads: usize, run_for: Duration, every: Duration) -> Result
     Ok(all)
 }
 
+/// The run's sizes, from the arguments and their defaults.
+struct Plan {
+    keys: u64,
+    run_for: Duration,
+    every: Duration,
+}
+
+impl Args {
+    fn plan(&self) -> Plan {
+        let quick = self.quick;
+        Plan {
+            keys: self.keys.unwrap_or(if quick { 5_000 } else { 600_000 }),
+            run_for: Duration::from_secs(self.seconds.unwrap_or(if quick { 10 } else { 900 })),
+            every: Duration::from_secs(
+                self.interval_s.unwrap_or(if quick { 1 } else { 30 }).max(1),
+            ),
+        }
+    }
+
+    fn figures_file(&self, engine: &str) -> PathBuf {
+        self.out.join(format!("mixed-{engine}.figures"))
+    }
+}
+
 pub fn run(args: Args) -> Result<()> {
-    let keys = args
-        .keys
-        .unwrap_or(if args.quick { 5_000 } else { 600_000 });
-    let run_for = Duration::from_secs(args.seconds.unwrap_or(if args.quick { 10 } else { 900 }));
-    let every = Duration::from_secs(
-        args.interval_s
-            .unwrap_or(if args.quick { 1 } else { 30 })
-            .max(1),
-    );
+    if args.child {
+        return child(&args);
+    }
+    let plan = args.plan();
     let limit = Limit::prepare(
         &args.dir,
         &args.out,
@@ -334,72 +294,31 @@ pub fn run(args: Args) -> Result<()> {
         args.quick,
         "rill-mixed",
     )?;
-    let live = keys * args.value_bytes as u64;
+    let live = plan.keys * args.value_bytes as u64;
     println!(
-        "mixed: {keys} objects of {} bytes ({:.2} GB), GET:update:2i = 100:20:2, {} workers, {} s per engine, memory {}",
+        "mixed: {} objects of {} bytes ({:.2} GB), GET:update:2i = 100:20:2, {} workers, {} s per engine, memory {}",
+        plan.keys,
         args.value_bytes,
         live as f64 / 1e9,
         args.threads,
-        run_for.as_secs(),
+        plan.run_for.as_secs(),
         limit.describe(live)
     );
     let mut r = Report::new("mixed", args.quick);
-    r.int("keys", keys, "objects per engine");
+    r.int("keys", plan.keys, "objects per engine");
     r.int("value_bytes", args.value_bytes as u64, "bytes per object");
     r.int(
         "seconds",
-        run_for.as_secs(),
+        plan.run_for.as_secs(),
         "seconds of the mix per engine",
     );
     let mut csvs = Vec::new();
     let mut all = Vec::new();
     for engine in &args.engines {
-        let dir = args.dir.join(engine);
-        let _ = std::fs::remove_dir_all(&dir);
-        std::fs::create_dir_all(&dir)?;
-        let e = open(engine, &dir, limit.bytes, args.engine_memory_percent)?;
-        let s = Shared {
-            b: e.backend.as_ref(),
-            keys,
-            value_bytes: args.value_bytes,
-            gens: (0..keys).map(|_| Mutex::new(0)).collect(),
-            put_bytes: AtomicU64::new(0),
-        };
-        let began = Instant::now();
-        load(&s, args.threads)?;
-        println!(
-            "{engine}: loaded in {:.1} s; mixing",
-            began.elapsed().as_secs_f64()
-        );
-        let (written0, put0) = (written_bytes(), s.put_bytes.load(Ordering::Relaxed));
-        let intervals = mix(&s, args.threads, run_for, every)?;
-        let written = written_bytes() - written0;
-        let put = s.put_bytes.load(Ordering::Relaxed) - put0;
-        // What is still in write buffers is written out first, so every
-        // engine's bytes on disk count all it holds.
-        if let Some(store) = &e.lsm {
-            store.flush()?;
-        }
-        let disk = e.backend.size_bytes();
-        if let Some(sch) = &e.scheduler {
-            let m = sch.metrics();
-            println!(
-                "{engine}: merges {} (read {} MB, wrote {} MB)",
-                m.merges,
-                m.merge_bytes_read / 1_000_000,
-                m.merge_bytes_written / 1_000_000
-            );
-        }
-        let f = figures(engine, &intervals, every, written, put, disk, live);
-        csvs.push((
-            engine.clone(),
-            write_csv(&args.out, engine, &intervals, every)?,
-        ));
+        let f = spawn(&args, engine, limit.bytes)?;
+        csvs.push((engine.clone(), args.out.join(format!("mixed-{engine}.csv"))));
         report(&mut r, &f);
         all.push(f);
-        drop(s);
-        drop(e);
-        let _ = std::fs::remove_dir_all(&dir);
     }
     compare(&mut r, &all);
     let panel = |column, label| crate::plot::Panel {
@@ -418,5 +337,91 @@ pub fn run(args: Args) -> Result<()> {
         Err(e) => eprintln!("no plot: {e:#}"),
     }
     println!("{}", r.json());
+    Ok(())
+}
+
+/// Runs `engine` in a process of its own (in the run's memory cgroup,
+/// which a child stays in) and reads back its figures.
+fn spawn(args: &Args, engine: &str, memory: Option<u64>) -> Result<Figures> {
+    let plan = args.plan();
+    let file = args.figures_file(engine);
+    let _ = std::fs::remove_file(&file);
+    let mut cmd = std::process::Command::new(std::env::current_exe()?);
+    cmd.arg("mixed").arg("--child");
+    let flags: [(&str, String); 10] = [
+        ("--engines", engine.to_string()),
+        ("--keys", plan.keys.to_string()),
+        ("--value-bytes", args.value_bytes.to_string()),
+        ("--seconds", plan.run_for.as_secs().to_string()),
+        ("--threads", args.threads.to_string()),
+        ("--interval-s", plan.every.as_secs().to_string()),
+        (
+            "--memory-limit-mib",
+            (memory.unwrap_or(0) >> 20).to_string(),
+        ),
+        (
+            "--engine-memory-percent",
+            args.engine_memory_percent.to_string(),
+        ),
+        ("--dir", args.dir.display().to_string()),
+        ("--out", args.out.display().to_string()),
+    ];
+    for (flag, value) in flags {
+        cmd.arg(flag).arg(value);
+    }
+    if args.quick {
+        cmd.arg("--quick");
+    }
+    let status = cmd.status().context("starting the engine's process")?;
+    if !status.success() {
+        bail!("{engine}: its run failed ({status}); see above");
+    }
+    let line = std::fs::read_to_string(&file)
+        .with_context(|| format!("{engine}: reading {}", file.display()))?;
+    Figures::from_line(&line).with_context(|| format!("{engine}: figures {line:?}"))
+}
+
+/// One engine's run, in this process: load, mix, figures to a file.
+fn child(args: &Args) -> Result<()> {
+    let [engine] = &args.engines[..] else {
+        bail!("a child process runs one engine");
+    };
+    let plan = args.plan();
+    let memory = args.memory_limit_mib.filter(|&m| m > 0).map(|m| m << 20);
+    let budget = memory.map_or(1 << 30, |m| {
+        m / 100 * args.engine_memory_percent.clamp(1, 100)
+    });
+    let dir = args.dir.join(engine);
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir)?;
+    let e = open(engine, &dir, budget)?;
+    let s = Shared {
+        b: e.as_ref(),
+        keys: plan.keys,
+        value_bytes: args.value_bytes,
+        gens: (0..plan.keys).map(|_| Mutex::new(0)).collect(),
+        put_bytes: AtomicU64::new(0),
+    };
+    let began = Instant::now();
+    load(&s, args.threads)?;
+    println!(
+        "{engine}: loaded in {:.1} s; mixing",
+        began.elapsed().as_secs_f64()
+    );
+    let (written0, put0) = (written_bytes(), s.put_bytes.load(Ordering::Relaxed));
+    let intervals = mix(&s, args.threads, plan.run_for, plan.every)?;
+    let written = written_bytes() - written0;
+    let put = s.put_bytes.load(Ordering::Relaxed) - put0;
+    let disk = e.disk_bytes()?;
+    if let Some(what) = e.background() {
+        println!("{engine}: {what}");
+    }
+    let live = plan.keys * args.value_bytes as u64;
+    let f = figures(engine, &intervals, plan.every, written, put, disk, live);
+    write_csv(&args.out, engine, &intervals, plan.every)?;
+    std::fs::write(args.figures_file(engine), f.to_line())?;
+    drop(s);
+    drop(e);
+    let _ = std::fs::remove_dir_all(&dir);
     Ok(())
 }
