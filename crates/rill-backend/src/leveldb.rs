@@ -69,6 +69,9 @@ pub struct LeveldbStore {
 
 pub(crate) fn engine(e: fjall::Error) -> Error {
     match e {
+        fjall::Error::Locked => Error::Engine(
+            "the database is in use: a node is running on it (stop it first)".into(),
+        ),
         fjall::Error::Poisoned => Error::Engine(
             "an earlier write failed (a full or failing disk); restart the node once the disk has room"
                 .into(),
@@ -195,18 +198,32 @@ impl LeveldbStore {
 
     /// The backend of one partition (its keyspace made if new).
     pub fn partition(&self, partition: &str) -> Result<LeveldbBackend> {
-        let ks = self.keyspace(&Self::keyspace_name(partition), None)?;
+        let name = Self::keyspace_name(partition);
+        self.finish_repair(&name, None)?;
+        let ks = self.keyspace(&name, None)?;
         Ok(self.backend_of(ks))
     }
 
     /// Drops a partition's data whole (its keyspace and files: a leveldb
     /// partition's, a leveled partition's, or what is left of a leveled
-    /// partition in the first layout).
+    /// partition in the first layout, and a repair's copy).
     pub fn drop_partition(&self, partition: &str) -> Result<()> {
-        for prefix in ["p", "lv", "l", "v"] {
+        for prefix in ["p", "lv", "l", "v", "repair-p", "repair-lv"] {
             self.drop_keyspace(&format!("{prefix}{partition}"))?;
         }
         Ok(())
+    }
+
+    pub(crate) fn db(&self) -> &Database {
+        &self.db
+    }
+
+    pub(crate) fn keyspace_names(&self) -> Vec<String> {
+        self.db
+            .list_keyspace_names()
+            .iter()
+            .map(|n| n.as_ref().to_string())
+            .collect()
     }
 
     pub(crate) fn keyspace_exists(&self, name: &str) -> bool {

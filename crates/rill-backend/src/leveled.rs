@@ -84,7 +84,9 @@ impl LeveldbStore {
         partition: &str,
         journal: &JournalOptions,
     ) -> Result<LeveledBackend> {
-        let ks = self.keyspace(&format!("lv{partition}"), Some(journal))?;
+        let name = format!("lv{partition}");
+        self.finish_repair(&name, Some(journal))?;
+        let ks = self.keyspace(&name, Some(journal))?;
         let b = LeveledBackend {
             inner: self.backend_of(ks),
         };

@@ -19,6 +19,7 @@ mod leveldb;
 mod leveled;
 mod memory;
 mod multi;
+mod repair;
 
 pub use bitcask_backend::BitcaskBackend;
 pub use index::{IndexQuery, IndexRange, Term};
@@ -27,6 +28,7 @@ pub use leveldb::{LeveldbBackend, LeveldbOptions, LeveldbStore};
 pub use leveled::{JournalOptions, JournalStats, LeveledBackend};
 pub use memory::{MemoryBackend, MemoryOptions};
 pub use multi::{MultiBackend, Router};
+pub use repair::{describe_key, hex, LostRange, PartitionCheck};
 
 /// Errors a backend reports.
 #[derive(Debug, thiserror::Error)]

@@ -2,8 +2,10 @@
 //! prints its figures as it measures them (with the machine named) and ends
 //! with one JSON line of all figures; `--quick` runs a short version for CI.
 
+mod child;
 mod claim;
 mod engine;
+mod footprint;
 mod ingest;
 mod kv;
 mod kv_bound;
@@ -49,6 +51,10 @@ enum Command {
     /// backend side by side: throughput and percentiles over time, bytes
     /// written per byte put, bytes on disk per live byte.
     Mixed(mixed::Args),
+    /// The first seed's comparison: the same keys and compressible
+    /// values in each backend; bytes on disk, restart time to the first
+    /// read (page cache dropped), resident memory per key.
+    Footprint(footprint::Args),
 }
 
 fn main() -> anyhow::Result<()> {
@@ -59,5 +65,6 @@ fn main() -> anyhow::Result<()> {
         Command::Claim(args) => claim::run(args),
         Command::Ingest(args) => ingest::run(args),
         Command::Mixed(args) => mixed::run(args),
+        Command::Footprint(args) => footprint::run(args),
     }
 }

@@ -197,6 +197,46 @@ pub(crate) fn open_leveldb(config: &NodeConfig) -> Result<Vec<(String, LeveldbSt
     }
 }
 
+/// What `rill admin leveldb verify | repair` found in one of the node's
+/// LSM databases.
+pub struct LeveldbCheck {
+    /// The backend's name under `storage_backend = multi`, else empty.
+    pub backend: String,
+    pub dir: PathBuf,
+    pub partitions: Vec<rill_backend::PartitionCheck>,
+}
+
+/// Reads every entry of every partition of the node's LSM databases, with
+/// the node stopped; with `repair`, rebuilds each damaged partition from
+/// what is readable (`LeveldbStore::repair`).
+pub fn check_leveldb(config: &NodeConfig, repair: bool) -> Result<Vec<LeveldbCheck>, String> {
+    open_leveldb(config)?
+        .into_iter()
+        .map(|(backend, store)| {
+            let journal = match config.backend {
+                BackendKind::Multi => config
+                    .multi
+                    .iter()
+                    .find(|b| b.name == backend)
+                    .map(|b| b.journal.clone())
+                    .unwrap_or_default(),
+                _ => config.leveled_journal.clone(),
+            };
+            let partitions = if repair {
+                store.repair(&journal)
+            } else {
+                store.verify()
+            }
+            .map_err(|e| format!("{}: {e}", store.dir().display()))?;
+            Ok(LeveldbCheck {
+                backend,
+                dir: store.dir().to_path_buf(),
+                partitions,
+            })
+        })
+        .collect()
+}
+
 /// `storage_backend = kind` (not multi) as a named backend, with the
 /// node's settings for it.
 fn single(c: &NodeConfig, kind: BackendKind) -> NamedBackend {

@@ -42,6 +42,7 @@ mod vnode;
 pub mod vnode_msg;
 pub mod wire;
 
+pub use backends::{check_leveldb, LeveldbCheck};
 pub use config::{BackendKind, DeleteMode, MergePolicyKind, NamedBackend, NodeConfig};
 pub use dt::{DtFetchAnswer, DtFetchRequest, DtUpdateAnswer, DtUpdateRequest};
 pub use error::{erl_bin, KvError};

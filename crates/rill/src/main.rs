@@ -13,6 +13,7 @@ mod config_backends;
 mod config_keys;
 mod daemon;
 mod devrel;
+mod repair;
 mod size;
 
 use anyhow::{bail, Context, Result};
@@ -155,6 +156,14 @@ enum AdminCommand {
     /// Set how many handoffs may leave this node at once (Riak's
     /// transfer_limit; default 2).
     TransferLimit { limit: u64 },
+    /// With the node stopped: `verify` reads every entry of its leveldb
+    /// and leveled partitions and lists damaged ranges (exit status 1 if
+    /// any); `repair` rebuilds the damaged partitions without them and
+    /// records the ranges in lost/damaged-ranges.
+    Leveldb {
+        #[arg(value_enum)]
+        action: repair::Action,
+    },
 }
 
 fn config_path(cli: &Option<PathBuf>) -> Option<PathBuf> {
@@ -264,6 +273,9 @@ fn main() -> Result<()> {
         Command::Start => start(&cli.config, load(&cli.config)?),
         Command::Stop => stop(load(&cli.config)?),
         Command::Ping => ping(load(&cli.config)?),
+        Command::Admin {
+            what: AdminCommand::Leveldb { action },
+        } => repair::run(load(&cli.config)?, *action),
         Command::Admin { what } => {
             let addr = load(&cli.config)?.http_listener;
             match what {
@@ -291,6 +303,7 @@ fn main() -> Result<()> {
                 AdminCommand::Down { node } => {
                     admin::cluster_op(addr, serde_json::json!({"op": "down", "node": node}))
                 }
+                AdminCommand::Leveldb { .. } => unreachable!("handled above"),
             }
         }
     }

@@ -3,7 +3,7 @@
 
 use super::Op;
 use crate::report::Report;
-use anyhow::{bail, Context, Result};
+use anyhow::{bail, Result};
 use hdrhistogram::Histogram;
 use std::io::Write;
 use std::path::{Path, PathBuf};
@@ -62,10 +62,10 @@ pub(super) struct Figures {
 }
 
 impl Figures {
-    /// The figures as one line of text (how an engine's process hands
-    /// them to the run): the engine, then the numbers.
-    pub(super) fn to_line(&self) -> String {
-        let n = [
+    /// The figures as numbers (how an engine's process hands them to the
+    /// run).
+    pub(super) fn numbers(&self) -> [f64; 7] {
+        [
             self.ops_per_s,
             self.last_third_ops_per_s,
             self.p99_ms[0],
@@ -73,22 +73,15 @@ impl Figures {
             self.p99_ms[2],
             self.write_amp,
             self.space_amp,
-        ];
-        let nums: Vec<String> = n.iter().map(|x| x.to_string()).collect();
-        format!("{} {}\n", self.engine, nums.join(" "))
+        ]
     }
 
-    pub(super) fn from_line(line: &str) -> Result<Figures> {
-        let mut words = line.split_whitespace();
-        let engine = words.next().context("empty")?.to_string();
-        let n = words
-            .map(str::parse)
-            .collect::<std::result::Result<Vec<f64>, _>>()?;
+    pub(super) fn from_numbers(engine: &str, n: &[f64]) -> Result<Figures> {
         let [ops, last, get, put, query, write_amp, space_amp] = n[..] else {
             bail!("{} numbers, not 7", n.len());
         };
         Ok(Figures {
-            engine,
+            engine: engine.to_string(),
             ops_per_s: ops,
             last_third_ops_per_s: last,
             p99_ms: [get, put, query],
@@ -238,7 +231,7 @@ mod tests {
     use super::*;
 
     #[test]
-    fn figures_survive_their_line() {
+    fn figures_survive_their_numbers() {
         let f = Figures {
             engine: "leveled".into(),
             ops_per_s: 20729.5,
@@ -247,9 +240,7 @@ mod tests {
             write_amp: 1.64,
             space_amp: 1.13,
         };
-        assert_eq!(Figures::from_line(&f.to_line()).unwrap(), f);
-        assert!(Figures::from_line("leveled 1 2 3").is_err());
-        assert!(Figures::from_line("leveled 1 2 3 4 5 6 x").is_err());
-        assert!(Figures::from_line("").is_err());
+        assert_eq!(Figures::from_numbers("leveled", &f.numbers()).unwrap(), f);
+        assert!(Figures::from_numbers("leveled", &[1.0, 2.0]).is_err());
     }
 }

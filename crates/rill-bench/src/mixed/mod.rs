@@ -12,11 +12,12 @@
 //! merged by the node's merge scheduler with Riak's classic policy), each
 //! in a fresh directory, through the backend trait a vnode uses.
 
+use crate::child;
 use crate::ingest::fill;
 use crate::limit::Limit;
 use crate::report::Report;
 use crate::stores::{open, Store};
-use anyhow::{bail, Context, Result};
+use anyhow::{bail, Result};
 use figures::{compare, figures, report, write_csv, Figures, Interval};
 use rill_backend::{IndexEntry, Term};
 use std::path::PathBuf;
@@ -340,15 +341,13 @@ pub fn run(args: Args) -> Result<()> {
     Ok(())
 }
 
-/// Runs `engine` in a process of its own (in the run's memory cgroup,
-/// which a child stays in) and reads back its figures.
+/// Runs `engine` in a process of its own and reads back its figures.
 fn spawn(args: &Args, engine: &str, memory: Option<u64>) -> Result<Figures> {
     let plan = args.plan();
     let file = args.figures_file(engine);
     let _ = std::fs::remove_file(&file);
-    let mut cmd = std::process::Command::new(std::env::current_exe()?);
-    cmd.arg("mixed").arg("--child");
-    let flags: [(&str, String); 10] = [
+    let mut argv = vec!["mixed".to_string(), "--child".into()];
+    argv.extend(child::flags(&[
         ("--engines", engine.to_string()),
         ("--keys", plan.keys.to_string()),
         ("--value-bytes", args.value_bytes.to_string()),
@@ -365,20 +364,12 @@ fn spawn(args: &Args, engine: &str, memory: Option<u64>) -> Result<Figures> {
         ),
         ("--dir", args.dir.display().to_string()),
         ("--out", args.out.display().to_string()),
-    ];
-    for (flag, value) in flags {
-        cmd.arg(flag).arg(value);
-    }
+    ]));
     if args.quick {
-        cmd.arg("--quick");
+        argv.push("--quick".into());
     }
-    let status = cmd.status().context("starting the engine's process")?;
-    if !status.success() {
-        bail!("{engine}: its run failed ({status}); see above");
-    }
-    let line = std::fs::read_to_string(&file)
-        .with_context(|| format!("{engine}: reading {}", file.display()))?;
-    Figures::from_line(&line).with_context(|| format!("{engine}: figures {line:?}"))
+    child::run(engine, &argv)?;
+    Figures::from_numbers(engine, &child::read(&file, 7)?)
 }
 
 /// One engine's run, in this process: load, mix, figures to a file.
@@ -419,7 +410,7 @@ fn child(args: &Args) -> Result<()> {
     let live = plan.keys * args.value_bytes as u64;
     let f = figures(engine, &intervals, plan.every, written, put, disk, live);
     write_csv(&args.out, engine, &intervals, plan.every)?;
-    std::fs::write(args.figures_file(engine), f.to_line())?;
+    child::write(&args.figures_file(engine), &f.numbers())?;
     drop(s);
     drop(e);
     let _ = std::fs::remove_dir_all(&dir);
