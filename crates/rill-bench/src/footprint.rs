@@ -351,6 +351,8 @@ fn load(args: &Args) -> Result<()> {
             .try_for_each(|w| w.join().expect("a loader panicked"))
     })?;
     let secs = began.elapsed().as_secs_f64();
+    // As the node stops.
+    store.stop()?;
     drop(store);
     println!("{name}: {keys} keys loaded in {secs:.1} s");
     child::write(&args.figures_file(name, "load"), &[secs])

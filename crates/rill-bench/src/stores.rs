@@ -33,6 +33,12 @@ pub(crate) trait Store: Sync {
     /// Writes buffered data out, then the bytes the engine holds on disk
     /// (tables, blob and data files; write-ahead logs not counted).
     fn disk_bytes(&self) -> Result<u64>;
+    /// What the engine does when its node stops cleanly (Rill's LSM
+    /// backends write their memtables out; RocksDB and Bitcask nothing
+    /// beyond closing).
+    fn stop(&self) -> Result<()> {
+        Ok(())
+    }
     /// What the engine did in the background, to print (if anything).
     fn background(&self) -> Option<String> {
         None
@@ -83,6 +89,12 @@ impl Store for Rill {
             store.flush()?;
         }
         Ok(self.backend.size_bytes())
+    }
+    fn stop(&self) -> Result<()> {
+        if let Some(store) = &self.lsm {
+            store.flush()?;
+        }
+        Ok(())
     }
     fn background(&self) -> Option<String> {
         let m = self.scheduler.as_ref()?.metrics();

@@ -400,6 +400,13 @@ impl Drop for Node {
             tracing::error!(error = %e, "sync at shutdown failed");
             return;
         }
+        // The LSM databases write their memtables out to tables, so the
+        // next start replays no journal into memory.
+        for (_, db) in &self.res.leveldb {
+            if let Err(e) = db.flush() {
+                tracing::warn!(error = %e, "writing leveldb memtables out at shutdown failed: the next start replays the journal");
+            }
+        }
         // Every acknowledged write is durable: the next start may trust
         // the stored clocks, and continues each vnode's epochs exactly.
         let next: Vec<u64> = self.vnodes.iter().map(|v| v.next_epoch()).collect();
