@@ -166,16 +166,11 @@ impl LeveldbStore {
         self.db
             .keyspace(name, || {
                 let mut o = KeyspaceCreateOptions::default().max_memtable_size(memtable);
-                // Every level, as Riak's leveldb compresses every level
-                // (fjall's default leaves levels 0 and 1 uncompressed,
-                // which held half the bytes of a 10-million-key load).
-                o = o.data_block_compression_policy(fjall::config::CompressionPolicy::all(
-                    if opts.compression {
-                        fjall::CompressionType::Lz4
-                    } else {
-                        fjall::CompressionType::None
-                    },
-                ));
+                if !opts.compression {
+                    o = o.data_block_compression_policy(fjall::config::CompressionPolicy::all(
+                        fjall::CompressionType::None,
+                    ));
+                }
                 if !opts.bloom_filter {
                     o = o.filter_policy(fjall::config::FilterPolicy::disabled());
                 }

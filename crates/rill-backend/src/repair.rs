@@ -140,10 +140,7 @@ type Visit<'a> = dyn FnMut(&[u8], &[u8]) -> Result<()> + 'a;
 
 /// Reads every entry of `ks` in key order, handing each readable one to
 /// `visit`, and returns the entries read and the ranges lost to damage.
-pub(crate) fn scan(
-    ks: &Keyspace,
-    visit: &mut Visit,
-) -> Result<(u64, Vec<LostRange>)> {
+pub(crate) fn scan(ks: &Keyspace, visit: &mut Visit) -> Result<(u64, Vec<LostRange>)> {
     let (mut entries, mut lost) = (0u64, Vec::new());
     let mut start: Option<Vec<u8>> = None;
     let mut last: Option<Vec<u8>> = None;
