@@ -208,7 +208,9 @@ impl LeveldbStore {
     /// partition's, a leveled partition's, or what is left of a leveled
     /// partition in the first layout, and a repair's copy).
     pub fn drop_partition(&self, partition: &str) -> Result<()> {
-        for prefix in ["p", "lv", "l", "v", "repair-p", "repair-lv"] {
+        // A repair's copies first: one left behind would be put in the
+        // partition's place when it next opens.
+        for prefix in ["repair-p", "repair-lv", "p", "lv", "l", "v"] {
             self.drop_keyspace(&format!("{prefix}{partition}"))?;
         }
         Ok(())

@@ -147,13 +147,14 @@ pub(crate) fn scan(ks: &Keyspace, visit: &mut Visit) -> Result<(u64, Vec<LostRan
     loop {
         let from = start.clone().map_or(Bound::Unbounded, Bound::Included);
         let mut floor = start.clone();
-        let mut damaged = false;
+        let (mut damaged, mut read_any) = (false, false);
         for item in ks.range::<Vec<u8>, _>((from, Bound::Unbounded)) {
             match item.into_inner() {
                 Ok((k, v)) => {
                     visit(&k, &v)?;
                     entries += 1;
                     floor = Some(k.to_vec());
+                    read_any = true;
                 }
                 Err(e) => {
                     damage(e)?;
@@ -165,7 +166,7 @@ pub(crate) fn scan(ks: &Keyspace, visit: &mut Visit) -> Result<(u64, Vec<LostRan
         if !damaged {
             return Ok((entries, lost));
         }
-        if floor != start {
+        if read_any {
             last = floor.clone();
         }
         let next = skip(ks, floor.as_deref())?;
@@ -275,8 +276,23 @@ impl LeveldbStore {
         names
     }
 
-    /// Reads every entry of every partition: what is damaged.
+    /// Finishes or undoes every repair a crash interrupted, also of a
+    /// partition whose keyspace is gone (`journal`: a leveled keyspace's
+    /// settings).
+    fn finish_repairs(&self, journal: &JournalOptions) -> Result<()> {
+        for copy in self.keyspace_names() {
+            if let Some(name) = copy.strip_prefix("repair-") {
+                let journal = name.starts_with("lv").then_some(journal);
+                self.finish_repair(name, journal)?;
+            }
+        }
+        Ok(())
+    }
+
+    /// Reads every entry of every partition: what is damaged (a repair a
+    /// crash interrupted is finished first).
     pub fn verify(&self) -> Result<Vec<PartitionCheck>> {
+        self.finish_repairs(&JournalOptions::default())?;
         self.partition_keyspaces()
             .into_iter()
             .map(|name| {
@@ -297,6 +313,7 @@ impl LeveldbStore {
     /// when it is made again); the lost ranges appended to
     /// `lost/damaged-ranges`.
     pub fn repair(&self, journal: &JournalOptions) -> Result<Vec<PartitionCheck>> {
+        self.finish_repairs(journal)?;
         let mut checks = self.verify()?;
         for check in checks.iter_mut().filter(|c| !c.lost.is_empty()) {
             let name = check.keyspace.clone();
@@ -467,6 +484,27 @@ mod tests {
             assert!(!store.keyspace_exists("repair-p0"));
             assert!(!store.keyspace_exists("repair-p1"));
         }
+    }
+
+    /// A crash after the partition was dropped leaves only the complete
+    /// copy: verify (and repair) put it back before reading.
+    #[test]
+    fn verify_finishes_a_repair_whose_partition_is_gone() {
+        let dir = tempfile::tempdir().unwrap();
+        let opts = LeveldbOptions::default();
+        {
+            let store = LeveldbStore::open(dir.path(), opts.clone(), 1).unwrap();
+            let copy = store.keyspace("repair-p7", None).unwrap();
+            copy.insert("new", "y").unwrap();
+            copy.insert(COMPLETE, "").unwrap();
+            store.sync().unwrap();
+        }
+        let store = LeveldbStore::open(dir.path(), opts, 1).unwrap();
+        let checks = store.verify().unwrap();
+        assert_eq!(checks.len(), 1);
+        assert_eq!((checks[0].keyspace.as_str(), checks[0].entries), ("p7", 1));
+        assert_eq!(keys(&store, "p7"), vec![b"new".to_vec()]);
+        assert!(!store.keyspace_exists("repair-p7"));
     }
 
     #[test]

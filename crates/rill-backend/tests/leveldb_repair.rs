@@ -138,7 +138,9 @@ fn a_damaged_table_block_is_found_and_repaired() {
     let b = store.partition("0").unwrap();
     let missing = missing_after_repair(&b, KEYS, value);
     eprintln!("{} of {KEYS} keys lost: {missing:?}", missing.len());
-    assert!(!missing.is_empty() && missing.len() < KEYS as usize / 10);
+    // About one block's keys (4 KiB of 400-byte values), and at most
+    // two before it that the merge read ahead of.
+    assert!(!missing.is_empty() && missing.len() <= 16, "{missing:?}");
     // The lost keys are one run: the damaged block's.
     assert_eq!(
         missing.last().unwrap() - missing[0] + 1,

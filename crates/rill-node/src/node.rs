@@ -400,13 +400,6 @@ impl Drop for Node {
             tracing::error!(error = %e, "sync at shutdown failed");
             return;
         }
-        // The LSM databases write their memtables out to tables, so the
-        // next start replays no journal into memory.
-        for (_, db) in &self.res.leveldb {
-            if let Err(e) = db.flush() {
-                tracing::warn!(error = %e, "writing leveldb memtables out at shutdown failed: the next start replays the journal");
-            }
-        }
         // Every acknowledged write is durable: the next start may trust
         // the stored clocks, and continues each vnode's epochs exactly.
         let next: Vec<u64> = self.vnodes.iter().map(|v| v.next_epoch()).collect();
@@ -415,6 +408,14 @@ impl Drop for Node {
             t.clean = true;
         }) {
             tracing::error!(error = %e, "cannot record the clean shutdown in the lease file");
+        }
+        // Then the LSM databases write their memtables out to tables, so
+        // the next start replays no journal into memory (everything is
+        // durable already: a stop killed meanwhile loses nothing).
+        for (_, db) in &self.res.leveldb {
+            if let Err(e) = db.flush() {
+                tracing::warn!(error = %e, "writing leveldb memtables out at shutdown failed: the next start replays the journal");
+            }
         }
     }
 }
