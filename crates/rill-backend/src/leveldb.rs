@@ -539,3 +539,45 @@ impl Backend for LeveldbBackend {
 /// values to 256 MiB, as its peer messages do.
 const MAX_KEY_BYTES: usize = 65535;
 pub(crate) const MAX_VALUE_BYTES: usize = 256 << 20;
+
+/// Inserts of a copy into keyspace `to`, committed every few MiB (each
+/// commit in the kernel; the copier's caller makes the copy durable).
+pub(crate) struct Copier<'a> {
+    db: &'a Database,
+    to: &'a Keyspace,
+    batch: fjall::OwnedWriteBatch,
+    bytes: usize,
+}
+
+impl<'a> Copier<'a> {
+    pub(crate) fn new(db: &'a Database, to: &'a Keyspace) -> Copier<'a> {
+        Copier {
+            db,
+            to,
+            batch: db.batch(),
+            bytes: 0,
+        }
+    }
+
+    pub(crate) fn insert(&mut self, key: &[u8], value: &[u8]) -> Result<()> {
+        self.bytes += key.len() + value.len();
+        self.batch.insert(self.to, key, value);
+        if self.bytes >= 4 << 20 {
+            let full = std::mem::replace(&mut self.batch, self.db.batch());
+            self.bytes = 0;
+            commit_buffered(full)?;
+        }
+        Ok(())
+    }
+
+    pub(crate) fn finish(self) -> Result<()> {
+        commit_buffered(self.batch)
+    }
+}
+
+fn commit_buffered(batch: fjall::OwnedWriteBatch) -> Result<()> {
+    batch
+        .durability(Some(PersistMode::Buffer))
+        .commit()
+        .map_err(engine)
+}

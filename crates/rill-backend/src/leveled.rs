@@ -24,9 +24,9 @@
 
 use crate::index::IndexQuery;
 use crate::keys::{bucket_prefix, object_key, prefix_successor, BKey, OBJECT, VALUE};
-use crate::leveldb::{LeveldbBackend, LeveldbStore};
+use crate::leveldb::{Copier, LeveldbBackend, LeveldbStore};
 use crate::{Backend, Error, IndexEntry, Result, Term};
-use fjall::{KvSeparationOptions, PersistMode};
+use fjall::KvSeparationOptions;
 use std::ops::Bound;
 
 /// Values of at least this many bytes go to the journal's blob files;
@@ -102,22 +102,22 @@ impl LeveldbStore {
         let (ledger, journal) = (format!("l{partition}"), format!("v{partition}"));
         if self.keyspace_exists(&ledger) {
             let mut copied = 0u64;
-            let mut batch = Batch::new(into);
+            let mut batch = Copier::new(&into.inner.db, &into.inner.ks);
             for item in self.keyspace(&ledger, None)?.iter() {
                 let (k, v) = item.into_inner().map_err(|e| into.inner.read_err(e))?;
-                batch.insert(k.to_vec(), &v)?;
+                batch.insert(&k, &v)?;
                 copied += 1;
             }
             if self.keyspace_exists(&journal) {
                 for item in self.keyspace(&journal, None)?.iter() {
                     let (k, v) = item.into_inner().map_err(|e| into.inner.read_err(e))?;
                     if k.first() == Some(&OBJECT) {
-                        batch.insert(value_key(k.to_vec()), &v)?;
+                        batch.insert(&value_key(k.to_vec()), &v)?;
                         copied += 1;
                     }
                 }
             }
-            batch.commit()?;
+            batch.finish()?;
             self.sync()?;
             self.drop_keyspace(&ledger)?;
             tracing::info!(
@@ -130,47 +130,8 @@ impl LeveldbStore {
     }
 }
 
-/// Writes of a copy, committed every few MiB.
-struct Batch<'a> {
-    to: &'a LeveledBackend,
-    batch: fjall::OwnedWriteBatch,
-    bytes: usize,
-}
-
-impl<'a> Batch<'a> {
-    fn new(to: &'a LeveledBackend) -> Batch<'a> {
-        Batch {
-            to,
-            batch: to.inner.db.batch(),
-            bytes: 0,
-        }
-    }
-
-    fn insert(&mut self, key: Vec<u8>, value: &[u8]) -> Result<()> {
-        self.bytes += key.len() + value.len();
-        self.batch.insert(&self.to.inner.ks, key, value);
-        if self.bytes >= 4 << 20 {
-            let full = std::mem::replace(&mut self.batch, self.to.inner.db.batch());
-            self.bytes = 0;
-            commit(full)?;
-        }
-        Ok(())
-    }
-
-    fn commit(self) -> Result<()> {
-        commit(self.batch)
-    }
-}
-
-fn commit(batch: fjall::OwnedWriteBatch) -> Result<()> {
-    batch
-        .durability(Some(PersistMode::Buffer))
-        .commit()
-        .map_err(crate::leveldb::engine)
-}
-
 /// The key of an object's value: its object key tagged `VALUE`.
-fn value_key(mut object_key: Vec<u8>) -> Vec<u8> {
+pub(crate) fn value_key(mut object_key: Vec<u8>) -> Vec<u8> {
     object_key[0] = VALUE;
     object_key
 }

@@ -28,7 +28,7 @@ pub use leveldb::{LeveldbBackend, LeveldbOptions, LeveldbStore};
 pub use leveled::{JournalOptions, JournalStats, LeveledBackend};
 pub use memory::{MemoryBackend, MemoryOptions};
 pub use multi::{MultiBackend, Router};
-pub use repair::{describe_key, hex, LostRange, PartitionCheck};
+pub use repair::{describe_key, LostRange, PartitionCheck};
 
 /// Errors a backend reports.
 #[derive(Debug, thiserror::Error)]

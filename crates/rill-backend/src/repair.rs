@@ -24,8 +24,9 @@
 //! Replicas on other nodes hold the keys lost here; read repair and
 //! anti-entropy bring them back.
 
-use crate::keys::{bucket_prefix, split, split_position, INDEX, OBJECT, VALUE};
-use crate::leveldb::{engine, LeveldbStore};
+use crate::keys::{bucket_prefix, split, split_index_rest, INDEX, OBJECT, VALUE};
+use crate::leveldb::{engine, Copier, LeveldbStore};
+use crate::leveled::value_key;
 use crate::{Error, JournalOptions, Result};
 use fjall::{Keyspace, PersistMode};
 use std::ops::Bound;
@@ -187,7 +188,7 @@ pub(crate) fn scan(ks: &Keyspace, visit: &mut Visit) -> Result<(u64, Vec<LostRan
 }
 
 /// `bytes` in hexadecimal.
-pub fn hex(bytes: &[u8]) -> String {
+pub(crate) fn hex(bytes: &[u8]) -> String {
     bytes.iter().map(|b| format!("{b:02x}")).collect()
 }
 
@@ -221,9 +222,7 @@ fn object_of_index(key: &[u8]) -> Option<Vec<u8>> {
     if kind != INDEX {
         return None;
     }
-    let (flen, rest) = rest.split_at_checked(2)?;
-    let position = rest.get(u16::from_be_bytes([flen[0], flen[1]]) as usize..)?;
-    let (_, k) = split_position(position)?;
+    let (_, _, k) = split_index_rest(rest)?;
     let mut obj = bucket_prefix(OBJECT, t, b).ok()?;
     obj.extend_from_slice(k);
     Some(obj)
@@ -242,9 +241,9 @@ fn drop_unmatched(ks: &Keyspace, leveled: bool) -> Result<u64> {
         }
         let mut gone = Vec::new();
         for item in ks.iter() {
-            let (k, _) = item.into_inner().map_err(engine)?;
+            let k = item.key().map_err(engine)?;
             let other = match k.first() {
-                Some(&OBJECT) if heads_and_values => Some([&[VALUE], &k[1..]].concat()),
+                Some(&OBJECT) if heads_and_values => Some(value_key(k.to_vec())),
                 Some(&VALUE) if heads_and_values => Some([&[OBJECT], &k[1..]].concat()),
                 Some(&INDEX) if !heads_and_values => object_of_index(&k),
                 _ => None,
@@ -293,6 +292,11 @@ impl LeveldbStore {
     /// crash interrupted is finished first).
     pub fn verify(&self) -> Result<Vec<PartitionCheck>> {
         self.finish_repairs(&JournalOptions::default())?;
+        self.scan_partitions()
+    }
+
+    /// Reads every entry of every partition.
+    fn scan_partitions(&self) -> Result<Vec<PartitionCheck>> {
         self.partition_keyspaces()
             .into_iter()
             .map(|name| {
@@ -314,7 +318,7 @@ impl LeveldbStore {
     /// `lost/damaged-ranges`.
     pub fn repair(&self, journal: &JournalOptions) -> Result<Vec<PartitionCheck>> {
         self.finish_repairs(journal)?;
-        let mut checks = self.verify()?;
+        let mut checks = self.scan_partitions()?;
         for check in checks.iter_mut().filter(|c| !c.lost.is_empty()) {
             let name = check.keyspace.clone();
             let leveled = name.starts_with("lv");
@@ -323,7 +327,7 @@ impl LeveldbStore {
             self.drop_keyspace(&copy_name)?;
             let copy = self.keyspace(&copy_name, journal)?;
             let ks = self.keyspace(&name, journal)?;
-            let mut batch = Copier::new(self, &copy);
+            let mut batch = Copier::new(self.db(), &copy);
             let (entries, lost) = scan(&ks, &mut |k, v| batch.insert(k, v))?;
             batch.finish()?;
             check.entries = entries;
@@ -363,7 +367,7 @@ impl LeveldbStore {
         let copy = self.keyspace(&format!("repair-{name}"), journal)?;
         self.drop_keyspace(name)?;
         let ks = self.keyspace(name, journal)?;
-        let mut batch = Copier::new(self, &ks);
+        let mut batch = Copier::new(self.db(), &ks);
         for item in copy.iter() {
             let (k, v) = item.into_inner().map_err(engine)?;
             if &*k != COMPLETE {
@@ -404,40 +408,6 @@ impl LeveldbStore {
             .map_err(io)?;
         }
         f.sync_all().map_err(io)
-    }
-}
-
-/// Inserts of a copy, committed every few MiB.
-struct Copier<'a> {
-    store: &'a LeveldbStore,
-    to: &'a Keyspace,
-    batch: fjall::OwnedWriteBatch,
-    bytes: usize,
-}
-
-impl<'a> Copier<'a> {
-    fn new(store: &'a LeveldbStore, to: &'a Keyspace) -> Copier<'a> {
-        Copier {
-            store,
-            to,
-            batch: store.db().batch(),
-            bytes: 0,
-        }
-    }
-
-    fn insert(&mut self, key: &[u8], value: &[u8]) -> Result<()> {
-        self.bytes += key.len() + value.len();
-        self.batch.insert(self.to, key, value);
-        if self.bytes >= 4 << 20 {
-            let full = std::mem::replace(&mut self.batch, self.store.db().batch());
-            self.bytes = 0;
-            full.commit().map_err(engine)?;
-        }
-        Ok(())
-    }
-
-    fn finish(self) -> Result<()> {
-        self.batch.commit().map_err(engine)
     }
 }
 

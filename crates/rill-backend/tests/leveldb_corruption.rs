@@ -4,6 +4,8 @@
 //! aside, on leveldb and on leveled (whose heads, values and index
 //! entries stay in step).
 
+mod common;
+
 use rill_backend::{
     BKey, Backend, IndexQuery, IndexRange, JournalOptions, LeveldbOptions, LeveldbStore, Term,
 };
@@ -37,23 +39,7 @@ fn a_flipped_byte_in_a_table_gives_errors_not_wrong_data() {
         store.sync().unwrap();
     }
     // The largest table: the partition's (the journal is preallocated).
-    let all = testkit::files_under(dir.path());
-    let table = all
-        .iter()
-        .filter(|p| p.parent().is_some_and(|d| d.ends_with("tables")))
-        .max_by_key(|p| std::fs::metadata(p).unwrap().len())
-        .unwrap()
-        .clone();
-    let mut bytes = std::fs::read(&table).unwrap();
-    assert!(
-        bytes.len() > 100_000,
-        "{} is {} bytes",
-        table.display(),
-        bytes.len()
-    );
-    let at = bytes.len() / 3;
-    bytes[at] ^= 0x5a;
-    std::fs::write(&table, &bytes).unwrap();
+    common::flip_in_largest(dir.path(), "tables", 1.0 / 3.0, 100_000);
 
     let store = LeveldbStore::open(dir.path(), opts, 1).unwrap();
     let b = store.partition("0").unwrap();
@@ -290,17 +276,7 @@ fn a_flipped_byte_in_a_leveled_journal_file_gives_errors_not_wrong_data() {
         store.flush().unwrap();
         store.sync().unwrap();
     }
-    let all = testkit::files_under(dir.path());
-    let blob = all
-        .iter()
-        .filter(|p| p.parent().is_some_and(|d| d.ends_with("blobs")))
-        .max_by_key(|p| std::fs::metadata(p).unwrap().len())
-        .unwrap_or_else(|| panic!("no blob file among {all:?}"));
-    let mut bytes = std::fs::read(blob).unwrap();
-    assert!(bytes.len() > 1_000_000, "{} bytes", bytes.len());
-    let at = bytes.len() / 2;
-    bytes[at] ^= 0x5a;
-    std::fs::write(blob, &bytes).unwrap();
+    common::flip_in_largest(dir.path(), "blobs", 0.5, 1_000_000);
 
     let store = LeveldbStore::open(dir.path(), opts, 1).unwrap();
     let b = store.leveled_partition("0", &journal).unwrap();

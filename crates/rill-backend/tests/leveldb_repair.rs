@@ -5,11 +5,11 @@
 //! value), objects and index entries match, the lost ranges are recorded
 //! in `lost/damaged-ranges`, and the database serves and takes writes.
 
-use rill_backend::{
-    BKey, Backend, IndexQuery, IndexRange, JournalOptions, LeveldbOptions, LeveldbStore, Term,
-};
+mod common;
+
+use rill_backend::{BKey, Backend, IndexRange, JournalOptions, LeveldbOptions, LeveldbStore, Term};
 use std::collections::BTreeSet;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
 fn value(i: u32) -> Vec<u8> {
     format!("value {i} ").repeat(40).into_bytes()
@@ -28,41 +28,16 @@ fn term(i: u32) -> Vec<(Vec<u8>, Term)> {
 
 /// Every (term, key) of field `f_bin`.
 fn index(b: &dyn Backend) -> BTreeSet<(Vec<u8>, Vec<u8>)> {
-    let q = IndexQuery {
-        bucket_type: Vec::new(),
-        bucket: b"b".to_vec(),
-        field: b"f_bin".to_vec(),
-        range: IndexRange::Range(Term::Bin(Vec::new()), Term::Bin(vec![0xFF; 8])),
-        after: None,
-    };
-    let mut out = BTreeSet::new();
-    b.query_index(&q, &mut |t, k| {
-        let Term::Bin(t) = t else {
-            panic!("a _bin term")
-        };
-        out.insert((t.clone(), k.to_vec()));
-        true
-    })
-    .unwrap();
-    out
-}
-
-/// Flips a byte `at` (a share of the length) of the largest file under a
-/// directory named `kind` ("tables" or "blobs").
-fn flip(dir: &Path, kind: &str, at: f64) -> PathBuf {
-    let all = testkit::files_under(dir);
-    let file = all
-        .iter()
-        .filter(|p| p.parent().is_some_and(|d| d.ends_with(kind)))
-        .max_by_key(|p| std::fs::metadata(p).unwrap().len())
-        .unwrap_or_else(|| panic!("no {kind} file among {all:?}"))
-        .clone();
-    let mut bytes = std::fs::read(&file).unwrap();
-    assert!(bytes.len() > 100_000, "{} bytes", bytes.len());
-    let i = (bytes.len() as f64 * at) as usize;
-    bytes[i] ^= 0x5a;
-    std::fs::write(&file, &bytes).unwrap();
-    file
+    let all = IndexRange::Range(Term::Bin(Vec::new()), Term::Bin(vec![0xFF; 8]));
+    common::query(b, "b", "f_bin", all)
+        .into_iter()
+        .map(|(t, k)| {
+            let Term::Bin(t) = t else {
+                panic!("a _bin term")
+            };
+            (t, k)
+        })
+        .collect()
 }
 
 /// Reads every key after a repair: each answers with its value or as
@@ -121,7 +96,7 @@ fn a_damaged_table_block_is_found_and_repaired() {
         assert!(store.verify().unwrap().iter().all(|c| c.lost.is_empty()));
     }
     // Past the index entries (which sort first), among the objects.
-    flip(dir.path(), "tables", 0.5);
+    common::flip_in_largest(dir.path(), "tables", 0.5, 100_000);
     {
         let store = LeveldbStore::open(dir.path(), opts.clone(), 1).unwrap();
         let checks = store.verify().unwrap();
@@ -180,7 +155,7 @@ fn a_damaged_leveled_value_is_found_and_repaired() {
         store.flush().unwrap();
         store.sync().unwrap();
     }
-    flip(dir.path(), "blobs", 0.5);
+    common::flip_in_largest(dir.path(), "blobs", 0.5, 100_000);
     {
         let store = LeveldbStore::open(dir.path(), opts.clone(), 1).unwrap();
         let checks = store.repair(&journal).unwrap();

@@ -15,7 +15,7 @@
 use crate::child;
 use crate::limit::Limit;
 use crate::report::Report;
-use crate::stores::open;
+use crate::stores::{self, open};
 use anyhow::{bail, ensure, Result};
 use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
@@ -134,30 +134,10 @@ const HEAD: [u8; 160] = [0x5a; 160];
 
 /// Bytes the files under `dir` take on disk (allocated blocks).
 fn disk_bytes(dir: &Path) -> Result<u64> {
-    let mut total = 0;
-    for entry in std::fs::read_dir(dir)? {
-        let entry = entry?;
-        let meta = entry.metadata()?;
-        total += if meta.is_dir() {
-            disk_bytes(&entry.path())?
-        } else {
-            meta.blocks() * 512
-        };
-    }
-    Ok(total)
-}
-
-/// This process's resident memory, bytes.
-fn resident_bytes() -> Result<u64> {
-    let status = std::fs::read_to_string("/proc/self/status")?;
-    let kb = status
-        .lines()
-        .find_map(|l| l.strip_prefix("VmRSS:"))
-        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse::<u64>().ok());
-    match kb {
-        Some(kb) => Ok(kb * 1024),
-        None => bail!("no VmRSS in /proc/self/status"),
-    }
+    testkit::files_under(dir)
+        .iter()
+        .map(|f| Ok(std::fs::metadata(f)?.blocks() * 512))
+        .sum()
 }
 
 /// Writes dirty pages out and drops the page cache; false where the run
@@ -314,10 +294,7 @@ fn engine(args: &Args) -> Result<(&str, PathBuf, u64)> {
     let [engine] = &args.engines[..] else {
         bail!("a child process runs one engine");
     };
-    let memory = args.memory_limit_mib.filter(|&m| m > 0).map(|m| m << 20);
-    let budget = memory.map_or(1 << 30, |m| {
-        m / 100 * args.engine_memory_percent.clamp(1, 100)
-    });
+    let budget = stores::budget(args.memory_limit_mib, args.engine_memory_percent);
     Ok((engine, args.dir.join(engine), budget))
 }
 
@@ -388,7 +365,7 @@ fn restart(args: &Args) -> Result<()> {
         let i = x % keys;
         check(i, store.get(&key(i))?)?;
     }
-    let resident = resident_bytes()?;
+    let resident = crate::machine::rss_bytes();
     let disk = disk_bytes(&dir)?;
     println!(
         "{name}: restarted in {restart_s:.2} s; {} sampled keys checked; resident {} MB; {:.2} GB on disk",

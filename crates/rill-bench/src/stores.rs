@@ -177,6 +177,13 @@ fn term_bytes(t: &Term) -> Result<&[u8]> {
     }
 }
 
+/// The LSM engines' budget in a child: `percent` of the run's memory
+/// limit (`mib`, 0 or none: no limit, then 1 GiB).
+pub(crate) fn budget(mib: Option<u64>, percent: u64) -> u64 {
+    mib.filter(|&m| m > 0)
+        .map_or(1 << 30, |m| (m << 20) / 100 * percent.clamp(1, 100))
+}
+
 /// Opens `engine` in `dir` with `budget` bytes for its caches and write
 /// buffers (the LSM engines; Bitcask keeps its keys in RAM whatever).
 pub(crate) fn open(engine: &str, dir: &Path, budget: u64) -> Result<Box<dyn Store>> {

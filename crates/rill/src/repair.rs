@@ -60,8 +60,12 @@ pub fn run(cfg: Config, action: Action) -> Result<()> {
             for r in &p.lost {
                 println!(
                     "    lost: after {} before {}",
-                    r.after.as_deref().map_or("the start".into(), describe),
-                    r.before.as_deref().map_or("the end".into(), describe)
+                    r.after
+                        .as_deref()
+                        .map_or("the start".into(), rill_backend::describe_key),
+                    r.before
+                        .as_deref()
+                        .map_or("the end".into(), rill_backend::describe_key)
                 );
             }
             if repair {
@@ -81,9 +85,4 @@ pub fn run(cfg: Config, action: Action) -> Result<()> {
         (n, true) => println!("{n} partition(s) repaired"),
     }
     Ok(())
-}
-
-/// A backend key as a person reads it.
-fn describe(key: &[u8]) -> String {
-    rill_backend::describe_key(key)
 }

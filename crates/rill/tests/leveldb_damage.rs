@@ -30,18 +30,7 @@ fn a_damaged_table_block_gives_no_wrong_data_and_the_node_serves() {
         assert_eq!(r.status, 204);
     }
     n.stop();
-    let all = testkit::files_under(&dir.path().join("data").join("leveldb"));
-    let table = all
-        .iter()
-        .filter(|p| p.parent().is_some_and(|d| d.ends_with("tables")))
-        .max_by_key(|p| std::fs::metadata(p).unwrap().len())
-        .expect("a table file")
-        .clone();
-    let mut bytes = std::fs::read(&table).unwrap();
-    assert!(bytes.len() > 100_000, "{} bytes", bytes.len());
-    let at = bytes.len() / 2;
-    bytes[at] ^= 0x5a;
-    std::fs::write(&table, &bytes).unwrap();
+    flip_a_byte_in_the_largest_table(dir.path());
 
     let n = Node::start(dir.path(), conf);
     for i in 0..KEYS {
@@ -107,17 +96,7 @@ fn admin_leveldb_verify_and_repair_set_a_damaged_block_aside() {
     assert_eq!(code, Some(0), "{text}");
     assert!(text.contains("nothing is damaged"), "{text}");
 
-    let all = testkit::files_under(&dir.path().join("data").join("leveldb"));
-    let table = all
-        .iter()
-        .filter(|p| p.parent().is_some_and(|d| d.ends_with("tables")))
-        .max_by_key(|p| std::fs::metadata(p).unwrap().len())
-        .expect("a table file")
-        .clone();
-    let mut bytes = std::fs::read(&table).unwrap();
-    let at = bytes.len() / 2;
-    bytes[at] ^= 0x5a;
-    std::fs::write(&table, &bytes).unwrap();
+    flip_a_byte_in_the_largest_table(dir.path());
 
     let (code, text) = admin("verify");
     eprintln!("{text}");
@@ -161,4 +140,20 @@ fn admin_leveldb_verify_and_repair_set_a_damaged_block_aside() {
             body["keys"].as_array().map_or(0, Vec::len) == KEYS as usize
         },
     );
+}
+
+/// Flips the middle byte of the largest leveldb table file of the node
+/// whose data is under `dir` (at least 100 kB).
+fn flip_a_byte_in_the_largest_table(dir: &std::path::Path) {
+    let all = testkit::files_under(&dir.join("data").join("leveldb"));
+    let table = all
+        .iter()
+        .filter(|p| p.parent().is_some_and(|d| d.ends_with("tables")))
+        .max_by_key(|p| std::fs::metadata(p).unwrap().len())
+        .expect("a table file");
+    let mut bytes = std::fs::read(table).unwrap();
+    assert!(bytes.len() > 100_000, "{} bytes", bytes.len());
+    let at = bytes.len() / 2;
+    bytes[at] ^= 0x5a;
+    std::fs::write(table, &bytes).unwrap();
 }

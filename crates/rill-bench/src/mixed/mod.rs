@@ -16,7 +16,7 @@ use crate::child;
 use crate::ingest::fill;
 use crate::limit::Limit;
 use crate::report::Report;
-use crate::stores::{open, Store};
+use crate::stores::{self, open, Store};
 use anyhow::{bail, Result};
 use figures::{compare, figures, report, write_csv, Figures, Interval};
 use rill_backend::{IndexEntry, Term};
@@ -378,10 +378,7 @@ fn child(args: &Args) -> Result<()> {
         bail!("a child process runs one engine");
     };
     let plan = args.plan();
-    let memory = args.memory_limit_mib.filter(|&m| m > 0).map(|m| m << 20);
-    let budget = memory.map_or(1 << 30, |m| {
-        m / 100 * args.engine_memory_percent.clamp(1, 100)
-    });
+    let budget = stores::budget(args.memory_limit_mib, args.engine_memory_percent);
     let dir = args.dir.join(engine);
     let _ = std::fs::remove_dir_all(&dir);
     std::fs::create_dir_all(&dir)?;
