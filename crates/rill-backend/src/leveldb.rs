@@ -16,6 +16,7 @@ use crate::keys::{
     split, split_position, term_prefix, BKey, OBJECT,
 };
 use crate::leveled::JournalOptions;
+use crate::write_budget::WriteBudget;
 use crate::{Backend, Error, IndexEntry, Result};
 use fjall::{Database, JournalRecoveryError, Keyspace, KeyspaceCreateOptions, PersistMode};
 use std::ops::Bound;
@@ -50,9 +51,9 @@ impl Default for LeveldbOptions {
 }
 
 /// Write buffers (memtables) take a quarter of the memory budget, split
-/// across the vnodes, each between these bounds, and the database flushes
-/// the largest when all of them together pass that quarter; the block
-/// cache takes the rest. A vnode's bounds are kept from its first start
+/// across the vnodes, each between these bounds, and writes wait while
+/// all of them together are over that quarter (`write_budget`); the
+/// block cache takes the rest. A vnode's bounds are kept from its first start
 /// (fjall stores a keyspace's options when it is made), as are
 /// compression and bloom filters.
 const MIN_MEMTABLE_BYTES: u64 = 256 << 10;
@@ -65,6 +66,7 @@ pub struct LeveldbStore {
     opts: LeveldbOptions,
     memtable_bytes: u64,
     damaged: Arc<AtomicU64>,
+    budget: Arc<WriteBudget>,
 }
 
 pub(crate) fn engine(e: fjall::Error) -> Error {
@@ -105,18 +107,12 @@ impl LeveldbStore {
     /// replaying its journal.
     pub fn open(dir: &Path, opts: LeveldbOptions, vnodes: usize) -> Result<LeveldbStore> {
         let buffers = opts.max_memory_bytes / 4;
+        // Half the share for the memtables being written, half for those
+        // waiting to be written out.
         let memtable_bytes =
-            (buffers / vnodes.max(1) as u64).clamp(MIN_MEMTABLE_BYTES, MAX_MEMTABLE_BYTES);
+            (buffers / 2 / vnodes.max(1) as u64).clamp(MIN_MEMTABLE_BYTES, MAX_MEMTABLE_BYTES);
         let cache = opts.max_memory_bytes - buffers;
-        // fjall marks this setting as subject to change; it is the one cap
-        // on all memtables together.
-        #[allow(deprecated)]
-        let open = || {
-            Database::builder(dir)
-                .cache_size(cache)
-                .max_write_buffer_size(Some(buffers.max(1 << 20)))
-                .open()
-        };
+        let open = || Database::builder(dir).cache_size(cache).open();
         let db = match open() {
             Err(fjall::Error::JournalRecovery(
                 why @ (JournalRecoveryError::ChecksumMismatch
@@ -142,6 +138,7 @@ impl LeveldbStore {
             opts,
             memtable_bytes,
             damaged: Arc::default(),
+            budget: Arc::new(WriteBudget::new(buffers.max(MIN_MEMTABLE_BYTES))),
         })
     }
 
@@ -163,14 +160,30 @@ impl LeveldbStore {
     ) -> Result<Keyspace> {
         let opts = &self.opts;
         let memtable = self.memtable_bytes;
-        self.db
+        let ks = self
+            .db
             .keyspace(name, || {
                 let mut o = KeyspaceCreateOptions::default().max_memtable_size(memtable);
-                if !opts.compression {
-                    o = o.data_block_compression_policy(fjall::config::CompressionPolicy::all(
-                        fjall::CompressionType::None,
-                    ));
-                }
+                // Every level below the first: a flush writes level 0
+                // as fast as it can (it holds writes back meanwhile), and
+                // the first compaction compresses. fjall's default leaves
+                // level 1 uncompressed too, which held half the bytes of
+                // a 10-million-key load (docs/benchmarks.md).
+                use fjall::CompressionType::{Lz4, None as Plain};
+                o = o.data_block_compression_policy(fjall::config::CompressionPolicy::all(
+                    if opts.compression { Lz4 } else { Plain },
+                ));
+                // The index of every table in 4 KiB parts, none pinned:
+                // a read brings into the block cache the part it needs,
+                // not a table's whole index, so memory follows the keys
+                // read rather than the keys stored (filters stay whole
+                // per table: about 1.25 bytes a key, and a part per
+                // level checked would cost more).
+                use fjall::config::{PartitioningPolicy, PinningPolicy};
+                o = o
+                    .index_block_partitioning_policy(PartitioningPolicy::all(true))
+                    .index_block_pinning_policy(PinningPolicy::all(false))
+                    .filter_block_partitioning_policy(PartitioningPolicy::all(false));
                 if !opts.bloom_filter {
                     o = o.filter_policy(fjall::config::FilterPolicy::disabled());
                 }
@@ -179,7 +192,9 @@ impl LeveldbStore {
                 }
                 o
             })
-            .map_err(engine)
+            .map_err(engine)?;
+        self.budget.register(&ks);
+        Ok(ks)
     }
 
     /// A backend over keyspace `ks`.
@@ -188,6 +203,7 @@ impl LeveldbStore {
             db: self.db.clone(),
             ks,
             damaged: self.damaged.clone(),
+            budget: self.budget.clone(),
             durability: if self.opts.sync_on_write {
                 PersistMode::SyncData
             } else {
@@ -241,6 +257,10 @@ impl LeveldbStore {
             .db
             .keyspace(name, KeyspaceCreateOptions::default)
             .map_err(engine)?;
+        // Written out first: fjall counts a dropped keyspace's memtables
+        // against the write buffers until the database is reopened.
+        ks.rotate_memtable_and_wait().map_err(engine)?;
+        self.budget.forget(name);
         self.db.delete_keyspace(ks).map_err(engine)
     }
 
@@ -270,6 +290,22 @@ impl LeveldbStore {
     /// Reads that met a damaged block since the database opened.
     pub fn damaged_reads(&self) -> u64 {
         self.damaged.load(Ordering::Relaxed)
+    }
+
+    /// Writes that waited for the write buffers to be written out (over
+    /// the budget's share) since the database opened.
+    pub fn held_writes(&self) -> u64 {
+        self.budget.held_writes()
+    }
+
+    /// Bytes in memtables now, every partition's, active and sealed (as
+    /// fjall counts them).
+    pub fn write_buffer_bytes(&self) -> u64 {
+        self.db.write_buffer_size()
+    }
+
+    pub(crate) fn budget(&self) -> &WriteBudget {
+        &self.budget
     }
 
     /// Makes every write durable now.
@@ -315,6 +351,7 @@ pub struct LeveldbBackend {
     pub(crate) ks: Keyspace,
     /// Reads that met a damaged block, all the node's partitions.
     pub(crate) damaged: Arc<AtomicU64>,
+    pub(crate) budget: Arc<WriteBudget>,
     pub(crate) durability: PersistMode,
 }
 
@@ -375,6 +412,7 @@ impl LeveldbBackend {
     }
 
     pub(crate) fn commit(&self, batch: fjall::OwnedWriteBatch) -> Result<()> {
+        self.budget.admit(&self.db)?;
         batch
             .durability(Some(self.durability))
             .commit()
@@ -544,15 +582,17 @@ pub(crate) const MAX_VALUE_BYTES: usize = 256 << 20;
 /// commit in the kernel; the copier's caller makes the copy durable).
 pub(crate) struct Copier<'a> {
     db: &'a Database,
+    budget: &'a WriteBudget,
     to: &'a Keyspace,
     batch: fjall::OwnedWriteBatch,
     bytes: usize,
 }
 
 impl<'a> Copier<'a> {
-    pub(crate) fn new(db: &'a Database, to: &'a Keyspace) -> Copier<'a> {
+    pub(crate) fn new(db: &'a Database, budget: &'a WriteBudget, to: &'a Keyspace) -> Copier<'a> {
         Copier {
             db,
+            budget,
             to,
             batch: db.batch(),
             bytes: 0,
@@ -565,6 +605,7 @@ impl<'a> Copier<'a> {
         if self.bytes >= 4 << 20 {
             let full = std::mem::replace(&mut self.batch, self.db.batch());
             self.bytes = 0;
+            self.budget.admit(self.db)?;
             commit_buffered(full)?;
         }
         Ok(())

@@ -20,6 +20,7 @@ mod leveled;
 mod memory;
 mod multi;
 mod repair;
+mod write_budget;
 
 pub use bitcask_backend::BitcaskBackend;
 pub use index::{IndexQuery, IndexRange, Term};

@@ -185,9 +185,9 @@ pub fn run(args: Args) -> Result<()> {
         let _ = std::fs::remove_dir_all(&dir);
         let load_s = phase(&args, engine, "load", limit.bytes, 1)?[0];
         cold &= drop_page_cache();
-        let f = phase(&args, engine, "restart", limit.bytes, 3)?;
+        let f = phase(&args, engine, "restart", limit.bytes, 4)?;
         let _ = std::fs::remove_dir_all(&dir);
-        let (restart_s, resident, disk) = (f[0], f[1], f[2]);
+        let (restart_s, resident, disk, opened) = (f[0], f[1], f[2], f[3]);
         r.num(
             &format!("{engine}_load_keys_per_s"),
             keys as f64 / load_s.max(1e-9),
@@ -212,6 +212,11 @@ pub fn run(args: Args) -> Result<()> {
             &format!("{engine}_rss_bytes_per_key"),
             resident / keys as f64,
             &format!("{engine}: resident bytes per key after the restart"),
+        );
+        r.num(
+            &format!("{engine}_opened_rss_bytes_per_key"),
+            opened / keys as f64,
+            &format!("{engine}: resident bytes per key at the first read (before the sample)"),
         );
         all.push((engine.clone(), [disk, restart_s, resident]));
     }
@@ -343,6 +348,7 @@ fn restart(args: &Args) -> Result<()> {
     let store = open(name, &dir, budget)?;
     let first = store.get(&key(0))?;
     let restart_s = began.elapsed().as_secs_f64();
+    let opened = crate::machine::rss_bytes();
     let mut want = Vec::with_capacity(args.value_bytes);
     let mut check = |i: u64, got: Option<bytes::Bytes>| -> Result<()> {
         document(i, args.value_bytes, &mut want);
@@ -368,7 +374,8 @@ fn restart(args: &Args) -> Result<()> {
     let resident = crate::machine::rss_bytes();
     let disk = disk_bytes(&dir)?;
     println!(
-        "{name}: restarted in {restart_s:.2} s; {} sampled keys checked; resident {} MB; {:.2} GB on disk",
+        "{name}: restarted in {restart_s:.2} s, resident {} MB; {} sampled keys checked; resident {} MB; {:.2} GB on disk",
+        opened >> 20,
         args.sample(),
         resident >> 20,
         disk as f64 / 1e9
@@ -376,7 +383,7 @@ fn restart(args: &Args) -> Result<()> {
     drop(store);
     child::write(
         &args.figures_file(name, "restart"),
-        &[restart_s, resident as f64, disk as f64],
+        &[restart_s, resident as f64, disk as f64, opened as f64],
     )
 }
 

@@ -56,9 +56,13 @@ pub struct Args {
 /// What one engine must do: store a key's value.
 trait Target: Send + Sync {
     fn put(&self, key: &[u8], value: &[u8]) -> Result<()>;
-    /// Bytes on disk.
     /// Bytes on disk at the end; `None` where the engine does not say.
     fn disk_bytes(&self) -> Option<u64>;
+    /// Puts held back while the write buffers were over their budget
+    /// (Rill's LSM backends).
+    fn held_writes(&self) -> Option<u64> {
+        None
+    }
 }
 
 struct Rocks(rocksdb_dl::RocksDb);
@@ -85,6 +89,9 @@ impl Target for Rill {
     fn put(&self, key: &[u8], value: &[u8]) -> Result<()> {
         let k = BKey::new(b"", b"ingest", key);
         Ok(self.backend.put_with_head(&k, value, &HEAD, &[], &[])?)
+    }
+    fn held_writes(&self) -> Option<u64> {
+        self._store.as_ref().map(LeveldbStore::held_writes)
     }
     fn disk_bytes(&self) -> Option<u64> {
         Some(self.backend.size_bytes())
@@ -163,6 +170,7 @@ struct Outcome {
     intervals: Vec<Interval>,
     seconds: f64,
     disk_bytes: Option<u64>,
+    held_writes: Option<u64>,
 }
 
 fn load(
@@ -225,6 +233,7 @@ fn load(
         intervals,
         seconds,
         disk_bytes: target.disk_bytes(),
+        held_writes: target.held_writes(),
     })
 }
 
@@ -297,6 +306,13 @@ pub fn run(args: Args) -> Result<()> {
             worst,
             &format!("{engine}: slowest put, ms"),
         );
+        if let Some(held) = o.held_writes {
+            r.int(
+                &format!("{engine}_held_writes"),
+                held,
+                &format!("{engine}: puts held while the write buffers were over budget"),
+            );
+        }
         if let Some(bytes) = o.disk_bytes {
             r.num(
                 &format!("{engine}_disk_gb"),

@@ -76,6 +76,9 @@ pub struct NodeStats {
     /// Reads that met a damaged leveldb block (their keys answered with an
     /// error, the rest of the vnode serving).
     pub leveldb_damaged_reads: u64,
+    /// Writes that waited for the leveldb write buffers (over the budget's
+    /// share for them) to be written out to tables.
+    pub leveldb_held_writes: u64,
 }
 
 pub struct Node {
@@ -301,6 +304,7 @@ impl Node {
                 .iter()
                 .map(|(_, l)| l.damaged_reads())
                 .sum(),
+            leveldb_held_writes: self.res.leveldb.iter().map(|(_, l)| l.held_writes()).sum(),
         }
     }
 

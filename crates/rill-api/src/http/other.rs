@@ -110,6 +110,7 @@ fn stats_json(ctx: &Ctx) -> Value {
         "out_of_space_refusals_total": st.out_of_space_refusals,
         "space_reserve_released": u8::from(st.space_reserve_released),
         "leveldb_damaged_reads_total": st.leveldb_damaged_reads,
+        "leveldb_held_writes_total": st.leveldb_held_writes,
         "uptime_seconds": ctx.node.uptime().as_secs(),
     });
     if let (Some(peer), Value::Object(m)) = (&ctx.peer, &mut v) {
