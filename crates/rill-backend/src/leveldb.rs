@@ -1,6 +1,6 @@
 //! The leveldb backend (`storage_backend = leveldb`): objects and index
 //! entries in one sorted LSM tree per vnode, on fjall (pure Rust; bloom
-//! filters, LZ4 for the deeper levels, a journal shared by the node).
+//! filters, LZ4 on every level, a journal shared by the node).
 //!
 //! One fjall database per node holds a keyspace per partition, so the
 //! node's memory budget (block cache and write buffers, Riak's
@@ -10,16 +10,14 @@
 //! object's under `'o'`, its index entries under `'j'`, in an order where a
 //! range query is one scan and a bucket's keys lie together.
 
-use crate::index::{IndexQuery, Term};
-use crate::keys::{
-    bucket_prefix, index_field_prefix, index_keys, index_position, object_key, prefix_successor,
-    split, split_position, term_prefix, BKey, OBJECT,
-};
+pub use crate::leveldb_vnode::LeveldbBackend;
+pub(crate) use crate::leveldb_vnode::{Copier, MAX_VALUE_BYTES};
 use crate::leveled::JournalOptions;
 use crate::write_budget::WriteBudget;
-use crate::{Backend, Error, IndexEntry, Result};
-use fjall::{Database, JournalRecoveryError, Keyspace, KeyspaceCreateOptions, PersistMode};
-use std::ops::Bound;
+use crate::{Error, Result};
+use fjall::{
+    AbstractTree, Database, JournalRecoveryError, Keyspace, KeyspaceCreateOptions, PersistMode,
+};
 use std::path::Path;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
@@ -50,13 +48,18 @@ impl Default for LeveldbOptions {
     }
 }
 
-/// Write buffers (memtables) take a quarter of the memory budget, split
-/// across the vnodes, each between these bounds, and writes wait while
+/// Write buffers (memtables) take a quarter of the memory budget; a
+/// vnode's memtable is sealed at half that quarter over the vnodes,
+/// between these bounds, and writes wait while
 /// all of them together are over that quarter (`write_budget`); the
 /// block cache takes the rest. A vnode's bounds are kept from its first start
 /// (fjall stores a keyspace's options when it is made), as are
 /// compression and bloom filters.
 const MIN_MEMTABLE_BYTES: u64 = 256 << 10;
+/// How long dropping a keyspace waits for its memtables to be written
+/// out (then it is dropped anyway; its bytes stay counted by fjall until
+/// the next start, and the write budget counts the open keyspaces).
+const DROP_FLUSH_WAIT: std::time::Duration = std::time::Duration::from_secs(30);
 const MAX_MEMTABLE_BYTES: u64 = 64 << 20;
 
 /// A node's leveldb database: one keyspace per partition.
@@ -94,14 +97,6 @@ pub(crate) fn engine(e: fjall::Error) -> Error {
     }
 }
 
-/// Every key a batch writes or removes fits the engine's key size.
-fn check_key_lengths<'a>(mut keys: impl Iterator<Item = &'a Vec<u8>>) -> Result<()> {
-    match keys.find(|k| k.len() > MAX_KEY_BYTES) {
-        Some(long) => Err(Error::KeyTooLarge(long.len())),
-        None => Ok(()),
-    }
-}
-
 impl LeveldbStore {
     /// Opens (or creates) the database in `dir` for `vnodes` partitions,
     /// replaying its journal.
@@ -130,6 +125,15 @@ impl LeveldbStore {
             }
             other => other.map_err(engine)?,
         };
+        // Every keyspace counts against the budget from the start: the
+        // journal's replay fills their memtables.
+        let budget = Arc::new(WriteBudget::new(buffers.max(MIN_MEMTABLE_BYTES)));
+        for name in db.list_keyspace_names() {
+            budget.register(
+                &db.keyspace(&name, KeyspaceCreateOptions::default)
+                    .map_err(engine)?,
+            );
+        }
         tracing::info!(dir = %dir.display(), budget_bytes = opts.max_memory_bytes,
             block_cache_bytes = cache, write_buffers_bytes = buffers, "leveldb memory budget");
         Ok(LeveldbStore {
@@ -138,7 +142,7 @@ impl LeveldbStore {
             opts,
             memtable_bytes,
             damaged: Arc::default(),
-            budget: Arc::new(WriteBudget::new(buffers.max(MIN_MEMTABLE_BYTES))),
+            budget,
         })
     }
 
@@ -164,11 +168,9 @@ impl LeveldbStore {
             .db
             .keyspace(name, || {
                 let mut o = KeyspaceCreateOptions::default().max_memtable_size(memtable);
-                // Every level below the first: a flush writes level 0
-                // as fast as it can (it holds writes back meanwhile), and
-                // the first compaction compresses. fjall's default leaves
-                // level 1 uncompressed too, which held half the bytes of
-                // a 10-million-key load (docs/benchmarks.md).
+                // Every level, as Riak's leveldb (fjall's default leaves
+                // levels 0 and 1 uncompressed: a 10-million-key load took
+                // 1.7 times the bytes, docs/benchmarks.md).
                 use fjall::CompressionType::{Lz4, None as Plain};
                 o = o.data_block_compression_policy(fjall::config::CompressionPolicy::all(
                     if opts.compression { Lz4 } else { Plain },
@@ -257,11 +259,20 @@ impl LeveldbStore {
             .db
             .keyspace(name, KeyspaceCreateOptions::default)
             .map_err(engine)?;
-        // Written out first: fjall counts a dropped keyspace's memtables
-        // against the write buffers until the database is reopened.
-        ks.rotate_memtable_and_wait().map_err(engine)?;
-        self.budget.forget(name);
-        self.db.delete_keyspace(ks).map_err(engine)
+        // Written out first (for a while): fjall counts a dropped
+        // keyspace's memtables against the write buffers until the
+        // database is opened again; the budget subtracts what is left.
+        if ks.rotate_memtable().map_err(engine)? {
+            let began = std::time::Instant::now();
+            while ks.tree.sealed_memtable_count() > 0 && began.elapsed() < DROP_FLUSH_WAIT {
+                std::thread::sleep(std::time::Duration::from_millis(10));
+            }
+        }
+        let left = ks.tree.active_memtable().size()
+            + ks.tree.sealed_memtable_count() as u64 * self.memtable_bytes;
+        self.db.delete_keyspace(ks).map_err(engine)?;
+        self.budget.dropped(name, left);
+        Ok(())
     }
 
     /// Every partition's keyspace (each is made before a vnode uses it,
@@ -343,282 +354,4 @@ fn set_aside_journals(dir: &Path) -> Result<Vec<String>> {
         }
     }
     Ok(moved)
-}
-
-/// One vnode's data in the node's leveldb database.
-pub struct LeveldbBackend {
-    pub(crate) db: Database,
-    pub(crate) ks: Keyspace,
-    /// Reads that met a damaged block, all the node's partitions.
-    pub(crate) damaged: Arc<AtomicU64>,
-    pub(crate) budget: Arc<WriteBudget>,
-    pub(crate) durability: PersistMode,
-}
-
-impl LeveldbBackend {
-    /// A read's error: a damaged block is counted (and logged by the
-    /// caller with the key's request).
-    pub(crate) fn read_err(&self, e: fjall::Error) -> Error {
-        let e = engine(e);
-        if matches!(e, Error::Corrupt(_)) {
-            self.damaged.fetch_add(1, Ordering::Relaxed);
-        }
-        e
-    }
-
-    /// Adds a put's changes to `batch`: `value` under the object's key,
-    /// index entries in `remove` dropped and those in `add` added; returns
-    /// the object's key.
-    pub(crate) fn put_into(
-        &self,
-        batch: &mut fjall::OwnedWriteBatch,
-        k: &BKey,
-        value: &[u8],
-        add: &[IndexEntry],
-        remove: &[IndexEntry],
-    ) -> Result<Vec<u8>> {
-        let obj = object_key(k)?;
-        let added = index_keys(k, add)?;
-        let removed = index_keys(k, remove.iter().filter(|r| !add.contains(r)))?;
-        check_key_lengths(added.iter().chain(&removed).chain(std::iter::once(&obj)))?;
-        if value.len() > MAX_VALUE_BYTES {
-            return Err(Error::ValueTooLarge(value.len()));
-        }
-        for key in removed {
-            batch.remove(&self.ks, key);
-        }
-        for key in added {
-            batch.insert(&self.ks, key, b"");
-        }
-        batch.insert(&self.ks, obj.as_slice(), value);
-        Ok(obj)
-    }
-
-    /// Adds a delete's changes to `batch`; returns the object's key.
-    pub(crate) fn delete_into(
-        &self,
-        batch: &mut fjall::OwnedWriteBatch,
-        k: &BKey,
-        remove: &[IndexEntry],
-    ) -> Result<Vec<u8>> {
-        let obj = object_key(k)?;
-        let keys = index_keys(k, remove)?;
-        check_key_lengths(keys.iter().chain(std::iter::once(&obj)))?;
-        for key in keys {
-            batch.remove(&self.ks, key);
-        }
-        batch.remove(&self.ks, obj.as_slice());
-        Ok(obj)
-    }
-
-    pub(crate) fn commit(&self, batch: fjall::OwnedWriteBatch) -> Result<()> {
-        self.budget.admit(&self.db)?;
-        batch
-            .durability(Some(self.durability))
-            .commit()
-            .map_err(engine)
-    }
-
-    /// Visits keys from `start` up to `end` (excluded; `None`: to the
-    /// last); `visit` returns false to stop. A `snapshot` scan sees the
-    /// keys as they were when it began, every batch whole or not at all;
-    /// otherwise it sees each key as it is when reached (never overrun,
-    /// however long it takes, but a key moved ahead of it by a write is
-    /// seen twice).
-    fn scan(
-        &self,
-        start: &[u8],
-        end: Option<Vec<u8>>,
-        snapshot: bool,
-        visit: &mut dyn FnMut(&[u8]) -> Result<bool>,
-    ) -> Result<()> {
-        let range = (
-            Bound::Included(start.to_vec()),
-            end.map_or(Bound::Unbounded, Bound::Excluded),
-        );
-        let items = if snapshot {
-            fjall::Readable::range::<Vec<u8>, _>(&self.db.snapshot(), &self.ks, range)
-        } else {
-            self.ks.range::<Vec<u8>, _>(range)
-        };
-        for item in items {
-            let key = item.key().map_err(|e| self.read_err(e))?;
-            if !visit(&key)? {
-                break;
-            }
-        }
-        Ok(())
-    }
-}
-
-impl Backend for LeveldbBackend {
-    fn name(&self) -> &'static str {
-        "riak_kv_eleveldb_backend"
-    }
-
-    fn get(&self, k: &BKey) -> Result<Option<bytes::Bytes>> {
-        let v = self.ks.get(object_key(k)?).map_err(|e| self.read_err(e))?;
-        Ok(v.map(|v| bytes::Bytes::copy_from_slice(&v)))
-    }
-
-    fn contains(&self, k: &BKey) -> Result<bool> {
-        self.ks
-            .contains_key(object_key(k)?)
-            .map_err(|e| self.read_err(e))
-    }
-
-    fn put(&self, k: &BKey, value: &[u8], add: &[IndexEntry], remove: &[IndexEntry]) -> Result<()> {
-        let mut batch = self.db.batch();
-        self.put_into(&mut batch, k, value, add, remove)?;
-        self.commit(batch)
-    }
-
-    fn delete(&self, k: &BKey, remove: &[IndexEntry]) -> Result<()> {
-        let mut batch = self.db.batch();
-        self.delete_into(&mut batch, k, remove)?;
-        self.commit(batch)
-    }
-
-    fn fold_buckets(&self, visit: &mut dyn FnMut(&[u8], &[u8]) -> bool) -> Result<()> {
-        // One seek per bucket: after a bucket's first key, on to the
-        // successor of its prefix.
-        let mut start = vec![OBJECT];
-        let end = prefix_successor(&[OBJECT]);
-        loop {
-            let mut next = None;
-            self.scan(&start, end.clone(), false, &mut |raw| {
-                next = split(raw).map(|(_, t, b, _)| (t.to_vec(), b.to_vec()));
-                Ok(false)
-            })?;
-            let Some((t, b)) = next else {
-                return Ok(());
-            };
-            if !visit(&t, &b) {
-                return Ok(());
-            }
-            match prefix_successor(&bucket_prefix(OBJECT, &t, &b)?) {
-                Some(s) => start = s,
-                None => return Ok(()),
-            }
-        }
-    }
-
-    fn holds_objects(&self) -> Result<bool> {
-        let mut any = false;
-        self.scan(&[OBJECT], prefix_successor(&[OBJECT]), false, &mut |_| {
-            any = true;
-            Ok(false)
-        })?;
-        Ok(any)
-    }
-
-    fn fold_keys(
-        &self,
-        bucket_type: &[u8],
-        bucket: &[u8],
-        visit: &mut dyn FnMut(&[u8]) -> bool,
-    ) -> Result<()> {
-        let prefix = bucket_prefix(OBJECT, bucket_type, bucket)?;
-        self.scan(&prefix, prefix_successor(&prefix), false, &mut |raw| {
-            Ok(visit(&raw[prefix.len()..]))
-        })
-    }
-
-    fn query_index(
-        &self,
-        q: &IndexQuery,
-        visit: &mut dyn FnMut(&Term, &[u8]) -> bool,
-    ) -> Result<()> {
-        let field = index_field_prefix(&q.bucket_type, &q.bucket, &q.field)?;
-        let (lo, hi) = q.range.bounds();
-        let mut start = field.clone();
-        start.extend_from_slice(&term_prefix(lo));
-        if let Some((t, key)) = &q.after {
-            let mut after = field.clone();
-            after.extend_from_slice(&index_position(t, key));
-            // Strictly after it: the least key greater than `after`.
-            after.push(0);
-            start = start.max(after);
-        }
-        let mut end = field.clone();
-        end.extend_from_slice(&term_prefix(hi));
-        let end = prefix_successor(&end);
-        let mut bad = 0u64;
-        // A snapshot: a query never sees both the entry a write removed
-        // and the one it added (pages are short; a continuation resumes).
-        self.scan(
-            &start,
-            end,
-            true,
-            &mut |raw| match split_position(&raw[field.len()..]) {
-                Some((term, key)) => Ok(visit(&term, key)),
-                None => {
-                    bad += 1;
-                    Ok(true)
-                }
-            },
-        )?;
-        if bad > 0 {
-            tracing::warn!(bad, "index entries that do not decode were skipped");
-        }
-        Ok(())
-    }
-
-    fn sync(&self) -> Result<()> {
-        self.db.persist(PersistMode::SyncAll).map_err(engine)
-    }
-
-    fn size_bytes(&self) -> u64 {
-        self.ks.disk_space()
-    }
-}
-
-/// fjall's limits: keys up to 64 KiB, values below 4 GiB; Rill keeps
-/// values to 256 MiB, as its peer messages do.
-const MAX_KEY_BYTES: usize = 65535;
-pub(crate) const MAX_VALUE_BYTES: usize = 256 << 20;
-
-/// Inserts of a copy into keyspace `to`, committed every few MiB (each
-/// commit in the kernel; the copier's caller makes the copy durable).
-pub(crate) struct Copier<'a> {
-    db: &'a Database,
-    budget: &'a WriteBudget,
-    to: &'a Keyspace,
-    batch: fjall::OwnedWriteBatch,
-    bytes: usize,
-}
-
-impl<'a> Copier<'a> {
-    pub(crate) fn new(db: &'a Database, budget: &'a WriteBudget, to: &'a Keyspace) -> Copier<'a> {
-        Copier {
-            db,
-            budget,
-            to,
-            batch: db.batch(),
-            bytes: 0,
-        }
-    }
-
-    pub(crate) fn insert(&mut self, key: &[u8], value: &[u8]) -> Result<()> {
-        self.bytes += key.len() + value.len();
-        self.batch.insert(self.to, key, value);
-        if self.bytes >= 4 << 20 {
-            let full = std::mem::replace(&mut self.batch, self.db.batch());
-            self.bytes = 0;
-            self.budget.admit(self.db)?;
-            commit_buffered(full)?;
-        }
-        Ok(())
-    }
-
-    pub(crate) fn finish(self) -> Result<()> {
-        commit_buffered(self.batch)
-    }
-}
-
-fn commit_buffered(batch: fjall::OwnedWriteBatch) -> Result<()> {
-    batch
-        .durability(Some(PersistMode::Buffer))
-        .commit()
-        .map_err(engine)
 }

@@ -16,6 +16,7 @@ mod bitcask_backend;
 mod index;
 mod keys;
 mod leveldb;
+mod leveldb_vnode;
 mod leveled;
 mod memory;
 mod multi;
@@ -47,6 +48,9 @@ pub enum Error {
     Engine(String),
     #[error("the disk is full")]
     DiskFull,
+    /// The backend cannot take the write now; retrying later may succeed.
+    #[error("busy: {0}")]
+    Busy(String),
     #[error("key of {0} bytes is too large (at most 65535 bytes with its bucket and type)")]
     KeyTooLarge(usize),
     #[error("value of {0} bytes is too large (at most 268435456 bytes)")]

@@ -6,30 +6,39 @@
 //! memtables) and seals a memtable only when it passes its own size; its
 //! database-wide cap is a setting it stores and does not read. With a
 //! keyspace per vnode, the memtables waiting for a flush could then take
-//! several times the budget. So each write waits here while the count is
-//! over the cap, and when no memtable is sealed (so none is being written
-//! out) the largest active one is sealed: the count falls even when no
-//! single memtable is full. A write held for [`MAX_HOLD`] fails with an
-//! error a client can retry on: flushes making no progress for that long
-//! mean a full or failing disk.
+//! several times the budget. So a write waits here while the memtables
+//! are over the cap; when none is sealed (so none is being written out),
+//! the largest active ones are sealed, enough to cover the excess, so the
+//! total falls even when no single memtable is full.
+//!
+//! fjall's count never forgets the bytes of a dropped keyspace's
+//! memtables; a drop writes them out first and what is left is
+//! subtracted ([`WriteBudget::dropped`]). When the count is over the cap
+//! and no open keyspace holds anything to seal, the write goes on (bytes
+//! this budget cannot explain must not stop the node). A write fails with a busy
+//! error a client may retry when the count has not fallen for
+//! [`MAX_STALL`] (flushes making no progress mean a full or failing
+//! disk), and at once when fjall has stopped (a failed flush).
 
 use crate::leveldb::engine;
 use crate::{Error, Result};
-use fjall::{AbstractTree, Database, Keyspace};
+use fjall::{AbstractTree, Database, Keyspace, PersistMode};
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::Mutex;
+use std::sync::{Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
-pub(crate) const MAX_HOLD: Duration = Duration::from_secs(20);
-const POLL: Duration = Duration::from_millis(1);
+pub(crate) const MAX_STALL: Duration = Duration::from_secs(20);
+const POLL: Duration = Duration::from_millis(2);
 
 pub(crate) struct WriteBudget {
     /// Bytes of memtables the node may hold.
     limit: u64,
+    /// Bytes fjall still counts for keyspaces dropped since the start.
+    dropped: AtomicU64,
     /// The keyspaces open for writing (fjall lists names only, and
     /// opening one by name makes it if it is gone).
     open: Mutex<Vec<Keyspace>>,
-    /// One writer at a time picks a memtable to seal.
+    /// One waiting writer at a time counts the memtables and seals.
     sealing: Mutex<()>,
     /// Writes that had to wait.
     held: AtomicU64,
@@ -39,71 +48,118 @@ impl WriteBudget {
     pub(crate) fn new(limit: u64) -> WriteBudget {
         WriteBudget {
             limit,
+            dropped: AtomicU64::new(0),
             open: Mutex::default(),
             sealing: Mutex::default(),
             held: AtomicU64::new(0),
         }
     }
 
-    fn open(&self) -> std::sync::MutexGuard<'_, Vec<Keyspace>> {
+    fn open(&self) -> MutexGuard<'_, Vec<Keyspace>> {
         self.open.lock().unwrap_or_else(|e| e.into_inner())
     }
 
-    /// Counts `ks` among the keyspaces whose memtables may be sealed.
+    /// Counts `ks` among the keyspaces whose memtables may be sealed (in
+    /// the place of a handle of the same name: a keyspace made again).
     pub(crate) fn register(&self, ks: &Keyspace) {
         let mut open = self.open();
-        if !open.iter().any(|o| o.name() == ks.name()) {
-            open.push(ks.clone());
-        }
+        open.retain(|o| o.name() != ks.name());
+        open.push(ks.clone());
     }
 
-    /// Stops counting keyspace `name` (it is being dropped).
-    pub(crate) fn forget(&self, name: &str) {
+    /// Stops counting keyspace `name` (it was dropped), whose memtables
+    /// held `unflushed` bytes fjall goes on counting.
+    pub(crate) fn dropped(&self, name: &str, unflushed: u64) {
         self.open().retain(|o| o.name().as_ref() != name);
+        self.dropped.fetch_add(unflushed, Ordering::Relaxed);
+    }
+
+    /// The bytes of the open keyspaces' memtables, as fjall counts them.
+    fn held(&self, db: &Database) -> u64 {
+        db.write_buffer_size()
+            .saturating_sub(self.dropped.load(Ordering::Relaxed))
     }
 
     /// Returns once the node's memtables are within the cap (at once,
     /// nearly always), sealing the largest when nothing is being flushed.
     pub(crate) fn admit(&self, db: &Database) -> Result<()> {
-        if db.write_buffer_size() <= self.limit {
+        let held = self.held(db);
+        if held <= self.limit {
             return Ok(());
         }
-        self.held.fetch_add(1, Ordering::Relaxed);
-        let start = Instant::now();
+        let mut counted = false;
+        let mut least = u64::MAX;
+        let mut progress = Instant::now();
+        let mut excess = held - self.limit;
         loop {
-            self.seal_largest_if_idle()?;
+            if let Ok(_one) = self.sealing.try_lock() {
+                if !self.any_sealed() && !self.seal(excess)? {
+                    tracing::warn!(
+                        held_bytes = excess + self.limit,
+                        cap = self.limit,
+                        "leveldb write buffers over the cap with nothing to write out: write let through"
+                    );
+                    return Ok(());
+                }
+            }
+            if !counted {
+                counted = true;
+                self.held.fetch_add(1, Ordering::Relaxed);
+            }
             std::thread::sleep(POLL);
-            let held = db.write_buffer_size();
-            if held <= self.limit {
+            let now = self.held(db);
+            if now <= self.limit {
                 return Ok(());
             }
-            if start.elapsed() >= MAX_HOLD {
-                return Err(Error::Engine(format!(
-                    "writes held for {} s: the write buffers ({held} bytes, cap {}) are not being written out to tables; check the disk's space and health, then retry",
-                    MAX_HOLD.as_secs(),
-                    self.limit
+            excess = now - self.limit;
+            if now < least {
+                least = now;
+                progress = Instant::now();
+            }
+            // A failed flush stops fjall: every write would fail.
+            db.persist(PersistMode::Buffer).map_err(engine)?;
+            if progress.elapsed() >= MAX_STALL {
+                tracing::warn!(
+                    held_bytes = now,
+                    cap = self.limit,
+                    "leveldb writes held: the write buffers have not been written out for {} s",
+                    MAX_STALL.as_secs()
+                );
+                return Err(Error::Busy(format!(
+                    "the leveldb write buffers are full and have not been written out to tables for {} s; retry later",
+                    MAX_STALL.as_secs()
                 )));
             }
         }
     }
 
-    fn seal_largest_if_idle(&self) -> Result<()> {
-        let Ok(_one) = self.sealing.try_lock() else {
-            return Ok(());
-        };
-        let largest = {
-            let open = self.open();
-            if open.iter().any(|ks| ks.tree.sealed_memtable_count() > 0) {
-                return Ok(());
+    /// Whether an open keyspace has a memtable sealed (being written out).
+    fn any_sealed(&self) -> bool {
+        self.open()
+            .iter()
+            .any(|ks| ks.tree.sealed_memtable_count() > 0)
+    }
+
+    /// Seals the largest active memtables, at least `excess` bytes of
+    /// them (while any holds something); false if none held anything.
+    fn seal(&self, excess: u64) -> Result<bool> {
+        let mut all: Vec<(u64, Keyspace)> = self
+            .open()
+            .iter()
+            .map(|ks| (ks.tree.active_memtable().size(), ks.clone()))
+            .filter(|(size, _)| *size > 0)
+            .collect();
+        all.sort_by_key(|(size, _)| std::cmp::Reverse(*size));
+        let any = !all.is_empty();
+        let mut sealed = 0;
+        for (size, ks) in all {
+            if sealed >= excess {
+                break;
             }
-            open.iter()
-                .max_by_key(|ks| ks.tree.active_memtable().size())
-                .cloned()
-        };
-        if let Some(ks) = largest.filter(|ks| ks.tree.active_memtable().size() > 0) {
             ks.rotate_memtable().map_err(engine)?;
+            sealed += size;
         }
-        Ok(())
+        Ok(any)
     }
 
     /// Writes that waited for the write buffers since the node started.

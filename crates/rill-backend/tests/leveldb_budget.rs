@@ -39,7 +39,7 @@ fn many_vnodes_written_at_once_keep_the_write_buffers_within_the_budget() {
         std::thread::spawn(move || {
             while !done.load(Ordering::Relaxed) {
                 most.fetch_max(store.write_buffer_bytes(), Ordering::Relaxed);
-                std::thread::yield_now();
+                std::thread::sleep(std::time::Duration::from_micros(50));
             }
         })
     };

@@ -13,7 +13,7 @@ use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
 fn value(i: u32) -> Vec<u8> {
-    // Compressible, so blocks are LZ4 in the deeper levels too.
+    // Compressible, so blocks are LZ4 (every level is compressed).
     format!("value {i} ").repeat(40).into_bytes()
 }
 

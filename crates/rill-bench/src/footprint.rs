@@ -374,7 +374,7 @@ fn restart(args: &Args) -> Result<()> {
     let resident = crate::machine::rss_bytes();
     let disk = disk_bytes(&dir)?;
     println!(
-        "{name}: restarted in {restart_s:.2} s, resident {} MB; {} sampled keys checked; resident {} MB; {:.2} GB on disk",
+        "{name}: restarted in {restart_s:.2} s ({} MB resident); {} sampled keys checked, then {} MB resident; {:.2} GB on disk",
         opened >> 20,
         args.sample(),
         resident >> 20,

@@ -124,6 +124,7 @@ impl From<rill_backend::Error> for KvError {
                 other => other.to_string(),
             },
             B::Corrupt(_) => "a stored entry is damaged".into(),
+            B::Busy(m) => return KvError::Busy(m.clone()),
             B::DiskFull => {
                 tracing::error!(error = %e, "storage error");
                 return KvError::OutOfSpace {
