@@ -125,25 +125,22 @@ impl LeveldbStore {
             }
             other => other.map_err(engine)?,
         };
-        // Every keyspace counts against the budget from the start: the
-        // journal's replay fills their memtables.
-        let budget = Arc::new(WriteBudget::new(buffers.max(MIN_MEMTABLE_BYTES)));
-        for name in db.list_keyspace_names() {
-            budget.register(
-                &db.keyspace(&name, KeyspaceCreateOptions::default)
-                    .map_err(engine)?,
-            );
-        }
         tracing::info!(dir = %dir.display(), budget_bytes = opts.max_memory_bytes,
             block_cache_bytes = cache, write_buffers_bytes = buffers, "leveldb memory budget");
-        Ok(LeveldbStore {
+        let store = LeveldbStore {
             db,
             dir: dir.to_path_buf(),
             opts,
             memtable_bytes,
             damaged: Arc::default(),
-            budget,
-        })
+            budget: Arc::new(WriteBudget::new(buffers.max(MIN_MEMTABLE_BYTES))),
+        };
+        // Every keyspace counts against the budget from the start: the
+        // journal's replay fills their memtables.
+        for ks in store.keyspaces()? {
+            store.budget.register(&ks);
+        }
+        Ok(store)
     }
 
     /// Where the database lives.

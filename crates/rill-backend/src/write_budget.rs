@@ -41,7 +41,7 @@ pub(crate) struct WriteBudget {
     /// One waiting writer at a time counts the memtables and seals.
     sealing: Mutex<()>,
     /// Writes that had to wait.
-    held: AtomicU64,
+    held_writes: AtomicU64,
 }
 
 impl WriteBudget {
@@ -51,7 +51,7 @@ impl WriteBudget {
             dropped: AtomicU64::new(0),
             open: Mutex::default(),
             sealing: Mutex::default(),
-            held: AtomicU64::new(0),
+            held_writes: AtomicU64::new(0),
         }
     }
 
@@ -75,7 +75,7 @@ impl WriteBudget {
     }
 
     /// The bytes of the open keyspaces' memtables, as fjall counts them.
-    fn held(&self, db: &Database) -> u64 {
+    fn memtable_bytes(&self, db: &Database) -> u64 {
         db.write_buffer_size()
             .saturating_sub(self.dropped.load(Ordering::Relaxed))
     }
@@ -83,7 +83,7 @@ impl WriteBudget {
     /// Returns once the node's memtables are within the cap (at once,
     /// nearly always), sealing the largest when nothing is being flushed.
     pub(crate) fn admit(&self, db: &Database) -> Result<()> {
-        let held = self.held(db);
+        let held = self.memtable_bytes(db);
         if held <= self.limit {
             return Ok(());
         }
@@ -104,10 +104,10 @@ impl WriteBudget {
             }
             if !counted {
                 counted = true;
-                self.held.fetch_add(1, Ordering::Relaxed);
+                self.held_writes.fetch_add(1, Ordering::Relaxed);
             }
             std::thread::sleep(POLL);
-            let now = self.held(db);
+            let now = self.memtable_bytes(db);
             if now <= self.limit {
                 return Ok(());
             }
@@ -164,6 +164,6 @@ impl WriteBudget {
 
     /// Writes that waited for the write buffers since the node started.
     pub(crate) fn held_writes(&self) -> u64 {
-        self.held.load(Ordering::Relaxed)
+        self.held_writes.load(Ordering::Relaxed)
     }
 }

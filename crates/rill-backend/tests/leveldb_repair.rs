@@ -136,25 +136,9 @@ fn a_damaged_leveled_value_is_found_and_repaired() {
     const KEYS: u32 = 400;
     let dir = tempfile::tempdir().unwrap();
     let opts = LeveldbOptions::default();
-    let journal = JournalOptions {
-        compression: false,
-        ..JournalOptions::default()
-    };
-    let big = |i: u32| {
-        let mut v = value(i);
-        v.resize(8192, (i % 251) as u8);
-        v
-    };
-    {
-        let store = LeveldbStore::open(dir.path(), opts.clone(), 1).unwrap();
-        let b = store.leveled_partition("0", &journal).unwrap();
-        for i in 0..KEYS {
-            b.put_with_head(&key(i), &big(i), b"head", &term(i), &[])
-                .unwrap();
-        }
-        store.flush().unwrap();
-        store.sync().unwrap();
-    }
+    let journal = common::plain_journal();
+    let big = |i: u32| common::journal_value(value(i), i);
+    common::load_leveled(dir.path(), &journal, KEYS, |i| (key(i), big(i), term(i)));
     common::flip_in_largest(dir.path(), "blobs", 0.5, 100_000);
     {
         let store = LeveldbStore::open(dir.path(), opts.clone(), 1).unwrap();

@@ -110,7 +110,7 @@ fn open(engine: &str, dir: &Path, memory: Option<u64>) -> Result<Box<dyn Target>
         "leveldb" | "leveled" => {
             // Riak's default share (70 %) of what the run may use.
             let opts = LeveldbOptions {
-                max_memory_bytes: memory.map_or(1 << 30, |m| m / 10 * 7),
+                max_memory_bytes: crate::stores::budget(memory.map(|m| m >> 20), 70),
                 ..LeveldbOptions::default()
             };
             let store = LeveldbStore::open(dir, opts, 1)?;

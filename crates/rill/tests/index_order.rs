@@ -194,8 +194,7 @@ fn the_leveldb_backend_serves_and_keeps_everything_across_a_kill() {
     let dir = tempfile::tempdir().unwrap();
     let conf = "storage_backend = leveldb\nleveldb.maximum_memory = 64MB\n";
     let mut n = Node::start(dir.path(), conf);
-    let stats = n.http("GET", "/stats", &[], b"").unwrap();
-    let stats: serde_json::Value = serde_json::from_slice(&stats.body).unwrap();
+    let stats = n.stats();
     assert_eq!(stats["storage_backend"], "riak_kv_eleveldb_backend");
     for (i, t) in TERMS.iter().enumerate() {
         let int = (i as i64 * 37 - 150).to_string();

@@ -33,15 +33,8 @@ fn a_damaged_table_block_gives_no_wrong_data_and_the_node_serves() {
     flip_a_byte_in_the_largest_table(dir.path());
 
     let n = Node::start(dir.path(), conf);
-    for i in 0..KEYS {
-        let r = n
-            .http("GET", &format!("/buckets/d/keys/k{i}"), &[], b"")
-            .unwrap();
-        assert_eq!(r.status, 200, "k{i}: {}", String::from_utf8_lossy(&r.body));
-        assert_eq!(r.body, value(i).as_bytes(), "a wrong value for k{i}");
-    }
-    let stats = n.http("GET", "/stats", &[], b"").unwrap();
-    let stats: serde_json::Value = serde_json::from_slice(&stats.body).unwrap();
+    every_key_read_right(&n, KEYS);
+    let stats = n.stats();
     assert!(
         stats["leveldb_damaged_reads_total"].as_u64().unwrap() > 0,
         "no damaged read counted"
@@ -117,15 +110,8 @@ fn admin_leveldb_verify_and_repair_set_a_damaged_block_aside() {
     assert_eq!(code, Some(0), "{text}");
 
     let n = Node::start(dir.path(), conf);
-    for i in 0..KEYS {
-        let r = n
-            .http("GET", &format!("/buckets/d/keys/k{i}"), &[], b"")
-            .unwrap();
-        assert_eq!(r.status, 200, "k{i}: {}", String::from_utf8_lossy(&r.body));
-        assert_eq!(r.body, value(i).as_bytes(), "a wrong value for k{i}");
-    }
-    let stats = n.http("GET", "/stats", &[], b"").unwrap();
-    let stats: serde_json::Value = serde_json::from_slice(&stats.body).unwrap();
+    every_key_read_right(&n, KEYS);
+    let stats = n.stats();
     assert_eq!(stats["leveldb_damaged_reads_total"].as_u64(), Some(0));
     // Read repair has put the lost objects back with their index entries:
     // a coverage query (one replica per partition) finds every key.
@@ -140,6 +126,17 @@ fn admin_leveldb_verify_and_repair_set_a_damaged_block_aside() {
             body["keys"].as_array().map_or(0, Vec::len) == KEYS as usize
         },
     );
+}
+
+/// Reads keys `k0` .. `k{keys - 1}`: each answered with its value.
+fn every_key_read_right(n: &Node, keys: u32) {
+    for i in 0..keys {
+        let r = n
+            .http("GET", &format!("/buckets/d/keys/k{i}"), &[], b"")
+            .unwrap();
+        assert_eq!(r.status, 200, "k{i}: {}", String::from_utf8_lossy(&r.body));
+        assert_eq!(r.body, value(i).as_bytes(), "a wrong value for k{i}");
+    }
 }
 
 /// Flips the middle byte of the largest leveldb table file of the node

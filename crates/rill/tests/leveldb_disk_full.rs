@@ -98,8 +98,7 @@ fn a_filling_disk_refuses_puts_clearly_and_recovers_by_itself() {
         acked.push(acked.len());
         assert!(acked.len() < 3000);
     }
-    let stats = n.http("GET", "/stats", &[], b"").unwrap();
-    let stats: serde_json::Value = serde_json::from_slice(&stats.body).unwrap();
+    let stats = n.stats();
     assert!(
         stats["out_of_space_refusals_total"].as_u64().unwrap() >= 2,
         "{stats}"

@@ -53,8 +53,7 @@ fn files_under(dir: &std::path::Path) -> usize {
 fn buckets_go_to_the_backend_they_name() {
     let dir = tempfile::tempdir().unwrap();
     let n = Node::start(dir.path(), CONF);
-    let stats = n.http("GET", "/stats", &[], b"").unwrap();
-    let stats: serde_json::Value = serde_json::from_slice(&stats.body).unwrap();
+    let stats = n.stats();
     assert_eq!(stats["storage_backend"], "riak_kv_multi_backend");
     assert_eq!(set_backend(&n, "ordered", "lsm").status, 204);
     assert_eq!(set_backend(&n, "cache", "mem").status, 204);

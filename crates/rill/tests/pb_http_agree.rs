@@ -175,8 +175,7 @@ fn pb_writes_read_through_http_and_back() {
     assert_eq!(n.http("GET", path, &[], b"").unwrap().body, b"two");
 
     // What an operator watches.
-    let stats = n.http("GET", "/stats", &[], b"").unwrap();
-    let v: serde_json::Value = serde_json::from_slice(&stats.body).unwrap();
+    let v = n.stats();
     assert_eq!(v["riak_kv_version"], "3.2.1");
     assert!(v["node_puts_total"].as_u64().unwrap() >= 2);
     for k in [

@@ -2,7 +2,10 @@
 
 #![allow(dead_code)]
 
-use rill_backend::{Backend, IndexQuery, IndexRange, Term};
+use rill_backend::{
+    BKey, Backend, IndexEntry, IndexQuery, IndexRange, JournalOptions, LeveldbOptions,
+    LeveldbStore, Term,
+};
 
 /// Every (term, key) a backend's index gives for `field` of a bucket in
 /// the default type, in the order it gives them.
@@ -55,4 +58,38 @@ pub fn flip_in_largest(
     bytes[i] ^= 0x5a;
     std::fs::write(&file, &bytes).unwrap();
     file
+}
+
+/// A leveled journal that stores values as written (no compression), so
+/// a flipped byte lands in a value.
+pub fn plain_journal() -> JournalOptions {
+    JournalOptions {
+        compression: false,
+        ..JournalOptions::default()
+    }
+}
+
+/// `v` filled up to 8 KiB with a byte of `i`: a value the journal keeps.
+pub fn journal_value(mut v: Vec<u8>, i: u32) -> Vec<u8> {
+    v.resize(8192, (i % 251) as u8);
+    v
+}
+
+/// Puts objects `0..n` (key, value, index entries of `object(i)`, the
+/// head `head`) into leveled partition 0 of a new store in `dir`, then
+/// writes them out to files and syncs.
+pub fn load_leveled(
+    dir: &std::path::Path,
+    journal: &JournalOptions,
+    n: u32,
+    object: impl Fn(u32) -> (BKey, Vec<u8>, Vec<IndexEntry>),
+) {
+    let store = LeveldbStore::open(dir, LeveldbOptions::default(), 1).unwrap();
+    let b = store.leveled_partition("0", journal).unwrap();
+    for i in 0..n {
+        let (k, v, terms) = object(i);
+        b.put_with_head(&k, &v, b"head", &terms, &[]).unwrap();
+    }
+    store.flush().unwrap();
+    store.sync().unwrap();
 }

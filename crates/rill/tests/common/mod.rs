@@ -130,6 +130,12 @@ impl Node {
     ) -> Option<HttpReply> {
         http(self.http, method, path, headers, body)
     }
+
+    /// The node's `/stats`, parsed.
+    pub fn stats(&self) -> serde_json::Value {
+        let r = self.http("GET", "/stats", &[], b"").expect("stats");
+        serde_json::from_slice(&r.body).expect("stats as JSON")
+    }
 }
 
 impl Drop for Node {
