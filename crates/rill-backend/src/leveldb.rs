@@ -10,6 +10,7 @@
 //! object's under `'o'`, its index entries under `'j'`, in an order where a
 //! range query is one scan and a bucket's keys lie together.
 
+use crate::journal_writeback::JournalWriteback;
 pub use crate::leveldb_vnode::LeveldbBackend;
 pub(crate) use crate::leveldb_vnode::{Copier, MAX_VALUE_BYTES};
 use crate::leveled::JournalOptions;
@@ -61,6 +62,21 @@ const MIN_MEMTABLE_BYTES: u64 = 256 << 10;
 /// the next start, and the write budget counts the open keyspaces).
 const DROP_FLUSH_WAIT: std::time::Duration = std::time::Duration::from_secs(30);
 const MAX_MEMTABLE_BYTES: u64 = 64 << 20;
+/// fjall's background threads. Its first only writes memtables out, the
+/// others compact or write out; fjall's default is one per core up to
+/// four, so two on a two-core machine, where memtables then waited
+/// behind a compaction and writes were held for most of a second in
+/// `rill-bench ingest` (slowest put 0.75-1.0 s; 0.29 s with four, the
+/// same throughput). They are mostly waiting for the disk: four whatever
+/// the cores.
+const WORKER_THREADS: usize = 4;
+
+/// How close the busiest partition is to fjall's own write stalls.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Pressure {
+    pub l0_tables: usize,
+    pub sealed_memtables: usize,
+}
 
 /// A node's leveldb database: one keyspace per partition.
 pub struct LeveldbStore {
@@ -70,6 +86,8 @@ pub struct LeveldbStore {
     memtable_bytes: u64,
     damaged: Arc<AtomicU64>,
     budget: Arc<WriteBudget>,
+    /// Declared last: stopped after the database's handle is dropped.
+    _writeback: Option<JournalWriteback>,
 }
 
 pub(crate) fn engine(e: fjall::Error) -> Error {
@@ -107,7 +125,12 @@ impl LeveldbStore {
         let memtable_bytes =
             (buffers / 2 / vnodes.max(1) as u64).clamp(MIN_MEMTABLE_BYTES, MAX_MEMTABLE_BYTES);
         let cache = opts.max_memory_bytes - buffers;
-        let open = || Database::builder(dir).cache_size(cache).open();
+        let open = || {
+            Database::builder(dir)
+                .cache_size(cache)
+                .worker_threads(WORKER_THREADS)
+                .open()
+        };
         let db = match open() {
             Err(fjall::Error::JournalRecovery(
                 why @ (JournalRecoveryError::ChecksumMismatch
@@ -127,13 +150,25 @@ impl LeveldbStore {
         };
         tracing::info!(dir = %dir.display(), budget_bytes = opts.max_memory_bytes,
             block_cache_bytes = cache, write_buffers_bytes = buffers, "leveldb memory budget");
+        // With a sync per write there is nothing left to write back.
+        let writeback = if opts.sync_on_write {
+            None
+        } else {
+            Some(JournalWriteback::start(dir).map_err(|e| {
+                Error::Engine(format!("starting the journal writeback thread: {e}"))
+            })?)
+        };
         let store = LeveldbStore {
             db,
             dir: dir.to_path_buf(),
             opts,
             memtable_bytes,
             damaged: Arc::default(),
-            budget: Arc::new(WriteBudget::new(buffers.max(MIN_MEMTABLE_BYTES))),
+            budget: Arc::new(WriteBudget::new(
+                buffers.max(MIN_MEMTABLE_BYTES),
+                memtable_bytes,
+            )),
+            _writeback: writeback,
         };
         // Every keyspace counts against the budget from the start: the
         // journal's replay fills their memtables.
@@ -310,6 +345,18 @@ impl LeveldbStore {
     /// fjall counts them).
     pub fn write_buffer_bytes(&self) -> u64 {
         self.db.write_buffer_size()
+    }
+
+    /// The most level-0 tables and the most sealed memtables of any
+    /// partition now: fjall slows writes from 20 level-0 tables, stops
+    /// them at 30 and at 4 sealed memtables.
+    pub fn pressure(&self) -> Pressure {
+        let mut p = Pressure::default();
+        for ks in self.keyspaces().unwrap_or_default() {
+            p.l0_tables = p.l0_tables.max(ks.l0_table_count());
+            p.sealed_memtables = p.sealed_memtables.max(ks.sealed_memtable_count());
+        }
+        p
     }
 
     pub(crate) fn budget(&self) -> &WriteBudget {

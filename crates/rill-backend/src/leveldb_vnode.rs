@@ -95,7 +95,8 @@ impl LeveldbBackend {
         batch
             .durability(Some(self.durability))
             .commit()
-            .map_err(engine)
+            .map_err(engine)?;
+        self.budget.committed(&self.ks)
     }
 
     /// Visits keys from `start` up to `end` (excluded; `None`: to the
@@ -286,6 +287,7 @@ impl<'a> Copier<'a> {
             self.bytes = 0;
             self.budget.admit(self.db)?;
             commit_buffered(full)?;
+            self.budget.committed(self.to)?;
         }
         Ok(())
     }

@@ -14,6 +14,7 @@
 
 mod bitcask_backend;
 mod index;
+mod journal_writeback;
 mod keys;
 mod leveldb;
 mod leveldb_vnode;
@@ -26,7 +27,7 @@ mod write_budget;
 pub use bitcask_backend::BitcaskBackend;
 pub use index::{IndexQuery, IndexRange, Term};
 pub use keys::{index_position, split_position, BKey};
-pub use leveldb::{LeveldbBackend, LeveldbOptions, LeveldbStore};
+pub use leveldb::{LeveldbBackend, LeveldbOptions, LeveldbStore, Pressure};
 pub use leveled::{JournalOptions, JournalStats, LeveledBackend};
 pub use memory::{MemoryBackend, MemoryOptions};
 pub use multi::{MultiBackend, Router};

@@ -19,6 +19,13 @@
 //! error a client may retry when the count has not fallen for
 //! [`MAX_STALL`] (flushes making no progress mean a full or failing
 //! disk), and at once when fjall has stopped (a failed flush).
+//!
+//! fjall seals a full memtable only when one of its workers is free to
+//! take the request; while both compact, the active memtable grew to
+//! 20 times its size in `rill-bench ingest`, and its flush then held
+//! writes for most of a second. A write that leaves its memtable half as
+//! large again as it should be seals it itself ([`WriteBudget::committed`]),
+//! so flushes stay the size of a memtable.
 
 use crate::leveldb::engine;
 use crate::{Error, Result};
@@ -33,6 +40,8 @@ const POLL: Duration = Duration::from_millis(2);
 pub(crate) struct WriteBudget {
     /// Bytes of memtables the node may hold.
     limit: u64,
+    /// A memtable's size, at which fjall seals it.
+    memtable: u64,
     /// Bytes fjall still counts for keyspaces dropped since the start.
     dropped: AtomicU64,
     /// The keyspaces open for writing (fjall lists names only, and
@@ -45,9 +54,10 @@ pub(crate) struct WriteBudget {
 }
 
 impl WriteBudget {
-    pub(crate) fn new(limit: u64) -> WriteBudget {
+    pub(crate) fn new(limit: u64, memtable: u64) -> WriteBudget {
         WriteBudget {
             limit,
+            memtable,
             dropped: AtomicU64::new(0),
             open: Mutex::default(),
             sealing: Mutex::default(),
@@ -131,6 +141,15 @@ impl WriteBudget {
                 )));
             }
         }
+    }
+
+    /// After a write to `ks`: seals its memtable when it has outgrown
+    /// its size by half (fjall's own request waits for a free worker).
+    pub(crate) fn committed(&self, ks: &Keyspace) -> Result<()> {
+        if ks.tree.active_memtable().size() > self.memtable + self.memtable / 2 {
+            ks.rotate_memtable().map_err(engine)?;
+        }
+        Ok(())
     }
 
     /// Whether an open keyspace has a memtable sealed (being written out).

@@ -14,10 +14,12 @@
 use crate::limit::Limit;
 use crate::report::Report;
 use anyhow::{bail, Context, Result};
-use rill_backend::{BKey, Backend, BitcaskBackend, JournalOptions, LeveldbOptions, LeveldbStore};
+use rill_backend::{
+    BKey, Backend, BitcaskBackend, JournalOptions, LeveldbOptions, LeveldbStore, Pressure,
+};
 use std::io::Write;
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -63,6 +65,11 @@ trait Target: Send + Sync {
     fn held_writes(&self) -> Option<u64> {
         None
     }
+    /// Level-0 tables and sealed memtables of the busiest partition now
+    /// (Rill's LSM backends).
+    fn pressure(&self) -> Option<Pressure> {
+        None
+    }
 }
 
 struct Rocks(rocksdb_dl::RocksDb);
@@ -92,6 +99,9 @@ impl Target for Rill {
     }
     fn held_writes(&self) -> Option<u64> {
         self._store.as_ref().map(LeveldbStore::held_writes)
+    }
+    fn pressure(&self) -> Option<Pressure> {
+        self._store.as_ref().map(LeveldbStore::pressure)
     }
     fn disk_bytes(&self) -> Option<u64> {
         Some(self.backend.size_bytes())
@@ -146,6 +156,40 @@ struct Interval {
     max_us: u64,
 }
 
+/// What the store showed during an interval, sampled every few
+/// milliseconds: the most level-0 tables and sealed memtables of its
+/// busiest partition, and the puts held by the write budget.
+#[derive(Clone, Copy, Default)]
+struct Seen {
+    l0_tables: usize,
+    sealed: usize,
+    held: u64,
+}
+
+/// Samples the store's pressure every 5 ms into per-interval maxima
+/// until `done` is set.
+fn watch(target: &dyn Target, start: Instant, every: Duration, done: &AtomicBool) -> Vec<Seen> {
+    let mut seen: Vec<Seen> = Vec::new();
+    let mut held_before = target.held_writes().unwrap_or(0);
+    while !done.load(Ordering::Relaxed) {
+        let Some(p) = target.pressure() else {
+            return seen;
+        };
+        let slot = (start.elapsed().as_nanos() / every.as_nanos()) as usize;
+        if seen.len() <= slot {
+            seen.resize(slot + 1, Seen::default());
+        }
+        let held = target.held_writes().unwrap_or(0);
+        let s = &mut seen[slot];
+        s.l0_tables = s.l0_tables.max(p.l0_tables);
+        s.sealed = s.sealed.max(p.sealed_memtables);
+        s.held += held - held_before;
+        held_before = held;
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    seen
+}
+
 /// Keys in the order they are loaded: fixed width, so byte order is
 /// numeric order.
 fn key(i: u64) -> [u8; 16] {
@@ -168,6 +212,7 @@ pub(crate) fn fill(buf: &mut [u8], mut seed: u64) {
 
 struct Outcome {
     intervals: Vec<Interval>,
+    seen: Vec<Seen>,
     seconds: f64,
     disk_bytes: Option<u64>,
     held_writes: Option<u64>,
@@ -182,7 +227,10 @@ fn load(
 ) -> Result<Outcome> {
     let next = AtomicU64::new(0);
     let start = Instant::now();
+    let done = AtomicBool::new(false);
+    let mut seen = Vec::new();
     let per_thread: Vec<Result<Vec<Interval>>> = std::thread::scope(|s| {
+        let watcher = s.spawn(|| watch(target, start, every, &done));
         let handles: Vec<_> = (0..threads)
             .map(|t| {
                 let next = &next;
@@ -213,10 +261,13 @@ fn load(
                 })
             })
             .collect();
-        handles
+        let all = handles
             .into_iter()
             .map(|h| h.join().expect("a writer panicked"))
-            .collect()
+            .collect();
+        done.store(true, Ordering::Relaxed);
+        seen = watcher.join().expect("the watcher panicked");
+        all
     });
     let seconds = start.elapsed().as_secs_f64();
     let mut intervals: Vec<Interval> = Vec::new();
@@ -231,6 +282,7 @@ fn load(
     }
     Ok(Outcome {
         intervals,
+        seen,
         seconds,
         disk_bytes: target.disk_bytes(),
         held_writes: target.held_writes(),
@@ -277,15 +329,38 @@ pub fn run(args: Args) -> Result<()> {
         drop(target);
         let csv = args.out.join(format!("ingest-{engine}.csv"));
         let mut f = std::fs::File::create(&csv)?;
-        writeln!(f, "t_s,ops_per_s,max_latency_ms")?;
+        writeln!(
+            f,
+            "t_s,ops_per_s,max_latency_ms,l0_tables_max,sealed_memtables_max,held_puts"
+        )?;
         for (i, iv) in o.intervals.iter().enumerate() {
             let t = (i as f64 + 1.0) * every.as_secs_f64();
+            let seen = o.seen.get(i).copied().unwrap_or_default();
             writeln!(
                 f,
-                "{t:.1},{:.0},{:.3}",
+                "{t:.1},{:.0},{:.3},{},{},{}",
                 iv.ops as f64 / every.as_secs_f64(),
-                iv.max_us as f64 / 1000.0
+                iv.max_us as f64 / 1000.0,
+                seen.l0_tables,
+                seen.sealed,
+                seen.held
             )?;
+        }
+        if !o.seen.is_empty() {
+            let slow = |iv: &Interval| iv.max_us >= 250_000;
+            let stalled = |s: &Seen| s.sealed >= 4 || s.l0_tables >= 20;
+            let both = o
+                .intervals
+                .iter()
+                .zip(&o.seen)
+                .filter(|(iv, s)| slow(iv) && stalled(s))
+                .count();
+            let slow_n = o.intervals.iter().filter(|iv| slow(iv)).count();
+            println!(
+                "{engine}: {slow_n} intervals with a put >= 250 ms, {both} of them at fjall's stall points (4 sealed memtables or 20 level-0 tables); most level-0 tables {}, most sealed memtables {}",
+                o.seen.iter().map(|s| s.l0_tables).max().unwrap_or(0),
+                o.seen.iter().map(|s| s.sealed).max().unwrap_or(0)
+            );
         }
         csvs.push((engine.clone(), csv));
         let rate = keys as f64 / o.seconds;
