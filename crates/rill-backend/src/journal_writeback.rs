@@ -8,10 +8,13 @@
 //! every 50 ms, from a thread of its own and without the lock, leaves that
 //! sync less to wait for: in `rill-bench ingest` (10 million puts, two
 //! runs each way) 178-184 thousand puts/s with the slowest put 214-262 ms,
-//! against 164-165 thousand and 272-384 ms without. It writes nothing the
-//! sync would not have written, and it makes no write durable sooner than
-//! documented: durability still comes from fjall's syncs (and from
-//! `sync_on_write = on`, where this thread is not started).
+//! against 164-165 thousand and 272-384 ms without. It writes what the
+//! sync would have written, but for the partly filled last page, which
+//! may go again each time (and where the device wants pages stable while
+//! written, such as btrfs, the next append into that page waits); and
+//! no durability promise rests on it: durability still comes from fjall's
+//! syncs (and from `sync_on_write = on`, where this thread is not
+//! started). Linux only (`sync_file_range`).
 
 use std::fs::File;
 use std::path::{Path, PathBuf};
@@ -99,9 +102,9 @@ fn start_writeback(f: &File) -> std::io::Result<()> {
     }
 }
 
-/// Elsewhere: a sync from this thread, which at least is not under the
-/// journal's lock.
+/// Elsewhere nothing: a sync twenty times a second would cost more than
+/// it saves (on macOS it empties the drive's cache).
 #[cfg(not(target_os = "linux"))]
-fn start_writeback(f: &File) -> std::io::Result<()> {
-    f.sync_data()
+fn start_writeback(_f: &File) -> std::io::Result<()> {
+    Ok(())
 }

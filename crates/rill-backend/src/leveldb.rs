@@ -74,7 +74,7 @@ const WORKER_THREADS: usize = 4;
 /// How close the busiest partition is to fjall's own write stalls.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct Pressure {
-    pub l0_tables: usize,
+    pub l0_runs: usize,
     pub sealed_memtables: usize,
 }
 
@@ -86,7 +86,8 @@ pub struct LeveldbStore {
     memtable_bytes: u64,
     damaged: Arc<AtomicU64>,
     budget: Arc<WriteBudget>,
-    /// Declared last: stopped after the database's handle is dropped.
+    /// Stopped when the store is dropped (the vnodes' handles may keep
+    /// the database open a little longer: harmless).
     _writeback: Option<JournalWriteback>,
 }
 
@@ -150,13 +151,13 @@ impl LeveldbStore {
         };
         tracing::info!(dir = %dir.display(), budget_bytes = opts.max_memory_bytes,
             block_cache_bytes = cache, write_buffers_bytes = buffers, "leveldb memory budget");
-        // With a sync per write there is nothing left to write back.
+        // With a sync per write there is little left to write back.
         let writeback = if opts.sync_on_write {
             None
         } else {
-            Some(JournalWriteback::start(dir).map_err(|e| {
-                Error::Engine(format!("starting the journal writeback thread: {e}"))
-            })?)
+            JournalWriteback::start(dir)
+                .inspect_err(|e| tracing::warn!(error = %e, "no leveldb journal writeback thread"))
+                .ok()
         };
         let store = LeveldbStore {
             db,
@@ -347,16 +348,11 @@ impl LeveldbStore {
         self.db.write_buffer_size()
     }
 
-    /// The most level-0 tables and the most sealed memtables of any
-    /// partition now: fjall slows writes from 20 level-0 tables, stops
-    /// them at 30 and at 4 sealed memtables.
+    /// The most level-0 runs and the most sealed memtables of any open
+    /// partition now: fjall slows writes from 20 level-0 runs, stops them
+    /// at 30 and at 4 sealed memtables.
     pub fn pressure(&self) -> Pressure {
-        let mut p = Pressure::default();
-        for ks in self.keyspaces().unwrap_or_default() {
-            p.l0_tables = p.l0_tables.max(ks.l0_table_count());
-            p.sealed_memtables = p.sealed_memtables.max(ks.sealed_memtable_count());
-        }
-        p
+        self.budget.pressure()
     }
 
     pub(crate) fn budget(&self) -> &WriteBudget {

@@ -96,7 +96,8 @@ impl LeveldbBackend {
             .durability(Some(self.durability))
             .commit()
             .map_err(engine)?;
-        self.budget.committed(&self.ks)
+        self.budget.committed(&self.ks);
+        Ok(())
     }
 
     /// Visits keys from `start` up to `end` (excluded; `None`: to the
@@ -282,18 +283,26 @@ impl<'a> Copier<'a> {
     pub(crate) fn insert(&mut self, key: &[u8], value: &[u8]) -> Result<()> {
         self.bytes += key.len() + value.len();
         self.batch.insert(self.to, key, value);
-        if self.bytes >= 4 << 20 {
+        // A batch no larger than a memtable, so a copy's memtables stay
+        // their size as a vnode's do.
+        if self.bytes as u64 >= self.budget.memtable_size().min(4 << 20) {
             let full = std::mem::replace(&mut self.batch, self.db.batch());
             self.bytes = 0;
-            self.budget.admit(self.db)?;
-            commit_buffered(full)?;
-            self.budget.committed(self.to)?;
+            self.commit(full)?;
         }
         Ok(())
     }
 
-    pub(crate) fn finish(self) -> Result<()> {
-        commit_buffered(self.batch)
+    fn commit(&self, batch: fjall::OwnedWriteBatch) -> Result<()> {
+        self.budget.admit(self.db)?;
+        commit_buffered(batch)?;
+        self.budget.committed(self.to);
+        Ok(())
+    }
+
+    pub(crate) fn finish(mut self) -> Result<()> {
+        let last = std::mem::replace(&mut self.batch, self.db.batch());
+        self.commit(last)
     }
 }
 

@@ -20,12 +20,14 @@
 //! [`MAX_STALL`] (flushes making no progress mean a full or failing
 //! disk), and at once when fjall has stopped (a failed flush).
 //!
-//! fjall seals a full memtable only when one of its workers is free to
-//! take the request; while both compact, the active memtable grew to
-//! 20 times its size in `rill-bench ingest`, and its flush then held
-//! writes for most of a second. A write that leaves its memtable half as
-//! large again as it should be seals it itself ([`WriteBudget::committed`]),
-//! so flushes stay the size of a memtable.
+//! fjall seals a full memtable when its first thread (the one that only
+//! writes memtables out) takes the request; while it was busy writing out
+//! and the others compacting, the active memtable grew to 20 times its size in `rill-bench ingest`, and
+//! its flush then held writes for most of a second. A write that leaves
+//! its memtable half as large again as the store's memtable size seals it
+//! itself ([`WriteBudget::committed`]), so no flush is much larger than a
+//! memtable (a partition made with a larger size, before a change of the
+//! budget, is sealed at this bound too).
 
 use crate::leveldb::engine;
 use crate::{Error, Result};
@@ -40,8 +42,10 @@ const POLL: Duration = Duration::from_millis(2);
 pub(crate) struct WriteBudget {
     /// Bytes of memtables the node may hold.
     limit: u64,
-    /// A memtable's size, at which fjall seals it.
+    /// The store's memtable size (fjall seals a memtable past it).
     memtable: u64,
+    /// One writer at a time seals an outgrown memtable.
+    sealing_outgrown: Mutex<()>,
     /// Bytes fjall still counts for keyspaces dropped since the start.
     dropped: AtomicU64,
     /// The keyspaces open for writing (fjall lists names only, and
@@ -58,6 +62,7 @@ impl WriteBudget {
         WriteBudget {
             limit,
             memtable,
+            sealing_outgrown: Mutex::default(),
             dropped: AtomicU64::new(0),
             open: Mutex::default(),
             sealing: Mutex::default(),
@@ -144,12 +149,28 @@ impl WriteBudget {
     }
 
     /// After a write to `ks`: seals its memtable when it has outgrown
-    /// its size by half (fjall's own request waits for a free worker).
-    pub(crate) fn committed(&self, ks: &Keyspace) -> Result<()> {
-        if ks.tree.active_memtable().size() > self.memtable + self.memtable / 2 {
-            ks.rotate_memtable().map_err(engine)?;
+    /// the store's memtable size by half (fjall's own request waits for a
+    /// free thread). The write is already done: a failure here is logged,
+    /// not returned (a broken database fails the next write anyway).
+    pub(crate) fn committed(&self, ks: &Keyspace) {
+        let bound = self.memtable + self.memtable / 2;
+        let active = ks.tree.active_memtable();
+        if active.size() <= bound {
+            return;
         }
-        Ok(())
+        // Writers that all saw it outgrown seal it once: the first takes
+        // the lock, the others go on; under the lock, the memtable must
+        // still be the one measured (fjall seals whichever is active).
+        let Ok(_one) = self.sealing_outgrown.try_lock() else {
+            return;
+        };
+        let now = ks.tree.active_memtable();
+        if now.id() != active.id() || now.size() <= bound {
+            return;
+        }
+        if let Err(e) = ks.rotate_memtable() {
+            tracing::warn!(error = %e, "sealing an outgrown leveldb memtable failed");
+        }
     }
 
     /// Whether an open keyspace has a memtable sealed (being written out).
@@ -179,6 +200,21 @@ impl WriteBudget {
             sealed += size;
         }
         Ok(any)
+    }
+
+    /// The store's memtable size.
+    pub(crate) fn memtable_size(&self) -> u64 {
+        self.memtable
+    }
+
+    /// The most level-0 runs and sealed memtables of any open keyspace.
+    pub(crate) fn pressure(&self) -> crate::leveldb::Pressure {
+        let mut p = crate::leveldb::Pressure::default();
+        for ks in self.open().iter() {
+            p.l0_runs = p.l0_runs.max(ks.tree.l0_run_count());
+            p.sealed_memtables = p.sealed_memtables.max(ks.tree.sealed_memtable_count());
+        }
+        p
     }
 
     /// Writes that waited for the write buffers since the node started.

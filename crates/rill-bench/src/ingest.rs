@@ -157,11 +157,11 @@ struct Interval {
 }
 
 /// What the store showed during an interval, sampled every few
-/// milliseconds: the most level-0 tables and sealed memtables of its
+/// milliseconds: the most level-0 runs and sealed memtables of its
 /// busiest partition, and the puts held by the write budget.
 #[derive(Clone, Copy, Default)]
 struct Seen {
-    l0_tables: usize,
+    l0_runs: usize,
     sealed: usize,
     held: u64,
 }
@@ -181,9 +181,9 @@ fn watch(target: &dyn Target, start: Instant, every: Duration, done: &AtomicBool
         }
         let held = target.held_writes().unwrap_or(0);
         let s = &mut seen[slot];
-        s.l0_tables = s.l0_tables.max(p.l0_tables);
+        s.l0_runs = s.l0_runs.max(p.l0_runs);
         s.sealed = s.sealed.max(p.sealed_memtables);
-        s.held += held - held_before;
+        s.held += held.saturating_sub(held_before);
         held_before = held;
         std::thread::sleep(Duration::from_millis(5));
     }
@@ -231,6 +231,14 @@ fn load(
     let mut seen = Vec::new();
     let per_thread: Vec<Result<Vec<Interval>>> = std::thread::scope(|s| {
         let watcher = s.spawn(|| watch(target, start, every, &done));
+        // Stops the watcher however the writers end (a panic included).
+        struct Stop<'a>(&'a AtomicBool);
+        impl Drop for Stop<'_> {
+            fn drop(&mut self) {
+                self.0.store(true, Ordering::Relaxed);
+            }
+        }
+        let stop = Stop(&done);
         let handles: Vec<_> = (0..threads)
             .map(|t| {
                 let next = &next;
@@ -265,7 +273,7 @@ fn load(
             .into_iter()
             .map(|h| h.join().expect("a writer panicked"))
             .collect();
-        done.store(true, Ordering::Relaxed);
+        drop(stop);
         seen = watcher.join().expect("the watcher panicked");
         all
     });
@@ -331,7 +339,7 @@ pub fn run(args: Args) -> Result<()> {
         let mut f = std::fs::File::create(&csv)?;
         writeln!(
             f,
-            "t_s,ops_per_s,max_latency_ms,l0_tables_max,sealed_memtables_max,held_puts"
+            "t_s,ops_per_s,max_latency_ms,l0_runs_max,sealed_memtables_max,held_puts"
         )?;
         for (i, iv) in o.intervals.iter().enumerate() {
             let t = (i as f64 + 1.0) * every.as_secs_f64();
@@ -341,14 +349,14 @@ pub fn run(args: Args) -> Result<()> {
                 "{t:.1},{:.0},{:.3},{},{},{}",
                 iv.ops as f64 / every.as_secs_f64(),
                 iv.max_us as f64 / 1000.0,
-                seen.l0_tables,
+                seen.l0_runs,
                 seen.sealed,
                 seen.held
             )?;
         }
         if !o.seen.is_empty() {
             let slow = |iv: &Interval| iv.max_us >= 250_000;
-            let stalled = |s: &Seen| s.sealed >= 4 || s.l0_tables >= 20;
+            let stalled = |s: &Seen| s.sealed >= 4 || s.l0_runs >= 20;
             let both = o
                 .intervals
                 .iter()
@@ -357,8 +365,8 @@ pub fn run(args: Args) -> Result<()> {
                 .count();
             let slow_n = o.intervals.iter().filter(|iv| slow(iv)).count();
             println!(
-                "{engine}: {slow_n} intervals with a put >= 250 ms, {both} of them at fjall's stall points (4 sealed memtables or 20 level-0 tables); most level-0 tables {}, most sealed memtables {}",
-                o.seen.iter().map(|s| s.l0_tables).max().unwrap_or(0),
+                "{engine}: {slow_n} intervals with a put >= 250 ms, {both} of them at fjall's stall points (4 sealed memtables or 20 level-0 runs); most level-0 runs {}, most sealed memtables {}",
+                o.seen.iter().map(|s| s.l0_runs).max().unwrap_or(0),
                 o.seen.iter().map(|s| s.sealed).max().unwrap_or(0)
             );
         }
