@@ -1,0 +1,133 @@
+//! Bit-level writing and reading, most significant bit first.
+
+/// Appends bits to a byte vector.
+#[derive(Default)]
+pub(crate) struct BitWriter {
+    bytes: Vec<u8>,
+    /// Bits used in the last byte (0: the last byte is full or there is none).
+    used: u32,
+}
+
+impl BitWriter {
+    /// Writes the low `n` bits of `v` (n ≤ 64), the highest first.
+    pub(crate) fn write(&mut self, v: u64, n: u32) {
+        debug_assert!(n <= 64);
+        let mut left = n;
+        while left > 0 {
+            if self.used == 0 {
+                self.bytes.push(0);
+            }
+            let room = 8 - self.used;
+            let take = room.min(left);
+            let shift = left - take;
+            let chunk = ((v >> shift) & ((1u64 << take) - 1)) as u8;
+            let last = self.bytes.len() - 1;
+            self.bytes[last] |= chunk << (room - take);
+            self.used = (self.used + take) % 8;
+            left -= take;
+        }
+    }
+
+    pub(crate) fn bit(&mut self, b: bool) {
+        self.write(u64::from(b), 1);
+    }
+
+    pub(crate) fn into_bytes(self) -> Vec<u8> {
+        self.bytes
+    }
+}
+
+/// Reads bits written by [`BitWriter`]; reading past the end is an error.
+pub(crate) struct BitReader<'a> {
+    bytes: &'a [u8],
+    /// Position in bits.
+    pos: usize,
+}
+
+/// The input ended inside a value.
+#[derive(Debug)]
+pub(crate) struct Truncated;
+
+impl<'a> BitReader<'a> {
+    pub(crate) fn new(bytes: &'a [u8]) -> BitReader<'a> {
+        BitReader { bytes, pos: 0 }
+    }
+
+    pub(crate) fn read(&mut self, n: u32) -> Result<u64, Truncated> {
+        debug_assert!(n <= 64);
+        if self.pos + n as usize > self.bytes.len() * 8 {
+            return Err(Truncated);
+        }
+        let mut v = 0u64;
+        let mut left = n;
+        while left > 0 {
+            let byte = self.bytes[self.pos / 8];
+            let off = (self.pos % 8) as u32;
+            let room = 8 - off;
+            let take = room.min(left);
+            let chunk = (byte >> (room - take)) & ((1u16 << take) - 1) as u8;
+            v = (v << take) | u64::from(chunk);
+            self.pos += take as usize;
+            left -= take;
+        }
+        Ok(v)
+    }
+
+    pub(crate) fn bit(&mut self) -> Result<bool, Truncated> {
+        Ok(self.read(1)? == 1)
+    }
+
+    /// Bytes wholly or partly read so far.
+    pub(crate) fn bytes_used(&self) -> usize {
+        self.pos.div_ceil(8)
+    }
+}
+
+/// Zigzag: small magnitudes of either sign to small unsigned numbers.
+pub(crate) fn zigzag(v: i64) -> u64 {
+    ((v << 1) ^ (v >> 63)) as u64
+}
+
+pub(crate) fn unzigzag(u: u64) -> i64 {
+    ((u >> 1) as i64) ^ -((u & 1) as i64)
+}
+
+/// Bits needed for `u` (0 for 0).
+pub(crate) fn width(u: u64) -> u32 {
+    64 - u.leading_zeros()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    proptest! {
+        #[test]
+        fn bits_round_trip(items in proptest::collection::vec((any::<u64>(), 0u32..=64), 0..200)) {
+            let mut w = BitWriter::default();
+            for &(v, n) in &items {
+                w.write(v, n);
+            }
+            let bytes = w.into_bytes();
+            let mut r = BitReader::new(&bytes);
+            for &(v, n) in &items {
+                let mask = if n == 64 { u64::MAX } else { (1u64 << n) - 1 };
+                prop_assert_eq!(r.read(n).unwrap(), v & mask);
+            }
+            prop_assert!(bytes.len() * 8 - r.pos < 8);
+        }
+
+        #[test]
+        fn zigzag_round_trip(v in any::<i64>()) {
+            prop_assert_eq!(unzigzag(zigzag(v)), v);
+        }
+    }
+
+    #[test]
+    fn reading_past_the_end_fails() {
+        let mut r = BitReader::new(&[0xff]);
+        assert_eq!(r.read(8).unwrap(), 0xff);
+        assert!(r.read(1).is_err());
+    }
+}

@@ -1,0 +1,162 @@
+//! Values as scaled decimals: each value is `m × 10^e` with an integer
+//! mantissa, so a sensor's reading of 21.37 is 2137 at exponent -2, and a
+//! random walk at a realistic precision becomes small integer steps.
+//!
+//! The block has one exponent, the smallest of its values'; mantissas
+//! are taken to it. The first mantissa is written as a zigzagged varint;
+//! the rest as differences of order 1 (each from the previous) or 2 (each
+//! difference from the previous difference), whichever is smaller, in
+//! groups of 32: a group's 7-bit width, then each zigzagged difference
+//! in that many bits. A block whose values are not all exactly decimal
+//! (NaN, infinities, -0.0, more than 15 significant digits, magnitudes
+//! beyond 2^53 at the block's exponent) is not encoded this way: the
+//! encoder returns `None` and the block uses Gorilla XOR.
+
+use super::time::{read_varint, write_varint};
+use crate::bits::{unzigzag, width, zigzag, BitReader, BitWriter, Truncated};
+
+const GROUP: usize = 32;
+/// Mantissas stay below 2^53 so that `m as f64` is exact.
+const MAX_MANTISSA: i64 = 1 << 53;
+/// Exponents tried: 10^-15 .. 10^0 (larger values are integers already).
+const MAX_DIGITS: i32 = 15;
+
+/// Powers of ten as literals (each exact in a double): `powi`'s precision
+/// is not specified.
+const POW10: [f64; 16] = [
+    1e0, 1e1, 1e2, 1e3, 1e4, 1e5, 1e6, 1e7, 1e8, 1e9, 1e10, 1e11, 1e12, 1e13, 1e14, 1e15,
+];
+
+/// `10^n`, n in 0..=15.
+fn pow10(n: i32) -> f64 {
+    POW10[n as usize]
+}
+
+/// The value a mantissa and an exponent (≤ 0) decode to. Division by an
+/// exact power of ten is correctly rounded, so this is the double nearest
+/// `m × 10^e`.
+pub(crate) fn value_of(m: i64, e: i32) -> f64 {
+    m as f64 / pow10(-e)
+}
+
+/// The smallest number of decimals `d` (0..=15) with `v` exactly
+/// `m / 10^d` for an integer `m` below 2^53, and that `m`.
+fn decimal(v: f64) -> Option<(i64, i32)> {
+    if !v.is_finite() || (v == 0.0 && v.is_sign_negative()) {
+        return None;
+    }
+    for d in 0..=MAX_DIGITS {
+        let x = (v * pow10(d)).round();
+        if x.abs() >= MAX_MANTISSA as f64 {
+            return None;
+        }
+        let m = x as i64;
+        if value_of(m, -d) == v {
+            return Some((m, -d));
+        }
+    }
+    None
+}
+
+/// Encodes `values`, or `None` if some value is not exactly a decimal
+/// this codec can hold.
+pub(crate) fn encode(values: &[f64]) -> Option<Vec<u8>> {
+    let mut parts = Vec::with_capacity(values.len());
+    for &v in values {
+        parts.push(decimal(v)?);
+    }
+    let e = parts.iter().map(|&(_, e)| e).min().unwrap_or(0);
+    let mut ms = Vec::with_capacity(parts.len());
+    for (&(m, me), &v) in parts.iter().zip(values) {
+        let scaled = m.checked_mul(10i64.checked_pow((me - e) as u32)?)?;
+        if scaled.abs() >= MAX_MANTISSA || value_of(scaled, e) != v {
+            return None;
+        }
+        ms.push(scaled);
+    }
+    let d1: Vec<u64> = ms.windows(2).map(|w| zigzag(w[1] - w[0])).collect();
+    let d2: Vec<u64> = std::iter::once(d1.first().copied().unwrap_or(0))
+        .chain(ms.windows(3).map(|w| zigzag((w[2] - w[1]) - (w[1] - w[0]))))
+        .collect();
+    let order = if packed_bits(&d2) < packed_bits(&d1) { 2 } else { 1 };
+    let mut w = BitWriter::default();
+    w.write(u64::from(e.unsigned_abs()), 8);
+    w.write(order, 8);
+    write_varint(&mut w, zigzag(ms[0]));
+    pack(&mut w, if order == 2 { &d2 } else { &d1 });
+    Some(w.into_bytes())
+}
+
+fn packed_bits(ds: &[u64]) -> usize {
+    ds.chunks(GROUP)
+        .map(|g| 7 + g.len() * g.iter().map(|&d| width(d)).max().unwrap_or(0) as usize)
+        .sum()
+}
+
+fn pack(w: &mut BitWriter, ds: &[u64]) {
+    for g in ds.chunks(GROUP) {
+        let bits = g.iter().map(|&d| width(d)).max().unwrap_or(0);
+        w.write(u64::from(bits), 7);
+        for &d in g {
+            w.write(d, bits);
+        }
+    }
+}
+
+/// Why a decimal section does not decode.
+#[derive(Debug)]
+pub(crate) enum Bad {
+    Truncated,
+    Invalid(&'static str),
+}
+
+impl From<Truncated> for Bad {
+    fn from(_: Truncated) -> Bad {
+        Bad::Truncated
+    }
+}
+
+/// Decodes `count` values; returns them and the bytes read.
+pub(crate) fn decode(bytes: &[u8], count: usize) -> Result<(Vec<f64>, usize), Bad> {
+    let mut r = BitReader::new(bytes);
+    let e = -(r.read(8)? as i32);
+    if e < -MAX_DIGITS {
+        return Err(Bad::Invalid("decimal exponent out of range"));
+    }
+    let order = r.read(8)?;
+    if order != 1 && order != 2 {
+        return Err(Bad::Invalid("unknown difference order"));
+    }
+    let mut ms = Vec::with_capacity(count);
+    ms.push(unzigzag(read_varint(&mut r)?));
+    let mut ds = Vec::with_capacity(count.saturating_sub(1));
+    while ds.len() + 1 < count {
+        let bits = r.read(7)? as u32;
+        if bits > 64 {
+            return Err(Bad::Invalid("group width over 64 bits"));
+        }
+        let n = GROUP.min(count - 1 - ds.len());
+        for _ in 0..n {
+            ds.push(unzigzag(r.read(bits)?));
+        }
+    }
+    let mut prev_d = 0i64;
+    for (i, &d) in ds.iter().enumerate() {
+        let diff = if order == 2 && i > 0 {
+            prev_d.wrapping_add(d)
+        } else {
+            d
+        };
+        let m = ms[i].wrapping_add(diff);
+        if m.unsigned_abs() >= MAX_MANTISSA as u64 {
+            return Err(Bad::Invalid("mantissa out of range"));
+        }
+        ms.push(m);
+        prev_d = diff;
+    }
+    if ms[0].unsigned_abs() >= MAX_MANTISSA as u64 {
+        return Err(Bad::Invalid("mantissa out of range"));
+    }
+    let values = ms.into_iter().take(count).map(|m| value_of(m, e)).collect();
+    Ok((values, r.bytes_used()))
+}

@@ -1,0 +1,301 @@
+//! A block: one series' samples over part of a window, compressed, with
+//! a header of aggregates that answers whole-block questions (min, max,
+//! first, last, count, sum) without decoding the samples.
+//!
+//! Layout, version 1 (all integers little-endian; docs/format.md,
+//! "Sensor block"):
+//!
+//! | offset | bytes | field |
+//! |---:|---:|---|
+//! | 0 | 1 | version, 1 |
+//! | 1 | 1 | value codec: 1 Gorilla XOR, 2 scaled decimals |
+//! | 2 | 1 | time unit: timestamps are multiples of 10^k ns, k in 0..=9 |
+//! | 3 | 1 | flags, 0 |
+//! | 4 | 4 | count of samples, at least 1 |
+//! | 8 | 8 | first timestamp, ns since the epoch (i64) |
+//! | 16 | 8 | last timestamp (i64) |
+//! | 24 | 8 | min (f64; over the values that are not NaN, NaN if none) |
+//! | 32 | 8 | max (f64; likewise) |
+//! | 40 | 8 | first value (f64) |
+//! | 48 | 8 | last value (f64) |
+//! | 56 | 8 | sum (f64; of the values that are not NaN) |
+//! | 64 | 4 | length of the timestamps section |
+//! | 68 | n | timestamps section (time.rs) |
+//! | .. | m | values section (decimal.rs or gorilla.rs), to the checksum |
+//! | end-4 | 4 | CRC-32 (IEEE) of every byte before it |
+
+mod decimal;
+mod gorilla;
+mod time;
+
+use crate::bits::{BitReader, BitWriter};
+
+pub const VERSION: u8 = 1;
+const HEADER: usize = 68;
+/// The most samples a block may hold (a damaged or hostile count must
+/// not make a reader allocate without bound).
+pub const MAX_SAMPLES: usize = 1 << 20;
+const CANONICAL_NAN: u64 = 0x7ff8_0000_0000_0000;
+
+/// One reading: nanoseconds since the epoch and a value.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct Sample {
+    pub ts: i64,
+    pub value: f64,
+}
+
+/// How a block's values are held.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Codec {
+    Gorilla = 1,
+    Decimal = 2,
+}
+
+/// Which value codec to use.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Choice {
+    /// Scaled decimals where every value is one, else Gorilla XOR.
+    Auto,
+    /// Both, keeping the smaller.
+    Smallest,
+    /// Gorilla XOR only.
+    Gorilla,
+}
+
+/// A block's header: what is known without decoding the samples.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct Header {
+    pub codec: Codec,
+    pub count: u32,
+    pub first_ts: i64,
+    pub last_ts: i64,
+    pub min: f64,
+    pub max: f64,
+    pub first: f64,
+    pub last: f64,
+    pub sum: f64,
+}
+
+/// Why bytes are not a block.
+#[derive(Debug, thiserror::Error, PartialEq, Eq)]
+pub enum BlockError {
+    #[error("not a sensor block: {0}")]
+    Invalid(&'static str),
+    #[error("a damaged sensor block: checksum mismatch")]
+    Checksum,
+    #[error("sensor block version {0} is newer than this build reads (1)")]
+    Version(u8),
+}
+
+/// Why samples cannot be made a block.
+#[derive(Debug, thiserror::Error, PartialEq, Eq)]
+pub enum EncodeError {
+    #[error("a block needs at least one sample")]
+    Empty,
+    #[error("a block holds at most {MAX_SAMPLES} samples")]
+    TooMany,
+    #[error("timestamps must rise strictly within a block")]
+    NotRising,
+}
+
+/// Encodes samples (timestamps strictly rising) as a block.
+pub fn encode(samples: &[Sample], choice: Choice) -> Result<Vec<u8>, EncodeError> {
+    if samples.len() > MAX_SAMPLES {
+        return Err(EncodeError::TooMany);
+    }
+    if samples.is_empty() {
+        return Err(EncodeError::Empty);
+    }
+    if samples.windows(2).any(|w| w[1].ts <= w[0].ts) {
+        return Err(EncodeError::NotRising);
+    }
+    let ts: Vec<i64> = samples.iter().map(|s| s.ts).collect();
+    let values: Vec<f64> = samples.iter().map(|s| s.value).collect();
+    let k = time::unit_exponent(&ts);
+    let mut tw = BitWriter::default();
+    time::encode(&ts, k, &mut tw);
+    let times = tw.into_bytes();
+    let gorilla = || {
+        let mut w = BitWriter::default();
+        gorilla::encode(&values, &mut w);
+        w.into_bytes()
+    };
+    let (codec, body) = match choice {
+        Choice::Gorilla => (Codec::Gorilla, gorilla()),
+        Choice::Auto => match decimal::encode(&values) {
+            Some(d) => (Codec::Decimal, d),
+            None => (Codec::Gorilla, gorilla()),
+        },
+        Choice::Smallest => {
+            let g = gorilla();
+            match decimal::encode(&values) {
+                Some(d) if d.len() < g.len() => (Codec::Decimal, d),
+                _ => (Codec::Gorilla, g),
+            }
+        }
+    };
+    let h = header_of(codec, samples);
+    let mut out = Vec::with_capacity(HEADER + times.len() + body.len() + 4);
+    out.extend_from_slice(&[VERSION, codec as u8, k, 0]);
+    out.extend_from_slice(&h.count.to_le_bytes());
+    out.extend_from_slice(&h.first_ts.to_le_bytes());
+    out.extend_from_slice(&h.last_ts.to_le_bytes());
+    for f in [h.min, h.max, h.first, h.last, h.sum] {
+        out.extend_from_slice(&f.to_le_bytes());
+    }
+    out.extend_from_slice(&(times.len() as u32).to_le_bytes());
+    out.extend_from_slice(&times);
+    out.extend_from_slice(&body);
+    let crc = crc32fast::hash(&out);
+    out.extend_from_slice(&crc.to_le_bytes());
+    Ok(out)
+}
+
+/// The aggregates, the same bits on every machine: min and max by IEEE
+/// total order (-0.0 below +0.0), the sum added in sample order, and
+/// every NaN they give the one quiet NaN `0x7ff8000000000000`.
+fn header_of(codec: Codec, samples: &[Sample]) -> Header {
+    let numbers = samples.iter().map(|s| s.value).filter(|v| !v.is_nan());
+    let (mut min, mut max, mut sum) = (f64::NAN, f64::NAN, 0.0);
+    for v in numbers {
+        if min.is_nan() || v.total_cmp(&min).is_lt() {
+            min = v;
+        }
+        if max.is_nan() || v.total_cmp(&max).is_gt() {
+            max = v;
+        }
+        sum += v;
+    }
+    let canonical = |f: f64| if f.is_nan() { f64::from_bits(CANONICAL_NAN) } else { f };
+    let (min, max, sum) = (canonical(min), canonical(max), canonical(sum));
+    let (first, last) = (samples[0], samples[samples.len() - 1]);
+    Header {
+        codec,
+        count: samples.len() as u32,
+        first_ts: first.ts,
+        last_ts: last.ts,
+        min,
+        max,
+        first: first.value,
+        last: last.value,
+        sum,
+    }
+}
+
+fn u32_at(b: &[u8], at: usize) -> u32 {
+    u32::from_le_bytes(b[at..at + 4].try_into().expect("4 bytes"))
+}
+
+fn u64_at(b: &[u8], at: usize) -> u64 {
+    u64::from_le_bytes(b[at..at + 8].try_into().expect("8 bytes"))
+}
+
+/// Checks the checksum and reads the header.
+pub fn header(bytes: &[u8]) -> Result<Header, BlockError> {
+    if bytes.len() < HEADER + 4 {
+        return Err(BlockError::Invalid("shorter than a header"));
+    }
+    if bytes[0] != VERSION {
+        return Err(if bytes[0] > VERSION {
+            BlockError::Version(bytes[0])
+        } else {
+            BlockError::Invalid("version 0")
+        });
+    }
+    let (body, crc) = bytes.split_at(bytes.len() - 4);
+    if crc32fast::hash(body) != u32_at(crc, 0) {
+        return Err(BlockError::Checksum);
+    }
+    let codec = match bytes[1] {
+        1 => Codec::Gorilla,
+        2 => Codec::Decimal,
+        _ => return Err(BlockError::Invalid("unknown value codec")),
+    };
+    if bytes[2] > 9 || bytes[3] != 0 {
+        return Err(BlockError::Invalid("bad time unit or flags"));
+    }
+    let f = |at| f64::from_bits(u64_at(bytes, at));
+    let h = Header {
+        codec,
+        count: u32_at(bytes, 4),
+        first_ts: u64_at(bytes, 8) as i64,
+        last_ts: u64_at(bytes, 16) as i64,
+        min: f(24),
+        max: f(32),
+        first: f(40),
+        last: f(48),
+        sum: f(56),
+    };
+    if h.count == 0
+        || h.count as usize > MAX_SAMPLES
+        || h.last_ts < h.first_ts
+        || (h.count == 1) != (h.first_ts == h.last_ts)
+    {
+        return Err(BlockError::Invalid("inconsistent header"));
+    }
+    Ok(h)
+}
+
+/// Decodes a block to its samples, checking everything it can: a block
+/// that decodes is the block that was encoded (or its checksum failed).
+pub fn decode(bytes: &[u8]) -> Result<(Header, Vec<Sample>), BlockError> {
+    let h = header(bytes)?;
+    let count = h.count as usize;
+    let end = bytes.len() - 4;
+    let times_len = u32_at(bytes, 64) as usize;
+    if times_len > end - HEADER {
+        return Err(BlockError::Invalid("timestamps past the end"));
+    }
+    // The second timestamp takes 8 bits, each later one at least 1: a
+    // count beyond that is damage (checked before allocating for it).
+    if count > times_len * 8 + 2 - 8 * usize::from(times_len > 0) {
+        return Err(BlockError::Invalid("more samples than the timestamps hold"));
+    }
+    let truncated = |_| BlockError::Invalid("truncated");
+    let times = &bytes[HEADER..HEADER + times_len];
+    let ts = time::decode(h.first_ts, count, bytes[2], &mut BitReader::new(times))
+        .map_err(truncated)?;
+    if ts.windows(2).any(|w| w[1] <= w[0]) || ts[count - 1] != h.last_ts {
+        return Err(BlockError::Invalid("timestamps not rising to the last"));
+    }
+    let values_bytes = &bytes[HEADER + times_len..end];
+    let values = match h.codec {
+        Codec::Gorilla => gorilla::decode(&mut BitReader::new(values_bytes), count).map_err(
+            |e| match e {
+                gorilla::Bad::Truncated => BlockError::Invalid("truncated"),
+                gorilla::Bad::Invalid(why) => BlockError::Invalid(why),
+            },
+        )?,
+        Codec::Decimal => {
+            decimal::decode(values_bytes, count)
+                .map_err(|e| match e {
+                    decimal::Bad::Truncated => BlockError::Invalid("truncated"),
+                    decimal::Bad::Invalid(why) => BlockError::Invalid(why),
+                })?
+                .0
+        }
+    };
+    let samples: Vec<Sample> = ts
+        .into_iter()
+        .zip(values)
+        .map(|(ts, value)| Sample { ts, value })
+        .collect();
+    let again = header_of(h.codec, &samples);
+    if !same_header(&again, &h) {
+        return Err(BlockError::Invalid("samples disagree with the header"));
+    }
+    Ok((h, samples))
+}
+
+/// Headers equal bit for bit (NaN equal to NaN).
+fn same_header(a: &Header, b: &Header) -> bool {
+    let bits = |h: &Header| [h.min, h.max, h.first, h.last, h.sum].map(f64::to_bits);
+    a.codec == b.codec
+        && a.count == b.count
+        && a.first_ts == b.first_ts
+        && a.last_ts == b.last_ts
+        && bits(a) == bits(b)
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,193 @@
+use super::*;
+use proptest::prelude::*;
+
+fn samples(ts0: i64, step: i64, values: &[f64]) -> Vec<Sample> {
+    values
+        .iter()
+        .enumerate()
+        .map(|(i, &value)| Sample {
+            ts: ts0 + i as i64 * step,
+            value,
+        })
+        .collect()
+}
+
+fn same(a: &[Sample], b: &[Sample]) -> bool {
+    a.len() == b.len()
+        && a
+            .iter()
+            .zip(b)
+            .all(|(x, y)| x.ts == y.ts && x.value.to_bits() == y.value.to_bits())
+}
+
+#[test]
+fn a_random_walk_at_two_decimals_is_decimal_and_small() {
+    let mut v = 21.0f64;
+    let mut seed = 7u64;
+    let values: Vec<f64> = (0..1000)
+        .map(|_| {
+            seed = seed.wrapping_mul(6364136223846793005).wrapping_add(1);
+            v += ((seed >> 33) % 21) as f64 / 100.0 - 0.1;
+            (v * 100.0).round() / 100.0
+        })
+        .collect();
+    let s = samples(1_700_000_000_000_000_000, 10_000_000_000, &values);
+    let b = encode(&s, Choice::Auto).unwrap();
+    let (h, back) = decode(&b).unwrap();
+    assert_eq!(h.codec, Codec::Decimal);
+    assert!(same(&s, &back));
+    // Regular timestamps cost a bit each; steps of at most ±0.10 in
+    // hundredths a byte at most.
+    assert!(b.len() < 68 + 4 + 1000 / 8 + 1000 + 64, "{} bytes", b.len());
+    let g = encode(&s, Choice::Gorilla).unwrap();
+    assert!(b.len() < g.len(), "decimal {} gorilla {}", b.len(), g.len());
+}
+
+#[test]
+fn header_holds_the_aggregates() {
+    let s = samples(1000, 1000, &[3.0, f64::NAN, -2.5, 7.25]);
+    let h = header(&encode(&s, Choice::Auto).unwrap()).unwrap();
+    assert_eq!((h.count, h.first_ts, h.last_ts), (4, 1000, 4000));
+    assert_eq!((h.min, h.max, h.first, h.last, h.sum), (-2.5, 7.25, 3.0, 7.25, 7.75));
+    assert_eq!(h.codec, Codec::Gorilla, "NaN is not a decimal");
+}
+
+#[test]
+fn special_values_come_back_bit_for_bit() {
+    let stale = f64::from_bits(0x7ff0_0000_0000_0002); // Prometheus' stale marker
+    let s = samples(
+        -5_000,
+        1,
+        &[0.0, -0.0, f64::INFINITY, f64::NEG_INFINITY, stale, f64::MIN_POSITIVE, f64::MAX, 1e-300],
+    );
+    for choice in [Choice::Auto, Choice::Smallest, Choice::Gorilla] {
+        let (_, back) = decode(&encode(&s, choice).unwrap()).unwrap();
+        assert!(same(&s, &back));
+    }
+}
+
+#[test]
+fn bad_input_is_refused() {
+    assert_eq!(encode(&[], Choice::Auto), Err(EncodeError::Empty));
+    let s = samples(0, 0, &[1.0, 2.0]);
+    assert_eq!(encode(&s, Choice::Auto), Err(EncodeError::NotRising));
+}
+
+#[test]
+fn every_flipped_bit_is_caught() {
+    let s = samples(1_000_000, 1_000_000, &[1.5, 1.75, 2.0, 1.25, 9.0]);
+    let b = encode(&s, Choice::Auto).unwrap();
+    for i in 0..b.len() * 8 {
+        let mut c = b.clone();
+        c[i / 8] ^= 1 << (i % 8);
+        assert!(decode(&c).is_err(), "bit {i}");
+    }
+    for n in 0..b.len() {
+        assert!(decode(&b[..n]).is_err());
+    }
+}
+
+#[test]
+fn aggregates_are_the_same_bits_everywhere() {
+    let s = samples(1, 1, &[0.0, -0.0, f64::INFINITY, f64::NEG_INFINITY]);
+    let h = header(&encode(&s, Choice::Auto).unwrap()).unwrap();
+    assert_eq!(h.min.to_bits(), f64::NEG_INFINITY.to_bits());
+    assert_eq!(h.max.to_bits(), f64::INFINITY.to_bits());
+    assert_eq!(h.sum.to_bits(), 0x7ff8_0000_0000_0000);
+    let z = samples(1, 1, &[0.0, -0.0]);
+    let h = header(&encode(&z, Choice::Auto).unwrap()).unwrap();
+    assert_eq!((h.min.to_bits(), h.max.to_bits()), ((-0.0f64).to_bits(), 0.0f64.to_bits()));
+}
+
+#[test]
+fn a_hostile_count_is_refused_before_allocating() {
+    let mut b = encode(&samples(0, 1, &[1.0, 2.0, 3.0]), Choice::Auto).unwrap();
+    b[4..8].copy_from_slice(&(MAX_SAMPLES as u32).to_le_bytes());
+    let n = b.len() - 4;
+    let crc = crc32fast::hash(&b[..n]);
+    b[n..].copy_from_slice(&crc.to_le_bytes());
+    assert!(decode(&b).is_err());
+}
+
+#[test]
+fn a_newer_version_says_so() {
+    let mut b = encode(&samples(0, 1, &[1.0]), Choice::Auto).unwrap();
+    b[0] = 2;
+    assert_eq!(header(&b), Err(BlockError::Version(2)));
+}
+
+fn any_samples() -> impl Strategy<Value = Vec<Sample>> {
+    let value = prop_oneof![
+        any::<f64>(),
+        (-100_000i64..100_000, 0i32..4).prop_map(|(m, d)| m as f64 / 10f64.powi(d)),
+        Just(0.0),
+    ];
+    let step = prop_oneof![
+        Just(1_000_000_000i64),
+        1i64..10_000_000_000,
+        (1i64..100).prop_map(|s| s * 1_000_000),
+    ];
+    (
+        -4_000_000_000_000_000_000i64..4_000_000_000_000_000_000,
+        proptest::collection::vec((step, value), 1..300),
+    )
+        .prop_map(|(t0, steps)| {
+            let mut t = t0;
+            steps
+                .into_iter()
+                .map(|(d, value)| {
+                    t += d;
+                    Sample { ts: t, value }
+                })
+                .collect()
+        })
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(512))]
+
+    #[test]
+    fn a_block_decodes_to_exactly_what_was_encoded(s in any_samples()) {
+        for choice in [Choice::Auto, Choice::Smallest, Choice::Gorilla] {
+            let b = encode(&s, choice).unwrap();
+            let (h, back) = decode(&b).unwrap();
+            prop_assert!(same(&s, &back));
+            prop_assert_eq!(h.count as usize, s.len());
+            prop_assert_eq!(header(&b).unwrap().count, h.count);
+        }
+    }
+
+    #[test]
+    fn decoding_any_bytes_never_panics(bytes in proptest::collection::vec(any::<u8>(), 0..400)) {
+        let _ = decode(&bytes);
+        // With the checksum made right, the sections behind it are read.
+        let mut b = bytes;
+        if b.len() >= 72 {
+            b[0] = 1;
+            b[1] = 1 + b[1] % 2;
+            b[2] %= 10;
+            b[3] = 0;
+            let n = b.len() - 4;
+            let crc = crc32fast::hash(&b[..n]);
+            b[n..].copy_from_slice(&crc.to_le_bytes());
+            let _ = decode(&b);
+        }
+    }
+
+    #[test]
+    fn damaged_sections_never_decode_to_other_samples(s in any_samples(), at in any::<usize>(), bit in 0u8..8) {
+        let mut b = encode(&s, Choice::Auto).unwrap();
+        let body = b.len() - 4;
+        let i = 68 + at % (body - 68).max(1);
+        if i < body {
+            b[i] ^= 1 << bit;
+            let crc = crc32fast::hash(&b[..body]);
+            b[body..].copy_from_slice(&crc.to_le_bytes());
+            if let Ok((_, back)) = decode(&b) {
+                // A change the checks cannot see must not change a sample
+                // either (e.g. a padding bit).
+                prop_assert!(same(&s, &back));
+            }
+        }
+    }
+}

@@ -1,0 +1,123 @@
+//! Timestamps of a block: nanoseconds since the epoch, strictly rising.
+//!
+//! Every timestamp is divided by the block's unit, the largest power of
+//! ten (1 ns to 1 s) dividing all of them, so data written at a precision
+//! of milliseconds costs what it would at a clock of milliseconds. The
+//! first timestamp is in the block's header; the first interval follows
+//! as a varint, then each interval's change from the previous one
+//! (delta-of-delta, zigzagged) in Gorilla's buckets: `0` for no change,
+//! `10` and 7 bits, `110` and 9 bits, `1110` and 12 bits, `1111` and 64
+//! bits.
+
+use crate::bits::{unzigzag, zigzag, BitReader, BitWriter, Truncated};
+
+/// The largest `k` (0..=9) such that 10^k divides every timestamp.
+pub(crate) fn unit_exponent(ts: &[i64]) -> u8 {
+    let mut k = 9u8;
+    for &t in ts {
+        while k > 0 && t % 10i64.pow(u32::from(k)) != 0 {
+            k -= 1;
+        }
+        if k == 0 {
+            break;
+        }
+    }
+    k
+}
+
+const BUCKETS: [(u64, u32, u32); 3] = [
+    // (prefix bits, prefix length, value bits)
+    (0b10, 2, 7),
+    (0b110, 3, 9),
+    (0b1110, 4, 12),
+];
+
+/// Writes timestamps 1.. of `ts` (the first is in the header), in units
+/// of 10^k ns.
+pub(crate) fn encode(ts: &[i64], k: u8, w: &mut BitWriter) {
+    let unit = 10i64.pow(u32::from(k));
+    let mut prev = ts[0] / unit;
+    let mut prev_delta: i64 = 0;
+    for (i, &t) in ts.iter().enumerate().skip(1) {
+        let t = t / unit;
+        let delta = t.wrapping_sub(prev);
+        let dod = zigzag(delta.wrapping_sub(prev_delta));
+        if i == 1 {
+            // Rising timestamps: the first interval is positive.
+            write_varint(w, delta as u64);
+        } else if dod == 0 {
+            w.bit(false);
+        } else if let Some(&(prefix, plen, bits)) =
+            BUCKETS.iter().find(|&&(_, _, bits)| dod < 1u64 << bits)
+        {
+            w.write(prefix, plen);
+            w.write(dod, bits);
+        } else {
+            w.write(0b1111, 4);
+            w.write(dod, 64);
+        }
+        prev = t;
+        prev_delta = delta;
+    }
+}
+
+/// Reads `count - 1` timestamps after `first` (ns), in units of 10^k.
+pub(crate) fn decode(
+    first: i64,
+    count: usize,
+    k: u8,
+    r: &mut BitReader,
+) -> Result<Vec<i64>, Truncated> {
+    let unit = 10i64.pow(u32::from(k));
+    let mut out = Vec::with_capacity(count);
+    out.push(first);
+    let mut prev = first / unit;
+    let mut prev_delta: i64 = 0;
+    for i in 1..count {
+        let delta = if i == 1 {
+            read_varint(r)? as i64
+        } else {
+            let mut ones = 0;
+            while ones < 4 && r.bit()? {
+                ones += 1;
+            }
+            let dod = match ones {
+                0 => 0,
+                1..=3 => r.read(BUCKETS[ones - 1].2)?,
+                _ => r.read(64)?,
+            };
+            prev_delta.wrapping_add(unzigzag(dod))
+        };
+        let t = prev.wrapping_add(delta);
+        out.push(t.wrapping_mul(unit));
+        prev = t;
+        prev_delta = delta;
+    }
+    Ok(out)
+}
+
+/// LEB128 in the bit stream, 8 bits a group.
+pub(crate) fn write_varint(w: &mut BitWriter, mut v: u64) {
+    loop {
+        let low = v & 0x7f;
+        v >>= 7;
+        if v == 0 {
+            w.write(low, 8);
+            return;
+        }
+        w.write(low | 0x80, 8);
+    }
+}
+
+pub(crate) fn read_varint(r: &mut BitReader) -> Result<u64, Truncated> {
+    let mut v = 0u64;
+    for shift in (0..64).step_by(7) {
+        let b = r.read(8)?;
+        v |= (b & 0x7f) << shift;
+        if b & 0x80 == 0 {
+            return Ok(v);
+        }
+    }
+    // Too long for 64 bits: damaged input.
+    Err(Truncated)
+}

@@ -1,0 +1,15 @@
+//! Rill's sensor-data model, pure logic (no I/O): InfluxDB line protocol
+//! and the compressed block a series' samples are stored in.
+//!
+//! The architecture is the one the sensor-data paper ("Riak KV
+//! performance in sensor data storage application", Zhivchikova and
+//! Shevchuk, section 6) asks for: samples buffered per sensor into
+//! blocks of B bytes, each block an object of the key-value store.
+
+mod bits;
+pub mod block;
+pub mod line;
+pub mod series;
+
+pub use block::{BlockError, Choice, Codec, EncodeError, Header, Sample};
+pub use series::{samples_of, Precision, Series};

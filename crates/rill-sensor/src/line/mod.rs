@@ -1,0 +1,257 @@
+//! InfluxDB line protocol: one point a line,
+//! `measurement[,tag=value...] field=value[,field=value...] [timestamp]`.
+//!
+//! As InfluxDB's parser: a measurement escapes commas and spaces with a
+//! backslash; tag keys, tag values and field keys escape commas, equals
+//! signs and spaces (field keys double quotes too); string field values
+//! escape double quotes and backslashes; a backslash before anything else
+//! is itself (so `\\` in a tag is two backslashes, and `\\ ` a backslash
+//! and an escaped space). Field values
+//! are floats (`1`, `-1.5e3`), integers (`1i`), unsigned integers (`1u`),
+//! strings (`"..."`) or booleans (`t`, `T`, `true`, `True`, `TRUE` and
+//! the same for false). A line starting with `#` is a comment; blank
+//! lines and a `\r` before the newline are ignored. The timestamp is an
+//! integer in the request's precision; a line without one takes the time
+//! the request arrived.
+
+use std::borrow::Cow;
+
+/// A field's value.
+#[derive(Clone, Debug, PartialEq)]
+pub enum FieldValue<'a> {
+    Float(f64),
+    Int(i64),
+    UInt(u64),
+    Bool(bool),
+    Str(Cow<'a, str>),
+}
+
+/// One parsed line.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Point<'a> {
+    pub measurement: Cow<'a, str>,
+    /// In the order written.
+    pub tags: Vec<(Cow<'a, str>, Cow<'a, str>)>,
+    pub fields: Vec<(Cow<'a, str>, FieldValue<'a>)>,
+    /// In the request's precision; `None`: the time of arrival.
+    pub timestamp: Option<i64>,
+}
+
+/// A line that does not parse: its number (from 1) and why.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[error("line {line}: {reason}")]
+pub struct LineError {
+    pub line: usize,
+    pub reason: String,
+}
+
+/// Parses every line of `body`: the points, and the lines that failed
+/// (InfluxDB writes the good points of a request and reports the bad).
+pub fn parse(body: &str) -> (Vec<Point<'_>>, Vec<LineError>) {
+    let mut points = Vec::new();
+    let mut errors = Vec::new();
+    for (i, raw) in body.split('\n').enumerate() {
+        let line = raw.strip_suffix('\r').unwrap_or(raw);
+        let trimmed = line.trim_start_matches([' ', '\t']);
+        if trimmed.is_empty() || trimmed.starts_with('#') {
+            continue;
+        }
+        match parse_line(trimmed) {
+            Ok(p) => points.push(p),
+            Err(reason) => errors.push(LineError {
+                line: i + 1,
+                reason: format!("{reason}: {}", excerpt(line)),
+            }),
+        }
+    }
+    (points, errors)
+}
+
+/// The start of a bad line, for its error (at most 120 characters).
+fn excerpt(line: &str) -> String {
+    match line.char_indices().nth(120) {
+        Some((at, _)) => format!("'{}...'", &line[..at]),
+        None => format!("'{line}'"),
+    }
+}
+
+/// A value for an error message: at most 40 characters of it.
+fn short(v: &str) -> Cow<'_, str> {
+    match v.char_indices().nth(40) {
+        Some((at, _)) => Cow::Owned(format!("{}...", &v[..at])),
+        None => Cow::Borrowed(v),
+    }
+}
+
+/// Splits at the first unescaped `stop` byte outside quotes (when
+/// `quotes`); returns the part before it, the stop, the rest after it,
+/// and whether the part held a backslash. A backslash escapes the next
+/// byte when that byte is in `esc` (`None`: any byte), or inside quotes.
+fn take<'a>(
+    s: &'a str,
+    stops: &[u8],
+    esc: Option<&[u8]>,
+    quotes: bool,
+) -> (&'a str, Option<u8>, &'a str, bool) {
+    let b = s.as_bytes();
+    let mut i = 0;
+    let mut escaped = false;
+    let mut in_quotes = false;
+    while i < b.len() {
+        let c = b[i];
+        if c == b'\\' {
+            escaped = true;
+            if i + 1 < b.len() && (in_quotes || esc.is_none_or(|e| e.contains(&b[i + 1]))) {
+                i += 2;
+                continue;
+            }
+        }
+        if quotes && c == b'"' {
+            in_quotes = !in_quotes;
+        } else if !in_quotes && stops.contains(&c) {
+            return (&s[..i], Some(c), &s[i + 1..], escaped);
+        }
+        i += 1;
+    }
+    (s, None, "", escaped)
+}
+
+/// Removes the backslashes before `chars` (and only those).
+fn unescape<'a>(s: &'a str, escaped: bool, chars: &[char]) -> Cow<'a, str> {
+    if !escaped {
+        return Cow::Borrowed(s);
+    }
+    let mut out = String::with_capacity(s.len());
+    let mut it = s.chars().peekable();
+    while let Some(c) = it.next() {
+        if c == '\\' {
+            if let Some(&n) = it.peek() {
+                if chars.contains(&n) {
+                    out.push(n);
+                    it.next();
+                    continue;
+                }
+            }
+        }
+        out.push(c);
+    }
+    Cow::Owned(out)
+}
+
+const KEY_ESCAPES: &[char] = &[',', '=', ' '];
+const FIELD_KEY_ESCAPES: &[char] = &[',', '=', ' ', '"'];
+
+fn parse_line(line: &str) -> Result<Point<'_>, String> {
+    // Measurement: to the first unescaped comma or space.
+    let (m, stop, mut rest, esc) = take(line, b", ", Some(b", "), false);
+    if m.is_empty() {
+        return Err("missing measurement".into());
+    }
+    let measurement = unescape(m, esc, &[',', ' ']);
+    let mut tags = Vec::new();
+    let mut stop = stop;
+    while stop == Some(b',') {
+        let (kv, s, r, esc) = take(rest, b", ", Some(b",= "), false);
+        let (k, v) = split_eq(kv, Some(b",= ")).ok_or("a tag without '=' (missing tag value)")?;
+        if k.is_empty() || v.is_empty() {
+            return Err("a tag with an empty key or value".into());
+        }
+        let key = unescape(k, esc, KEY_ESCAPES);
+        if tags.iter().any(|(t, _)| *t == key) {
+            return Err(format!("tag {:?} given twice", short(&key)));
+        }
+        tags.push((key, unescape(v, esc, KEY_ESCAPES)));
+        stop = s;
+        rest = r;
+    }
+    if stop != Some(b' ') {
+        return Err("missing fields".into());
+    }
+    let rest = rest.trim_start_matches(' ');
+    let mut fields = Vec::new();
+    let mut left = rest;
+    loop {
+        let (kv, s, r, esc) = take(left, b", ", None, true);
+        let (k, v) = split_eq(kv, None).ok_or("a field without '=' (missing field value)")?;
+        if k.is_empty() {
+            return Err("a field with an empty key".into());
+        }
+        fields.push((unescape(k, esc, FIELD_KEY_ESCAPES), field_value(v)?));
+        left = r;
+        if s != Some(b',') {
+            break;
+        }
+    }
+    let ts = left.trim_matches(' ');
+    let timestamp = if ts.is_empty() {
+        None
+    } else if ts.starts_with('+') {
+        return Err(format!("bad timestamp {:?}", short(ts)));
+    } else {
+        Some(
+            ts.parse::<i64>()
+                .map_err(|_| format!("bad timestamp {:?}", short(ts)))?,
+        )
+    };
+    Ok(Point {
+        measurement,
+        tags,
+        fields,
+        timestamp,
+    })
+}
+
+/// Splits `k=v` at the first unescaped `=`.
+fn split_eq<'a>(kv: &'a str, esc: Option<&[u8]>) -> Option<(&'a str, &'a str)> {
+    let (k, stop, v, _) = take(kv, b"=", esc, false);
+    stop.map(|_| (k, v))
+}
+
+fn field_value(v: &str) -> Result<FieldValue<'_>, String> {
+    if let Some(inner) = v.strip_prefix('"') {
+        // Closed by a quote no backslash escapes.
+        let inner = inner
+            .strip_suffix('"')
+            .filter(|i| v.len() >= 2 && i.bytes().rev().take_while(|&c| c == b'\\').count() % 2 == 0)
+            .ok_or("an unterminated string")?;
+        return Ok(FieldValue::Str(unescape(
+            inner,
+            inner.contains('\\'),
+            &['"', '\\'],
+        )));
+    }
+    match v {
+        "t" | "T" | "true" | "True" | "TRUE" => return Ok(FieldValue::Bool(true)),
+        "f" | "F" | "false" | "False" | "FALSE" => return Ok(FieldValue::Bool(false)),
+        "" => return Err("a field without a value".into()),
+        _ => {}
+    }
+    if v.starts_with('+') {
+        return Err(format!("bad field value {:?}", short(v)));
+    }
+    if let Some(n) = v.strip_suffix('i') {
+        return n
+            .parse()
+            .map(FieldValue::Int)
+            .map_err(|_| format!("bad integer {:?} (out of range or not a number)", short(v)));
+    }
+    if let Some(n) = v.strip_suffix('u') {
+        return n
+            .parse()
+            .map(FieldValue::UInt)
+            .map_err(|_| format!("bad unsigned integer {:?}", short(v)));
+    }
+    // Rust's float syntax accepts "inf", "NaN" and "infinity": InfluxDB's
+    // does not.
+    let plain = !v.starts_with('+')
+        && v
+            .bytes()
+            .all(|c| c.is_ascii_digit() || matches!(c, b'.' | b'-' | b'+' | b'e' | b'E'));
+    match v.parse::<f64>() {
+        Ok(f) if plain && f.is_finite() => Ok(FieldValue::Float(f)),
+        _ => Err(format!("bad field value {:?}", short(v))),
+    }
+}
+
+#[cfg(test)]
+mod tests;
