@@ -214,7 +214,10 @@ mod tests {
     #[test]
     fn a_db_tag_wins_and_no_db_adds_no_label() {
         let (p, _) = parse("m,db=mine v=1");
-        assert_eq!(samples_of(&p[0], Some("other")).unwrap()[0].0.key(), r#"m_v{db="mine"}"#);
+        assert_eq!(
+            samples_of(&p[0], Some("other")).unwrap()[0].0.key(),
+            r#"m_v{db="mine"}"#
+        );
         let (p, _) = parse("m v=1");
         assert_eq!(samples_of(&p[0], None).unwrap()[0].0.key(), "m_v{}");
         assert_eq!(samples_of(&p[0], Some("")).unwrap()[0].0.key(), "m_v{}");
@@ -257,8 +260,16 @@ mod tests {
     #[test]
     fn precisions() {
         assert_eq!(Precision::parse(None), Ok(Precision::Ns));
-        assert_eq!(Precision::parse(Some("s")).unwrap().to_ns(2), Some(2_000_000_000));
-        assert_eq!(Precision::parse(Some("h")).unwrap().to_ns(i64::MAX / 10), None);
-        assert!(Precision::parse(Some("d")).unwrap_err().contains("ns, us, ms"));
+        assert_eq!(
+            Precision::parse(Some("s")).unwrap().to_ns(2),
+            Some(2_000_000_000)
+        );
+        assert_eq!(
+            Precision::parse(Some("h")).unwrap().to_ns(i64::MAX / 10),
+            None
+        );
+        assert!(Precision::parse(Some("d"))
+            .unwrap_err()
+            .contains("ns, us, ms"));
     }
 }

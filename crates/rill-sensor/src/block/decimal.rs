@@ -78,7 +78,11 @@ pub(crate) fn encode(values: &[f64]) -> Option<Vec<u8>> {
     let d2: Vec<u64> = std::iter::once(d1.first().copied().unwrap_or(0))
         .chain(ms.windows(3).map(|w| zigzag((w[2] - w[1]) - (w[1] - w[0]))))
         .collect();
-    let order = if packed_bits(&d2) < packed_bits(&d1) { 2 } else { 1 };
+    let order = if packed_bits(&d2) < packed_bits(&d1) {
+        2
+    } else {
+        1
+    };
     let mut w = BitWriter::default();
     w.write(u64::from(e.unsigned_abs()), 8);
     w.write(order, 8);

@@ -166,7 +166,13 @@ fn header_of(codec: Codec, samples: &[Sample]) -> Header {
         }
         sum += v;
     }
-    let canonical = |f: f64| if f.is_nan() { f64::from_bits(CANONICAL_NAN) } else { f };
+    let canonical = |f: f64| {
+        if f.is_nan() {
+            f64::from_bits(CANONICAL_NAN)
+        } else {
+            f
+        }
+    };
     let (min, max, sum) = (canonical(min), canonical(max), canonical(sum));
     let (first, last) = (samples[0], samples[samples.len() - 1]);
     Header {
@@ -253,19 +259,19 @@ pub fn decode(bytes: &[u8]) -> Result<(Header, Vec<Sample>), BlockError> {
     }
     let truncated = |_| BlockError::Invalid("truncated");
     let times = &bytes[HEADER..HEADER + times_len];
-    let ts = time::decode(h.first_ts, count, bytes[2], &mut BitReader::new(times))
-        .map_err(truncated)?;
+    let ts =
+        time::decode(h.first_ts, count, bytes[2], &mut BitReader::new(times)).map_err(truncated)?;
     if ts.windows(2).any(|w| w[1] <= w[0]) || ts[count - 1] != h.last_ts {
         return Err(BlockError::Invalid("timestamps not rising to the last"));
     }
     let values_bytes = &bytes[HEADER + times_len..end];
     let values = match h.codec {
-        Codec::Gorilla => gorilla::decode(&mut BitReader::new(values_bytes), count).map_err(
-            |e| match e {
+        Codec::Gorilla => {
+            gorilla::decode(&mut BitReader::new(values_bytes), count).map_err(|e| match e {
                 gorilla::Bad::Truncated => BlockError::Invalid("truncated"),
                 gorilla::Bad::Invalid(why) => BlockError::Invalid(why),
-            },
-        )?,
+            })?
+        }
         Codec::Decimal => {
             decimal::decode(values_bytes, count)
                 .map_err(|e| match e {

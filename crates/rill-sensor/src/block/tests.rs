@@ -14,8 +14,7 @@ fn samples(ts0: i64, step: i64, values: &[f64]) -> Vec<Sample> {
 
 fn same(a: &[Sample], b: &[Sample]) -> bool {
     a.len() == b.len()
-        && a
-            .iter()
+        && a.iter()
             .zip(b)
             .all(|(x, y)| x.ts == y.ts && x.value.to_bits() == y.value.to_bits())
 }
@@ -48,7 +47,10 @@ fn header_holds_the_aggregates() {
     let s = samples(1000, 1000, &[3.0, f64::NAN, -2.5, 7.25]);
     let h = header(&encode(&s, Choice::Auto).unwrap()).unwrap();
     assert_eq!((h.count, h.first_ts, h.last_ts), (4, 1000, 4000));
-    assert_eq!((h.min, h.max, h.first, h.last, h.sum), (-2.5, 7.25, 3.0, 7.25, 7.75));
+    assert_eq!(
+        (h.min, h.max, h.first, h.last, h.sum),
+        (-2.5, 7.25, 3.0, 7.25, 7.75)
+    );
     assert_eq!(h.codec, Codec::Gorilla, "NaN is not a decimal");
 }
 
@@ -58,7 +60,16 @@ fn special_values_come_back_bit_for_bit() {
     let s = samples(
         -5_000,
         1,
-        &[0.0, -0.0, f64::INFINITY, f64::NEG_INFINITY, stale, f64::MIN_POSITIVE, f64::MAX, 1e-300],
+        &[
+            0.0,
+            -0.0,
+            f64::INFINITY,
+            f64::NEG_INFINITY,
+            stale,
+            f64::MIN_POSITIVE,
+            f64::MAX,
+            1e-300,
+        ],
     );
     for choice in [Choice::Auto, Choice::Smallest, Choice::Gorilla] {
         let (_, back) = decode(&encode(&s, choice).unwrap()).unwrap();
@@ -96,7 +107,10 @@ fn aggregates_are_the_same_bits_everywhere() {
     assert_eq!(h.sum.to_bits(), 0x7ff8_0000_0000_0000);
     let z = samples(1, 1, &[0.0, -0.0]);
     let h = header(&encode(&z, Choice::Auto).unwrap()).unwrap();
-    assert_eq!((h.min.to_bits(), h.max.to_bits()), ((-0.0f64).to_bits(), 0.0f64.to_bits()));
+    assert_eq!(
+        (h.min.to_bits(), h.max.to_bits()),
+        ((-0.0f64).to_bits(), 0.0f64.to_bits())
+    );
 }
 
 #[test]

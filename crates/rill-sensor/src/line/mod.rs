@@ -212,7 +212,9 @@ fn field_value(v: &str) -> Result<FieldValue<'_>, String> {
         // Closed by a quote no backslash escapes.
         let inner = inner
             .strip_suffix('"')
-            .filter(|i| v.len() >= 2 && i.bytes().rev().take_while(|&c| c == b'\\').count() % 2 == 0)
+            .filter(|i| {
+                v.len() >= 2 && i.bytes().rev().take_while(|&c| c == b'\\').count() % 2 == 0
+            })
             .ok_or("an unterminated string")?;
         return Ok(FieldValue::Str(unescape(
             inner,
@@ -244,8 +246,7 @@ fn field_value(v: &str) -> Result<FieldValue<'_>, String> {
     // Rust's float syntax accepts "inf", "NaN" and "infinity": InfluxDB's
     // does not.
     let plain = !v.starts_with('+')
-        && v
-            .bytes()
+        && v.bytes()
             .all(|c| c.is_ascii_digit() || matches!(c, b'.' | b'-' | b'+' | b'e' | b'E'));
     match v.parse::<f64>() {
         Ok(f) if plain && f.is_finite() => Ok(FieldValue::Float(f)),

@@ -16,7 +16,9 @@ fn bad(line: &str) -> String {
 
 #[test]
 fn a_full_line() {
-    let p = one("weather,location=us-midwest,season=summer temperature=82,humidity=71i 1465839830100400200");
+    let p = one(
+        "weather,location=us-midwest,season=summer temperature=82,humidity=71i 1465839830100400200",
+    );
     assert_eq!(p.measurement, "weather");
     assert_eq!(p.tags.len(), 2);
     assert_eq!((&*p.tags[1].0, &*p.tags[1].1), ("season", "summer"));
@@ -50,10 +52,7 @@ fn strings_hold_spaces_commas_and_equals() {
 fn booleans_and_no_timestamp() {
     let p = one("m a=t,b=FALSE,c=True,d=f");
     let v: Vec<_> = p.fields.iter().map(|f| f.1.clone()).collect();
-    assert_eq!(
-        v,
-        [true, false, true, false].map(FieldValue::Bool).to_vec()
-    );
+    assert_eq!(v, [true, false, true, false].map(FieldValue::Bool).to_vec());
     assert_eq!(p.timestamp, None);
 }
 
@@ -80,7 +79,11 @@ fn bad_lines_say_why_and_where() {
     let (p, e) = parse("cpu v=1 1\ncpu v=x 2\ncpu v=3 3");
     assert_eq!(p.len(), 2);
     assert_eq!(e[0].line, 2);
-    assert!(e[0].to_string().starts_with("line 2: bad field value"), "{}", e[0]);
+    assert!(
+        e[0].to_string().starts_with("line 2: bad field value"),
+        "{}",
+        e[0]
+    );
 }
 
 #[test]
