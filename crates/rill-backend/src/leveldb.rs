@@ -64,11 +64,11 @@ const DROP_FLUSH_WAIT: std::time::Duration = std::time::Duration::from_secs(30);
 const MAX_MEMTABLE_BYTES: u64 = 64 << 20;
 /// fjall's background threads. Its first only writes memtables out, the
 /// others compact or write out; fjall's default is one per core up to
-/// four, so two on a two-core machine, where memtables then waited
-/// behind a compaction and writes were held for most of a second in
-/// `rill-bench ingest` (slowest put 0.75-1.0 s; 0.29 s with four, the
-/// same throughput). They are mostly waiting for the disk: four whatever
-/// the cores.
+/// four, so two on a two-core machine, where memtables then waited to be
+/// written out and writes were held for most of a second in `rill-bench
+/// ingest` (slowest put 0.68-1.02 s; 0.21-0.29 s with four, the same
+/// throughput), and `rill-bench mixed` did 1.17 times as much on leveldb
+/// with four. Four whatever the cores (measured on two).
 const WORKER_THREADS: usize = 4;
 
 /// How close the busiest partition is to fjall's own write stalls.

@@ -22,12 +22,13 @@
 //!
 //! fjall seals a full memtable when its first thread (the one that only
 //! writes memtables out) takes the request; while it was busy writing out
-//! and the others compacting, the active memtable grew to 20 times its size in `rill-bench ingest`, and
-//! its flush then held writes for most of a second. A write that leaves
-//! its memtable half as large again as the store's memtable size seals it
-//! itself ([`WriteBudget::committed`]), so no flush is much larger than a
-//! memtable (a partition made with a larger size, before a change of the
-//! budget, is sealed at this bound too).
+//! and the others compacting, the active memtable grew to 20 times its
+//! size in `rill-bench ingest`, and its flush then held writes for most
+//! of a second. A write that leaves its memtable half as large again as
+//! the store's memtable size seals it itself ([`WriteBudget::committed`]),
+//! so no flush is much larger than a memtable (a partition made with a
+//! larger size, before a change of the budget, is sealed at this bound
+//! too).
 
 use crate::leveldb::engine;
 use crate::{Error, Result};

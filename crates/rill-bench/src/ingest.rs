@@ -65,7 +65,7 @@ trait Target: Send + Sync {
     fn held_writes(&self) -> Option<u64> {
         None
     }
-    /// Level-0 tables and sealed memtables of the busiest partition now
+    /// Level-0 runs and sealed memtables of the busiest partition now
     /// (Rill's LSM backends).
     fn pressure(&self) -> Option<Pressure> {
         None
