@@ -67,7 +67,7 @@ const MAX_MEMTABLE_BYTES: u64 = 64 << 20;
 /// four, so two on a two-core machine, where memtables then waited to be
 /// written out and writes were held for most of a second in `rill-bench
 /// ingest` (slowest put 0.68-1.02 s; 0.21-0.29 s with four, the same
-/// throughput), and `rill-bench mixed` did 1.17 times as much on leveldb
+/// throughput), and `rill-bench mixed` did 1.14 times as much on leveldb
 /// with four. Four whatever the cores (measured on two).
 const WORKER_THREADS: usize = 4;
 
@@ -83,7 +83,6 @@ pub struct LeveldbStore {
     db: Database,
     dir: std::path::PathBuf,
     opts: LeveldbOptions,
-    memtable_bytes: u64,
     damaged: Arc<AtomicU64>,
     budget: Arc<WriteBudget>,
     /// Stopped when the store is dropped (the vnodes' handles may keep
@@ -163,7 +162,6 @@ impl LeveldbStore {
             db,
             dir: dir.to_path_buf(),
             opts,
-            memtable_bytes,
             damaged: Arc::default(),
             budget: Arc::new(WriteBudget::new(
                 buffers.max(MIN_MEMTABLE_BYTES),
@@ -196,7 +194,7 @@ impl LeveldbStore {
         journal: Option<&JournalOptions>,
     ) -> Result<Keyspace> {
         let opts = &self.opts;
-        let memtable = self.memtable_bytes;
+        let memtable = self.budget.memtable_size();
         let ks = self
             .db
             .keyspace(name, || {
@@ -302,7 +300,7 @@ impl LeveldbStore {
             }
         }
         let left = ks.tree.active_memtable().size()
-            + ks.tree.sealed_memtable_count() as u64 * self.memtable_bytes;
+            + ks.tree.sealed_memtable_count() as u64 * self.budget.memtable_size();
         self.db.delete_keyspace(ks).map_err(engine)?;
         self.budget.dropped(name, left);
         Ok(())

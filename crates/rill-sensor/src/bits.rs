@@ -76,11 +76,32 @@ impl<'a> BitReader<'a> {
     pub(crate) fn bit(&mut self) -> Result<bool, Truncated> {
         Ok(self.read(1)? == 1)
     }
+}
 
-    /// Bytes wholly or partly read so far.
-    pub(crate) fn bytes_used(&self) -> usize {
-        self.pos.div_ceil(8)
+/// LEB128 in the bit stream, 8 bits a group.
+pub(crate) fn write_varint(w: &mut BitWriter, mut v: u64) {
+    loop {
+        let low = v & 0x7f;
+        v >>= 7;
+        if v == 0 {
+            w.write(low, 8);
+            return;
+        }
+        w.write(low | 0x80, 8);
     }
+}
+
+pub(crate) fn read_varint(r: &mut BitReader) -> Result<u64, Truncated> {
+    let mut v = 0u64;
+    for shift in (0..64).step_by(7) {
+        let b = r.read(8)?;
+        v |= (b & 0x7f) << shift;
+        if b & 0x80 == 0 {
+            return Ok(v);
+        }
+    }
+    // Too long for 64 bits: damaged input.
+    Err(Truncated)
 }
 
 /// Zigzag: small magnitudes of either sign to small unsigned numbers.

@@ -12,8 +12,8 @@
 //! beyond 2^53 at the block's exponent) is not encoded this way: the
 //! encoder returns `None` and the block uses Gorilla XOR.
 
-use super::time::{read_varint, write_varint};
-use crate::bits::{unzigzag, width, zigzag, BitReader, BitWriter, Truncated};
+use super::BlockError;
+use crate::bits::{read_varint, unzigzag, width, write_varint, zigzag, BitReader, BitWriter};
 
 const GROUP: usize = 32;
 /// Mantissas stay below 2^53 so that `m as f64` is exact.
@@ -107,29 +107,16 @@ fn pack(w: &mut BitWriter, ds: &[u64]) {
     }
 }
 
-/// Why a decimal section does not decode.
-#[derive(Debug)]
-pub(crate) enum Bad {
-    Truncated,
-    Invalid(&'static str),
-}
-
-impl From<Truncated> for Bad {
-    fn from(_: Truncated) -> Bad {
-        Bad::Truncated
-    }
-}
-
-/// Decodes `count` values; returns them and the bytes read.
-pub(crate) fn decode(bytes: &[u8], count: usize) -> Result<(Vec<f64>, usize), Bad> {
+/// Decodes `count` values.
+pub(crate) fn decode(bytes: &[u8], count: usize) -> Result<Vec<f64>, BlockError> {
     let mut r = BitReader::new(bytes);
     let e = -(r.read(8)? as i32);
     if e < -MAX_DIGITS {
-        return Err(Bad::Invalid("decimal exponent out of range"));
+        return Err(BlockError::Invalid("decimal exponent out of range"));
     }
     let order = r.read(8)?;
     if order != 1 && order != 2 {
-        return Err(Bad::Invalid("unknown difference order"));
+        return Err(BlockError::Invalid("unknown difference order"));
     }
     let mut ms = Vec::with_capacity(count);
     ms.push(unzigzag(read_varint(&mut r)?));
@@ -137,7 +124,7 @@ pub(crate) fn decode(bytes: &[u8], count: usize) -> Result<(Vec<f64>, usize), Ba
     while ds.len() + 1 < count {
         let bits = r.read(7)? as u32;
         if bits > 64 {
-            return Err(Bad::Invalid("group width over 64 bits"));
+            return Err(BlockError::Invalid("group width over 64 bits"));
         }
         let n = GROUP.min(count - 1 - ds.len());
         for _ in 0..n {
@@ -153,14 +140,14 @@ pub(crate) fn decode(bytes: &[u8], count: usize) -> Result<(Vec<f64>, usize), Ba
         };
         let m = ms[i].wrapping_add(diff);
         if m.unsigned_abs() >= MAX_MANTISSA as u64 {
-            return Err(Bad::Invalid("mantissa out of range"));
+            return Err(BlockError::Invalid("mantissa out of range"));
         }
         ms.push(m);
         prev_d = diff;
     }
     if ms[0].unsigned_abs() >= MAX_MANTISSA as u64 {
-        return Err(Bad::Invalid("mantissa out of range"));
+        return Err(BlockError::Invalid("mantissa out of range"));
     }
     let values = ms.into_iter().take(count).map(|m| value_of(m, e)).collect();
-    Ok((values, r.bytes_used()))
+    Ok(values)
 }

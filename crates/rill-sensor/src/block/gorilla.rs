@@ -6,7 +6,8 @@
 //! meaningful length less one, and the meaningful bits. Any double
 //! (NaN payloads, -0.0, infinities) comes back bit for bit.
 
-use crate::bits::{BitReader, BitWriter, Truncated};
+use super::BlockError;
+use crate::bits::{BitReader, BitWriter};
 
 pub(crate) fn encode(values: &[f64], w: &mut BitWriter) {
     let mut prev = values[0].to_bits();
@@ -41,21 +42,7 @@ pub(crate) fn encode(values: &[f64], w: &mut BitWriter) {
     }
 }
 
-/// Why a Gorilla section does not decode.
-#[derive(Debug)]
-pub(crate) enum Bad {
-    Truncated,
-    /// A `10` record before any window, or a window past 64 bits.
-    Invalid(&'static str),
-}
-
-impl From<Truncated> for Bad {
-    fn from(_: Truncated) -> Bad {
-        Bad::Truncated
-    }
-}
-
-pub(crate) fn decode(r: &mut BitReader, count: usize) -> Result<Vec<f64>, Bad> {
+pub(crate) fn decode(r: &mut BitReader, count: usize) -> Result<Vec<f64>, BlockError> {
     let mut out = Vec::with_capacity(count);
     let mut prev = r.read(64)?;
     out.push(f64::from_bits(prev));
@@ -66,13 +53,13 @@ pub(crate) fn decode(r: &mut BitReader, count: usize) -> Result<Vec<f64>, Bad> {
             continue;
         }
         if !r.bit()? {
-            let (wl, wlen) = window.ok_or(Bad::Invalid("a reused window before any"))?;
+            let (wl, wlen) = window.ok_or(BlockError::Invalid("a reused window before any"))?;
             prev ^= r.read(wlen)? << (64 - wl - wlen);
         } else {
             let lead = r.read(6)? as u32;
             let len = r.read(6)? as u32 + 1;
             if lead + len > 64 {
-                return Err(Bad::Invalid("a window past 64 bits"));
+                return Err(BlockError::Invalid("a window past 64 bits"));
             }
             prev ^= r.read(len)? << (64 - lead - len);
             window = Some((lead, len));

@@ -28,7 +28,7 @@ mod decimal;
 mod gorilla;
 mod time;
 
-use crate::bits::{BitReader, BitWriter};
+use crate::bits::{BitReader, BitWriter, Truncated};
 
 pub const VERSION: u8 = 1;
 const HEADER: usize = 68;
@@ -85,6 +85,12 @@ pub enum BlockError {
     Checksum,
     #[error("sensor block version {0} is newer than this build reads (1)")]
     Version(u8),
+}
+
+impl From<Truncated> for BlockError {
+    fn from(_: Truncated) -> BlockError {
+        BlockError::Invalid("truncated")
+    }
 }
 
 /// Why samples cannot be made a block.
@@ -257,29 +263,15 @@ pub fn decode(bytes: &[u8]) -> Result<(Header, Vec<Sample>), BlockError> {
     if count > times_len * 8 + 2 - 8 * usize::from(times_len > 0) {
         return Err(BlockError::Invalid("more samples than the timestamps hold"));
     }
-    let truncated = |_| BlockError::Invalid("truncated");
     let times = &bytes[HEADER..HEADER + times_len];
-    let ts =
-        time::decode(h.first_ts, count, bytes[2], &mut BitReader::new(times)).map_err(truncated)?;
+    let ts = time::decode(h.first_ts, count, bytes[2], &mut BitReader::new(times))?;
     if ts.windows(2).any(|w| w[1] <= w[0]) || ts[count - 1] != h.last_ts {
         return Err(BlockError::Invalid("timestamps not rising to the last"));
     }
     let values_bytes = &bytes[HEADER + times_len..end];
     let values = match h.codec {
-        Codec::Gorilla => {
-            gorilla::decode(&mut BitReader::new(values_bytes), count).map_err(|e| match e {
-                gorilla::Bad::Truncated => BlockError::Invalid("truncated"),
-                gorilla::Bad::Invalid(why) => BlockError::Invalid(why),
-            })?
-        }
-        Codec::Decimal => {
-            decimal::decode(values_bytes, count)
-                .map_err(|e| match e {
-                    decimal::Bad::Truncated => BlockError::Invalid("truncated"),
-                    decimal::Bad::Invalid(why) => BlockError::Invalid(why),
-                })?
-                .0
-        }
+        Codec::Gorilla => gorilla::decode(&mut BitReader::new(values_bytes), count)?,
+        Codec::Decimal => decimal::decode(values_bytes, count)?,
     };
     let samples: Vec<Sample> = ts
         .into_iter()

@@ -9,7 +9,7 @@
 //! `10` and 7 bits, `110` and 9 bits, `1110` and 12 bits, `1111` and 64
 //! bits.
 
-use crate::bits::{unzigzag, zigzag, BitReader, BitWriter, Truncated};
+use crate::bits::{read_varint, unzigzag, write_varint, zigzag, BitReader, BitWriter, Truncated};
 
 /// The largest `k` (0..=9) such that 10^k divides every timestamp.
 pub(crate) fn unit_exponent(ts: &[i64]) -> u8 {
@@ -94,30 +94,4 @@ pub(crate) fn decode(
         prev_delta = delta;
     }
     Ok(out)
-}
-
-/// LEB128 in the bit stream, 8 bits a group.
-pub(crate) fn write_varint(w: &mut BitWriter, mut v: u64) {
-    loop {
-        let low = v & 0x7f;
-        v >>= 7;
-        if v == 0 {
-            w.write(low, 8);
-            return;
-        }
-        w.write(low | 0x80, 8);
-    }
-}
-
-pub(crate) fn read_varint(r: &mut BitReader) -> Result<u64, Truncated> {
-    let mut v = 0u64;
-    for shift in (0..64).step_by(7) {
-        let b = r.read(8)?;
-        v |= (b & 0x7f) << shift;
-        if b & 0x80 == 0 {
-            return Ok(v);
-        }
-    }
-    // Too long for 64 bits: damaged input.
-    Err(Truncated)
 }
