@@ -17,6 +17,12 @@ use std::time::Duration;
 pub(crate) trait Store: Sync {
     /// The object `key` (its value; RocksDB's holds the head first).
     fn get(&self, key: &[u8]) -> Result<Option<Bytes>>;
+    /// What a vnode reads before it writes a version whose clock has seen
+    /// the stored one (a client's read-modify-write): the head where the
+    /// engine keeps heads apart from values (leveled), else the object.
+    fn read_for_update(&self, key: &[u8]) -> Result<()> {
+        self.get(key).map(drop)
+    }
     /// Writes `value` with `head` and replaces index entries `remove`
     /// with `add`, all at once.
     fn update(
@@ -57,6 +63,12 @@ struct Rill {
 impl Store for Rill {
     fn get(&self, key: &[u8]) -> Result<Option<Bytes>> {
         Ok(self.backend.get(&BKey::new(b"", BUCKET, key))?)
+    }
+    fn read_for_update(&self, key: &[u8]) -> Result<()> {
+        match self.backend.get_head(&BKey::new(b"", BUCKET, key)) {
+            Some(head) => head.map(drop).map_err(Into::into),
+            None => self.get(key).map(drop),
+        }
     }
     fn update(
         &self,

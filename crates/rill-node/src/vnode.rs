@@ -219,22 +219,32 @@ impl Vnode {
     /// Returns what was stored, or `None` when `update` chose not to write.
     /// A write (not a read repair) prunes the new object's clock by the
     /// bucket's `prune` rules first.
+    ///
+    /// Where the backend keeps heads apart from values (leveled) and
+    /// `head_will_do` says, given the stored head, that the new version
+    /// keeps none of the stored values (its clock has seen the stored
+    /// one), `update` is given the head (the object with empty values) and
+    /// no value is read: a write then reads only the ledger, as Riak's
+    /// vnode fetches a clock and index data by a head before a put.
     pub fn update(
         &self,
         k: &BKey,
         limits: &Limits,
         prune: Option<&PruneRules>,
+        head_will_do: impl FnOnce(&Object) -> bool,
         update: impl FnOnce(Option<&Object>) -> Result<Option<Object>, KvError>,
     ) -> Result<Option<Object>, KvError> {
         let _guard = self.lock(k);
-        let stored = self.get(k)?;
+        let (stored, from_head) = self.stored_for_write(k, head_will_do)?;
         let Some(mut new) = update(stored.as_ref())? else {
             return Ok(None);
         };
         if let Some(rules) = prune {
             new.prune_clock(crate::ids::now_us() / 1_000_000, rules);
         }
-        if stored.as_ref() == Some(&new) {
+        // (A head has no values to compare; a new version whose clock has
+        // seen the stored one is written.)
+        if !from_head && stored.as_ref() == Some(&new) {
             return Ok(Some(new));
         }
         let bytes = encode_object(&new);
@@ -275,6 +285,30 @@ impl Vnode {
             self.backend.put(k, &bytes, &add, &remove)?;
         }
         Ok(Some(new))
+    }
+
+    /// What a write starts from: the stored head where the backend keeps
+    /// one and `head_will_do` accepts it (then `true`), else the object.
+    fn stored_for_write(
+        &self,
+        k: &BKey,
+        head_will_do: impl FnOnce(&Object) -> bool,
+    ) -> Result<(Option<Object>, bool), KvError> {
+        if let Some(read) = self.backend.get_head(k) {
+            match read? {
+                None => return Ok((None, false)),
+                // Empty: written without a head (read the object).
+                Some(bytes) if bytes.is_empty() => {}
+                Some(bytes) => match rill_object::decode_head(&bytes) {
+                    Ok(h) if head_will_do(&h.object) => return Ok((Some(h.object), true)),
+                    Ok(_) => {}
+                    Err(e) => {
+                        tracing::warn!(partition = self.partition.0, error = %e, "a stored head does not decode; the write reads the object");
+                    }
+                },
+            }
+        }
+        Ok((self.get(k)?, false))
     }
 
     /// Every epoch issued so far is retired: a key's next write starts a

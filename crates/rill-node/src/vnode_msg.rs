@@ -105,21 +105,31 @@ impl Vnode {
                 allow_mult,
                 prune,
                 return_object,
-            } => self
-                .update(&key, limits, prune.as_ref(), |stored| {
-                    let mut next = match stored {
-                        Some(s) => s.merge(&object),
-                        None => object,
-                    };
-                    if !allow_mult {
-                        next.keep_newest();
-                    }
-                    Ok(Some(next))
-                })
+            } => {
+                let clock = object.clock.clone();
+                self.update(
+                    &key,
+                    limits,
+                    prune.as_ref(),
+                    // Riak's merge: the incoming object wins whole when
+                    // its clock dominates the stored one.
+                    |head| clock.dominates(&head.clock),
+                    |stored| {
+                        let mut next = match stored {
+                            Some(s) => s.merge(&object),
+                            None => object,
+                        };
+                        if !allow_mult {
+                            next.keep_newest();
+                        }
+                        Ok(Some(next))
+                    },
+                )
                 .map(|o| match o {
                     Some(o) if return_object => VnodeReply::Stored(o),
                     _ => VnodeReply::Merged,
-                }),
+                })
+            }
             VnodeRequest::Reap { key, clock } => self.reap(&key, &clock).map(VnodeReply::Reaped),
             VnodeRequest::Buckets { bucket_type } => {
                 let mut out = std::collections::BTreeSet::new();
@@ -149,9 +159,13 @@ impl Vnode {
                     .map_err(KvError::from)
             }
             VnodeRequest::Coordinate { key, step, prune } => self
-                .update(&key, limits, Some(&prune), |stored| {
-                    step.apply(stored, &self.actor_for(stored)?).map(Some)
-                })
+                .update(
+                    &key,
+                    limits,
+                    Some(&prune),
+                    |head| step.keeps_no_stored_value(head),
+                    |stored| step.apply(stored, &self.actor_for(stored)?).map(Some),
+                )
                 .map(|o| VnodeReply::Stored(o.expect("the coordinator always writes"))),
         };
         result.unwrap_or_else(VnodeReply::Failed)
@@ -275,5 +289,136 @@ mod tests {
                 assert!(matches!(from_head, VnodeReply::Head { .. }));
             }
         }
+    }
+
+    /// A write whose new version keeps none of the stored values reads only
+    /// the leveled head, never the value: with the stored value made
+    /// unreadable, such a merge or coordinated put still succeeds (and
+    /// moves the index entries), while one that keeps a stored sibling
+    /// reads the object and fails.
+    #[test]
+    fn a_write_that_replaces_the_stored_version_reads_only_its_head() {
+        use crate::step::CoordinateStep;
+        use rill_object::{Content, Metadata, Object, PutMode, VClock};
+        let dir = tempfile::tempdir().unwrap();
+        let n = crate::testing::node(dir.path(), BackendKind::Leveled);
+        let limits = n.limits;
+        let e = &n.preflist(b"", b"b", b"k", 1)[0];
+        let vnode = n.vnode(e);
+        let k = Node::bkey(b"", b"b", b"k");
+        let mode = PutMode {
+            allow_mult: true,
+            last_write_wins: false,
+        };
+        let content = |v: &[u8], term: &[u8]| {
+            Content::new(
+                v.to_vec(),
+                Metadata {
+                    last_modified_us: 5_000_000,
+                    indexes: vec![(b"f_bin".to_vec(), term.to_vec())],
+                    ..Metadata::default()
+                },
+            )
+        };
+        let stored = Object::coordinate_put(
+            None,
+            &VClock::new(),
+            content(b"old", b"t1"),
+            &b"x".to_vec(),
+            mode,
+        );
+        // The stored version with a value that does not decode.
+        let spoil = || {
+            let head = rill_object::encode_head(&stored);
+            let terms = crate::vnode::index_terms(&stored);
+            vnode
+                .backend()
+                .put_with_head(&k, b"not an object", &head, &terms, &[])
+                .unwrap();
+        };
+        let terms_now = || {
+            let q = rill_backend::IndexQuery {
+                bucket_type: Vec::new(),
+                bucket: b"b".to_vec(),
+                field: b"f_bin".to_vec(),
+                range: rill_backend::IndexRange::Range(
+                    rill_backend::Term::Bin(Vec::new()),
+                    rill_backend::Term::Bin(vec![0xff]),
+                ),
+                after: None,
+            };
+            let mut out = Vec::new();
+            vnode
+                .backend()
+                .query_index(&q, &mut |t, _| {
+                    out.push(format!("{t:?}"));
+                    true
+                })
+                .unwrap();
+            out
+        };
+        let merge = |object: Object| VnodeRequest::Merge {
+            key: k.clone(),
+            object,
+            allow_mult: true,
+            prune: None,
+            return_object: false,
+        };
+
+        // A replica's merge of a version that has seen the stored one.
+        spoil();
+        let newer = Object::coordinate_put(
+            Some(&stored),
+            &stored.clock,
+            content(b"new", b"t2"),
+            &b"y".to_vec(),
+            mode,
+        );
+        assert_eq!(
+            vnode.handle(merge(newer.clone()), &limits),
+            VnodeReply::Merged
+        );
+        assert_eq!(vnode.get(&k).unwrap(), Some(newer));
+        assert_eq!(
+            terms_now(),
+            vec![format!("{:?}", rill_backend::Term::Bin(b"t2".to_vec()))]
+        );
+
+        // A concurrent version keeps the stored sibling: the object is read.
+        spoil();
+        let concurrent = Object::coordinate_put(
+            None,
+            &VClock::new(),
+            content(b"other", b"t3"),
+            &b"z".to_vec(),
+            mode,
+        );
+        assert!(matches!(
+            vnode.handle(merge(concurrent), &limits),
+            VnodeReply::Failed(_)
+        ));
+
+        // A coordinated put with the stored clock as its context.
+        let put = |context: VClock| VnodeRequest::Coordinate {
+            key: k.clone(),
+            step: Box::new(CoordinateStep::Put {
+                context,
+                content: content(b"put", b"t4"),
+                mode,
+            }),
+            prune: rill_object::PruneRules::default(),
+        };
+        spoil();
+        let VnodeReply::Stored(o) = vnode.handle(put(stored.clock.clone()), &limits) else {
+            panic!("the put failed");
+        };
+        assert_eq!(o.contents.len(), 1);
+        assert_eq!(vnode.get(&k).unwrap(), Some(o));
+        // Without a context the stored value stays a sibling: read.
+        spoil();
+        assert!(matches!(
+            vnode.handle(put(VClock::new()), &limits),
+            VnodeReply::Failed(_)
+        ));
     }
 }

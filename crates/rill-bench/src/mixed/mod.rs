@@ -155,8 +155,10 @@ impl Shared<'_> {
     fn update(&self, i: u64, reindex: bool, buf: &mut [u8], seed: u64) -> Result<()> {
         let k = key(i);
         let mut g = self.gens[i as usize].lock().expect("no panics");
-        // A vnode reads before it writes.
-        self.b.get(&k)?;
+        // A vnode reads before it writes: the update carries the clock
+        // its client read, so a vnode on leveled reads the head only
+        // (rill-node's `Vnode::update`).
+        self.b.read_for_update(&k)?;
         value(buf, seed);
         let (add, remove) = if reindex {
             (terms(i, *g + 1), terms(i, *g))
