@@ -1,7 +1,8 @@
 //! The sensor-data decoders on arbitrary input: blocks (as read from the
 //! store, and with their checksum made right so the fuzzer reaches the
-//! sections behind it) and line protocol bodies. Nothing may panic; a
-//! block that decodes re-encodes to samples that decode the same.
+//! sections behind it), line protocol bodies, and write-ahead log
+//! segments. Nothing may panic; a block that decodes re-encodes to
+//! samples that decode the same, and so do log entries.
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
@@ -19,11 +20,30 @@ fn block(bytes: &[u8]) {
     }
 }
 
+/// A log segment: its header, then records until one does not read.
+fn wal(bytes: &[u8]) {
+    use rill_tsdb::wal::format::{decode_payload, encode_entry, parse_segment_header, read_record};
+    let _ = parse_segment_header(bytes);
+    let mut at = 0;
+    while let Ok((payload, used)) = read_record(&bytes[at..]) {
+        assert!(used > payload.len());
+        if let Ok(entries) = decode_payload(payload) {
+            let mut again = Vec::new();
+            for e in &entries {
+                encode_entry(&mut again, e);
+            }
+            let back = decode_payload(&again).expect("fresh entries decode");
+            assert_eq!(format!("{back:?}"), format!("{entries:?}"));
+        }
+        at += used;
+    }
+}
+
 fuzz_target!(|data: &[u8]| {
     let Some((&mode, rest)) = data.split_first() else {
         return;
     };
-    match mode % 3 {
+    match mode % 4 {
         0 => block(rest),
         1 => {
             let mut b = rest.to_vec();
@@ -34,6 +54,7 @@ fuzz_target!(|data: &[u8]| {
             }
             block(&b);
         }
+        3 => wal(rest),
         _ => {
             if let Ok(body) = std::str::from_utf8(rest) {
                 let (points, errors) = rill_sensor::line::parse(body);

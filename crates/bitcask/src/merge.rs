@@ -3,7 +3,10 @@
 //! place, and delete the old files. Which files to merge, and when, is the
 //! policy's business (the next layer up).
 //!
-//! - A file with no current record (D = 1) is deleted without being read.
+//! - A file with no current record (D = 1) is deleted without being read;
+//!   so is one whose every current record has expired when no file outside
+//!   the merge could hold an older record of its keys (the oldest files of
+//!   data kept for a storage period: nothing is read, nothing written).
 //! - A sparse file (live share at most `sparse_live_share`) is merged by
 //!   reading only its live records, found through its hint (the sensor-data paper, §5.1).
 //! - Otherwise the file is read sequentially.
@@ -236,6 +239,7 @@ impl Inner {
             name_unsynced: false,
             damaged: std::collections::HashSet::new(),
         };
+        let expired = self.drop_expired_files(&inputs, &mut out);
         let mut done = Vec::new();
         for &id in &inputs {
             let (current, visible_share) = {
@@ -244,7 +248,8 @@ impl Inner {
                 let share = snap.map_or(0.0, |s| 1.0 - s.dead_share());
                 (stats.current_entries(id), share)
             };
-            if current == 0 {
+            let dropping = || out.drops.iter().filter(|(_, e)| e.file_id == id).count() as u64;
+            if current == 0 || (expired.contains(&id) && current <= dropping()) {
                 out.report.files_deleted_unread += 1;
                 done.push(id);
                 continue;
@@ -324,6 +329,35 @@ impl Inner {
         c.merge_bytes_written
             .fetch_add(report.bytes_written, Ordering::Relaxed);
         Ok(report)
+    }
+
+    /// The inputs whose every current record has expired, with no file
+    /// outside the merge holding an older record of their keys (so none
+    /// can come back): their records are dropped from the keydir (once
+    /// every input's deletion is committed) without reading the file or
+    /// its hint. One scan of the keydir (memory) finds them all.
+    fn drop_expired_files(&self, inputs: &[u32], out: &mut Output<'_>) -> Vec<u32> {
+        let expired: Vec<u32> = {
+            let stats = self.stats.lock().expect("stats");
+            inputs
+                .iter()
+                .copied()
+                .filter(|&id| {
+                    stats.snapshot(id, out.now_s, false).is_some_and(|s| {
+                        s.live_keys == 0 && s.expired_keys > 0 && s.max_seq < out.min_seq_outside
+                    })
+                })
+                .collect()
+        };
+        if !expired.is_empty() {
+            self.keydir.scan(|key, e| {
+                if expired.contains(&e.file_id) && e.is_expired(out.now_s) {
+                    out.drops.push((key.into(), e));
+                }
+                true
+            });
+        }
+        expired
     }
 
     /// Copies one record if it is still current; drops or rewrites

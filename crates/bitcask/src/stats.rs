@@ -73,6 +73,11 @@ pub struct FileStats {
     pub max_seq: u64,
     /// True for the file puts append to; merge never takes it.
     pub active: bool,
+    /// A merge deletes this file without reading it: no current record,
+    /// or every current record expired and no other file holds an older
+    /// record of any key (so none can come back). Windows of sensor data
+    /// kept for a storage period die so, file by file, oldest first.
+    pub unread: bool,
 }
 
 impl FileStats {
@@ -170,6 +175,8 @@ impl StatsTable {
             .range(..=now_s)
             .fold((0, 0), |(k, b), (_, (kk, bb))| (k + kk, b + bb));
         let count = |x: i64| x.max(0) as u64;
+        let unread = f.live_keys <= 0
+            || (f.live_keys == exp_keys && f.max_seq < self.min_seq_outside(&[file_id]));
         Some(FileStats {
             file_id,
             total_bytes: count(f.total_bytes),
@@ -180,6 +187,7 @@ impl StatsTable {
             min_seq: f.min_seq,
             max_seq: f.max_seq,
             active,
+            unread,
         })
     }
 

@@ -36,6 +36,9 @@ const KEY_GUESS_BYTES: u64 = 256;
 /// taken as long as the average live record allows, at most 256 bytes
 /// (256 when the file holds no live record).
 pub fn merge_need(f: &FileStats) -> u64 {
+    if f.unread {
+        return 0;
+    }
     let (header, hint) = (RECORD_HEADER_LEN as u64, HINT_ENTRY_FIXED_LEN as u64);
     let key = match f.live_keys {
         0 => KEY_GUESS_BYTES,
@@ -174,6 +177,7 @@ mod tests {
             min_seq: 1,
             max_seq: 2,
             active: false,
+            unread: false,
         }
     }
 
@@ -190,5 +194,12 @@ mod tests {
         // A file of expired records only: each may need a tombstone.
         assert_eq!(merge_need(&stats(0, 0, 10)), 10 * (36 + 24 + 512));
         assert_eq!(merge_need(&stats(0, 0, 0)), 0);
+        // The same, with no older record of its keys anywhere else: the
+        // merge deletes it unread and writes nothing.
+        let unread = FileStats {
+            unread: true,
+            ..stats(0, 0, 10)
+        };
+        assert_eq!(merge_need(&unread), 0);
     }
 }

@@ -1,0 +1,242 @@
+//! Each series' samples wait here, window by window, until they fill a
+//! block (the sensor-data paper's B, counted in samples) or their window
+//! closes; then they leave as a [`Cut`] to be encoded and stored. Pure:
+//! time is a parameter.
+//!
+//! Within a window the samples are kept in time order; a repeated
+//! timestamp keeps the value written last. Samples may arrive out of
+//! order, within a window or for an earlier window still open; a sample
+//! for a window already cut starts a new part of that window (a query
+//! reads the parts in order, the later part winning on a repeated time).
+//!
+//! Each window remembers the oldest log segment its samples came from, so
+//! the log can drop every segment older than all waiting samples.
+
+use rill_sensor::Sample;
+use std::collections::{BTreeMap, HashMap};
+
+/// Samples of one series and window, leaving the buffer to be stored.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Cut {
+    pub series: u64,
+    /// The window's start, ns (a multiple of the window length).
+    pub window: i64,
+    /// Parts of a window already stored before this one.
+    pub part: u32,
+    /// In time order, no timestamp twice.
+    pub samples: Vec<Sample>,
+}
+
+struct Open {
+    samples: Vec<Sample>,
+    /// The oldest log segment holding one of `samples`.
+    segment: u64,
+}
+
+#[derive(Default)]
+struct SeriesBuf {
+    open: BTreeMap<i64, Open>,
+    /// Parts stored so far per window, for windows that have any (kept
+    /// until the window is older than the storage period).
+    parts: BTreeMap<i64, u32>,
+}
+
+/// The buffers of every series.
+pub struct Buffers {
+    window_ns: i64,
+    block_samples: usize,
+    series: HashMap<u64, SeriesBuf>,
+    waiting: usize,
+}
+
+/// The window `ts` falls in.
+pub fn window_of(ts: i64, window_ns: i64) -> i64 {
+    ts.div_euclid(window_ns) * window_ns
+}
+
+impl Buffers {
+    /// Windows of `window_ns`; a block holds at most `block_samples`.
+    pub fn new(window_ns: i64, block_samples: usize) -> Buffers {
+        assert!(window_ns > 0 && block_samples > 0);
+        Buffers {
+            window_ns,
+            block_samples,
+            series: HashMap::new(),
+            waiting: 0,
+        }
+    }
+
+    /// Samples waiting in all buffers.
+    pub fn waiting(&self) -> usize {
+        self.waiting
+    }
+
+    /// Parts of `window` of `series` already stored (as found at start).
+    pub fn set_parts(&mut self, series: u64, window: i64, parts: u32) {
+        let p = self
+            .series
+            .entry(series)
+            .or_default()
+            .parts
+            .entry(window)
+            .or_default();
+        *p = (*p).max(parts);
+    }
+
+    /// Adds samples of a series (from log segment `segment`), appending
+    /// to `out` the blocks that became full.
+    pub fn add(&mut self, series: u64, samples: &[Sample], segment: u64, out: &mut Vec<Cut>) {
+        let buf = self.series.entry(series).or_default();
+        for s in samples {
+            let window = window_of(s.ts, self.window_ns);
+            let open = buf.open.entry(window).or_insert_with(|| Open {
+                samples: Vec::new(),
+                segment,
+            });
+            open.segment = open.segment.min(segment);
+            let v = &mut open.samples;
+            match v.last() {
+                Some(last) if last.ts < s.ts => v.push(*s),
+                None => v.push(*s),
+                _ => match v.binary_search_by(|x| x.ts.cmp(&s.ts)) {
+                    Ok(i) => {
+                        v[i] = *s;
+                        continue;
+                    }
+                    Err(i) => v.insert(i, *s),
+                },
+            }
+            self.waiting += 1;
+            if v.len() >= self.block_samples {
+                let open = buf.open.remove(&window).expect("just used");
+                self.waiting -= open.samples.len();
+                out.push(cut(series, window, &mut buf.parts, open.samples));
+            }
+        }
+    }
+
+    /// Cuts every window that ended at or before `closed_before` (its
+    /// end, not its start), appending the blocks to `out`.
+    pub fn close(&mut self, closed_before: i64, out: &mut Vec<Cut>) {
+        let first_open = window_of(closed_before, self.window_ns) - self.window_ns;
+        for (&series, buf) in self.series.iter_mut() {
+            let keep = buf.open.split_off(&(first_open + 1));
+            let closing = std::mem::replace(&mut buf.open, keep);
+            for (window, open) in closing {
+                self.waiting -= open.samples.len();
+                out.push(cut(series, window, &mut buf.parts, open.samples));
+            }
+        }
+    }
+
+    /// Cuts everything (a clean stop).
+    pub fn cut_all(&mut self, out: &mut Vec<Cut>) {
+        self.close(i64::MAX, out);
+        for (&series, buf) in self.series.iter_mut() {
+            for (window, open) in std::mem::take(&mut buf.open) {
+                self.waiting -= open.samples.len();
+                out.push(cut(series, window, &mut buf.parts, open.samples));
+            }
+        }
+    }
+
+    /// The oldest log segment a waiting sample came from (none waiting:
+    /// `None`, every segment may go).
+    pub fn oldest_segment(&self) -> Option<u64> {
+        self.series
+            .values()
+            .flat_map(|b| b.open.values().map(|o| o.segment))
+            .min()
+    }
+
+    /// Forgets part counts of windows that start before `before` (older
+    /// than the storage period: their blocks have expired).
+    pub fn forget_before(&mut self, before: i64) {
+        for buf in self.series.values_mut() {
+            buf.parts = buf.parts.split_off(&before);
+        }
+        self.series
+            .retain(|_, b| !b.open.is_empty() || !b.parts.is_empty());
+    }
+}
+
+fn cut(series: u64, window: i64, parts: &mut BTreeMap<i64, u32>, samples: Vec<Sample>) -> Cut {
+    let p = parts.entry(window).or_default();
+    let part = *p;
+    *p += 1;
+    Cut {
+        series,
+        window,
+        part,
+        samples,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn s(ts: i64, value: f64) -> Sample {
+        Sample { ts, value }
+    }
+
+    #[test]
+    fn full_blocks_leave_and_windows_close() {
+        let mut b = Buffers::new(100, 3);
+        let mut out = Vec::new();
+        b.add(
+            1,
+            &[s(10, 1.0), s(20, 2.0), s(5, 0.5), s(150, 9.0)],
+            1,
+            &mut out,
+        );
+        assert_eq!(
+            out,
+            vec![Cut {
+                series: 1,
+                window: 0,
+                part: 0,
+                samples: vec![s(5, 0.5), s(10, 1.0), s(20, 2.0)],
+            }]
+        );
+        assert_eq!(b.waiting(), 1);
+        // A late sample for window 0 starts its second part.
+        b.add(1, &[s(30, 3.0), s(30, 3.5)], 2, &mut out);
+        assert_eq!(b.waiting(), 2);
+        assert_eq!(b.oldest_segment(), Some(1));
+        out.clear();
+        // Window 0 ended at 100; window 100 ends at 200.
+        b.close(199, &mut out);
+        assert_eq!(out.len(), 1, "{out:?}");
+        assert_eq!((out[0].window, out[0].part), (0, 1));
+        assert_eq!(out[0].samples, vec![s(30, 3.5)]);
+        assert_eq!(b.oldest_segment(), Some(1));
+        out.clear();
+        b.close(200, &mut out);
+        assert_eq!(out.len(), 1, "{out:?}");
+        assert_eq!((out[0].window, out[0].part), (100, 0));
+        assert_eq!(b.waiting(), 0);
+        assert_eq!(b.oldest_segment(), None);
+    }
+
+    #[test]
+    fn negative_times_fall_in_their_window() {
+        assert_eq!(window_of(-1, 100), -100);
+        assert_eq!(window_of(-100, 100), -100);
+        assert_eq!(window_of(99, 100), 0);
+    }
+
+    #[test]
+    fn parts_found_at_start_are_continued_and_forgotten_when_expired() {
+        let mut b = Buffers::new(100, 10);
+        b.set_parts(4, 0, 2);
+        let mut out = Vec::new();
+        b.add(4, &[s(1, 1.0)], 1, &mut out);
+        b.cut_all(&mut out);
+        assert_eq!(out[0].part, 2);
+        b.forget_before(100);
+        b.add(4, &[s(2, 1.0)], 1, &mut out);
+        b.cut_all(&mut out);
+        assert_eq!(out[1].part, 0);
+    }
+}

@@ -1,0 +1,376 @@
+//! The write-ahead log: a sample is acknowledged once its record is on the
+//! disk (or, with `sync` off, in the kernel), and writers that arrive
+//! while one write is under way share the next one (group commit: the
+//! first waiter writes every record appended so far with one write and
+//! one fsync, the others wait for it).
+//!
+//! The log is numbered segment files (`<number, 16 hex digits>.wal`); a
+//! new one is started when the current one passes the segment size, and
+//! at every open, so a segment is never appended to after a restart.
+//! Segments whose samples are all in durable blocks are deleted
+//! ([`Wal::retire_below`]).
+//!
+//! Failures: a write that fails (a full disk) fails the commits of the
+//! records it carried, which were not acknowledged; the segment is cut
+//! back to its last whole record and later writes go on. A failed fsync
+//! leaves the log refusing every commit until it is opened again (what
+//! the kernel kept of the failed write cannot be known).
+
+pub mod format;
+
+use bitcask::vfs::{OpenMode, VFile, Vfs};
+use format::{Entry, FormatError, FRAME_BYTES, HEADER_BYTES, MAX_RECORD_BYTES};
+use std::collections::VecDeque;
+use std::io;
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Condvar, Mutex, MutexGuard};
+
+/// Errors of the log.
+#[derive(Debug, thiserror::Error)]
+pub enum WalError {
+    #[error("write-ahead log I/O: {0}")]
+    Io(#[from] io::Error),
+    #[error("write-ahead log segment {segment}: {error}")]
+    Format { segment: u64, error: FormatError },
+    #[error("the write-ahead log failed to sync and refuses writes until the node restarts: {0}")]
+    Poisoned(String),
+    #[error("write-ahead log record of {0} bytes is larger than allowed")]
+    TooLarge(usize),
+}
+
+/// How the log writes.
+#[derive(Clone)]
+pub struct WalOptions {
+    pub vfs: Arc<dyn Vfs>,
+    /// A new segment is started past this size.
+    pub segment_bytes: u64,
+    /// Acknowledge only what is on the disk (fsync); otherwise what the
+    /// kernel has (safe against a process crash, not a power loss).
+    pub sync: bool,
+}
+
+/// What [`Wal::append`] gives back: wait for it with [`Wal::commit`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Ticket {
+    id: u64,
+    /// The record lands in this segment or a later one.
+    pub segment_at_least: u64,
+}
+
+/// What an open found in the log, entries aside.
+#[derive(Debug, Default, PartialEq, Eq)]
+pub struct ReplayReport {
+    pub segments: usize,
+    pub records: u64,
+    /// Bytes at the end of the last segment that were not a whole record
+    /// (a write cut by a crash; never acknowledged), cut off.
+    pub torn_bytes: u64,
+    /// Segments before the last with a damaged record: what follows it
+    /// in that segment is lost (logged).
+    pub damaged_segments: Vec<u64>,
+}
+
+struct Segment {
+    number: u64,
+    file: Arc<dyn VFile>,
+    /// Bytes of whole records written (and the header).
+    len: u64,
+}
+
+struct State {
+    /// Records appended and not yet taken by a writer, with their tickets.
+    pending: Vec<u8>,
+    pending_last: u64,
+    next_ticket: u64,
+    /// Every ticket up to this is acknowledged.
+    durable: u64,
+    /// Ticket ranges whose write failed, with the error.
+    failed: VecDeque<(u64, u64, String)>,
+    writing: bool,
+    poisoned: Option<String>,
+    segment: Segment,
+    /// Every segment on disk, oldest first (the current one last).
+    segments: VecDeque<u64>,
+}
+
+pub struct Wal {
+    dir: PathBuf,
+    opts: WalOptions,
+    state: Mutex<State>,
+    written: Condvar,
+}
+
+fn segment_path(dir: &Path, number: u64) -> PathBuf {
+    dir.join(format!("{number:016x}.wal"))
+}
+
+fn segment_number(path: &Path) -> Option<u64> {
+    let name = path.file_name()?.to_str()?;
+    let hex = name.strip_suffix(".wal")?;
+    (hex.len() == 16).then(|| u64::from_str_radix(hex, 16).ok())?
+}
+
+impl Wal {
+    /// Opens the log in `dir` (created if missing): replays every entry of
+    /// every segment, oldest first, to `visit` with its segment number,
+    /// cuts a torn end off the last one, and starts a new segment.
+    pub fn open(
+        dir: &Path,
+        opts: WalOptions,
+        mut visit: impl FnMut(u64, Entry),
+    ) -> Result<(Wal, ReplayReport), WalError> {
+        let vfs = &opts.vfs;
+        // Directories made here are made durable in their parents, or a
+        // power cut could take the whole log with them.
+        let missing: Vec<&Path> = dir.ancestors().take_while(|d| !vfs.exists(d)).collect();
+        vfs.create_dir_all(dir)?;
+        for d in missing.iter().rev().filter(|d| !d.as_os_str().is_empty()) {
+            match d.parent() {
+                Some(p) if p.as_os_str().is_empty() => vfs.sync_dir(Path::new("."))?,
+                Some(p) => vfs.sync_dir(p)?,
+                None => {}
+            }
+        }
+        let mut numbers: Vec<u64> = vfs
+            .list_dir(dir)?
+            .iter()
+            .filter_map(|p| segment_number(p))
+            .collect();
+        numbers.sort_unstable();
+        let mut report = ReplayReport::default();
+        for (i, &n) in numbers.iter().enumerate() {
+            let last = i + 1 == numbers.len();
+            let path = segment_path(dir, n);
+            let bytes = vfs.open(&path, OpenMode::Read)?.read_all()?;
+            match format::parse_segment_header(&bytes) {
+                Ok(h) if h == n => {}
+                // A segment created by a crash before its header was durable.
+                Err(FormatError::Truncated) if last => {
+                    vfs.remove_file(&path)?;
+                    continue;
+                }
+                Ok(_) => {
+                    let error = FormatError::Invalid("segment number differs from its name");
+                    return Err(WalError::Format { segment: n, error });
+                }
+                Err(error) => return Err(WalError::Format { segment: n, error }),
+            }
+            report.segments += 1;
+            let mut at = HEADER_BYTES;
+            while at < bytes.len() {
+                let entries = format::read_record(&bytes[at..])
+                    .and_then(|(p, used)| Ok((format::decode_payload(p)?, used)));
+                match entries {
+                    Ok((entries, used)) => {
+                        for e in entries {
+                            visit(n, e);
+                        }
+                        report.records += 1;
+                        at += used;
+                    }
+                    Err(error) if last => {
+                        tracing::warn!(segment = n, offset = at, %error, "the write-ahead log ends in a record cut by a crash; it was never acknowledged and is dropped");
+                        let f = vfs.open(&path, OpenMode::ReadWrite)?;
+                        f.set_len(at as u64)?;
+                        f.sync_data()?;
+                        report.torn_bytes = (bytes.len() - at) as u64;
+                        break;
+                    }
+                    Err(error) => {
+                        tracing::error!(segment = n, offset = at, %error, "a damaged record in the write-ahead log: what follows it in this segment is lost");
+                        report.damaged_segments.push(n);
+                        break;
+                    }
+                }
+            }
+        }
+        let number = numbers.last().map_or(1, |n| n + 1);
+        let segment = Self::create_segment(vfs.as_ref(), dir, number)?;
+        let mut segments: VecDeque<u64> = numbers
+            .into_iter()
+            .filter(|&n| vfs.exists(&segment_path(dir, n)))
+            .collect();
+        segments.push_back(number);
+        let state = State {
+            pending: Vec::new(),
+            pending_last: 0,
+            next_ticket: 1,
+            durable: 0,
+            failed: VecDeque::new(),
+            writing: false,
+            poisoned: None,
+            segment,
+            segments,
+        };
+        let wal = Wal {
+            dir: dir.to_path_buf(),
+            opts,
+            state: Mutex::new(state),
+            written: Condvar::new(),
+        };
+        Ok((wal, report))
+    }
+
+    fn create_segment(vfs: &dyn Vfs, dir: &Path, number: u64) -> Result<Segment, WalError> {
+        let path = segment_path(dir, number);
+        let file = vfs.open(&path, OpenMode::CreateNew)?;
+        let made = file
+            .write_all_at(&format::segment_header(number), 0)
+            .and_then(|()| file.sync_data())
+            .and_then(|()| vfs.sync_dir(dir));
+        if let Err(e) = made {
+            let _ = vfs.remove_file(&path);
+            return Err(e.into());
+        }
+        Ok(Segment {
+            number,
+            file,
+            len: HEADER_BYTES as u64,
+        })
+    }
+
+    fn lock(&self) -> MutexGuard<'_, State> {
+        self.state.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Adds a record of `payload` (encoded entries) to the next write.
+    pub fn append(&self, payload: &[u8]) -> Result<Ticket, WalError> {
+        if payload.is_empty() || payload.len() > MAX_RECORD_BYTES {
+            return Err(WalError::TooLarge(payload.len()));
+        }
+        let mut st = self.lock();
+        if let Some(p) = &st.poisoned {
+            return Err(WalError::Poisoned(p.clone()));
+        }
+        st.pending.extend_from_slice(&format::frame(payload));
+        let id = st.next_ticket;
+        st.next_ticket += 1;
+        st.pending_last = id;
+        Ok(Ticket {
+            id,
+            segment_at_least: st.segment.number,
+        })
+    }
+
+    /// Waits until the record of `t` is acknowledged (written, and synced
+    /// where the log syncs), writing it and every record before it itself
+    /// if no one else is.
+    pub fn commit(&self, t: Ticket) -> Result<(), WalError> {
+        let mut st = self.lock();
+        loop {
+            if t.id <= st.durable {
+                if let Some((_, _, e)) =
+                    st.failed.iter().find(|(a, b, _)| (*a..=*b).contains(&t.id))
+                {
+                    return Err(WalError::Io(io::Error::other(e.clone())));
+                }
+                return Ok(());
+            }
+            if let Some(p) = &st.poisoned {
+                return Err(WalError::Poisoned(p.clone()));
+            }
+            if st.writing {
+                st = self.written.wait(st).unwrap_or_else(|e| e.into_inner());
+                continue;
+            }
+            st = self.write_pending(st);
+        }
+    }
+
+    /// Writes what is pending as the one writer, the lock released while
+    /// the disk works.
+    fn write_pending<'a>(&'a self, mut st: MutexGuard<'a, State>) -> MutexGuard<'a, State> {
+        st.writing = true;
+        let bytes = std::mem::take(&mut st.pending);
+        let (first, last) = (st.durable + 1, st.pending_last);
+        let rotate = st.segment.len >= self.opts.segment_bytes;
+        let (mut file, mut len, mut number) =
+            (st.segment.file.clone(), st.segment.len, st.segment.number);
+        drop(st);
+        let mut new_segment = None;
+        let mut result: Result<(), (io::Error, bool)> = Ok(());
+        if rotate {
+            match Self::create_segment(self.opts.vfs.as_ref(), &self.dir, number + 1) {
+                Ok(s) => {
+                    (file, len, number) = (s.file.clone(), s.len, s.number);
+                    new_segment = Some(s);
+                }
+                Err(e) => result = Err((io::Error::other(e.to_string()), false)),
+            }
+        }
+        if result.is_ok() && !bytes.is_empty() {
+            result = file.write_all_at(&bytes, len).map_err(|e| (e, false));
+            if result.is_ok() && self.opts.sync {
+                result = file.sync_data().map_err(|e| (e, true));
+            }
+            if let Err((_, false)) = &result {
+                // Cut back to the last whole record, so the segment stays
+                // a log of whole records; failing that, stop.
+                if let Err(e) = file.set_len(len) {
+                    result = Err((e, true));
+                }
+            }
+        }
+        let mut st = self.lock();
+        st.writing = false;
+        if let Some(s) = new_segment {
+            st.segments.push_back(s.number);
+            st.segment = s;
+        }
+        match result {
+            Ok(()) => st.segment.len = len + bytes.len() as u64,
+            Err((e, poison)) => {
+                tracing::error!(segment = number, error = %e, "a write-ahead log write failed; its samples were not acknowledged");
+                if poison {
+                    st.poisoned = Some(e.to_string());
+                }
+                st.failed.push_back((first, last, e.to_string()));
+                if st.failed.len() > 64 {
+                    st.failed.pop_front();
+                }
+            }
+        }
+        st.durable = st.durable.max(last);
+        self.written.notify_all();
+        st
+    }
+
+    /// Deletes the segments numbered below `number` (never the current
+    /// one): their samples are all in durable blocks.
+    pub fn retire_below(&self, number: u64) -> Result<usize, WalError> {
+        let doomed: Vec<u64> = {
+            let st = self.lock();
+            let current = st.segment.number;
+            st.segments
+                .iter()
+                .copied()
+                .filter(|&n| n < number && n != current)
+                .collect()
+        };
+        if doomed.is_empty() {
+            return Ok(0);
+        }
+        for &n in &doomed {
+            self.opts.vfs.remove_file(&segment_path(&self.dir, n))?;
+            self.lock().segments.retain(|&s| s != n);
+        }
+        self.opts.vfs.sync_dir(&self.dir)?;
+        Ok(doomed.len())
+    }
+
+    /// Segments on disk, oldest first.
+    pub fn segments(&self) -> Vec<u64> {
+        self.lock().segments.iter().copied().collect()
+    }
+
+    /// The segment records go to now.
+    pub fn current_segment(&self) -> u64 {
+        self.lock().segment.number
+    }
+}
+
+/// Framing of one record, for sizing batches.
+pub const RECORD_OVERHEAD: usize = FRAME_BYTES;
+
+#[cfg(test)]
+mod tests;
