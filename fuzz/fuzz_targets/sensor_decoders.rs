@@ -20,7 +20,8 @@ fn block(bytes: &[u8]) {
     }
 }
 
-/// A log segment: its header, then records until one does not read.
+/// Log bytes: as a segment header, and as records until one does not
+/// read.
 fn wal(bytes: &[u8]) {
     use rill_tsdb::wal::format::{decode_payload, encode_entry, parse_segment_header, read_record};
     let _ = parse_segment_header(bytes);
@@ -30,7 +31,7 @@ fn wal(bytes: &[u8]) {
         if let Ok(entries) = decode_payload(payload) {
             let mut again = Vec::new();
             for e in &entries {
-                encode_entry(&mut again, e);
+                encode_entry(&mut again, e).expect("decoded entries encode");
             }
             let back = decode_payload(&again).expect("fresh entries decode");
             assert_eq!(format!("{back:?}"), format!("{entries:?}"));

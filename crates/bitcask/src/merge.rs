@@ -249,8 +249,13 @@ impl Inner {
                 (stats.current_entries(id), share)
             };
             let dropping = || out.drops.iter().filter(|(_, e)| e.file_id == id).count() as u64;
-            if current == 0 || (expired.contains(&id) && current <= dropping()) {
+            if current == 0 {
                 out.report.files_deleted_unread += 1;
+                done.push(id);
+                continue;
+            }
+            if expired.contains(&id) && current <= dropping() {
+                // Counted once its drops are committed (below).
                 done.push(id);
                 continue;
             }
@@ -313,6 +318,7 @@ impl Inner {
                 done.retain(|id| !drops.iter().any(|(_, e)| e.file_id == *id));
             }
         }
+        out.report.files_deleted_unread += done.iter().filter(|id| expired.contains(id)).count();
         // The copies are durable: the originals can go.
         self.retire(crate::retire::Retired {
             ids: done.clone(),

@@ -169,14 +169,48 @@ impl StatsTable {
     }
 
     pub fn snapshot(&self, file_id: u32, now_s: u32, active: bool) -> Option<FileStats> {
+        self.snapshot_with(file_id, now_s, active, |id| self.min_seq_outside(&[id]))
+    }
+
+    /// Every file's snapshot (`active`: the active file's id), the
+    /// smallest sequence number outside each file found in one pass.
+    pub fn snapshot_all(&self, now_s: u32, active: u32) -> Vec<FileStats> {
+        let mut least = [(u64::MAX, u32::MAX); 2];
+        for (&id, f) in self.files.iter().filter(|(_, f)| f.total_keys > 0) {
+            if f.min_seq < least[0].0 {
+                least = [(f.min_seq, id), least[0]];
+            } else if f.min_seq < least[1].0 {
+                least[1] = (f.min_seq, id);
+            }
+        }
+        let outside = |id: u32| {
+            if least[0].1 == id {
+                least[1].0
+            } else {
+                least[0].0
+            }
+        };
+        self.files
+            .keys()
+            .filter_map(|&id| self.snapshot_with(id, now_s, id == active, outside))
+            .collect()
+    }
+
+    fn snapshot_with(
+        &self,
+        file_id: u32,
+        now_s: u32,
+        active: bool,
+        min_seq_outside: impl Fn(u32) -> u64,
+    ) -> Option<FileStats> {
         let f = self.files.get(&file_id)?;
         let (exp_keys, exp_bytes) = f
             .expiring
             .range(..=now_s)
             .fold((0, 0), |(k, b), (_, (kk, bb))| (k + kk, b + bb));
         let count = |x: i64| x.max(0) as u64;
-        let unread = f.live_keys <= 0
-            || (f.live_keys == exp_keys && f.max_seq < self.min_seq_outside(&[file_id]));
+        let unread =
+            f.live_keys <= 0 || (f.live_keys == exp_keys && f.max_seq < min_seq_outside(file_id));
         Some(FileStats {
             file_id,
             total_bytes: count(f.total_bytes),
@@ -196,10 +230,6 @@ impl StatsTable {
         self.files
             .get(&file_id)
             .map_or(0, |f| f.live_keys.max(0) as u64)
-    }
-
-    pub fn file_ids(&self) -> impl Iterator<Item = u32> + '_ {
-        self.files.keys().copied()
     }
 
     /// Smallest `min_seq` over files not in `excluded`.

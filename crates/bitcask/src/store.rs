@@ -334,10 +334,7 @@ impl Store {
         let now = self.inner.opts.now_s();
         let active = self.inner.active_id.load(Ordering::Acquire);
         let stats = self.inner.stats.lock().expect("stats");
-        let mut out: Vec<FileStats> = stats
-            .file_ids()
-            .filter_map(|id| stats.snapshot(id, now, id == active))
-            .collect();
+        let mut out = stats.snapshot_all(now, active);
         out.sort_by_key(|f| f.file_id);
         out
     }

@@ -83,8 +83,13 @@ fn expired_files_go_unread_and_stay_gone() {
         "{report:?}"
     );
     assert_eq!(closed_files(&s), Vec::<u32>::new());
+    let left = common::data_files(dir.path());
     drop(s);
     let s = open(dir.path(), &clock);
+    // The deleted files stay deleted (only the active file was left, and
+    // the new one this open starts).
+    assert!(common::data_files(dir.path()).len() <= left.len() + 1);
+    assert!(left.iter().all(|f| f.exists()));
     for i in 0..400 {
         assert_eq!(s.get(format!("w1-{i}").as_bytes()).unwrap(), None);
         assert_eq!(s.get(format!("w2-{i}").as_bytes()).unwrap(), None);

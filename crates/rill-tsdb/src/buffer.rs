@@ -49,9 +49,10 @@ pub struct Buffers {
     waiting: usize,
 }
 
-/// The window `ts` falls in.
+/// The window `ts` falls in (the first window starts at `i64::MIN` for
+/// the times before the first whole one).
 pub fn window_of(ts: i64, window_ns: i64) -> i64 {
-    ts.div_euclid(window_ns) * window_ns
+    ts.div_euclid(window_ns).saturating_mul(window_ns)
 }
 
 impl Buffers {
@@ -118,7 +119,7 @@ impl Buffers {
     /// Cuts every window that ended at or before `closed_before` (its
     /// end, not its start), appending the blocks to `out`.
     pub fn close(&mut self, closed_before: i64, out: &mut Vec<Cut>) {
-        let first_open = window_of(closed_before, self.window_ns) - self.window_ns;
+        let first_open = window_of(closed_before, self.window_ns).saturating_sub(self.window_ns);
         for (&series, buf) in self.series.iter_mut() {
             let keep = buf.open.split_off(&(first_open + 1));
             let closing = std::mem::replace(&mut buf.open, keep);
@@ -224,6 +225,16 @@ mod tests {
         assert_eq!(window_of(-1, 100), -100);
         assert_eq!(window_of(-100, 100), -100);
         assert_eq!(window_of(99, 100), 0);
+        // The ends of time do not overflow.
+        assert_eq!(window_of(i64::MIN, 3_600_000_000_000), i64::MIN);
+        let hour = 3_600_000_000_000;
+        assert!(i64::MAX - window_of(i64::MAX, hour) < hour);
+        let mut b = Buffers::new(3_600_000_000_000, 10);
+        let mut out = Vec::new();
+        b.add(1, &[s(i64::MIN, 1.0), s(i64::MAX, 2.0)], 1, &mut out);
+        b.close(i64::MIN, &mut out);
+        b.cut_all(&mut out);
+        assert_eq!(out.len(), 2);
     }
 
     #[test]

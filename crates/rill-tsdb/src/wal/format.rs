@@ -98,24 +98,33 @@ fn unzigzag(u: u64) -> i64 {
     ((u >> 1) as i64) ^ -((u & 1) as i64)
 }
 
-/// Appends one entry to a payload.
-pub fn encode_entry(out: &mut Vec<u8>, e: &Entry) {
+/// Appends one entry to a payload; refuses (writing nothing) what the
+/// reader would refuse, so the log never acknowledges a record it cannot
+/// read back.
+pub fn encode_entry(out: &mut Vec<u8>, e: &Entry) -> Result<(), FormatError> {
     match e {
         Entry::Series { id, db, key } => {
+            if db.len() > MAX_NAME_BYTES || key.len() > MAX_NAME_BYTES {
+                return Err(FormatError::Invalid("name longer than allowed"));
+            }
             out.push(SERIES);
             put_varint(out, *id);
             put_varint(out, db.len() as u64);
             out.extend_from_slice(db);
             put_varint(out, key.len() as u64);
             out.extend_from_slice(key);
+            Ok(())
         }
         Entry::Samples { id, samples } => encode_samples(out, *id, samples),
     }
 }
 
-/// Appends a samples entry (at most [`MAX_ENTRY_SAMPLES`]).
-pub fn encode_samples(out: &mut Vec<u8>, id: u64, samples: &[Sample]) {
-    debug_assert!(samples.len() <= MAX_ENTRY_SAMPLES);
+/// Appends a samples entry: 1 to [`MAX_ENTRY_SAMPLES`] samples (split a
+/// longer run).
+pub fn encode_samples(out: &mut Vec<u8>, id: u64, samples: &[Sample]) -> Result<(), FormatError> {
+    if samples.is_empty() || samples.len() > MAX_ENTRY_SAMPLES {
+        return Err(FormatError::Invalid("sample count"));
+    }
     out.push(SAMPLES);
     put_varint(out, id);
     put_varint(out, samples.len() as u64);
@@ -132,6 +141,7 @@ pub fn encode_samples(out: &mut Vec<u8>, id: u64, samples: &[Sample]) {
     for s in samples {
         out.extend_from_slice(&s.value.to_bits().to_le_bytes());
     }
+    Ok(())
 }
 
 /// A record of `payload`: length, CRC, payload.
@@ -299,7 +309,7 @@ mod tests {
         fn records_round_trip(es in entries()) {
             let mut payload = Vec::new();
             for e in &es {
-                encode_entry(&mut payload, e);
+                encode_entry(&mut payload, e).unwrap();
             }
             let rec = frame(&payload);
             let (p, used) = read_record(&rec).unwrap();
@@ -318,7 +328,7 @@ mod tests {
         fn a_flipped_bit_is_caught(es in entries(), at in any::<usize>(), bit in 0u8..8) {
             let mut payload = Vec::new();
             for e in &es {
-                encode_entry(&mut payload, e);
+                encode_entry(&mut payload, e).unwrap();
             }
             let mut rec = frame(&payload);
             let i = at % rec.len();
@@ -344,6 +354,23 @@ mod tests {
             Err(FormatError::Magic)
         );
         assert_eq!(parse_segment_header(&h[..15]), Err(FormatError::Truncated));
+    }
+
+    #[test]
+    fn what_the_reader_refuses_is_never_encoded() {
+        let mut out = Vec::new();
+        let many = vec![Sample { ts: 1, value: 1.0 }; MAX_ENTRY_SAMPLES + 1];
+        assert!(encode_samples(&mut out, 1, &many).is_err());
+        assert!(encode_samples(&mut out, 1, &[]).is_err());
+        let long = Entry::Series {
+            id: 1,
+            db: vec![b'd'; MAX_NAME_BYTES + 1],
+            key: Vec::new(),
+        };
+        assert!(encode_entry(&mut out, &long).is_err());
+        assert!(out.is_empty());
+        assert!(encode_samples(&mut out, 1, &many[..MAX_ENTRY_SAMPLES]).is_ok());
+        assert_eq!(decode_payload(&out).unwrap().len(), 1);
     }
 
     #[test]

@@ -77,6 +77,13 @@ struct Segment {
     len: u64,
 }
 
+struct Failed {
+    first: u64,
+    last: u64,
+    error: String,
+    untold: u64,
+}
+
 struct State {
     /// Records appended and not yet taken by a writer, with their tickets.
     pending: Vec<u8>,
@@ -84,8 +91,9 @@ struct State {
     next_ticket: u64,
     /// Every ticket up to this is acknowledged.
     durable: u64,
-    /// Ticket ranges whose write failed, with the error.
-    failed: VecDeque<(u64, u64, String)>,
+    /// Ticket ranges whose write failed (a range goes once each of its
+    /// tickets has been told).
+    failed: VecDeque<Failed>,
     writing: bool,
     poisoned: Option<String>,
     segment: Segment,
@@ -144,9 +152,11 @@ impl Wal {
             let bytes = vfs.open(&path, OpenMode::Read)?.read_all()?;
             match format::parse_segment_header(&bytes) {
                 Ok(h) if h == n => {}
-                // A segment created by a crash before its header was durable.
-                Err(FormatError::Truncated) if last => {
+                // The newest segment, made by a crash before its header
+                // was durable (no record is written before it is).
+                Err(_) if last && bytes.len() <= HEADER_BYTES => {
                     vfs.remove_file(&path)?;
+                    vfs.sync_dir(dir)?;
                     continue;
                 }
                 Ok(_) => {
@@ -157,31 +167,48 @@ impl Wal {
             }
             report.segments += 1;
             let mut at = HEADER_BYTES;
+            let mut damaged = false;
             while at < bytes.len() {
-                let entries = format::read_record(&bytes[at..])
-                    .and_then(|(p, used)| Ok((format::decode_payload(p)?, used)));
-                match entries {
-                    Ok((entries, used)) => {
-                        for e in entries {
-                            visit(n, e);
+                match format::read_record(&bytes[at..]) {
+                    Ok((payload, used)) => {
+                        match format::decode_payload(payload) {
+                            Ok(entries) => entries.into_iter().for_each(|e| visit(n, e)),
+                            Err(error) => {
+                                tracing::error!(segment = n, offset = at, %error, "a write-ahead log record does not decode; it is skipped");
+                                damaged = true;
+                            }
                         }
                         report.records += 1;
                         at += used;
                     }
-                    Err(error) if last => {
-                        tracing::warn!(segment = n, offset = at, %error, "the write-ahead log ends in a record cut by a crash; it was never acknowledged and is dropped");
-                        let f = vfs.open(&path, OpenMode::ReadWrite)?;
-                        f.set_len(at as u64)?;
-                        f.sync_data()?;
-                        report.torn_bytes = (bytes.len() - at) as u64;
-                        break;
-                    }
-                    Err(error) => {
-                        tracing::error!(segment = n, offset = at, %error, "a damaged record in the write-ahead log: what follows it in this segment is lost");
-                        report.damaged_segments.push(n);
-                        break;
-                    }
+                    Err(error) => match next_record(&bytes, at + 1) {
+                        // Damage with whole records after it: skipped.
+                        Some(next) => {
+                            tracing::error!(segment = n, offset = at, skipped = next - at, %error, "a damaged stretch in the write-ahead log; its samples are lost");
+                            damaged = true;
+                            at = next;
+                        }
+                        // Nothing whole after it, at the end of the newest
+                        // segment: a write cut by a crash, never
+                        // acknowledged.
+                        None if last => {
+                            tracing::warn!(segment = n, offset = at, %error, "the write-ahead log ends in a record cut by a crash; it was never acknowledged and is dropped");
+                            let f = vfs.open(&path, OpenMode::ReadWrite)?;
+                            f.set_len(at as u64)?;
+                            f.sync_data()?;
+                            report.torn_bytes = (bytes.len() - at) as u64;
+                            break;
+                        }
+                        None => {
+                            tracing::error!(segment = n, offset = at, %error, "a damaged end of a write-ahead log segment; its samples are lost");
+                            damaged = true;
+                            break;
+                        }
+                    },
                 }
+            }
+            if damaged {
+                report.damaged_segments.push(n);
             }
         }
         let number = numbers.last().map_or(1, |n| n + 1);
@@ -259,12 +286,20 @@ impl Wal {
         let mut st = self.lock();
         loop {
             if t.id <= st.durable {
-                if let Some((_, _, e)) =
-                    st.failed.iter().find(|(a, b, _)| (*a..=*b).contains(&t.id))
-                {
-                    return Err(WalError::Io(io::Error::other(e.clone())));
+                let found = st
+                    .failed
+                    .iter()
+                    .position(|f| (f.first..=f.last).contains(&t.id));
+                let Some(i) = found else {
+                    return Ok(());
+                };
+                let f = &mut st.failed[i];
+                let e = io::Error::other(f.error.clone());
+                f.untold -= 1;
+                if f.untold == 0 {
+                    st.failed.remove(i);
                 }
-                return Ok(());
+                return Err(WalError::Io(e));
             }
             if let Some(p) = &st.poisoned {
                 return Err(WalError::Poisoned(p.clone()));
@@ -324,9 +359,19 @@ impl Wal {
                 if poison {
                     st.poisoned = Some(e.to_string());
                 }
-                st.failed.push_back((first, last, e.to_string()));
-                if st.failed.len() > 64 {
-                    st.failed.pop_front();
+                // Failures back to back (a full disk) make one range.
+                match st.failed.back_mut() {
+                    _ if first > last => {}
+                    Some(f) if f.last + 1 == first => {
+                        f.last = last;
+                        f.untold += last + 1 - first;
+                    }
+                    _ => st.failed.push_back(Failed {
+                        first,
+                        last,
+                        error: e.to_string(),
+                        untold: last + 1 - first,
+                    }),
                 }
             }
         }
@@ -367,6 +412,13 @@ impl Wal {
     pub fn current_segment(&self) -> u64 {
         self.lock().segment.number
     }
+}
+
+/// The offset of the first whole record (framing and checksum right) at
+/// or after `from`, if any.
+fn next_record(bytes: &[u8], from: usize) -> Option<usize> {
+    (from..bytes.len().saturating_sub(FRAME_BYTES))
+        .find(|&at| format::read_record(&bytes[at..]).is_ok())
 }
 
 /// Framing of one record, for sizing batches.

@@ -24,7 +24,8 @@ fn record(id: u64, ts: i64) -> Vec<u8> {
                 value: ts as f64 / 8.0,
             }],
         },
-    );
+    )
+    .unwrap();
     p
 }
 
@@ -56,7 +57,8 @@ fn records_come_back_in_order_across_segments() {
             db: b"db".to_vec(),
             key: b"temp{room=\"a\"}".to_vec(),
         },
-    );
+    )
+    .unwrap();
     wal.commit(wal.append(&p).unwrap()).unwrap();
     for ts in 0..200 {
         wal.commit(wal.append(&record(7, ts)).unwrap()).unwrap();
@@ -245,6 +247,56 @@ fn a_torn_end_is_cut_and_damage_is_reported() {
         .unwrap();
     f.sync_data().unwrap();
     let (seen, report, _) = replay(&vfs, dir);
-    assert!(seen.is_empty());
+    // The damaged record is lost, the whole ones after it are read.
+    assert_eq!(seen.len(), 9);
+    assert!(!seen.contains(&(1, 0)));
     assert_eq!(report.damaged_segments, vec![seg]);
+    assert_eq!(report.torn_bytes, 0);
+}
+
+/// A crash after a segment's name became durable but before its header
+/// did leaves a file of zeros (or nothing): the log opens and drops it.
+#[test]
+fn a_segment_without_its_header_is_dropped() {
+    for header in [&[0u8; HEADER_BYTES][..], &[0u8; 7], &[]] {
+        let vfs = SimVfs::new();
+        let dir = Path::new("/wal");
+        let (wal, _) = Wal::open(dir, opts(&vfs, 1 << 20), |_, _| {}).unwrap();
+        wal.commit(wal.append(&record(1, 1)).unwrap()).unwrap();
+        let next = wal.current_segment() + 1;
+        drop(wal);
+        let f = vfs
+            .open(&segment_path(dir, next), OpenMode::CreateNew)
+            .unwrap();
+        f.write_all_at(header, 0).unwrap();
+        drop(f);
+        let (seen, report, wal) = replay(&vfs, dir);
+        assert_eq!(seen, BTreeSet::from([(1, 1)]));
+        assert_eq!(report.segments, 1);
+        assert!(!vfs.exists(&segment_path(dir, next)));
+        assert_eq!(wal.current_segment(), next + 1);
+    }
+}
+
+/// Every writer whose record a failed write carried is told, however late
+/// it asks and whatever succeeded since.
+#[test]
+fn a_failed_commit_is_told_to_each_of_its_writers() {
+    let vfs = SimVfs::new();
+    let dir = Path::new("/wal");
+    let (wal, _) = Wal::open(dir, opts(&vfs, 1 << 20), |_, _| {}).unwrap();
+    vfs.set_capacity(Some(vfs.used_bytes()));
+    // Several tickets in one failed write: each one's commit says so, in
+    // any order, however late.
+    let tickets: Vec<Ticket> = (0..5)
+        .map(|ts| wal.append(&record(1, ts)).unwrap())
+        .collect();
+    assert!(wal.commit(tickets[4]).is_err());
+    vfs.set_capacity(None);
+    for _ in 0..3 {
+        wal.commit(wal.append(&record(2, 0)).unwrap()).unwrap();
+    }
+    for t in &tickets[..4] {
+        assert!(wal.commit(*t).is_err());
+    }
 }
