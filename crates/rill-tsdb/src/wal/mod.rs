@@ -49,8 +49,9 @@ pub struct WalOptions {
     pub sync: bool,
 }
 
-/// What [`Wal::append`] gives back: wait for it with [`Wal::commit`].
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+/// What [`Wal::append`] gives back: wait for it with [`Wal::commit`],
+/// once (a ticket is not `Copy`: a failure is told once).
+#[derive(Debug, PartialEq, Eq)]
 pub struct Ticket {
     id: u64,
     /// The record lands in this segment or a later one.
