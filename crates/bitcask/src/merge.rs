@@ -83,6 +83,11 @@ struct Output<'a> {
 }
 
 impl Output<'_> {
+    /// Drops waiting for their records of file `id`.
+    fn drops_in(&self, id: u32) -> usize {
+        self.drops.iter().filter(|(_, e)| e.file_id == id).count()
+    }
+
     fn append(
         &mut self,
         key: &[u8],
@@ -239,7 +244,7 @@ impl Inner {
             name_unsynced: false,
             damaged: std::collections::HashSet::new(),
         };
-        let expired = self.drop_expired_files(&inputs, &mut out);
+        let expired = self.collect_expired_drops(&inputs, &mut out);
         let mut done = Vec::new();
         for &id in &inputs {
             let (current, visible_share) = {
@@ -248,7 +253,7 @@ impl Inner {
                 let share = snap.map_or(0.0, |s| 1.0 - s.dead_share());
                 (stats.current_entries(id), share)
             };
-            let dropping = || out.drops.iter().filter(|(_, e)| e.file_id == id).count() as u64;
+            let dropping = || out.drops_in(id) as u64;
             if current == 0 {
                 out.report.files_deleted_unread += 1;
                 done.push(id);
@@ -272,7 +277,7 @@ impl Inner {
             // counts alone cannot tell (a concurrent put lowers them), so
             // damage keeps the file.
             let damaged = out.damaged.contains(&id);
-            let dropping = out.drops.iter().filter(|(_, e)| e.file_id == id).count();
+            let dropping = out.drops_in(id);
             if !damaged && self.stats.lock().expect("stats").current_entries(id) <= dropping as u64
             {
                 done.push(id);
@@ -339,10 +344,10 @@ impl Inner {
 
     /// The inputs whose every current record has expired, with no file
     /// outside the merge holding an older record of their keys (so none
-    /// can come back): their records are dropped from the keydir (once
-    /// every input's deletion is committed) without reading the file or
-    /// its hint. One scan of the keydir (memory) finds them all.
-    fn drop_expired_files(&self, inputs: &[u32], out: &mut Output<'_>) -> Vec<u32> {
+    /// can come back), in file order: their records join the drops
+    /// (applied once every input's deletion is committed) without reading
+    /// the file or its hint. One scan of the keydir (memory) finds them.
+    fn collect_expired_drops(&self, inputs: &[u32], out: &mut Output<'_>) -> Vec<u32> {
         let expired: Vec<u32> = {
             let stats = self.stats.lock().expect("stats");
             inputs
@@ -357,7 +362,7 @@ impl Inner {
         };
         if !expired.is_empty() {
             self.keydir.scan(|key, e| {
-                if expired.contains(&e.file_id) && e.is_expired(out.now_s) {
+                if expired.binary_search(&e.file_id).is_ok() && e.is_expired(out.now_s) {
                     out.drops.push((key.into(), e));
                 }
                 true

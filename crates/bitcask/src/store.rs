@@ -1060,24 +1060,7 @@ fn spawn_background(inner: &Arc<Inner>) -> JoinHandle<()> {
 /// (an fsync of each new directory's parent): a store created and written
 /// under `o_sync` must not vanish with its directory at a power loss.
 fn create_dir_durably(vfs: &dyn crate::vfs::Vfs, dir: &Path) -> Result<()> {
-    let mut missing = Vec::new();
-    let mut at = Some(dir);
-    while let Some(p) = at.filter(|p| !p.as_os_str().is_empty() && !vfs.exists(p)) {
-        missing.push(p);
-        at = p.parent();
-    }
-    if missing.is_empty() {
-        return Ok(());
-    }
-    vfs.create_dir_all(dir).map_err(|e| Error::io(dir, e))?;
-    for p in missing.iter().rev() {
-        let parent = match p.parent() {
-            Some(q) if !q.as_os_str().is_empty() => q,
-            _ => Path::new("."),
-        };
-        vfs.sync_dir(parent).map_err(|e| Error::io(parent, e))?;
-    }
-    Ok(())
+    crate::vfs::create_dir_durably(vfs, dir).map_err(|e| Error::io(dir, e))
 }
 
 /// Why a read that may not wait gave up.

@@ -34,7 +34,8 @@ const KEY_GUESS_BYTES: u64 = 256;
 /// records, a hint entry for each, and for each expired record a
 /// tombstone that may have to stand in for it, with its hint. Keys are
 /// taken as long as the average live record allows, at most 256 bytes
-/// (256 when the file holds no live record).
+/// (256 when the file holds no live record). Nothing for a file the
+/// merge deletes unread (`FileStats::unread`).
 pub fn merge_need(f: &FileStats) -> u64 {
     if f.unread {
         return 0;

@@ -71,7 +71,9 @@ const MAX_MEMTABLE_BYTES: u64 = 64 << 20;
 /// with four. Four whatever the cores (measured on two).
 const WORKER_THREADS: usize = 4;
 
-/// How close the busiest partition is to fjall's own write stalls.
+/// How close the partitions are to fjall's own write stalls: the most
+/// level-0 runs and the most sealed memtables of any partition (each
+/// counted apart, so the two may come from different partitions).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct Pressure {
     pub l0_runs: usize,
@@ -150,8 +152,9 @@ impl LeveldbStore {
         };
         tracing::info!(dir = %dir.display(), budget_bytes = opts.max_memory_bytes,
             block_cache_bytes = cache, write_buffers_bytes = buffers, "leveldb memory budget");
-        // With a sync per write there is little left to write back.
-        let writeback = if opts.sync_on_write {
+        // With a sync per write there is little left to write back; off
+        // Linux there is no call to start it with.
+        let writeback = if opts.sync_on_write || !cfg!(target_os = "linux") {
             None
         } else {
             JournalWriteback::start(dir)

@@ -65,7 +65,7 @@ trait Target: Send + Sync {
     fn held_writes(&self) -> Option<u64> {
         None
     }
-    /// Level-0 runs and sealed memtables of the busiest partition now
+    /// The most level-0 runs and sealed memtables of any partition now
     /// (Rill's LSM backends).
     fn pressure(&self) -> Option<Pressure> {
         None
@@ -157,8 +157,8 @@ struct Interval {
 }
 
 /// What the store showed during an interval, sampled every few
-/// milliseconds: the most level-0 runs and sealed memtables of its
-/// busiest partition, and the puts held by the write budget.
+/// milliseconds: the most level-0 runs and the most sealed memtables of
+/// any of its partitions, and the puts held by the write budget.
 #[derive(Clone, Copy, Default)]
 struct Seen {
     l0_runs: usize,

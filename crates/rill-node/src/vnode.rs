@@ -226,12 +226,14 @@ impl Vnode {
     /// one), `update` is given the head (the object with empty values) and
     /// no value is read: a write then reads only the ledger, as Riak's
     /// vnode fetches a clock and index data by a head before a put.
+    /// `None`: the write needs the stored values whatever they are (no
+    /// head is read).
     pub fn update(
         &self,
         k: &BKey,
         limits: &Limits,
         prune: Option<&PruneRules>,
-        head_will_do: impl FnOnce(&Object) -> bool,
+        head_will_do: Option<impl FnOnce(&Object) -> bool>,
         update: impl FnOnce(Option<&Object>) -> Result<Option<Object>, KvError>,
     ) -> Result<Option<Object>, KvError> {
         let _guard = self.lock(k);
@@ -292,8 +294,11 @@ impl Vnode {
     fn stored_for_write(
         &self,
         k: &BKey,
-        head_will_do: impl FnOnce(&Object) -> bool,
+        head_will_do: Option<impl FnOnce(&Object) -> bool>,
     ) -> Result<(Option<Object>, bool), KvError> {
+        let Some(head_will_do) = head_will_do else {
+            return Ok((self.get(k)?, false));
+        };
         if let Some(read) = self.backend.get_head(k) {
             match read? {
                 None => return Ok((None, false)),

@@ -113,7 +113,7 @@ impl Vnode {
                     prune.as_ref(),
                     // Riak's merge: the incoming object wins whole when
                     // its clock dominates the stored one.
-                    |head| clock.dominates(&head.clock),
+                    Some(|head: &Object| clock.dominates(&head.clock)),
                     |stored| {
                         let mut next = match stored {
                             Some(s) => s.merge(&object),
@@ -163,7 +163,9 @@ impl Vnode {
                     &key,
                     limits,
                     Some(&prune),
-                    |head| step.keeps_no_stored_value(head),
+                    // A data type's op reads the stored state whatever it is.
+                    (!matches!(*step, CoordinateStep::Dt { .. }))
+                        .then_some(|head: &Object| step.keeps_no_stored_value(head)),
                     |stored| step.apply(stored, &self.actor_for(stored)?).map(Some),
                 )
                 .map(|o| VnodeReply::Stored(o.expect("the coordinator always writes"))),

@@ -105,11 +105,12 @@ pub(crate) fn read_varint(r: &mut BitReader) -> Result<u64, Truncated> {
 }
 
 /// Zigzag: small magnitudes of either sign to small unsigned numbers.
-pub(crate) fn zigzag(v: i64) -> u64 {
+pub fn zigzag(v: i64) -> u64 {
     ((v << 1) ^ (v >> 63)) as u64
 }
 
-pub(crate) fn unzigzag(u: u64) -> i64 {
+/// The inverse of [`zigzag`].
+pub fn unzigzag(u: u64) -> i64 {
     ((u >> 1) as i64) ^ -((u & 1) as i64)
 }
 

@@ -11,5 +11,6 @@ pub mod block;
 pub mod line;
 pub mod series;
 
+pub use bits::{unzigzag, zigzag};
 pub use block::{BlockError, Choice, Codec, EncodeError, Header, Sample};
 pub use series::{samples_of, Precision, Series};

@@ -119,22 +119,21 @@ impl Buffers {
     /// Cuts every window that ended at or before `closed_before` (its
     /// end, not its start), appending the blocks to `out`.
     pub fn close(&mut self, closed_before: i64, out: &mut Vec<Cut>) {
-        let first_open = window_of(closed_before, self.window_ns).saturating_sub(self.window_ns);
-        for (&series, buf) in self.series.iter_mut() {
-            let keep = buf.open.split_off(&(first_open + 1));
-            let closing = std::mem::replace(&mut buf.open, keep);
-            for (window, open) in closing {
-                self.waiting -= open.samples.len();
-                out.push(cut(series, window, &mut buf.parts, open.samples));
-            }
-        }
+        // A window [w, w + W) has ended by t when w + W <= t, that is
+        // when it starts before t's own window.
+        self.cut_before(Some(window_of(closed_before, self.window_ns)), out);
     }
 
     /// Cuts everything (a clean stop).
     pub fn cut_all(&mut self, out: &mut Vec<Cut>) {
-        self.close(i64::MAX, out);
+        self.cut_before(None, out);
+    }
+
+    /// Cuts every open window starting before `start` (`None`: all).
+    fn cut_before(&mut self, start: Option<i64>, out: &mut Vec<Cut>) {
         for (&series, buf) in self.series.iter_mut() {
-            for (window, open) in std::mem::take(&mut buf.open) {
+            let keep = start.map_or_else(BTreeMap::new, |s| buf.open.split_off(&s));
+            for (window, open) in std::mem::replace(&mut buf.open, keep) {
                 self.waiting -= open.samples.len();
                 out.push(cut(series, window, &mut buf.parts, open.samples));
             }
@@ -232,7 +231,9 @@ mod tests {
         let mut b = Buffers::new(3_600_000_000_000, 10);
         let mut out = Vec::new();
         b.add(1, &[s(i64::MIN, 1.0), s(i64::MAX, 2.0)], 1, &mut out);
-        b.close(i64::MIN, &mut out);
+        // The first window has not ended inside itself.
+        b.close(i64::MIN + 1, &mut out);
+        assert!(out.is_empty());
         b.cut_all(&mut out);
         assert_eq!(out.len(), 2);
     }

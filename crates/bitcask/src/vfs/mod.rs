@@ -179,3 +179,26 @@ pub trait Vfs: Send + Sync + 'static {
     /// guard is dropped; fails with `WouldBlock` when another holder has it.
     fn lock(&self, dir: &Path) -> io::Result<Box<dyn std::any::Any + Send + Sync>>;
 }
+
+/// Creates `dir` and its missing parents, each made durable in its own
+/// parent (a power cut must not take a new directory and what is in it).
+pub fn create_dir_durably(vfs: &dyn Vfs, dir: &Path) -> io::Result<()> {
+    let mut missing = Vec::new();
+    let mut at = Some(dir);
+    while let Some(p) = at.filter(|p| !p.as_os_str().is_empty() && !vfs.exists(p)) {
+        missing.push(p);
+        at = p.parent();
+    }
+    if missing.is_empty() {
+        return Ok(());
+    }
+    vfs.create_dir_all(dir)?;
+    for p in missing.iter().rev() {
+        let parent = match p.parent() {
+            Some(q) if !q.as_os_str().is_empty() => q,
+            _ => Path::new("."),
+        };
+        vfs.sync_dir(parent)?;
+    }
+    Ok(())
+}

@@ -120,6 +120,9 @@ pub(crate) fn decode(bytes: &[u8], count: usize) -> Result<Vec<f64>, BlockError>
     }
     let mut ms = Vec::with_capacity(count);
     ms.push(unzigzag(read_varint(&mut r)?));
+    if ms[0].unsigned_abs() >= MAX_MANTISSA as u64 {
+        return Err(BlockError::Invalid("mantissa out of range"));
+    }
     let mut ds = Vec::with_capacity(count.saturating_sub(1));
     while ds.len() + 1 < count {
         let bits = r.read(7)? as u32;
@@ -145,9 +148,6 @@ pub(crate) fn decode(bytes: &[u8], count: usize) -> Result<Vec<f64>, BlockError>
         ms.push(m);
         prev_d = diff;
     }
-    if ms[0].unsigned_abs() >= MAX_MANTISSA as u64 {
-        return Err(BlockError::Invalid("mantissa out of range"));
-    }
-    let values = ms.into_iter().take(count).map(|m| value_of(m, e)).collect();
-    Ok(values)
+    // (`ms` holds `count` mantissas: the first and one per difference.)
+    Ok(ms.into_iter().map(|m| value_of(m, e)).collect())
 }

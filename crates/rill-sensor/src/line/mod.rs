@@ -69,15 +69,17 @@ pub fn parse(body: &str) -> (Vec<Point<'_>>, Vec<LineError>) {
 
 /// The start of a bad line, for its error (at most 120 characters).
 fn excerpt(line: &str) -> String {
-    match line.char_indices().nth(120) {
-        Some((at, _)) => format!("'{}...'", &line[..at]),
-        None => format!("'{line}'"),
-    }
+    format!("'{}'", cut(line, 120))
 }
 
 /// A value for an error message: at most 40 characters of it.
 fn short(v: &str) -> Cow<'_, str> {
-    match v.char_indices().nth(40) {
+    cut(v, 40)
+}
+
+/// At most `n` characters of `v`, `...` marking a cut.
+fn cut(v: &str, n: usize) -> Cow<'_, str> {
+    match v.char_indices().nth(n) {
         Some((at, _)) => Cow::Owned(format!("{}...", &v[..at])),
         None => Cow::Borrowed(v),
     }
@@ -212,9 +214,7 @@ fn field_value(v: &str) -> Result<FieldValue<'_>, String> {
         // Closed by a quote no backslash escapes.
         let inner = inner
             .strip_suffix('"')
-            .filter(|i| {
-                v.len() >= 2 && i.bytes().rev().take_while(|&c| c == b'\\').count() % 2 == 0
-            })
+            .filter(|i| i.bytes().rev().take_while(|&c| c == b'\\').count() % 2 == 0)
             .ok_or("an unterminated string")?;
         return Ok(FieldValue::Str(unescape(
             inner,
@@ -244,10 +244,10 @@ fn field_value(v: &str) -> Result<FieldValue<'_>, String> {
             .map_err(|_| format!("bad unsigned integer {:?}", short(v)));
     }
     // Rust's float syntax accepts "inf", "NaN" and "infinity": InfluxDB's
-    // does not.
-    let plain = !v.starts_with('+')
-        && v.bytes()
-            .all(|c| c.is_ascii_digit() || matches!(c, b'.' | b'-' | b'+' | b'e' | b'E'));
+    // does not (a leading '+' was refused above).
+    let plain = v
+        .bytes()
+        .all(|c| c.is_ascii_digit() || matches!(c, b'.' | b'-' | b'+' | b'e' | b'E'));
     match v.parse::<f64>() {
         Ok(f) if plain && f.is_finite() => Ok(FieldValue::Float(f)),
         _ => Err(format!("bad field value {:?}", short(v))),

@@ -86,9 +86,9 @@ struct Failed {
 }
 
 struct State {
-    /// Records appended and not yet taken by a writer, with their tickets.
+    /// Records appended and not yet taken by a writer (every ticket
+    /// after `durable`).
     pending: Vec<u8>,
-    pending_last: u64,
     next_ticket: u64,
     /// Every ticket up to this is acknowledged.
     durable: u64,
@@ -129,17 +129,7 @@ impl Wal {
         mut visit: impl FnMut(u64, Entry),
     ) -> Result<(Wal, ReplayReport), WalError> {
         let vfs = &opts.vfs;
-        // Directories made here are made durable in their parents, or a
-        // power cut could take the whole log with them.
-        let missing: Vec<&Path> = dir.ancestors().take_while(|d| !vfs.exists(d)).collect();
-        vfs.create_dir_all(dir)?;
-        for d in missing.iter().rev().filter(|d| !d.as_os_str().is_empty()) {
-            match d.parent() {
-                Some(p) if p.as_os_str().is_empty() => vfs.sync_dir(Path::new("."))?,
-                Some(p) => vfs.sync_dir(p)?,
-                None => {}
-            }
-        }
+        bitcask::vfs::create_dir_durably(vfs.as_ref(), dir)?;
         let mut numbers: Vec<u64> = vfs
             .list_dir(dir)?
             .iter()
@@ -147,6 +137,7 @@ impl Wal {
             .collect();
         numbers.sort_unstable();
         let mut report = ReplayReport::default();
+        let mut kept = VecDeque::new();
         for (i, &n) in numbers.iter().enumerate() {
             let last = i + 1 == numbers.len();
             let path = segment_path(dir, n);
@@ -167,6 +158,7 @@ impl Wal {
                 Err(error) => return Err(WalError::Format { segment: n, error }),
             }
             report.segments += 1;
+            kept.push_back(n);
             let mut at = HEADER_BYTES;
             let mut damaged = false;
             while at < bytes.len() {
@@ -214,21 +206,16 @@ impl Wal {
         }
         let number = numbers.last().map_or(1, |n| n + 1);
         let segment = Self::create_segment(vfs.as_ref(), dir, number)?;
-        let mut segments: VecDeque<u64> = numbers
-            .into_iter()
-            .filter(|&n| vfs.exists(&segment_path(dir, n)))
-            .collect();
-        segments.push_back(number);
+        kept.push_back(number);
         let state = State {
             pending: Vec::new(),
-            pending_last: 0,
             next_ticket: 1,
             durable: 0,
             failed: VecDeque::new(),
             writing: false,
             poisoned: None,
             segment,
-            segments,
+            segments: kept,
         };
         let wal = Wal {
             dir: dir.to_path_buf(),
@@ -266,14 +253,16 @@ impl Wal {
         if payload.is_empty() || payload.len() > MAX_RECORD_BYTES {
             return Err(WalError::TooLarge(payload.len()));
         }
+        // Checksummed before the lock is taken.
+        let frame = format::frame_header(payload);
         let mut st = self.lock();
         if let Some(p) = &st.poisoned {
             return Err(WalError::Poisoned(p.clone()));
         }
-        st.pending.extend_from_slice(&format::frame(payload));
+        st.pending.extend_from_slice(&frame);
+        st.pending.extend_from_slice(payload);
         let id = st.next_ticket;
         st.next_ticket += 1;
-        st.pending_last = id;
         Ok(Ticket {
             id,
             segment_at_least: st.segment.number,
@@ -318,7 +307,7 @@ impl Wal {
     fn write_pending<'a>(&'a self, mut st: MutexGuard<'a, State>) -> MutexGuard<'a, State> {
         st.writing = true;
         let bytes = std::mem::take(&mut st.pending);
-        let (first, last) = (st.durable + 1, st.pending_last);
+        let (first, last) = (st.durable + 1, st.next_ticket - 1);
         let rotate = st.segment.len >= self.opts.segment_bytes;
         let (mut file, mut len, mut number) =
             (st.segment.file.clone(), st.segment.len, st.segment.number);
@@ -334,7 +323,7 @@ impl Wal {
                 Err(e) => result = Err((io::Error::other(e.to_string()), false)),
             }
         }
-        if result.is_ok() && !bytes.is_empty() {
+        if result.is_ok() {
             result = file.write_all_at(&bytes, len).map_err(|e| (e, false));
             if result.is_ok() && self.opts.sync {
                 result = file.sync_data().map_err(|e| (e, true));
@@ -362,7 +351,6 @@ impl Wal {
                 }
                 // Failures back to back (a full disk) make one range.
                 match st.failed.back_mut() {
-                    _ if first > last => {}
                     Some(f) if f.last + 1 == first => {
                         f.last = last;
                         f.untold += last + 1 - first;
@@ -421,9 +409,6 @@ fn next_record(bytes: &[u8], from: usize) -> Option<usize> {
     (from..bytes.len().saturating_sub(FRAME_BYTES))
         .find(|&at| format::read_record(&bytes[at..]).is_ok())
 }
-
-/// Framing of one record, for sizing batches.
-pub const RECORD_OVERHEAD: usize = FRAME_BYTES;
 
 #[cfg(test)]
 mod tests;

@@ -172,10 +172,7 @@ fn a_full_disk_fails_commits_and_then_recovers() {
                 }
                 Err(WalError::Io(e)) => {
                     failed += 1;
-                    assert!(
-                        e.to_string().contains("No space") || e.to_string().contains("space"),
-                        "{e}"
-                    );
+                    assert!(e.to_string().contains("No space"), "{e}");
                 }
                 Err(e) => panic!("round {round}: {e}"),
             }
@@ -200,7 +197,7 @@ fn a_failed_sync_stops_the_log_until_it_opens_again() {
     let dir = Path::new("/wal");
     let (wal, _) = Wal::open(dir, opts(&vfs, 1 << 20), |_, _| {}).unwrap();
     wal.commit(wal.append(&record(1, 1)).unwrap()).unwrap();
-    vfs.fail_syncs(Some(libc_eio()));
+    vfs.fail_syncs(Some(libc::EIO));
     assert!(wal.commit(wal.append(&record(1, 2)).unwrap()).is_err());
     vfs.fail_syncs(None);
     assert!(matches!(
@@ -211,10 +208,6 @@ fn a_failed_sync_stops_the_log_until_it_opens_again() {
     let (seen, _, wal) = replay(&vfs, dir);
     assert!(seen.contains(&(1, 1)));
     wal.commit(wal.append(&record(1, 4)).unwrap()).unwrap();
-}
-
-fn libc_eio() -> i32 {
-    5
 }
 
 /// Bytes after the last whole record of the last segment (a write a
