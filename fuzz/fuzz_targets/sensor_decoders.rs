@@ -1,8 +1,9 @@
 //! The sensor-data decoders on arbitrary input: blocks (as read from the
 //! store, and with their checksum made right so the fuzzer reaches the
-//! sections behind it), line protocol bodies, and write-ahead log
-//! segments. Nothing may panic; a block that decodes re-encodes to
-//! samples that decode the same, and so do log entries.
+//! sections behind it), line protocol bodies, write-ahead log segments,
+//! and the sensor stores' keys and series records. Nothing may panic; a
+//! block that decodes re-encodes to samples that decode the same, and so
+//! do log entries, block keys and series records.
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
@@ -40,11 +41,25 @@ fn wal(bytes: &[u8]) {
     }
 }
 
+/// A store's key and value: a block key, a series record's key and value.
+fn stores(bytes: &[u8]) {
+    use rill_tsdb::keys::*;
+    if let Some((series, window, part)) = parse_block_key(bytes) {
+        assert_eq!(block_key(series, window, part)[..], bytes[..]);
+    }
+    if let Some(id) = parse_series_record_key(bytes) {
+        assert_eq!(series_record_key(id)[..], bytes[..]);
+    }
+    if let Ok((db, key)) = decode_series_record(bytes) {
+        assert_eq!(encode_series_record(&db, &key).expect("decoded names encode"), bytes);
+    }
+}
+
 fuzz_target!(|data: &[u8]| {
     let Some((&mode, rest)) = data.split_first() else {
         return;
     };
-    match mode % 4 {
+    match mode % 5 {
         0 => block(rest),
         1 => {
             let mut b = rest.to_vec();
@@ -56,6 +71,7 @@ fuzz_target!(|data: &[u8]| {
             block(&b);
         }
         3 => wal(rest),
+        4 => stores(rest),
         _ => {
             if let Ok(body) = std::str::from_utf8(rest) {
                 let (points, errors) = rill_sensor::line::parse(body);

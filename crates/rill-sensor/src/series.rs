@@ -75,6 +75,70 @@ impl Series {
     }
 }
 
+impl Series {
+    /// The series a key ([`Series::key`]) names; `None` if `key` is not
+    /// one (keys are read back from the catalog, so this is a decoder).
+    pub fn parse_key(key: &str) -> Option<Series> {
+        let mut chars = key.chars();
+        let (name, stop) = unescape_until(&mut chars, &['{'], true)?;
+        if stop != '{' {
+            return None;
+        }
+        let mut labels: Vec<(String, String)> = Vec::new();
+        let mut rest = chars.as_str();
+        if let Some(after) = rest.strip_prefix('}') {
+            return after.is_empty().then_some(Series { name, labels });
+        }
+        loop {
+            let mut chars = rest.chars();
+            let (label, stop) = unescape_until(&mut chars, &['='], true)?;
+            if stop != '=' || chars.next() != Some('"') {
+                return None;
+            }
+            let (value, _) = unescape_until(&mut chars, &['"'], false)?;
+            if labels.last().is_some_and(|(last, _)| *last >= label) {
+                return None;
+            }
+            labels.push((label, value));
+            match chars.next()? {
+                ',' => rest = chars.as_str(),
+                '}' if chars.as_str().is_empty() => return Some(Series { name, labels }),
+                _ => return None,
+            }
+        }
+    }
+}
+
+/// Text up to the first unescaped stop character, unescaped as
+/// [`Series::key`] escapes names (`name`) or label values; the stop.
+fn unescape_until(
+    chars: &mut std::str::Chars<'_>,
+    stops: &[char],
+    name: bool,
+) -> Option<(String, char)> {
+    let mut out = String::new();
+    while let Some(c) = chars.next() {
+        if stops.contains(&c) {
+            return Some((out, c));
+        }
+        if c != '\\' {
+            // Only the escaped form of these is in a key.
+            if c == '\n' || (name && matches!(c, '"' | ',' | '=' | '{' | '}')) {
+                return None;
+            }
+            out.push(c);
+            continue;
+        }
+        match chars.next()? {
+            'n' => out.push('\n'),
+            e @ ('\\' | '"') => out.push(e),
+            e @ (',' | '=' | '{' | '}') if name => out.push(e),
+            _ => return None,
+        }
+    }
+    None
+}
+
 fn escape_name(s: &mut String, name: &str) {
     for c in name.chars() {
         match c {
@@ -271,5 +335,41 @@ mod tests {
         assert!(Precision::parse(Some("d"))
             .unwrap_err()
             .contains("ns, us, ms"));
+    }
+
+    proptest::proptest! {
+        #[test]
+        fn keys_parse_back_to_their_series(
+            name in "[a-z_{}=,\"\\\\\n ]{0,12}",
+            labels in proptest::collection::vec(("[a-z{}=,\"\\\\\n]{0,6}", "[a-z{}=,\"\\\\\n ]{0,8}"), 0..4),
+        ) {
+            let s = Series::new(name, labels);
+            proptest::prop_assert_eq!(Series::parse_key(&s.key()), Some(s.clone()));
+        }
+
+        #[test]
+        fn any_text_parses_or_not_without_panic(key in ".{0,40}") {
+            if let Some(s) = Series::parse_key(&key) {
+                proptest::prop_assert_eq!(s.key(), key);
+            }
+        }
+    }
+
+    #[test]
+    fn malformed_keys_are_not_series() {
+        for bad in [
+            "",
+            "cpu",
+            "cpu{",
+            "cpu{a}",
+            "cpu{a=1}",
+            "cpu{a=\"1\"",
+            "cpu{a=\"1\"}x",
+            "cpu{b=\"1\",a=\"2\"}",
+            "c\\x{}",
+        ] {
+            assert_eq!(Series::parse_key(bad), None, "{bad}");
+        }
+        assert_eq!(Series::parse_key("cpu{}"), Some(Series::new("cpu", vec![])));
     }
 }

@@ -6,8 +6,9 @@
 //! Within a window the samples are kept in time order; a repeated
 //! timestamp keeps the value written last. Samples may arrive out of
 //! order, within a window or for an earlier window still open; a sample
-//! for a window already cut starts a new part of that window (a query
-//! reads the parts in order, the later part winning on a repeated time).
+//! for a window already cut opens it again, and its next cut becomes a
+//! later part of that window (the store numbers the parts; a query reads
+//! them in order, the later part winning on a repeated time).
 //!
 //! Each window remembers the oldest log segment its samples came from, so
 //! the log can drop every segment older than all waiting samples.
@@ -21,10 +22,11 @@ pub struct Cut {
     pub series: u64,
     /// The window's start, ns (a multiple of the window length).
     pub window: i64,
-    /// Parts of a window already stored before this one.
-    pub part: u32,
     /// In time order, no timestamp twice.
     pub samples: Vec<Sample>,
+    /// The oldest log segment holding one of `samples`: the log keeps it
+    /// until the cut is stored.
+    pub segment: u64,
 }
 
 struct Open {
@@ -33,19 +35,11 @@ struct Open {
     segment: u64,
 }
 
-#[derive(Default)]
-struct SeriesBuf {
-    open: BTreeMap<i64, Open>,
-    /// Parts stored so far per window, for windows that have any (kept
-    /// until the window is older than the storage period).
-    parts: BTreeMap<i64, u32>,
-}
-
 /// The buffers of every series.
 pub struct Buffers {
     window_ns: i64,
     block_samples: usize,
-    series: HashMap<u64, SeriesBuf>,
+    series: HashMap<u64, BTreeMap<i64, Open>>,
     waiting: usize,
 }
 
@@ -72,25 +66,13 @@ impl Buffers {
         self.waiting
     }
 
-    /// Parts of `window` of `series` already stored (as found at start).
-    pub fn set_parts(&mut self, series: u64, window: i64, parts: u32) {
-        let p = self
-            .series
-            .entry(series)
-            .or_default()
-            .parts
-            .entry(window)
-            .or_default();
-        *p = (*p).max(parts);
-    }
-
     /// Adds samples of a series (from log segment `segment`), appending
     /// to `out` the blocks that became full.
     pub fn add(&mut self, series: u64, samples: &[Sample], segment: u64, out: &mut Vec<Cut>) {
         let buf = self.series.entry(series).or_default();
         for s in samples {
             let window = window_of(s.ts, self.window_ns);
-            let open = buf.open.entry(window).or_insert_with(|| Open {
+            let open = buf.entry(window).or_insert_with(|| Open {
                 samples: Vec::new(),
                 segment,
             });
@@ -109,10 +91,13 @@ impl Buffers {
             }
             self.waiting += 1;
             if v.len() >= self.block_samples {
-                let open = buf.open.remove(&window).expect("just used");
+                let open = buf.remove(&window).expect("just used");
                 self.waiting -= open.samples.len();
-                out.push(cut(series, window, &mut buf.parts, open.samples));
+                out.push(cut(series, window, open));
             }
+        }
+        if buf.is_empty() {
+            self.series.remove(&series);
         }
     }
 
@@ -131,13 +116,14 @@ impl Buffers {
 
     /// Cuts every open window starting before `start` (`None`: all).
     fn cut_before(&mut self, start: Option<i64>, out: &mut Vec<Cut>) {
-        for (&series, buf) in self.series.iter_mut() {
-            let keep = start.map_or_else(BTreeMap::new, |s| buf.open.split_off(&s));
-            for (window, open) in std::mem::replace(&mut buf.open, keep) {
+        self.series.retain(|&series, buf| {
+            let keep = start.map_or_else(BTreeMap::new, |s| buf.split_off(&s));
+            for (window, open) in std::mem::replace(buf, keep) {
                 self.waiting -= open.samples.len();
-                out.push(cut(series, window, &mut buf.parts, open.samples));
+                out.push(cut(series, window, open));
             }
-        }
+            !buf.is_empty()
+        });
     }
 
     /// The oldest log segment a waiting sample came from (none waiting:
@@ -145,30 +131,28 @@ impl Buffers {
     pub fn oldest_segment(&self) -> Option<u64> {
         self.series
             .values()
-            .flat_map(|b| b.open.values().map(|o| o.segment))
+            .flat_map(|b| b.values().map(|o| o.segment))
             .min()
     }
 
-    /// Forgets part counts of windows that start before `before` (older
-    /// than the storage period: their blocks have expired).
-    pub fn forget_before(&mut self, before: i64) {
-        for buf in self.series.values_mut() {
-            buf.parts = buf.parts.split_off(&before);
-        }
-        self.series
-            .retain(|_, b| !b.open.is_empty() || !b.parts.is_empty());
+    /// The waiting samples of `series` in windows starting from `first`
+    /// to `last` (both included), window by window, oldest first.
+    pub fn waiting_in(&self, series: u64, first: i64, last: i64) -> Vec<(i64, Vec<Sample>)> {
+        let Some(buf) = self.series.get(&series).filter(|_| first <= last) else {
+            return Vec::new();
+        };
+        buf.range(first..=last)
+            .map(|(&w, open)| (w, open.samples.clone()))
+            .collect()
     }
 }
 
-fn cut(series: u64, window: i64, parts: &mut BTreeMap<i64, u32>, samples: Vec<Sample>) -> Cut {
-    let p = parts.entry(window).or_default();
-    let part = *p;
-    *p += 1;
+fn cut(series: u64, window: i64, open: Open) -> Cut {
     Cut {
         series,
         window,
-        part,
-        samples,
+        samples: open.samples,
+        segment: open.segment,
     }
 }
 
@@ -195,28 +179,35 @@ mod tests {
             vec![Cut {
                 series: 1,
                 window: 0,
-                part: 0,
                 samples: vec![s(5, 0.5), s(10, 1.0), s(20, 2.0)],
+                segment: 1,
             }]
         );
         assert_eq!(b.waiting(), 1);
-        // A late sample for window 0 starts its second part.
+        // A late sample for window 0 opens it again.
         b.add(1, &[s(30, 3.0), s(30, 3.5)], 2, &mut out);
         assert_eq!(b.waiting(), 2);
         assert_eq!(b.oldest_segment(), Some(1));
+        assert_eq!(
+            b.waiting_in(1, 0, 100),
+            vec![(0, vec![s(30, 3.5)]), (100, vec![s(150, 9.0)])]
+        );
+        assert_eq!(b.waiting_in(1, 100, 0), vec![]);
+        assert_eq!(b.waiting_in(2, 0, 100), vec![]);
         out.clear();
         // Window 0 ended at 100; window 100 ends at 200.
         b.close(199, &mut out);
         assert_eq!(out.len(), 1, "{out:?}");
-        assert_eq!((out[0].window, out[0].part), (0, 1));
+        assert_eq!((out[0].window, out[0].segment), (0, 2));
         assert_eq!(out[0].samples, vec![s(30, 3.5)]);
         assert_eq!(b.oldest_segment(), Some(1));
         out.clear();
         b.close(200, &mut out);
         assert_eq!(out.len(), 1, "{out:?}");
-        assert_eq!((out[0].window, out[0].part), (100, 0));
+        assert_eq!((out[0].window, out[0].segment), (100, 1));
         assert_eq!(b.waiting(), 0);
         assert_eq!(b.oldest_segment(), None);
+        assert!(b.series.is_empty(), "no series kept without samples");
     }
 
     #[test]
@@ -236,19 +227,5 @@ mod tests {
         assert!(out.is_empty());
         b.cut_all(&mut out);
         assert_eq!(out.len(), 2);
-    }
-
-    #[test]
-    fn parts_found_at_start_are_continued_and_forgotten_when_expired() {
-        let mut b = Buffers::new(100, 10);
-        b.set_parts(4, 0, 2);
-        let mut out = Vec::new();
-        b.add(4, &[s(1, 1.0)], 1, &mut out);
-        b.cut_all(&mut out);
-        assert_eq!(out[0].part, 2);
-        b.forget_before(100);
-        b.add(4, &[s(2, 1.0)], 1, &mut out);
-        b.cut_all(&mut out);
-        assert_eq!(out[1].part, 0);
     }
 }

@@ -3,12 +3,25 @@
 //! A sample is acknowledged once it is in the write-ahead log on the disk
 //! ([`wal`]): writers that arrive together share one write and one fsync
 //! (group commit). Each series' samples wait in memory until they fill a
-//! block (the sensor-data paper's B) or their time window closes; a full
-//! block is an object of the key-value store, and the log's segments whose
-//! samples all sit in durable blocks are deleted.
+//! block (the sensor-data paper's B) or their time window closes
+//! ([`buffer`]); a cut block is stored in its database's store, expiring
+//! with its window ([`storage`]), and the log's segments whose samples all
+//! sit in durable blocks are deleted. The [`engine`] joins them; series
+//! get ids in the [`catalog`]; [`keys`] lays out what the stores hold;
+//! [`ingest`] turns line protocol into samples, [`select`] parses
+//! Prometheus series selectors.
 //!
 //! All disk access goes through `bitcask`'s [`bitcask::vfs::Vfs`], so the
 //! power-loss simulation covers it.
 
 pub mod buffer;
+pub mod catalog;
+pub mod engine;
+pub mod ingest;
+pub mod keys;
+pub mod select;
+pub mod storage;
 pub mod wal;
+
+pub use engine::{Engine, EngineError, EngineOptions, OpenReport, WriteReport};
+pub use storage::{BitcaskStorage, BlockStore, Storage};

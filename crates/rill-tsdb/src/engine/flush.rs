@@ -1,0 +1,182 @@
+//! A tick: windows that have ended are cut, cut blocks stored, series
+//! records written, the stores synced, and the log's segments whose every
+//! sample is in a synced block deleted.
+
+use super::{Engine, EngineError, State};
+use crate::keys::{block_key, encode_series_record, series_record_key};
+use crate::storage::BlockStore;
+use std::sync::Arc;
+
+/// What a tick did.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct TickReport {
+    pub blocks_stored: usize,
+    /// Blocks whose window had passed its storage period before they
+    /// could be stored: dropped.
+    pub blocks_expired: usize,
+    pub series_recorded: usize,
+    pub segments_deleted: usize,
+}
+
+/// A window's end plus its database's storage period, in whole seconds
+/// rounded up (a block never goes before its time).
+fn expiry_s(window: i64, window_ns: i64, retention_ns: i64) -> u64 {
+    let end = i128::from(window) + i128::from(window_ns) + i128::from(retention_ns);
+    let s = (end + 999_999_999).div_euclid(1_000_000_000);
+    s.clamp(0, i128::from(u64::MAX)) as u64
+}
+
+/// The first part of `series`' window `window` not in `store`: parts are
+/// stored in the order they were cut, so the next is after the last.
+fn next_part(store: &dyn BlockStore, series: u64, window: i64) -> u32 {
+    let mut part = 0u32;
+    while store.contains(&block_key(series, window, part)) {
+        part += 1;
+    }
+    part
+}
+
+impl Engine {
+    /// Cuts the windows that ended more than the grace period before
+    /// `now`, stores the cut blocks, and deletes what the log no longer
+    /// needs. A node calls this every second or so. On a failed store
+    /// (a full disk) the blocks wait for the next tick, and the log keeps
+    /// their samples.
+    pub fn tick(&self, now: i64) -> Result<TickReport, EngineError> {
+        {
+            let mut st = self.lock();
+            let State { dbs, unstored, .. } = &mut *st;
+            let closed = now.saturating_sub(self.opts.grace_ns);
+            for (name, d) in dbs.iter_mut() {
+                let mut cuts = Vec::new();
+                d.buffers.close(closed, &mut cuts);
+                unstored.extend(cuts.into_iter().map(|c| (name.clone(), c)));
+            }
+        }
+        self.store_and_retire()
+    }
+
+    /// Cuts every buffer and stores everything, leaving the log empty but
+    /// for its current segment (a clean stop).
+    pub fn close(&self) -> Result<TickReport, EngineError> {
+        {
+            let mut st = self.lock();
+            let State { dbs, unstored, .. } = &mut *st;
+            for (name, d) in dbs.iter_mut() {
+                let mut cuts = Vec::new();
+                d.buffers.cut_all(&mut cuts);
+                unstored.extend(cuts.into_iter().map(|c| (name.clone(), c)));
+            }
+        }
+        self.store_and_retire()
+    }
+
+    fn store_and_retire(&self) -> Result<TickReport, EngineError> {
+        let mut report = TickReport::default();
+        let storing = self.storing.write().unwrap_or_else(|e| e.into_inner());
+        let stored = self.store_unstored(&mut report);
+        let recorded = self.record_series(&mut report);
+        // Everything stored so far is synced before the log lets go of it.
+        let (dirty, unstored_series) = {
+            let mut st = self.lock();
+            let dirty: Vec<Arc<dyn BlockStore>> = st
+                .dbs
+                .values_mut()
+                .filter_map(|d| std::mem::take(&mut d.dirty).then(|| d.store.clone()))
+                .collect();
+            (dirty, recorded.as_ref().map_or(0, |v| v.len()))
+        };
+        let mut synced = dirty.iter().try_for_each(|s| s.sync());
+        if synced.is_ok() && unstored_series > 0 {
+            synced = self.catalog_store.sync();
+        }
+        if let Err(e) = synced {
+            // Not synced: marked dirty again, nothing retired.
+            let mut st = self.lock();
+            st.dbs.values_mut().for_each(|d| d.dirty = true);
+            drop(st);
+            drop(storing);
+            return Err(e.into());
+        }
+        let bound = {
+            let mut st = self.lock();
+            if let Ok(ids) = &recorded {
+                ids.iter().for_each(|&id| st.catalog.stored(id));
+            }
+            let buffers = st.dbs.values().filter_map(|d| d.buffers.oldest_segment());
+            let logged = st.logged.iter().map(|l| l.segment);
+            let unstored = st.unstored.iter().map(|(_, c)| c.segment);
+            buffers
+                .chain(logged)
+                .chain(unstored)
+                .chain(std::iter::once(self.wal.current_segment()))
+                .min()
+                .expect("the current segment at least")
+        };
+        drop(storing);
+        if recorded.is_ok() {
+            report.segments_deleted = self.wal.retire_below(bound)?;
+        }
+        stored?;
+        recorded?;
+        Ok(report)
+    }
+
+    /// Stores the cut blocks in the order they were cut, stopping at the
+    /// first that fails (it and those after it wait). Under `storing`.
+    fn store_unstored(&self, report: &mut TickReport) -> Result<(), EngineError> {
+        loop {
+            let (db, cut, store, retention_ns) = {
+                let st = self.lock();
+                let Some((db, cut)) = st.unstored.front() else {
+                    return Ok(());
+                };
+                let d = &st.dbs[db];
+                (db.clone(), cut.clone(), d.store.clone(), d.retention_ns)
+            };
+            let expires = expiry_s(cut.window, self.opts.window_ns, retention_ns);
+            let block = rill_sensor::block::encode(&cut.samples, self.opts.codec)
+                .map_err(|e| EngineError::Invalid(format!("a block could not be made: {e}")))?;
+            let part = next_part(store.as_ref(), cut.series, cut.window);
+            let key = block_key(cut.series, cut.window, part);
+            store.put(&key, &block, Some(expires))?;
+            let mut st = self.lock();
+            if store.contains(&key) {
+                report.blocks_stored += 1;
+                st.dbs.get_mut(&db).expect("open").dirty = true;
+            } else {
+                report.blocks_expired += 1;
+            }
+            st.unstored.pop_front();
+        }
+    }
+
+    /// Writes the records of durable series not yet in the catalog store;
+    /// returns their ids (stored once the store is synced).
+    fn record_series(&self, report: &mut TickReport) -> Result<Vec<u64>, EngineError> {
+        let todo = self.lock().catalog.unstored();
+        let mut done = Vec::with_capacity(todo.len());
+        for (id, db, key) in todo {
+            let v =
+                encode_series_record(&db, &key).map_err(|e| EngineError::Invalid(e.to_string()))?;
+            self.catalog_store.put(&series_record_key(id), &v, None)?;
+            done.push(id);
+        }
+        report.series_recorded = done.len();
+        Ok(done)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_block_expires_after_its_window_and_the_storage_period() {
+        assert_eq!(expiry_s(0, 10, 5), 1);
+        assert_eq!(expiry_s(0, 1_000_000_000, 1_000_000_000), 2);
+        assert_eq!(expiry_s(-4_000_000_000, 1_000_000_000, 1_000_000_000), 0);
+        assert_eq!(expiry_s(i64::MAX, i64::MAX, i64::MAX), 27_670_116_111);
+        assert_eq!(expiry_s(i64::MIN, 1, 1), 0);
+    }
+}

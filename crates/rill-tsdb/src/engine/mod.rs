@@ -1,0 +1,549 @@
+//! The engine: samples in through the log, out as blocks.
+//!
+//! A write names its series (ids from the [`Catalog`]), goes into the log
+//! as one record, and is acknowledged once the log has it on the disk
+//! (group commit). Acknowledged records are then added to the buffers in
+//! log order, whatever order their writers woke in, so the buffers after a
+//! restart (the log replayed) are what they were; a write returns only
+//! once its samples are in the buffers, so a query after it sees them.
+//! Cut blocks wait in a queue until [`Engine::tick`] stores them in their
+//! database's store, numbering a window's parts in the order they were
+//! cut; a tick also closes the windows that have ended, stores the series
+//! records the log's oldest segments define, syncs, and deletes the log's
+//! segments whose every sample is in a synced block.
+//!
+//! Time is a parameter (`now`, ns since the Unix epoch): nothing here
+//! reads a clock.
+
+mod flush;
+mod read;
+#[cfg(test)]
+mod tests;
+
+use crate::buffer::{Buffers, Cut};
+use crate::catalog::Catalog;
+use crate::keys::{decode_series_record, parse_block_key, parse_series_record_key, MAX_NAME_BYTES};
+use crate::storage::{BlockStore, Storage};
+use crate::wal::format::{
+    encode_entry, encode_samples, Entry, MAX_ENTRY_SAMPLES, MAX_RECORD_BYTES,
+};
+use crate::wal::{ReplayReport, Wal, WalError, WalOptions};
+use rill_sensor::{Choice, Sample, Series};
+use std::collections::{HashMap, VecDeque};
+use std::io;
+use std::path::Path;
+use std::sync::{Arc, Condvar, Mutex, MutexGuard, RwLock};
+
+/// How the engine keeps samples.
+#[derive(Clone)]
+pub struct EngineOptions {
+    /// The log's settings (its `vfs` is the stores' too, for tests).
+    pub wal: WalOptions,
+    /// A window's length, ns: blocks never span two.
+    pub window_ns: i64,
+    /// Samples in a full block (the sensor-data paper's B).
+    pub block_samples: usize,
+    /// A window is cut this long after its end, for samples that come
+    /// late (a sample later still starts a later part of its window).
+    pub grace_ns: i64,
+    /// How long a database keeps its samples (the paper's Y), ns.
+    pub retention_ns: i64,
+    /// Databases with a storage period of their own.
+    pub retention_of: HashMap<String, i64>,
+    /// Samples further ahead of `now` than this are refused.
+    pub max_future_ns: i64,
+    pub codec: Choice,
+    /// Cut blocks not yet stored past which writes are refused as busy
+    /// (the stores are failing: a full disk).
+    pub max_unstored_blocks: usize,
+}
+
+pub const HOUR_NS: i64 = 3_600_000_000_000;
+pub const DAY_NS: i64 = 24 * HOUR_NS;
+
+impl EngineOptions {
+    /// Riak-like defaults on `wal`: windows of an hour cut after five
+    /// minutes, blocks of 1024 samples, 30 days kept, two days ahead.
+    pub fn new(wal: WalOptions) -> EngineOptions {
+        EngineOptions {
+            wal,
+            window_ns: HOUR_NS,
+            block_samples: 1024,
+            grace_ns: 5 * 60_000_000_000,
+            retention_ns: 30 * DAY_NS,
+            retention_of: HashMap::new(),
+            max_future_ns: 2 * DAY_NS,
+            codec: Choice::Auto,
+            max_unstored_blocks: 100_000,
+        }
+    }
+
+    /// Database `db`'s storage period, ns.
+    pub fn retention(&self, db: &str) -> i64 {
+        self.retention_of
+            .get(db)
+            .copied()
+            .unwrap_or(self.retention_ns)
+    }
+}
+
+/// Why a write or a read failed.
+#[derive(Debug, thiserror::Error)]
+pub enum EngineError {
+    #[error(transparent)]
+    Wal(#[from] WalError),
+    #[error("sensor store: {0}")]
+    Store(#[from] io::Error),
+    #[error("{0}")]
+    Invalid(String),
+    #[error("the sensor stores are not keeping up ({0} blocks waiting to be stored); retry later")]
+    Busy(usize),
+    #[error(
+        "a damaged sensor block of {series} (window starting {window} ns, part {part}): {error}"
+    )]
+    Damaged {
+        series: String,
+        window: i64,
+        part: u32,
+        error: rill_sensor::BlockError,
+    },
+}
+
+/// What a write did with its samples.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct WriteReport {
+    pub written: u64,
+    /// Older than the database's storage period: not kept.
+    pub too_old: u64,
+    /// Further ahead than allowed: refused.
+    pub too_new: u64,
+}
+
+/// What the open found.
+#[derive(Debug, Default)]
+pub struct OpenReport {
+    pub log: ReplayReport,
+    pub series: usize,
+    pub databases: usize,
+    /// Samples of the log put back into the buffers.
+    pub replayed_samples: u64,
+    /// Samples in the log naming a series with no definition (damage).
+    pub orphan_samples: u64,
+}
+
+struct Db {
+    store: Arc<dyn BlockStore>,
+    retention_ns: i64,
+    buffers: Buffers,
+    /// Blocks put since the last sync.
+    dirty: bool,
+}
+
+/// A logged write waiting to be added to the buffers in log order.
+struct Logged {
+    seq: u64,
+    segment: u64,
+    db: String,
+    defines: Vec<u64>,
+    samples: Vec<(u64, Vec<Sample>)>,
+    /// `None` until its commit returned.
+    done: Option<bool>,
+}
+
+struct State {
+    catalog: Catalog,
+    dbs: HashMap<String, Db>,
+    logged: VecDeque<Logged>,
+    next_seq: u64,
+    /// Every write up to this was added to the buffers (or failed).
+    applied: u64,
+    /// Cut blocks not yet stored, in the order they were cut.
+    unstored: VecDeque<(String, Cut)>,
+}
+
+pub struct Engine {
+    opts: EngineOptions,
+    wal: Wal,
+    storage: Arc<dyn Storage>,
+    catalog_store: Arc<dyn BlockStore>,
+    state: Mutex<State>,
+    applied: Condvar,
+    /// Stores change under its write side only (a tick); a read holds
+    /// its read side, so what it took from memory and what it reads from
+    /// the stores are of one moment.
+    storing: RwLock<()>,
+}
+
+fn check_name(what: &str, name: &str) -> Result<(), EngineError> {
+    if name.len() > MAX_NAME_BYTES {
+        return Err(EngineError::Invalid(format!(
+            "{what} longer than {MAX_NAME_BYTES} bytes"
+        )));
+    }
+    Ok(())
+}
+
+impl Engine {
+    /// Opens the engine: series from the catalog store, databases from
+    /// their stores, then the log replayed into the buffers (samples
+    /// older than their storage period at `now` left out). The log lives
+    /// in `dir`.
+    pub fn open(
+        dir: &Path,
+        opts: EngineOptions,
+        storage: Arc<dyn Storage>,
+        now: i64,
+    ) -> Result<(Engine, OpenReport), EngineError> {
+        assert!(opts.window_ns > 0 && opts.grace_ns >= 0 && opts.retention_ns > 0);
+        assert!((1..=rill_sensor::block::MAX_SAMPLES).contains(&opts.block_samples));
+        let mut report = OpenReport::default();
+        let catalog_store = storage.catalog()?;
+        let mut catalog = Catalog::default();
+        let mut bad = 0u64;
+        catalog_store.fold(
+            &mut |k, v| match (parse_series_record_key(k), decode_series_record(v)) {
+                (Some(id), Ok((db, key))) => catalog.found_stored(id, &db, &key),
+                _ => bad += 1,
+            },
+        )?;
+        if bad > 0 {
+            tracing::error!(
+                records = bad,
+                "damaged series records in the sensor catalog are skipped"
+            );
+        }
+        let mut dbs = HashMap::new();
+        for name in storage.databases()? {
+            let db = Self::make_db(&opts, storage.as_ref(), &name)?;
+            dbs.insert(name, db);
+        }
+        let mut unstored = VecDeque::new();
+        let mut open_err = None;
+        let (wal, log) = Wal::open(dir, opts.wal.clone(), |segment, entry| match entry {
+            Entry::Series { id, db, key } => {
+                let (db, key) = (String::from_utf8_lossy(&db), String::from_utf8_lossy(&key));
+                catalog.found_durable(id, &db, &key);
+            }
+            Entry::Samples { id, samples } => {
+                let Some((db, _)) = catalog.name(id) else {
+                    report.orphan_samples += samples.len() as u64;
+                    return;
+                };
+                let db = db.to_string();
+                if !dbs.contains_key(&db) {
+                    match Self::make_db(&opts, storage.as_ref(), &db) {
+                        Ok(d) => drop(dbs.insert(db.clone(), d)),
+                        Err(e) => {
+                            open_err.get_or_insert(e);
+                            return;
+                        }
+                    }
+                }
+                let d = dbs.get_mut(&db).expect("made above");
+                let oldest = now.saturating_sub(d.retention_ns);
+                let kept: Vec<Sample> = samples.into_iter().filter(|s| s.ts >= oldest).collect();
+                report.replayed_samples += kept.len() as u64;
+                let mut cuts = Vec::new();
+                d.buffers.add(id, &kept, segment, &mut cuts);
+                unstored.extend(cuts.into_iter().map(|c| (db.clone(), c)));
+            }
+        })?;
+        if let Some(e) = open_err {
+            return Err(e);
+        }
+        if report.orphan_samples > 0 {
+            tracing::error!(
+                samples = report.orphan_samples,
+                "samples in the sensor log name a series never defined (damage); they are skipped"
+            );
+        }
+        report.log = log;
+        report.series = catalog.len();
+        report.databases = dbs.len();
+        let state = State {
+            catalog,
+            dbs,
+            logged: VecDeque::new(),
+            next_seq: 1,
+            applied: 0,
+            unstored,
+        };
+        let engine = Engine {
+            opts,
+            wal,
+            storage,
+            catalog_store,
+            state: Mutex::new(state),
+            applied: Condvar::new(),
+            storing: RwLock::new(()),
+        };
+        Ok((engine, report))
+    }
+
+    fn make_db(opts: &EngineOptions, storage: &dyn Storage, name: &str) -> Result<Db, EngineError> {
+        Ok(Db {
+            store: storage.database(name)?,
+            retention_ns: opts.retention(name),
+            buffers: Buffers::new(opts.window_ns, opts.block_samples),
+            dirty: false,
+        })
+    }
+
+    fn lock(&self) -> MutexGuard<'_, State> {
+        self.state.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    pub fn options(&self) -> &EngineOptions {
+        &self.opts
+    }
+
+    /// Writes samples of series (keys as [`rill_sensor::Series::key`]
+    /// gives them) to database `db`; returns once they are durable (as
+    /// the log syncs) and visible to reads. Samples older than the
+    /// database's storage period or too far ahead of `now` are counted,
+    /// not written. On an error nothing was acknowledged, though some of
+    /// the samples may have been kept (a write is safe to repeat: a
+    /// repeated time keeps the value written last).
+    pub fn write(
+        &self,
+        db: &str,
+        series: &[(String, Vec<Sample>)],
+        now: i64,
+    ) -> Result<WriteReport, EngineError> {
+        check_name("a database name", db)?;
+        for (key, _) in series {
+            check_name("a series key", key)?;
+        }
+        let oldest = now.saturating_sub(self.opts.retention(db));
+        let newest = now.saturating_add(self.opts.max_future_ns);
+        let mut report = WriteReport::default();
+        let kept: Vec<(&str, Vec<Sample>)> = series
+            .iter()
+            .map(|(key, samples)| {
+                let mut v = Vec::with_capacity(samples.len());
+                for s in samples {
+                    if s.ts < oldest {
+                        report.too_old += 1;
+                    } else if s.ts > newest {
+                        report.too_new += 1;
+                    } else {
+                        v.push(*s);
+                    }
+                }
+                (key.as_str(), v)
+            })
+            .filter(|(_, v)| !v.is_empty())
+            .collect();
+        if kept.is_empty() {
+            return Ok(report);
+        }
+        self.create_database(db)?;
+        let mut tickets = Vec::new();
+        let mut first_err = None;
+        {
+            let mut st = self.lock();
+            if st.unstored.len() > self.opts.max_unstored_blocks {
+                return Err(EngineError::Busy(st.unstored.len()));
+            }
+            for record in records(&mut st.catalog, db, &kept)? {
+                // Records appended before a failure are still committed
+                // (and added in order), the rest not written.
+                let ticket = match self.wal.append(&record.payload) {
+                    Ok(t) => t,
+                    Err(e) => {
+                        first_err = Some(EngineError::from(e));
+                        break;
+                    }
+                };
+                let seq = st.next_seq;
+                st.next_seq += 1;
+                st.logged.push_back(Logged {
+                    seq,
+                    segment: ticket.segment_at_least,
+                    db: db.to_string(),
+                    defines: record.defines,
+                    samples: record.samples,
+                    done: None,
+                });
+                tickets.push((seq, ticket));
+            }
+        }
+        let mut last_seq = 0;
+        for (seq, ticket) in tickets {
+            let r = self.wal.commit(ticket);
+            let mut st = self.lock();
+            if let Some(l) = st.logged.iter_mut().find(|l| l.seq == seq) {
+                l.done = Some(r.is_ok());
+            }
+            self.apply_done(&mut st);
+            drop(st);
+            last_seq = seq;
+            if let Err(e) = r {
+                first_err.get_or_insert(EngineError::from(e));
+            }
+        }
+        let mut st = self.lock();
+        while st.applied < last_seq {
+            st = self.applied.wait(st).unwrap_or_else(|e| e.into_inner());
+        }
+        match first_err {
+            Some(e) => Err(e),
+            None => {
+                report.written = kept.iter().map(|(_, v)| v.len() as u64).sum();
+                Ok(report)
+            }
+        }
+    }
+
+    /// Adds the writes at the front of the log order whose commits have
+    /// returned to the buffers.
+    fn apply_done(&self, st: &mut State) {
+        let mut any = false;
+        while let Some(done) = st.logged.front().and_then(|l| l.done) {
+            let l = st.logged.pop_front().expect("front seen");
+            any = true;
+            st.applied = l.seq;
+            if !done {
+                continue;
+            }
+            for id in &l.defines {
+                st.catalog.made_durable(*id);
+            }
+            let State { dbs, unstored, .. } = st;
+            let d = dbs.get_mut(&l.db).expect("a written database is open");
+            let mut cuts = Vec::new();
+            for (id, samples) in &l.samples {
+                d.buffers.add(*id, samples, l.segment, &mut cuts);
+            }
+            unstored.extend(cuts.into_iter().map(|c| (l.db.clone(), c)));
+        }
+        if any {
+            self.applied.notify_all();
+        }
+    }
+
+    /// Makes database `db` (its store), if it is not there yet; a write
+    /// makes its database too.
+    pub fn create_database(&self, db: &str) -> Result<(), EngineError> {
+        check_name("a database name", db)?;
+        if db.is_empty() {
+            return Err(EngineError::Invalid("a database needs a name".into()));
+        }
+        if self.lock().dbs.contains_key(db) {
+            return Ok(());
+        }
+        let made = Self::make_db(&self.opts, self.storage.as_ref(), db)?;
+        self.lock().dbs.entry(db.to_string()).or_insert(made);
+        Ok(())
+    }
+
+    /// The databases written to, sorted.
+    pub fn databases(&self) -> Vec<String> {
+        let mut v: Vec<String> = self.lock().dbs.keys().cloned().collect();
+        v.sort();
+        v
+    }
+
+    /// Series keys of `db`, sorted.
+    pub fn series(&self, db: &str) -> Vec<String> {
+        let st = self.lock();
+        let mut v: Vec<String> = st.catalog.keys(db).map(|(k, _)| k.to_string()).collect();
+        v.sort();
+        v
+    }
+
+    /// The series of every database that pass `matchers`, with their
+    /// database, sorted by database and key.
+    pub fn select(&self, matchers: &[crate::select::Matcher]) -> Vec<(String, Series)> {
+        let st = self.lock();
+        let mut out = Vec::new();
+        for db in st.catalog.databases() {
+            for (key, _) in st.catalog.keys(db) {
+                match Series::parse_key(key) {
+                    Some(s) if crate::select::matches(matchers, &s) => {
+                        out.push((db.to_string(), s))
+                    }
+                    Some(_) => {}
+                    None => tracing::warn!(db, key, "a series key that does not parse is skipped"),
+                }
+            }
+        }
+        out.sort_by_cached_key(|(db, s)| (db.clone(), s.key()));
+        out
+    }
+
+    /// Samples waiting in buffers, and cut blocks waiting to be stored.
+    pub fn waiting(&self) -> (usize, usize) {
+        let st = self.lock();
+        let samples = st.dbs.values().map(|d| d.buffers.waiting()).sum();
+        (samples, st.unstored.len())
+    }
+
+    /// The log's segments on disk.
+    pub fn log_segments(&self) -> Vec<u64> {
+        self.wal.segments()
+    }
+}
+
+/// One log record of a write.
+struct Record {
+    payload: Vec<u8>,
+    defines: Vec<u64>,
+    samples: Vec<(u64, Vec<Sample>)>,
+}
+
+/// A write's records: definitions of series not yet durable, then their
+/// samples, split so no record passes the log's size.
+fn records(
+    catalog: &mut Catalog,
+    db: &str,
+    series: &[(&str, Vec<Sample>)],
+) -> Result<Vec<Record>, EngineError> {
+    let invalid = |e: crate::wal::format::FormatError| EngineError::Invalid(e.to_string());
+    let limit = MAX_RECORD_BYTES / 2;
+    let mut out = Vec::new();
+    let mut cur = Record {
+        payload: Vec::new(),
+        defines: Vec::new(),
+        samples: Vec::new(),
+    };
+    for (key, samples) in series {
+        let (id, define) = catalog.id(db, key);
+        for chunk in samples.chunks(MAX_ENTRY_SAMPLES) {
+            // A chunk is at most 64 Ki samples of 19 bytes: 1.2 MiB.
+            if cur.payload.len() > limit {
+                out.push(std::mem::replace(
+                    &mut cur,
+                    Record {
+                        payload: Vec::new(),
+                        defines: Vec::new(),
+                        samples: Vec::new(),
+                    },
+                ));
+            }
+            if define && !cur.defines.contains(&id) {
+                let e = Entry::Series {
+                    id,
+                    db: db.as_bytes().to_vec(),
+                    key: key.as_bytes().to_vec(),
+                };
+                encode_entry(&mut cur.payload, &e).map_err(invalid)?;
+                cur.defines.push(id);
+            }
+            encode_samples(&mut cur.payload, id, chunk).map_err(invalid)?;
+            cur.samples.push((id, chunk.to_vec()));
+        }
+    }
+    if !cur.payload.is_empty() {
+        out.push(cur);
+    }
+    Ok(out)
+}
+
+/// Block keys of a store, parsed (for a database's listing and tests).
+pub fn block_keys(store: &dyn BlockStore) -> io::Result<Vec<(u64, i64, u32)>> {
+    let mut v = Vec::new();
+    store.fold(&mut |k, _| v.extend(parse_block_key(k)))?;
+    v.sort_unstable();
+    Ok(v)
+}

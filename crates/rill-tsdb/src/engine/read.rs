@@ -1,0 +1,81 @@
+//! Reading a series over a range: its stored blocks of the windows in
+//! the range, the blocks cut and not yet stored, and the samples still
+//! waiting in buffers, merged in that order (a later one winning on a
+//! repeated time).
+
+use super::{Engine, EngineError};
+use crate::buffer::{window_of, Cut};
+use crate::keys::block_key;
+use rill_sensor::Sample;
+use std::collections::BTreeMap;
+
+impl Engine {
+    /// The samples of series `key` of `db` from `t0` to `t1` (both
+    /// included), in time order; nothing older than the database's
+    /// storage period at `now`.
+    pub fn read(
+        &self,
+        db: &str,
+        key: &str,
+        t0: i64,
+        t1: i64,
+        now: i64,
+    ) -> Result<Vec<Sample>, EngineError> {
+        // No tick changes the stores while this reads them, so what it
+        // takes from memory below and the stores agree.
+        let _storing = self.storing.read().unwrap_or_else(|e| e.into_inner());
+        let window_ns = self.opts.window_ns;
+        let (id, store, lo, hi, waiting, unstored) = {
+            let st = self.lock();
+            let (Some(id), Some(d)) = (st.catalog.lookup(db, key), st.dbs.get(db)) else {
+                return Ok(Vec::new());
+            };
+            let lo = t0.max(now.saturating_sub(d.retention_ns));
+            let hi = t1.min(now.saturating_add(self.opts.max_future_ns));
+            if lo > hi {
+                return Ok(Vec::new());
+            }
+            let (w0, w1) = (window_of(lo, window_ns), window_of(hi, window_ns));
+            let waiting = d.buffers.waiting_in(id, w0, w1);
+            let unstored: Vec<Cut> = st
+                .unstored
+                .iter()
+                .filter(|(name, c)| name == db && c.series == id && (w0..=w1).contains(&c.window))
+                .map(|(_, c)| c.clone())
+                .collect();
+            (id, d.store.clone(), lo, hi, waiting, unstored)
+        };
+        let mut merged = BTreeMap::new();
+        let mut w = window_of(lo, window_ns);
+        let last = window_of(hi, window_ns);
+        loop {
+            for part in 0u32.. {
+                let Some(bytes) = store.get(&block_key(id, w, part))? else {
+                    break;
+                };
+                let (_, samples) =
+                    rill_sensor::block::decode(&bytes).map_err(|error| EngineError::Damaged {
+                        series: key.to_string(),
+                        window: w,
+                        part,
+                        error,
+                    })?;
+                merged.extend(samples.into_iter().map(|s| (s.ts, s.value)));
+            }
+            for c in unstored.iter().filter(|c| c.window == w) {
+                merged.extend(c.samples.iter().map(|s| (s.ts, s.value)));
+            }
+            if let Some((_, samples)) = waiting.iter().find(|(ww, _)| *ww == w) {
+                merged.extend(samples.iter().map(|s| (s.ts, s.value)));
+            }
+            match w.checked_add(window_ns) {
+                Some(next) if w < last => w = next,
+                _ => break,
+            }
+        }
+        Ok(merged
+            .range(lo..=hi)
+            .map(|(&ts, &value)| Sample { ts, value })
+            .collect())
+    }
+}

@@ -1,0 +1,193 @@
+//! Where blocks and series records are kept: a store per database (its
+//! blocks, each expiring with its window, so a database's files die whole
+//! under its own storage period) and one catalog store (series records,
+//! which never expire, kept apart so they never keep a block file alive).
+//!
+//! [`BitcaskStorage`] keeps each in a Bitcask store on the `Vfs`: the
+//! catalog in `catalog/`, a database in `db/<name in hex>/`.
+
+use bitcask::vfs::{create_dir_durably, Vfs};
+use bitcask::PutOptions;
+use std::collections::HashMap;
+use std::io;
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+/// One store of keys and values.
+pub trait BlockStore: Send + Sync {
+    /// Stores `value` under `key`, to be gone after `expires_at_s` (Unix
+    /// seconds; `None`: never). A value already past its expiry is not
+    /// stored (Ok).
+    fn put(&self, key: &[u8], value: &[u8], expires_at_s: Option<u64>) -> io::Result<()>;
+    fn get(&self, key: &[u8]) -> io::Result<Option<Vec<u8>>>;
+    /// Whether `key` is readable (stored, not expired).
+    fn contains(&self, key: &[u8]) -> bool;
+    /// Every readable key and value.
+    fn fold(&self, visit: &mut dyn FnMut(&[u8], &[u8])) -> io::Result<()>;
+    /// What was put so far is on the disk.
+    fn sync(&self) -> io::Result<()>;
+}
+
+/// The stores of a node's sensor data.
+pub trait Storage: Send + Sync {
+    /// The catalog store.
+    fn catalog(&self) -> io::Result<Arc<dyn BlockStore>>;
+    /// Database `name`'s store, made if new.
+    fn database(&self, name: &str) -> io::Result<Arc<dyn BlockStore>>;
+    /// The databases that have a store.
+    fn databases(&self) -> io::Result<Vec<String>>;
+}
+
+struct BitcaskBlocks(Arc<bitcask::Store>);
+
+fn io_err(e: bitcask::Error) -> io::Error {
+    io::Error::other(e.to_string())
+}
+
+impl BlockStore for BitcaskBlocks {
+    fn put(&self, key: &[u8], value: &[u8], expires_at_s: Option<u64>) -> io::Result<()> {
+        let ttl = match expires_at_s {
+            None => None,
+            Some(at) => {
+                let now = self.0.options().clock.now();
+                match Duration::from_secs(at).checked_sub(now) {
+                    Some(left) if !left.is_zero() => Some(left),
+                    _ => return Ok(()),
+                }
+            }
+        };
+        self.0
+            .put_with(key, value, PutOptions { ttl })
+            .map_err(io_err)
+    }
+
+    fn get(&self, key: &[u8]) -> io::Result<Option<Vec<u8>>> {
+        self.0.get(key).map_err(io_err)
+    }
+
+    fn contains(&self, key: &[u8]) -> bool {
+        self.0.contains(key)
+    }
+
+    fn fold(&self, visit: &mut dyn FnMut(&[u8], &[u8])) -> io::Result<()> {
+        self.0
+            .fold(|k, v| {
+                visit(k, v);
+                true
+            })
+            .map_err(io_err)
+    }
+
+    fn sync(&self) -> io::Result<()> {
+        self.0.sync().map_err(io_err)
+    }
+}
+
+/// Told of every store opened (the node registers it for merging).
+pub type OnOpen = Box<dyn Fn(&Arc<bitcask::Store>) + Send + Sync>;
+
+/// Bitcask stores under one directory.
+pub struct BitcaskStorage {
+    dir: PathBuf,
+    opts: bitcask::Options,
+    on_open: OnOpen,
+    open: Mutex<HashMap<String, Arc<BitcaskBlocks>>>,
+}
+
+const CATALOG: &str = "catalog";
+const DATABASES: &str = "db";
+
+fn hex(name: &str) -> String {
+    name.bytes().map(|b| format!("{b:02x}")).collect()
+}
+
+fn unhex(s: &str) -> Option<String> {
+    if !s.len().is_multiple_of(2) {
+        return None;
+    }
+    let bytes: Option<Vec<u8>> = (0..s.len())
+        .step_by(2)
+        .map(|i| u8::from_str_radix(s.get(i..i + 2)?, 16).ok())
+        .collect();
+    String::from_utf8(bytes?).ok()
+}
+
+impl BitcaskStorage {
+    /// Stores under `dir`, each opened with `opts` (its `vfs` included).
+    pub fn new(
+        dir: &Path,
+        opts: bitcask::Options,
+        on_open: OnOpen,
+    ) -> BitcaskStorage {
+        BitcaskStorage {
+            dir: dir.to_path_buf(),
+            opts,
+            on_open,
+            open: Mutex::new(HashMap::new()),
+        }
+    }
+
+    fn vfs(&self) -> &dyn Vfs {
+        self.opts.vfs.as_ref()
+    }
+
+    fn store(&self, name: &str, dir: PathBuf) -> io::Result<Arc<dyn BlockStore>> {
+        let mut open = self.open.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some(s) = open.get(name) {
+            return Ok(s.clone());
+        }
+        create_dir_durably(self.vfs(), &dir)?;
+        let store = Arc::new(bitcask::Store::open(&dir, self.opts.clone()).map_err(io_err)?);
+        (self.on_open)(&store);
+        let s = Arc::new(BitcaskBlocks(store));
+        open.insert(name.to_string(), s.clone());
+        Ok(s)
+    }
+}
+
+impl Storage for BitcaskStorage {
+    fn catalog(&self) -> io::Result<Arc<dyn BlockStore>> {
+        // Database stores are named "db/...", so no database is "catalog".
+        self.store(CATALOG, self.dir.join(CATALOG))
+    }
+
+    fn database(&self, name: &str) -> io::Result<Arc<dyn BlockStore>> {
+        let dir = self.dir.join(DATABASES).join(hex(name));
+        self.store(&format!("{DATABASES}/{name}"), dir)
+    }
+
+    fn databases(&self) -> io::Result<Vec<String>> {
+        let dir = self.dir.join(DATABASES);
+        if !self.vfs().exists(&dir) {
+            return Ok(Vec::new());
+        }
+        let mut names = Vec::new();
+        for path in self.vfs().list_dir(&dir)? {
+            let file = path.file_name().and_then(|n| n.to_str());
+            match file.and_then(unhex) {
+                Some(name) => names.push(name),
+                None => {
+                    tracing::warn!(path = %path.display(), "not a sensor database's directory: left alone")
+                }
+            }
+        }
+        names.sort();
+        Ok(names)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn names_round_trip_through_hex() {
+        for name in ["", "telegraf", "a/b", "ünï", "..", "catalog"] {
+            assert_eq!(unhex(&hex(name)).as_deref(), Some(name));
+        }
+        assert_eq!(unhex("abc"), None);
+        assert_eq!(unhex("zz"), None);
+        assert_eq!(unhex("ff"), None, "not UTF-8");
+    }
+}
