@@ -1,7 +1,7 @@
 //! The sensor-data decoders on arbitrary input: blocks (as read from the
 //! store, and with their checksum made right so the fuzzer reaches the
 //! sections behind it), line protocol bodies, write-ahead log segments,
-//! and the sensor stores' keys and series records. Nothing may panic; a
+//! the sensor stores' keys and series records, and series selectors. Nothing may panic; a
 //! block that decodes re-encodes to samples that decode the same, and so
 //! do log entries, block keys and series records.
 #![no_main]
@@ -52,6 +52,20 @@ fn stores(bytes: &[u8]) {
     }
     if let Ok((db, key)) = decode_series_record(bytes) {
         assert_eq!(encode_series_record(&db, &key).expect("decoded names encode"), bytes);
+        // The key as the catalog holds it: a series key, or not one.
+        if let Some(s) = rill_sensor::Series::parse_key(&key) {
+            assert_eq!(s.key(), key);
+        }
+    }
+}
+
+/// A Prometheus series selector, as `match[]` brings it.
+fn selector(bytes: &[u8]) {
+    if let Ok(text) = std::str::from_utf8(bytes) {
+        if let Ok(m) = rill_tsdb::select::parse(text) {
+            let s = rill_sensor::Series::new("cpu", vec![("host".into(), text.into())]);
+            let _ = rill_tsdb::select::matches(&m, &s);
+        }
     }
 }
 
@@ -59,7 +73,7 @@ fuzz_target!(|data: &[u8]| {
     let Some((&mode, rest)) = data.split_first() else {
         return;
     };
-    match mode % 5 {
+    match mode % 6 {
         0 => block(rest),
         1 => {
             let mut b = rest.to_vec();
@@ -72,6 +86,7 @@ fuzz_target!(|data: &[u8]| {
         }
         3 => wal(rest),
         4 => stores(rest),
+        5 => selector(rest),
         _ => {
             if let Ok(body) = std::str::from_utf8(rest) {
                 let (points, errors) = rill_sensor::line::parse(body);

@@ -47,6 +47,8 @@ pub struct Config {
     pub log_level: String,
     /// Where `rill start` writes the node's pid.
     pub pid_file: PathBuf,
+    /// The sensor-data service (`sensor.*`).
+    pub sensor: crate::config_sensor::SensorConfig,
 }
 
 /// A problem with one line.
@@ -153,6 +155,7 @@ impl Config {
             pb_max_frame_bytes: 64 << 20,
             worker_threads: None,
             log_level: "info".into(),
+            sensor: Default::default(),
         }
     }
 
@@ -296,6 +299,9 @@ impl Config {
             return r;
         }
         if let Some(r) = set_memory(&mut n.memory_max_bytes, &mut n.memory_ttl, key, v) {
+            return r;
+        }
+        if let Some(r) = crate::config_sensor::set_sensor(&mut self.sensor, key, v) {
             return r;
         }
         match key {

@@ -217,4 +217,13 @@ pub const KEYS: &[(&str, &str)] = &[
         "log.console.level",
         "debug, info, warning or error (default info)",
     ),
+    ("sensor", "on or off: the sensor-data service (InfluxDB line protocol on /write and /api/v2/write, export on /api/v1/export; default on)"),
+    ("sensor.window", "sensor blocks never span two windows of this length (default 1h)"),
+    ("sensor.block_samples", "samples of a full sensor block, the sensor-data paper's B (default 1024)"),
+    ("sensor.grace", "a window is cut into blocks this long after it ends, for late samples (default 5m)"),
+    ("sensor.retention", "how long a sensor database keeps samples, the paper's Y (default 30d)"),
+    ("sensor.retention.DB", "database DB's own storage period (e.g. sensor.retention.telegraf = 90d)"),
+    ("sensor.sync_on_write", "on: a sample is acknowledged once on the disk (one fsync shared by writers arriving together); off: once in the kernel (default on)"),
+    ("sensor.max_file_size", "a sensor block store's data file is closed past this size (default 64MB)"),
+    ("sensor.max_body", "the largest sensor write body, decompressed (default 25000000 bytes, as InfluxDB)"),
 ];

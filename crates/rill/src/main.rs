@@ -11,9 +11,11 @@ mod admin;
 mod config;
 mod config_backends;
 mod config_keys;
+mod config_sensor;
 mod daemon;
 mod devrel;
 mod repair;
+mod sensor;
 mod size;
 
 use anyhow::{bail, Context, Result};
@@ -378,6 +380,11 @@ fn console(cfg: Config) -> Result<()> {
             open_ms = started.elapsed().as_millis() as u64,
             "node ready"
         );
+        let sensors = tokio::task::spawn_blocking({
+            let (node_cfg, sensor_cfg) = (cfg.node.clone(), cfg.sensor.clone());
+            move || sensor::open(&node_cfg, &sensor_cfg)
+        })
+        .await??;
         let pb_stats = Arc::new(rill_api::pb::PbStats::default());
         let pb_cfg = rill_api::pb::PbConfig {
             max_frame_bytes: cfg.pb_max_frame_bytes,
@@ -421,6 +428,7 @@ fn console(cfg: Config) -> Result<()> {
             node.clone(),
             pb_stats,
             Some(peer.clone()),
+            sensors.as_ref().map(|s| s.engine.clone()),
         ));
         let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())?;
         tokio::select! {
@@ -430,6 +438,11 @@ fn console(cfg: Config) -> Result<()> {
             r = http_task => tracing::error!(result = ?r, "the HTTP listener stopped"),
         }
         drop(peer);
+        if let Some(s) = sensors {
+            if let Err(e) = tokio::task::spawn_blocking(move || s.close()).await? {
+                tracing::error!(error = %e, "the sensor-data service did not stop cleanly");
+            }
+        }
         let synced = tokio::task::spawn_blocking(move || node.sync()).await?;
         if let Err(e) = synced {
             bail!("could not make every write durable at shutdown: {e}");

@@ -12,6 +12,7 @@ mod mapred;
 mod migrate;
 mod object;
 mod other;
+mod sensor;
 pub mod util;
 
 use axum::body::{Body, Bytes};
@@ -31,6 +32,8 @@ pub(crate) struct Ctx {
     pub pb_stats: Arc<crate::pb::PbStats>,
     /// The cluster runtime, for `rill admin cluster ...`.
     pub peer: Option<Arc<rill_peer::Peer>>,
+    /// The sensor-data service (`None`: `sensor = off`).
+    pub sensors: Option<Arc<rill_tsdb::Engine>>,
 }
 
 /// The object parsers (links, metadata, indexes, vclock) on arbitrary
@@ -45,11 +48,13 @@ pub async fn serve(
     node: Arc<Node>,
     pb_stats: Arc<crate::pb::PbStats>,
     peer: Option<Arc<rill_peer::Peer>>,
+    sensors: Option<Arc<rill_tsdb::Engine>>,
 ) -> std::io::Result<()> {
     let ctx = Arc::new(Ctx {
         node,
         pb_stats,
         peer,
+        sensors,
     });
     let app = axum::Router::new().fallback(dispatch).with_state(ctx);
     axum::serve(listener, app).await
@@ -60,6 +65,8 @@ pub(crate) struct Req {
     pub method: Method,
     pub headers: HeaderMap,
     pub query: Query,
+    /// The query string as sent (repeated names such as `match[]`).
+    pub raw_query: String,
     pub body: Bytes,
 }
 
@@ -75,7 +82,8 @@ async fn dispatch(State(ctx): State<Arc<Ctx>>, request: Request<Body>) -> Respon
         }
     };
     let raw_path = parts.uri.path().to_string();
-    let query = parse_query(parts.uri.query().unwrap_or(""));
+    let raw_query = parts.uri.query().unwrap_or("").to_string();
+    let query = parse_query(&raw_query);
     let segments: Result<Vec<Vec<u8>>, String> = raw_path
         .split('/')
         .filter(|s| !s.is_empty())
@@ -89,6 +97,7 @@ async fn dispatch(State(ctx): State<Arc<Ctx>>, request: Request<Body>) -> Respon
         method: parts.method,
         headers: parts.headers,
         query,
+        raw_query,
         body,
     };
     let segs: Vec<&[u8]> = segments.iter().map(|s| s.as_slice()).collect();
@@ -132,6 +141,10 @@ async fn route(ctx: &Arc<Ctx>, req: &Req, segs: &[&[u8]]) -> Response {
         [b"riak", b] => other::bucket_props(ctx, req, b"", b).await,
         [b"riak", b, k] => object::object(ctx, req, b"", b, k).await,
         [b"mapred"] => mapred::mapred(ctx, req).await,
+        [b"write"] => sensor::write(ctx, req, sensor::Flavour::V1).await,
+        [b"api", b"v2", b"write"] => sensor::write(ctx, req, sensor::Flavour::V2).await,
+        [b"query"] => sensor::query(ctx, req).await,
+        [b"api", b"v1", b"export"] => sensor::export(ctx, req).await,
         _ => text(StatusCode::NOT_FOUND, "not found\n"),
     }
 }

@@ -587,6 +587,7 @@ pub(crate) fn fuzz(h: &HeaderMap, body: &[u8]) {
         method: Method::PUT,
         headers: h.clone(),
         query: Default::default(),
+        raw_query: String::new(),
         body: axum::body::Bytes::copy_from_slice(body),
     };
     let _ = content_from_request(&req);

@@ -1,0 +1,375 @@
+//! The sensor-data service over HTTP (docs/sensors.md): InfluxDB's write
+//! APIs (1.x `/write`, 2.x `/api/v2/write`) answering as InfluxDB
+//! answers, the part of InfluxQL clients send before they write
+//! (`/query`: `CREATE DATABASE`, `SHOW DATABASES`), and VictoriaMetrics'
+//! export of series as JSON lines (`/api/v1/export`).
+
+use super::util::{empty, json_text, parse_query};
+use super::{Ctx, Req};
+use axum::http::{HeaderValue, Method, StatusCode};
+use axum::response::Response;
+use rill_sensor::Precision;
+use rill_tsdb::wal::WalError;
+use rill_tsdb::{EngineError, WriteReport};
+use serde_json::{json, Value};
+use std::io::Read;
+use std::sync::Arc;
+use std::time::{SystemTime, UNIX_EPOCH};
+
+/// Which InfluxDB API a write came by: how it answers.
+#[derive(Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Flavour {
+    /// 1.x: `{"error": ...}`, partial writes 400.
+    V1,
+    /// 2.x: `{"code": ..., "message": ...}`, a bad line fails the whole
+    /// request, partial writes 422.
+    V2,
+}
+
+fn now_ns() -> i64 {
+    let d = SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .unwrap_or_default();
+    i64::try_from(d.as_nanos()).unwrap_or(i64::MAX)
+}
+
+fn error(flavour: Flavour, status: StatusCode, message: &str) -> Response {
+    let body = match flavour {
+        Flavour::V1 => json!({ "error": message }).to_string() + "\n",
+        Flavour::V2 => {
+            let code = match status.as_u16() {
+                400 => "invalid",
+                404 => "not found",
+                405 => "method not allowed",
+                413 => "request too large",
+                422 => "unprocessable entity",
+                503 => "unavailable",
+                _ => "internal error",
+            };
+            json!({ "code": code, "message": message }).to_string()
+        }
+    };
+    json_text(status, body)
+}
+
+/// 503 with `Retry-After`: the client should send the same write again.
+fn busy(flavour: Flavour, message: &str) -> Response {
+    let mut r = error(flavour, StatusCode::SERVICE_UNAVAILABLE, message);
+    r.headers_mut()
+        .insert("retry-after", HeaderValue::from_static("1"));
+    r
+}
+
+fn engine(ctx: &Ctx, flavour: Flavour) -> Result<Arc<rill_tsdb::Engine>, Response> {
+    ctx.sensors.clone().ok_or_else(|| {
+        error(
+            flavour,
+            StatusCode::NOT_FOUND,
+            "the sensor-data service is off on this node (sensor = off)",
+        )
+    })
+}
+
+/// The body, gunzipped if sent so, at most `max` bytes.
+fn body_text(req: &Req, flavour: Flavour, max: usize) -> Result<String, Response> {
+    let too_large = || {
+        error(
+            flavour,
+            StatusCode::PAYLOAD_TOO_LARGE,
+            &format!("Request Entity Too Large: the body is larger than {max} bytes"),
+        )
+    };
+    let encoding = req
+        .headers
+        .get("content-encoding")
+        .and_then(|v| v.to_str().ok())
+        .unwrap_or("");
+    let bytes = match encoding.trim().to_ascii_lowercase().as_str() {
+        "gzip" | "x-gzip" => {
+            let mut out = Vec::new();
+            let mut d = flate2::read::GzDecoder::new(&req.body[..]).take(max as u64 + 1);
+            d.read_to_end(&mut out)
+                .map_err(|e| error(flavour, StatusCode::BAD_REQUEST, &format!("gzip: {e}")))?;
+            out
+        }
+        "" | "identity" => req.body.to_vec(),
+        other => {
+            return Err(error(
+                flavour,
+                StatusCode::UNSUPPORTED_MEDIA_TYPE,
+                &format!("Content-Encoding {other:?} is not supported (send gzip or nothing)"),
+            ))
+        }
+    };
+    if bytes.len() > max {
+        return Err(too_large());
+    }
+    String::from_utf8(bytes)
+        .map_err(|_| error(flavour, StatusCode::BAD_REQUEST, "the body is not UTF-8"))
+}
+
+/// The largest write body, decompressed (InfluxDB 1.x's default).
+const MAX_WRITE_BODY: usize = 25_000_000;
+
+/// `POST /write?db=D&precision=P` (1.x) or `POST
+/// /api/v2/write?bucket=B&org=O&precision=P` (2.x; `bucket` may be
+/// `db/rp`, the retention policy ignored).
+pub(crate) async fn write(ctx: &Arc<Ctx>, req: &Req, flavour: Flavour) -> Response {
+    match write_inner(ctx, req, flavour).await {
+        Ok(r) | Err(r) => r,
+    }
+}
+
+async fn write_inner(ctx: &Arc<Ctx>, req: &Req, flavour: Flavour) -> Result<Response, Response> {
+    let engine = engine(ctx, flavour)?;
+    if req.method == Method::OPTIONS {
+        return Ok(empty(StatusCode::NO_CONTENT));
+    }
+    if req.method != Method::POST {
+        return Err(error(
+            flavour,
+            StatusCode::METHOD_NOT_ALLOWED,
+            "write with POST",
+        ));
+    }
+    let name = match flavour {
+        Flavour::V1 => "db",
+        Flavour::V2 => "bucket",
+    };
+    let given = req.query.get(name).map(String::as_str).unwrap_or("");
+    let db = given.split('/').next().unwrap_or("").to_string();
+    if db.is_empty() {
+        return Err(match flavour {
+            Flavour::V1 => error(flavour, StatusCode::BAD_REQUEST, "database is required"),
+            Flavour::V2 => error(flavour, StatusCode::NOT_FOUND, "bucket not found"),
+        });
+    }
+    let p = req.query.get("precision").map(String::as_str);
+    let precision = match flavour {
+        Flavour::V2 if !matches!(p, None | Some("ns" | "us" | "ms" | "s")) => {
+            Err("invalid precision; valid precision units are ns, us, ms, and s".to_string())
+        }
+        _ => Precision::parse(p),
+    }
+    .map_err(|e| error(flavour, StatusCode::BAD_REQUEST, &e))?;
+    let text = body_text(req, flavour, MAX_WRITE_BODY)?;
+    let now = now_ns();
+    let batch = rill_tsdb::ingest::line_protocol(&text, &db, precision, now);
+    let all_bad = batch.points == 0 || flavour == Flavour::V2;
+    if all_bad && !batch.errors.is_empty() {
+        return Err(error(
+            flavour,
+            StatusCode::BAD_REQUEST,
+            &batch.errors.join("\n"),
+        ));
+    }
+    let report = if batch.series.is_empty() {
+        WriteReport::default()
+    } else {
+        let series = batch.series;
+        let written = crate::blocking(move || engine.write(&db, &series, now)).await;
+        written.map_err(|e| write_error(flavour, e))?
+    };
+    let mut problems: Vec<String> = batch
+        .errors
+        .into_iter()
+        .map(|e| format!("{e} dropped=0"))
+        .collect();
+    if report.too_old > 0 {
+        problems.push(format!(
+            "points beyond retention policy dropped={}",
+            report.too_old
+        ));
+    }
+    if report.too_new > 0 {
+        problems.push(format!(
+            "points more than two days ahead of the server's clock dropped={}",
+            report.too_new
+        ));
+    }
+    if problems.is_empty() {
+        return Ok(empty(StatusCode::NO_CONTENT));
+    }
+    let message = format!("partial write: {}", problems.join("\n"));
+    Err(match flavour {
+        Flavour::V1 => error(flavour, StatusCode::BAD_REQUEST, &message),
+        Flavour::V2 => error(
+            flavour,
+            StatusCode::UNPROCESSABLE_ENTITY,
+            &format!("failure writing points to database: {message}"),
+        ),
+    })
+}
+
+fn write_error(flavour: Flavour, e: EngineError) -> Response {
+    match e {
+        EngineError::Invalid(m) => error(flavour, StatusCode::BAD_REQUEST, &m),
+        // A full disk or stores not keeping up: nothing was acknowledged,
+        // the same write may be sent again.
+        EngineError::Busy(_) | EngineError::Store(_) | EngineError::Wal(WalError::Io(_)) => {
+            tracing::warn!(error = %e, "a sensor write was refused; the client may retry");
+            busy(
+                flavour,
+                &format!("{e}; nothing of this write was acknowledged, retry later"),
+            )
+        }
+        other => {
+            tracing::error!(error = %other, "a sensor write failed");
+            error(
+                flavour,
+                StatusCode::INTERNAL_SERVER_ERROR,
+                &other.to_string(),
+            )
+        }
+    }
+}
+
+/// `GET|POST /query?q=...`: `CREATE DATABASE name` (what Telegraf sends
+/// before it writes) and `SHOW DATABASES`; other InfluxQL is refused.
+pub(crate) async fn query(ctx: &Arc<Ctx>, req: &Req) -> Response {
+    let engine = match engine(ctx, Flavour::V1) {
+        Ok(e) => e,
+        Err(r) => return r,
+    };
+    let form = parse_query(&String::from_utf8_lossy(&req.body));
+    let Some(q) = req.query.get("q").or_else(|| form.get("q")).cloned() else {
+        return error(
+            Flavour::V1,
+            StatusCode::BAD_REQUEST,
+            "missing required parameter \"q\"",
+        );
+    };
+    let mut results = Vec::new();
+    for (i, stmt) in q
+        .split(';')
+        .map(str::trim)
+        .filter(|s| !s.is_empty())
+        .enumerate()
+    {
+        let words: Vec<&str> = stmt.split_whitespace().collect();
+        let upper: Vec<String> = words
+            .iter()
+            .take(2)
+            .map(|w| w.to_ascii_uppercase())
+            .collect();
+        match upper.iter().map(String::as_str).collect::<Vec<_>>()[..] {
+            ["CREATE", "DATABASE"] if words.len() >= 3 => {
+                let name = words[2].trim_matches('"').to_string();
+                let engine = engine.clone();
+                if let Err(e) = crate::blocking(move || engine.create_database(&name)).await {
+                    return error(Flavour::V1, StatusCode::INTERNAL_SERVER_ERROR, &e.to_string());
+                }
+                results.push(json!({ "statement_id": i }));
+            }
+            ["SHOW", "DATABASES"] => {
+                let names: Vec<Value> = engine.databases().into_iter().map(|n| json!([n])).collect();
+                results.push(json!({
+                    "statement_id": i,
+                    "series": [{ "name": "databases", "columns": ["name"], "values": names }],
+                }));
+            }
+            _ => {
+                return error(
+                    Flavour::V1,
+                    StatusCode::BAD_REQUEST,
+                    &format!("Rill answers only CREATE DATABASE and SHOW DATABASES of InfluxQL, not {stmt:?}; read samples with /api/v1/export"),
+                )
+            }
+        }
+    }
+    json_text(StatusCode::OK, json!({ "results": results }).to_string())
+}
+
+/// A time of the read APIs: Unix seconds, with a fraction or not.
+fn time_param(v: Option<&String>, default: i64) -> Result<i64, String> {
+    let Some(v) = v.filter(|v| !v.is_empty()) else {
+        return Ok(default);
+    };
+    let secs: f64 = v.parse().map_err(|_| {
+        format!("cannot parse time {v:?}: give Unix seconds, such as 1700000000 or 1700000000.5")
+    })?;
+    if !secs.is_finite() {
+        return Err(format!("cannot parse time {v:?}"));
+    }
+    Ok((secs * 1e9).clamp(i64::MIN as f64, i64::MAX as f64) as i64)
+}
+
+/// `GET /api/v1/export?match[]=SELECTOR&start=S&end=E`: every selected
+/// series as one JSON line, `{"metric": {...}, "values": [...],
+/// "timestamps": [...]}` (milliseconds), as VictoriaMetrics exports.
+pub(crate) async fn export(ctx: &Arc<Ctx>, req: &Req) -> Response {
+    let engine = match engine(ctx, Flavour::V1) {
+        Ok(e) => e,
+        Err(r) => return r,
+    };
+    let bad = |m: String| super::util::text(StatusCode::BAD_REQUEST, m + "\n");
+    let selectors: Vec<String> = req
+        .raw_query
+        .split('&')
+        .filter_map(|p| p.split_once('='))
+        .filter(|(k, _)| super::util::percent_decode_lenient(k) == b"match[]")
+        .map(|(_, v)| {
+            String::from_utf8_lossy(&super::util::percent_decode_lenient(&v.replace('+', " ")))
+                .into_owned()
+        })
+        .collect();
+    if selectors.is_empty() {
+        return bad("missing match[] (a series selector such as cpu_usage{host=\"a\"})".into());
+    }
+    let mut matchers = Vec::new();
+    for s in &selectors {
+        match rill_tsdb::select::parse(s) {
+            Ok(m) => matchers.push(m),
+            Err(e) => return bad(e),
+        }
+    }
+    let now = now_ns();
+    let (start, end) = match (
+        time_param(req.query.get("start"), i64::MIN),
+        time_param(req.query.get("end"), now),
+    ) {
+        (Ok(s), Ok(e)) => (s, e),
+        (Err(e), _) | (_, Err(e)) => return bad(e),
+    };
+    let out = crate::blocking(move || -> Result<String, EngineError> {
+        let mut chosen: Vec<(String, rill_sensor::Series)> =
+            matchers.iter().flat_map(|m| engine.select(m)).collect();
+        chosen.sort_by_cached_key(|(db, s)| (db.clone(), s.key()));
+        chosen.dedup_by(|a, b| a.0 == b.0 && a.1 == b.1);
+        let mut out = String::new();
+        for (db, s) in chosen {
+            let samples = engine.read(&db, &s.key(), start, end, now)?;
+            if samples.is_empty() {
+                continue;
+            }
+            let mut metric = serde_json::Map::new();
+            metric.insert("__name__".into(), json!(s.name));
+            for (k, v) in &s.labels {
+                metric.insert(k.clone(), json!(v));
+            }
+            let values: Vec<Value> = samples.iter().map(|x| json!(x.value)).collect();
+            let timestamps: Vec<i64> = samples.iter().map(|x| x.ts.div_euclid(1_000_000)).collect();
+            out.push_str(
+                &json!({ "metric": metric, "values": values, "timestamps": timestamps })
+                    .to_string(),
+            );
+            out.push('\n');
+        }
+        Ok(out)
+    })
+    .await;
+    match out {
+        Ok(body) => {
+            let mut r = super::util::text(StatusCode::OK, body);
+            r.headers_mut().insert(
+                "content-type",
+                HeaderValue::from_static("application/stream+json"),
+            );
+            r
+        }
+        Err(e) => {
+            tracing::error!(error = %e, "a sensor export failed");
+            super::util::text(StatusCode::INTERNAL_SERVER_ERROR, format!("{e}\n"))
+        }
+    }
+}

@@ -1,0 +1,124 @@
+//! The sensor-data service's settings (`sensor.*`, docs/sensors.md).
+
+use crate::config::{bytesize, duration};
+use crate::config_backends::on_off;
+use std::collections::HashMap;
+use std::time::Duration;
+
+#[derive(Clone, Debug, PartialEq)]
+pub struct SensorConfig {
+    /// `sensor`: the service runs (its HTTP write and query paths).
+    pub enabled: bool,
+    /// `sensor.window`: a block never spans two windows.
+    pub window: Duration,
+    /// `sensor.block_samples`: samples of a full block (the paper's B).
+    pub block_samples: usize,
+    /// `sensor.grace`: a window is cut this long after its end.
+    pub grace: Duration,
+    /// `sensor.retention`: how long a database keeps samples (the
+    /// paper's Y).
+    pub retention: Duration,
+    /// `sensor.retention.<db>`: a database's own.
+    pub retention_of: HashMap<String, Duration>,
+    /// `sensor.sync_on_write`: a write is acknowledged once on the disk
+    /// (fsync of the log, shared by writers arriving together); `off`:
+    /// once in the kernel.
+    pub sync_on_write: bool,
+    /// `sensor.max_file_size`: a block store's data file is closed past
+    /// this (smaller files are deleted sooner by retention).
+    pub max_file_bytes: u64,
+    /// `sensor.max_body`: the largest write body, decompressed.
+    pub max_body_bytes: usize,
+}
+
+impl Default for SensorConfig {
+    fn default() -> SensorConfig {
+        SensorConfig {
+            enabled: true,
+            window: Duration::from_secs(3600),
+            block_samples: 1024,
+            grace: Duration::from_secs(300),
+            retention: Duration::from_secs(30 * 86_400),
+            retention_of: HashMap::new(),
+            sync_on_write: true,
+            max_file_bytes: 64 << 20,
+            max_body_bytes: 25_000_000,
+        }
+    }
+}
+
+fn positive(key: &str, v: &str) -> Result<Duration, String> {
+    match duration(v)? {
+        d if d.is_zero() => Err(format!("{key} must be more than zero")),
+        d if d.as_nanos() > i64::MAX as u128 / 4 => Err(format!("{key} is too long: {v:?}")),
+        d => Ok(d),
+    }
+}
+
+/// Sets a `sensor.*` key; `None` if `key` is not one.
+pub fn set_sensor(c: &mut SensorConfig, key: &str, v: &str) -> Option<Result<(), String>> {
+    if let Some(db) = key.strip_prefix("sensor.retention.") {
+        return Some(positive(key, v).map(|d| {
+            c.retention_of.insert(db.to_string(), d);
+        }));
+    }
+    Some(match key {
+        "sensor" => on_off(key, v).map(|on| c.enabled = on),
+        "sensor.window" => positive(key, v).map(|d| c.window = d),
+        "sensor.grace" => duration(v).map(|d| c.grace = d),
+        "sensor.retention" => positive(key, v).map(|d| c.retention = d),
+        "sensor.sync_on_write" => on_off(key, v).map(|on| c.sync_on_write = on),
+        "sensor.block_samples" => match v.trim().parse::<usize>() {
+            Ok(n) if (16..=65_536).contains(&n) => {
+                c.block_samples = n;
+                Ok(())
+            }
+            _ => Err(format!(
+                "sensor.block_samples must be an integer from 16 to 65536, found {v:?}"
+            )),
+        },
+        "sensor.max_file_size" => bytesize(v).and_then(|b| {
+            if (1 << 20..=1 << 31).contains(&b) {
+                c.max_file_bytes = b;
+                Ok(())
+            } else {
+                Err(format!(
+                    "sensor.max_file_size must be from 1MB to 2GB, found {v:?}"
+                ))
+            }
+        }),
+        "sensor.max_body" => bytesize(v).map(|b| c.max_body_bytes = b as usize),
+        _ => return None,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn sensor_keys_are_read_and_checked() {
+        let mut c = SensorConfig::default();
+        assert_eq!(set_sensor(&mut c, "sensor.retention", "90d"), Some(Ok(())));
+        assert_eq!(c.retention, Duration::from_secs(90 * 86_400));
+        assert_eq!(
+            set_sensor(&mut c, "sensor.retention.telegraf", "2h"),
+            Some(Ok(()))
+        );
+        assert_eq!(c.retention_of["telegraf"], Duration::from_secs(7200));
+        assert_eq!(set_sensor(&mut c, "sensor", "off"), Some(Ok(())));
+        assert!(!c.enabled);
+        assert!(set_sensor(&mut c, "sensor.window", "0s").unwrap().is_err());
+        assert!(set_sensor(&mut c, "sensor.block_samples", "3")
+            .unwrap()
+            .is_err());
+        assert!(set_sensor(&mut c, "sensor.max_file_size", "1KB")
+            .unwrap()
+            .is_err());
+        assert_eq!(
+            set_sensor(&mut c, "sensor.block_samples", "4096"),
+            Some(Ok(()))
+        );
+        assert_eq!(set_sensor(&mut c, "storage_backend", "x"), None);
+    }
+}

@@ -1,0 +1,139 @@
+//! The node's sensor-data service (docs/sensors.md): the engine under
+//! `$(platform_data_dir)/sensor` (its log in `wal/`, its stores in
+//! `data/`), a thread that ticks it every second, and a merge scheduler of
+//! its own over the block stores, which deletes the files whose blocks
+//! have all expired.
+
+use crate::config_sensor::SensorConfig;
+use anyhow::{Context, Result};
+use merge_control::{Classic, Fisherman, MergeScheduler, SchedulerSettings, UsageSource};
+use rill_node::{MergePolicyKind, NodeConfig};
+use rill_tsdb::wal::WalOptions;
+use rill_tsdb::{BitcaskStorage, Engine, EngineOptions};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::thread::JoinHandle;
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+pub struct Sensors {
+    pub engine: Arc<Engine>,
+    stop: Arc<AtomicBool>,
+    ticker: Option<JoinHandle<()>>,
+    _merges: Arc<MergeScheduler>,
+}
+
+/// Now, ns since the Unix epoch.
+pub fn now_ns() -> i64 {
+    let d = SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .unwrap_or_default();
+    i64::try_from(d.as_nanos()).unwrap_or(i64::MAX)
+}
+
+fn ns(d: Duration) -> i64 {
+    i64::try_from(d.as_nanos()).unwrap_or(i64::MAX)
+}
+
+/// Opens the service, or `None` when `sensor = off`.
+pub fn open(node: &NodeConfig, s: &SensorConfig) -> Result<Option<Sensors>> {
+    if !s.enabled {
+        return Ok(None);
+    }
+    let dir = node.data_dir.join("sensor");
+    let data = dir.join("data");
+    std::fs::create_dir_all(&data).with_context(|| format!("cannot create {}", data.display()))?;
+    let merges = Arc::new(MergeScheduler::start(SchedulerSettings {
+        usage: UsageSource::Filesystem(data.clone()),
+        policy: match node.merge_policy {
+            MergePolicyKind::Fisherman { target_usage } => Box::new(Fisherman {
+                target_usage,
+                ..Fisherman::default()
+            }),
+            MergePolicyKind::Classic => Box::new(Classic::default()),
+        },
+        throttle: node.throttle,
+        workers: 1,
+        idle_tick: Duration::from_millis(200),
+    }));
+    let store_opts = bitcask::Options {
+        max_file_size_bytes: s.max_file_bytes,
+        ..bitcask::Options::default()
+    };
+    let registered = merges.clone();
+    let storage = BitcaskStorage::new(
+        &data,
+        store_opts,
+        Box::new(move |store| {
+            registered.add_store(store.clone());
+        }),
+    );
+    let mut opts = EngineOptions::new(WalOptions {
+        vfs: Arc::new(bitcask::vfs::StdVfs),
+        segment_bytes: 64 << 20,
+        sync: s.sync_on_write,
+    });
+    opts.window_ns = ns(s.window);
+    opts.block_samples = s.block_samples;
+    opts.grace_ns = ns(s.grace);
+    opts.retention_ns = ns(s.retention);
+    opts.retention_of = s
+        .retention_of
+        .iter()
+        .map(|(db, d)| (db.clone(), ns(*d)))
+        .collect();
+    let (engine, report) = Engine::open(&dir.join("wal"), opts, Arc::new(storage), now_ns())
+        .map_err(|e| anyhow::anyhow!("cannot open the sensor-data service: {e}"))?;
+    tracing::info!(
+        series = report.series,
+        databases = report.databases,
+        replayed_samples = report.replayed_samples,
+        log_segments = report.log.segments,
+        "sensor-data service ready"
+    );
+    let engine = Arc::new(engine);
+    let stop = Arc::new(AtomicBool::new(false));
+    let ticker = {
+        let (engine, stop) = (engine.clone(), stop.clone());
+        std::thread::Builder::new()
+            .name("rill-sensor-tick".into())
+            .spawn(move || {
+                let mut failing = false;
+                while !stop.load(Ordering::Relaxed) {
+                    match engine.tick(now_ns()) {
+                        Ok(_) if failing => {
+                            failing = false;
+                            tracing::info!("sensor blocks are stored again");
+                        }
+                        Ok(_) => {}
+                        Err(e) if !failing => {
+                            failing = true;
+                            tracing::error!(error = %e, "sensor blocks could not be stored; they wait in the log and are retried every second");
+                        }
+                        Err(_) => {}
+                    }
+                    std::thread::park_timeout(Duration::from_secs(1));
+                }
+            })
+            .context("cannot start the sensor tick thread")?
+    };
+    Ok(Some(Sensors {
+        engine,
+        stop,
+        ticker: Some(ticker),
+        _merges: merges,
+    }))
+}
+
+impl Sensors {
+    /// Stops ticking and stores every buffered sample (a clean stop).
+    pub fn close(mut self) -> Result<()> {
+        self.stop.store(true, Ordering::Relaxed);
+        if let Some(t) = self.ticker.take() {
+            t.thread().unpark();
+            let _ = t.join();
+        }
+        self.engine.close().map(drop).map_err(|e| {
+            anyhow::anyhow!("sensor samples not stored at shutdown (they are in the log): {e}")
+        })
+    }
+}

@@ -1,0 +1,262 @@
+//! The sensor-data service through the real binary: InfluxDB's write
+//! APIs answering as InfluxDB does, `CREATE DATABASE`, the export of what
+//! was written, and every acknowledged sample back after `kill -9`.
+
+mod common;
+
+use common::Node;
+use std::collections::BTreeMap;
+use std::io::Write;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+fn now_s() -> i64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .unwrap()
+        .as_secs() as i64
+}
+
+fn post(n: &Node, path: &str, headers: &[(&str, &str)], body: &[u8]) -> (u16, String) {
+    let r = n
+        .http("POST", path, headers, body)
+        .expect("the node answers");
+    (r.status, String::from_utf8_lossy(&r.body).into_owned())
+}
+
+/// The exported series of `selector`: metric (as JSON text) to samples
+/// (ms, value).
+fn export(n: &Node, selector: &str) -> BTreeMap<String, Vec<(i64, f64)>> {
+    let q: String = selector
+        .bytes()
+        .map(|b| match b {
+            b'a'..=b'z' | b'A'..=b'Z' | b'0'..=b'9' | b'_' => (b as char).to_string(),
+            _ => format!("%{b:02X}"),
+        })
+        .collect();
+    let r = n
+        .http("GET", &format!("/api/v1/export?match[]={q}"), &[], b"")
+        .unwrap();
+    assert_eq!(r.status, 200, "{}", String::from_utf8_lossy(&r.body));
+    let mut out = BTreeMap::new();
+    for line in String::from_utf8(r.body).unwrap().lines() {
+        let v: serde_json::Value = serde_json::from_str(line).unwrap();
+        let ts = v["timestamps"].as_array().unwrap();
+        let vals = v["values"].as_array().unwrap();
+        let samples = ts
+            .iter()
+            .zip(vals)
+            .map(|(t, x)| (t.as_i64().unwrap(), x.as_f64().unwrap()))
+            .collect();
+        out.insert(v["metric"].to_string(), samples);
+    }
+    out
+}
+
+#[test]
+fn influx_writes_answer_as_influxdb_and_are_exported() {
+    let dir = tempfile::tempdir().unwrap();
+    let n = Node::start(dir.path(), "sensor.retention.short = 1h");
+    let t = now_s();
+    // What Telegraf sends first.
+    let (status, body) = post(
+        &n,
+        "/query",
+        &[("Content-Type", "application/x-www-form-urlencoded")],
+        b"q=CREATE+DATABASE+%22telegraf%22",
+    );
+    assert_eq!(
+        (status, body.as_str()),
+        (200, "{\"results\":[{\"statement_id\":0}]}")
+    );
+    let lines = format!(
+        "cpu,host=a usage=1.5,idle=90i {t}\ncpu,host=a usage=2.5 {}\ncpu,host=b usage=7 {t}\n",
+        t - 1
+    );
+    let (status, body) = post(&n, "/write?db=telegraf&precision=s", &[], lines.as_bytes());
+    assert_eq!(status, 204, "{body}");
+    // 2.x, gzipped, milliseconds.
+    let mut gz = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::default());
+    gz.write_all(format!("room,floor=2 temp=21.25 {}\n", t * 1000).as_bytes())
+        .unwrap();
+    let (status, body) = post(
+        &n,
+        "/api/v2/write?bucket=home&org=me&precision=ms",
+        &[("Content-Encoding", "gzip")],
+        &gz.finish().unwrap(),
+    );
+    assert_eq!(status, 204, "{body}");
+    // A bad line: 1.x writes the good ones and says which failed.
+    let (status, body) = post(
+        &n,
+        "/write?db=telegraf&precision=s",
+        &[],
+        format!("cpu,host=c usage=3 {t}\nnot a line\n").as_bytes(),
+    );
+    assert_eq!(status, 400);
+    assert!(
+        body.contains("partial write: unable to parse line 2"),
+        "{body}"
+    );
+    // 2.x writes nothing of a request with a bad line.
+    let (status, body) = post(
+        &n,
+        "/api/v2/write?bucket=home&precision=s",
+        &[],
+        format!("room,floor=9 temp=1 {t}\nbad\n").as_bytes(),
+    );
+    assert_eq!(status, 400);
+    assert!(body.contains("\"code\":\"invalid\""), "{body}");
+    // Older than the database's storage period.
+    let (status, body) = post(
+        &n,
+        "/write?db=short&precision=s",
+        &[],
+        format!("m v=1 {}\nm v=2 {t}\n", t - 7200).as_bytes(),
+    );
+    assert_eq!(status, 400);
+    assert!(
+        body.contains("points beyond retention policy dropped=1"),
+        "{body}"
+    );
+    for (path, want) in [
+        ("/write?precision=s", "database is required"),
+        ("/write?db=x&precision=fortnight", "precision"),
+        ("/api/v2/write?bucket=x&precision=h", "invalid precision"),
+    ] {
+        let (status, body) = post(&n, path, &[], b"m v=1");
+        assert!(status == 400 || status == 404, "{path}: {status}");
+        assert!(body.contains(want), "{path}: {body}");
+    }
+    let (status, body) = post(
+        &n,
+        "/write?db=x",
+        &[("Content-Encoding", "gzip")],
+        b"not gzip",
+    );
+    assert_eq!(status, 400, "{body}");
+
+    let cpu = export(&n, "{__name__=~\"cpu_.*\",db=\"telegraf\"}");
+    let key = |name: &str, host: &str| {
+        format!("{{\"__name__\":\"{name}\",\"db\":\"telegraf\",\"host\":\"{host}\"}}")
+    };
+    assert_eq!(
+        cpu.get(&key("cpu_usage", "a")),
+        Some(&vec![((t - 1) * 1000, 2.5), (t * 1000, 1.5)]),
+        "{cpu:?}"
+    );
+    assert_eq!(
+        cpu.get(&key("cpu_idle", "a")),
+        Some(&vec![(t * 1000, 90.0)])
+    );
+    assert_eq!(
+        cpu.get(&key("cpu_usage", "b")),
+        Some(&vec![(t * 1000, 7.0)])
+    );
+    assert_eq!(
+        cpu.get(&key("cpu_usage", "c")),
+        Some(&vec![(t * 1000, 3.0)])
+    );
+    assert_eq!(cpu.len(), 4, "{cpu:?}");
+    let room = export(&n, "room_temp");
+    assert_eq!(
+        room.len(),
+        1,
+        "the refused 2.x request wrote nothing: {room:?}"
+    );
+    assert_eq!(room.values().next().unwrap(), &vec![(t * 1000, 21.25)]);
+    let short = export(&n, "m_v");
+    assert_eq!(short.values().next().unwrap(), &vec![(t * 1000, 2.0)]);
+    // A selector that selects everything is refused, as Prometheus does.
+    let r = n
+        .http("GET", "/api/v1/export?match[]=%7B%7D", &[], b"")
+        .unwrap();
+    assert_eq!(r.status, 400);
+    let r = n.http("GET", "/query?q=SHOW+DATABASES", &[], b"").unwrap();
+    let shown = String::from_utf8_lossy(&r.body).into_owned();
+    for db in ["home", "short", "telegraf"] {
+        assert!(shown.contains(&format!("[\"{db}\"]")), "{shown}");
+    }
+    // A clean stop stores every buffer; a restart reads it all back.
+    n.stop();
+    let n = Node::start(dir.path(), "sensor.retention.short = 1h");
+    assert_eq!(export(&n, "{__name__=~\"cpu_.*\",db=\"telegraf\"}"), cpu);
+    assert_eq!(export(&n, "room_temp"), room);
+}
+
+/// Writers posting batches while the node is killed: every batch answered
+/// 204 is there after the restart, sample for sample.
+#[test]
+fn every_acknowledged_sample_survives_kill_9() {
+    let dir = tempfile::tempdir().unwrap();
+    let extra = "sensor.block_samples = 64\nsensor.window = 1m\nsensor.grace = 1s";
+    let n = Node::start(dir.path(), extra);
+    let t0 = now_s() - 600;
+    let (http, started) = (n.http, Instant::now());
+    let batches = AtomicUsize::new(0);
+    let acked: Vec<Vec<(i64, f64)>> = std::thread::scope(|s| {
+        let writers: Vec<_> = (0..3i64)
+            .map(|w| {
+                let batches = &batches;
+                s.spawn(move || {
+                    let mut acked = Vec::new();
+                    for batch in 0..10_000i64 {
+                        let mut body = String::new();
+                        let mut mine = Vec::new();
+                        for i in 0..50 {
+                            let ts = t0 * 1000 + (batch * 50 + i) * 10;
+                            let v = (w * 1_000_000 + batch * 50 + i) as f64 / 4.0;
+                            body.push_str(&format!("probe,writer={w} v={v} {ts}\n"));
+                            mine.push((ts, v));
+                        }
+                        let path = "/write?db=field&precision=ms";
+                        match common::http(http, "POST", path, &[], body.as_bytes()) {
+                            Some(r) if r.status == 204 => {
+                                acked.extend(mine);
+                                batches.fetch_add(1, Ordering::SeqCst);
+                            }
+                            _ => break,
+                        }
+                        if started.elapsed() > Duration::from_secs(60) {
+                            break;
+                        }
+                    }
+                    acked
+                })
+            })
+            .collect();
+        // Killed while they write.
+        common::until("1000 batches acknowledged", Duration::from_secs(60), || {
+            batches.load(Ordering::SeqCst) >= 1000
+        });
+        n.kill();
+        writers.into_iter().map(|w| w.join().unwrap()).collect()
+    });
+    assert!(
+        acked.iter().all(|a| !a.is_empty()),
+        "every writer was acknowledged"
+    );
+    let n = Node::start(dir.path(), extra);
+    // The restart read samples back from the log (some were not yet in
+    // blocks when the node was killed).
+    common::until(
+        "the sensor service is ready",
+        Duration::from_secs(30),
+        || n.log().contains("sensor-data service ready"),
+    );
+    let log = n.log();
+    let replayed = log
+        .split("replayed_samples=")
+        .nth(1)
+        .and_then(|r| r.split(|c: char| !c.is_ascii_digit()).next())
+        .and_then(|d| d.parse::<u64>().ok());
+    assert!(replayed.is_some_and(|r| r > 0), "{log}");
+    for (w, want) in acked.iter().enumerate() {
+        let got = export(&n, &format!("probe_v{{writer=\"{w}\"}}"));
+        let got = got.values().next().expect("the series is there");
+        let got: BTreeMap<i64, f64> = got.iter().copied().collect();
+        for (ts, v) in want {
+            assert_eq!(got.get(ts), Some(v), "writer {w}: the sample at {ts} ms");
+        }
+    }
+}
