@@ -115,11 +115,7 @@ fn unhex(s: &str) -> Option<String> {
 
 impl BitcaskStorage {
     /// Stores under `dir`, each opened with `opts` (its `vfs` included).
-    pub fn new(
-        dir: &Path,
-        opts: bitcask::Options,
-        on_open: OnOpen,
-    ) -> BitcaskStorage {
+    pub fn new(dir: &Path, opts: bitcask::Options, on_open: OnOpen) -> BitcaskStorage {
         BitcaskStorage {
             dir: dir.to_path_buf(),
             opts,
