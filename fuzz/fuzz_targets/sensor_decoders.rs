@@ -1,7 +1,8 @@
 //! The sensor-data decoders on arbitrary input: blocks (as read from the
 //! store, and with their checksum made right so the fuzzer reaches the
 //! sections behind it), line protocol bodies, write-ahead log segments,
-//! the sensor stores' keys and series records, and series selectors. Nothing may panic; a
+//! the sensor stores' keys and series records, series selectors,
+//! Prometheus remote write bodies and MQTT payloads. Nothing may panic; a
 //! block that decodes re-encodes to samples that decode the same, and so
 //! do log entries, block keys and series records.
 #![no_main]
@@ -69,11 +70,40 @@ fn selector(bytes: &[u8]) {
     }
 }
 
+/// A remote write body, as sent and wrapped in valid Snappy so the
+/// protobuf decoder is reached.
+fn remote_write(bytes: &[u8], wrap: bool) {
+    use rill_sensor::remote_write::decode;
+    let body = if wrap {
+        snap::raw::Encoder::new().compress_vec(bytes).expect("snappy compresses")
+    } else {
+        bytes.to_vec()
+    };
+    if let Ok(d) = decode(&body, 1 << 20) {
+        for (s, samples) in &d.series {
+            assert!(!samples.is_empty());
+            assert_eq!(rill_sensor::Series::parse_key(&s.key()).as_ref(), Some(s));
+        }
+    }
+}
+
+/// An MQTT payload as the subscriber reads it.
+fn mqtt(bytes: &[u8]) {
+    use rill_sensor::mqtt::{is_line_protocol, json_or_number};
+    if is_line_protocol(bytes) {
+        return;
+    }
+    if let Ok(samples) = json_or_number("fuzz/topic", bytes, 0) {
+        assert!(!samples.is_empty());
+        assert!(samples.iter().all(|(_, s)| s.value.is_finite()));
+    }
+}
+
 fuzz_target!(|data: &[u8]| {
     let Some((&mode, rest)) = data.split_first() else {
         return;
     };
-    match mode % 6 {
+    match mode % 9 {
         0 => block(rest),
         1 => {
             let mut b = rest.to_vec();
@@ -87,6 +117,9 @@ fuzz_target!(|data: &[u8]| {
         3 => wal(rest),
         4 => stores(rest),
         5 => selector(rest),
+        6 => remote_write(rest, false),
+        7 => remote_write(rest, true),
+        8 => mqtt(rest),
         _ => {
             if let Ok(body) = std::str::from_utf8(rest) {
                 let (points, errors) = rill_sensor::line::parse(body);

@@ -7,6 +7,7 @@
 //! no request can make the server allocate beyond its frame limit.
 
 pub mod http;
+pub mod line_port;
 mod mapred;
 pub mod pb;
 

@@ -1,5 +1,6 @@
-//! Rill's sensor-data model, pure logic (no I/O): InfluxDB line protocol
-//! and the compressed block a series' samples are stored in.
+//! Rill's sensor-data model, pure logic (no I/O): InfluxDB line protocol,
+//! Prometheus remote write, and the compressed block a series' samples are
+//! stored in.
 //!
 //! The architecture is the one the sensor-data paper ("Riak KV
 //! performance in sensor data storage application", Zhivchikova and
@@ -9,6 +10,8 @@
 mod bits;
 pub mod block;
 pub mod line;
+pub mod mqtt;
+pub mod remote_write;
 pub mod series;
 
 pub use bits::{unzigzag, zigzag};

@@ -126,6 +126,24 @@ impl Buffers {
         });
     }
 
+    /// Cuts every open window holding a sample from a log segment below
+    /// `segment` (the log is over its budget).
+    pub fn cut_from_segments_below(&mut self, segment: u64, out: &mut Vec<Cut>) {
+        self.series.retain(|&series, buf| {
+            let old: Vec<i64> = buf
+                .iter()
+                .filter(|(_, o)| o.segment < segment)
+                .map(|(&w, _)| w)
+                .collect();
+            for window in old {
+                let open = buf.remove(&window).expect("listed");
+                self.waiting -= open.samples.len();
+                out.push(cut(series, window, open));
+            }
+            !buf.is_empty()
+        });
+    }
+
     /// The oldest log segment a waiting sample came from (none waiting:
     /// `None`, every segment may go).
     pub fn oldest_segment(&self) -> Option<u64> {
@@ -208,6 +226,21 @@ mod tests {
         assert_eq!(b.waiting(), 0);
         assert_eq!(b.oldest_segment(), None);
         assert!(b.series.is_empty(), "no series kept without samples");
+    }
+
+    #[test]
+    fn windows_holding_old_segments_are_cut_early() {
+        let mut b = Buffers::new(100, 10);
+        let mut out = Vec::new();
+        b.add(1, &[s(10, 1.0)], 3, &mut out);
+        b.add(1, &[s(150, 2.0)], 5, &mut out);
+        b.add(2, &[s(1_000_000, 3.0)], 4, &mut out);
+        b.cut_from_segments_below(5, &mut out);
+        let mut cut: Vec<(u64, i64)> = out.iter().map(|c| (c.series, c.window)).collect();
+        cut.sort();
+        assert_eq!(cut, vec![(1, 0), (2, 1_000_000)]);
+        assert_eq!(b.oldest_segment(), Some(5));
+        assert_eq!(b.waiting(), 1);
     }
 
     #[test]

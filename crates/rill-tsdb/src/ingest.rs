@@ -12,8 +12,11 @@ use std::collections::HashMap;
 pub struct Batch {
     /// Series keys and their samples, in the order first met.
     pub series: Vec<(String, Vec<Sample>)>,
-    /// One per bad line or point, in line order.
+    /// One per line that does not parse, in line order.
     pub errors: Vec<String>,
+    /// Points that parse but cannot be stored (a string field, a time
+    /// out of range): InfluxDB 2.x writes the rest and reports them.
+    pub rejected: Vec<String>,
     /// Points whose samples are in `series`.
     pub points: usize,
 }
@@ -25,8 +28,11 @@ impl Batch {
 }
 
 /// The samples of a line protocol `body` written to database `db`, the
-/// timestamps in `precision`, a point without one at `now` (ns).
+/// timestamps in `precision`; a point without one is at `now` (ns)
+/// truncated to the precision, as InfluxDB stamps it.
 pub fn line_protocol(body: &str, db: &str, precision: Precision, now: i64) -> Batch {
+    let unit = precision.to_ns(1).unwrap_or(1);
+    let now = now - now.rem_euclid(unit);
     let (points, line_errors) = parse(body);
     let mut batch = Batch {
         errors: line_errors
@@ -42,8 +48,8 @@ pub fn line_protocol(body: &str, db: &str, precision: Precision, now: i64) -> Ba
             Some(t) => match precision.to_ns(t) {
                 Some(ns) => ns,
                 None => {
-                    batch.errors.push(format!(
-                        "unable to parse a point of {:?}: timestamp {t} is out of range (1677-2262)",
+                    batch.rejected.push(format!(
+                        "a point of {:?}: timestamp {t} is out of range (1677-2262)",
                         p.measurement
                     ));
                     continue;
@@ -53,10 +59,9 @@ pub fn line_protocol(body: &str, db: &str, precision: Precision, now: i64) -> Ba
         let samples = match samples_of(p, Some(db)) {
             Ok(s) => s,
             Err(e) => {
-                batch.errors.push(format!(
-                    "unable to parse a point of {:?}: {e}",
-                    p.measurement
-                ));
+                batch
+                    .rejected
+                    .push(format!("a point of {:?}: {e}", p.measurement));
                 continue;
             }
         };
@@ -80,7 +85,7 @@ mod tests {
     #[test]
     fn points_become_series_and_bad_lines_errors() {
         let body = "cpu,host=a usage=1.5,idle=2i 10\nbad line\ncpu,host=a usage=2 20\nm s=\"x\" 5\nm v=1\n";
-        let b = line_protocol(body, "telegraf", Precision::S, 99);
+        let b = line_protocol(body, "telegraf", Precision::S, 99_500_000_000);
         assert_eq!(b.points, 3);
         assert_eq!(
             b.series,
@@ -107,20 +112,31 @@ mod tests {
                 ),
                 (
                     "m_v{db=\"telegraf\"}".to_string(),
-                    vec![Sample { ts: 99, value: 1.0 }]
+                    vec![Sample {
+                        ts: 99_000_000_000,
+                        value: 1.0
+                    }]
                 ),
             ]
         );
-        assert_eq!(b.errors.len(), 2, "{:?}", b.errors);
+        assert_eq!(b.errors.len(), 1, "{:?}", b.errors);
+        assert_eq!(b.rejected.len(), 1, "{:?}", b.rejected);
+        assert!(b.rejected[0].contains("string"), "{}", b.rejected[0]);
         assert!(
             b.errors[0].starts_with("unable to parse line 2: "),
             "{}",
             b.errors[0]
         );
-        assert!(b.errors[1].contains("string"), "{}", b.errors[1]);
         assert_eq!(b.samples(), 4);
         let far = line_protocol("m v=1 9223372036854775807", "d", Precision::S, 0);
         assert_eq!(far.points, 0);
-        assert!(far.errors[0].contains("out of range"), "{:?}", far.errors);
+        assert!(
+            far.rejected[0].contains("out of range"),
+            "{:?}",
+            far.rejected
+        );
+        // A point without a time takes now, truncated to the precision.
+        let now = line_protocol("m v=1", "d", Precision::S, 12_345_678_901);
+        assert_eq!(now.series[0].1[0].ts, 12_000_000_000);
     }
 }

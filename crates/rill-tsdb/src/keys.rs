@@ -67,7 +67,7 @@ pub enum RecordError {
 
 /// A series record's value: its database and key.
 pub fn encode_series_record(db: &str, key: &str) -> Result<Vec<u8>, RecordError> {
-    if db.len() > MAX_NAME_BYTES || key.len() > MAX_NAME_BYTES {
+    if db.len() > usize::from(u16::MAX) || key.len() > MAX_NAME_BYTES {
         return Err(RecordError::TooLong);
     }
     let mut v = Vec::with_capacity(2 + db.len() + key.len());

@@ -9,7 +9,7 @@
 //! sit in durable blocks are deleted. The [`engine`] joins them; series
 //! get ids in the [`catalog`]; [`keys`] lays out what the stores hold;
 //! [`ingest`] turns line protocol into samples, [`select`] parses
-//! Prometheus series selectors.
+//! Prometheus series selectors, [`promql`] evaluates queries.
 //!
 //! All disk access goes through `bitcask`'s [`bitcask::vfs::Vfs`], so the
 //! power-loss simulation covers it.
@@ -19,6 +19,7 @@ pub mod catalog;
 pub mod engine;
 pub mod ingest;
 pub mod keys;
+pub mod promql;
 pub mod select;
 pub mod storage;
 pub mod wal;

@@ -1,7 +1,7 @@
 //! Prometheus series selectors, pure: `name`, `name{label="value",...}`
 //! or `{__name__="name",...}`, with the matchers `=`, `!=`, `=~` and `!~`
-//! (regular expressions anchored at both ends, as Prometheus anchors
-//! them), label values in double quotes, single quotes or backticks.
+//! (regular expressions anchored at both ends, `.` matching a newline
+//! too, as Prometheus compiles them), label values in double quotes, single quotes or backticks.
 //! A label a series lacks has the value "" (so `{host=""}` selects the
 //! series without `host`, as in Prometheus).
 
@@ -108,7 +108,7 @@ fn matcher(s: &str) -> Result<(Matcher, &str), String> {
         .ok_or_else(|| format!("expected =, !=, =~ or !~ after {label:?}"))?;
     let (value, r) = quoted(r.trim_start())?;
     let anchored = |v: &str| {
-        Regex::new(&format!("^(?:{v})$")).map_err(|e| format!("bad regular expression {v:?}: {e}"))
+        Regex::new(&format!("^(?s:{v})$")).map_err(|e| format!("bad regular expression {v:?}: {e}"))
     };
     let op = match op {
         "=" => Op::Eq(value),

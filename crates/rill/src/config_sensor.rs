@@ -27,8 +27,13 @@ pub struct SensorConfig {
     /// `sensor.max_file_size`: a block store's data file is closed past
     /// this (smaller files are deleted sooner by retention).
     pub max_file_bytes: u64,
-    /// `sensor.max_body`: the largest write body, decompressed.
-    pub max_body_bytes: usize,
+    /// `sensor.listener.line`: the collection port, line protocol over
+    /// TCP (`off`: none).
+    pub line_listener: Option<std::net::SocketAddr>,
+    /// `sensor.listener.line.db`: the database its lines go to.
+    pub line_db: String,
+    /// `sensor.listener.line.precision`: its timestamps' unit.
+    pub line_precision: rill_sensor::Precision,
 }
 
 impl Default for SensorConfig {
@@ -42,7 +47,9 @@ impl Default for SensorConfig {
             retention_of: HashMap::new(),
             sync_on_write: true,
             max_file_bytes: 64 << 20,
-            max_body_bytes: 25_000_000,
+            line_listener: None,
+            line_db: "sensors".into(),
+            line_precision: rill_sensor::Precision::Ns,
         }
     }
 }
@@ -87,7 +94,26 @@ pub fn set_sensor(c: &mut SensorConfig, key: &str, v: &str) -> Option<Result<(),
                 ))
             }
         }),
-        "sensor.max_body" => bytesize(v).map(|b| c.max_body_bytes = b as usize),
+        "sensor.listener.line" => match v.trim() {
+            "off" | "" => {
+                c.line_listener = None;
+                Ok(())
+            }
+            a => a
+                .parse()
+                .map(|addr| c.line_listener = Some(addr))
+                .map_err(|_| format!("sensor.listener.line must be an address such as 127.0.0.1:8089, or off; found {v:?}")),
+        },
+        "sensor.listener.line.db" => match v.trim() {
+            "" => Err("sensor.listener.line.db needs a database name".into()),
+            db => {
+                c.line_db = db.to_string();
+                Ok(())
+            }
+        },
+        "sensor.listener.line.precision" => {
+            rill_sensor::Precision::parse(Some(v.trim())).map(|p| c.line_precision = p)
+        }
         _ => return None,
     })
 }

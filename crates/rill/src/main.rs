@@ -380,11 +380,17 @@ fn console(cfg: Config) -> Result<()> {
             open_ms = started.elapsed().as_millis() as u64,
             "node ready"
         );
+        // The key-value service runs whatever happens to the sensor one
+        // (a full disk can keep its log from starting a segment).
         let sensors = tokio::task::spawn_blocking({
             let (node_cfg, sensor_cfg) = (cfg.node.clone(), cfg.sensor.clone());
             move || sensor::open(&node_cfg, &sensor_cfg)
         })
-        .await??;
+        .await?
+        .unwrap_or_else(|e| {
+            tracing::error!(error = %format!("{e:#}"), "the sensor-data service did not start; the node serves without it until it restarts");
+            None
+        });
         let pb_stats = Arc::new(rill_api::pb::PbStats::default());
         let pb_cfg = rill_api::pb::PbConfig {
             max_frame_bytes: cfg.pb_max_frame_bytes,
@@ -430,6 +436,20 @@ fn console(cfg: Config) -> Result<()> {
             Some(peer.clone()),
             sensors.as_ref().map(|s| s.engine.clone()),
         ));
+        let line_port = match (&sensors, cfg.sensor.line_listener) {
+            (Some(s), Some(addr)) => {
+                let l = tokio::net::TcpListener::bind(addr)
+                    .await
+                    .with_context(|| format!("cannot listen for line protocol on {addr}"))?;
+                tracing::info!(%addr, db = %cfg.sensor.line_db, "the collection port takes line protocol");
+                let port_cfg = rill_api::line_port::LinePortConfig {
+                    db: cfg.sensor.line_db.clone(),
+                    precision: cfg.sensor.line_precision,
+                };
+                Some(tokio::spawn(rill_api::line_port::serve(l, s.engine.clone(), port_cfg)))
+            }
+            _ => None,
+        };
         let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())?;
         tokio::select! {
             _ = tokio::signal::ctrl_c() => tracing::info!("interrupted: stopping"),
@@ -438,6 +458,9 @@ fn console(cfg: Config) -> Result<()> {
             r = http_task => tracing::error!(result = ?r, "the HTTP listener stopped"),
         }
         drop(peer);
+        if let Some(t) = line_port {
+            t.abort();
+        }
         if let Some(s) = sensors {
             if let Err(e) = tokio::task::spawn_blocking(move || s.close()).await? {
                 tracing::error!(error = %e, "the sensor-data service did not stop cleanly");

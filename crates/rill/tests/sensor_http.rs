@@ -184,6 +184,181 @@ fn influx_writes_answer_as_influxdb_and_are_exported() {
     assert_eq!(export(&n, "room_temp"), room);
 }
 
+/// Prometheus remote write: series taken, a bad one refused with 400
+/// after the rest is kept, stale markers skipped, other encodings 415.
+#[test]
+fn remote_write_answers_as_its_specification_asks() {
+    use rill_sensor::remote_write::{encode, STALE_NAN};
+    let dir = tempfile::tempdir().unwrap();
+    let n = Node::start(dir.path(), "");
+    let ms = now_s() * 1000;
+    let headers = [
+        ("Content-Encoding", "snappy"),
+        ("Content-Type", "application/x-protobuf"),
+        ("X-Prometheus-Remote-Write-Version", "0.1.0"),
+    ];
+    let body = encode(&[(
+        vec![("__name__", "node_load1"), ("instance", "a:9100")],
+        vec![
+            (ms - 2000, 0.5),
+            (ms - 1000, f64::from_bits(STALE_NAN)),
+            (ms, 0.75),
+        ],
+    )]);
+    let (status, text) = post(&n, "/api/v1/write", &headers, &body);
+    assert_eq!(status, 204, "{text}");
+    let body = encode(&[
+        (vec![("__name__", "up"), ("job", "x")], vec![(ms, 1.0)]),
+        (vec![("job", "nameless")], vec![(ms, 1.0)]),
+    ]);
+    let (status, text) = post(&n, "/api/v1/write?db=other", &headers, &body);
+    assert_eq!(status, 400);
+    assert!(text.contains("no metric name"), "{text}");
+    let (status, _) = post(&n, "/api/v1/write", &[("Content-Encoding", "gzip")], &body);
+    assert_eq!(status, 415);
+    let (status, text) = post(&n, "/api/v1/write", &headers, b"not snappy");
+    assert_eq!(status, 400, "{text}");
+    let load = export(&n, "node_load1");
+    assert_eq!(
+        load.get("{\"__name__\":\"node_load1\",\"instance\":\"a:9100\"}"),
+        Some(&vec![(ms - 2000, 0.5), (ms, 0.75)]),
+        "{load:?}"
+    );
+    let up = export(&n, "up{job=\"x\"}");
+    assert_eq!(up.values().next(), Some(&vec![(ms, 1.0)]), "{up:?}");
+}
+
+fn get_json(n: &Node, path: &str) -> (u16, serde_json::Value) {
+    let r = n.http("GET", path, &[], b"").expect("the node answers");
+    let v = serde_json::from_slice(&r.body)
+        .unwrap_or_else(|e| panic!("{path}: {e}: {}", String::from_utf8_lossy(&r.body)));
+    (r.status, v)
+}
+
+/// The Prometheus API as Grafana uses it: the health check, a range
+/// query of a rollup, series, labels and their values.
+#[test]
+fn the_prometheus_api_answers_grafanas_questions() {
+    let dir = tempfile::tempdir().unwrap();
+    let n = Node::start(dir.path(), "");
+    // Two rooms, a sample every 10 s for 10 minutes, ending a minute ago.
+    let end = (now_s() - 60) / 10 * 10;
+    let start = end - 600;
+    let mut body = String::new();
+    for t in (start..=end).step_by(10) {
+        body.push_str(&format!(
+            "room,name=a temp={} {t}\n",
+            (t - start) as f64 / 10.0
+        ));
+        body.push_str(&format!("room,name=b temp=20 {t}\n"));
+    }
+    let (status, text) = post(&n, "/write?db=home&precision=s", &[], body.as_bytes());
+    assert_eq!(status, 204, "{text}");
+
+    let (status, v) = get_json(&n, "/api/v1/query?query=1%2B1");
+    assert_eq!(status, 200);
+    assert_eq!(v["data"]["resultType"], "vector");
+    assert_eq!(v["data"]["result"][0]["metric"], serde_json::json!({}));
+    assert_eq!(v["data"]["result"][0]["value"][1], "2");
+
+    // avg over each minute, at each minute.
+    let path = format!(
+        "/api/v1/query_range?query=avg_over_time(room_temp%7Bname%3D%22a%22%7D%5B1m%5D)&start={}&end={end}&step=60",
+        start + 60
+    );
+    let (status, v) = get_json(&n, &path);
+    assert_eq!(status, 200, "{v}");
+    let result = v["data"]["result"].as_array().unwrap();
+    assert_eq!(result.len(), 1, "{v}");
+    assert_eq!(result[0]["metric"]["__name__"], "room_temp");
+    let values = result[0]["values"].as_array().unwrap();
+    assert_eq!(values.len(), 10);
+    // The window (t - 60 s, t] holds six samples: k-5 .. k (tenths of a
+    // degree per 10 s): their mean is k - 2.5.
+    for (i, p) in values.iter().enumerate() {
+        let k = 6.0 * (i as f64 + 1.0);
+        assert_eq!(p[0].as_i64(), Some(start + 60 * (i as i64 + 1)));
+        assert_eq!(
+            p[1].as_str().unwrap().parse::<f64>().unwrap(),
+            k - 2.5,
+            "{p}"
+        );
+    }
+    // A bare selector at an instant, and a rate of a steady series: 0.
+    let (_, v) = get_json(&n, &format!("/api/v1/query?query=room_temp&time={end}"));
+    assert_eq!(v["data"]["result"].as_array().unwrap().len(), 2, "{v}");
+    let (_, v) = get_json(
+        &n,
+        &format!("/api/v1/query?query=rate(room_temp%7Bname%3D%22b%22%7D%5B1m%5D)&time={end}"),
+    );
+    assert_eq!(v["data"]["result"][0]["value"][1], "0", "{v}");
+    let (status, v) = get_json(&n, "/api/v1/query?query=nosuchfunc(x)");
+    assert_eq!(status, 422);
+    assert_eq!(v["errorType"], "422");
+
+    let (_, v) = get_json(&n, "/api/v1/series?match[]=room_temp");
+    assert_eq!(v["data"].as_array().unwrap().len(), 2, "{v}");
+    let (_, v) = get_json(&n, "/api/v1/labels");
+    assert_eq!(v["data"], serde_json::json!(["__name__", "db", "name"]));
+    let (_, v) = get_json(&n, "/api/v1/label/name/values");
+    assert_eq!(v["data"], serde_json::json!(["a", "b"]));
+    let (_, v) = get_json(&n, "/api/v1/label/__name__/values");
+    assert_eq!(v["data"], serde_json::json!(["room_temp"]));
+    let (status, v) = get_json(&n, "/api/v1/status/buildinfo");
+    assert_eq!((status, v["status"].as_str()), (200, Some("success")));
+}
+
+/// The collection port: line protocol over plain TCP, bad lines skipped,
+/// the rest stored in the configured database.
+#[test]
+fn the_collection_port_takes_line_protocol_over_tcp() {
+    let dir = tempfile::tempdir().unwrap();
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let n = Node::start(
+        dir.path(),
+        &format!("sensor.listener.line = 127.0.0.1:{port}\nsensor.listener.line.db = plant\nsensor.listener.line.precision = s"),
+    );
+    let t = now_s() - 100;
+    let mut sock = std::net::TcpStream::connect(("127.0.0.1", port)).unwrap();
+    let mut body = String::new();
+    for i in 0..5000 {
+        body.push_str(&format!(
+            "pump,id={} flow={}.5 {}\n",
+            i % 10,
+            i,
+            t + i / 100
+        ));
+        if i == 2500 {
+            body.push_str("this is not a point\n");
+        }
+    }
+    // The last line without its newline: taken when the sender closes.
+    body.push_str(&format!("pump,id=last flow=1 {t}"));
+    sock.write_all(body.as_bytes()).unwrap();
+    drop(sock);
+    common::until(
+        "every sample of the port exported",
+        Duration::from_secs(30),
+        || {
+            let got = export(&n, "pump_flow");
+            // Ten series of one sample a second for 50 s (the last of each
+            // second wins), and the unterminated line.
+            got.len() == 11 && got.values().map(Vec::len).sum::<usize>() == 10 * 50 + 1
+        },
+    );
+    let got = export(&n, "pump_flow{id=\"3\"}");
+    let key = "{\"__name__\":\"pump_flow\",\"db\":\"plant\",\"id\":\"3\"}";
+    let samples = &got[key];
+    // id 3: i = 3, 13, ...; several per second of timestamp: the last
+    // written of each second wins.
+    assert_eq!(samples.len(), 50, "{samples:?}");
+    assert_eq!(samples[0], (t * 1000, 93.5));
+}
+
 /// Writers posting batches while the node is killed: every batch answered
 /// 204 is there after the restart, sample for sample.
 #[test]

@@ -12,6 +12,7 @@ mod mapred;
 mod migrate;
 mod object;
 mod other;
+mod prom;
 mod sensor;
 pub mod util;
 
@@ -145,6 +146,15 @@ async fn route(ctx: &Arc<Ctx>, req: &Req, segs: &[&[u8]]) -> Response {
         [b"api", b"v2", b"write"] => sensor::write(ctx, req, sensor::Flavour::V2).await,
         [b"query"] => sensor::query(ctx, req).await,
         [b"api", b"v1", b"export"] => sensor::export(ctx, req).await,
+        [b"api", b"v1", b"write"] => sensor::remote_write(ctx, req).await,
+        [b"api", b"v1", b"query"] => prom::query(ctx, req).await,
+        [b"api", b"v1", b"query_range"] => prom::query_range(ctx, req).await,
+        [b"api", b"v1", b"series"] => prom::series(ctx, req).await,
+        [b"api", b"v1", b"labels"] => prom::labels(ctx, req, None).await,
+        [b"api", b"v1", b"label", name, b"values"] => {
+            prom::labels(ctx, req, Some(util::lossy(name))).await
+        }
+        [b"api", b"v1", b"status", b"buildinfo"] => prom::buildinfo(),
         _ => text(StatusCode::NOT_FOUND, "not found\n"),
     }
 }

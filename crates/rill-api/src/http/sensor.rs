@@ -1,8 +1,9 @@
 //! The sensor-data service over HTTP (docs/sensors.md): InfluxDB's write
 //! APIs (1.x `/write`, 2.x `/api/v2/write`) answering as InfluxDB
 //! answers, the part of InfluxQL clients send before they write
-//! (`/query`: `CREATE DATABASE`, `SHOW DATABASES`), and VictoriaMetrics'
-//! export of series as JSON lines (`/api/v1/export`).
+//! (`/query`: `CREATE DATABASE`, `SHOW DATABASES`), Prometheus remote
+//! write 1.0 (`/api/v1/write`), and VictoriaMetrics' export of series as
+//! JSON lines (`/api/v1/export`).
 
 use super::util::{empty, json_text, parse_query};
 use super::{Ctx, Req};
@@ -65,7 +66,7 @@ fn engine(ctx: &Ctx, flavour: Flavour) -> Result<Arc<rill_tsdb::Engine>, Respons
         error(
             flavour,
             StatusCode::NOT_FOUND,
-            "the sensor-data service is off on this node (sensor = off)",
+            "the sensor-data service is not running on this node (sensor = off, or it could not start: see the node's log)",
         )
     })
 }
@@ -137,7 +138,11 @@ async fn write_inner(ctx: &Arc<Ctx>, req: &Req, flavour: Flavour) -> Result<Resp
         Flavour::V2 => "bucket",
     };
     let given = req.query.get(name).map(String::as_str).unwrap_or("");
-    let db = given.split('/').next().unwrap_or("").to_string();
+    // A 2.x bucket may be `db/rp` (InfluxDB 1.8's reading of it).
+    let db = match flavour {
+        Flavour::V1 => given.to_string(),
+        Flavour::V2 => given.split('/').next().unwrap_or("").to_string(),
+    };
     if db.is_empty() {
         return Err(match flavour {
             Flavour::V1 => error(flavour, StatusCode::BAD_REQUEST, "database is required"),
@@ -155,8 +160,10 @@ async fn write_inner(ctx: &Arc<Ctx>, req: &Req, flavour: Flavour) -> Result<Resp
     let text = body_text(req, flavour, MAX_WRITE_BODY)?;
     let now = now_ns();
     let batch = rill_tsdb::ingest::line_protocol(&text, &db, precision, now);
-    let all_bad = batch.points == 0 || flavour == Flavour::V2;
-    if all_bad && !batch.errors.is_empty() {
+    // 2.x writes nothing of a request with a line that does not parse;
+    // 1.x writes the rest, unless nothing parsed.
+    let all_bad = batch.points == 0 && batch.rejected.is_empty();
+    if (all_bad || flavour == Flavour::V2) && !batch.errors.is_empty() {
         return Err(error(
             flavour,
             StatusCode::BAD_REQUEST,
@@ -175,6 +182,13 @@ async fn write_inner(ctx: &Arc<Ctx>, req: &Req, flavour: Flavour) -> Result<Resp
         .into_iter()
         .map(|e| format!("{e} dropped=0"))
         .collect();
+    if !batch.rejected.is_empty() {
+        problems.push(format!(
+            "{} dropped={}",
+            batch.rejected.join("\n"),
+            batch.rejected.len()
+        ));
+    }
     if report.too_old > 0 {
         problems.push(format!(
             "points beyond retention policy dropped={}",
@@ -224,6 +238,96 @@ fn write_error(flavour: Flavour, e: EngineError) -> Response {
     }
 }
 
+/// Database of remote-written series when the request names none.
+const REMOTE_WRITE_DB: &str = "prometheus";
+
+/// `POST /api/v1/write[?db=D]`: Prometheus remote write 1.0. As its
+/// specification asks: 204 when every sample was taken, 400 (not to be
+/// retried) naming what was refused after taking the rest, 5xx with
+/// `Retry-After` to be retried, 415 for an encoding or a version other
+/// than Snappy and 1.0.
+pub(crate) async fn remote_write(ctx: &Arc<Ctx>, req: &Req) -> Response {
+    let plain = |status: StatusCode, m: String| super::util::text(status, m + "\n");
+    let Some(engine) = ctx.sensors.clone() else {
+        return plain(StatusCode::NOT_FOUND, "the sensor-data service is not running on this node (sensor = off, or it could not start: see the node's log)".into());
+    };
+    if req.method != Method::POST {
+        return plain(
+            StatusCode::METHOD_NOT_ALLOWED,
+            "remote write is a POST".into(),
+        );
+    }
+    let header = |n: &str| {
+        req.headers
+            .get(n)
+            .and_then(|v| v.to_str().ok())
+            .unwrap_or("")
+    };
+    let encoding = header("content-encoding").trim().to_ascii_lowercase();
+    if !matches!(encoding.as_str(), "" | "snappy") {
+        return plain(
+            StatusCode::UNSUPPORTED_MEDIA_TYPE,
+            format!("Content-Encoding {encoding:?}: remote write bodies are Snappy (block format)"),
+        );
+    }
+    if header("content-type").contains("io.prometheus.write.v2") {
+        return plain(
+            StatusCode::UNSUPPORTED_MEDIA_TYPE,
+            "remote write 2.0 is not taken: send 1.0 (prometheus.WriteRequest)".into(),
+        );
+    }
+    let db = req
+        .query
+        .get("db")
+        .filter(|d| !d.is_empty())
+        .cloned()
+        .unwrap_or_else(|| REMOTE_WRITE_DB.to_string());
+    let decoded = match rill_sensor::remote_write::decode(&req.body, 4 * MAX_WRITE_BODY) {
+        Ok(d) => d,
+        Err(e @ rill_sensor::remote_write::RemoteWriteError::TooLarge(_)) => {
+            return plain(StatusCode::PAYLOAD_TOO_LARGE, e.to_string())
+        }
+        Err(e) => return plain(StatusCode::BAD_REQUEST, e.to_string()),
+    };
+    let series: Vec<(String, Vec<rill_sensor::Sample>)> = decoded
+        .series
+        .into_iter()
+        .map(|(s, samples)| (s.key(), samples))
+        .collect();
+    let now = now_ns();
+    let report = if series.is_empty() {
+        WriteReport::default()
+    } else {
+        match crate::blocking(move || engine.write(&db, &series, now)).await {
+            Ok(r) => r,
+            Err(e) => {
+                let mut r = write_error(Flavour::V1, e);
+                // Remote write's senders read the body as text.
+                r.headers_mut()
+                    .insert("content-type", HeaderValue::from_static("text/plain"));
+                return r;
+            }
+        }
+    };
+    let mut problems = decoded.invalid;
+    if report.too_old > 0 {
+        problems.push(format!(
+            "{} samples older than the database's storage period were dropped",
+            report.too_old
+        ));
+    }
+    if report.too_new > 0 {
+        problems.push(format!(
+            "{} samples more than two days ahead of the server's clock were dropped",
+            report.too_new
+        ));
+    }
+    if problems.is_empty() {
+        return empty(StatusCode::NO_CONTENT);
+    }
+    plain(StatusCode::BAD_REQUEST, problems.join("\n"))
+}
+
 /// `GET|POST /query?q=...`: `CREATE DATABASE name` (what Telegraf sends
 /// before it writes) and `SHOW DATABASES`; other InfluxQL is refused.
 pub(crate) async fn query(ctx: &Arc<Ctx>, req: &Req) -> Response {
@@ -256,8 +360,12 @@ pub(crate) async fn query(ctx: &Arc<Ctx>, req: &Req) -> Response {
             ["CREATE", "DATABASE"] if words.len() >= 3 => {
                 let name = words[2].trim_matches('"').to_string();
                 let engine = engine.clone();
-                if let Err(e) = crate::blocking(move || engine.create_database(&name)).await {
-                    return error(Flavour::V1, StatusCode::INTERNAL_SERVER_ERROR, &e.to_string());
+                match crate::blocking(move || engine.create_database(&name)).await {
+                    Ok(()) => {}
+                    Err(EngineError::Invalid(m)) => {
+                        return error(Flavour::V1, StatusCode::BAD_REQUEST, &m)
+                    }
+                    Err(e) => return write_error(Flavour::V1, e),
                 }
                 results.push(json!({ "statement_id": i }));
             }

@@ -43,6 +43,15 @@ impl Engine {
     /// (a full disk) the blocks wait for the next tick, and the log keeps
     /// their samples.
     pub fn tick(&self, now: i64) -> Result<TickReport, EngineError> {
+        // Past the log's budget, the windows holding its oldest segments
+        // are cut before they end (a later sample of theirs starts a later
+        // part), so a window far ahead (a sensor with a wrong clock) or a
+        // long window cannot keep the log growing.
+        let segments = self.wal.segments();
+        let keep_from = segments
+            .len()
+            .checked_sub(self.opts.max_log_segments)
+            .map(|over| segments[over]);
         {
             let mut st = self.lock();
             let State { dbs, unstored, .. } = &mut *st;
@@ -50,6 +59,9 @@ impl Engine {
             for (name, d) in dbs.iter_mut() {
                 let mut cuts = Vec::new();
                 d.buffers.close(closed, &mut cuts);
+                if let Some(seg) = keep_from {
+                    d.buffers.cut_from_segments_below(seg, &mut cuts);
+                }
                 unstored.extend(cuts.into_iter().map(|c| (name.clone(), c)));
             }
         }
@@ -122,33 +134,59 @@ impl Engine {
         Ok(report)
     }
 
-    /// Stores the cut blocks in the order they were cut, stopping at the
-    /// first that fails (it and those after it wait). Under `storing`.
+    /// Stores the cut blocks in the order they were cut. A block that
+    /// fails to be stored waits, and so does every later block of its
+    /// database (a window's parts keep their order); other databases go
+    /// on. Under `storing` (no read runs meanwhile). The first failure is
+    /// returned once the rest are done.
     fn store_unstored(&self, report: &mut TickReport) -> Result<(), EngineError> {
-        loop {
-            let (db, cut, store, retention_ns) = {
-                let st = self.lock();
-                let Some((db, cut)) = st.unstored.front() else {
-                    return Ok(());
-                };
-                let d = &st.dbs[db];
-                (db.clone(), cut.clone(), d.store.clone(), d.retention_ns)
-            };
-            let expires = expiry_s(cut.window, self.opts.window_ns, retention_ns);
-            let block = rill_sensor::block::encode(&cut.samples, self.opts.codec)
-                .map_err(|e| EngineError::Invalid(format!("a block could not be made: {e}")))?;
-            let part = next_part(store.as_ref(), cut.series, cut.window);
-            let key = block_key(cut.series, cut.window, part);
-            store.put(&key, &block, Some(expires))?;
-            let mut st = self.lock();
-            if store.contains(&key) {
-                report.blocks_stored += 1;
-                st.dbs.get_mut(&db).expect("open").dirty = true;
-            } else {
-                report.blocks_expired += 1;
+        let queued: Vec<(String, crate::buffer::Cut)> = self.lock().unstored.drain(..).collect();
+        let mut failed: Vec<String> = Vec::new();
+        let mut first_err = None;
+        let mut kept = Vec::new();
+        for (db, cut) in queued {
+            if failed.contains(&db) {
+                kept.push((db, cut));
+                continue;
             }
-            st.unstored.pop_front();
+            match self.store_cut(&db, &cut) {
+                Ok(true) => report.blocks_stored += 1,
+                Ok(false) => report.blocks_expired += 1,
+                Err(e) => {
+                    tracing::error!(db, error = %e, "a sensor block could not be stored; it and the database's later blocks wait");
+                    first_err.get_or_insert(e);
+                    failed.push(db.clone());
+                    kept.push((db, cut));
+                }
+            }
         }
+        // What failed goes back before what writers queued meanwhile.
+        let mut st = self.lock();
+        for item in kept.into_iter().rev() {
+            st.unstored.push_front(item);
+        }
+        first_err.map_or(Ok(()), Err)
+    }
+
+    /// Stores one cut block as its window's next part; false if it had
+    /// expired.
+    fn store_cut(&self, db: &str, cut: &crate::buffer::Cut) -> Result<bool, EngineError> {
+        let (store, retention_ns) = {
+            let st = self.lock();
+            let d = &st.dbs[db];
+            (d.store.clone(), d.retention_ns)
+        };
+        let expires = expiry_s(cut.window, self.opts.window_ns, retention_ns);
+        let block = rill_sensor::block::encode(&cut.samples, self.opts.codec)
+            .map_err(|e| EngineError::Invalid(format!("a block could not be made: {e}")))?;
+        let part = next_part(store.as_ref(), cut.series, cut.window);
+        let key = block_key(cut.series, cut.window, part);
+        store.put(&key, &block, Some(expires))?;
+        let stored = store.contains(&key);
+        if stored {
+            self.lock().dbs.get_mut(db).expect("open").dirty = true;
+        }
+        Ok(stored)
     }
 
     /// Writes the records of durable series not yet in the catalog store;

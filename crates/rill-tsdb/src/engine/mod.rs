@@ -17,6 +17,7 @@
 
 mod flush;
 mod read;
+pub use read::QuerySource;
 #[cfg(test)]
 mod tests;
 
@@ -53,12 +54,18 @@ pub struct EngineOptions {
     /// Samples further ahead of `now` than this are refused.
     pub max_future_ns: i64,
     pub codec: Choice,
-    /// Cut blocks not yet stored past which writes are refused as busy
-    /// (the stores are failing: a full disk).
-    pub max_unstored_blocks: usize,
+    /// Samples in cut blocks not yet stored past which writes are
+    /// refused as busy (the stores are failing: a full disk).
+    pub max_unstored_samples: usize,
+    /// Log segments past which the windows holding the oldest are cut
+    /// before they end.
+    pub max_log_segments: usize,
 }
 
 pub const HOUR_NS: i64 = 3_600_000_000_000;
+/// A database's name is at most this long (its store's directory is
+/// named by it in hex, within a file name's 255 bytes).
+pub const MAX_DB_NAME_BYTES: usize = 120;
 pub const DAY_NS: i64 = 24 * HOUR_NS;
 
 impl EngineOptions {
@@ -74,7 +81,8 @@ impl EngineOptions {
             retention_of: HashMap::new(),
             max_future_ns: 2 * DAY_NS,
             codec: Choice::Auto,
-            max_unstored_blocks: 100_000,
+            max_unstored_samples: 50_000_000,
+            max_log_segments: 16,
         }
     }
 
@@ -96,7 +104,9 @@ pub enum EngineError {
     Store(#[from] io::Error),
     #[error("{0}")]
     Invalid(String),
-    #[error("the sensor stores are not keeping up ({0} blocks waiting to be stored); retry later")]
+    #[error(
+        "the sensor stores are not keeping up ({0} samples waiting to be stored); retry later"
+    )]
     Busy(usize),
     #[error(
         "a damaged sensor block of {series} (window starting {window} ns, part {part}): {error}"
@@ -310,7 +320,6 @@ impl Engine {
         series: &[(String, Vec<Sample>)],
         now: i64,
     ) -> Result<WriteReport, EngineError> {
-        check_name("a database name", db)?;
         for (key, _) in series {
             check_name("a series key", key)?;
         }
@@ -342,8 +351,9 @@ impl Engine {
         let mut first_err = None;
         {
             let mut st = self.lock();
-            if st.unstored.len() > self.opts.max_unstored_blocks {
-                return Err(EngineError::Busy(st.unstored.len()));
+            let unstored: usize = st.unstored.iter().map(|(_, c)| c.samples.len()).sum();
+            if unstored > self.opts.max_unstored_samples {
+                return Err(EngineError::Busy(unstored));
             }
             for record in records(&mut st.catalog, db, &kept)? {
                 // Records appended before a failure are still committed
@@ -425,9 +435,10 @@ impl Engine {
     /// Makes database `db` (its store), if it is not there yet; a write
     /// makes its database too.
     pub fn create_database(&self, db: &str) -> Result<(), EngineError> {
-        check_name("a database name", db)?;
-        if db.is_empty() {
-            return Err(EngineError::Invalid("a database needs a name".into()));
+        if db.is_empty() || db.len() > MAX_DB_NAME_BYTES {
+            return Err(EngineError::Invalid(format!(
+                "a database name must be 1 to {MAX_DB_NAME_BYTES} bytes"
+            )));
         }
         if self.lock().dbs.contains_key(db) {
             return Ok(());
@@ -455,17 +466,24 @@ impl Engine {
     /// The series of every database that pass `matchers`, with their
     /// database, sorted by database and key.
     pub fn select(&self, matchers: &[crate::select::Matcher]) -> Vec<(String, Series)> {
-        let st = self.lock();
+        // Copied under the lock, matched outside it (writers wait for it).
+        let keys: Vec<(String, String)> = {
+            let st = self.lock();
+            st.catalog
+                .databases()
+                .flat_map(|db| {
+                    st.catalog
+                        .keys(db)
+                        .map(move |(k, _)| (db.to_string(), k.to_string()))
+                })
+                .collect()
+        };
         let mut out = Vec::new();
-        for db in st.catalog.databases() {
-            for (key, _) in st.catalog.keys(db) {
-                match Series::parse_key(key) {
-                    Some(s) if crate::select::matches(matchers, &s) => {
-                        out.push((db.to_string(), s))
-                    }
-                    Some(_) => {}
-                    None => tracing::warn!(db, key, "a series key that does not parse is skipped"),
-                }
+        for (db, key) in keys {
+            match Series::parse_key(&key) {
+                Some(s) if crate::select::matches(matchers, &s) => out.push((db, s)),
+                Some(_) => {}
+                None => tracing::warn!(db, key, "a series key that does not parse is skipped"),
             }
         }
         out.sort_by_cached_key(|(db, s)| (db.clone(), s.key()));

@@ -79,3 +79,48 @@ impl Engine {
             .collect())
     }
 }
+
+/// The engine as a query's source: series of every database, a series
+/// written to two databases read as one; times in ms (samples within one
+/// millisecond keep the last).
+pub struct QuerySource<'a> {
+    pub engine: &'a Engine,
+    /// Now, ns (what is older than a storage period is not read).
+    pub now: i64,
+}
+
+impl crate::promql::eval::Source for QuerySource<'_> {
+    fn fetch(
+        &self,
+        matchers: &[crate::select::Matcher],
+        start: i64,
+        end: i64,
+    ) -> Result<crate::promql::eval::Fetched, String> {
+        let (from, to) = (
+            start.saturating_mul(1_000_000),
+            end.saturating_mul(1_000_000).saturating_add(999_999),
+        );
+        let mut by_key: BTreeMap<String, (rill_sensor::Series, BTreeMap<i64, f64>)> =
+            BTreeMap::new();
+        for (db, series) in self.engine.select(matchers) {
+            let key = series.key();
+            let samples = self
+                .engine
+                .read(&db, &key, from, to, self.now)
+                .map_err(|e| e.to_string())?;
+            let slot = by_key
+                .entry(key)
+                .or_insert_with(|| (series, BTreeMap::new()));
+            slot.1.extend(
+                samples
+                    .into_iter()
+                    .map(|s| (s.ts.div_euclid(1_000_000), s.value)),
+            );
+        }
+        Ok(by_key
+            .into_values()
+            .filter(|(_, v)| !v.is_empty())
+            .map(|(s, v)| (s, v.into_iter().collect()))
+            .collect())
+    }
+}

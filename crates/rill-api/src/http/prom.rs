@@ -1,0 +1,464 @@
+//! The Prometheus HTTP API that Grafana's Prometheus data source uses,
+//! answering as VictoriaMetrics 1.79 answers (docs/sensors.md,
+//! "Queries"): `/api/v1/query` (instant; a number is a series without
+//! labels, as VictoriaMetrics gives it), `/api/v1/query_range`,
+//! `/api/v1/series`, `/api/v1/labels`, `/api/v1/label/NAME/values` and
+//! `/api/v1/status/buildinfo`. Parameters come in the query string or a
+//! form body; errors are 422 with `errorType` the status, as
+//! VictoriaMetrics sends them.
+
+use super::util::{json_text, percent_decode_lenient};
+use super::{Ctx, Req};
+use axum::http::StatusCode;
+use axum::response::Response;
+use rill_sensor::Series;
+use rill_tsdb::engine::QuerySource;
+use rill_tsdb::promql::eval::{eval, Grid, Out, Source};
+use rill_tsdb::promql::{self, duration_ms, Expr, Rollup};
+use rill_tsdb::select::{self, Matcher};
+use std::collections::BTreeSet;
+use std::fmt::Write;
+use std::sync::Arc;
+use std::time::{SystemTime, UNIX_EPOCH};
+
+/// Default step and look-back of a query, ms.
+const DEFAULT_STEP_MS: i64 = 300_000;
+
+fn now_ms() -> i64 {
+    let d = SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .unwrap_or_default();
+    i64::try_from(d.as_millis()).unwrap_or(i64::MAX)
+}
+
+/// Every parameter, query string and form body together (repeated names
+/// kept).
+fn params(req: &Req) -> Vec<(String, String)> {
+    let decode = |s: &str| {
+        String::from_utf8_lossy(&percent_decode_lenient(&s.replace('+', " "))).into_owned()
+    };
+    let mut out = Vec::new();
+    let form = req
+        .headers
+        .get("content-type")
+        .and_then(|v| v.to_str().ok())
+        .is_some_and(|t| t.starts_with("application/x-www-form-urlencoded"));
+    let body = if form {
+        String::from_utf8_lossy(&req.body).into_owned()
+    } else {
+        String::new()
+    };
+    for part in req.raw_query.split('&').chain(body.split('&')) {
+        if part.is_empty() {
+            continue;
+        }
+        let (k, v) = part.split_once('=').unwrap_or((part, ""));
+        out.push((decode(k), decode(v)));
+    }
+    out
+}
+
+fn param<'a>(p: &'a [(String, String)], name: &str) -> Option<&'a str> {
+    p.iter()
+        .find(|(k, v)| k == name && !v.is_empty())
+        .map(|(_, v)| v.as_str())
+}
+
+fn error(message: &str) -> Response {
+    json_text(
+        StatusCode::UNPROCESSABLE_ENTITY,
+        serde_json::json!({"status": "error", "errorType": "422", "error": message}).to_string(),
+    )
+}
+
+fn success(data: &str) -> Response {
+    json_text(
+        StatusCode::OK,
+        format!("{{\"status\":\"success\",\"data\":{data}}}"),
+    )
+}
+
+/// A number as VictoriaMetrics prints it: integer digits when whole,
+/// else the shortest decimal (never an exponent); `NaN`, `+Inf`, `-Inf`.
+fn num(f: f64) -> String {
+    if f.is_nan() {
+        "NaN".into()
+    } else if f.is_infinite() {
+        if f > 0.0 { "+Inf" } else { "-Inf" }.into()
+    } else if f == 0.0 {
+        "0".into()
+    } else {
+        format!("{f}")
+    }
+}
+
+fn ts(ms: i64) -> String {
+    num(ms as f64 / 1e3)
+}
+
+/// `{"__name__":"m","k":"v",...}`: the name first (left out when empty),
+/// then the labels in order.
+fn metric(s: &Series) -> String {
+    let q = |x: &str| serde_json::Value::from(x).to_string();
+    let mut out = String::from("{");
+    let mut first = true;
+    let mut put = |k: &str, v: &str| {
+        if !first {
+            out.push(',');
+        }
+        first = false;
+        let _ = write!(out, "{}:{}", q(k), q(v));
+    };
+    if !s.name.is_empty() {
+        put("__name__", &s.name);
+    }
+    for (k, v) in &s.labels {
+        put(k, v);
+    }
+    out.push('}');
+    out
+}
+
+/// A time: Unix seconds (a fraction allowed), RFC 3339, or a duration
+/// before now (`5m` or `-5m`); ms, never below 0.
+fn time_ms(v: &str, now: i64) -> Result<i64, String> {
+    let t = v.trim();
+    let ms = if let Ok(secs) = t.parse::<f64>() {
+        if !secs.is_finite() {
+            return Err(format!("cannot parse time {v:?}"));
+        }
+        (secs * 1e3) as i64
+    } else if let Some(ms) = rfc3339_ms(t) {
+        ms
+    } else {
+        let d = duration_ms(t.strip_prefix('-').unwrap_or(t)).map_err(|_| {
+            format!("cannot parse time {v:?}: give Unix seconds, RFC 3339 or a duration before now")
+        })?;
+        now - d
+    };
+    Ok(ms.max(0))
+}
+
+/// `2006-01-02T15:04:05[.frac](Z|±hh:mm)`, ms since the epoch.
+fn rfc3339_ms(s: &str) -> Option<i64> {
+    let b = s.as_bytes();
+    if b.len() < 20
+        || b[4] != b'-'
+        || b[7] != b'-'
+        || !matches!(b[10], b'T' | b't')
+        || b[13] != b':'
+        || b[16] != b':'
+    {
+        return None;
+    }
+    let n = |r: std::ops::Range<usize>| s.get(r)?.parse::<i64>().ok();
+    let (y, mo, d, h, mi, se) = (
+        n(0..4)?,
+        n(5..7)?,
+        n(8..10)?,
+        n(11..13)?,
+        n(14..16)?,
+        n(17..19)?,
+    );
+    if !(1..=12).contains(&mo) || !(1..=31).contains(&d) || h > 23 || mi > 59 || se > 60 {
+        return None;
+    }
+    let mut rest = &s[19..];
+    let mut frac_ms = 0i64;
+    if let Some(f) = rest.strip_prefix('.') {
+        let digits = f.find(|c: char| !c.is_ascii_digit()).unwrap_or(f.len());
+        let padded = format!("{:0<3}", &f[..digits.min(3)]);
+        frac_ms = padded.parse().ok()?;
+        rest = &f[digits..];
+    }
+    let offset_min = match rest {
+        "Z" | "z" => 0,
+        o if o.len() == 6 && (o.starts_with('+') || o.starts_with('-')) && &o[3..4] == ":" => {
+            let sign = if o.starts_with('-') { -1 } else { 1 };
+            sign * (o[1..3].parse::<i64>().ok()? * 60 + o[4..6].parse::<i64>().ok()?)
+        }
+        _ => return None,
+    };
+    // Days from the civil date (Howard Hinnant's algorithm).
+    let y = if mo <= 2 { y - 1 } else { y };
+    let era = y.div_euclid(400);
+    let yoe = y - era * 400;
+    let mp = (mo + 9) % 12;
+    let doy = (153 * mp + 2) / 5 + d - 1;
+    let doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
+    let days = era * 146_097 + doe - 719_468;
+    Some(((days * 86_400 + h * 3600 + mi * 60 + se - offset_min * 60) * 1000) + frac_ms)
+}
+
+fn step_ms(p: &[(String, String)]) -> Result<i64, String> {
+    match param(p, "step") {
+        None => Ok(DEFAULT_STEP_MS),
+        Some(s) => match duration_ms(s) {
+            Ok(ms) if ms > 0 => Ok(ms),
+            _ => Err(format!(
+                "cannot parse step {s:?}: give seconds or a duration such as 15s"
+            )),
+        },
+    }
+}
+
+fn engine(ctx: &Ctx) -> Result<Arc<rill_tsdb::Engine>, Response> {
+    ctx.sensors
+        .clone()
+        .ok_or_else(|| error("the sensor-data service is not running on this node (sensor = off, or it could not start: see the node's log)"))
+}
+
+/// `/api/v1/query_range`.
+pub(crate) async fn query_range(ctx: &Arc<Ctx>, req: &Req) -> Response {
+    let engine = match engine(ctx) {
+        Ok(e) => e,
+        Err(r) => return r,
+    };
+    let p = params(req);
+    let now = now_ms();
+    let run = move || -> Result<String, String> {
+        let q = param(&p, "query").ok_or("missing `query` arg")?;
+        let expr = promql::parse(q)?;
+        let start = match param(&p, "start") {
+            Some(v) => time_ms(v, now)?,
+            None => (now - DEFAULT_STEP_MS) / 1000 * 1000,
+        };
+        let mut end = match param(&p, "end") {
+            Some(v) => time_ms(v, now)?,
+            None => now / 1000 * 1000,
+        };
+        if start > end {
+            end = start + DEFAULT_STEP_MS;
+        }
+        let grid = Grid::new(start, end, step_ms(&p)?)?;
+        let src = QuerySource {
+            engine: &engine,
+            now: now.saturating_mul(1_000_000),
+        };
+        let out = eval(&expr, &grid, &src)?;
+        let times = grid.times();
+        let mut data = String::from("{\"resultType\":\"matrix\",\"result\":[");
+        for (i, o) in out.iter().enumerate() {
+            if i > 0 {
+                data.push(',');
+            }
+            let _ = write!(data, "{{\"metric\":{},\"values\":[", metric(&o.series));
+            let mut first = true;
+            for (t, v) in times.iter().zip(&o.values).filter(|(_, v)| !v.is_nan()) {
+                if !first {
+                    data.push(',');
+                }
+                first = false;
+                let _ = write!(data, "[{},\"{}\"]", ts(*t), num(*v));
+            }
+            data.push_str("]}");
+        }
+        data.push_str("]}");
+        Ok(data)
+    };
+    match crate::blocking(run).await {
+        Ok(data) => success(&data),
+        Err(e) => error(&e),
+    }
+}
+
+/// `/api/v1/query`.
+pub(crate) async fn query(ctx: &Arc<Ctx>, req: &Req) -> Response {
+    let engine = match engine(ctx) {
+        Ok(e) => e,
+        Err(r) => return r,
+    };
+    let p = params(req);
+    let now = now_ms();
+    let run = move || -> Result<String, String> {
+        let q = param(&p, "query").ok_or("missing `query` arg")?;
+        let expr = promql::parse(q)?;
+        let time = match param(&p, "time") {
+            Some(v) => time_ms(v, now)?,
+            None => now / 1000 * 1000,
+        };
+        let src = QuerySource {
+            engine: &engine,
+            now: now.saturating_mul(1_000_000),
+        };
+        // `sel[d]` alone: its raw samples in (time - d, time].
+        if let Expr::Rollup {
+            func: Rollup::Default,
+            matchers,
+            window: Some(d),
+        } = &expr
+        {
+            return raw_matrix(&src, matchers, time - d + 1, time);
+        }
+        let grid = Grid::new(time, time, step_ms(&p)?)?;
+        let out: Vec<Out> = eval(&expr, &grid, &src)?;
+        let mut data = String::from("{\"resultType\":\"vector\",\"result\":[");
+        let mut first = true;
+        for o in out.iter().filter(|o| !o.values[0].is_nan()) {
+            if !first {
+                data.push(',');
+            }
+            first = false;
+            let _ = write!(
+                data,
+                "{{\"metric\":{},\"value\":[{},\"{}\"]}}",
+                metric(&o.series),
+                ts(time),
+                num(o.values[0])
+            );
+        }
+        data.push_str("]}");
+        Ok(data)
+    };
+    match crate::blocking(run).await {
+        Ok(data) => success(&data),
+        Err(e) => error(&e),
+    }
+}
+
+fn raw_matrix(src: &QuerySource, m: &[Matcher], start: i64, end: i64) -> Result<String, String> {
+    let mut data = String::from("{\"resultType\":\"matrix\",\"result\":[");
+    for (i, (s, samples)) in src.fetch(m, start, end)?.iter().enumerate() {
+        if i > 0 {
+            data.push(',');
+        }
+        let _ = write!(data, "{{\"metric\":{},\"values\":[", metric(s));
+        for (k, (t, v)) in samples.iter().enumerate() {
+            if k > 0 {
+                data.push(',');
+            }
+            let _ = write!(data, "[{},\"{}\"]", ts(*t), num(*v));
+        }
+        data.push_str("]}");
+    }
+    data.push_str("]}");
+    Ok(data)
+}
+
+/// The series every `match[]` selects (all series when there is none and
+/// `all` is set), sorted, each once.
+fn selected(
+    engine: &rill_tsdb::Engine,
+    p: &[(String, String)],
+    all: bool,
+) -> Result<Vec<Series>, String> {
+    let selectors: Vec<&str> = p
+        .iter()
+        .filter(|(k, _)| k == "match[]")
+        .map(|(_, v)| v.as_str())
+        .collect();
+    let mut chosen = BTreeSet::new();
+    if selectors.is_empty() {
+        if !all {
+            return Err("missing `match[]` arg".into());
+        }
+        let any = select::parse("{__name__=~\".+\"}")?;
+        chosen.extend(engine.select(&any).into_iter().map(|(_, s)| s));
+    }
+    for sel in selectors {
+        let m = select::parse(sel)?;
+        chosen.extend(engine.select(&m).into_iter().map(|(_, s)| s));
+    }
+    Ok(chosen.into_iter().collect())
+}
+
+/// `/api/v1/series?match[]=...` (every series the selectors pick; the
+/// time range is not applied).
+pub(crate) async fn series(ctx: &Arc<Ctx>, req: &Req) -> Response {
+    let engine = match engine(ctx) {
+        Ok(e) => e,
+        Err(r) => return r,
+    };
+    let p = params(req);
+    match crate::blocking(move || selected(&engine, &p, false)).await {
+        Ok(all) => {
+            let items: Vec<String> = all.iter().map(metric).collect();
+            success(&format!("[{}]", items.join(",")))
+        }
+        Err(e) => error(&e),
+    }
+}
+
+/// `/api/v1/labels` and `/api/v1/label/NAME/values`.
+pub(crate) async fn labels(ctx: &Arc<Ctx>, req: &Req, values_of: Option<String>) -> Response {
+    let engine = match engine(ctx) {
+        Ok(e) => e,
+        Err(r) => return r,
+    };
+    let p = params(req);
+    let run = move || -> Result<BTreeSet<String>, String> {
+        let all = selected(&engine, &p, true)?;
+        Ok(match &values_of {
+            None => all
+                .iter()
+                .flat_map(|s| s.labels.iter().map(|(k, _)| k.clone()))
+                .chain((!all.is_empty()).then(|| "__name__".to_string()))
+                .collect(),
+            Some(name) => all
+                .iter()
+                .filter_map(|s| s.label(name).map(str::to_string))
+                .collect(),
+        })
+    };
+    match crate::blocking(run).await {
+        Ok(set) => {
+            let items: Vec<String> = set
+                .iter()
+                .map(|x| serde_json::Value::from(x.as_str()).to_string())
+                .collect();
+            success(&format!("[{}]", items.join(",")))
+        }
+        Err(e) => error(&e),
+    }
+}
+
+/// `/api/v1/status/buildinfo`: as VictoriaMetrics, no version claimed.
+pub(crate) fn buildinfo() -> Response {
+    success("{}")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn numbers_and_times_print_as_victoriametrics_prints_them() {
+        assert_eq!(num(2.0), "2");
+        assert_eq!(num(-0.0), "0");
+        assert_eq!(num(0.1), "0.1");
+        assert_eq!(num(1e-7), "0.0000001");
+        assert_eq!(num(1e15), "1000000000000000");
+        assert_eq!(num(f64::INFINITY), "+Inf");
+        assert_eq!(num(f64::NEG_INFINITY), "-Inf");
+        assert_eq!(ts(1_700_000_000_500), "1700000000.5");
+        assert_eq!(ts(1_700_000_000_000), "1700000000");
+    }
+
+    #[test]
+    fn times_parse_in_each_form() {
+        let now = 1_700_000_000_000;
+        assert_eq!(time_ms("1700000000.123", now), Ok(1_700_000_000_123));
+        assert_eq!(time_ms("2023-11-14T22:13:20Z", now), Ok(1_700_000_000_000));
+        assert_eq!(
+            time_ms("2023-11-14T23:13:20.5+01:00", now),
+            Ok(1_700_000_000_500)
+        );
+        assert_eq!(time_ms("5m", now), Ok(now - 300_000));
+        assert_eq!(time_ms("-5m", now), Ok(now - 300_000));
+        assert_eq!(time_ms("-100", now), Ok(0));
+        assert!(time_ms("yesterday", now).is_err());
+    }
+
+    #[test]
+    fn metrics_put_the_name_first() {
+        let s = Series::new(
+            "up",
+            vec![("Zone".into(), "a\"b".into()), ("job".into(), "x".into())],
+        );
+        assert_eq!(
+            metric(&s),
+            "{\"__name__\":\"up\",\"Zone\":\"a\\\"b\",\"job\":\"x\"}"
+        );
+        assert_eq!(metric(&Series::new("", vec![])), "{}");
+    }
+}

@@ -1,0 +1,137 @@
+//! The collection port (the sensor-data paper's, section 6): InfluxDB line
+//! protocol over plain TCP, one point a line, as Telegraf's
+//! `socket_writer` and InfluxDB's own TCP listeners take it. Every line
+//! goes to one database, with one timestamp precision (settings).
+//!
+//! Back-pressure: a connection's lines are written a batch at a time, and
+//! nothing more is read from it until its batch is in the log, so a
+//! sender outpacing the disk is slowed by TCP itself. When the engine
+//! refuses (a full disk, stores not keeping up), the batch is retried,
+//! every second, until it is taken: the port stops reading, it never
+//! drops what it has read. A bad line is logged and skipped (the sender
+//! gets no answer on this path) and the rest of the batch kept.
+
+use rill_sensor::Precision;
+use rill_tsdb::{Engine, EngineError};
+use std::sync::Arc;
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use tokio::io::AsyncReadExt;
+use tokio::net::{TcpListener, TcpStream};
+
+/// What the port takes.
+#[derive(Clone, Debug)]
+pub struct LinePortConfig {
+    pub db: String,
+    pub precision: Precision,
+}
+
+/// A line longer than this ends its connection (it cannot be a point a
+/// sensor sends).
+const MAX_LINE_BYTES: usize = 1 << 20;
+/// A batch is written once this many bytes of whole lines are read (or
+/// when no more is waiting).
+const BATCH_BYTES: usize = 256 << 10;
+
+fn now_ns() -> i64 {
+    let d = SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .unwrap_or_default();
+    i64::try_from(d.as_nanos()).unwrap_or(i64::MAX)
+}
+
+/// Serves the port until the listener fails.
+pub async fn serve(
+    listener: TcpListener,
+    engine: Arc<Engine>,
+    cfg: LinePortConfig,
+) -> std::io::Result<()> {
+    loop {
+        let (sock, peer) = listener.accept().await?;
+        let (engine, cfg) = (engine.clone(), cfg.clone());
+        tokio::spawn(async move {
+            if let Err(e) = connection(sock, &engine, &cfg).await {
+                tracing::info!(%peer, error = %e, "a line-protocol connection ended");
+            }
+        });
+    }
+}
+
+async fn connection(
+    mut sock: TcpStream,
+    engine: &Arc<Engine>,
+    cfg: &LinePortConfig,
+) -> std::io::Result<()> {
+    let mut buf: Vec<u8> = Vec::with_capacity(BATCH_BYTES);
+    let mut chunk = vec![0u8; 64 << 10];
+    loop {
+        let n = sock.read(&mut chunk).await?;
+        if n == 0 {
+            // The sender closed: its last line counts even without a
+            // newline.
+            if !buf.is_empty() {
+                let rest = std::mem::take(&mut buf);
+                write_lines(rest, engine, cfg).await;
+            }
+            return Ok(());
+        }
+        buf.extend_from_slice(&chunk[..n]);
+        let Some(last_newline) = buf.iter().rposition(|&b| b == b'\n') else {
+            if buf.len() > MAX_LINE_BYTES {
+                return Err(std::io::Error::other(format!(
+                    "a line longer than {MAX_LINE_BYTES} bytes"
+                )));
+            }
+            continue;
+        };
+        // The read filled the chunk (more is likely waiting) and the
+        // batch is small: read on first.
+        if buf.len() < BATCH_BYTES && n == chunk.len() {
+            continue;
+        }
+        let rest = buf.split_off(last_newline + 1);
+        let whole = std::mem::replace(&mut buf, rest);
+        write_lines(whole, engine, cfg).await;
+    }
+}
+
+/// Writes whole lines, retrying every second while the engine refuses.
+async fn write_lines(lines: Vec<u8>, engine: &Arc<Engine>, cfg: &LinePortConfig) {
+    let text = String::from_utf8_lossy(&lines).into_owned();
+    let now = now_ns();
+    let batch = rill_tsdb::ingest::line_protocol(&text, &cfg.db, cfg.precision, now);
+    if !batch.errors.is_empty() {
+        tracing::warn!(count = batch.errors.len(), first = %batch.errors[0], "bad lines on the line-protocol port were skipped");
+    }
+    if batch.series.is_empty() {
+        return;
+    }
+    let series = Arc::new(batch.series);
+    let mut attempt = 0u64;
+    loop {
+        let (engine, series2, db) = (engine.clone(), series.clone(), cfg.db.clone());
+        let r = crate::blocking(move || engine.write(&db, &series2, now)).await;
+        match r {
+            Ok(report) => {
+                if report.too_old + report.too_new > 0 {
+                    tracing::warn!(
+                        too_old = report.too_old,
+                        too_new = report.too_new,
+                        "samples on the line-protocol port outside the storage period were dropped"
+                    );
+                }
+                return;
+            }
+            Err(e @ (EngineError::Invalid(_) | EngineError::Damaged { .. })) => {
+                tracing::warn!(error = %e, "a batch on the line-protocol port was refused");
+                return;
+            }
+            Err(e) => {
+                if attempt.is_multiple_of(60) {
+                    tracing::warn!(error = %e, attempt, "the line-protocol port stops reading until the batch is taken");
+                }
+                attempt += 1;
+                tokio::time::sleep(Duration::from_secs(1)).await;
+            }
+        }
+    }
+}

@@ -1,0 +1,276 @@
+//! Prometheus remote write 1.0 ("Prometheus Remote-Write Specification"),
+//! pure: a body is a protobuf `WriteRequest` compressed with Snappy's block
+//! format; each time series is a label set (`__name__` its metric name)
+//! and samples of milliseconds and doubles.
+//!
+//! As the specification asks of a receiver: label names must be valid and
+//! not repeated (a series breaking that is refused, the rest of the
+//! request kept, and the request answered 400); a label with an empty
+//! value is absent; Prometheus' stale markers (a NaN of one bit pattern)
+//! are not samples and are skipped. Labels need not arrive sorted.
+
+use crate::block::Sample;
+use crate::series::Series;
+use prost::Message;
+
+/// `prometheus.WriteRequest` (the fields a receiver reads; others are
+/// skipped).
+#[derive(Clone, PartialEq, prost::Message)]
+pub struct WriteRequest {
+    #[prost(message, repeated, tag = "1")]
+    pub timeseries: Vec<TimeSeries>,
+}
+
+#[derive(Clone, PartialEq, prost::Message)]
+pub struct TimeSeries {
+    #[prost(message, repeated, tag = "1")]
+    pub labels: Vec<Label>,
+    #[prost(message, repeated, tag = "2")]
+    pub samples: Vec<PbSample>,
+}
+
+#[derive(Clone, PartialEq, prost::Message)]
+pub struct Label {
+    #[prost(string, tag = "1")]
+    pub name: String,
+    #[prost(string, tag = "2")]
+    pub value: String,
+}
+
+#[derive(Clone, PartialEq, prost::Message)]
+pub struct PbSample {
+    #[prost(double, tag = "1")]
+    pub value: f64,
+    /// Milliseconds since the Unix epoch.
+    #[prost(int64, tag = "2")]
+    pub timestamp: i64,
+}
+
+/// Prometheus' stale marker (`value.StaleNaN`).
+pub const STALE_NAN: u64 = 0x7ff0_0000_0000_0002;
+
+/// Why a body is not a write request.
+#[derive(Debug, thiserror::Error, PartialEq, Eq)]
+pub enum RemoteWriteError {
+    #[error("the request decompresses to {0} bytes, more than allowed")]
+    TooLarge(usize),
+    #[error("the body is not Snappy (block format): {0}")]
+    Snappy(String),
+    #[error("the body is not a remote write request: {0}")]
+    Protobuf(String),
+}
+
+/// A request's series and what was refused of it.
+#[derive(Debug, Default, PartialEq)]
+pub struct Decoded {
+    pub series: Vec<(Series, Vec<Sample>)>,
+    /// One line per refused series.
+    pub invalid: Vec<String>,
+    /// Stale markers skipped.
+    pub stale: u64,
+}
+
+fn valid_label_name(n: &str) -> bool {
+    let mut c = n.chars();
+    c.next()
+        .is_some_and(|f| f.is_ascii_alphabetic() || f == '_')
+        && c.all(|x| x.is_ascii_alphanumeric() || x == '_')
+}
+
+fn valid_metric_name(n: &str) -> bool {
+    let mut c = n.chars();
+    c.next()
+        .is_some_and(|f| f.is_ascii_alphabetic() || f == '_' || f == ':')
+        && c.all(|x| x.is_ascii_alphanumeric() || x == '_' || x == ':')
+}
+
+/// Decodes a body of at most `max` bytes once decompressed.
+pub fn decode(body: &[u8], max: usize) -> Result<Decoded, RemoteWriteError> {
+    let len =
+        snap::raw::decompress_len(body).map_err(|e| RemoteWriteError::Snappy(e.to_string()))?;
+    if len > max {
+        return Err(RemoteWriteError::TooLarge(len));
+    }
+    let raw = snap::raw::Decoder::new()
+        .decompress_vec(body)
+        .map_err(|e| RemoteWriteError::Snappy(e.to_string()))?;
+    let req =
+        WriteRequest::decode(&raw[..]).map_err(|e| RemoteWriteError::Protobuf(e.to_string()))?;
+    let mut out = Decoded::default();
+    for ts in req.timeseries {
+        match series_of(ts.labels) {
+            Ok(series) => {
+                let mut samples = Vec::with_capacity(ts.samples.len());
+                for s in &ts.samples {
+                    if s.value.to_bits() == STALE_NAN {
+                        out.stale += 1;
+                        continue;
+                    }
+                    match s.timestamp.checked_mul(1_000_000) {
+                        Some(ns) => samples.push(Sample {
+                            ts: ns,
+                            value: s.value,
+                        }),
+                        None => out.invalid.push(format!(
+                            "{}: timestamp {} ms is out of range (1677-2262)",
+                            series.key(),
+                            s.timestamp
+                        )),
+                    }
+                }
+                if !samples.is_empty() {
+                    out.series.push((series, samples));
+                }
+            }
+            Err(why) => out.invalid.push(why),
+        }
+    }
+    Ok(out)
+}
+
+/// A label set as a series, or why it is refused.
+fn series_of(mut labels: Vec<Label>) -> Result<Series, String> {
+    labels.retain(|l| !l.value.is_empty());
+    labels.sort_by(|a, b| a.name.cmp(&b.name));
+    let shown = {
+        let parts: Vec<String> = labels
+            .iter()
+            .map(|l| format!("{}={:?}", l.name, l.value))
+            .collect();
+        let text = parts.join(",");
+        match text.char_indices().nth(200) {
+            Some((at, _)) => format!("{{{}...}}", &text[..at]),
+            None => format!("{{{text}}}"),
+        }
+    };
+    let shown = || shown.clone();
+    if let Some(w) = labels.windows(2).find(|w| w[0].name == w[1].name) {
+        return Err(format!(
+            "series {}: label {:?} given twice",
+            shown(),
+            w[0].name
+        ));
+    }
+    if let Some(bad) = labels.iter().find(|l| !valid_label_name(&l.name)) {
+        return Err(format!(
+            "series {}: invalid label name {:?}",
+            shown(),
+            bad.name
+        ));
+    }
+    let Some(at) = labels.iter().position(|l| l.name == "__name__") else {
+        return Err(format!("series {}: no metric name (__name__)", shown()));
+    };
+    let name = labels.remove(at).value;
+    if !valid_metric_name(&name) {
+        return Err(format!("series {}: invalid metric name {name:?}", shown()));
+    }
+    Ok(Series::new(
+        name,
+        labels.into_iter().map(|l| (l.name, l.value)).collect(),
+    ))
+}
+
+/// A series to send: its labels and its samples (ms, value).
+pub type Outgoing<'a> = (Vec<(&'a str, &'a str)>, Vec<(i64, f64)>);
+
+/// A body as Prometheus sends it (for tests and benchmarks).
+pub fn encode(series: &[Outgoing<'_>]) -> Vec<u8> {
+    let req = WriteRequest {
+        timeseries: series
+            .iter()
+            .map(|(labels, samples)| TimeSeries {
+                labels: labels
+                    .iter()
+                    .map(|(n, v)| Label {
+                        name: n.to_string(),
+                        value: v.to_string(),
+                    })
+                    .collect(),
+                samples: samples
+                    .iter()
+                    .map(|&(timestamp, value)| PbSample { value, timestamp })
+                    .collect(),
+            })
+            .collect(),
+    };
+    snap::raw::Encoder::new()
+        .compress_vec(&req.encode_to_vec())
+        .expect("snappy compresses any input")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn series_and_samples_come_out_checked() {
+        let body = encode(&[
+            (
+                vec![("job", "node"), ("__name__", "up"), ("empty", "")],
+                vec![(1000, 1.0), (2000, f64::from_bits(STALE_NAN)), (3000, 0.0)],
+            ),
+            (
+                vec![("a", "1"), ("a", "2"), ("__name__", "x")],
+                vec![(1, 1.0)],
+            ),
+            (vec![("0bad", "1"), ("__name__", "x")], vec![(1, 1.0)]),
+            (vec![("job", "j")], vec![(1, 1.0)]),
+            (vec![("__name__", "1x")], vec![(1, 1.0)]),
+            (vec![("__name__", "big")], vec![(i64::MAX, 1.0), (5, 2.0)]),
+        ]);
+        let d = decode(&body, 1 << 20).unwrap();
+        assert_eq!(d.stale, 1);
+        assert_eq!(d.series.len(), 2);
+        assert_eq!(d.series[0].0.key(), "up{job=\"node\"}");
+        assert_eq!(
+            d.series[0].1,
+            vec![
+                Sample {
+                    ts: 1_000_000_000,
+                    value: 1.0
+                },
+                Sample {
+                    ts: 3_000_000_000,
+                    value: 0.0
+                }
+            ]
+        );
+        assert_eq!(
+            d.series[1].1,
+            vec![Sample {
+                ts: 5_000_000,
+                value: 2.0
+            }]
+        );
+        assert_eq!(d.invalid.len(), 5, "{:?}", d.invalid);
+        for (line, want) in d.invalid.iter().zip([
+            "twice",
+            "invalid label name",
+            "no metric name",
+            "invalid metric name",
+            "out of range",
+        ]) {
+            assert!(line.contains(want), "{line}");
+        }
+    }
+
+    #[test]
+    fn bad_bodies_are_refused() {
+        assert!(matches!(
+            decode(b"not snappy at all", 1 << 20),
+            Err(RemoteWriteError::Snappy(_))
+        ));
+        let junk = snap::raw::Encoder::new().compress_vec(&[0xff; 40]).unwrap();
+        assert!(matches!(
+            decode(&junk, 1 << 20),
+            Err(RemoteWriteError::Protobuf(_))
+        ));
+        let big = encode(&[(vec![("__name__", "x")], vec![(1, 1.0); 1000])]);
+        assert!(matches!(
+            decode(&big, 100),
+            Err(RemoteWriteError::TooLarge(_))
+        ));
+        assert_eq!(decode(&encode(&[]), 100).unwrap(), Decoded::default());
+    }
+}

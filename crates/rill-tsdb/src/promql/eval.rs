@@ -1,0 +1,334 @@
+//! Evaluating a query on a grid of times (ms), as VictoriaMetrics 1.79
+//! evaluates MetricsQL with its result cache off
+//! (`-search.disableCache`) and no adjustment of the last points
+//! (`-search.maxStepForPointsAdjustment=0`):
+//!
+//! - a rollup at time t reads the samples in `(t - w, t]`, `w` the
+//!   window given or else the step; a bare selector and `rate` widen it
+//!   to the largest gap they tolerate between samples, estimated from the
+//!   series' own first intervals (its scrape interval and a margin);
+//! - `rate` is not extrapolated: the change from the sample before the
+//!   window (if there is one close enough) or from the window's first
+//!   sample, to its last, over their time apart; counter resets are
+//!   undone first;
+//! - an empty window gives no point; `count_over_time` of nothing is no
+//!   point, not 0;
+//! - `min`, `max`, `avg` and `last_over_time` and bare selectors keep the
+//!   metric name, the others and arithmetic drop it.
+
+use super::{BinOp, Expr, Rollup};
+use crate::select::Matcher;
+use rill_sensor::Series;
+use std::collections::HashMap;
+
+/// Series and their samples (ms, value), in time order.
+pub type Fetched = Vec<(Series, Vec<(i64, f64)>)>;
+
+/// Where samples come from.
+pub trait Source {
+    /// The samples (ms, value) of every series `matchers` select, from
+    /// `start` to `end` ms (both included), in time order.
+    fn fetch(&self, matchers: &[Matcher], start: i64, end: i64) -> Result<Fetched, String>;
+}
+
+/// The times a query is evaluated at: `start`, `start + step`, ... up to
+/// `end` (ms).
+#[derive(Clone, Copy, Debug)]
+pub struct Grid {
+    pub start: i64,
+    pub end: i64,
+    pub step: i64,
+}
+
+/// At most this many points per series (VictoriaMetrics'
+/// `-search.maxPointsPerTimeseries`).
+pub const MAX_POINTS: i64 = 30_000;
+
+/// How far back, before the first window, samples are read (a series'
+/// scrape interval is estimated from them).
+const SILENCE_MS: i64 = 300_000;
+
+impl Grid {
+    pub fn new(start: i64, end: i64, step: i64) -> Result<Grid, String> {
+        if step <= 0 {
+            return Err(format!("step must be positive, found {step} ms"));
+        }
+        if end < start {
+            return Err("end is before start".into());
+        }
+        if (end - start) / step + 1 > MAX_POINTS {
+            return Err(format!(
+                "the query asks for more than {MAX_POINTS} points per series: raise step"
+            ));
+        }
+        Ok(Grid { start, end, step })
+    }
+
+    pub fn times(&self) -> Vec<i64> {
+        let n = (self.end - self.start) / self.step + 1;
+        (0..n).map(|k| self.start + k * self.step).collect()
+    }
+}
+
+/// A result series: its labels (the name empty when there is none) and a
+/// value per grid time (NaN: no point).
+#[derive(Clone, Debug, PartialEq)]
+pub struct Out {
+    pub series: Series,
+    pub values: Vec<f64>,
+}
+
+enum Val {
+    Scalar(Vec<f64>),
+    Vector(Vec<Out>),
+}
+
+/// Evaluates `e` on `grid`: series sorted (name, then labels), points
+/// that are NaN dropped by the caller, series without a point removed.
+pub fn eval(e: &Expr, grid: &Grid, src: &dyn Source) -> Result<Vec<Out>, String> {
+    let mut out = match eval_val(e, grid, src)? {
+        Val::Scalar(values) => vec![Out {
+            series: Series::new("", Vec::new()),
+            values,
+        }],
+        Val::Vector(v) => v,
+    };
+    out.retain(|o| o.values.iter().any(|v| !v.is_nan()));
+    out.sort_by(|a, b| a.series.cmp(&b.series));
+    if let Some(w) = out.windows(2).find(|w| w[0].series == w[1].series) {
+        return Err(format!(
+            "duplicate output timeseries: {}",
+            w[0].series.key()
+        ));
+    }
+    Ok(out)
+}
+
+fn eval_val(e: &Expr, grid: &Grid, src: &dyn Source) -> Result<Val, String> {
+    let n = grid.times().len();
+    Ok(match e {
+        Expr::Number(x) => Val::Scalar(vec![*x; n]),
+        Expr::Neg(inner) => match eval_val(inner, grid, src)? {
+            Val::Scalar(v) => Val::Scalar(v.into_iter().map(|x| -x).collect()),
+            Val::Vector(v) => Val::Vector(
+                v.into_iter()
+                    .map(|o| Out {
+                        series: unnamed(&o.series),
+                        values: o.values.into_iter().map(|x| -x).collect(),
+                    })
+                    .collect(),
+            ),
+        },
+        Expr::Binary(op, l, r) => binary(*op, eval_val(l, grid, src)?, eval_val(r, grid, src)?)?,
+        Expr::Rollup {
+            func,
+            matchers,
+            window,
+        } => Val::Vector(rollup(*func, matchers, *window, grid, src)?),
+    })
+}
+
+fn unnamed(s: &Series) -> Series {
+    Series {
+        name: String::new(),
+        labels: s.labels.clone(),
+    }
+}
+
+fn apply(op: BinOp, a: f64, b: f64) -> f64 {
+    match op {
+        BinOp::Add => a + b,
+        BinOp::Sub => a - b,
+        BinOp::Mul => a * b,
+        BinOp::Div => a / b,
+    }
+}
+
+fn binary(op: BinOp, l: Val, r: Val) -> Result<Val, String> {
+    let zip = |a: &[f64], b: &[f64]| -> Vec<f64> {
+        a.iter().zip(b).map(|(x, y)| apply(op, *x, *y)).collect()
+    };
+    Ok(match (l, r) {
+        (Val::Scalar(a), Val::Scalar(b)) => Val::Scalar(zip(&a, &b)),
+        (Val::Vector(v), Val::Scalar(s)) => Val::Vector(
+            v.into_iter()
+                .map(|o| Out {
+                    series: unnamed(&o.series),
+                    values: zip(&o.values, &s),
+                })
+                .collect(),
+        ),
+        (Val::Scalar(s), Val::Vector(v)) => Val::Vector(
+            v.into_iter()
+                .map(|o| Out {
+                    series: unnamed(&o.series),
+                    values: zip(&s, &o.values),
+                })
+                .collect(),
+        ),
+        (Val::Vector(a), Val::Vector(b)) => {
+            // One to one, on every label but the name.
+            let mut right: HashMap<Vec<(String, String)>, Vec<f64>> = HashMap::new();
+            for o in b {
+                if right.insert(o.series.labels.clone(), o.values).is_some() {
+                    return Err(format!(
+                        "duplicate time series on the right side of the operator: {}",
+                        unnamed(&o.series).key()
+                    ));
+                }
+            }
+            let mut out = Vec::new();
+            for o in a {
+                if let Some(rv) = right.get(&o.series.labels) {
+                    out.push(Out {
+                        series: unnamed(&o.series),
+                        values: zip(&o.values, rv),
+                    });
+                }
+            }
+            Val::Vector(out)
+        }
+    })
+}
+
+/// The series' scrape interval: the 0.6 quantile of its first (up to 20)
+/// intervals; `step` when it has fewer than two samples.
+fn scrape_interval(ts: &[i64], step: i64) -> i64 {
+    if ts.len() < 2 {
+        return step;
+    }
+    let mut d: Vec<f64> = ts
+        .windows(2)
+        .take(20)
+        .map(|w| (w[1] - w[0]) as f64)
+        .collect();
+    d.sort_by(|a, b| a.total_cmp(b));
+    let rank = 0.6 * (d.len() - 1) as f64;
+    let lo = rank.floor() as usize;
+    let w = rank - lo as f64;
+    let q = if lo + 1 < d.len() {
+        d[lo] * (1.0 - w) + d[lo + 1] * w
+    } else {
+        d[lo]
+    };
+    match q as i64 {
+        si if si <= 0 => step,
+        si => si,
+    }
+}
+
+/// The longest gap a sample still counts across, from the scrape
+/// interval.
+fn max_prev_interval(si: i64) -> i64 {
+    let margin = if si <= 2000 {
+        4 * si
+    } else if si <= 4000 {
+        2 * si
+    } else if si <= 8000 {
+        si
+    } else if si <= 16000 {
+        si / 2
+    } else if si <= 32000 {
+        si / 4
+    } else {
+        si / 8
+    };
+    si + margin
+}
+
+/// Counter resets undone: a drop is a restart from 0, or, when it is
+/// under an eighth of the value before it, jitter (flat).
+fn remove_counter_resets(v: &mut [f64]) {
+    let Some(&first) = v.first() else {
+        return;
+    };
+    let (mut correction, mut prev) = (0.0, first);
+    for x in v.iter_mut() {
+        let d = *x - prev;
+        if d < 0.0 {
+            correction += if -d * 8.0 < prev { prev - *x } else { prev };
+        }
+        prev = *x;
+        *x += correction;
+    }
+}
+
+fn rollup(
+    func: Rollup,
+    matchers: &[Matcher],
+    window: Option<i64>,
+    grid: &Grid,
+    src: &dyn Source,
+) -> Result<Vec<Out>, String> {
+    let w = window.unwrap_or(0);
+    let from = grid
+        .start
+        .saturating_sub(SILENCE_MS)
+        .saturating_sub(w.max(grid.step));
+    let times = grid.times();
+    let mut out = Vec::new();
+    for (series, samples) in src.fetch(matchers, from, grid.end)? {
+        let ts: Vec<i64> = samples.iter().map(|s| s.0).collect();
+        let mut v: Vec<f64> = samples.iter().map(|s| s.1).collect();
+        if func == Rollup::Rate {
+            remove_counter_resets(&mut v);
+        }
+        let mpi = max_prev_interval(scrape_interval(&ts, grid.step));
+        let mut win = if w > 0 { w } else { grid.step };
+        if matches!(func, Rollup::Default | Rollup::Rate) && win < mpi {
+            win = mpi;
+        }
+        let values = times
+            .iter()
+            .map(|&t| {
+                let t_start = t - win;
+                let i = ts.partition_point(|&x| x <= t_start);
+                let j = ts.partition_point(|&x| x <= t);
+                let prev = (i < ts.len() && i > 0 && ts[i - 1] > t_start - mpi)
+                    .then(|| (ts[i - 1], v[i - 1]));
+                at_point(func, &ts[i..j.max(i)], &v[i..j.max(i)], prev)
+            })
+            .collect();
+        let series = if func.keeps_name() {
+            series
+        } else {
+            unnamed(&series)
+        };
+        out.push(Out { series, values });
+    }
+    Ok(out)
+}
+
+/// One point of a rollup from the window's samples.
+fn at_point(func: Rollup, ts: &[i64], v: &[f64], prev: Option<(i64, f64)>) -> f64 {
+    let n = v.len();
+    if func == Rollup::Rate {
+        return match prev {
+            None if n < 2 => f64::NAN,
+            None => (v[n - 1] - v[0]) / ((ts[n - 1] - ts[0]) as f64 / 1e3),
+            Some(_) if n == 0 => 0.0,
+            Some((pt, pv)) => (v[n - 1] - pv) / ((ts[n - 1] - pt) as f64 / 1e3),
+        };
+    }
+    if n == 0 {
+        return f64::NAN;
+    }
+    match func {
+        Rollup::Default | Rollup::Last => v[n - 1],
+        Rollup::Min => v
+            .iter()
+            .copied()
+            .fold(v[0], |m, x| if x < m { x } else { m }),
+        Rollup::Max => v
+            .iter()
+            .copied()
+            .fold(v[0], |m, x| if x > m { x } else { m }),
+        Rollup::Sum => v.iter().sum(),
+        Rollup::Avg => v.iter().sum::<f64>() / n as f64,
+        Rollup::Count => n as f64,
+        Rollup::Rate => unreachable!("above"),
+    }
+}
+
+#[cfg(test)]
+mod tests;

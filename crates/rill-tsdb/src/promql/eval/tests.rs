@@ -1,0 +1,165 @@
+use super::*;
+use crate::promql::parse;
+use crate::select::matches;
+
+/// Series in memory.
+struct Mem(Vec<(Series, Vec<(i64, f64)>)>);
+
+impl Source for Mem {
+    fn fetch(&self, m: &[Matcher], start: i64, end: i64) -> Result<Fetched, String> {
+        Ok(self
+            .0
+            .iter()
+            .filter(|(s, _)| matches(m, s))
+            .map(|(s, v)| {
+                let v = v.iter().copied().filter(|&(t, _)| t >= start && t <= end);
+                (s.clone(), v.collect())
+            })
+            .collect())
+    }
+}
+
+fn series(name: &str, host: &str) -> Series {
+    Series::new(name, vec![("host".into(), host.into())])
+}
+
+/// Samples every 10 s from 0 to 100 s: value = seconds.
+fn ramp() -> Vec<(i64, f64)> {
+    (0..=10).map(|k| (k * 10_000, (k * 10) as f64)).collect()
+}
+
+fn run(q: &str, src: &Mem, start: i64, end: i64, step: i64) -> Vec<Out> {
+    eval(
+        &parse(q).unwrap(),
+        &Grid::new(start, end, step).unwrap(),
+        src,
+    )
+    .unwrap()
+}
+
+#[test]
+fn numbers_are_one_series_without_labels() {
+    let out = run("1+1*3-(4/2)", &Mem(vec![]), 0, 2000, 1000);
+    assert_eq!(out.len(), 1);
+    assert_eq!(out[0].series, Series::new("", vec![]));
+    assert_eq!(out[0].values, vec![2.0; 3]);
+}
+
+#[test]
+fn a_bare_selector_looks_back_over_its_scrape_interval_and_a_half() {
+    let src = Mem(vec![(series("temp", "a"), ramp())]);
+    // Every 10 s, step 1 s: the window is 15 s, (t - 15 s, t].
+    let out = run("temp", &src, 100_000, 116_000, 1000);
+    assert_eq!(out[0].series.name, "temp", "a bare selector keeps the name");
+    let v = &out[0].values;
+    assert_eq!(v[0], 100.0);
+    assert_eq!(v[14], 100.0);
+    assert!(
+        v[15].is_nan(),
+        "the sample at 100 s is outside (115 s, 116 s]"
+    );
+}
+
+#[test]
+fn over_time_windows_are_exact_and_left_open() {
+    let src = Mem(vec![(series("temp", "a"), ramp())]);
+    let one = |q: &str| run(q, &src, 100_000, 100_000, 1000)[0].clone();
+    // (70 s, 100 s]: 80, 90, 100.
+    assert_eq!(one("min_over_time(temp[30s])").values, vec![80.0]);
+    assert_eq!(one("max_over_time(temp[30s])").values, vec![100.0]);
+    assert_eq!(one("avg_over_time(temp[30s])").values, vec![90.0]);
+    assert_eq!(one("sum_over_time(temp[30s])").values, vec![270.0]);
+    assert_eq!(one("count_over_time(temp[30s])").values, vec![3.0]);
+    assert_eq!(one("last_over_time(temp[30s])").values, vec![100.0]);
+    assert_eq!(one("min_over_time(temp[30s])").series.name, "temp");
+    assert_eq!(
+        one("sum_over_time(temp[30s])").series.name,
+        "",
+        "sum drops the name"
+    );
+    assert_eq!(one("count_over_time(temp[30s])").series.name, "");
+    // Nothing in the window: no point (not 0).
+    let empty = run("count_over_time(temp[5s])", &src, 105_000, 105_000, 1000);
+    assert!(empty.is_empty(), "{empty:?}");
+}
+
+#[test]
+fn rate_is_not_extrapolated_and_survives_counter_resets() {
+    // A counter rising 1/s, every 10 s, reset to 0 at 60 s.
+    let mut c: Vec<(i64, f64)> = (0..=5).map(|k| (k * 10_000, (k * 10) as f64)).collect();
+    c.extend((6..=10).map(|k| (k * 10_000, ((k - 6) * 10) as f64)));
+    let src = Mem(vec![(series("req_total", "a"), c)]);
+    let out = run("rate(req_total[30s])", &src, 30_000, 100_000, 10_000);
+    assert_eq!(out[0].series.name, "", "rate drops the name");
+    // From the sample before the window to the window's last. The reset
+    // (a drop to 0: a restart) is undone by adding the value before it,
+    // so the 10 counted between 50 s and the restart are not seen: the
+    // windows holding that step show 20 in 30 s.
+    let third = 20.0 / 30.0;
+    assert_eq!(
+        out[0].values,
+        vec![1.0, 1.0, 1.0, third, third, third, 1.0, 1.0]
+    );
+    // Without a sample before the window: the window's first to last.
+    let first = run("rate(req_total[30s])", &src, 20_000, 20_000, 10_000);
+    assert_eq!(first[0].values, vec![1.0]);
+    // One sample and nothing before it: no point.
+    let none = run("rate(req_total[5s])", &src, 0, 0, 1000);
+    assert!(none.is_empty(), "{none:?}");
+}
+
+#[test]
+fn a_small_drop_is_jitter_not_a_reset() {
+    let mut v = vec![100.0, 95.0, 110.0];
+    remove_counter_resets(&mut v);
+    assert_eq!(v, vec![100.0, 100.0, 115.0]);
+    let mut v = vec![100.0, 10.0, 20.0];
+    remove_counter_resets(&mut v);
+    assert_eq!(v, vec![100.0, 110.0, 120.0]);
+}
+
+#[test]
+fn arithmetic_matches_series_one_to_one_and_drops_names() {
+    let src = Mem(vec![
+        (series("a", "x"), vec![(0, 6.0)]),
+        (series("a", "y"), vec![(0, 8.0)]),
+        (series("b", "x"), vec![(0, 2.0)]),
+    ]);
+    let out = run("a / b", &src, 0, 0, 1000);
+    assert_eq!(out.len(), 1);
+    assert_eq!(
+        out[0].series,
+        Series::new("", vec![("host".into(), "x".into())])
+    );
+    assert_eq!(out[0].values, vec![3.0]);
+    let out = run("-a * 2", &src, 0, 0, 1000);
+    assert_eq!(
+        out.iter().map(|o| o.values[0]).collect::<Vec<_>>(),
+        vec![-12.0, -16.0]
+    );
+    // Two series whose labels become equal: an error, as in VictoriaMetrics.
+    let e = eval(
+        &parse("sum_over_time({__name__=~\"a|b\", host=\"x\"}[1m])").unwrap(),
+        &Grid::new(0, 0, 1000).unwrap(),
+        &src,
+    )
+    .unwrap_err();
+    assert!(e.contains("duplicate output timeseries"), "{e}");
+}
+
+#[test]
+fn scrape_intervals_and_gaps_follow_victoriametrics() {
+    assert_eq!(scrape_interval(&[0], 7), 7);
+    // Intervals 10, 10, 20: the 0.6 quantile lies a fifth of the way
+    // from 10 to 20.
+    assert_eq!(scrape_interval(&[0, 10, 20, 40], 7), 12);
+    assert_eq!(max_prev_interval(1000), 5000);
+    assert_eq!(max_prev_interval(10_000), 15_000);
+    assert_eq!(max_prev_interval(60_000), 67_500);
+    assert!(Grid::new(0, 10, 0).is_err());
+    assert!(Grid::new(0, MAX_POINTS * 1000, 1000).is_err());
+    assert_eq!(
+        Grid::new(0, 2500, 1000).unwrap().times(),
+        vec![0, 1000, 2000]
+    );
+}
