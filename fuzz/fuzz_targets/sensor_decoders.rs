@@ -2,7 +2,8 @@
 //! store, and with their checksum made right so the fuzzer reaches the
 //! sections behind it), line protocol bodies, write-ahead log segments,
 //! the sensor stores' keys and series records, series selectors,
-//! Prometheus remote write bodies and MQTT payloads. Nothing may panic; a
+//! Prometheus remote write bodies, MQTT payloads and queries (parsed and
+//! evaluated). Nothing may panic; a
 //! block that decodes re-encodes to samples that decode the same, and so
 //! do log entries, block keys and series records.
 #![no_main]
@@ -99,11 +100,41 @@ fn mqtt(bytes: &[u8]) {
     }
 }
 
+/// A query, as `/api/v1/query` brings it: parsed, and evaluated on a
+/// source with one series, without panicking.
+fn promql(bytes: &[u8]) {
+    use rill_tsdb::promql::eval::{eval, Fetched, Grid, Source};
+    struct One;
+    impl Source for One {
+        fn fetch(
+            &self,
+            m: &[rill_tsdb::select::Matcher],
+            start: i64,
+            end: i64,
+        ) -> Result<Fetched, String> {
+            let s = rill_sensor::Series::new("m", vec![("a".into(), "1".into())]);
+            if !rill_tsdb::select::matches(m, &s) {
+                return Ok(Vec::new());
+            }
+            let v: Vec<(i64, f64)> = (0..20i64)
+                .map(|k| (k * 7_000, (k % 5) as f64))
+                .filter(|p| p.0 >= start && p.0 <= end)
+                .collect();
+            Ok(vec![(s, v)])
+        }
+    }
+    if let Ok(text) = std::str::from_utf8(bytes) {
+        if let Ok(e) = rill_tsdb::promql::parse(text) {
+            let _ = eval(&e, &Grid::new(0, 140_000, 7_000).expect("a grid"), &One);
+        }
+    }
+}
+
 fuzz_target!(|data: &[u8]| {
     let Some((&mode, rest)) = data.split_first() else {
         return;
     };
-    match mode % 9 {
+    match mode % 10 {
         0 => block(rest),
         1 => {
             let mut b = rest.to_vec();
@@ -120,6 +151,7 @@ fuzz_target!(|data: &[u8]| {
         6 => remote_write(rest, false),
         7 => remote_write(rest, true),
         8 => mqtt(rest),
+        9 => promql(rest),
         _ => {
             if let Ok(body) = std::str::from_utf8(rest) {
                 let (points, errors) = rill_sensor::line::parse(body);

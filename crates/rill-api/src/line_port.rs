@@ -28,9 +28,6 @@ pub struct LinePortConfig {
 /// A line longer than this ends its connection (it cannot be a point a
 /// sensor sends).
 const MAX_LINE_BYTES: usize = 1 << 20;
-/// A batch is written once this many bytes of whole lines are read (or
-/// when no more is waiting).
-const BATCH_BYTES: usize = 256 << 10;
 
 fn now_ns() -> i64 {
     let d = SystemTime::now()
@@ -61,10 +58,20 @@ async fn connection(
     engine: &Arc<Engine>,
     cfg: &LinePortConfig,
 ) -> std::io::Result<()> {
-    let mut buf: Vec<u8> = Vec::with_capacity(BATCH_BYTES);
+    let mut buf: Vec<u8> = Vec::new();
     let mut chunk = vec![0u8; 64 << 10];
     loop {
-        let n = sock.read(&mut chunk).await?;
+        let n = match sock.read(&mut chunk).await {
+            Ok(n) => n,
+            Err(e) => {
+                // The whole lines read before the error are kept.
+                if let Some(last) = buf.iter().rposition(|&b| b == b'\n') {
+                    buf.truncate(last + 1);
+                    write_lines(buf, engine, cfg).await;
+                }
+                return Err(e);
+            }
+        };
         if n == 0 {
             // The sender closed: its last line counts even without a
             // newline.
@@ -83,11 +90,6 @@ async fn connection(
             }
             continue;
         };
-        // The read filled the chunk (more is likely waiting) and the
-        // batch is small: read on first.
-        if buf.len() < BATCH_BYTES && n == chunk.len() {
-            continue;
-        }
         let rest = buf.split_off(last_newline + 1);
         let whole = std::mem::replace(&mut buf, rest);
         write_lines(whole, engine, cfg).await;
@@ -112,11 +114,12 @@ async fn write_lines(lines: Vec<u8>, engine: &Arc<Engine>, cfg: &LinePortConfig)
         let r = crate::blocking(move || engine.write(&db, &series2, now)).await;
         match r {
             Ok(report) => {
-                if report.too_old + report.too_new > 0 {
+                if report.too_old + report.too_new + report.bad_series > 0 {
                     tracing::warn!(
                         too_old = report.too_old,
                         too_new = report.too_new,
-                        "samples on the line-protocol port outside the storage period were dropped"
+                        bad_series = report.bad_series,
+                        "samples on the line-protocol port were dropped (outside the storage period, or of series keys too long)"
                     );
                 }
                 return;

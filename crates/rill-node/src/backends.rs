@@ -5,10 +5,10 @@
 //! named ones of those per vnode, chosen per bucket by its `backend`
 //! property through the node's bucket registry).
 
-use crate::config::{BackendKind, MergePolicyKind, NamedBackend, NodeConfig};
+use crate::config::{BackendKind, NamedBackend, NodeConfig};
 use crate::error::KvError;
 use crate::space::Space;
-use merge_control::{Classic, Fisherman, MergeScheduler, SchedulerSettings, UsageSource};
+use merge_control::{MergeScheduler, SchedulerSettings, UsageSource};
 use rill_backend::{
     Backend, BitcaskBackend, LeveldbStore, MemoryBackend, MemoryOptions, MultiBackend, Router,
 };
@@ -53,13 +53,7 @@ impl Resources {
                     Some(bytes) => UsageSource::Capacity { bytes },
                     None => UsageSource::Filesystem(bitcask_dir.clone()),
                 },
-                policy: match config.merge_policy {
-                    MergePolicyKind::Fisherman { target_usage } => Box::new(Fisherman {
-                        target_usage,
-                        ..Fisherman::default()
-                    }),
-                    MergePolicyKind::Classic => Box::new(Classic::default()),
-                },
+                policy: config.merge_policy.policy(),
                 throttle: config.throttle,
                 workers: 1,
                 idle_tick: Duration::from_millis(200),

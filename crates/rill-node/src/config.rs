@@ -128,6 +128,19 @@ pub enum MergePolicyKind {
     Classic,
 }
 
+impl MergePolicyKind {
+    /// The merge policy this names, for a merge scheduler.
+    pub fn policy(self) -> Box<dyn merge_control::Policy> {
+        match self {
+            MergePolicyKind::Fisherman { target_usage } => Box::new(merge_control::Fisherman {
+                target_usage,
+                ..merge_control::Fisherman::default()
+            }),
+            MergePolicyKind::Classic => Box::new(merge_control::Classic::default()),
+        }
+    }
+}
+
 impl NodeConfig {
     /// Riak's defaults, data under `data_dir`.
     pub fn new(data_dir: impl Into<PathBuf>) -> NodeConfig {

@@ -7,7 +7,10 @@
 //! not repeated (a series breaking that is refused, the rest of the
 //! request kept, and the request answered 400); a label with an empty
 //! value is absent; Prometheus' stale markers (a NaN of one bit pattern)
-//! are not samples and are skipped. Labels need not arrive sorted.
+//! and other NaNs are not kept (VictoriaMetrics drops NaNs too; unlike it,
+//! Rill does not keep the markers, so a bare selector still shows a
+//! series that stopped for up to its look-back). Labels need not arrive
+//! sorted.
 
 use crate::block::Sample;
 use crate::series::Series;
@@ -68,6 +71,8 @@ pub struct Decoded {
     pub invalid: Vec<String>,
     /// Stale markers skipped.
     pub stale: u64,
+    /// Other NaN samples skipped.
+    pub nan: u64,
 }
 
 fn valid_label_name(n: &str) -> bool {
@@ -104,6 +109,11 @@ pub fn decode(body: &[u8], max: usize) -> Result<Decoded, RemoteWriteError> {
                 for s in &ts.samples {
                     if s.value.to_bits() == STALE_NAN {
                         out.stale += 1;
+                        continue;
+                    }
+                    // VictoriaMetrics drops NaN samples at ingest too.
+                    if s.value.is_nan() {
+                        out.nan += 1;
                         continue;
                     }
                     match s.timestamp.checked_mul(1_000_000) {
@@ -208,7 +218,12 @@ mod tests {
         let body = encode(&[
             (
                 vec![("job", "node"), ("__name__", "up"), ("empty", "")],
-                vec![(1000, 1.0), (2000, f64::from_bits(STALE_NAN)), (3000, 0.0)],
+                vec![
+                    (1000, 1.0),
+                    (2000, f64::from_bits(STALE_NAN)),
+                    (2500, f64::NAN),
+                    (3000, 0.0),
+                ],
             ),
             (
                 vec![("a", "1"), ("a", "2"), ("__name__", "x")],
@@ -220,7 +235,7 @@ mod tests {
             (vec![("__name__", "big")], vec![(i64::MAX, 1.0), (5, 2.0)]),
         ]);
         let d = decode(&body, 1 << 20).unwrap();
-        assert_eq!(d.stale, 1);
+        assert_eq!((d.stale, d.nan), (1, 1));
         assert_eq!(d.series.len(), 2);
         assert_eq!(d.series[0].0.key(), "up{job=\"node\"}");
         assert_eq!(

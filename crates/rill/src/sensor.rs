@@ -6,8 +6,8 @@
 
 use crate::config_sensor::SensorConfig;
 use anyhow::{Context, Result};
-use merge_control::{Classic, Fisherman, MergeScheduler, SchedulerSettings, UsageSource};
-use rill_node::{MergePolicyKind, NodeConfig};
+use merge_control::{MergeScheduler, SchedulerSettings, UsageSource};
+use rill_node::NodeConfig;
 use rill_tsdb::wal::WalOptions;
 use rill_tsdb::{BitcaskStorage, Engine, EngineOptions};
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -44,13 +44,7 @@ pub fn open(node: &NodeConfig, s: &SensorConfig) -> Result<Option<Sensors>> {
     std::fs::create_dir_all(&data).with_context(|| format!("cannot create {}", data.display()))?;
     let merges = Arc::new(MergeScheduler::start(SchedulerSettings {
         usage: UsageSource::Filesystem(data.clone()),
-        policy: match node.merge_policy {
-            MergePolicyKind::Fisherman { target_usage } => Box::new(Fisherman {
-                target_usage,
-                ..Fisherman::default()
-            }),
-            MergePolicyKind::Classic => Box::new(Classic::default()),
-        },
+        policy: node.merge_policy.policy(),
         throttle: node.throttle,
         workers: 1,
         idle_tick: Duration::from_millis(200),

@@ -289,9 +289,10 @@ fn the_prometheus_api_answers_grafanas_questions() {
     assert_eq!(v["data"]["result"].as_array().unwrap().len(), 2, "{v}");
     let (_, v) = get_json(
         &n,
-        &format!("/api/v1/query?query=rate(room_temp%7Bname%3D%22b%22%7D%5B1m%5D)&time={end}"),
+        &format!("/api/v1/query?query=rate(room_temp%7Bname%3D%22a%22%7D%5B1m%5D)&time={end}"),
     );
-    assert_eq!(v["data"]["result"][0]["value"][1], "0", "{v}");
+    // Room a rises by 1 every 10 s.
+    assert_eq!(v["data"]["result"][0]["value"][1], "0.1", "{v}");
     let (status, v) = get_json(&n, "/api/v1/query?query=nosuchfunc(x)");
     assert_eq!(status, 422);
     assert_eq!(v["errorType"], "422");

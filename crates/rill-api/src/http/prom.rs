@@ -31,9 +31,12 @@ fn now_ms() -> i64 {
     i64::try_from(d.as_millis()).unwrap_or(i64::MAX)
 }
 
+/// A request's parameters, in order, repeated names kept.
+type Params = Vec<(String, String)>;
+
 /// Every parameter, query string and form body together (repeated names
 /// kept).
-fn params(req: &Req) -> Vec<(String, String)> {
+fn params(req: &Req) -> Params {
     let decode = |s: &str| {
         String::from_utf8_lossy(&percent_decode_lenient(&s.replace('+', " "))).into_owned()
     };
@@ -48,7 +51,8 @@ fn params(req: &Req) -> Vec<(String, String)> {
     } else {
         String::new()
     };
-    for part in req.raw_query.split('&').chain(body.split('&')) {
+    // The form first, as Go's `FormValue` reads them.
+    for part in body.split('&').chain(req.raw_query.split('&')) {
         if part.is_empty() {
             continue;
         }
@@ -58,10 +62,13 @@ fn params(req: &Req) -> Vec<(String, String)> {
     out
 }
 
+/// The first value of `name`; `None` when missing or empty (an empty
+/// value means the default, as in VictoriaMetrics).
 fn param<'a>(p: &'a [(String, String)], name: &str) -> Option<&'a str> {
     p.iter()
-        .find(|(k, v)| k == name && !v.is_empty())
+        .find(|(k, _)| k == name)
         .map(|(_, v)| v.as_str())
+        .filter(|v| !v.is_empty())
 }
 
 fn error(message: &str) -> Response {
@@ -136,8 +143,11 @@ fn time_ms(v: &str, now: i64) -> Result<i64, String> {
         })?;
         now - d
     };
-    Ok(ms.max(0))
+    Ok(ms.clamp(0, MAX_TIME_MS))
 }
+
+/// The latest time a query may name (the end of i64 nanoseconds, 2262).
+const MAX_TIME_MS: i64 = i64::MAX / 1_000_000;
 
 /// `2006-01-02T15:04:05[.frac](Z|±hh:mm)`, ms since the epoch.
 fn rfc3339_ms(s: &str) -> Option<i64> {
@@ -208,17 +218,26 @@ fn engine(ctx: &Ctx) -> Result<Arc<rill_tsdb::Engine>, Response> {
         .ok_or_else(|| error("the sensor-data service is not running on this node (sensor = off, or it could not start: see the node's log)"))
 }
 
+/// What both query APIs start from: the engine, the parameters, now
+/// (ms) and the query.
+fn query_args(
+    ctx: &Ctx,
+    req: &Req,
+) -> Result<(Arc<rill_tsdb::Engine>, Params, i64, Expr), Response> {
+    let engine = engine(ctx)?;
+    let p = params(req);
+    let q = param(&p, "query").ok_or_else(|| error("missing `query` arg"))?;
+    let expr = promql::parse(q).map_err(|e| error(&e))?;
+    Ok((engine, p, now_ms(), expr))
+}
+
 /// `/api/v1/query_range`.
 pub(crate) async fn query_range(ctx: &Arc<Ctx>, req: &Req) -> Response {
-    let engine = match engine(ctx) {
-        Ok(e) => e,
+    let (engine, p, now, expr) = match query_args(ctx, req) {
+        Ok(a) => a,
         Err(r) => return r,
     };
-    let p = params(req);
-    let now = now_ms();
     let run = move || -> Result<String, String> {
-        let q = param(&p, "query").ok_or("missing `query` arg")?;
-        let expr = promql::parse(q)?;
         let start = match param(&p, "start") {
             Some(v) => time_ms(v, now)?,
             None => (now - DEFAULT_STEP_MS) / 1000 * 1000,
@@ -228,7 +247,7 @@ pub(crate) async fn query_range(ctx: &Arc<Ctx>, req: &Req) -> Response {
             None => now / 1000 * 1000,
         };
         if start > end {
-            end = start + DEFAULT_STEP_MS;
+            end = start.saturating_add(DEFAULT_STEP_MS);
         }
         let grid = Grid::new(start, end, step_ms(&p)?)?;
         let src = QuerySource {
@@ -264,15 +283,11 @@ pub(crate) async fn query_range(ctx: &Arc<Ctx>, req: &Req) -> Response {
 
 /// `/api/v1/query`.
 pub(crate) async fn query(ctx: &Arc<Ctx>, req: &Req) -> Response {
-    let engine = match engine(ctx) {
-        Ok(e) => e,
+    let (engine, p, now, expr) = match query_args(ctx, req) {
+        Ok(a) => a,
         Err(r) => return r,
     };
-    let p = params(req);
-    let now = now_ms();
     let run = move || -> Result<String, String> {
-        let q = param(&p, "query").ok_or("missing `query` arg")?;
-        let expr = promql::parse(q)?;
         let time = match param(&p, "time") {
             Some(v) => time_ms(v, now)?,
             None => now / 1000 * 1000,

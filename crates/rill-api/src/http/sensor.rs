@@ -201,6 +201,12 @@ async fn write_inner(ctx: &Arc<Ctx>, req: &Req, flavour: Flavour) -> Result<Resp
             report.too_new
         ));
     }
+    if report.bad_series > 0 {
+        problems.push(format!(
+            "series keys longer than 65536 bytes dropped={}",
+            report.bad_series
+        ));
+    }
     if problems.is_empty() {
         return Ok(empty(StatusCode::NO_CONTENT));
     }
@@ -320,6 +326,12 @@ pub(crate) async fn remote_write(ctx: &Arc<Ctx>, req: &Req) -> Response {
         problems.push(format!(
             "{} samples more than two days ahead of the server's clock were dropped",
             report.too_new
+        ));
+    }
+    if report.bad_series > 0 {
+        problems.push(format!(
+            "{} samples of series whose key is longer than 65536 bytes were dropped",
+            report.bad_series
         ));
     }
     if problems.is_empty() {

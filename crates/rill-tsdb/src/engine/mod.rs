@@ -127,6 +127,8 @@ pub struct WriteReport {
     pub too_old: u64,
     /// Further ahead than allowed: refused.
     pub too_new: u64,
+    /// Of series whose key is longer than allowed: refused.
+    pub bad_series: u64,
 }
 
 /// What the open found.
@@ -182,15 +184,6 @@ pub struct Engine {
     /// its read side, so what it took from memory and what it reads from
     /// the stores are of one moment.
     storing: RwLock<()>,
-}
-
-fn check_name(what: &str, name: &str) -> Result<(), EngineError> {
-    if name.len() > MAX_NAME_BYTES {
-        return Err(EngineError::Invalid(format!(
-            "{what} longer than {MAX_NAME_BYTES} bytes"
-        )));
-    }
-    Ok(())
 }
 
 impl Engine {
@@ -320,15 +313,16 @@ impl Engine {
         series: &[(String, Vec<Sample>)],
         now: i64,
     ) -> Result<WriteReport, EngineError> {
-        for (key, _) in series {
-            check_name("a series key", key)?;
-        }
         let oldest = now.saturating_sub(self.opts.retention(db));
         let newest = now.saturating_add(self.opts.max_future_ns);
         let mut report = WriteReport::default();
         let kept: Vec<(&str, Vec<Sample>)> = series
             .iter()
             .map(|(key, samples)| {
+                if key.len() > MAX_NAME_BYTES {
+                    report.bad_series += samples.len() as u64;
+                    return (key.as_str(), Vec::new());
+                }
                 let mut v = Vec::with_capacity(samples.len());
                 for s in samples {
                     if s.ts < oldest {

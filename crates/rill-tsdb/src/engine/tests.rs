@@ -156,12 +156,25 @@ fn samples_outside_the_storage_period_or_too_far_ahead_are_counted_not_kept() {
         WriteReport {
             written: 1,
             too_old: 1,
-            too_new: 1
+            too_new: 1,
+            bad_series: 0,
         }
     );
     assert_eq!(
         e.read("db", "k", i64::MIN, i64::MAX, T0).unwrap(),
         vec![s(T0, 2.0)]
+    );
+    // A series key too long is refused alone; the others are written.
+    let long = "x".repeat(crate::keys::MAX_NAME_BYTES + 1);
+    let batch = vec![
+        (long, vec![s(T0, 1.0)]),
+        ("ok".to_string(), vec![s(T0, 3.0)]),
+    ];
+    let r = e.write("db", &batch, T0).unwrap();
+    assert_eq!((r.written, r.bad_series), (1, 1));
+    assert_eq!(
+        e.read("db", "ok", i64::MIN, i64::MAX, T0).unwrap(),
+        vec![s(T0, 3.0)]
     );
 }
 

@@ -83,6 +83,7 @@ pub fn parse(text: &str) -> Result<Expr, String> {
         s: text,
         at: 0,
         depth: 0,
+        nodes: 0,
     };
     let e = p.expr()?;
     p.ws();
@@ -149,8 +150,16 @@ fn finite_ms(ms: f64, s: &str) -> Result<i64, String> {
 struct Parser<'a> {
     s: &'a str,
     at: usize,
+    /// Nesting now (parentheses, unary signs).
     depth: usize,
+    /// Operators so far: a query's tree, and its evaluation's recursion,
+    /// stay small whatever the text.
+    nodes: usize,
 }
+
+/// Deepest nesting and most operators a query may have.
+const MAX_DEPTH: usize = 64;
+const MAX_NODES: usize = 256;
 
 fn is_name_char(c: char) -> bool {
     c.is_ascii_alphanumeric() || c == '_' || c == ':'
@@ -180,9 +189,17 @@ impl<'a> Parser<'a> {
         }
     }
 
+    fn count(&mut self) -> Result<(), String> {
+        self.nodes += 1;
+        if self.nodes > MAX_NODES {
+            return Err(format!("the query has more than {MAX_NODES} operators"));
+        }
+        Ok(())
+    }
+
     fn expr(&mut self) -> Result<Expr, String> {
         self.depth += 1;
-        if self.depth > 64 {
+        if self.depth > MAX_DEPTH {
             return Err("the query nests too deep".into());
         }
         let mut left = self.term()?;
@@ -194,6 +211,7 @@ impl<'a> Parser<'a> {
             } else {
                 break;
             };
+            self.count()?;
             let right = self.term()?;
             left = Expr::Binary(op, Box::new(left), Box::new(right));
         }
@@ -211,6 +229,7 @@ impl<'a> Parser<'a> {
             } else {
                 break;
             };
+            self.count()?;
             let right = self.unary()?;
             left = Expr::Binary(op, Box::new(left), Box::new(right));
         }
@@ -218,13 +237,24 @@ impl<'a> Parser<'a> {
     }
 
     fn unary(&mut self) -> Result<Expr, String> {
-        if self.eat("-") {
-            return Ok(Expr::Neg(Box::new(self.unary()?)));
+        let sign = if self.eat("-") {
+            Some(true)
+        } else if self.eat("+") {
+            Some(false)
+        } else {
+            None
+        };
+        let Some(negative) = sign else {
+            return self.primary();
+        };
+        self.count()?;
+        self.depth += 1;
+        if self.depth > MAX_DEPTH {
+            return Err("the query nests too deep".into());
         }
-        if self.eat("+") {
-            return self.unary();
-        }
-        self.primary()
+        let e = self.unary()?;
+        self.depth -= 1;
+        Ok(if negative { Expr::Neg(Box::new(e)) } else { e })
     }
 
     fn primary(&mut self) -> Result<Expr, String> {
@@ -407,6 +437,10 @@ mod tests {
             assert!(e.contains(why), "{q}: {e}");
         }
         assert!(parse(&"(".repeat(100)).unwrap_err().contains("too deep"));
+        let signs = format!("{}1", "-".repeat(16_000));
+        assert!(parse(&signs).unwrap_err().contains("too deep"));
+        let long = vec!["1"; 8000].join("+");
+        assert!(parse(&long).unwrap_err().contains("operators"));
     }
 
     #[test]
