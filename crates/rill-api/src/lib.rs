@@ -6,6 +6,15 @@
 //! length cannot be trusted ends the connection, after an error answer);
 //! no request can make the server allocate beyond its frame limit.
 
+/// Now, ns since the Unix epoch (what the sensor service's writes and
+/// queries take as their time).
+pub fn unix_now_ns() -> i64 {
+    let d = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap_or_default();
+    i64::try_from(d.as_nanos()).unwrap_or(i64::MAX)
+}
+
 pub mod http;
 pub mod line_port;
 mod mapred;

@@ -14,7 +14,7 @@
 use rill_sensor::Precision;
 use rill_tsdb::{Engine, EngineError};
 use std::sync::Arc;
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use std::time::Duration;
 use tokio::io::AsyncReadExt;
 use tokio::net::{TcpListener, TcpStream};
 
@@ -28,13 +28,6 @@ pub struct LinePortConfig {
 /// A line longer than this ends its connection (it cannot be a point a
 /// sensor sends).
 const MAX_LINE_BYTES: usize = 1 << 20;
-
-fn now_ns() -> i64 {
-    let d = SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .unwrap_or_default();
-    i64::try_from(d.as_nanos()).unwrap_or(i64::MAX)
-}
 
 /// Serves the port until the listener fails.
 pub async fn serve(
@@ -99,7 +92,7 @@ async fn connection(
 /// Writes whole lines, retrying every second while the engine refuses.
 async fn write_lines(lines: Vec<u8>, engine: &Arc<Engine>, cfg: &LinePortConfig) {
     let text = String::from_utf8_lossy(&lines).into_owned();
-    let now = now_ns();
+    let now = crate::unix_now_ns();
     let batch = rill_tsdb::ingest::line_protocol(&text, &cfg.db, cfg.precision, now);
     if !batch.errors.is_empty() {
         tracing::warn!(count = batch.errors.len(), first = %batch.errors[0], "bad lines on the line-protocol port were skipped");

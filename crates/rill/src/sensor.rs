@@ -13,21 +13,13 @@ use rill_tsdb::{BitcaskStorage, Engine, EngineOptions};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::thread::JoinHandle;
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use std::time::Duration;
 
 pub struct Sensors {
     pub engine: Arc<Engine>,
     stop: Arc<AtomicBool>,
     ticker: Option<JoinHandle<()>>,
     _merges: Arc<MergeScheduler>,
-}
-
-/// Now, ns since the Unix epoch.
-pub fn now_ns() -> i64 {
-    let d = SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .unwrap_or_default();
-    i64::try_from(d.as_nanos()).unwrap_or(i64::MAX)
 }
 
 fn ns(d: Duration) -> i64 {
@@ -75,8 +67,13 @@ pub fn open(node: &NodeConfig, s: &SensorConfig) -> Result<Option<Sensors>> {
         .iter()
         .map(|(db, d)| (db.clone(), ns(*d)))
         .collect();
-    let (engine, report) = Engine::open(&dir.join("wal"), opts, Arc::new(storage), now_ns())
-        .map_err(|e| anyhow::anyhow!("cannot open the sensor-data service: {e}"))?;
+    let (engine, report) = Engine::open(
+        &dir.join("wal"),
+        opts,
+        Arc::new(storage),
+        rill_api::unix_now_ns(),
+    )
+    .map_err(|e| anyhow::anyhow!("cannot open the sensor-data service: {e}"))?;
     tracing::info!(
         series = report.series,
         databases = report.databases,
@@ -93,7 +90,7 @@ pub fn open(node: &NodeConfig, s: &SensorConfig) -> Result<Option<Sensors>> {
             .spawn(move || {
                 let mut failing = false;
                 while !stop.load(Ordering::Relaxed) {
-                    match engine.tick(now_ns()) {
+                    match engine.tick(rill_api::unix_now_ns()) {
                         Ok(_) if failing => {
                             failing = false;
                             tracing::info!("sensor blocks are stored again");

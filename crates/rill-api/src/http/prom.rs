@@ -19,17 +19,9 @@ use rill_tsdb::select::{self, Matcher};
 use std::collections::BTreeSet;
 use std::fmt::Write;
 use std::sync::Arc;
-use std::time::{SystemTime, UNIX_EPOCH};
 
 /// Default step and look-back of a query, ms.
 const DEFAULT_STEP_MS: i64 = 300_000;
-
-fn now_ms() -> i64 {
-    let d = SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .unwrap_or_default();
-    i64::try_from(d.as_millis()).unwrap_or(i64::MAX)
-}
 
 /// A request's parameters, in order, repeated names kept.
 type Params = Vec<(String, String)>;
@@ -228,7 +220,7 @@ fn query_args(
     let p = params(req);
     let q = param(&p, "query").ok_or_else(|| error("missing `query` arg"))?;
     let expr = promql::parse(q).map_err(|e| error(&e))?;
-    Ok((engine, p, now_ms(), expr))
+    Ok((engine, p, crate::unix_now_ns() / 1_000_000, expr))
 }
 
 /// `/api/v1/query_range`.
@@ -256,24 +248,10 @@ pub(crate) async fn query_range(ctx: &Arc<Ctx>, req: &Req) -> Response {
         };
         let out = eval(&expr, &grid, &src)?;
         let times = grid.times();
-        let mut data = String::from("{\"resultType\":\"matrix\",\"result\":[");
-        for (i, o) in out.iter().enumerate() {
-            if i > 0 {
-                data.push(',');
-            }
-            let _ = write!(data, "{{\"metric\":{},\"values\":[", metric(&o.series));
-            let mut first = true;
-            for (t, v) in times.iter().zip(&o.values).filter(|(_, v)| !v.is_nan()) {
-                if !first {
-                    data.push(',');
-                }
-                first = false;
-                let _ = write!(data, "[{},\"{}\"]", ts(*t), num(*v));
-            }
-            data.push_str("]}");
-        }
-        data.push_str("]}");
-        Ok(data)
+        Ok(matrix(out.iter().map(|o| {
+            let points = times.iter().copied().zip(o.values.iter().copied());
+            (&o.series, points.filter(|(_, v)| !v.is_nan()))
+        })))
     };
     match crate::blocking(run).await {
         Ok(data) => success(&data),
@@ -332,22 +310,34 @@ pub(crate) async fn query(ctx: &Arc<Ctx>, req: &Req) -> Response {
 }
 
 fn raw_matrix(src: &QuerySource, m: &[Matcher], start: i64, end: i64) -> Result<String, String> {
+    let fetched = src.fetch(m, start, end)?;
+    Ok(matrix(
+        fetched
+            .iter()
+            .map(|(s, samples)| (s, samples.iter().copied())),
+    ))
+}
+
+/// A matrix answer: each series with its points (ms, value).
+fn matrix<'a, P: Iterator<Item = (i64, f64)>>(
+    series: impl Iterator<Item = (&'a Series, P)>,
+) -> String {
     let mut data = String::from("{\"resultType\":\"matrix\",\"result\":[");
-    for (i, (s, samples)) in src.fetch(m, start, end)?.iter().enumerate() {
+    for (i, (s, points)) in series.enumerate() {
         if i > 0 {
             data.push(',');
         }
         let _ = write!(data, "{{\"metric\":{},\"values\":[", metric(s));
-        for (k, (t, v)) in samples.iter().enumerate() {
+        for (k, (t, v)) in points.enumerate() {
             if k > 0 {
                 data.push(',');
             }
-            let _ = write!(data, "[{},\"{}\"]", ts(*t), num(*v));
+            let _ = write!(data, "[{},\"{}\"]", ts(t), num(v));
         }
         data.push_str("]}");
     }
     data.push_str("]}");
-    Ok(data)
+    data
 }
 
 /// The series every `match[]` selects (all series when there is none and

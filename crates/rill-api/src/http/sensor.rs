@@ -15,7 +15,6 @@ use rill_tsdb::{EngineError, WriteReport};
 use serde_json::{json, Value};
 use std::io::Read;
 use std::sync::Arc;
-use std::time::{SystemTime, UNIX_EPOCH};
 
 /// Which InfluxDB API a write came by: how it answers.
 #[derive(Clone, Copy, PartialEq, Eq)]
@@ -25,13 +24,6 @@ pub(crate) enum Flavour {
     /// 2.x: `{"code": ..., "message": ...}`, a bad line fails the whole
     /// request, partial writes 422.
     V2,
-}
-
-fn now_ns() -> i64 {
-    let d = SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .unwrap_or_default();
-    i64::try_from(d.as_nanos()).unwrap_or(i64::MAX)
 }
 
 fn error(flavour: Flavour, status: StatusCode, message: &str) -> Response {
@@ -158,7 +150,7 @@ async fn write_inner(ctx: &Arc<Ctx>, req: &Req, flavour: Flavour) -> Result<Resp
     }
     .map_err(|e| error(flavour, StatusCode::BAD_REQUEST, &e))?;
     let text = body_text(req, flavour, MAX_WRITE_BODY)?;
-    let now = now_ns();
+    let now = crate::unix_now_ns();
     let batch = rill_tsdb::ingest::line_protocol(&text, &db, precision, now);
     // 2.x writes nothing of a request with a line that does not parse;
     // 1.x writes the rest, unless nothing parsed.
@@ -189,23 +181,17 @@ async fn write_inner(ctx: &Arc<Ctx>, req: &Req, flavour: Flavour) -> Result<Resp
             batch.rejected.len()
         ));
     }
-    if report.too_old > 0 {
-        problems.push(format!(
-            "points beyond retention policy dropped={}",
-            report.too_old
-        ));
-    }
-    if report.too_new > 0 {
-        problems.push(format!(
-            "points more than two days ahead of the server's clock dropped={}",
-            report.too_new
-        ));
-    }
-    if report.bad_series > 0 {
-        problems.push(format!(
-            "series keys longer than 65536 bytes dropped={}",
-            report.bad_series
-        ));
+    for (n, what) in [
+        (report.too_old, "points beyond retention policy"),
+        (
+            report.too_new,
+            "points more than two days ahead of the server's clock",
+        ),
+        (report.bad_series, "series keys longer than 65536 bytes"),
+    ] {
+        if n > 0 {
+            problems.push(format!("{what} dropped={n}"));
+        }
     }
     if problems.is_empty() {
         return Ok(empty(StatusCode::NO_CONTENT));
@@ -300,7 +286,7 @@ pub(crate) async fn remote_write(ctx: &Arc<Ctx>, req: &Req) -> Response {
         .into_iter()
         .map(|(s, samples)| (s.key(), samples))
         .collect();
-    let now = now_ns();
+    let now = crate::unix_now_ns();
     let report = if series.is_empty() {
         WriteReport::default()
     } else {
@@ -316,23 +302,20 @@ pub(crate) async fn remote_write(ctx: &Arc<Ctx>, req: &Req) -> Response {
         }
     };
     let mut problems = decoded.invalid;
-    if report.too_old > 0 {
-        problems.push(format!(
-            "{} samples older than the database's storage period were dropped",
-            report.too_old
-        ));
-    }
-    if report.too_new > 0 {
-        problems.push(format!(
-            "{} samples more than two days ahead of the server's clock were dropped",
-            report.too_new
-        ));
-    }
-    if report.bad_series > 0 {
-        problems.push(format!(
-            "{} samples of series whose key is longer than 65536 bytes were dropped",
-            report.bad_series
-        ));
+    for (n, what) in [
+        (report.too_old, "older than the database's storage period"),
+        (
+            report.too_new,
+            "more than two days ahead of the server's clock",
+        ),
+        (
+            report.bad_series,
+            "of series whose key is longer than 65536 bytes",
+        ),
+    ] {
+        if n > 0 {
+            problems.push(format!("{n} samples {what} were dropped"));
+        }
     }
     if problems.is_empty() {
         return empty(StatusCode::NO_CONTENT);
@@ -443,7 +426,7 @@ pub(crate) async fn export(ctx: &Arc<Ctx>, req: &Req) -> Response {
             Err(e) => return bad(e),
         }
     }
-    let now = now_ns();
+    let now = crate::unix_now_ns();
     let (start, end) = match (
         time_param(req.query.get("start"), i64::MIN),
         time_param(req.query.get("end"), now),

@@ -70,6 +70,15 @@ fn s(ts: i64, value: f64) -> Sample {
     Sample { ts, value }
 }
 
+/// Every sample of series `key` of `db`, by time.
+fn all_of(e: &Engine, key: &str) -> BTreeMap<i64, f64> {
+    e.read("db", key, i64::MIN, i64::MAX, T0)
+        .unwrap()
+        .into_iter()
+        .map(|x| (x.ts, x.value))
+        .collect()
+}
+
 fn one(key: &str, samples: Vec<Sample>) -> Vec<(String, Vec<Sample>)> {
     vec![(key.to_string(), samples)]
 }
@@ -319,12 +328,7 @@ fn every_acknowledged_sample_survives_a_power_cut() {
             by_key.entry(key).or_default().push(s(*ts, *value));
         }
         for (key, want) in by_key {
-            let got: BTreeMap<i64, f64> = e
-                .read("db", key, i64::MIN, i64::MAX, T0)
-                .unwrap()
-                .into_iter()
-                .map(|x| (x.ts, x.value))
-                .collect();
+            let got: BTreeMap<i64, f64> = all_of(&e, key);
             for w in want {
                 let maybe = unsure.get(&(key.to_string(), w.ts));
                 let v = got.get(&w.ts);
@@ -375,23 +379,13 @@ fn a_full_disk_loses_nothing_acknowledged() {
         (0, 0),
         "every block stored once there was room"
     );
-    let got: BTreeMap<i64, f64> = e
-        .read("db", "k", i64::MIN, i64::MAX, T0)
-        .unwrap()
-        .into_iter()
-        .map(|x| (x.ts, x.value))
-        .collect();
+    let got: BTreeMap<i64, f64> = all_of(&e, "k");
     for (ts, v) in &acked {
         assert_eq!(got.get(ts), Some(v));
     }
     drop(e);
     let (e, _) = rig.open_on(&rig.vfs.kill_process(), T0);
-    let again: BTreeMap<i64, f64> = e
-        .read("db", "k", i64::MIN, i64::MAX, T0)
-        .unwrap()
-        .into_iter()
-        .map(|x| (x.ts, x.value))
-        .collect();
+    let again: BTreeMap<i64, f64> = all_of(&e, "k");
     assert_eq!(again, got);
 }
 
