@@ -89,18 +89,19 @@ fn remote_write(bytes: &[u8], wrap: bool) {
     }
 }
 
-/// An MQTT payload as the subscriber reads it.
+/// An MQTT payload as the subscriber reads it (any of its forms).
 fn mqtt(bytes: &[u8]) {
-    use rill_sensor::mqtt::{is_line_protocol, json_or_number};
-    if is_line_protocol(bytes) {
-        return;
-    }
-    if let Ok(samples) = json_or_number("fuzz/topic", bytes, 0) {
-        // Every series carries its topic, and its key reads back.
-        for (s, _) in &samples {
-            assert_eq!(s.label("topic"), Some("fuzz/topic"));
-            assert_eq!(rill_sensor::Series::parse_key(&s.key()).as_ref(), Some(s));
-        }
+    let mut b = rill_tsdb::ingest::Builder::default();
+    b.mqtt("fuzz/topic", bytes, "db", rill_sensor::Precision::Ms, 0);
+    let batch = b.finish();
+    // Every series carries its topic (or a tag of its own of that name)
+    // and the database, and its key reads back.
+    for (key, samples) in &batch.series {
+        let s = rill_sensor::Series::parse_key(key).expect("a key reads back");
+        assert_eq!(&s.key(), key);
+        assert!(s.label("topic").is_some(), "{key}");
+        assert!(s.label("db").is_some(), "{key}");
+        assert!(!samples.is_empty());
     }
 }
 

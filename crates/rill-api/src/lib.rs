@@ -18,7 +18,9 @@ pub fn unix_now_ns() -> i64 {
 pub mod http;
 pub mod line_port;
 mod mapred;
+pub mod mqtt;
 pub mod pb;
+pub mod sensor_write;
 
 /// Runs node work (which blocks on disk) off the async threads.
 /// Runs a write of `bytes` on the node's pool for large values (lower

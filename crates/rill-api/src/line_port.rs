@@ -12,9 +12,8 @@
 //! gets no answer on this path) and the rest of the batch kept.
 
 use rill_sensor::Precision;
-use rill_tsdb::{Engine, EngineError};
+use rill_tsdb::Engine;
 use std::sync::Arc;
-use std::time::Duration;
 use tokio::io::AsyncReadExt;
 use tokio::net::{TcpListener, TcpStream};
 
@@ -100,34 +99,12 @@ async fn write_lines(lines: Vec<u8>, engine: &Arc<Engine>, cfg: &LinePortConfig)
     if batch.series.is_empty() {
         return;
     }
-    let series = Arc::new(batch.series);
-    let mut attempt = 0u64;
-    loop {
-        let (engine, series2, db) = (engine.clone(), series.clone(), cfg.db.clone());
-        let r = crate::blocking(move || engine.write(&db, &series2, now)).await;
-        match r {
-            Ok(report) => {
-                if report.too_old + report.too_new + report.bad_series > 0 {
-                    tracing::warn!(
-                        too_old = report.too_old,
-                        too_new = report.too_new,
-                        bad_series = report.bad_series,
-                        "samples on the line-protocol port were dropped (outside the storage period, or of series keys too long)"
-                    );
-                }
-                return;
-            }
-            Err(e @ (EngineError::Invalid(_) | EngineError::Damaged { .. })) => {
-                tracing::warn!(error = %e, "a batch on the line-protocol port was refused");
-                return;
-            }
-            Err(e) => {
-                if attempt.is_multiple_of(60) {
-                    tracing::warn!(error = %e, attempt, "the line-protocol port stops reading until the batch is taken");
-                }
-                attempt += 1;
-                tokio::time::sleep(Duration::from_secs(1)).await;
-            }
-        }
-    }
+    crate::sensor_write::until_taken(
+        engine,
+        &cfg.db,
+        Arc::new(batch.series),
+        now,
+        "line-protocol port",
+    )
+    .await;
 }

@@ -131,6 +131,16 @@ fn addr(v: &str) -> Result<SocketAddr, String> {
         .map_err(|_| format!("expected an address such as 127.0.0.1:8087, found {v:?}"))
 }
 
+/// `raw` without its comment (see [`Config::parse`]).
+fn strip_comment(raw: &str) -> &str {
+    let b = raw.as_bytes();
+    match (0..b.len()).find(|&i| b[i] == b'#' && (i == 0 || b[i - 1] == b' ' || b[i - 1] == b'\t'))
+    {
+        Some(i) => &raw[..i],
+        None => raw,
+    }
+}
+
 impl Config {
     /// Riak's defaults with data under `./data`.
     pub fn defaults() -> Config {
@@ -170,13 +180,16 @@ impl Config {
     }
 
     /// Parses a whole file; every problem is reported, not just the first.
+    /// A `#` at the start of a line or after a space or tab begins a
+    /// comment; one inside a value (an MQTT topic filter `plant/#`, a
+    /// password) is part of it.
     pub fn parse(text: &str) -> Result<Config, Vec<ConfigError>> {
         let mut c = Config::defaults();
         let mut errors = Vec::new();
         let mut sync_interval: Option<u64> = None;
         for (i, raw) in text.lines().enumerate() {
             let line = i + 1;
-            let content = raw.split('#').next().unwrap_or("").trim();
+            let content = strip_comment(raw).trim();
             if content.is_empty() {
                 continue;
             }
@@ -430,6 +443,16 @@ impl Config {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn comments_start_at_a_line_or_after_a_space() {
+        let c = Config::parse(
+            "# a comment\nsensor.mqtt.topics = plant/#,lab/# # two trees\n\tsensor.mqtt.password = p#ss\n",
+        )
+        .unwrap_or_else(|e| panic!("{e:?}"));
+        assert_eq!(c.sensor.mqtt_topics, vec!["plant/#", "lab/#"]);
+        assert_eq!(c.sensor.mqtt_password.as_deref(), Some("p#ss"));
+    }
 
     #[test]
     fn leveled_settings_use_riaks_names() {

@@ -228,4 +228,12 @@ pub const KEYS: &[(&str, &str)] = &[
     ("sensor.listener.line", "the collection port: InfluxDB line protocol over TCP, an address such as 127.0.0.1:8089, or off (default off)"),
     ("sensor.listener.line.db", "the database the collection port's lines go to (default sensors)"),
     ("sensor.listener.line.precision", "the collection port's timestamp unit: ns, us, ms, s, m or h (default ns)"),
+    ("sensor.mqtt.broker", "the MQTT broker the sensor service subscribes to, host:port such as 127.0.0.1:1883, or off (default off)"),
+    ("sensor.mqtt.topics", "the MQTT topic filters subscribed to, comma-separated (default #: every topic)"),
+    ("sensor.mqtt.qos", "the subscription's QoS, 1 or 2; a message is acknowledged once its samples are durable (default 1)"),
+    ("sensor.mqtt.db", "the database MQTT samples go to (default sensors)"),
+    ("sensor.mqtt.precision", "the timestamp unit of line protocol in MQTT messages: ns, us, ms, s, m or h (default ns)"),
+    ("sensor.mqtt.client_id", "the MQTT client id, fixed so the broker keeps the session across restarts (default rill- and the node's name)"),
+    ("sensor.mqtt.username", "the MQTT user name (default none)"),
+    ("sensor.mqtt.password", "the MQTT password (default none)"),
 ];

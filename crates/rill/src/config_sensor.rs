@@ -34,6 +34,22 @@ pub struct SensorConfig {
     pub line_db: String,
     /// `sensor.listener.line.precision`: its timestamps' unit.
     pub line_precision: rill_sensor::Precision,
+    /// `sensor.mqtt.broker`: the MQTT broker subscribed to, `host:port`
+    /// (`off`: none).
+    pub mqtt_broker: Option<(String, u16)>,
+    /// `sensor.mqtt.topics`: topic filters, comma-separated.
+    pub mqtt_topics: Vec<String>,
+    /// `sensor.mqtt.qos`: 1 or 2.
+    pub mqtt_qos: u8,
+    /// `sensor.mqtt.db`: the database its samples go to.
+    pub mqtt_db: String,
+    /// `sensor.mqtt.precision`: line protocol payloads' timestamp unit.
+    pub mqtt_precision: rill_sensor::Precision,
+    /// `sensor.mqtt.client_id`: default `rill-` and the node's name.
+    pub mqtt_client_id: Option<String>,
+    /// `sensor.mqtt.username` and `.password`.
+    pub mqtt_username: Option<String>,
+    pub mqtt_password: Option<String>,
 }
 
 impl Default for SensorConfig {
@@ -50,6 +66,14 @@ impl Default for SensorConfig {
             line_listener: None,
             line_db: "sensors".into(),
             line_precision: rill_sensor::Precision::Ns,
+            mqtt_broker: None,
+            mqtt_topics: vec!["#".into()],
+            mqtt_qos: 1,
+            mqtt_db: "sensors".into(),
+            mqtt_precision: rill_sensor::Precision::Ns,
+            mqtt_client_id: None,
+            mqtt_username: None,
+            mqtt_password: None,
         }
     }
 }
@@ -114,6 +138,62 @@ pub fn set_sensor(c: &mut SensorConfig, key: &str, v: &str) -> Option<Result<(),
         "sensor.listener.line.precision" => {
             rill_sensor::Precision::parse(Some(v.trim())).map(|p| c.line_precision = p)
         }
+        "sensor.mqtt.broker" => match v.trim() {
+            "off" | "" => {
+                c.mqtt_broker = None;
+                Ok(())
+            }
+            a => match a.rsplit_once(':').map(|(h, p)| (h, p.parse::<u16>())) {
+                Some((h, Ok(p))) if !h.is_empty() && p > 0 => {
+                    let h = h.trim_start_matches('[').trim_end_matches(']');
+                    c.mqtt_broker = Some((h.to_string(), p));
+                    Ok(())
+                }
+                _ => Err(format!("sensor.mqtt.broker must be host:port such as 127.0.0.1:1883, or off; found {v:?}")),
+            },
+        },
+        "sensor.mqtt.topics" => {
+            let topics: Vec<String> = v.split(',').map(|t| t.trim().to_string()).collect();
+            match topics.iter().find(|t| !rill_api::mqtt::valid_topic_filter(t)) {
+                Some(bad) => Err(format!("sensor.mqtt.topics: {bad:?} is not an MQTT topic filter (levels split by /, + for one level, # last for the rest)")),
+                None => {
+                    c.mqtt_topics = topics;
+                    Ok(())
+                }
+            }
+        }
+        "sensor.mqtt.qos" => match v.trim() {
+            "1" | "2" => {
+                c.mqtt_qos = if v.trim() == "1" { 1 } else { 2 };
+                Ok(())
+            }
+            _ => Err(format!("sensor.mqtt.qos must be 1 or 2 (0 would let the broker drop samples), found {v:?}")),
+        },
+        "sensor.mqtt.db" => match v.trim() {
+            "" => Err("sensor.mqtt.db needs a database name".into()),
+            db => {
+                c.mqtt_db = db.to_string();
+                Ok(())
+            }
+        },
+        "sensor.mqtt.precision" => {
+            rill_sensor::Precision::parse(Some(v.trim())).map(|p| c.mqtt_precision = p)
+        }
+        "sensor.mqtt.client_id" => match v.trim() {
+            "" => Err("sensor.mqtt.client_id must not be empty".into()),
+            id => {
+                c.mqtt_client_id = Some(id.to_string());
+                Ok(())
+            }
+        },
+        "sensor.mqtt.username" => {
+            c.mqtt_username = Some(v.trim().to_string());
+            Ok(())
+        }
+        "sensor.mqtt.password" => {
+            c.mqtt_password = Some(v.trim().to_string());
+            Ok(())
+        }
         _ => return None,
     })
 }
@@ -146,5 +226,22 @@ mod tests {
             Some(Ok(()))
         );
         assert_eq!(set_sensor(&mut c, "storage_backend", "x"), None);
+        assert_eq!(
+            set_sensor(&mut c, "sensor.mqtt.broker", "broker.local:1883"),
+            Some(Ok(()))
+        );
+        assert_eq!(c.mqtt_broker, Some(("broker.local".to_string(), 1883)));
+        assert!(set_sensor(&mut c, "sensor.mqtt.broker", "1883")
+            .unwrap()
+            .is_err());
+        assert_eq!(
+            set_sensor(&mut c, "sensor.mqtt.topics", "plant/+/temp, lab/#"),
+            Some(Ok(()))
+        );
+        assert_eq!(c.mqtt_topics, vec!["plant/+/temp", "lab/#"]);
+        assert!(set_sensor(&mut c, "sensor.mqtt.topics", "a/#/b")
+            .unwrap()
+            .is_err());
+        assert!(set_sensor(&mut c, "sensor.mqtt.qos", "0").unwrap().is_err());
     }
 }

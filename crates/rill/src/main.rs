@@ -436,19 +436,9 @@ fn console(cfg: Config) -> Result<()> {
             Some(peer.clone()),
             sensors.as_ref().map(|s| s.engine.clone()),
         ));
-        let line_port = match (&sensors, cfg.sensor.line_listener) {
-            (Some(s), Some(addr)) => {
-                let l = tokio::net::TcpListener::bind(addr)
-                    .await
-                    .with_context(|| format!("cannot listen for line protocol on {addr}"))?;
-                tracing::info!(%addr, db = %cfg.sensor.line_db, "the collection port takes line protocol");
-                let port_cfg = rill_api::line_port::LinePortConfig {
-                    db: cfg.sensor.line_db.clone(),
-                    precision: cfg.sensor.line_precision,
-                };
-                Some(tokio::spawn(rill_api::line_port::serve(l, s.engine.clone(), port_cfg)))
-            }
-            _ => None,
+        let sensor_tasks = match &sensors {
+            Some(s) => s.start_listeners(&cfg.sensor, &cfg.node.nodename).await?,
+            None => Vec::new(),
         };
         let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())?;
         tokio::select! {
@@ -458,7 +448,7 @@ fn console(cfg: Config) -> Result<()> {
             r = http_task => tracing::error!(result = ?r, "the HTTP listener stopped"),
         }
         drop(peer);
-        if let Some(t) = line_port {
+        for t in sensor_tasks {
             t.abort();
         }
         if let Some(s) = sensors {

@@ -116,6 +116,55 @@ pub fn open(node: &NodeConfig, s: &SensorConfig) -> Result<Option<Sensors>> {
 }
 
 impl Sensors {
+    /// Starts the collection port and the MQTT subscriber, as configured;
+    /// their tasks run until aborted.
+    pub async fn start_listeners(
+        &self,
+        s: &SensorConfig,
+        nodename: &str,
+    ) -> Result<Vec<tokio::task::JoinHandle<()>>> {
+        let mut tasks = Vec::new();
+        if let Some(addr) = s.line_listener {
+            let l = tokio::net::TcpListener::bind(addr)
+                .await
+                .with_context(|| format!("cannot listen for line protocol on {addr}"))?;
+            tracing::info!(%addr, db = %s.line_db, "the collection port takes line protocol");
+            let port_cfg = rill_api::line_port::LinePortConfig {
+                db: s.line_db.clone(),
+                precision: s.line_precision,
+            };
+            let engine = self.engine.clone();
+            tasks.push(tokio::spawn(async move {
+                if let Err(e) = rill_api::line_port::serve(l, engine, port_cfg).await {
+                    tracing::error!(error = %e, "the collection port stopped");
+                }
+            }));
+        }
+        if let Some((host, port)) = &s.mqtt_broker {
+            let client_id = s.mqtt_client_id.clone().unwrap_or_else(|| {
+                let name: String = nodename
+                    .chars()
+                    .map(|c| if c.is_ascii_alphanumeric() { c } else { '-' })
+                    .collect();
+                format!("rill-{name}")
+            });
+            let cfg = rill_api::mqtt::MqttConfig {
+                host: host.clone(),
+                port: *port,
+                topics: s.mqtt_topics.clone(),
+                qos: s.mqtt_qos,
+                db: s.mqtt_db.clone(),
+                precision: s.mqtt_precision,
+                client_id,
+                username: s.mqtt_username.clone(),
+                password: s.mqtt_password.clone(),
+            };
+            tracing::info!(broker = %format!("{host}:{port}"), topics = ?cfg.topics, db = %cfg.db, client_id = %cfg.client_id, "subscribing to MQTT");
+            tasks.push(tokio::spawn(rill_api::mqtt::run(self.engine.clone(), cfg)));
+        }
+        Ok(tasks)
+    }
+
     /// Stops ticking and stores every buffered sample (a clean stop).
     pub fn close(mut self) -> Result<()> {
         self.stop.store(true, Ordering::Relaxed);

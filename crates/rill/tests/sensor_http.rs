@@ -4,53 +4,18 @@
 
 mod common;
 
+use common::sensor::{export, now_s};
 use common::Node;
 use std::collections::BTreeMap;
 use std::io::Write;
 use std::sync::atomic::{AtomicUsize, Ordering};
-use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
-
-fn now_s() -> i64 {
-    SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .unwrap()
-        .as_secs() as i64
-}
+use std::time::{Duration, Instant};
 
 fn post(n: &Node, path: &str, headers: &[(&str, &str)], body: &[u8]) -> (u16, String) {
     let r = n
         .http("POST", path, headers, body)
         .expect("the node answers");
     (r.status, String::from_utf8_lossy(&r.body).into_owned())
-}
-
-/// The exported series of `selector`: metric (as JSON text) to samples
-/// (ms, value).
-fn export(n: &Node, selector: &str) -> BTreeMap<String, Vec<(i64, f64)>> {
-    let q: String = selector
-        .bytes()
-        .map(|b| match b {
-            b'a'..=b'z' | b'A'..=b'Z' | b'0'..=b'9' | b'_' => (b as char).to_string(),
-            _ => format!("%{b:02X}"),
-        })
-        .collect();
-    let r = n
-        .http("GET", &format!("/api/v1/export?match[]={q}"), &[], b"")
-        .unwrap();
-    assert_eq!(r.status, 200, "{}", String::from_utf8_lossy(&r.body));
-    let mut out = BTreeMap::new();
-    for line in String::from_utf8(r.body).unwrap().lines() {
-        let v: serde_json::Value = serde_json::from_str(line).unwrap();
-        let ts = v["timestamps"].as_array().unwrap();
-        let vals = v["values"].as_array().unwrap();
-        let samples = ts
-            .iter()
-            .zip(vals)
-            .map(|(t, x)| (t.as_i64().unwrap(), x.as_f64().unwrap()))
-            .collect();
-        out.insert(v["metric"].to_string(), samples);
-    }
-    out
 }
 
 #[test]

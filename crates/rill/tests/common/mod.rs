@@ -2,6 +2,8 @@
 
 #![allow(dead_code)]
 
+pub mod sensor;
+
 use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpListener, TcpStream};
 use std::path::{Path, PathBuf};

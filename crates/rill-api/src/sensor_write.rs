@@ -1,0 +1,57 @@
+//! Writes of the sensor paths that have no client to answer (the
+//! collection port, the MQTT subscriber): retried while the engine
+//! refuses (a full disk, stores behind), so what was read is never
+//! dropped; the caller reads nothing more until the write is taken.
+
+use rill_sensor::Sample;
+use rill_tsdb::{Engine, EngineError};
+use std::sync::Arc;
+use std::time::Duration;
+
+/// Series keys and their samples, as the engine takes them.
+pub type SeriesBatch = Arc<Vec<(String, Vec<Sample>)>>;
+
+/// Writes `series` to `db`, retrying every second while the engine
+/// refuses; returns once the samples are durable, or were refused for
+/// good (invalid, damaged: logged). `source` names the path in the log.
+pub async fn until_taken(
+    engine: &Arc<Engine>,
+    db: &str,
+    series: SeriesBatch,
+    now: i64,
+    source: &str,
+) {
+    let mut attempt = 0u64;
+    loop {
+        let (engine2, series2, db2) = (engine.clone(), series.clone(), db.to_string());
+        let r = crate::blocking(move || engine2.write(&db2, &series2, now)).await;
+        match r {
+            Ok(report) => {
+                if report.too_old + report.too_new + report.bad_series > 0 {
+                    tracing::warn!(
+                        source,
+                        too_old = report.too_old,
+                        too_new = report.too_new,
+                        bad_series = report.bad_series,
+                        "samples were dropped (outside the storage period, or of series keys too long)"
+                    );
+                }
+                if attempt > 0 {
+                    tracing::info!(source, "the engine takes samples again");
+                }
+                return;
+            }
+            Err(e @ (EngineError::Invalid(_) | EngineError::Damaged { .. })) => {
+                tracing::warn!(source, error = %e, "a batch was refused for good");
+                return;
+            }
+            Err(e) => {
+                if attempt.is_multiple_of(60) {
+                    tracing::warn!(source, error = %e, attempt, "the engine refuses samples: reading stops until the batch is taken (retried every second)");
+                }
+                attempt += 1;
+                tokio::time::sleep(Duration::from_secs(1)).await;
+            }
+        }
+    }
+}
