@@ -27,6 +27,9 @@ pub struct SensorConfig {
     /// `sensor.max_file_size`: a block store's data file is closed past
     /// this (smaller files are deleted sooner by retention).
     pub max_file_bytes: u64,
+    /// `sensor.log_segment_size`: a log segment is closed past this (a
+    /// segment is deleted once all its samples are in stored blocks).
+    pub log_segment_bytes: u64,
     /// `sensor.listener.line`: the collection port, line protocol over
     /// TCP (`off`: none).
     pub line_listener: Option<std::net::SocketAddr>,
@@ -63,6 +66,7 @@ impl Default for SensorConfig {
             retention_of: HashMap::new(),
             sync_on_write: true,
             max_file_bytes: 64 << 20,
+            log_segment_bytes: 64 << 20,
             line_listener: None,
             line_db: "sensors".into(),
             line_precision: rill_sensor::Precision::Ns,
@@ -115,6 +119,16 @@ pub fn set_sensor(c: &mut SensorConfig, key: &str, v: &str) -> Option<Result<(),
             } else {
                 Err(format!(
                     "sensor.max_file_size must be from 1MB to 2GB, found {v:?}"
+                ))
+            }
+        }),
+        "sensor.log_segment_size" => bytesize(v).and_then(|b| {
+            if (1 << 20..=1 << 30).contains(&b) {
+                c.log_segment_bytes = b;
+                Ok(())
+            } else {
+                Err(format!(
+                    "sensor.log_segment_size must be from 1MB to 1GB, found {v:?}"
                 ))
             }
         }),

@@ -55,7 +55,7 @@ pub fn open(node: &NodeConfig, s: &SensorConfig) -> Result<Option<Sensors>> {
     );
     let mut opts = EngineOptions::new(WalOptions {
         vfs: Arc::new(bitcask::vfs::StdVfs),
-        segment_bytes: 64 << 20,
+        segment_bytes: s.log_segment_bytes,
         sync: s.sync_on_write,
     });
     opts.window_ns = ns(s.window);
