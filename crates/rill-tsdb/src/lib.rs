@@ -24,5 +24,5 @@ pub mod select;
 pub mod storage;
 pub mod wal;
 
-pub use engine::{Engine, EngineError, EngineOptions, OpenReport, WriteReport};
-pub use storage::{BitcaskStorage, BlockStore, Storage};
+pub use engine::{Engine, EngineError, EngineOptions, EngineStats, OpenReport, WriteReport};
+pub use storage::{BitcaskStorage, BlockStore, Storage, StorageStats};

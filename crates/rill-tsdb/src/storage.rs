@@ -37,6 +37,21 @@ pub trait Storage: Send + Sync {
     fn database(&self, name: &str) -> io::Result<Arc<dyn BlockStore>>;
     /// The databases that have a store.
     fn databases(&self) -> io::Result<Vec<String>>;
+    /// Totals of the stores open now (zero where a store keeps none).
+    fn stats(&self) -> StorageStats {
+        StorageStats::default()
+    }
+}
+
+/// Merge totals of the sensor stores: under retention, whole files are
+/// deleted unread, so `merge_bytes_read` stays near zero.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct StorageStats {
+    pub merges: u64,
+    pub files_deleted_unread: u64,
+    pub merge_bytes_read: u64,
+    pub merge_bytes_written: u64,
+    pub data_files: u64,
 }
 
 struct BitcaskBlocks(Arc<bitcask::Store>);
@@ -170,6 +185,20 @@ impl Storage for BitcaskStorage {
         }
         names.sort();
         Ok(names)
+    }
+
+    fn stats(&self) -> StorageStats {
+        let open = self.open.lock().unwrap_or_else(|e| e.into_inner());
+        let mut t = StorageStats::default();
+        for b in open.values() {
+            let s = b.0.stats();
+            t.merges += s.merges;
+            t.files_deleted_unread += s.files_deleted_unread;
+            t.merge_bytes_read += s.merge_bytes_read;
+            t.merge_bytes_written += s.merge_bytes_written;
+            t.data_files += s.data_files as u64;
+        }
+        t
     }
 }
 

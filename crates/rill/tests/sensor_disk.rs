@@ -275,6 +275,22 @@ fn retention_keeps_disk_use_flat_under_endless_ingest() {
         last * 4 <= middle * 5,
         "disk use grew: {middle} bytes, then {last}: {usage:?}"
     );
+    // Old windows went as whole files, deleted unread: merges read
+    // (nearly) nothing of what was written.
+    let st = n.stats();
+    let num = |k: &str| st[k].as_u64().unwrap_or_else(|| panic!("{k} in {st}"));
+    let (written, read) = (
+        num("sensor_block_bytes_stored_total"),
+        num("sensor_merge_bytes_read_total"),
+    );
+    eprintln!(
+        "{written} bytes of blocks stored, {read} read by merges, {} files deleted unread, {} samples written",
+        num("sensor_files_deleted_unread_total"),
+        num("sensor_samples_written_total")
+    );
+    assert!(num("sensor_files_deleted_unread_total") > 0, "{st}");
+    assert!(read * 100 <= written, "merges read {read} of {written} bytes");
+    assert_eq!(num("sensor_writes_refused_total"), 0);
     // The first windows are gone.
     let first = first_ts.unwrap();
     common::until(

@@ -113,6 +113,31 @@ fn stats_json(ctx: &Ctx) -> Value {
         "leveldb_held_writes_total": st.leveldb_held_writes,
         "uptime_seconds": ctx.node.uptime().as_secs(),
     });
+    if let (Some(engine), Value::Object(m)) = (&ctx.sensors, &mut v) {
+        let s = engine.stats();
+        for (k, n) in [
+            ("sensor_samples_written_total", s.samples_written),
+            ("sensor_samples_too_old_total", s.samples_too_old),
+            ("sensor_samples_too_new_total", s.samples_too_new),
+            ("sensor_samples_bad_series_total", s.samples_bad_series),
+            ("sensor_writes_refused_total", s.writes_refused),
+            ("sensor_blocks_stored_total", s.blocks_stored),
+            ("sensor_block_bytes_stored_total", s.block_bytes_stored),
+            ("sensor_blocks_expired_unstored_total", s.blocks_expired_unstored),
+            ("sensor_series", s.series),
+            ("sensor_databases", s.databases),
+            ("sensor_samples_buffered", s.samples_buffered),
+            ("sensor_blocks_waiting", s.blocks_waiting),
+            ("sensor_log_segments", s.log_segments),
+            ("sensor_data_files", s.storage.data_files),
+            ("sensor_merges_total", s.storage.merges),
+            ("sensor_files_deleted_unread_total", s.storage.files_deleted_unread),
+            ("sensor_merge_bytes_read_total", s.storage.merge_bytes_read),
+            ("sensor_merge_bytes_written_total", s.storage.merge_bytes_written),
+        ] {
+            m.insert(k.into(), n.into());
+        }
+    }
     if let (Some(peer), Value::Object(m)) = (&ctx.peer, &mut v) {
         for (k, n) in peer.stats() {
             m.insert(k.into(), n.into());

@@ -151,7 +151,12 @@ impl Engine {
             }
             match self.store_cut(&db, &cut) {
                 Ok(true) => report.blocks_stored += 1,
-                Ok(false) => report.blocks_expired += 1,
+                Ok(false) => {
+                    report.blocks_expired += 1;
+                    self.counters
+                        .blocks_expired_unstored
+                        .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                }
                 Err(e) => {
                     tracing::error!(db, error = %e, "a sensor block could not be stored; it and the database's later blocks wait");
                     first_err.get_or_insert(e);
@@ -185,6 +190,10 @@ impl Engine {
         let stored = store.contains(&key);
         if stored {
             self.lock().dbs.get_mut(db).expect("open").dirty = true;
+            use std::sync::atomic::Ordering::Relaxed;
+            self.counters.blocks_stored.fetch_add(1, Relaxed);
+            let bytes = (key.len() + block.len()) as u64;
+            self.counters.block_bytes_stored.fetch_add(bytes, Relaxed);
         }
         Ok(stored)
     }

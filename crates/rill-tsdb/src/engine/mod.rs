@@ -17,7 +17,9 @@
 
 mod flush;
 mod read;
+mod stats;
 pub use read::QuerySource;
+pub use stats::EngineStats;
 #[cfg(test)]
 mod tests;
 
@@ -184,6 +186,7 @@ pub struct Engine {
     /// its read side, so what it took from memory and what it reads from
     /// the stores are of one moment.
     storing: RwLock<()>,
+    counters: stats::Counters,
 }
 
 impl Engine {
@@ -279,6 +282,7 @@ impl Engine {
             state: Mutex::new(state),
             applied: Condvar::new(),
             storing: RwLock::new(()),
+            counters: stats::Counters::default(),
         };
         Ok((engine, report))
     }
@@ -308,6 +312,17 @@ impl Engine {
     /// the samples may have been kept (a write is safe to repeat: a
     /// repeated time keeps the value written last).
     pub fn write(
+        &self,
+        db: &str,
+        series: &[(String, Vec<Sample>)],
+        now: i64,
+    ) -> Result<WriteReport, EngineError> {
+        let r = self.write_logged(db, series, now);
+        self.counters.count_write(&r);
+        r
+    }
+
+    fn write_logged(
         &self,
         db: &str,
         series: &[(String, Vec<Sample>)],
