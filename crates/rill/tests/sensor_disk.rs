@@ -289,7 +289,10 @@ fn retention_keeps_disk_use_flat_under_endless_ingest() {
         num("sensor_samples_written_total")
     );
     assert!(num("sensor_files_deleted_unread_total") > 0, "{st}");
-    assert!(read * 100 <= written, "merges read {read} of {written} bytes");
+    assert!(
+        read * 100 <= written,
+        "merges read {read} of {written} bytes"
+    );
     assert_eq!(num("sensor_writes_refused_total"), 0);
     // The first windows are gone.
     let first = first_ts.unwrap();

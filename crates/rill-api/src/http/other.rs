@@ -123,7 +123,10 @@ fn stats_json(ctx: &Ctx) -> Value {
             ("sensor_writes_refused_total", s.writes_refused),
             ("sensor_blocks_stored_total", s.blocks_stored),
             ("sensor_block_bytes_stored_total", s.block_bytes_stored),
-            ("sensor_blocks_expired_unstored_total", s.blocks_expired_unstored),
+            (
+                "sensor_blocks_expired_unstored_total",
+                s.blocks_expired_unstored,
+            ),
             ("sensor_series", s.series),
             ("sensor_databases", s.databases),
             ("sensor_samples_buffered", s.samples_buffered),
@@ -131,9 +134,15 @@ fn stats_json(ctx: &Ctx) -> Value {
             ("sensor_log_segments", s.log_segments),
             ("sensor_data_files", s.storage.data_files),
             ("sensor_merges_total", s.storage.merges),
-            ("sensor_files_deleted_unread_total", s.storage.files_deleted_unread),
+            (
+                "sensor_files_deleted_unread_total",
+                s.storage.files_deleted_unread,
+            ),
             ("sensor_merge_bytes_read_total", s.storage.merge_bytes_read),
-            ("sensor_merge_bytes_written_total", s.storage.merge_bytes_written),
+            (
+                "sensor_merge_bytes_written_total",
+                s.storage.merge_bytes_written,
+            ),
         ] {
             m.insert(k.into(), n.into());
         }
