@@ -328,8 +328,46 @@ fn prometheus_answers_equal_victoriametrics() {
     ] {
         assert_eq!(set(get(n.http, &path)), set(get(vm.addr, &path)), "{path}");
     }
+    // The CSV export, row for row.
+    let mut rows = 0;
+    for (sel, format) in [
+        (
+            "env_temp",
+            "__name__,site,sensor,__timestamp__:unix_ms,__value__",
+        ),
+        (
+            "pump_pulses{site=\"b\"}",
+            "__timestamp__:rfc3339,__value__,sensor,db",
+        ),
+        (
+            "env_hum",
+            "__timestamp__:unix_s,__value__,__name__,nosuchlabel",
+        ),
+    ] {
+        let path = format!(
+            "/api/v1/export/csv?format={format}&match[]={}&start={}&end={}",
+            enc(sel),
+            t0_s + 600,
+            end_s - 600
+        );
+        let csv = |addr| {
+            let r = common::http(addr, "GET", &path, &[], b"").expect("an answer");
+            assert_eq!(r.status, 200, "{path}");
+            let mut lines: Vec<String> = String::from_utf8(r.body)
+                .unwrap()
+                .lines()
+                .map(String::from)
+                .collect();
+            lines.sort();
+            lines
+        };
+        let (mine, theirs) = (csv(n.http), csv(vm.addr));
+        assert!(!mine.is_empty(), "{path}");
+        assert_eq!(mine, theirs, "{path}");
+        rows += mine.len();
+    }
     eprintln!(
-        "{} queries, {compared} points equal to VictoriaMetrics'",
+        "{} queries, {compared} points equal to VictoriaMetrics', and {rows} rows of CSV export",
         queries.len()
     );
 }

@@ -7,6 +7,7 @@
 #![allow(clippy::result_large_err)]
 
 mod dt;
+mod export;
 mod index;
 mod mapred;
 mod migrate;
@@ -145,7 +146,8 @@ async fn route(ctx: &Arc<Ctx>, req: &Req, segs: &[&[u8]]) -> Response {
         [b"write"] => sensor::write(ctx, req, sensor::Flavour::V1).await,
         [b"api", b"v2", b"write"] => sensor::write(ctx, req, sensor::Flavour::V2).await,
         [b"query"] => sensor::query(ctx, req).await,
-        [b"api", b"v1", b"export"] => sensor::export(ctx, req).await,
+        [b"api", b"v1", b"export"] => export::export(ctx, req, false).await,
+        [b"api", b"v1", b"export", b"csv"] => export::export(ctx, req, true).await,
         [b"api", b"v1", b"write"] => sensor::remote_write(ctx, req).await,
         [b"api", b"v1", b"query"] => prom::query(ctx, req).await,
         [b"api", b"v1", b"query_range"] => prom::query_range(ctx, req).await,

@@ -79,7 +79,7 @@ fn success(data: &str) -> Response {
 
 /// A number as VictoriaMetrics prints it: integer digits when whole,
 /// else the shortest decimal (never an exponent); `NaN`, `+Inf`, `-Inf`.
-fn num(f: f64) -> String {
+pub(crate) fn num(f: f64) -> String {
     if f.is_nan() {
         "NaN".into()
     } else if f.is_infinite() {

@@ -53,7 +53,7 @@ fn busy(flavour: Flavour, message: &str) -> Response {
     r
 }
 
-fn engine(ctx: &Ctx, flavour: Flavour) -> Result<Arc<rill_tsdb::Engine>, Response> {
+pub(crate) fn engine(ctx: &Ctx, flavour: Flavour) -> Result<Arc<rill_tsdb::Engine>, Response> {
     ctx.sensors.clone().ok_or_else(|| {
         error(
             flavour,
@@ -384,7 +384,7 @@ pub(crate) async fn query(ctx: &Arc<Ctx>, req: &Req) -> Response {
 }
 
 /// A time of the read APIs: Unix seconds, with a fraction or not.
-fn time_param(v: Option<&String>, default: i64) -> Result<i64, String> {
+pub(crate) fn time_param(v: Option<&String>, default: i64) -> Result<i64, String> {
     let Some(v) = v.filter(|v| !v.is_empty()) else {
         return Ok(default);
     };
@@ -395,84 +395,4 @@ fn time_param(v: Option<&String>, default: i64) -> Result<i64, String> {
         return Err(format!("cannot parse time {v:?}"));
     }
     Ok((secs * 1e9).clamp(i64::MIN as f64, i64::MAX as f64) as i64)
-}
-
-/// `GET /api/v1/export?match[]=SELECTOR&start=S&end=E`: every selected
-/// series as one JSON line, `{"metric": {...}, "values": [...],
-/// "timestamps": [...]}` (milliseconds), as VictoriaMetrics exports.
-pub(crate) async fn export(ctx: &Arc<Ctx>, req: &Req) -> Response {
-    let engine = match engine(ctx, Flavour::V1) {
-        Ok(e) => e,
-        Err(r) => return r,
-    };
-    let bad = |m: String| super::util::text(StatusCode::BAD_REQUEST, m + "\n");
-    let selectors: Vec<String> = req
-        .raw_query
-        .split('&')
-        .filter_map(|p| p.split_once('='))
-        .filter(|(k, _)| super::util::percent_decode_lenient(k) == b"match[]")
-        .map(|(_, v)| {
-            String::from_utf8_lossy(&super::util::percent_decode_lenient(&v.replace('+', " ")))
-                .into_owned()
-        })
-        .collect();
-    if selectors.is_empty() {
-        return bad("missing match[] (a series selector such as cpu_usage{host=\"a\"})".into());
-    }
-    let mut matchers = Vec::new();
-    for s in &selectors {
-        match rill_tsdb::select::parse(s) {
-            Ok(m) => matchers.push(m),
-            Err(e) => return bad(e),
-        }
-    }
-    let now = crate::unix_now_ns();
-    let (start, end) = match (
-        time_param(req.query.get("start"), i64::MIN),
-        time_param(req.query.get("end"), now),
-    ) {
-        (Ok(s), Ok(e)) => (s, e),
-        (Err(e), _) | (_, Err(e)) => return bad(e),
-    };
-    let out = crate::blocking(move || -> Result<String, EngineError> {
-        let mut chosen: Vec<(String, rill_sensor::Series)> =
-            matchers.iter().flat_map(|m| engine.select(m)).collect();
-        chosen.sort_by_cached_key(|(db, s)| (db.clone(), s.key()));
-        chosen.dedup_by(|a, b| a.0 == b.0 && a.1 == b.1);
-        let mut out = String::new();
-        for (db, s) in chosen {
-            let samples = engine.read(&db, &s.key(), start, end, now)?;
-            if samples.is_empty() {
-                continue;
-            }
-            let mut metric = serde_json::Map::new();
-            metric.insert("__name__".into(), json!(s.name));
-            for (k, v) in &s.labels {
-                metric.insert(k.clone(), json!(v));
-            }
-            let values: Vec<Value> = samples.iter().map(|x| json!(x.value)).collect();
-            let timestamps: Vec<i64> = samples.iter().map(|x| x.ts.div_euclid(1_000_000)).collect();
-            out.push_str(
-                &json!({ "metric": metric, "values": values, "timestamps": timestamps })
-                    .to_string(),
-            );
-            out.push('\n');
-        }
-        Ok(out)
-    })
-    .await;
-    match out {
-        Ok(body) => {
-            let mut r = super::util::text(StatusCode::OK, body);
-            r.headers_mut().insert(
-                "content-type",
-                HeaderValue::from_static("application/stream+json"),
-            );
-            r
-        }
-        Err(e) => {
-            tracing::error!(error = %e, "a sensor export failed");
-            super::util::text(StatusCode::INTERNAL_SERVER_ERROR, format!("{e}\n"))
-        }
-    }
 }

@@ -226,10 +226,11 @@ pub fn kv_error(e: KvError) -> Response {
     r
 }
 
-/// RFC 1123 date of Unix seconds: `Sun, 06 Nov 1994 08:49:37 GMT`.
-pub fn http_date(secs: u64) -> String {
-    let days = (secs / 86400) as i64;
-    let rem = secs % 86400;
+/// The UTC calendar of Unix seconds: (year, month, day, hour, minute,
+/// second, weekday with 0 for Thursday).
+fn civil(secs: i64) -> (i64, i64, i64, i64, i64, i64, usize) {
+    let days = secs.div_euclid(86400);
+    let rem = secs.rem_euclid(86400);
     let (h, m, s) = (rem / 3600, rem % 3600 / 60, rem % 60);
     // Civil date from days since 1970-01-01 (Howard Hinnant's algorithm).
     let z = days + 719_468;
@@ -241,11 +242,23 @@ pub fn http_date(secs: u64) -> String {
     let d = doy - (153 * mp + 2) / 5 + 1;
     let month = if mp < 10 { mp + 3 } else { mp - 9 };
     let year = yoe + era * 400 + i64::from(month <= 2);
-    let weekday = ["Thu", "Fri", "Sat", "Sun", "Mon", "Tue", "Wed"][(days.rem_euclid(7)) as usize];
+    (year, month, d, h, m, s, days.rem_euclid(7) as usize)
+}
+
+/// RFC 1123 date of Unix seconds: `Sun, 06 Nov 1994 08:49:37 GMT`.
+pub fn http_date(secs: u64) -> String {
+    let (year, month, d, h, m, s, wd) = civil(secs.min(i64::MAX as u64) as i64);
+    let weekday = ["Thu", "Fri", "Sat", "Sun", "Mon", "Tue", "Wed"][wd];
     let mon = [
         "Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct", "Nov", "Dec",
     ][(month - 1) as usize];
     format!("{weekday}, {d:02} {mon} {year} {h:02}:{m:02}:{s:02} GMT")
+}
+
+/// RFC 3339 in UTC, whole seconds: `2026-11-27T18:47:53Z`.
+pub fn rfc3339(secs: i64) -> String {
+    let (year, month, d, h, m, s, _) = civil(secs);
+    format!("{year:04}-{month:02}-{d:02}T{h:02}:{m:02}:{s:02}Z")
 }
 
 #[cfg(test)]
@@ -263,6 +276,8 @@ mod tests {
         assert_eq!(http_date(784111777), "Sun, 06 Nov 1994 08:49:37 GMT");
         assert_eq!(http_date(0), "Thu, 01 Jan 1970 00:00:00 GMT");
         assert_eq!(http_date(951782400), "Tue, 29 Feb 2000 00:00:00 GMT");
+        assert_eq!(rfc3339(1795805273), "2026-11-27T18:47:53Z");
+        assert_eq!(rfc3339(-1), "1969-12-31T23:59:59Z");
     }
 
     #[test]

@@ -1,0 +1,256 @@
+//! Exports of the sensor-data service, as VictoriaMetrics exports:
+//! `GET /api/v1/export` (JSON lines, one per series) and
+//! `GET /api/v1/export/csv?format=...` (one row per sample), both with
+//! `match[]` series selectors and `start`/`end` in Unix seconds. Both are
+//! streamed, a series at a time, so an export of a year holds one
+//! series' samples in memory, not the whole answer.
+
+use super::other::stream_body;
+use super::sensor::{engine, time_param, Flavour};
+use super::util::text;
+use super::{Ctx, Req};
+use axum::body::Body;
+use axum::http::{HeaderValue, StatusCode};
+use axum::response::Response;
+use rill_sensor::{Sample, Series};
+use serde_json::{json, Value};
+use std::fmt::Write as _;
+use std::sync::Arc;
+
+/// A column of a CSV export.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Col {
+    Name,
+    Value,
+    Time(TimeFormat),
+    Label(String),
+}
+
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub enum TimeFormat {
+    UnixS,
+    UnixMs,
+    UnixNs,
+    Rfc3339,
+}
+
+/// VictoriaMetrics' `format`: `__name__`, `__value__`,
+/// `__timestamp__[:unix_s|unix_ms|unix_ns|rfc3339]` (ms when bare) and
+/// label names, comma-separated.
+pub fn parse_format(f: &str) -> Result<Vec<Col>, String> {
+    if f.trim().is_empty() {
+        return Err("missing `format` arg: the columns, such as format=__name__,__value__,__timestamp__:unix_s".into());
+    }
+    f.split(',')
+        .map(|c| {
+            let c = c.trim();
+            Ok(match c {
+                "__name__" => Col::Name,
+                "__value__" => Col::Value,
+                "__timestamp__" | "__timestamp__:unix_ms" => Col::Time(TimeFormat::UnixMs),
+                "__timestamp__:unix_s" => Col::Time(TimeFormat::UnixS),
+                "__timestamp__:unix_ns" => Col::Time(TimeFormat::UnixNs),
+                "__timestamp__:rfc3339" => Col::Time(TimeFormat::Rfc3339),
+                t if t.starts_with("__timestamp__:") => {
+                    return Err(format!(
+                        "unsupported time format {:?}: unix_s, unix_ms, unix_ns or rfc3339",
+                        &t["__timestamp__:".len()..]
+                    ))
+                }
+                "" => return Err("an empty column in `format`".into()),
+                label => Col::Label(label.to_string()),
+            })
+        })
+        .collect()
+}
+
+/// A field, quoted (with backslash escapes, as VictoriaMetrics quotes)
+/// when it holds a comma, a quote or a line break.
+fn field(out: &mut String, s: &str) {
+    if !s.contains([',', '"', '\n', '\r']) {
+        out.push_str(s);
+        return;
+    }
+    out.push('"');
+    for c in s.chars() {
+        match c {
+            '"' => out.push_str("\\\""),
+            '\\' => out.push_str("\\\\"),
+            '\n' => out.push_str("\\n"),
+            '\r' => out.push_str("\\r"),
+            c => out.push(c),
+        }
+    }
+    out.push('"');
+}
+
+/// The rows of one series' samples.
+pub fn csv_rows(out: &mut String, cols: &[Col], s: &Series, samples: &[Sample]) {
+    for x in samples {
+        for (i, c) in cols.iter().enumerate() {
+            if i > 0 {
+                out.push(',');
+            }
+            match c {
+                Col::Name => field(out, &s.name),
+                Col::Value => out.push_str(&super::prom::num(x.value)),
+                Col::Time(f) => {
+                    let ms = x.ts.div_euclid(1_000_000);
+                    let _ = match f {
+                        TimeFormat::UnixS => write!(out, "{}", x.ts.div_euclid(1_000_000_000)),
+                        TimeFormat::UnixMs => write!(out, "{ms}"),
+                        TimeFormat::UnixNs => write!(out, "{}", ms.saturating_mul(1_000_000)),
+                        TimeFormat::Rfc3339 => {
+                            out.push_str(&super::util::rfc3339(x.ts.div_euclid(1_000_000_000)));
+                            Ok(())
+                        }
+                    };
+                }
+                Col::Label(l) => field(out, s.label(l).unwrap_or("")),
+            }
+        }
+        out.push('\n');
+    }
+}
+
+/// One series as a JSON line.
+fn json_line(out: &mut String, s: &Series, samples: &[Sample]) {
+    let mut metric = serde_json::Map::new();
+    metric.insert("__name__".into(), json!(s.name));
+    for (k, v) in &s.labels {
+        metric.insert(k.clone(), json!(v));
+    }
+    let values: Vec<Value> = samples.iter().map(|x| json!(x.value)).collect();
+    let timestamps: Vec<i64> = samples.iter().map(|x| x.ts.div_euclid(1_000_000)).collect();
+    out.push_str(
+        &json!({ "metric": metric, "values": values, "timestamps": timestamps }).to_string(),
+    );
+    out.push('\n');
+}
+
+/// `GET /api/v1/export` (`csv` false) or `/api/v1/export/csv`.
+pub(crate) async fn export(ctx: &Arc<Ctx>, req: &Req, csv: bool) -> Response {
+    let engine = match engine(ctx, Flavour::V1) {
+        Ok(e) => e,
+        Err(r) => return r,
+    };
+    let bad = |m: String| text(StatusCode::BAD_REQUEST, m + "\n");
+    let cols = if csv {
+        match parse_format(req.query.get("format").map(String::as_str).unwrap_or("")) {
+            Ok(c) => Some(c),
+            Err(e) => return bad(e),
+        }
+    } else {
+        None
+    };
+    let selectors: Vec<String> = req
+        .raw_query
+        .split('&')
+        .filter_map(|p| p.split_once('='))
+        .filter(|(k, _)| super::util::percent_decode_lenient(k) == b"match[]")
+        .map(|(_, v)| {
+            String::from_utf8_lossy(&super::util::percent_decode_lenient(&v.replace('+', " ")))
+                .into_owned()
+        })
+        .collect();
+    if selectors.is_empty() {
+        return bad("missing match[] (a series selector such as cpu_usage{host=\"a\"})".into());
+    }
+    let mut matchers = Vec::new();
+    for s in &selectors {
+        match rill_tsdb::select::parse(s) {
+            Ok(m) => matchers.push(m),
+            Err(e) => return bad(e),
+        }
+    }
+    let now = crate::unix_now_ns();
+    let (start, end) = match (
+        time_param(req.query.get("start"), i64::MIN),
+        time_param(req.query.get("end"), now),
+    ) {
+        (Ok(s), Ok(e)) => (s, e),
+        (Err(e), _) | (_, Err(e)) => return bad(e),
+    };
+    let stream = stream_body(move |tx| {
+        let mut chosen: Vec<(String, Series)> =
+            matchers.iter().flat_map(|m| engine.select(m)).collect();
+        chosen.sort_by_cached_key(|(db, s)| (db.clone(), s.key()));
+        chosen.dedup_by(|a, b| a.0 == b.0 && a.1 == b.1);
+        let mut out = String::new();
+        for (db, s) in chosen {
+            let samples = match engine.read(&db, &s.key(), start, end, now) {
+                Ok(v) => v,
+                Err(e) => {
+                    // The status is sent: the body ends with an error, so
+                    // the client sees a broken answer, not a short one.
+                    tracing::error!(error = %e, "a sensor export failed");
+                    let _ = tx.blocking_send(Err(std::io::Error::other(e.to_string())));
+                    return;
+                }
+            };
+            match &cols {
+                Some(cols) => csv_rows(&mut out, cols, &s, &samples),
+                None if samples.is_empty() => {}
+                None => json_line(&mut out, &s, &samples),
+            }
+            if out.len() >= 64 << 10 {
+                let chunk = std::mem::take(&mut out);
+                if tx.blocking_send(Ok(chunk.into())).is_err() {
+                    return; // the client went away
+                }
+            }
+        }
+        if !out.is_empty() {
+            let _ = tx.blocking_send(Ok(out.into()));
+        }
+    });
+    let mut r = Response::new(Body::from_stream(stream));
+    let kind = if csv {
+        "text/csv"
+    } else {
+        "application/stream+json"
+    };
+    r.headers_mut()
+        .insert("content-type", HeaderValue::from_static(kind));
+    r
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn csv_as_victoriametrics_writes_it() {
+        let cols =
+            parse_format("__timestamp__:rfc3339,__timestamp__:unix_s,a,b,__name__,__value__,zz")
+                .unwrap();
+        let s = Series::new(
+            "q_v",
+            vec![
+                ("a".into(), "say\"hi\"".into()),
+                ("b".into(), "new line".into()),
+            ],
+        );
+        let mut out = String::new();
+        let ts = 1_795_805_378_123_000_000;
+        csv_rows(&mut out, &cols, &s, &[Sample { ts, value: 2.25 }]);
+        assert_eq!(
+            out,
+            "2026-11-27T18:49:38Z,1795805378,\"say\\\"hi\\\"\",new line,q_v,2.25,\n"
+        );
+        let mut out = String::new();
+        let cols = parse_format("__timestamp__,__value__,__timestamp__:unix_ns").unwrap();
+        csv_rows(&mut out, &cols, &s, &[Sample { ts, value: 1e21 }]);
+        assert_eq!(
+            out,
+            "1795805378123,1000000000000000000000,1795805378123000000\n"
+        );
+        assert!(parse_format("").unwrap_err().contains("missing `format`"));
+        assert!(parse_format("__timestamp__:custom:2006,__value__")
+            .unwrap_err()
+            .contains("unsupported time format"));
+        let mut out = String::new();
+        field(&mut out, "x,y");
+        assert_eq!(out, "\"x,y\"");
+    }
+}
