@@ -16,6 +16,7 @@ mod plot;
 mod report;
 mod sensor;
 mod stores;
+mod tsdb;
 
 use clap::{Parser, Subcommand};
 
@@ -55,6 +56,11 @@ enum Command {
     /// values in each backend; bytes on disk, restart time to the first
     /// read (page cache dropped), resident memory per key.
     Footprint(footprint::Args),
+    /// The sensor-data service against VictoriaMetrics and InfluxDB, the
+    /// same seeded IoT data over HTTP to each: ingest per server
+    /// CPU-second, bytes per sample, one-sensor day and month query
+    /// latency, answers compared; and the block codecs compared.
+    Tsdb(tsdb::Args),
 }
 
 fn main() -> anyhow::Result<()> {
@@ -66,5 +72,6 @@ fn main() -> anyhow::Result<()> {
         Command::Ingest(args) => ingest::run(args),
         Command::Mixed(args) => mixed::run(args),
         Command::Footprint(args) => footprint::run(args),
+        Command::Tsdb(args) => tsdb::run(args),
     }
 }

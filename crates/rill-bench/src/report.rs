@@ -34,6 +34,12 @@ impl Report {
         self.fields.push((name.into(), Value::Int(value)));
     }
 
+    /// Records a figure printed another way.
+    pub fn record(&mut self, name: &str, value: f64) {
+        let value = if value.is_finite() { value } else { 0.0 };
+        self.fields.push((name.into(), Value::Num(value)));
+    }
+
     pub fn text(&mut self, name: &str, value: &str) {
         self.fields.push((name.into(), Value::Text(value.into())));
     }

@@ -49,6 +49,11 @@ pub(crate) trait Store: Sync {
     fn background(&self) -> Option<String> {
         None
     }
+    /// How close an LSM engine is to its write stalls now (Rill's fjall
+    /// stores: level-0 runs, sealed memtables).
+    fn pressure(&self) -> Option<rill_backend::Pressure> {
+        None
+    }
 }
 
 const BUCKET: &[u8] = b"bench";
@@ -107,6 +112,9 @@ impl Store for Rill {
             store.flush()?;
         }
         Ok(())
+    }
+    fn pressure(&self) -> Option<rill_backend::Pressure> {
+        self.lsm.as_ref().map(LeveldbStore::pressure)
     }
     fn background(&self) -> Option<String> {
         let m = self.scheduler.as_ref()?.metrics();

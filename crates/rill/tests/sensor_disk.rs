@@ -191,20 +191,6 @@ fn a_full_disk_pushes_back_on_every_path_and_loses_nothing() {
     n.stop();
 }
 
-/// Bytes of the files below `dir` (files deleted meanwhile count 0).
-fn du(dir: &Path) -> u64 {
-    let Ok(entries) = std::fs::read_dir(dir) else {
-        return 0;
-    };
-    entries
-        .flatten()
-        .map(|e| match e.file_type() {
-            Ok(t) if t.is_dir() => du(&e.path()),
-            _ => e.metadata().map(|m| m.len()).unwrap_or(0),
-        })
-        .sum()
-}
-
 #[test]
 fn retention_keeps_disk_use_flat_under_endless_ingest() {
     let Some(fs) = testkit::LoopFs::mount_or_skip(128) else {
@@ -251,7 +237,7 @@ fn retention_keeps_disk_use_flat_under_endless_ingest() {
             "round {round}: {}",
             String::from_utf8_lossy(&r.body)
         );
-        usage.push((started.elapsed(), du(&sensor_dir)));
+        usage.push((started.elapsed(), testkit::du(&sensor_dir)));
         round += 1;
     }
     let third = |k: u32| {

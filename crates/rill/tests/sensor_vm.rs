@@ -7,7 +7,7 @@
 
 mod common;
 
-use common::sensor::now_s;
+use common::sensor::{enc, now_s};
 use common::Node;
 use serde_json::Value;
 use std::collections::BTreeMap;
@@ -142,15 +142,6 @@ fn get(addr: SocketAddr, path: &str) -> Value {
     let body = String::from_utf8_lossy(&r.body).into_owned();
     assert_eq!(r.status, 200, "{addr} {path}: {body}");
     serde_json::from_str(&body).unwrap_or_else(|e| panic!("{path}: {e}: {body}"))
-}
-
-fn enc(q: &str) -> String {
-    q.bytes()
-        .map(|b| match b {
-            b'a'..=b'z' | b'A'..=b'Z' | b'0'..=b'9' | b'_' | b'.' | b'-' => (b as char).to_string(),
-            _ => format!("%{b:02X}"),
-        })
-        .collect()
 }
 
 /// A query's result as metric (JSON text) to (time, value) points.

@@ -13,6 +13,7 @@ mod mapred;
 mod migrate;
 mod object;
 mod other;
+mod page;
 mod prom;
 mod sensor;
 pub mod util;
@@ -118,6 +119,10 @@ async fn route(ctx: &Arc<Ctx>, req: &Req, segs: &[&[u8]]) -> Response {
         [b"stats"] => other::stats(ctx),
         [b"metrics"] => other::metrics(ctx),
         [b"types", t, b"props"] => other::type_props(ctx, req, t).await,
+        [b"sensors"] => page::file(b""),
+        [b"sensors", name] => page::file(name),
+        [b"rill", b"sensors", b"search"] => page::search(ctx, req).await,
+        [b"rill", b"sensors", b"m4"] => page::m4(ctx, req).await,
         [b"rill", b"bucket-types"] => other::admin_list_types(ctx),
         [b"rill", b"backend-migration"] => migrate::backend_migration(ctx, req).await,
         [b"rill", b"cluster"] if req.method == Method::POST => other::admin_cluster(ctx, req).await,

@@ -42,6 +42,22 @@ impl Interval {
     }
 }
 
+/// What one interval's background looked like: the disk traffic of the
+/// process (reads are page-cache misses) and the engine's write pressure
+/// at its highest.
+#[derive(Clone, Copy, Debug, Default)]
+pub(super) struct Sampled {
+    pub read_bytes: u64,
+    pub write_bytes: u64,
+    pub l0_runs: usize,
+    pub sealed: usize,
+    /// Clock ticks (1/100 s): this process's CPU time, and the machine's
+    /// idle and I/O-wait time (all cores).
+    pub cpu_ticks: u64,
+    pub idle_ticks: u64,
+    pub iowait_ticks: u64,
+}
+
 fn ms(h: &Histogram<u64>, q: f64) -> f64 {
     if h.is_empty() {
         0.0
@@ -127,18 +143,23 @@ pub(super) fn write_csv(
     out: &Path,
     engine: &str,
     iv: &[Interval],
+    sampled: &[Sampled],
     every: Duration,
 ) -> Result<PathBuf> {
     let csv = out.join(format!("mixed-{engine}.csv"));
     let mut f = std::fs::File::create(&csv)?;
     writeln!(
         f,
-        "t_s,ops_per_s,get_p50_ms,get_p99_ms,put_p50_ms,put_p99_ms,query_p50_ms,query_p99_ms"
+        "t_s,ops_per_s,get_p50_ms,get_p99_ms,put_p50_ms,put_p99_ms,query_p50_ms,query_p99_ms,disk_read_mb_s,disk_write_mb_s,l0_runs_max,sealed_memtables_max,cpu_cores,machine_idle_cores,machine_iowait_cores"
     )?;
     for (i, x) in iv.iter().enumerate() {
+        let b = sampled.get(i).copied().unwrap_or_default();
+        let mb_s = |bytes: u64| bytes as f64 / 1e6 / every.as_secs_f64();
+        // Ticks are 1/100 s (USER_HZ on Linux).
+        let cores = |ticks: u64| ticks as f64 / 100.0 / every.as_secs_f64();
         writeln!(
             f,
-            "{:.0},{:.0},{:.3},{:.3},{:.3},{:.3},{:.3},{:.3}",
+            "{:.0},{:.0},{:.3},{:.3},{:.3},{:.3},{:.3},{:.3},{:.1},{:.1},{},{},{:.2},{:.2},{:.2}",
             (i as f64 + 1.0) * every.as_secs_f64(),
             x.ops() as f64 / every.as_secs_f64(),
             ms(&x.get, 0.5),
@@ -146,7 +167,14 @@ pub(super) fn write_csv(
             ms(&x.put, 0.5),
             ms(&x.put, 0.99),
             ms(&x.query, 0.5),
-            ms(&x.query, 0.99)
+            ms(&x.query, 0.99),
+            mb_s(b.read_bytes),
+            mb_s(b.write_bytes),
+            b.l0_runs,
+            b.sealed,
+            cores(b.cpu_ticks),
+            cores(b.idle_ticks),
+            cores(b.iowait_ticks)
         )?;
     }
     Ok(csv)

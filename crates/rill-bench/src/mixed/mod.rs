@@ -18,7 +18,7 @@ use crate::limit::Limit;
 use crate::report::Report;
 use crate::stores::{self, open, Store};
 use anyhow::{bail, Result};
-use figures::{compare, figures, report, write_csv, Figures, Interval};
+use figures::{compare, figures, report, write_csv, Figures, Interval, Sampled};
 use rill_backend::{IndexEntry, Term};
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -129,16 +129,83 @@ enum Op {
     Query,
 }
 
-/// Bytes this process has caused to be written to storage.
+/// Bytes this process has caused to be read from and written to
+/// storage (page-cache misses and write-back, from /proc/self/io).
+fn io_bytes() -> (u64, u64) {
+    let text = std::fs::read_to_string("/proc/self/io").unwrap_or_default();
+    let field = |name: &str| {
+        text.lines()
+            .find_map(|l| l.strip_prefix(name))
+            .and_then(|v| v.trim().parse().ok())
+            .unwrap_or(0)
+    };
+    (field("read_bytes: "), field("write_bytes: "))
+}
+
 fn written_bytes() -> u64 {
-    std::fs::read_to_string("/proc/self/io")
+    io_bytes().1
+}
+
+/// This process's CPU time (user and system) and the machine's idle and
+/// I/O-wait time, all in clock ticks (/proc/self/stat, /proc/stat).
+fn cpu_ticks() -> (u64, u64, u64) {
+    let own = std::fs::read_to_string("/proc/self/stat")
         .ok()
         .and_then(|s| {
-            s.lines()
-                .find_map(|l| l.strip_prefix("write_bytes: "))
-                .and_then(|v| v.trim().parse().ok())
+            // Fields after the command's closing parenthesis; utime and
+            // stime are the 14th and 15th of the whole line.
+            let rest = &s[s.rfind(')')? + 2..];
+            let f: Vec<&str> = rest.split(' ').collect();
+            Some(f.get(11)?.parse::<u64>().ok()? + f.get(12)?.parse::<u64>().ok()?)
         })
-        .unwrap_or(0)
+        .unwrap_or(0);
+    let (idle, iowait) = std::fs::read_to_string("/proc/stat")
+        .ok()
+        .and_then(|s| {
+            let f: Vec<u64> = s
+                .lines()
+                .next()?
+                .split_whitespace()
+                .skip(1)
+                .filter_map(|x| x.parse().ok())
+                .collect();
+            Some((*f.get(3)?, *f.get(4)?))
+        })
+        .unwrap_or((0, 0));
+    (own, idle, iowait)
+}
+
+/// Samples the disk traffic and the engine's write pressure every 100 ms
+/// into per-interval totals and maxima until `stop` is set.
+fn watch(
+    s: &Shared,
+    start: Instant,
+    every: Duration,
+    slots: usize,
+    stop: &AtomicBool,
+) -> Vec<Sampled> {
+    let mut out: Vec<Sampled> = (0..slots).map(|_| Sampled::default()).collect();
+    let mut last = io_bytes();
+    let mut last_cpu = cpu_ticks();
+    while !stop.load(Ordering::Relaxed) {
+        std::thread::sleep(Duration::from_millis(100));
+        let slot = ((start.elapsed().as_nanos() / every.as_nanos()) as usize).min(slots - 1);
+        let now = io_bytes();
+        let cpu = cpu_ticks();
+        let o = &mut out[slot];
+        o.read_bytes += now.0.saturating_sub(last.0);
+        o.write_bytes += now.1.saturating_sub(last.1);
+        o.cpu_ticks += cpu.0.saturating_sub(last_cpu.0);
+        o.idle_ticks += cpu.1.saturating_sub(last_cpu.1);
+        o.iowait_ticks += cpu.2.saturating_sub(last_cpu.2);
+        last = now;
+        last_cpu = cpu;
+        if let Some(p) = s.b.pressure() {
+            o.l0_runs = o.l0_runs.max(p.l0_runs);
+            o.sealed = o.sealed.max(p.sealed_memtables);
+        }
+    }
+    out
 }
 
 struct Shared<'a> {
@@ -206,11 +273,17 @@ fn load(s: &Shared, threads: usize) -> Result<()> {
 }
 
 /// The mix for `run_for`, in intervals of `every`.
-fn mix(s: &Shared, threads: usize, run_for: Duration, every: Duration) -> Result<Vec<Interval>> {
+fn mix(
+    s: &Shared,
+    threads: usize,
+    run_for: Duration,
+    every: Duration,
+) -> Result<(Vec<Interval>, Vec<Sampled>)> {
     let start = Instant::now();
     let stop = AtomicBool::new(false);
     let slots = (run_for.as_nanos() / every.as_nanos()) as usize + 1;
-    let per: Vec<Result<Vec<Interval>>> = std::thread::scope(|scope| {
+    let (per, mut sampled) = std::thread::scope(|scope| {
+        let watcher = scope.spawn(|| watch(s, start, every, slots, &stop));
         let workers: Vec<_> = (0..threads)
             .map(|t| {
                 let stop = &stop;
@@ -246,10 +319,12 @@ fn mix(s: &Shared, threads: usize, run_for: Duration, every: Duration) -> Result
                 })
             })
             .collect();
-        workers
+        let per: Vec<Result<Vec<Interval>>> = workers
             .into_iter()
             .map(|w| w.join().expect("a worker panicked"))
-            .collect()
+            .collect();
+        stop.store(true, Ordering::Relaxed);
+        (per, watcher.join().expect("the watcher panicked"))
     });
     let mut all: Vec<Interval> = (0..slots).map(|_| Interval::new()).collect();
     for r in per {
@@ -258,8 +333,10 @@ fn mix(s: &Shared, threads: usize, run_for: Duration, every: Duration) -> Result
         }
     }
     // The last slot is the part of an interval past the end.
-    all.truncate((run_for.as_nanos() / every.as_nanos()).max(1) as usize);
-    Ok(all)
+    let whole = (run_for.as_nanos() / every.as_nanos()).max(1) as usize;
+    all.truncate(whole);
+    sampled.truncate(whole);
+    Ok((all, sampled))
 }
 
 /// The run's sizes, from the arguments and their defaults.
@@ -400,7 +477,7 @@ fn child(args: &Args) -> Result<()> {
         began.elapsed().as_secs_f64()
     );
     let (written0, put0) = (written_bytes(), s.put_bytes.load(Ordering::Relaxed));
-    let intervals = mix(&s, args.threads, plan.run_for, plan.every)?;
+    let (intervals, sampled) = mix(&s, args.threads, plan.run_for, plan.every)?;
     let written = written_bytes() - written0;
     let put = s.put_bytes.load(Ordering::Relaxed) - put0;
     let disk = e.disk_bytes()?;
@@ -409,7 +486,7 @@ fn child(args: &Args) -> Result<()> {
     }
     let live = plan.keys * args.value_bytes as u64;
     let f = figures(engine, &intervals, plan.every, written, put, disk, live);
-    write_csv(&args.out, engine, &intervals, plan.every)?;
+    write_csv(&args.out, engine, &intervals, &sampled, plan.every)?;
     child::write(&args.figures_file(engine), &f.numbers())?;
     drop(s);
     drop(e);

@@ -15,9 +15,13 @@
 //! Time is a parameter (`now`, ns since the Unix epoch): nothing here
 //! reads a clock.
 
+mod browse;
+#[cfg(test)]
+mod browse_tests;
 mod flush;
 mod read;
 mod stats;
+pub use browse::{Bucket, Buckets};
 pub use read::QuerySource;
 pub use stats::EngineStats;
 #[cfg(test)]

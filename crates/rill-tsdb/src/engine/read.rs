@@ -9,7 +9,57 @@ use crate::keys::block_key;
 use rill_sensor::Sample;
 use std::collections::BTreeMap;
 
+/// What a read of one series over a range takes from memory: its id,
+/// store, the range cut to what is kept, and its buffered and queued
+/// samples of the range's windows.
+pub(super) struct Sources {
+    pub id: u64,
+    pub store: std::sync::Arc<dyn crate::storage::BlockStore>,
+    pub lo: i64,
+    pub hi: i64,
+    pub waiting: Vec<(i64, Vec<Sample>)>,
+    pub unstored: Vec<Cut>,
+}
+
 impl Engine {
+    /// The [`Sources`] of series `key` of `db` over `t0..=t1` at `now`;
+    /// `None` when there is nothing to read. Call under `storing`.
+    pub(super) fn sources(
+        &self,
+        db: &str,
+        key: &str,
+        t0: i64,
+        t1: i64,
+        now: i64,
+    ) -> Option<Sources> {
+        let window_ns = self.opts.window_ns;
+        let st = self.lock();
+        let (Some(id), Some(d)) = (st.catalog.lookup(db, key), st.dbs.get(db)) else {
+            return None;
+        };
+        let lo = t0.max(now.saturating_sub(d.retention_ns));
+        let hi = t1.min(now.saturating_add(self.opts.max_future_ns));
+        if lo > hi {
+            return None;
+        }
+        let (w0, w1) = (window_of(lo, window_ns), window_of(hi, window_ns));
+        let waiting = d.buffers.waiting_in(id, w0, w1);
+        let unstored: Vec<Cut> = st
+            .unstored
+            .iter()
+            .filter(|(name, c)| name == db && c.series == id && (w0..=w1).contains(&c.window))
+            .map(|(_, c)| c.clone())
+            .collect();
+        Some(Sources {
+            id,
+            store: d.store.clone(),
+            lo,
+            hi,
+            waiting,
+            unstored,
+        })
+    }
+
     /// The samples of series `key` of `db` from `t0` to `t1` (both
     /// included), in time order; nothing older than the database's
     /// storage period at `now`.
@@ -25,25 +75,16 @@ impl Engine {
         // takes from memory below and the stores agree.
         let _storing = self.storing.read().unwrap_or_else(|e| e.into_inner());
         let window_ns = self.opts.window_ns;
-        let (id, store, lo, hi, waiting, unstored) = {
-            let st = self.lock();
-            let (Some(id), Some(d)) = (st.catalog.lookup(db, key), st.dbs.get(db)) else {
-                return Ok(Vec::new());
-            };
-            let lo = t0.max(now.saturating_sub(d.retention_ns));
-            let hi = t1.min(now.saturating_add(self.opts.max_future_ns));
-            if lo > hi {
-                return Ok(Vec::new());
-            }
-            let (w0, w1) = (window_of(lo, window_ns), window_of(hi, window_ns));
-            let waiting = d.buffers.waiting_in(id, w0, w1);
-            let unstored: Vec<Cut> = st
-                .unstored
-                .iter()
-                .filter(|(name, c)| name == db && c.series == id && (w0..=w1).contains(&c.window))
-                .map(|(_, c)| c.clone())
-                .collect();
-            (id, d.store.clone(), lo, hi, waiting, unstored)
+        let Some(Sources {
+            id,
+            store,
+            lo,
+            hi,
+            waiting,
+            unstored,
+        }) = self.sources(db, key, t0, t1, now)
+        else {
+            return Ok(Vec::new());
         };
         let mut merged = BTreeMap::new();
         let mut w = window_of(lo, window_ns);
@@ -53,13 +94,19 @@ impl Engine {
                 let Some(bytes) = store.get(&block_key(id, w, part))? else {
                     break;
                 };
-                let (_, samples) =
-                    rill_sensor::block::decode(&bytes).map_err(|error| EngineError::Damaged {
-                        series: key.to_string(),
-                        window: w,
-                        part,
-                        error,
-                    })?;
+                let damaged = |error| EngineError::Damaged {
+                    series: key.to_string(),
+                    window: w,
+                    part,
+                    error,
+                };
+                // A part wholly outside the range is not decoded (its
+                // header says where it lies).
+                let h = rill_sensor::block::header(&bytes).map_err(damaged)?;
+                if h.last_ts < lo || h.first_ts > hi {
+                    continue;
+                }
+                let (_, samples) = rill_sensor::block::decode(&bytes).map_err(damaged)?;
                 merged.extend(samples.into_iter().map(|s| (s.ts, s.value)));
             }
             for c in unstored.iter().filter(|c| c.window == w) {

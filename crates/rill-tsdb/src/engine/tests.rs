@@ -5,9 +5,9 @@ use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
-const SEC: i64 = 1_000_000_000;
+pub(super) const SEC: i64 = 1_000_000_000;
 /// A start far from zero, in whole windows.
-const T0: i64 = 1_700_000_000 * SEC;
+pub(super) const T0: i64 = 1_700_000_000 * SEC;
 
 /// The stores' clock, moved by the test (Unix time, as the engine's
 /// `now`).
@@ -20,14 +20,14 @@ impl bitcask::Clock for Clock {
     }
 }
 
-struct Rig {
+pub(super) struct Rig {
     vfs: SimVfs,
     clock: Clock,
     opts: EngineOptions,
 }
 
 impl Rig {
-    fn new(window_ns: i64, block_samples: usize) -> Rig {
+    pub(super) fn new(window_ns: i64, block_samples: usize) -> Rig {
         let vfs = SimVfs::new();
         let mut opts = EngineOptions::new(WalOptions {
             vfs: Arc::new(vfs.clone()),
@@ -61,12 +61,12 @@ impl Rig {
         Engine::open(Path::new("/sensor/wal"), opts, Arc::new(storage), now).unwrap()
     }
 
-    fn open(&self, now: i64) -> Engine {
+    pub(super) fn open(&self, now: i64) -> Engine {
         self.open_on(&self.vfs, now).0
     }
 }
 
-fn s(ts: i64, value: f64) -> Sample {
+pub(super) fn s(ts: i64, value: f64) -> Sample {
     Sample { ts, value }
 }
 
@@ -79,7 +79,7 @@ fn all_of(e: &Engine, key: &str) -> BTreeMap<i64, f64> {
         .collect()
 }
 
-fn one(key: &str, samples: Vec<Sample>) -> Vec<(String, Vec<Sample>)> {
+pub(super) fn one(key: &str, samples: Vec<Sample>) -> Vec<(String, Vec<Sample>)> {
     vec![(key.to_string(), samples)]
 }
 

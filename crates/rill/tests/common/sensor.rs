@@ -140,3 +140,13 @@ impl Drop for Broker {
         let _ = self.child.wait();
     }
 }
+
+/// `s` percent-encoded for a query string.
+pub fn enc(s: &str) -> String {
+    s.bytes()
+        .map(|b| match b {
+            b'a'..=b'z' | b'A'..=b'Z' | b'0'..=b'9' | b'_' | b'.' | b'-' => (b as char).to_string(),
+            _ => format!("%{b:02X}"),
+        })
+        .collect()
+}
