@@ -62,8 +62,10 @@ fn real_shaped() -> Vec<(&'static str, Vec<Sample>)> {
     let mut rng = Rng::new(0x7265_616c);
     let n = 100_000;
     let t0 = 1_700_000_000_000_000_000i64;
-    let ts =
-        |k: usize, rng: &mut Rng| t0 + k as i64 * 15_000_000_000 + (rng.next() % 10_000_000) as i64;
+    // Scraped every 15 s, stamped in ms with up to 10 ms of jitter.
+    let ts = |k: usize, rng: &mut Rng| {
+        t0 + k as i64 * 15_000_000_000 + (rng.next() % 10) as i64 * 1_000_000
+    };
     let (mut gauge, mut counter, mut ints, mut state) =
         (Vec::new(), Vec::new(), Vec::new(), Vec::new());
     let (mut c, mut i, mut on) = (12_345.67f64, 1_000u64, 0.0);

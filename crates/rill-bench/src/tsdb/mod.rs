@@ -61,6 +61,9 @@ pub struct Args {
     /// Scratch directory (each system's data is removed after its run).
     #[arg(long, default_value = "bench-data/tsdb")]
     dir: PathBuf,
+    /// Keep each system's data directory (to look at what it wrote).
+    #[arg(long)]
+    keep: bool,
     /// A short run for CI.
     #[arg(long)]
     quick: bool,
@@ -193,7 +196,9 @@ fn one(
     let (day, month, answers) = queries::run(&sys, picks, plan)?;
     let rss_bytes = sys.rss_bytes();
     let disk_bytes = sys.stop_and_measure()?;
-    let _ = std::fs::remove_dir_all(&dir);
+    if !args.keep {
+        let _ = std::fs::remove_dir_all(&dir);
+    }
     Ok(Outcome {
         kind,
         samples,

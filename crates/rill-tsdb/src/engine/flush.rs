@@ -65,7 +65,13 @@ impl Engine {
                 unstored.extend(cuts.into_iter().map(|c| (name.clone(), c)));
             }
         }
-        self.store_and_retire()
+        let mut report = self.store_and_retire()?;
+        // Everything is stored: a fresh segment, and the old ones go (a
+        // write that came meanwhile keeps its segment, as ever).
+        if self.wal.rotate()? {
+            report.segments_deleted += self.store_and_retire()?.segments_deleted;
+        }
+        Ok(report)
     }
 
     /// Cuts every buffer and stores everything, leaving the log empty but
@@ -80,7 +86,13 @@ impl Engine {
                 unstored.extend(cuts.into_iter().map(|c| (name.clone(), c)));
             }
         }
-        self.store_and_retire()
+        let mut report = self.store_and_retire()?;
+        // Everything is stored: a fresh segment, and the old ones go (a
+        // write that came meanwhile keeps its segment, as ever).
+        if self.wal.rotate()? {
+            report.segments_deleted += self.store_and_retire()?.segments_deleted;
+        }
+        Ok(report)
     }
 
     fn store_and_retire(&self) -> Result<TickReport, EngineError> {

@@ -218,9 +218,16 @@ fn a_restart_replays_the_log_and_a_clean_stop_leaves_it_empty() {
     assert_eq!(report.series, 3);
     assert!(report.replayed_samples > 0);
     check(&e);
-    // A clean stop stores everything; the log keeps only its newest segment.
+    // A clean stop stores everything; the log keeps one new, empty
+    // segment.
+    let segments_before = e.log_segments();
     e.close().unwrap();
-    assert_eq!(e.log_segments().len(), 1);
+    let segments = e.log_segments();
+    assert_eq!(segments.len(), 1);
+    assert!(
+        segments[0] >= *segments_before.last().unwrap(),
+        "{segments_before:?} then {segments:?}"
+    );
     drop(e);
     let (e, report) = rig.open_on(&after.kill_process(), T0);
     assert_eq!(report.replayed_samples, 0);

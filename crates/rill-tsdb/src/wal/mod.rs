@@ -392,6 +392,24 @@ impl Wal {
         Ok(doomed.len())
     }
 
+    /// Closes the current segment and starts the next, empty one (so a
+    /// clean stop can delete every segment whose records are stored);
+    /// not while records are being written or wait to be. Whether it did.
+    pub fn rotate(&self) -> Result<bool, WalError> {
+        let mut st = self.lock();
+        if st.writing
+            || !st.pending.is_empty()
+            || st.poisoned.is_some()
+            || st.segment.len <= HEADER_BYTES as u64
+        {
+            return Ok(false);
+        }
+        let s = Self::create_segment(self.opts.vfs.as_ref(), &self.dir, st.segment.number + 1)?;
+        st.segments.push_back(s.number);
+        st.segment = s;
+        Ok(true)
+    }
+
     /// Segments on disk, oldest first.
     pub fn segments(&self) -> Vec<u64> {
         self.lock().segments.iter().copied().collect()
