@@ -59,7 +59,7 @@ impl Default for SensorConfig {
     fn default() -> SensorConfig {
         SensorConfig {
             enabled: true,
-            window: Duration::from_secs(3600),
+            window: Duration::from_secs(86_400),
             block_samples: 1024,
             grace: Duration::from_secs(300),
             retention: Duration::from_secs(30 * 86_400),

@@ -55,6 +55,10 @@ pub struct Args {
     /// Queries of each kind per system (default 50, 10 with --quick).
     #[arg(long)]
     queries: Option<usize>,
+    /// Settings for the Rill node beyond the benchmark's own, as
+    /// `key=value` (repeatable; e.g. `--rill-set sensor.window=1d`).
+    #[arg(long)]
+    rill_set: Vec<String>,
     /// The `rill` binary to run (default: the one beside rill-bench).
     #[arg(long)]
     rill_bin: Option<PathBuf>,
@@ -142,7 +146,12 @@ fn one(
     plan: &Plan,
 ) -> Result<Outcome> {
     let dir = args.dir.join(kind.name());
-    let sys = System::start(kind, &dir, args.rill_bin.as_deref())?;
+    let extra: String = args
+        .rill_set
+        .iter()
+        .map(|kv| format!("{}\n", kv.replacen('=', " = ", 1)))
+        .collect();
+    let sys = System::start(kind, &dir, args.rill_bin.as_deref(), &extra)?;
     let cpu0 = sys.cpu_seconds();
     let began = Instant::now();
     let next = AtomicUsize::new(0);

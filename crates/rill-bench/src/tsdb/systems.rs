@@ -71,7 +71,9 @@ fn rill_bin(named: Option<&Path>) -> Result<PathBuf> {
 }
 
 impl System {
-    pub fn start(kind: Kind, dir: &Path, rill: Option<&Path>) -> Result<System> {
+    /// Starts `kind` in `dir`; `rill` and `rill_extra` (config lines) are
+    /// for Rill.
+    pub fn start(kind: Kind, dir: &Path, rill: Option<&Path>, rill_extra: &str) -> Result<System> {
         let _ = std::fs::remove_dir_all(dir);
         std::fs::create_dir_all(dir)?;
         let port = free_port()?;
@@ -85,7 +87,7 @@ impl System {
                     format!(
                         "platform_data_dir = {}\nring_size = 8\nlistener.http.internal = 127.0.0.1:{port}\n\
                          listener.protobuf.internal = 127.0.0.1:{}\nlistener.cluster.internal = 127.0.0.1:0\n\
-                         sensor.retention = 3650d\n",
+                         sensor.retention = 3650d\n{rill_extra}",
                         dir.join("data").display(),
                         free_port()?
                     ),

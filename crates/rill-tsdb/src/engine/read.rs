@@ -86,10 +86,12 @@ impl Engine {
         else {
             return Ok(Vec::new());
         };
-        let mut merged = BTreeMap::new();
+        let mut out: Vec<Sample> = Vec::new();
         let mut w = window_of(lo, window_ns);
         let last = window_of(hi, window_ns);
         loop {
+            // The window's runs of samples, a later one winning.
+            let mut runs: Vec<Vec<Sample>> = Vec::new();
             for part in 0u32.. {
                 let Some(bytes) = store.get(&block_key(id, w, part))? else {
                     break;
@@ -106,25 +108,66 @@ impl Engine {
                 if h.last_ts < lo || h.first_ts > hi {
                     continue;
                 }
-                let (_, samples) = rill_sensor::block::decode(&bytes).map_err(damaged)?;
-                merged.extend(samples.into_iter().map(|s| (s.ts, s.value)));
+                runs.push(rill_sensor::block::decode(&bytes).map_err(damaged)?.1);
             }
             for c in unstored.iter().filter(|c| c.window == w) {
-                merged.extend(c.samples.iter().map(|s| (s.ts, s.value)));
+                runs.push(c.samples.clone());
             }
             if let Some((_, samples)) = waiting.iter().find(|(ww, _)| *ww == w) {
-                merged.extend(samples.iter().map(|s| (s.ts, s.value)));
+                runs.push(samples.clone());
             }
+            merge_runs(runs, &mut out);
             match w.checked_add(window_ns) {
                 Some(next) if w < last => w = next,
                 _ => break,
             }
         }
-        Ok(merged
-            .range(lo..=hi)
-            .map(|(&ts, &value)| Sample { ts, value })
-            .collect())
+        let from = out.partition_point(|s| s.ts < lo);
+        let to = out.partition_point(|s| s.ts <= hi);
+        out.truncate(to);
+        out.drain(..from);
+        Ok(out)
     }
+}
+
+/// Sorts a run by time, a repeated time keeping its last sample.
+fn normalize(run: &mut Vec<Sample>) {
+    if run.windows(2).all(|w| w[0].ts < w[1].ts) {
+        return;
+    }
+    run.sort_by_key(|s| s.ts); // stable: equal times keep their order
+    let mut kept: Vec<Sample> = Vec::with_capacity(run.len());
+    for s in run.drain(..) {
+        match kept.last_mut() {
+            Some(l) if l.ts == s.ts => *l = s,
+            _ => kept.push(s),
+        }
+    }
+    *run = kept;
+}
+
+/// Appends one window's runs (a later run winning on a repeated time) to
+/// `out` in time order: laid end to end when they do not overlap (the
+/// usual case: parts cut in turn), else merged.
+fn merge_runs(mut runs: Vec<Vec<Sample>>, out: &mut Vec<Sample>) {
+    runs.retain(|r| !r.is_empty());
+    runs.iter_mut().for_each(normalize);
+    let mut order: Vec<usize> = (0..runs.len()).collect();
+    order.sort_by_key(|&i| runs[i][0].ts);
+    let apart = order
+        .windows(2)
+        .all(|p| runs[p[0]].last().expect("not empty").ts < runs[p[1]][0].ts);
+    if apart {
+        for i in order {
+            out.extend_from_slice(&runs[i]);
+        }
+        return;
+    }
+    let mut merged: BTreeMap<i64, f64> = BTreeMap::new();
+    for r in &runs {
+        merged.extend(r.iter().map(|s| (s.ts, s.value)));
+    }
+    out.extend(merged.into_iter().map(|(ts, value)| Sample { ts, value }));
 }
 
 /// The engine as a query's source: series of every database, a series
@@ -147,7 +190,10 @@ impl crate::promql::eval::Source for QuerySource<'_> {
             start.saturating_mul(1_000_000),
             end.saturating_mul(1_000_000).saturating_add(999_999),
         );
-        let mut by_key: BTreeMap<String, (rill_sensor::Series, BTreeMap<i64, f64>)> =
+        // Each database's samples of a key, in ms (the last within a ms
+        // kept), merged when a key is in more than one (a later database
+        // winning).
+        let mut by_key: BTreeMap<String, (rill_sensor::Series, Vec<(i64, f64)>, bool)> =
             BTreeMap::new();
         for (db, series) in self.engine.select(matchers) {
             let key = series.key();
@@ -155,19 +201,77 @@ impl crate::promql::eval::Source for QuerySource<'_> {
                 .engine
                 .read(&db, &key, from, to, self.now)
                 .map_err(|e| e.to_string())?;
-            let slot = by_key
-                .entry(key)
-                .or_insert_with(|| (series, BTreeMap::new()));
-            slot.1.extend(
-                samples
-                    .into_iter()
-                    .map(|s| (s.ts.div_euclid(1_000_000), s.value)),
-            );
+            let mut ms: Vec<(i64, f64)> = Vec::with_capacity(samples.len());
+            for s in samples {
+                let t = s.ts.div_euclid(1_000_000);
+                match ms.last_mut() {
+                    Some(l) if l.0 == t => l.1 = s.value,
+                    _ => ms.push((t, s.value)),
+                }
+            }
+            match by_key.get_mut(&key) {
+                None => {
+                    by_key.insert(key, (series, ms, false));
+                }
+                Some(slot) => {
+                    slot.1.extend(ms);
+                    slot.2 = true;
+                }
+            }
         }
         Ok(by_key
             .into_values()
-            .filter(|(_, v)| !v.is_empty())
-            .map(|(s, v)| (s, v.into_iter().collect()))
+            .filter(|(_, v, _)| !v.is_empty())
+            .map(|(s, v, several)| {
+                if several {
+                    let merged: BTreeMap<i64, f64> = v.into_iter().collect();
+                    (s, merged.into_iter().collect())
+                } else {
+                    (s, v)
+                }
+            })
             .collect())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    proptest::proptest! {
+        /// Runs laid end to end or merged give what merging them one
+        /// sample at a time gives, a later run winning.
+        #[test]
+        fn runs_merge_as_a_map_would(
+            runs in proptest::collection::vec(
+                proptest::collection::vec((0i64..60, -5i32..5), 0..12),
+                0..5,
+            ),
+            apart in proptest::bool::ANY,
+        ) {
+            let runs: Vec<Vec<Sample>> = runs
+                .into_iter()
+                .enumerate()
+                .map(|(i, r)| {
+                    r.into_iter()
+                        .map(|(t, v)| Sample {
+                            // Apart: each run in a time range of its own.
+                            ts: if apart { i as i64 * 100 + t } else { t },
+                            value: f64::from(v),
+                        })
+                        .collect()
+                })
+                .collect();
+            let mut want: BTreeMap<i64, f64> = BTreeMap::new();
+            for r in &runs {
+                want.extend(r.iter().map(|s| (s.ts, s.value)));
+            }
+            let mut got = vec![Sample { ts: -1, value: 0.0 }];
+            merge_runs(runs, &mut got);
+            let want: Vec<Sample> = std::iter::once(Sample { ts: -1, value: 0.0 })
+                .chain(want.into_iter().map(|(ts, value)| Sample { ts, value }))
+                .collect();
+            proptest::prop_assert_eq!(got, want);
+        }
     }
 }
