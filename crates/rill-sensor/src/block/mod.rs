@@ -10,7 +10,7 @@
 //! | 0 | 1 | version, 1 |
 //! | 1 | 1 | value codec: 1 Gorilla XOR, 2 scaled decimals |
 //! | 2 | 1 | time unit: timestamps are multiples of 10^k ns, k in 0..=9 |
-//! | 3 | 1 | flags, 0 |
+//! | 3 | 1 | flags: bit 0, timestamps on a grid (grid.rs; else time.rs); other bits 0 |
 //! | 4 | 4 | count of samples, at least 1 |
 //! | 8 | 8 | first timestamp, ns since the epoch (i64) |
 //! | 16 | 8 | last timestamp (i64) |
@@ -20,17 +20,20 @@
 //! | 48 | 8 | last value (f64) |
 //! | 56 | 8 | sum (f64; of the values that are not NaN) |
 //! | 64 | 4 | length of the timestamps section |
-//! | 68 | n | timestamps section (time.rs) |
+//! | 68 | n | timestamps section (time.rs, or grid.rs with flag bit 0) |
 //! | .. | m | values section (decimal.rs or gorilla.rs), to the checksum |
 //! | end-4 | 4 | CRC-32 (IEEE) of every byte before it |
 
 mod decimal;
 mod gorilla;
+mod grid;
 mod time;
 
 use crate::bits::{BitReader, BitWriter, Truncated};
 
 pub const VERSION: u8 = 1;
+/// Flag bit: the timestamps section is a grid (grid.rs).
+const GRID: u8 = 1;
 const HEADER: usize = 68;
 /// The most samples a block may hold (a damaged or hostile count must
 /// not make a reader allocate without bound).
@@ -120,7 +123,15 @@ pub fn encode(samples: &[Sample], choice: Choice) -> Result<Vec<u8>, EncodeError
     let k = time::unit_exponent(&ts);
     let mut tw = BitWriter::default();
     time::encode(&ts, k, &mut tw);
-    let times = tw.into_bytes();
+    let mut times = tw.into_bytes();
+    // Timestamps on a grid where that is smaller (jittered sampling).
+    let mut flags = 0u8;
+    if let Some(g) = grid::encode(&ts, k) {
+        if g.len() < times.len() {
+            times = g;
+            flags = GRID;
+        }
+    }
     let gorilla = || {
         let mut w = BitWriter::default();
         gorilla::encode(&values, &mut w);
@@ -142,7 +153,7 @@ pub fn encode(samples: &[Sample], choice: Choice) -> Result<Vec<u8>, EncodeError
     };
     let h = header_of(codec, samples);
     let mut out = Vec::with_capacity(HEADER + times.len() + body.len() + 4);
-    out.extend_from_slice(&[VERSION, codec as u8, k, 0]);
+    out.extend_from_slice(&[VERSION, codec as u8, k, flags]);
     out.extend_from_slice(&h.count.to_le_bytes());
     out.extend_from_slice(&h.first_ts.to_le_bytes());
     out.extend_from_slice(&h.last_ts.to_le_bytes());
@@ -223,7 +234,7 @@ pub fn header(bytes: &[u8]) -> Result<Header, BlockError> {
         2 => Codec::Decimal,
         _ => return Err(BlockError::Invalid("unknown value codec")),
     };
-    if bytes[2] > 9 || bytes[3] != 0 {
+    if bytes[2] > 9 || bytes[3] & !GRID != 0 {
         return Err(BlockError::Invalid("bad time unit or flags"));
     }
     let f = |at| f64::from_bits(u64_at(bytes, at));
@@ -264,7 +275,11 @@ pub fn decode(bytes: &[u8]) -> Result<(Header, Vec<Sample>), BlockError> {
         return Err(BlockError::Invalid("more samples than the timestamps hold"));
     }
     let times = &bytes[HEADER..HEADER + times_len];
-    let ts = time::decode(h.first_ts, count, bytes[2], &mut BitReader::new(times))?;
+    let ts = if bytes[3] & GRID != 0 {
+        grid::decode(h.first_ts, count, bytes[2], &mut BitReader::new(times))?
+    } else {
+        time::decode(h.first_ts, count, bytes[2], &mut BitReader::new(times))?
+    };
     if ts.windows(2).any(|w| w[1] <= w[0]) || ts[count - 1] != h.last_ts {
         return Err(BlockError::Invalid("timestamps not rising to the last"));
     }

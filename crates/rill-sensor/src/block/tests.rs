@@ -160,8 +160,94 @@ fn any_samples() -> impl Strategy<Value = Vec<Sample>> {
         })
 }
 
+/// Samples at a fixed interval with jitter, some missing: what the grid
+/// timestamps are for.
+fn grid_samples() -> impl Strategy<Value = Vec<Sample>> {
+    (
+        -4_000_000_000_000_000i64..4_000_000_000_000_000,
+        prop_oneof![Just(1_000_000i64), Just(1_000_000_000i64), Just(1i64)],
+        1i64..100_000,
+        0i64..100,
+        proptest::collection::vec((any::<u16>(), any::<u8>(), -1000i32..1000), 3..300),
+    )
+        .prop_map(|(t0, unit, interval, jitter_pct, draws)| {
+            let jitter = interval * jitter_pct / 250;
+            let mut out: Vec<Sample> = Vec::new();
+            for (k, (j, miss, v)) in draws.into_iter().enumerate() {
+                if miss % 20 == 0 {
+                    continue;
+                }
+                let off = if jitter == 0 {
+                    0
+                } else {
+                    i64::from(j) % (2 * jitter + 1) - jitter
+                };
+                let ts = t0 + (k as i64 * interval + off) * unit;
+                if out.last().is_none_or(|l| l.ts < ts) {
+                    out.push(Sample {
+                        ts,
+                        value: f64::from(v) / 100.0,
+                    });
+                }
+            }
+            out
+        })
+        .prop_filter("at least one sample", |s| !s.is_empty())
+}
+
+#[test]
+fn jittered_timestamps_go_on_a_grid() {
+    // A sample a minute, stamped in ms with up to 200 ms of jitter.
+    let mut x = 7u64;
+    let mut s = Vec::new();
+    for k in 0..1024i64 {
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        let jitter = (x % 401) as i64 - 200;
+        s.push(Sample {
+            ts: 1_700_000_000_000_000_000 + (k * 60_000 + jitter) * 1_000_000,
+            value: 1.0,
+        });
+    }
+    let b = encode(&s, Choice::Auto).unwrap();
+    assert_eq!(b[3], 1, "the grid flag");
+    // 9 bits of offset and 1 of skip a sample, against delta-of-delta's 16.
+    assert!(b.len() < 1024 * 12 / 8 + 100, "{} bytes", b.len());
+    let (_, back) = decode(&b).unwrap();
+    assert!(same(&s, &back));
+    // A clock 0.4 ms a minute slow stays on the grid (the interval has
+    // fractional units).
+    // (stamped in whole ms: intervals of 60,000 and 60,001 ms in turn).
+    let drift: Vec<Sample> = (0..1024i64)
+        .map(|k| Sample {
+            ts: 1_700_000_000_000_000_000 + k * 600_004 / 10 * 1_000_000,
+            value: 2.0,
+        })
+        .collect();
+    let b = encode(&drift, Choice::Auto).unwrap();
+    assert_eq!(b[3], 1);
+    assert!(
+        b.len() < 1024 * 2 / 8 + 120,
+        "two bits a timestamp at most: {} bytes",
+        b.len()
+    );
+    assert_eq!(decode(&b).unwrap().1, drift);
+    // Irregular times stay delta-of-delta.
+    let irregular = samples(0, 1, &[1.0, 2.0]);
+    assert_eq!(encode(&irregular, Choice::Auto).unwrap()[3], 0);
+}
+
 proptest! {
     #![proptest_config(ProptestConfig::with_cases(512))]
+
+    #[test]
+    fn grid_blocks_decode_to_exactly_what_was_encoded(s in grid_samples()) {
+        let b = encode(&s, Choice::Auto).unwrap();
+        let (h, back) = decode(&b).unwrap();
+        prop_assert!(same(&s, &back));
+        prop_assert_eq!(h.count as usize, s.len());
+    }
 
     #[test]
     fn a_block_decodes_to_exactly_what_was_encoded(s in any_samples()) {
@@ -182,7 +268,7 @@ proptest! {
             b[0] = 1;
             b[1] = 1 + b[1] % 2;
             b[2] %= 10;
-            b[3] = 0;
+            b[3] %= 2;
             let n = b.len() - 4;
             let crc = crc32fast::hash(&b[..n]);
             b[n..].copy_from_slice(&crc.to_le_bytes());

@@ -1,0 +1,145 @@
+//! Timestamps on a grid (block flag bit 0): for sensors that sample at a
+//! fixed interval with jitter, where delta-of-delta pays for the jitter
+//! twice. Each timestamp (in the block's unit, relative to the first) is
+//! a point of the grid `g(k) = floor(k * I / 256) + c` plus an offset:
+//! `I` is the interval in 1/65536 units (so a clock a little off a whole
+//! unit does not drift away from the grid), `c` centres the offsets. Per
+//! timestamp after the first: the grid points skipped since the previous
+//! one (`0` for none, else `1` and the count in Elias gamma: missing
+//! samples), then the offset, zigzagged, in `b` bits (`b` for the whole
+//! block).
+//!
+//! Section layout: varint `I`, varint zigzag `c`, 6 bits `b`, then the
+//! timestamps. A block is written this way only when it comes out smaller
+//! than delta-of-delta (block/mod.rs).
+
+use crate::bits::{read_varint, unzigzag, width, write_varint, zigzag, BitReader, BitWriter};
+use crate::block::BlockError;
+
+const FRAC: u32 = 16;
+/// Offsets wider than this are not a grid.
+const MAX_BITS: u32 = 40;
+
+fn grid(k: i64, interval: i64) -> i128 {
+    (i128::from(k) * i128::from(interval)) >> FRAC
+}
+
+fn gamma(w: &mut BitWriter, s: u64) {
+    let n = 63 - s.leading_zeros();
+    w.write(0, n);
+    w.write(s, n + 1);
+}
+
+fn read_gamma(r: &mut BitReader) -> Result<u64, BlockError> {
+    let mut n = 0;
+    while !r.bit()? {
+        n += 1;
+        if n > 63 {
+            return Err(BlockError::Invalid("a skip longer than 64 bits"));
+        }
+    }
+    let rest = if n == 0 { 0 } else { r.read(n)? };
+    Ok((1u64 << n) | rest)
+}
+
+/// The grid section of rising timestamps `ts` in units of 10^k ns, or
+/// `None` when they do not sit on a grid.
+pub(crate) fn encode(ts: &[i64], k: u8) -> Option<Vec<u8>> {
+    if ts.len() < 3 {
+        return None;
+    }
+    let unit = 10i64.pow(u32::from(k));
+    let u: Vec<i64> = ts.iter().map(|&t| (t - ts[0]) / unit).collect();
+    let mut deltas: Vec<i64> = u.windows(2).map(|w| w[1] - w[0]).collect();
+    let mid = deltas.len() / 2;
+    let median = *deltas.select_nth_unstable(mid).1;
+    // The grid index of each timestamp, then the interval that best fits
+    // the last one (to 1/65536 of a unit).
+    let index = |interval_fp: i64| -> Option<Vec<i64>> {
+        let mut ks = Vec::with_capacity(u.len());
+        for &x in &u {
+            let q =
+                ((i128::from(x) << FRAC) + i128::from(interval_fp) / 2) / i128::from(interval_fp);
+            let q = i64::try_from(q).ok()?;
+            if ks.last().is_some_and(|&p| q <= p) {
+                return None;
+            }
+            ks.push(q);
+        }
+        Some(ks)
+    };
+    let coarse = median.checked_mul(1 << FRAC)?;
+    let ks = index(coarse)?;
+    let last = *ks.last().expect("three at least");
+    let fine =
+        i64::try_from((i128::from(*u.last().expect("three")) << FRAC) / i128::from(last)).ok()?;
+    let (interval, ks) = match index(fine.max(1)) {
+        Some(fks) if fine > 0 => (fine, fks),
+        _ => (coarse, ks),
+    };
+    let offsets: Vec<i64> = u
+        .iter()
+        .zip(&ks)
+        .map(|(&x, &q)| i64::try_from(i128::from(x) - grid(q, interval)).ok())
+        .collect::<Option<_>>()?;
+    let (lo, hi) = offsets[1..]
+        .iter()
+        .fold((i64::MAX, i64::MIN), |(lo, hi), &o| (lo.min(o), hi.max(o)));
+    // Offsets from -n to n-1 zigzag to below 2n.
+    let c = i64::try_from(i128::from(lo) + (i128::from(hi) - i128::from(lo) + 1) / 2).ok()?;
+    let centred: Vec<u64> = offsets[1..]
+        .iter()
+        .map(|&o| o.checked_sub(c).map(zigzag))
+        .collect::<Option<_>>()?;
+    let bits = centred.iter().map(|&z| width(z)).max().unwrap_or(0);
+    if bits > MAX_BITS {
+        return None;
+    }
+    let mut w = BitWriter::default();
+    write_varint(&mut w, interval as u64);
+    write_varint(&mut w, zigzag(c));
+    w.write(u64::from(bits), 6);
+    for i in 1..u.len() {
+        let skip = (ks[i] - ks[i - 1] - 1) as u64;
+        if skip == 0 {
+            w.bit(false);
+        } else {
+            w.bit(true);
+            gamma(&mut w, skip);
+        }
+        w.write(centred[i - 1], bits);
+    }
+    Some(w.into_bytes())
+}
+
+/// Reads `count - 1` timestamps after `first` (ns) from a grid section.
+pub(crate) fn decode(
+    first: i64,
+    count: usize,
+    k: u8,
+    r: &mut BitReader,
+) -> Result<Vec<i64>, BlockError> {
+    let bad = || BlockError::Invalid("a grid timestamp out of range");
+    let unit = 10i64.pow(u32::from(k));
+    let interval = i64::try_from(read_varint(r)?).map_err(|_| bad())?;
+    let c = unzigzag(read_varint(r)?);
+    let bits = r.read(6)? as u32;
+    if interval <= 0 || bits > MAX_BITS {
+        return Err(BlockError::Invalid("a bad grid"));
+    }
+    let mut out = Vec::with_capacity(count);
+    out.push(first);
+    let mut q: i64 = 0;
+    for _ in 1..count {
+        let skip = if r.bit()? { read_gamma(r)? } else { 0 };
+        q = i64::try_from(skip)
+            .ok()
+            .and_then(|s| q.checked_add(s)?.checked_add(1))
+            .ok_or_else(bad)?;
+        let o = unzigzag(r.read(bits)?);
+        let t = i128::from(first)
+            + (grid(q, interval) + i128::from(c) + i128::from(o)) * i128::from(unit);
+        out.push(i64::try_from(t).map_err(|_| bad())?);
+    }
+    Ok(out)
+}
