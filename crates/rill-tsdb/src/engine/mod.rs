@@ -191,6 +191,8 @@ pub struct Engine {
     /// the stores are of one moment.
     storing: RwLock<()>,
     counters: stats::Counters,
+    /// Every series parsed, and the catalog's size it was made at.
+    parsed: Mutex<(usize, Arc<Vec<(String, Series)>>)>,
 }
 
 impl Engine {
@@ -287,6 +289,7 @@ impl Engine {
             applied: Condvar::new(),
             storing: RwLock::new(()),
             counters: stats::Counters::default(),
+            parsed: Mutex::new((usize::MAX, Arc::new(Vec::new()))),
         };
         Ok((engine, report))
     }
@@ -479,27 +482,46 @@ impl Engine {
     /// The series of every database that pass `matchers`, with their
     /// database, sorted by database and key.
     pub fn select(&self, matchers: &[crate::select::Matcher]) -> Vec<(String, Series)> {
-        // Copied under the lock, matched outside it (writers wait for it).
-        let keys: Vec<(String, String)> = {
+        let all = self.parsed_series();
+        all.iter()
+            .filter(|(_, s)| crate::select::matches(matchers, s))
+            .cloned()
+            .collect()
+    }
+
+    /// Every series, parsed, sorted by database and key: kept until the
+    /// catalog grows (series are never removed from it), so a query does
+    /// not parse every key again.
+    fn parsed_series(&self) -> Arc<Vec<(String, Series)>> {
+        let (len, keys) = {
             let st = self.lock();
-            st.catalog
+            let len = st.catalog.len();
+            let cache = self.parsed.lock().unwrap_or_else(|e| e.into_inner());
+            if cache.0 == len {
+                return cache.1.clone();
+            }
+            // Copied under the lock, parsed outside it (writers wait for it).
+            let keys: Vec<(String, String)> = st
+                .catalog
                 .databases()
                 .flat_map(|db| {
                     st.catalog
                         .keys(db)
                         .map(move |(k, _)| (db.to_string(), k.to_string()))
                 })
-                .collect()
+                .collect();
+            (len, keys)
         };
-        let mut out = Vec::new();
+        let mut out = Vec::with_capacity(keys.len());
         for (db, key) in keys {
             match Series::parse_key(&key) {
-                Some(s) if crate::select::matches(matchers, &s) => out.push((db, s)),
-                Some(_) => {}
+                Some(s) => out.push((db, s)),
                 None => tracing::warn!(db, key, "a series key that does not parse is skipped"),
             }
         }
         out.sort_by_cached_key(|(db, s)| (db.clone(), s.key()));
+        let out = Arc::new(out);
+        *self.parsed.lock().unwrap_or_else(|e| e.into_inner()) = (len, out.clone());
         out
     }
 

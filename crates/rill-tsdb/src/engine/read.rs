@@ -147,8 +147,8 @@ fn normalize(run: &mut Vec<Sample>) {
 }
 
 /// Appends one window's runs (a later run winning on a repeated time) to
-/// `out` in time order: laid end to end when they do not overlap (the
-/// usual case: parts cut in turn), else merged.
+/// `out` in time order: laid end to end when they do not overlap (parts
+/// cut in turn), else merged.
 fn merge_runs(mut runs: Vec<Vec<Sample>>, out: &mut Vec<Sample>) {
     runs.retain(|r| !r.is_empty());
     runs.iter_mut().for_each(normalize);
@@ -163,11 +163,40 @@ fn merge_runs(mut runs: Vec<Vec<Sample>>, out: &mut Vec<Sample>) {
         }
         return;
     }
-    let mut merged: BTreeMap<i64, f64> = BTreeMap::new();
-    for r in &runs {
-        merged.extend(r.iter().map(|s| (s.ts, s.value)));
+    // Overlapping (late samples of a window already cut): merged two at
+    // a time, each pass linear, the later run winning on a repeated time.
+    let mut runs = runs.into_iter();
+    let mut acc = runs.next().unwrap_or_default();
+    for r in runs {
+        acc = merge_two(&acc, &r);
     }
-    out.extend(merged.into_iter().map(|(ts, value)| Sample { ts, value }));
+    out.extend_from_slice(&acc);
+}
+
+/// Two sorted runs as one, `b` winning on a repeated time.
+fn merge_two(a: &[Sample], b: &[Sample]) -> Vec<Sample> {
+    let mut out = Vec::with_capacity(a.len() + b.len());
+    let (mut i, mut j) = (0, 0);
+    while i < a.len() && j < b.len() {
+        match a[i].ts.cmp(&b[j].ts) {
+            std::cmp::Ordering::Less => {
+                out.push(a[i]);
+                i += 1;
+            }
+            std::cmp::Ordering::Greater => {
+                out.push(b[j]);
+                j += 1;
+            }
+            std::cmp::Ordering::Equal => {
+                out.push(b[j]);
+                i += 1;
+                j += 1;
+            }
+        }
+    }
+    out.extend_from_slice(&a[i..]);
+    out.extend_from_slice(&b[j..]);
+    out
 }
 
 /// The engine as a query's source: series of every database, a series
