@@ -157,7 +157,7 @@ function syncControls() {
   $("#live").checked = state.live;
   $("#live").disabled = state.to !== "now";
   const csv = new URLSearchParams({
-    format: "__timestamp__:rfc3339,__value__",
+    format: "__timestamp__:unix_ms,__value__",
     "match[]": state.series,
     start: String(from / 1000),
     end: String(to / 1000),

@@ -23,6 +23,7 @@ use rill_sensor::Precision;
 use rill_tsdb::ingest::Builder;
 use rill_tsdb::Engine;
 use rumqttc::{AsyncClient, Event, MqttOptions, Packet, Publish, QoS, SubscribeReasonCode};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 use tokio::sync::mpsc;
@@ -85,8 +86,18 @@ pub async fn run(engine: Arc<Engine>, cfg: MqttConfig) {
     // Room for every acknowledgement of the messages in hand, so the
     // writer never waits on the connection (which may be waiting on it).
     let (client, mut events) = AsyncClient::new(opts, 4 * QUEUE + 2 * BATCH_MESSAGES);
-    let (tx, rx) = mpsc::channel::<Publish>(QUEUE);
-    let writer = tokio::spawn(write_loop(engine, cfg.clone(), client.clone(), rx));
+    let (tx, rx) = mpsc::channel::<Received>(QUEUE);
+    // Bumped when the broker starts a new session: acknowledgements of
+    // messages of an older one would name packet ids the broker has
+    // given to other messages since.
+    let session = Arc::new(AtomicU64::new(0));
+    let writer = tokio::spawn(write_loop(
+        engine,
+        cfg.clone(),
+        client.clone(),
+        rx,
+        session.clone(),
+    ));
     let _stop_writer = AbortOnDrop(writer);
     let mut down_since: Option<Instant> = None;
     let mut last_report = Instant::now();
@@ -94,6 +105,9 @@ pub async fn run(engine: Arc<Engine>, cfg: MqttConfig) {
         match events.poll().await {
             Ok(Event::Incoming(Packet::ConnAck(ack))) => {
                 tracing::info!(broker = %format!("{}:{}", cfg.host, cfg.port), session_present = ack.session_present, topics = ?cfg.topics, "connected to the MQTT broker");
+                if !ack.session_present {
+                    session.fetch_add(1, Ordering::SeqCst);
+                }
                 down_since = None;
                 // Subscribing again is harmless, and needed when the
                 // broker lost the session.
@@ -114,7 +128,12 @@ pub async fn run(engine: Arc<Engine>, cfg: MqttConfig) {
                 }
             }
             Ok(Event::Incoming(Packet::Publish(p))) => {
-                if tx.send(p).await.is_err() {
+                let r = Received {
+                    publish: p,
+                    at: crate::unix_now_ns(),
+                    session: session.load(Ordering::SeqCst),
+                };
+                if tx.send(r).await.is_err() {
                     return;
                 }
             }
@@ -132,6 +151,14 @@ pub async fn run(engine: Arc<Engine>, cfg: MqttConfig) {
     }
 }
 
+/// A message as it came: stamped on arrival (a payload without a time
+/// takes this one), and the broker session it came in.
+struct Received {
+    publish: Publish,
+    at: i64,
+    session: u64,
+}
+
 struct AbortOnDrop(tokio::task::JoinHandle<()>);
 
 impl Drop for AbortOnDrop {
@@ -146,44 +173,59 @@ async fn write_loop(
     engine: Arc<Engine>,
     cfg: MqttConfig,
     client: AsyncClient,
-    mut rx: mpsc::Receiver<Publish>,
+    mut rx: mpsc::Receiver<Received>,
+    session: Arc<AtomicU64>,
 ) {
-    let mut msgs: Vec<Publish> = Vec::new();
+    let mut msgs: Vec<Received> = Vec::new();
     while let Some(first) = rx.recv().await {
-        let mut bytes = first.payload.len();
+        let mut bytes = first.publish.payload.len();
         msgs.push(first);
         while msgs.len() < BATCH_MESSAGES && bytes < BATCH_BYTES {
             match rx.try_recv() {
-                Ok(p) => {
-                    bytes += p.payload.len();
-                    msgs.push(p);
+                Ok(r) => {
+                    bytes += r.publish.payload.len();
+                    msgs.push(r);
                 }
                 Err(_) => break,
             }
         }
-        let now = crate::unix_now_ns();
         let mut b = Builder::default();
-        for p in &msgs {
-            b.mqtt(&p.topic, &p.payload, &cfg.db, cfg.precision, now);
+        for r in &msgs {
+            b.mqtt(
+                &r.publish.topic,
+                &r.publish.payload,
+                &cfg.db,
+                cfg.precision,
+                r.at,
+            );
         }
         let batch = b.finish();
-        if !batch.errors.is_empty() || !batch.rejected.is_empty() {
-            let first = batch.errors.iter().chain(&batch.rejected).next();
+        let skipped: Vec<&String> = batch.errors.iter().chain(&batch.rejected).collect();
+        for e in skipped.iter().take(10) {
+            tracing::warn!(error = %e, "an MQTT message (or a point in it) holds no sample: skipped");
+        }
+        if skipped.len() > 10 {
             tracing::warn!(
-                count = batch.errors.len() + batch.rejected.len(),
-                first = first.map(String::as_str).unwrap_or(""),
-                "MQTT messages (or points in them) that hold no sample were skipped"
+                count = skipped.len() - 10,
+                "more MQTT messages without samples were skipped"
             );
         }
         if !batch.series.is_empty() {
+            let now = crate::unix_now_ns();
             crate::sensor_write::until_taken(&engine, &cfg.db, Arc::new(batch.series), now, "MQTT")
                 .await;
         }
-        for p in msgs.drain(..) {
+        let current = session.load(Ordering::SeqCst);
+        for r in msgs.drain(..) {
+            // Of an older session: the broker sends it again if it kept
+            // that session, and its packet id may name another message now.
+            if r.session != current {
+                continue;
+            }
             // Cannot fail while the connection task runs (the queue has
             // room for every acknowledgement in hand); a message not
             // acknowledged is only sent again.
-            if let Err(e) = client.try_ack(&p) {
+            if let Err(e) = client.try_ack(&r.publish) {
                 tracing::warn!(error = %e, "an MQTT acknowledgement was not sent");
             }
         }

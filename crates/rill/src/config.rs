@@ -134,8 +134,13 @@ fn addr(v: &str) -> Result<SocketAddr, String> {
 /// `raw` without its comment (see [`Config::parse`]).
 fn strip_comment(raw: &str) -> &str {
     let b = raw.as_bytes();
-    match (0..b.len()).find(|&i| b[i] == b'#' && (i == 0 || b[i - 1] == b' ' || b[i - 1] == b'\t'))
-    {
+    let eq = raw.find('=');
+    // A `#` that starts a value is the value's.
+    let starts_value = |i: usize| eq.is_some_and(|e| e < i && raw[e + 1..i].trim().is_empty());
+    let comment = (0..b.len()).find(|&i| {
+        b[i] == b'#' && (i == 0 || b[i - 1] == b' ' || b[i - 1] == b'\t') && !starts_value(i)
+    });
+    match comment {
         Some(i) => &raw[..i],
         None => raw,
     }
@@ -181,8 +186,8 @@ impl Config {
 
     /// Parses a whole file; every problem is reported, not just the first.
     /// A `#` at the start of a line or after a space or tab begins a
-    /// comment; one inside a value (an MQTT topic filter `plant/#`, a
-    /// password) is part of it.
+    /// comment; one inside a value or starting it (MQTT topic filters
+    /// `plant/#` and `#`, a password) is part of it.
     pub fn parse(text: &str) -> Result<Config, Vec<ConfigError>> {
         let mut c = Config::defaults();
         let mut errors = Vec::new();
@@ -452,6 +457,11 @@ mod tests {
         .unwrap_or_else(|e| panic!("{e:?}"));
         assert_eq!(c.sensor.mqtt_topics, vec!["plant/#", "lab/#"]);
         assert_eq!(c.sensor.mqtt_password.as_deref(), Some("p#ss"));
+        let c = Config::parse("sensor.mqtt.topics = #  # every topic\nsensor.mqtt.password = #x\n")
+            .unwrap_or_else(|e| panic!("{e:?}"));
+        assert_eq!(c.sensor.mqtt_topics, vec!["#"]);
+        assert_eq!(c.sensor.mqtt_password.as_deref(), Some("#x"));
+        assert!(Config::parse("sensor.mqtt.password =\n").is_err());
     }
 
     #[test]

@@ -144,6 +144,10 @@ pub fn set_sensor(c: &mut SensorConfig, key: &str, v: &str) -> Option<Result<(),
         },
         "sensor.listener.line.db" => match v.trim() {
             "" => Err("sensor.listener.line.db needs a database name".into()),
+            db if db.len() > rill_tsdb::engine::MAX_DB_NAME_BYTES => Err(format!(
+                "sensor.listener.line.db is longer than {} bytes",
+                rill_tsdb::engine::MAX_DB_NAME_BYTES
+            )),
             db => {
                 c.line_db = db.to_string();
                 Ok(())
@@ -185,6 +189,10 @@ pub fn set_sensor(c: &mut SensorConfig, key: &str, v: &str) -> Option<Result<(),
         },
         "sensor.mqtt.db" => match v.trim() {
             "" => Err("sensor.mqtt.db needs a database name".into()),
+            db if db.len() > rill_tsdb::engine::MAX_DB_NAME_BYTES => Err(format!(
+                "sensor.mqtt.db is longer than {} bytes",
+                rill_tsdb::engine::MAX_DB_NAME_BYTES
+            )),
             db => {
                 c.mqtt_db = db.to_string();
                 Ok(())
@@ -204,10 +212,13 @@ pub fn set_sensor(c: &mut SensorConfig, key: &str, v: &str) -> Option<Result<(),
             c.mqtt_username = Some(v.trim().to_string());
             Ok(())
         }
-        "sensor.mqtt.password" => {
-            c.mqtt_password = Some(v.trim().to_string());
-            Ok(())
-        }
+        "sensor.mqtt.password" => match v.trim() {
+            "" => Err("sensor.mqtt.password is empty (leave it out for none)".into()),
+            p => {
+                c.mqtt_password = Some(p.to_string());
+                Ok(())
+            }
+        },
         _ => return None,
     })
 }

@@ -152,6 +152,23 @@ fn the_sensor_page_draws_and_zooms_in_headless_chromium() {
         "times rise"
     );
 
+    // Zoomed out to four pixels, the stored blocks (a window of 10
+    // minutes each) are summed up from their headers, not decoded.
+    common::until("blocks stored", Duration::from_secs(30), || {
+        n.stats()["sensor_blocks_stored_total"]
+            .as_u64()
+            .unwrap_or(0)
+            >= 10
+    });
+    let wide = m4.replace("width=120", "width=4");
+    let r = n.http("GET", &wide, &[], b"").unwrap();
+    let v: serde_json::Value = serde_json::from_slice(&r.body).unwrap();
+    assert!(v["blocks_from_headers"].as_u64().unwrap() > 0, "{v}");
+    assert_eq!(
+        v["samples"].as_u64().unwrap() as usize,
+        body.lines().count()
+    );
+
     // In the browser: drawn, then zoomed by a drag across the middle.
     let url = format!(
         "http://{}/sensors#series={}&from={}&to={}",

@@ -112,7 +112,7 @@ pub(crate) fn points(b: &Buckets) -> Vec<(i64, Option<rill_tsdb::engine::Bucket>
         .collect();
     spacing.sort_unstable();
     let usual = spacing.get(spacing.len() / 2).copied().unwrap_or(0);
-    let gap = (2 * b.step).max(usual.saturating_mul(3));
+    let gap = b.step.saturating_mul(2).max(usual.saturating_mul(3));
     let mut out = Vec::with_capacity(full.len() + 8);
     for (i, x) in full.iter().enumerate() {
         if i > 0 && x.first.0 - full[i - 1].last.0 > gap {
@@ -164,7 +164,11 @@ pub(crate) async fn m4(ctx: &Arc<Ctx>, req: &Req) -> Response {
         Ok(None) => return text(StatusCode::NOT_FOUND, "no such series\n"),
         Err(e) => {
             tracing::error!(error = %e, "a sensor page read failed");
-            return text(StatusCode::INTERNAL_SERVER_ERROR, format!("{e}\n"));
+            let why = match e {
+                rill_tsdb::EngineError::Damaged { .. } => e.to_string(),
+                _ => "the series could not be read (the node's log says why)".to_string(),
+            };
+            return text(StatusCode::INTERNAL_SERVER_ERROR, why + "\n");
         }
     };
     let pts = points(&b);

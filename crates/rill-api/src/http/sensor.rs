@@ -214,9 +214,17 @@ fn write_error(flavour: Flavour, e: EngineError) -> Response {
         // the same write may be sent again.
         EngineError::Busy(_) | EngineError::Store(_) | EngineError::Wal(WalError::Io(_)) => {
             tracing::warn!(error = %e, "a sensor write was refused; the client may retry");
+            // A store's error may name its files: the client gets the
+            // kind of trouble, the log the detail.
+            let why = match &e {
+                EngineError::Store(_) => {
+                    "the sensor stores cannot take writes now (a full disk?)".to_string()
+                }
+                other => other.to_string(),
+            };
             busy(
                 flavour,
-                &format!("{e}; nothing of this write was acknowledged, retry later"),
+                &format!("{why}; nothing of this write was acknowledged, retry later"),
             )
         }
         other => {

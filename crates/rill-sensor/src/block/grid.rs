@@ -1,8 +1,8 @@
 //! Timestamps on a grid (block flag bit 0): for sensors that sample at a
 //! fixed interval with jitter, where delta-of-delta pays for the jitter
 //! twice. Each timestamp (in the block's unit, relative to the first) is
-//! a point of the grid `g(k) = floor(k * I / 256) + c` plus an offset:
-//! `I` is the interval in 1/65536 units (so a clock a little off a whole
+//! a point of the grid `g(k) = floor(k * I / 65536)`, plus `c`, plus an
+//! offset: `I` is the interval in 1/65536 units (so a clock a little off a whole
 //! unit does not drift away from the grid), `c` centres the offsets. Per
 //! timestamp after the first: the grid points skipped since the previous
 //! one (`0` for none, else `1` and the count in Elias gamma: missing
@@ -49,7 +49,10 @@ pub(crate) fn encode(ts: &[i64], k: u8) -> Option<Vec<u8>> {
         return None;
     }
     let unit = 10i64.pow(u32::from(k));
-    let u: Vec<i64> = ts.iter().map(|&t| (t - ts[0]) / unit).collect();
+    let u: Vec<i64> = ts
+        .iter()
+        .map(|&t| t.checked_sub(ts[0]).map(|d| d / unit))
+        .collect::<Option<_>>()?;
     let mut deltas: Vec<i64> = u.windows(2).map(|w| w[1] - w[0]).collect();
     let mid = deltas.len() / 2;
     let median = *deltas.select_nth_unstable(mid).1;
@@ -137,9 +140,16 @@ pub(crate) fn decode(
             .and_then(|s| q.checked_add(s)?.checked_add(1))
             .ok_or_else(bad)?;
         let o = unzigzag(r.read(bits)?);
-        let t = i128::from(first)
-            + (grid(q, interval) + i128::from(c) + i128::from(o)) * i128::from(unit);
-        out.push(i64::try_from(t).map_err(|_| bad())?);
+        // q and the interval are below 2^63, so the grid point is below
+        // 2^110; the rest is checked.
+        let t = grid(q, interval)
+            .checked_add(i128::from(c))
+            .and_then(|x| x.checked_add(i128::from(o)))
+            .and_then(|x| x.checked_mul(i128::from(unit)))
+            .and_then(|x| x.checked_add(i128::from(first)))
+            .and_then(|x| i64::try_from(x).ok())
+            .ok_or_else(bad)?;
+        out.push(t);
     }
     Ok(out)
 }

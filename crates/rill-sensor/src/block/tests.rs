@@ -238,6 +238,35 @@ fn jittered_timestamps_go_on_a_grid() {
     assert_eq!(encode(&irregular, Choice::Auto).unwrap()[3], 0);
 }
 
+/// A grid section with the largest interval and skips is an error, not
+/// an overflow.
+#[test]
+fn a_hostile_grid_is_refused() {
+    let mut b = encode(&samples(0, 1_000_000_000, &[1.0, 2.0, 3.0]), Choice::Auto).unwrap();
+    let mut w = crate::bits::BitWriter::default();
+    crate::bits::write_varint(&mut w, i64::MAX as u64);
+    crate::bits::write_varint(&mut w, 0);
+    w.write(0, 6);
+    for _ in 0..2 {
+        // A skip of 2^62 + ..., in Elias gamma: 62 zeros, then 63 bits.
+        w.bit(true);
+        w.write(0, 62);
+        w.write(u64::MAX >> 1, 63);
+    }
+    let times = w.into_bytes();
+    let values_at = 68 + u32::from_le_bytes(b[64..68].try_into().unwrap()) as usize;
+    let values = b[values_at..b.len() - 4].to_vec();
+    b.truncate(64);
+    b[2] = 9;
+    b[3] = 1;
+    b.extend_from_slice(&(times.len() as u32).to_le_bytes());
+    b.extend_from_slice(&times);
+    b.extend_from_slice(&values);
+    let crc = crc32fast::hash(&b);
+    b.extend_from_slice(&crc.to_le_bytes());
+    assert!(decode(&b).is_err());
+}
+
 proptest! {
     #![proptest_config(ProptestConfig::with_cases(512))]
 

@@ -120,18 +120,21 @@ impl Engine {
     /// of `words`, ignoring case; at most `limit`, sorted.
     pub fn search(&self, words: &[&str], limit: usize) -> Vec<String> {
         let words: Vec<String> = words.iter().map(|w| w.to_lowercase()).collect();
-        let mut out: Vec<String> = {
+        // Copied under the lock, searched outside it (writers wait for it).
+        let keys: Vec<String> = {
             let st = self.lock();
             st.catalog
                 .databases()
-                .flat_map(|db| st.catalog.keys(db).map(|(k, _)| k))
-                .filter(|k| {
-                    let lower = k.to_lowercase();
-                    words.iter().all(|w| lower.contains(w.as_str()))
-                })
-                .map(str::to_string)
+                .flat_map(|db| st.catalog.keys(db).map(|(k, _)| k.to_string()))
                 .collect()
         };
+        let mut out: Vec<String> = keys
+            .into_iter()
+            .filter(|k| {
+                let lower = k.to_lowercase();
+                words.iter().all(|w| lower.contains(w.as_str()))
+            })
+            .collect();
         out.sort();
         out.dedup();
         out.truncate(limit);

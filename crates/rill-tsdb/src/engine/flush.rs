@@ -65,13 +65,7 @@ impl Engine {
                 unstored.extend(cuts.into_iter().map(|c| (name.clone(), c)));
             }
         }
-        let mut report = self.store_and_retire()?;
-        // Everything is stored: a fresh segment, and the old ones go (a
-        // write that came meanwhile keeps its segment, as ever).
-        if self.wal.rotate()? {
-            report.segments_deleted += self.store_and_retire()?.segments_deleted;
-        }
-        Ok(report)
+        self.store_and_retire()
     }
 
     /// Cuts every buffer and stores everything, leaving the log empty but

@@ -179,6 +179,9 @@ struct State {
     unstored: VecDeque<(String, Cut)>,
 }
 
+/// Every series, parsed: (database, series), sorted.
+type ParsedSeries = Arc<Vec<(String, Series)>>;
+
 pub struct Engine {
     opts: EngineOptions,
     wal: Wal,
@@ -192,7 +195,7 @@ pub struct Engine {
     storing: RwLock<()>,
     counters: stats::Counters,
     /// Every series parsed, and the catalog's size it was made at.
-    parsed: Mutex<(usize, Arc<Vec<(String, Series)>>)>,
+    parsed: Mutex<(usize, ParsedSeries)>,
 }
 
 impl Engine {
@@ -492,7 +495,7 @@ impl Engine {
     /// Every series, parsed, sorted by database and key: kept until the
     /// catalog grows (series are never removed from it), so a query does
     /// not parse every key again.
-    fn parsed_series(&self) -> Arc<Vec<(String, Series)>> {
+    fn parsed_series(&self) -> ParsedSeries {
         let (len, keys) = {
             let st = self.lock();
             let len = st.catalog.len();

@@ -222,14 +222,23 @@ impl crate::promql::eval::Source for QuerySource<'_> {
         // Each database's samples of a key, in ms (the last within a ms
         // kept), merged when a key is in more than one (a later database
         // winning).
-        let mut by_key: BTreeMap<String, (rill_sensor::Series, Vec<(i64, f64)>, bool)> =
-            BTreeMap::new();
+        // Per key: the series, its samples (ms), whether from several.
+        type Slot = (rill_sensor::Series, Vec<(i64, f64)>, bool);
+        let mut by_key: BTreeMap<String, Slot> = BTreeMap::new();
         for (db, series) in self.engine.select(matchers) {
             let key = series.key();
             let samples = self
                 .engine
                 .read(&db, &key, from, to, self.now)
-                .map_err(|e| e.to_string())?;
+                .map_err(|e| match e {
+                    // Named for the client; a store's own error may name
+                    // its files, so it goes to the log only.
+                    EngineError::Damaged { .. } => e.to_string(),
+                    other => {
+                        tracing::error!(error = %other, "a sensor read failed");
+                        "a sensor series could not be read (the node's log says why)".into()
+                    }
+                })?;
             let mut ms: Vec<(i64, f64)> = Vec::with_capacity(samples.len());
             for s in samples {
                 let t = s.ts.div_euclid(1_000_000);

@@ -457,3 +457,22 @@ fn the_log_stays_within_its_budget() {
         300
     );
 }
+
+/// Live ingest, a tick a second: blocks fill to their size (ticks do not
+/// start log segments of their own, which would put windows over the
+/// log's budget and cut them early).
+#[test]
+fn live_ingest_fills_whole_blocks() {
+    let rig = Rig::new(10_000 * SEC, 64);
+    let e = rig.open(T0);
+    for i in 0..640i64 {
+        let now = T0 + i * SEC;
+        e.write("db", &one("live", vec![s(now, i as f64)]), now)
+            .unwrap();
+        e.tick(now).unwrap();
+    }
+    let st = e.stats();
+    assert_eq!(st.blocks_stored, 10, "{st:?}");
+    assert_eq!(st.samples_buffered, 0, "{st:?}");
+    assert_eq!(all_of(&e, "live").len(), 640);
+}
