@@ -20,7 +20,9 @@ mod browse;
 mod browse_tests;
 mod flush;
 mod read;
+mod series_list;
 mod stats;
+mod write;
 pub use browse::{Bucket, Buckets};
 pub use read::QuerySource;
 pub use stats::EngineStats;
@@ -31,11 +33,9 @@ use crate::buffer::{Buffers, Cut};
 use crate::catalog::Catalog;
 use crate::keys::{decode_series_record, parse_block_key, parse_series_record_key, MAX_NAME_BYTES};
 use crate::storage::{BlockStore, Storage};
-use crate::wal::format::{
-    encode_entry, encode_samples, Entry, MAX_ENTRY_SAMPLES, MAX_RECORD_BYTES,
-};
+use crate::wal::format::Entry;
 use crate::wal::{ReplayReport, Wal, WalError, WalOptions};
-use rill_sensor::{Choice, Sample, Series};
+use rill_sensor::{Choice, Sample};
 use std::collections::{HashMap, VecDeque};
 use std::io;
 use std::path::Path;
@@ -179,9 +179,6 @@ struct State {
     unstored: VecDeque<(String, Cut)>,
 }
 
-/// Every series, parsed: (database, series), sorted.
-type ParsedSeries = Arc<Vec<(String, Series)>>;
-
 pub struct Engine {
     opts: EngineOptions,
     wal: Wal,
@@ -195,7 +192,7 @@ pub struct Engine {
     storing: RwLock<()>,
     counters: stats::Counters,
     /// Every series parsed, and the catalog's size it was made at.
-    parsed: Mutex<(usize, ParsedSeries)>,
+    parsed: Mutex<(usize, series_list::ParsedSeries)>,
 }
 
 impl Engine {
@@ -314,143 +311,6 @@ impl Engine {
         &self.opts
     }
 
-    /// Writes samples of series (keys as [`rill_sensor::Series::key`]
-    /// gives them) to database `db`; returns once they are durable (as
-    /// the log syncs) and visible to reads. Samples older than the
-    /// database's storage period or too far ahead of `now` are counted,
-    /// not written. On an error nothing was acknowledged, though some of
-    /// the samples may have been kept (a write is safe to repeat: a
-    /// repeated time keeps the value written last).
-    pub fn write(
-        &self,
-        db: &str,
-        series: &[(String, Vec<Sample>)],
-        now: i64,
-    ) -> Result<WriteReport, EngineError> {
-        let r = self.write_logged(db, series, now);
-        self.counters.count_write(&r);
-        r
-    }
-
-    fn write_logged(
-        &self,
-        db: &str,
-        series: &[(String, Vec<Sample>)],
-        now: i64,
-    ) -> Result<WriteReport, EngineError> {
-        let oldest = now.saturating_sub(self.opts.retention(db));
-        let newest = now.saturating_add(self.opts.max_future_ns);
-        let mut report = WriteReport::default();
-        let kept: Vec<(&str, Vec<Sample>)> = series
-            .iter()
-            .map(|(key, samples)| {
-                if key.len() > MAX_NAME_BYTES {
-                    report.bad_series += samples.len() as u64;
-                    return (key.as_str(), Vec::new());
-                }
-                let mut v = Vec::with_capacity(samples.len());
-                for s in samples {
-                    if s.ts < oldest {
-                        report.too_old += 1;
-                    } else if s.ts > newest {
-                        report.too_new += 1;
-                    } else {
-                        v.push(*s);
-                    }
-                }
-                (key.as_str(), v)
-            })
-            .filter(|(_, v)| !v.is_empty())
-            .collect();
-        if kept.is_empty() {
-            return Ok(report);
-        }
-        self.create_database(db)?;
-        let mut tickets = Vec::new();
-        let mut first_err = None;
-        {
-            let mut st = self.lock();
-            let unstored: usize = st.unstored.iter().map(|(_, c)| c.samples.len()).sum();
-            if unstored > self.opts.max_unstored_samples {
-                return Err(EngineError::Busy(unstored));
-            }
-            for record in records(&mut st.catalog, db, &kept)? {
-                // Records appended before a failure are still committed
-                // (and added in order), the rest not written.
-                let ticket = match self.wal.append(&record.payload) {
-                    Ok(t) => t,
-                    Err(e) => {
-                        first_err = Some(EngineError::from(e));
-                        break;
-                    }
-                };
-                let seq = st.next_seq;
-                st.next_seq += 1;
-                st.logged.push_back(Logged {
-                    seq,
-                    segment: ticket.segment_at_least,
-                    db: db.to_string(),
-                    defines: record.defines,
-                    samples: record.samples,
-                    done: None,
-                });
-                tickets.push((seq, ticket));
-            }
-        }
-        let mut last_seq = 0;
-        for (seq, ticket) in tickets {
-            let r = self.wal.commit(ticket);
-            let mut st = self.lock();
-            if let Some(l) = st.logged.iter_mut().find(|l| l.seq == seq) {
-                l.done = Some(r.is_ok());
-            }
-            self.apply_done(&mut st);
-            drop(st);
-            last_seq = seq;
-            if let Err(e) = r {
-                first_err.get_or_insert(EngineError::from(e));
-            }
-        }
-        let mut st = self.lock();
-        while st.applied < last_seq {
-            st = self.applied.wait(st).unwrap_or_else(|e| e.into_inner());
-        }
-        match first_err {
-            Some(e) => Err(e),
-            None => {
-                report.written = kept.iter().map(|(_, v)| v.len() as u64).sum();
-                Ok(report)
-            }
-        }
-    }
-
-    /// Adds the writes at the front of the log order whose commits have
-    /// returned to the buffers.
-    fn apply_done(&self, st: &mut State) {
-        let mut any = false;
-        while let Some(done) = st.logged.front().and_then(|l| l.done) {
-            let l = st.logged.pop_front().expect("front seen");
-            any = true;
-            st.applied = l.seq;
-            if !done {
-                continue;
-            }
-            for id in &l.defines {
-                st.catalog.made_durable(*id);
-            }
-            let State { dbs, unstored, .. } = st;
-            let d = dbs.get_mut(&l.db).expect("a written database is open");
-            let mut cuts = Vec::new();
-            for (id, samples) in &l.samples {
-                d.buffers.add(*id, samples, l.segment, &mut cuts);
-            }
-            unstored.extend(cuts.into_iter().map(|c| (l.db.clone(), c)));
-        }
-        if any {
-            self.applied.notify_all();
-        }
-    }
-
     /// Makes database `db` (its store), if it is not there yet; a write
     /// makes its database too.
     pub fn create_database(&self, db: &str) -> Result<(), EngineError> {
@@ -482,52 +342,6 @@ impl Engine {
         v
     }
 
-    /// The series of every database that pass `matchers`, with their
-    /// database, sorted by database and key.
-    pub fn select(&self, matchers: &[crate::select::Matcher]) -> Vec<(String, Series)> {
-        let all = self.parsed_series();
-        all.iter()
-            .filter(|(_, s)| crate::select::matches(matchers, s))
-            .cloned()
-            .collect()
-    }
-
-    /// Every series, parsed, sorted by database and key: kept until the
-    /// catalog grows (series are never removed from it), so a query does
-    /// not parse every key again.
-    fn parsed_series(&self) -> ParsedSeries {
-        let (len, keys) = {
-            let st = self.lock();
-            let len = st.catalog.len();
-            let cache = self.parsed.lock().unwrap_or_else(|e| e.into_inner());
-            if cache.0 == len {
-                return cache.1.clone();
-            }
-            // Copied under the lock, parsed outside it (writers wait for it).
-            let keys: Vec<(String, String)> = st
-                .catalog
-                .databases()
-                .flat_map(|db| {
-                    st.catalog
-                        .keys(db)
-                        .map(move |(k, _)| (db.to_string(), k.to_string()))
-                })
-                .collect();
-            (len, keys)
-        };
-        let mut out = Vec::with_capacity(keys.len());
-        for (db, key) in keys {
-            match Series::parse_key(&key) {
-                Some(s) => out.push((db, s)),
-                None => tracing::warn!(db, key, "a series key that does not parse is skipped"),
-            }
-        }
-        out.sort_by_cached_key(|(db, s)| (db.clone(), s.key()));
-        let out = Arc::new(out);
-        *self.parsed.lock().unwrap_or_else(|e| e.into_inner()) = (len, out.clone());
-        out
-    }
-
     /// Samples waiting in buffers, and cut blocks waiting to be stored.
     pub fn waiting(&self) -> (usize, usize) {
         let st = self.lock();
@@ -539,61 +353,6 @@ impl Engine {
     pub fn log_segments(&self) -> Vec<u64> {
         self.wal.segments()
     }
-}
-
-/// One log record of a write.
-struct Record {
-    payload: Vec<u8>,
-    defines: Vec<u64>,
-    samples: Vec<(u64, Vec<Sample>)>,
-}
-
-/// A write's records: definitions of series not yet durable, then their
-/// samples, split so no record passes the log's size.
-fn records(
-    catalog: &mut Catalog,
-    db: &str,
-    series: &[(&str, Vec<Sample>)],
-) -> Result<Vec<Record>, EngineError> {
-    let invalid = |e: crate::wal::format::FormatError| EngineError::Invalid(e.to_string());
-    let limit = MAX_RECORD_BYTES / 2;
-    let mut out = Vec::new();
-    let mut cur = Record {
-        payload: Vec::new(),
-        defines: Vec::new(),
-        samples: Vec::new(),
-    };
-    for (key, samples) in series {
-        let (id, define) = catalog.id(db, key);
-        for chunk in samples.chunks(MAX_ENTRY_SAMPLES) {
-            // A chunk is at most 64 Ki samples of 19 bytes: 1.2 MiB.
-            if cur.payload.len() > limit {
-                out.push(std::mem::replace(
-                    &mut cur,
-                    Record {
-                        payload: Vec::new(),
-                        defines: Vec::new(),
-                        samples: Vec::new(),
-                    },
-                ));
-            }
-            if define && !cur.defines.contains(&id) {
-                let e = Entry::Series {
-                    id,
-                    db: db.as_bytes().to_vec(),
-                    key: key.as_bytes().to_vec(),
-                };
-                encode_entry(&mut cur.payload, &e).map_err(invalid)?;
-                cur.defines.push(id);
-            }
-            encode_samples(&mut cur.payload, id, chunk).map_err(invalid)?;
-            cur.samples.push((id, chunk.to_vec()));
-        }
-    }
-    if !cur.payload.is_empty() {
-        out.push(cur);
-    }
-    Ok(out)
 }
 
 /// Block keys of a store, parsed (for a database's listing and tests).

@@ -1,0 +1,57 @@
+//! The series a query selects: every series of the catalog, parsed
+//! once and kept until the catalog grows, matched against selectors.
+
+use super::Engine;
+use rill_sensor::Series;
+use std::sync::Arc;
+
+/// Every series, parsed: (database, series), sorted.
+pub(super) type ParsedSeries = Arc<Vec<(String, Series)>>;
+
+impl Engine {
+    /// The series of every database that pass `matchers`, with their
+    /// database, sorted by database and key.
+    pub fn select(&self, matchers: &[crate::select::Matcher]) -> Vec<(String, Series)> {
+        let all = self.parsed_series();
+        all.iter()
+            .filter(|(_, s)| crate::select::matches(matchers, s))
+            .cloned()
+            .collect()
+    }
+
+    /// Every series, parsed, sorted by database and key: kept until the
+    /// catalog grows (series are never removed from it), so a query does
+    /// not parse every key again.
+    fn parsed_series(&self) -> ParsedSeries {
+        let (len, keys) = {
+            let st = self.lock();
+            let len = st.catalog.len();
+            let cache = self.parsed.lock().unwrap_or_else(|e| e.into_inner());
+            if cache.0 == len {
+                return cache.1.clone();
+            }
+            // Copied under the lock, parsed outside it (writers wait for it).
+            let keys: Vec<(String, String)> = st
+                .catalog
+                .databases()
+                .flat_map(|db| {
+                    st.catalog
+                        .keys(db)
+                        .map(move |(k, _)| (db.to_string(), k.to_string()))
+                })
+                .collect();
+            (len, keys)
+        };
+        let mut out = Vec::with_capacity(keys.len());
+        for (db, key) in keys {
+            match Series::parse_key(&key) {
+                Some(s) => out.push((db, s)),
+                None => tracing::warn!(db, key, "a series key that does not parse is skipped"),
+            }
+        }
+        out.sort_by_cached_key(|(db, s)| (db.clone(), s.key()));
+        let out = Arc::new(out);
+        *self.parsed.lock().unwrap_or_else(|e| e.into_inner()) = (len, out.clone());
+        out
+    }
+}
