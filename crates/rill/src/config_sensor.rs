@@ -90,6 +90,16 @@ fn positive(key: &str, v: &str) -> Result<Duration, String> {
     }
 }
 
+/// A database name setting: 1 to `MAX_DB_NAME_BYTES` bytes.
+fn db_name(key: &str, v: &str) -> Result<String, String> {
+    let max = rill_tsdb::engine::MAX_DB_NAME_BYTES;
+    match v.trim() {
+        "" => Err(format!("{key} needs a database name")),
+        db if db.len() > max => Err(format!("{key} is longer than {max} bytes")),
+        db => Ok(db.to_string()),
+    }
+}
+
 /// Sets a `sensor.*` key; `None` if `key` is not one.
 pub fn set_sensor(c: &mut SensorConfig, key: &str, v: &str) -> Option<Result<(), String>> {
     if let Some(db) = key.strip_prefix("sensor.retention.") {
@@ -142,17 +152,7 @@ pub fn set_sensor(c: &mut SensorConfig, key: &str, v: &str) -> Option<Result<(),
                 .map(|addr| c.line_listener = Some(addr))
                 .map_err(|_| format!("sensor.listener.line must be an address such as 127.0.0.1:8089, or off; found {v:?}")),
         },
-        "sensor.listener.line.db" => match v.trim() {
-            "" => Err("sensor.listener.line.db needs a database name".into()),
-            db if db.len() > rill_tsdb::engine::MAX_DB_NAME_BYTES => Err(format!(
-                "sensor.listener.line.db is longer than {} bytes",
-                rill_tsdb::engine::MAX_DB_NAME_BYTES
-            )),
-            db => {
-                c.line_db = db.to_string();
-                Ok(())
-            }
-        },
+        "sensor.listener.line.db" => db_name(key, v).map(|db| c.line_db = db),
         "sensor.listener.line.precision" => {
             rill_sensor::Precision::parse(Some(v.trim())).map(|p| c.line_precision = p)
         }
@@ -187,17 +187,7 @@ pub fn set_sensor(c: &mut SensorConfig, key: &str, v: &str) -> Option<Result<(),
             }
             _ => Err(format!("sensor.mqtt.qos must be 1 or 2 (0 would let the broker drop samples), found {v:?}")),
         },
-        "sensor.mqtt.db" => match v.trim() {
-            "" => Err("sensor.mqtt.db needs a database name".into()),
-            db if db.len() > rill_tsdb::engine::MAX_DB_NAME_BYTES => Err(format!(
-                "sensor.mqtt.db is longer than {} bytes",
-                rill_tsdb::engine::MAX_DB_NAME_BYTES
-            )),
-            db => {
-                c.mqtt_db = db.to_string();
-                Ok(())
-            }
-        },
+        "sensor.mqtt.db" => db_name(key, v).map(|db| c.mqtt_db = db),
         "sensor.mqtt.precision" => {
             rill_sensor::Precision::parse(Some(v.trim())).map(|p| c.mqtt_precision = p)
         }

@@ -8,7 +8,6 @@ mod common;
 
 use common::Node;
 use rill_client::Client;
-use std::io::Write;
 use std::path::Path;
 use std::time::{Duration, Instant};
 
@@ -26,35 +25,6 @@ fn config(data: &Path) -> String {
          bitcask.reserve = 4MB\ndelete_mode = immediate\n",
         data.display()
     )
-}
-
-/// Fills what is left of the filesystem with a file of its own, to the
-/// last byte, as another program could.
-fn fill_up(path: &Path) -> u64 {
-    let mut f = std::fs::File::create(path).unwrap();
-    let block = vec![0x5au8; 64 << 10];
-    let mut written = 0u64;
-    loop {
-        match f.write(&block) {
-            Ok(0) => break,
-            Ok(n) => written += n as u64,
-            Err(e) if e.raw_os_error() == Some(libc_enospc()) => break,
-            Err(e) => panic!("filling the disk: {e}"),
-        }
-    }
-    // Smaller writes for the last partial block.
-    loop {
-        match f.write(&block[..512]) {
-            Ok(0) | Err(_) => break,
-            Ok(n) => written += n as u64,
-        }
-    }
-    let _ = f.sync_all();
-    written
-}
-
-fn libc_enospc() -> i32 {
-    28
 }
 
 fn http_put(n: &Node, key: &str, body: &[u8]) -> common::HttpReply {
@@ -136,7 +106,7 @@ fn a_full_disk_refuses_puts_clearly_keeps_reads_restarts_and_recovers() {
     }
 
     // Something else takes whatever room is left, then the node crashes.
-    let filler = fill_up(&fs.path().join("filler"));
+    let filler = common::fill_up(&fs.path().join("filler"));
     eprintln!(
         "{} puts acknowledged, then {filler} bytes of filler",
         acked.len()
@@ -215,7 +185,7 @@ fn deletes_succeed_on_a_disk_something_else_filled() {
         let r = http_put(&n, &format!("k{i}"), &value(i));
         assert_eq!(r.status, 204, "{}", String::from_utf8_lossy(&r.body));
     }
-    let filler = fill_up(&fs.path().join("filler"));
+    let filler = common::fill_up(&fs.path().join("filler"));
     eprintln!("{keys} puts, then {filler} bytes of filler");
     // Hundreds of tombstones on three replicas each cross block boundaries
     // of the stores' active files: some of them meet ENOSPC.

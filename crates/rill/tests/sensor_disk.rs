@@ -12,18 +12,7 @@ use common::sensor::{export, now_s, Broker};
 use common::Node;
 use std::collections::BTreeMap;
 use std::io::Write;
-use std::path::Path;
 use std::time::{Duration, Instant};
-
-/// Fills what is left of the filesystem with a file of its own, to the
-/// last byte, as another program could.
-fn fill_up(path: &Path) {
-    let mut f = std::fs::File::create(path).unwrap();
-    let block = vec![0x5au8; 64 << 10];
-    while matches!(f.write(&block), Ok(n) if n > 0) {}
-    while matches!(f.write(&block[..512]), Ok(n) if n > 0) {}
-    let _ = f.sync_all();
-}
 
 fn post_write(n: &Node, body: &str) -> common::HttpReply {
     n.http("POST", "/write?db=field&precision=ms", &[], body.as_bytes())
@@ -111,7 +100,7 @@ fn a_full_disk_pushes_back_on_every_path_and_loses_nothing() {
     acked.extend(samples);
 
     // Something else takes the room; HTTP writes are refused, clearly.
-    fill_up(&filler);
+    common::fill_up(&filler);
     let mut next = 500;
     let refusal = loop {
         assert!(next < 500 * 1000, "the writes were never refused");
@@ -160,7 +149,7 @@ fn a_full_disk_pushes_back_on_every_path_and_loses_nothing() {
 
     // Full again, messages arrive, and the node dies before it could
     // store them: the broker still holds them, unacknowledged.
-    fill_up(&filler);
+    common::fill_up(&filler);
     loop {
         assert!(next < 500 * 2000, "the writes were never refused");
         let (body, samples) = lines("http", t0, next, 500);

@@ -6,7 +6,8 @@
 //! series' samples in memory, not the whole answer.
 
 use super::other::stream_body;
-use super::sensor::{engine, time_param, Flavour};
+use super::prom::{param, params};
+use super::sensor::{engine, Flavour};
 use super::util::text;
 use super::{Ctx, Req};
 use axum::body::Body;
@@ -128,6 +129,20 @@ fn json_line(out: &mut String, s: &Series, samples: &[Sample]) {
     out.push('\n');
 }
 
+/// A time of the exports: Unix seconds, with a fraction or not.
+fn time_param(v: Option<&str>, default: i64) -> Result<i64, String> {
+    let Some(v) = v else {
+        return Ok(default);
+    };
+    let secs: f64 = v.parse().map_err(|_| {
+        format!("cannot parse time {v:?}: give Unix seconds, such as 1700000000 or 1700000000.5")
+    })?;
+    if !secs.is_finite() {
+        return Err(format!("cannot parse time {v:?}"));
+    }
+    Ok((secs * 1e9).clamp(i64::MIN as f64, i64::MAX as f64) as i64)
+}
+
 /// `GET /api/v1/export` (`csv` false) or `/api/v1/export/csv`.
 pub(crate) async fn export(ctx: &Arc<Ctx>, req: &Req, csv: bool) -> Response {
     let engine = match engine(ctx, Flavour::V1) {
@@ -135,29 +150,26 @@ pub(crate) async fn export(ctx: &Arc<Ctx>, req: &Req, csv: bool) -> Response {
         Err(r) => return r,
     };
     let bad = |m: String| text(StatusCode::BAD_REQUEST, m + "\n");
+    // As the query API reads its arguments (a POST form too).
+    let p = params(req);
     let cols = if csv {
-        match parse_format(req.query.get("format").map(String::as_str).unwrap_or("")) {
+        match parse_format(param(&p, "format").unwrap_or("")) {
             Ok(c) => Some(c),
             Err(e) => return bad(e),
         }
     } else {
         None
     };
-    let selectors: Vec<String> = req
-        .raw_query
-        .split('&')
-        .filter_map(|p| p.split_once('='))
-        .filter(|(k, _)| super::util::percent_decode_lenient(k) == b"match[]")
-        .map(|(_, v)| {
-            String::from_utf8_lossy(&super::util::percent_decode_lenient(&v.replace('+', " ")))
-                .into_owned()
-        })
+    let selectors: Vec<&str> = p
+        .iter()
+        .filter(|(k, _)| k == "match[]")
+        .map(|(_, v)| v.as_str())
         .collect();
     if selectors.is_empty() {
         return bad("missing match[] (a series selector such as cpu_usage{host=\"a\"})".into());
     }
     let mut matchers = Vec::new();
-    for s in &selectors {
+    for s in selectors {
         match rill_tsdb::select::parse(s) {
             Ok(m) => matchers.push(m),
             Err(e) => return bad(e),
@@ -165,8 +177,8 @@ pub(crate) async fn export(ctx: &Arc<Ctx>, req: &Req, csv: bool) -> Response {
     }
     let now = crate::unix_now_ns();
     let (start, end) = match (
-        time_param(req.query.get("start"), i64::MIN),
-        time_param(req.query.get("end"), now),
+        time_param(param(&p, "start"), i64::MIN),
+        time_param(param(&p, "end"), now),
     ) {
         (Ok(s), Ok(e)) => (s, e),
         (Err(e), _) | (_, Err(e)) => return bad(e),

@@ -28,7 +28,7 @@ type Params = Vec<(String, String)>;
 
 /// Every parameter, query string and form body together (repeated names
 /// kept).
-fn params(req: &Req) -> Params {
+pub(crate) fn params(req: &Req) -> Params {
     let decode = |s: &str| {
         String::from_utf8_lossy(&percent_decode_lenient(&s.replace('+', " "))).into_owned()
     };
@@ -56,7 +56,7 @@ fn params(req: &Req) -> Params {
 
 /// The first value of `name`; `None` when missing or empty (an empty
 /// value means the default, as in VictoriaMetrics).
-fn param<'a>(p: &'a [(String, String)], name: &str) -> Option<&'a str> {
+pub(crate) fn param<'a>(p: &'a [(String, String)], name: &str) -> Option<&'a str> {
     p.iter()
         .find(|(k, _)| k == name)
         .map(|(_, v)| v.as_str())

@@ -390,17 +390,3 @@ pub(crate) async fn query(ctx: &Arc<Ctx>, req: &Req) -> Response {
     }
     json_text(StatusCode::OK, json!({ "results": results }).to_string())
 }
-
-/// A time of the read APIs: Unix seconds, with a fraction or not.
-pub(crate) fn time_param(v: Option<&String>, default: i64) -> Result<i64, String> {
-    let Some(v) = v.filter(|v| !v.is_empty()) else {
-        return Ok(default);
-    };
-    let secs: f64 = v.parse().map_err(|_| {
-        format!("cannot parse time {v:?}: give Unix seconds, such as 1700000000 or 1700000000.5")
-    })?;
-    if !secs.is_finite() {
-        return Err(format!("cannot parse time {v:?}"));
-    }
-    Ok((secs * 1e9).clamp(i64::MIN as f64, i64::MAX as f64) as i64)
-}

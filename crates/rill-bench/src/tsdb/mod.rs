@@ -130,9 +130,9 @@ pub fn run(args: Args) -> Result<()> {
     let picks = queries::picks(&plan, reps);
     let mut outcomes = Vec::new();
     for kind in kinds {
-        outcomes.push(one(kind, &args, &batches, samples, &picks, &plan)?);
+        outcomes.push(one(kind, &args, &batches, samples, &picks)?);
     }
-    report(&mut r, &outcomes, samples);
+    report(&mut r, &outcomes);
     println!("{}", r.json());
     Ok(())
 }
@@ -143,7 +143,6 @@ fn one(
     batches: &[(String, u64)],
     samples: u64,
     picks: &[queries::Pick],
-    plan: &Plan,
 ) -> Result<Outcome> {
     let dir = args.dir.join(kind.name());
     let extra: String = args
@@ -202,7 +201,7 @@ fn one(
     );
     sys.settle()?;
     let settle_cpu_s = sys.cpu_seconds() - cpu0 - ingest_cpu_s;
-    let (day, month, answers) = queries::run(&sys, picks, plan)?;
+    let (day, month, answers) = queries::run(&sys, picks)?;
     let rss_bytes = sys.rss_bytes();
     let disk_bytes = sys.stop_and_measure()?;
     if !args.keep {
@@ -223,7 +222,7 @@ fn one(
     })
 }
 
-fn report(r: &mut Report, outcomes: &[Outcome], samples: u64) {
+fn report(r: &mut Report, outcomes: &[Outcome]) {
     for o in outcomes {
         let n = o.kind.name();
         r.num(
@@ -248,7 +247,7 @@ fn report(r: &mut Report, outcomes: &[Outcome], samples: u64) {
         );
         r.num(
             &format!("{n}_bytes_per_sample"),
-            o.disk_bytes as f64 / samples as f64,
+            o.disk_bytes as f64 / o.samples as f64,
             &format!("{n}: bytes on disk per sample"),
         );
         r.num(

@@ -95,7 +95,7 @@ fn points(body: &[u8]) -> Result<Answer> {
 
 /// Runs every pick against `sys`: day and month latencies, and the
 /// PromQL answers (empty for InfluxDB).
-pub fn run(sys: &System, picks: &[Pick], _plan: &Plan) -> Result<(Latency, Latency, Vec<Answer>)> {
+pub fn run(sys: &System, picks: &[Pick]) -> Result<(Latency, Latency, Vec<Answer>)> {
     let mut c = Conn::new(sys.addr);
     let (mut day, mut month, mut answers) = (Vec::new(), Vec::new(), Vec::new());
     for p in picks {

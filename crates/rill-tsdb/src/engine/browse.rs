@@ -7,11 +7,8 @@
 //! first, last) without decoding its samples.
 
 use super::{Engine, EngineError};
-use crate::buffer::window_of;
-use crate::keys::block_key;
 use rill_sensor::block::Header;
 use rill_sensor::Sample;
-use std::collections::BTreeMap;
 
 /// One bucket's samples, summed up.
 #[derive(Clone, Copy, Debug, PartialEq)]
@@ -165,56 +162,31 @@ impl Engine {
     ) -> Result<Buckets, EngineError> {
         let mut out = Buckets::new(t0, t1, n);
         let _storing = self.storing.read().unwrap_or_else(|e| e.into_inner());
-        let window_ns = self.opts.window_ns;
-        let Some(super::read::Sources {
-            id,
-            store,
-            lo,
-            hi,
-            waiting,
-            unstored,
-        }) = self.sources(db, key, t0, t1 - 1, now)
-        else {
+        let Some(src) = self.sources(db, key, t0, t1 - 1, now) else {
             return Ok(out);
         };
-        let damaged = |w: i64, part: u32, error| EngineError::Damaged {
-            series: key.to_string(),
-            window: w,
-            part,
-            error,
-        };
-        let mut w = window_of(lo, window_ns);
-        let last = window_of(hi, window_ns);
-        loop {
-            // The window's sources, in the order a later one wins.
-            let mut parts: Vec<(u32, Header, Vec<u8>)> = Vec::new();
-            for part in 0u32.. {
-                let Some(bytes) = store.get(&block_key(id, w, part))? else {
-                    break;
-                };
-                let h = rill_sensor::block::header(&bytes).map_err(|e| damaged(w, part, e))?;
-                parts.push((part, h, bytes));
-            }
-            let mut loose: Vec<&[Sample]> = Vec::new();
-            for c in unstored.iter().filter(|c| c.window == w) {
-                loose.push(&c.samples);
-            }
-            if let Some((_, samples)) = waiting.iter().find(|(ww, _)| *ww == w) {
-                loose.push(samples);
-            }
+        let (lo, hi) = (src.lo, src.hi);
+        for w in src.windows(self.opts.window_ns) {
+            let parts = src.parts(key, w)?;
+            let loose: Vec<&[Sample]> = src.loose(w).collect();
+            // Whether anything of the window but part `skip` has a sample
+            // in `a..=b`.
             let overlaps = |a: i64, b: i64, skip: u32| {
                 parts
                     .iter()
-                    .any(|(p, h, _)| *p != skip && h.first_ts <= b && a <= h.last_ts)
+                    .any(|p| p.number != skip && p.header.first_ts <= b && a <= p.header.last_ts)
                     || loose
                         .iter()
                         .any(|s| s.iter().any(|x| (a..=b).contains(&x.ts)))
             };
-            let mut merged: BTreeMap<i64, f64> = BTreeMap::new();
-            for (part, h, bytes) in &parts {
-                if h.last_ts < lo || h.first_ts > hi {
-                    continue; // outside the range: not even decoded
+            // What is not summed from a header, in the order a later run
+            // wins.
+            let mut runs: Vec<Vec<Sample>> = Vec::new();
+            for p in &parts {
+                if p.outside(lo, hi) {
+                    continue; // not even decoded
                 }
+                let h = &p.header;
                 let one = out
                     .index(h.first_ts)
                     .filter(|&i| Some(i) == out.index(h.last_ts));
@@ -222,30 +194,24 @@ impl Engine {
                     Some(i)
                         if lo <= h.first_ts
                             && h.last_ts <= hi
-                            && !overlaps(h.first_ts, h.last_ts, *part) =>
+                            && !overlaps(h.first_ts, h.last_ts, p.number) =>
                     {
                         out.add(i, &Bucket::of_header(h));
                         out.from_headers += 1;
                     }
                     _ => {
-                        let (_, samples) =
-                            rill_sensor::block::decode(bytes).map_err(|e| damaged(w, *part, e))?;
+                        runs.push(p.decode(key, w)?);
                         out.decoded += 1;
-                        merged.extend(samples.into_iter().map(|s| (s.ts, s.value)));
                     }
                 }
             }
-            for s in loose {
-                merged.extend(s.iter().map(|x| (x.ts, x.value)));
-            }
-            for (&ts, &value) in merged.range(lo..=hi) {
-                if let Some(i) = out.index(ts) {
-                    out.add(i, &Bucket::of(Sample { ts, value }));
+            runs.extend(loose.iter().map(|s| s.to_vec()));
+            let mut merged = Vec::new();
+            super::read::merge_runs(runs, &mut merged);
+            for s in merged.into_iter().filter(|s| (lo..=hi).contains(&s.ts)) {
+                if let Some(i) = out.index(s.ts) {
+                    out.add(i, &Bucket::of(s));
                 }
-            }
-            match w.checked_add(window_ns) {
-                Some(next) if w < last => w = next,
-                _ => break,
             }
         }
         Ok(out)

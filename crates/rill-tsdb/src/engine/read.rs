@@ -6,7 +6,8 @@
 use super::{Engine, EngineError};
 use crate::buffer::{window_of, Cut};
 use crate::keys::block_key;
-use rill_sensor::Sample;
+use rill_sensor::block::Header;
+use rill_sensor::{BlockError, Sample};
 use std::collections::BTreeMap;
 
 /// What a read of one series over a range takes from memory: its id,
@@ -19,6 +20,78 @@ pub(super) struct Sources {
     pub hi: i64,
     pub waiting: Vec<(i64, Vec<Sample>)>,
     pub unstored: Vec<Cut>,
+}
+
+/// A stored part of a window, its header read (checksum checked).
+pub(super) struct Part {
+    pub number: u32,
+    pub header: Header,
+    pub bytes: Vec<u8>,
+}
+
+fn damaged(key: &str, window: i64, part: u32, error: BlockError) -> EngineError {
+    EngineError::Damaged {
+        series: key.to_string(),
+        window,
+        part,
+        error,
+    }
+}
+
+impl Part {
+    /// Its samples, decoded; an error names series `key`'s window `w`.
+    pub fn decode(&self, key: &str, w: i64) -> Result<Vec<Sample>, EngineError> {
+        rill_sensor::block::decode(&self.bytes)
+            .map(|(_, samples)| samples)
+            .map_err(|e| damaged(key, w, self.number, e))
+    }
+
+    /// Whether it holds no sample of `lo..=hi` (known from its header).
+    pub fn outside(&self, lo: i64, hi: i64) -> bool {
+        self.header.last_ts < lo || self.header.first_ts > hi
+    }
+}
+
+impl Sources {
+    /// The windows of the range, in order.
+    pub fn windows(&self, window_ns: i64) -> impl Iterator<Item = i64> {
+        let last = window_of(self.hi, window_ns);
+        std::iter::successors(Some(window_of(self.lo, window_ns)), move |&w| {
+            if w < last {
+                w.checked_add(window_ns)
+            } else {
+                None
+            }
+        })
+    }
+
+    /// Window `w`'s stored parts of series `key`, in part order.
+    pub fn parts(&self, key: &str, w: i64) -> Result<Vec<Part>, EngineError> {
+        let mut out = Vec::new();
+        for number in 0u32.. {
+            let Some(bytes) = self.store.get(&block_key(self.id, w, number))? else {
+                break;
+            };
+            let header =
+                rill_sensor::block::header(&bytes).map_err(|e| damaged(key, w, number, e))?;
+            out.push(Part {
+                number,
+                header,
+                bytes,
+            });
+        }
+        Ok(out)
+    }
+
+    /// Window `w`'s samples in memory: its queued blocks, then its
+    /// buffered samples (the order in which a later one wins).
+    pub fn loose(&self, w: i64) -> impl Iterator<Item = &[Sample]> {
+        let queued = self.unstored.iter().filter(move |c| c.window == w);
+        let buffered = self.waiting.iter().filter(move |(ww, _)| *ww == w);
+        queued
+            .map(|c| c.samples.as_slice())
+            .chain(buffered.map(|(_, s)| s.as_slice()))
+    }
 }
 
 impl Engine {
@@ -74,53 +147,22 @@ impl Engine {
         // No tick changes the stores while this reads them, so what it
         // takes from memory below and the stores agree.
         let _storing = self.storing.read().unwrap_or_else(|e| e.into_inner());
-        let window_ns = self.opts.window_ns;
-        let Some(Sources {
-            id,
-            store,
-            lo,
-            hi,
-            waiting,
-            unstored,
-        }) = self.sources(db, key, t0, t1, now)
-        else {
+        let Some(src) = self.sources(db, key, t0, t1, now) else {
             return Ok(Vec::new());
         };
+        let (lo, hi) = (src.lo, src.hi);
         let mut out: Vec<Sample> = Vec::new();
-        let mut w = window_of(lo, window_ns);
-        let last = window_of(hi, window_ns);
-        loop {
-            // The window's runs of samples, a later one winning.
+        for w in src.windows(self.opts.window_ns) {
+            // The window's runs of samples, a later one winning. A part
+            // wholly outside the range is not decoded.
             let mut runs: Vec<Vec<Sample>> = Vec::new();
-            for part in 0u32.. {
-                let Some(bytes) = store.get(&block_key(id, w, part))? else {
-                    break;
-                };
-                let damaged = |error| EngineError::Damaged {
-                    series: key.to_string(),
-                    window: w,
-                    part,
-                    error,
-                };
-                // A part wholly outside the range is not decoded (its
-                // header says where it lies).
-                let h = rill_sensor::block::header(&bytes).map_err(damaged)?;
-                if h.last_ts < lo || h.first_ts > hi {
-                    continue;
+            for part in src.parts(key, w)? {
+                if !part.outside(lo, hi) {
+                    runs.push(part.decode(key, w)?);
                 }
-                runs.push(rill_sensor::block::decode(&bytes).map_err(damaged)?.1);
             }
-            for c in unstored.iter().filter(|c| c.window == w) {
-                runs.push(c.samples.clone());
-            }
-            if let Some((_, samples)) = waiting.iter().find(|(ww, _)| *ww == w) {
-                runs.push(samples.clone());
-            }
+            runs.extend(src.loose(w).map(<[Sample]>::to_vec));
             merge_runs(runs, &mut out);
-            match w.checked_add(window_ns) {
-                Some(next) if w < last => w = next,
-                _ => break,
-            }
         }
         let from = out.partition_point(|s| s.ts < lo);
         let to = out.partition_point(|s| s.ts <= hi);
@@ -149,7 +191,7 @@ fn normalize(run: &mut Vec<Sample>) {
 /// Appends one window's runs (a later run winning on a repeated time) to
 /// `out` in time order: laid end to end when they do not overlap (parts
 /// cut in turn), else merged.
-fn merge_runs(mut runs: Vec<Vec<Sample>>, out: &mut Vec<Sample>) {
+pub(super) fn merge_runs(mut runs: Vec<Vec<Sample>>, out: &mut Vec<Sample>) {
     runs.retain(|r| !r.is_empty());
     runs.iter_mut().for_each(normalize);
     let mut order: Vec<usize> = (0..runs.len()).collect();

@@ -65,15 +65,11 @@ impl Engine {
     pub fn stats(&self) -> EngineStats {
         let c = &self.counters;
         let get = |a: &AtomicU64| a.load(Ordering::Relaxed);
-        let (series, databases, buffered, waiting) = {
+        let (series, databases) = {
             let st = self.lock();
-            (
-                st.catalog.len() as u64,
-                st.dbs.len() as u64,
-                st.dbs.values().map(|d| d.buffers.waiting() as u64).sum(),
-                st.unstored.len() as u64,
-            )
+            (st.catalog.len() as u64, st.dbs.len() as u64)
         };
+        let (buffered, waiting) = self.waiting();
         EngineStats {
             samples_written: get(&c.samples_written),
             samples_too_old: get(&c.samples_too_old),
@@ -85,8 +81,8 @@ impl Engine {
             blocks_expired_unstored: get(&c.blocks_expired_unstored),
             series,
             databases,
-            samples_buffered: buffered,
-            blocks_waiting: waiting,
+            samples_buffered: buffered as u64,
+            blocks_waiting: waiting as u64,
             log_segments: self.wal.segments().len() as u64,
             storage: self.storage.stats(),
         }

@@ -269,3 +269,32 @@ pub fn keys_at(n: &Node, path: &str) -> std::collections::BTreeSet<String> {
         .map(|k| k.as_str().unwrap().to_string())
         .collect()
 }
+
+/// Fills what is left of the filesystem with a file of its own, to the
+/// last byte, as another program could.
+pub fn fill_up(path: &Path) -> u64 {
+    let mut f = std::fs::File::create(path).unwrap();
+    let block = vec![0x5au8; 64 << 10];
+    let mut written = 0u64;
+    loop {
+        match f.write(&block) {
+            Ok(0) => break,
+            Ok(n) => written += n as u64,
+            Err(e) if e.raw_os_error() == Some(libc_enospc()) => break,
+            Err(e) => panic!("filling the disk: {e}"),
+        }
+    }
+    // Smaller writes for the last partial block.
+    loop {
+        match f.write(&block[..512]) {
+            Ok(0) | Err(_) => break,
+            Ok(n) => written += n as u64,
+        }
+    }
+    let _ = f.sync_all();
+    written
+}
+
+fn libc_enospc() -> i32 {
+    28
+}
