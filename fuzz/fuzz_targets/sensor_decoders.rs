@@ -181,6 +181,14 @@ fuzz_target!(|data: &[u8]| {
                 // At most one point or one error a line, errors in line order.
                 assert!(points.len() + errors.len() <= body.split('\n').count());
                 assert!(errors.windows(2).all(|w| w[0].line < w[1].line));
+                // The ingest path (series texts parsed once a body) gives
+                // what the points give one by one.
+                use rill_tsdb::ingest::{line_protocol, line_protocol_point_by_point};
+                let p = rill_sensor::Precision::Ms;
+                assert_eq!(
+                    line_protocol(body, "db", p, 7),
+                    line_protocol_point_by_point(body, "db", p, 7)
+                );
             }
         }
     }

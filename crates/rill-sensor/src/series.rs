@@ -42,24 +42,7 @@ impl Series {
     pub fn key(&self) -> String {
         let mut s = String::with_capacity(self.name.len() + 16 * self.labels.len());
         escape_name(&mut s, &self.name);
-        s.push('{');
-        for (i, (k, v)) in self.labels.iter().enumerate() {
-            if i > 0 {
-                s.push(',');
-            }
-            escape_name(&mut s, k);
-            s.push_str("=\"");
-            for c in v.chars() {
-                match c {
-                    '\\' => s.push_str("\\\\"),
-                    '"' => s.push_str("\\\""),
-                    '\n' => s.push_str("\\n"),
-                    c => s.push(c),
-                }
-            }
-            s.push('"');
-        }
-        s.push('}');
+        s.push_str(&labels_text(&self.labels));
         s
     }
 
@@ -139,7 +122,57 @@ fn unescape_until(
     None
 }
 
+/// The labels part of a series' key ([`Series::key`]), `{a="1",b="2"}`,
+/// for labels sorted by name.
+pub fn labels_text<K: AsRef<str>, V: AsRef<str>>(labels: &[(K, V)]) -> String {
+    let mut s = String::with_capacity(2 + 16 * labels.len());
+    s.push('{');
+    for (i, (k, v)) in labels.iter().enumerate() {
+        let (k, v) = (k.as_ref(), v.as_ref());
+        if i > 0 {
+            s.push(',');
+        }
+        escape_name(&mut s, k);
+        s.push_str("=\"");
+        if !v.bytes().any(|b| matches!(b, b'\\' | b'"' | b'\n')) {
+            s.push_str(v);
+            s.push('"');
+            continue;
+        }
+        for c in v.chars() {
+            match c {
+                '\\' => s.push_str("\\\\"),
+                '"' => s.push_str("\\\""),
+                '\n' => s.push_str("\\n"),
+                c => s.push(c),
+            }
+        }
+        s.push('"');
+    }
+    s.push('}');
+    s
+}
+
+/// The key of the series named `measurement_field` whose labels part
+/// ([`labels_text`]) is `labels`: what [`Series::key`] gives.
+pub fn field_key(measurement: &str, field: &str, labels: &str) -> String {
+    let mut s = String::with_capacity(measurement.len() + field.len() + labels.len() + 4);
+    // Escaping goes character by character, so the parts escape apart.
+    escape_name(&mut s, measurement);
+    s.push('_');
+    escape_name(&mut s, field);
+    s.push_str(labels);
+    s
+}
+
 fn escape_name(s: &mut String, name: &str) {
+    if !name
+        .bytes()
+        .any(|b| matches!(b, b'\\' | b'"' | b',' | b'=' | b'{' | b'}' | b'\n'))
+    {
+        s.push_str(name);
+        return;
+    }
     for c in name.chars() {
         match c {
             '\\' | '"' | ',' | '=' | '{' | '}' => {
@@ -162,10 +195,9 @@ pub struct StringField {
 /// The label a request's database goes to.
 pub const DB_LABEL: &str = "db";
 
-/// A point's samples: one series per field, with its value (integers as
-/// doubles, exact up to 2^53; booleans as 1 and 0). A string field makes
-/// the whole line an error, naming it (nothing of the line is stored).
-pub fn samples_of(point: &Point<'_>, db: Option<&str>) -> Result<Vec<(Series, f64)>, StringField> {
+/// A point's labels, unsorted: its tags, and the label `db` for database
+/// `db` unless the point has a tag of that name or `db` is empty.
+pub fn labels_of(point: &Point<'_>, db: Option<&str>) -> Vec<(String, String)> {
     let mut labels: Vec<(String, String)> = point
         .tags
         .iter()
@@ -176,7 +208,14 @@ pub fn samples_of(point: &Point<'_>, db: Option<&str>) -> Result<Vec<(Series, f6
             labels.push((DB_LABEL.to_string(), db.to_string()));
         }
     }
-    let base = Series::new(String::new(), labels);
+    labels
+}
+
+/// A point's samples: one series per field, with its value (integers as
+/// doubles, exact up to 2^53; booleans as 1 and 0). A string field makes
+/// the whole line an error, naming it (nothing of the line is stored).
+pub fn samples_of(point: &Point<'_>, db: Option<&str>) -> Result<Vec<(Series, f64)>, StringField> {
+    let base = Series::new(String::new(), labels_of(point, db));
     // A field written twice keeps its last value.
     let mut out: Vec<(Series, f64)> = Vec::with_capacity(point.fields.len());
     for (field, value) in &point.fields {

@@ -13,8 +13,9 @@
 //! Each window remembers the oldest log segment its samples came from, so
 //! the log can drop every segment older than all waiting samples.
 
+use crate::FastMap;
 use rill_sensor::Sample;
-use std::collections::{BTreeMap, HashMap};
+use std::collections::BTreeMap;
 
 /// Samples of one series and window, leaving the buffer to be stored.
 #[derive(Clone, Debug, PartialEq)]
@@ -39,7 +40,7 @@ struct Open {
 pub struct Buffers {
     window_ns: i64,
     block_samples: usize,
-    series: HashMap<u64, BTreeMap<i64, Open>>,
+    series: FastMap<u64, BTreeMap<i64, Open>>,
     waiting: usize,
 }
 
@@ -56,7 +57,7 @@ impl Buffers {
         Buffers {
             window_ns,
             block_samples,
-            series: HashMap::new(),
+            series: FastMap::default(),
             waiting: 0,
         }
     }
@@ -70,27 +71,42 @@ impl Buffers {
     /// to `out` the blocks that became full.
     pub fn add(&mut self, series: u64, samples: &[Sample], segment: u64, out: &mut Vec<Cut>) {
         let buf = self.series.entry(series).or_default();
-        for s in samples {
-            let window = window_of(s.ts, self.window_ns);
+        let mut rest = samples;
+        while let Some(first) = rest.first() {
+            // The run of samples in one window goes to its buffer at once.
+            let window = window_of(first.ts, self.window_ns);
             let open = buf.entry(window).or_insert_with(|| Open {
                 samples: Vec::new(),
                 segment,
             });
             open.segment = open.segment.min(segment);
             let v = &mut open.samples;
-            match v.last() {
-                Some(last) if last.ts < s.ts => v.push(*s),
-                None => v.push(*s),
-                _ => match v.binary_search_by(|x| x.ts.cmp(&s.ts)) {
-                    Ok(i) => {
-                        v[i] = *s;
-                        continue;
-                    }
-                    Err(i) => v.insert(i, *s),
-                },
+            let mut taken = 0;
+            let mut full = false;
+            for s in rest {
+                if taken > 0 && window_of(s.ts, self.window_ns) != window {
+                    break;
+                }
+                taken += 1;
+                match v.last() {
+                    Some(last) if last.ts < s.ts => v.push(*s),
+                    None => v.push(*s),
+                    _ => match v.binary_search_by(|x| x.ts.cmp(&s.ts)) {
+                        Ok(i) => {
+                            v[i] = *s;
+                            continue;
+                        }
+                        Err(i) => v.insert(i, *s),
+                    },
+                }
+                self.waiting += 1;
+                if v.len() >= self.block_samples {
+                    full = true;
+                    break;
+                }
             }
-            self.waiting += 1;
-            if v.len() >= self.block_samples {
+            rest = &rest[taken..];
+            if full {
                 let open = buf.remove(&window).expect("just used");
                 self.waiting -= open.samples.len();
                 out.push(cut(series, window, open));
@@ -177,6 +193,49 @@ fn cut(series: u64, window: i64, open: Open) -> Cut {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use proptest::prelude::*;
+
+    proptest! {
+        /// Whatever the order and repeats, the cuts hold each series' last
+        /// value at each time, in blocks of one window, sorted, at most
+        /// the block size, with the log segment of their oldest sample.
+        #[test]
+        fn cuts_keep_the_last_value_of_each_time(
+            adds in prop::collection::vec(
+                (0u64..3, prop::collection::vec((-250i64..250, 0u8..4), 0..12)),
+                0..40,
+            ),
+            block in 1usize..6,
+        ) {
+            let mut b = Buffers::new(100, block);
+            let mut out = Vec::new();
+            let mut model: BTreeMap<(u64, i64), (f64, u64)> = BTreeMap::new();
+            for (seg, (series, batch)) in adds.iter().enumerate() {
+                let samples: Vec<Sample> =
+                    batch.iter().map(|&(ts, v)| s(ts, f64::from(v))).collect();
+                b.add(*series, &samples, seg as u64, &mut out);
+                for x in &samples {
+                    model.insert((*series, x.ts), (x.value, seg as u64));
+                }
+            }
+            b.cut_all(&mut out);
+            prop_assert_eq!(b.waiting(), 0);
+            let mut got: BTreeMap<(u64, i64), f64> = BTreeMap::new();
+            for c in &out {
+                prop_assert!(!c.samples.is_empty() && c.samples.len() <= block);
+                prop_assert!(c.samples.windows(2).all(|w| w[0].ts < w[1].ts));
+                for x in &c.samples {
+                    prop_assert_eq!(window_of(x.ts, 100), c.window);
+                    // Its segment is no later than the write of the value.
+                    prop_assert!(c.segment <= model[&(c.series, x.ts)].1);
+                    got.insert((c.series, x.ts), x.value);
+                }
+            }
+            let want: BTreeMap<(u64, i64), f64> =
+                model.into_iter().map(|(k, (v, _))| (k, v)).collect();
+            prop_assert_eq!(got, want);
+        }
+    }
 
     fn s(ts: i64, value: f64) -> Sample {
         Sample { ts, value }

@@ -9,7 +9,7 @@
 //! durable definition gets its series record in the catalog store before
 //! the log segment holding it is deleted.
 
-use std::collections::HashMap;
+use crate::FastMap;
 
 struct Named {
     db: String,
@@ -22,8 +22,8 @@ struct Named {
 
 #[derive(Default)]
 pub struct Catalog {
-    ids: HashMap<String, HashMap<String, u64>>,
-    named: HashMap<u64, Named>,
+    ids: FastMap<String, FastMap<String, u64>>,
+    named: FastMap<u64, Named>,
     next: u64,
 }
 

@@ -3,10 +3,11 @@
 //! line protocol), grouped by series; bad lines become InfluxDB-worded
 //! errors ("unable to parse ..."), which the protocols report.
 
-use rill_sensor::line::parse;
-use rill_sensor::series::DB_LABEL;
-use rill_sensor::{mqtt, samples_of, Precision, Sample, Series};
-use std::collections::HashMap;
+use crate::FastMap;
+use rill_sensor::line::{self, FieldValue, Point};
+use rill_sensor::series::{field_key, labels_text, StringField, DB_LABEL};
+use rill_sensor::{mqtt, Precision, Sample, Series};
+use std::borrow::Cow;
 
 /// A body's samples and errors.
 #[derive(Debug, Default, PartialEq)]
@@ -32,19 +33,57 @@ impl Batch {
 #[derive(Debug, Default)]
 pub struct Builder {
     batch: Batch,
-    index: HashMap<String, usize>,
+    index: FastMap<String, usize>,
+}
+
+/// A line's measurement and tags seen before in a body: its labels and
+/// the places of its fields' series in the batch.
+struct Known<'a> {
+    measurement: Cow<'a, str>,
+    /// The labels part of its series keys.
+    labels: String,
+    fields: Vec<(Cow<'a, str>, usize)>,
+}
+
+impl<'a> Known<'a> {
+    /// As `samples_of` labels a point: its tags, `tag` unless it has a
+    /// tag of that name, `db` unless it has a `db` tag; sorted by name.
+    fn new(p: Point<'a>, db: &str, tag: Option<(&str, &str)>) -> Known<'a> {
+        let mut labels: Vec<(&str, &str)> = p.tags.iter().map(|(k, v)| (&**k, &**v)).collect();
+        for (k, v) in tag
+            .into_iter()
+            .chain((!db.is_empty()).then_some((DB_LABEL, db)))
+        {
+            if !labels.iter().any(|(t, _)| *t == k) {
+                labels.push((k, v));
+            }
+        }
+        // Tags are not repeated (the parser refuses that), so a sort
+        // leaves one of each.
+        labels.sort_unstable_by(|a, b| a.0.cmp(b.0));
+        Known {
+            labels: labels_text(&labels),
+            measurement: p.measurement,
+            fields: Vec::new(),
+        }
+    }
 }
 
 impl Builder {
-    fn push(&mut self, key: String, sample: Sample) {
-        let at = match self.index.get(&key) {
+    /// The place of series `key` in the batch, made if new.
+    fn slot(&mut self, key: String) -> usize {
+        match self.index.get(&key) {
             Some(&at) => at,
             None => {
                 self.index.insert(key.clone(), self.batch.series.len());
                 self.batch.series.push((key, Vec::new()));
                 self.batch.series.len() - 1
             }
-        };
+        }
+    }
+
+    fn push(&mut self, key: String, sample: Sample) {
+        let at = self.slot(key);
         self.batch.series[at].1.push(sample);
     }
 
@@ -53,6 +92,10 @@ impl Builder {
     /// truncated to the precision, as InfluxDB stamps it. `tag` is added
     /// to every point that does not carry that tag itself; errors are
     /// prefixed with `context`.
+    ///
+    /// A line's measurement and tags are parsed and made into series keys
+    /// once per body: later lines with the same text before their fields
+    /// (a sensor's next readings) only parse their fields.
     pub fn line_protocol(
         &mut self,
         body: &str,
@@ -64,43 +107,80 @@ impl Builder {
     ) {
         let unit = precision.to_ns(1).unwrap_or(1);
         let now = now - now.rem_euclid(unit);
-        let (mut points, line_errors) = parse(body);
-        self.batch.errors.extend(
-            line_errors
-                .iter()
-                .map(|e| format!("{context}unable to parse line {}: {}", e.line, e.reason)),
-        );
-        for p in &mut points {
-            let ts = match p.timestamp {
+        let mut known: FastMap<&str, Known<'_>> = FastMap::default();
+        let mut fields = Vec::new();
+        for (number, line) in line::lines(body) {
+            let parsed = match line::split_series(line) {
+                Some((text, rest)) if known.contains_key(text) => {
+                    line::parse_fields(rest, &mut fields).map(|ts| (text, ts))
+                }
+                Some((text, rest)) => line::parse_line(line).and_then(|p| {
+                    known.insert(text, Known::new(p, db, tag));
+                    line::parse_fields(rest, &mut fields).map(|ts| (text, ts))
+                }),
+                // parse_line fails too: no space ends the tags.
+                None => Err(line::parse_line(line)
+                    .err()
+                    .unwrap_or_else(|| "missing fields".into())),
+            };
+            let (text, ts) = match parsed {
+                Ok(p) => p,
+                Err(reason) => {
+                    let e = line::error(number, line, &reason);
+                    let (n, why) = (e.line, e.reason);
+                    self.batch
+                        .errors
+                        .push(format!("{context}unable to parse line {n}: {why}"));
+                    continue;
+                }
+            };
+            let series = known.get_mut(text).expect("known above");
+            let ts = match ts {
                 None => now,
                 Some(t) => match precision.to_ns(t) {
                     Some(ns) => ns,
                     None => {
                         self.batch.rejected.push(format!(
                             "{context}a point of {:?}: timestamp {t} is out of range (1677-2262)",
-                            p.measurement
+                            series.measurement
                         ));
                         continue;
                     }
                 },
             };
-            if let Some((k, v)) = tag {
-                if !p.tags.iter().any(|(t, _)| t == k) {
-                    p.tags.push((k.to_string().into(), v.to_string().into()));
-                }
+            if let Some((field, _)) = fields.iter().find(|(_, v)| matches!(v, FieldValue::Str(_))) {
+                let e = StringField {
+                    field: field.to_string(),
+                };
+                self.batch
+                    .rejected
+                    .push(format!("{context}a point of {:?}: {e}", series.measurement));
+                continue;
             }
-            let samples = match samples_of(p, Some(db)) {
-                Ok(s) => s,
-                Err(e) => {
-                    self.batch
-                        .rejected
-                        .push(format!("{context}a point of {:?}: {e}", p.measurement));
+            self.batch.points += 1;
+            for (i, (field, _)) in fields.iter().enumerate() {
+                // A field written twice keeps its place and its last value.
+                if fields[..i].iter().any(|(f, _)| f == field) {
                     continue;
                 }
-            };
-            self.batch.points += 1;
-            for (series, value) in samples {
-                self.push(series.key(), Sample { ts, value });
+                let last = fields[i..].iter().rev().find(|(f, _)| f == field);
+                let value = match last.map(|(_, v)| v) {
+                    Some(FieldValue::Float(f)) => *f,
+                    Some(FieldValue::Int(i)) => *i as f64,
+                    Some(FieldValue::UInt(u)) => *u as f64,
+                    Some(FieldValue::Bool(b)) => f64::from(u8::from(*b)),
+                    Some(FieldValue::Str(_)) | None => unreachable!("refused above"),
+                };
+                let at = match series.fields.iter().find(|(f, _)| f == field) {
+                    Some(&(_, at)) => at,
+                    None => {
+                        let key = field_key(&series.measurement, field, &series.labels);
+                        let at = self.slot(key);
+                        series.fields.push((field.clone(), at));
+                        at
+                    }
+                };
+                self.batch.series[at].1.push(Sample { ts, value });
             }
         }
     }
@@ -152,9 +232,91 @@ pub fn line_protocol(body: &str, db: &str, precision: Precision, now: i64) -> Ba
     b.finish()
 }
 
+/// What a body gives point by point, without the cache of series texts
+/// ([`Builder::line_protocol`]): `parse`, then `samples_of` for each
+/// point. The reference the fast path is tested and fuzzed against.
+#[doc(hidden)]
+pub fn line_protocol_point_by_point(body: &str, db: &str, precision: Precision, now: i64) -> Batch {
+    let unit = precision.to_ns(1).unwrap_or(1);
+    let now = now - now.rem_euclid(unit);
+    let mut b = Builder::default();
+    let (points, errors) = line::parse(body);
+    b.batch.errors = errors
+        .iter()
+        .map(|e| format!("unable to parse line {}: {}", e.line, e.reason))
+        .collect();
+    for p in &points {
+        let ts = match p.timestamp.map(|t| precision.to_ns(t)) {
+            None => now,
+            Some(Some(ns)) => ns,
+            Some(None) => {
+                b.batch.rejected.push(format!(
+                    "a point of {:?}: timestamp {} is out of range (1677-2262)",
+                    p.measurement,
+                    p.timestamp.unwrap_or_default()
+                ));
+                continue;
+            }
+        };
+        match rill_sensor::samples_of(p, Some(db)) {
+            Ok(samples) => {
+                b.batch.points += 1;
+                for (series, value) in samples {
+                    b.push(series.key(), Sample { ts, value });
+                }
+            }
+            Err(e) => b
+                .batch
+                .rejected
+                .push(format!("a point of {:?}: {e}", p.measurement)),
+        }
+    }
+    b.finish()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+    use proptest::prelude::*;
+
+    /// Lines from a few parts, so series texts repeat, with escapes,
+    /// repeated fields and tags, strings, bad values and comments.
+    fn body() -> impl Strategy<Value = String> {
+        let series = prop::sample::select(vec![
+            "m",
+            "m,a=1",
+            "m,b=2,a=1",
+            "m,a=1,b=2",
+            r"m\ x,a\,=\=1",
+            "m,db=own",
+            "m,a=1,a=2",
+            "m,a=",
+            r"m,a=1\ ",
+            "cpu,host=h",
+        ]);
+        let field = prop::sample::select(vec![
+            "v=1", "v=2.5", "w=3i", "x=t", "v=-4", "s=\"hi\"", "u=5u", "v=", "y=1e3", "z=inf",
+        ]);
+        let ts = prop::sample::select(vec!["", " 1", " 99", " -5", " 9223372036854775807", " x"]);
+        let line = (series, prop::collection::vec(field, 0..4), ts).prop_map(|(s, f, t)| {
+            if f.is_empty() {
+                format!("{s}{t}")
+            } else {
+                format!("{s} {}{t}", f.join(","))
+            }
+        });
+        let line =
+            prop_oneof![8 => line, 1 => Just("# note".to_string()), 1 => Just(String::new())];
+        prop::collection::vec(line, 0..24).prop_map(|v| v.join("\n"))
+    }
+
+    proptest! {
+        #[test]
+        fn bodies_give_what_points_give_one_by_one(body in body()) {
+            let got = line_protocol(&body, "d", Precision::S, 7_500_000_000);
+            prop_assert_eq!(got, line_protocol_point_by_point(&body, "d", Precision::S, 7_500_000_000));
+        }
+    }
 
     #[test]
     fn points_become_series_and_bad_lines_errors() {

@@ -24,5 +24,9 @@ pub mod select;
 pub mod storage;
 pub mod wal;
 
+/// A map with a fast hash (foldhash, seeded per process) for the write
+/// path's lookups by series.
+pub type FastMap<K, V> = std::collections::HashMap<K, V, foldhash::fast::RandomState>;
+
 pub use engine::{Engine, EngineError, EngineOptions, EngineStats, OpenReport, WriteReport};
 pub use storage::{BitcaskStorage, BlockStore, Storage, StorageStats};

@@ -50,21 +50,31 @@ pub struct LineError {
 pub fn parse(body: &str) -> (Vec<Point<'_>>, Vec<LineError>) {
     let mut points = Vec::new();
     let mut errors = Vec::new();
-    for (i, raw) in body.split('\n').enumerate() {
-        let line = raw.strip_suffix('\r').unwrap_or(raw);
-        let trimmed = line.trim_start_matches([' ', '\t']);
-        if trimmed.is_empty() || trimmed.starts_with('#') {
-            continue;
-        }
-        match parse_line(trimmed) {
+    for (number, line) in lines(body) {
+        match parse_line(line) {
             Ok(p) => points.push(p),
-            Err(reason) => errors.push(LineError {
-                line: i + 1,
-                reason: format!("{reason}: {}", excerpt(line)),
-            }),
+            Err(reason) => errors.push(error(number, line, &reason)),
         }
     }
     (points, errors)
+}
+
+/// The lines of `body` to parse, with their numbers (from 1): without a
+/// trailing `\r` and leading blanks; blank lines and comments skipped.
+pub fn lines(body: &str) -> impl Iterator<Item = (usize, &str)> {
+    body.split('\n').enumerate().filter_map(|(i, raw)| {
+        let line = raw.strip_suffix('\r').unwrap_or(raw);
+        let trimmed = line.trim_start_matches([' ', '\t']);
+        (!trimmed.is_empty() && !trimmed.starts_with('#')).then_some((i + 1, trimmed))
+    })
+}
+
+/// A line that does not parse, for [`parse_line`]'s reason.
+pub fn error(number: usize, line: &str, reason: &str) -> LineError {
+    LineError {
+        line: number,
+        reason: format!("{reason}: {}", excerpt(line)),
+    }
 }
 
 /// The start of a bad line, for its error (at most 120 characters).
@@ -89,12 +99,19 @@ fn cut(v: &str, n: usize) -> Cow<'_, str> {
 /// `quotes`); returns the part before it, the stop, the rest after it,
 /// and whether the part held a backslash. A backslash escapes the next
 /// byte when that byte is in `esc` (`None`: any byte), or inside quotes.
+#[inline(always)]
 fn take<'a>(
     s: &'a str,
     stops: &[u8],
     esc: Option<&[u8]>,
     quotes: bool,
 ) -> (&'a str, Option<u8>, &'a str, bool) {
+    // Stops are one or two bytes: compared directly, not searched.
+    let (s0, s1) = match stops {
+        [a] => (*a, *a),
+        [a, b] => (*a, *b),
+        _ => unreachable!("one or two stop bytes"),
+    };
     let b = s.as_bytes();
     let mut i = 0;
     let mut escaped = false;
@@ -110,7 +127,7 @@ fn take<'a>(
         }
         if quotes && c == b'"' {
             in_quotes = !in_quotes;
-        } else if !in_quotes && stops.contains(&c) {
+        } else if !in_quotes && (c == s0 || c == s1) {
             return (&s[..i], Some(c), &s[i + 1..], escaped);
         }
         i += 1;
@@ -143,7 +160,8 @@ fn unescape<'a>(s: &'a str, escaped: bool, chars: &[char]) -> Cow<'a, str> {
 const KEY_ESCAPES: &[char] = &[',', '=', ' '];
 const FIELD_KEY_ESCAPES: &[char] = &[',', '=', ' ', '"'];
 
-fn parse_line(line: &str) -> Result<Point<'_>, String> {
+/// One line ([`lines`] gives them), or why it does not parse.
+pub fn parse_line(line: &str) -> Result<Point<'_>, String> {
     // Measurement: to the first unescaped comma or space.
     let (m, stop, mut rest, esc) = take(line, b", ", Some(b", "), false);
     if m.is_empty() {
@@ -169,8 +187,38 @@ fn parse_line(line: &str) -> Result<Point<'_>, String> {
     if stop != Some(b' ') {
         return Err("missing fields".into());
     }
-    let rest = rest.trim_start_matches(' ');
     let mut fields = Vec::new();
+    let timestamp = parse_fields(rest, &mut fields)?;
+    Ok(Point {
+        measurement,
+        tags,
+        fields,
+        timestamp,
+    })
+}
+
+/// A line's measurement and tags as written (to the first space no
+/// backslash escapes) and the rest after that space; `None` if the line
+/// has no such space. Two lines with the same series text have the same
+/// measurement and tags, so a reader can parse that text once and, for
+/// the lines after, only their fields ([`parse_fields`]).
+pub fn split_series(line: &str) -> Option<(&str, &str)> {
+    // Measurements escape `,` and ` `, tags `,`, `=` and ` `: both find
+    // the same first unescaped space.
+    match take(line, b" ", Some(b",= "), false) {
+        (series, Some(_), rest, _) => Some((series, rest)),
+        _ => None,
+    }
+}
+
+/// The fields and timestamp of a line after its series text
+/// ([`split_series`]): the fields go to `fields` (cleared first).
+pub fn parse_fields<'a>(
+    rest: &'a str,
+    fields: &mut Vec<(Cow<'a, str>, FieldValue<'a>)>,
+) -> Result<Option<i64>, String> {
+    fields.clear();
+    let rest = rest.trim_start_matches(' ');
     let mut left = rest;
     loop {
         let (kv, s, r, esc) = take(left, b", ", None, true);
@@ -185,22 +233,15 @@ fn parse_line(line: &str) -> Result<Point<'_>, String> {
         }
     }
     let ts = left.trim_matches(' ');
-    let timestamp = if ts.is_empty() {
-        None
+    if ts.is_empty() {
+        Ok(None)
     } else if ts.starts_with('+') {
-        return Err(format!("bad timestamp {:?}", short(ts)));
+        Err(format!("bad timestamp {:?}", short(ts)))
     } else {
-        Some(
-            ts.parse::<i64>()
-                .map_err(|_| format!("bad timestamp {:?}", short(ts)))?,
-        )
-    };
-    Ok(Point {
-        measurement,
-        tags,
-        fields,
-        timestamp,
-    })
+        ts.parse::<i64>()
+            .map(Some)
+            .map_err(|_| format!("bad timestamp {:?}", short(ts)))
+    }
 }
 
 /// Splits `k=v` at the first unescaped `=`.

@@ -163,7 +163,9 @@ struct Logged {
     segment: u64,
     db: String,
     defines: Vec<u64>,
-    samples: Vec<(u64, Vec<Sample>)>,
+    /// Each series' samples: a range of `flat`.
+    series: Vec<(u64, std::ops::Range<usize>)>,
+    flat: Vec<Sample>,
     /// `None` until its commit returned.
     done: Option<bool>,
 }

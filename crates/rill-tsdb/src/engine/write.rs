@@ -8,6 +8,8 @@ use crate::wal::format::{
     encode_entry, encode_samples, Entry, MAX_ENTRY_SAMPLES, MAX_RECORD_BYTES,
 };
 use rill_sensor::Sample;
+use std::borrow::Cow;
+use std::ops::Range;
 
 impl Engine {
     /// Writes samples of series (keys as [`rill_sensor::Series::key`]
@@ -37,12 +39,15 @@ impl Engine {
         let oldest = now.saturating_sub(self.opts.retention(db));
         let newest = now.saturating_add(self.opts.max_future_ns);
         let mut report = WriteReport::default();
-        let kept: Vec<(&str, Vec<Sample>)> = series
+        let kept: Vec<(&str, Cow<'_, [Sample]>)> = series
             .iter()
             .map(|(key, samples)| {
                 if key.len() > MAX_NAME_BYTES {
                     report.bad_series += samples.len() as u64;
-                    return (key.as_str(), Vec::new());
+                    return (key.as_str(), Cow::Borrowed(&[][..]));
+                }
+                if samples.iter().all(|s| (oldest..=newest).contains(&s.ts)) {
+                    return (key.as_str(), Cow::Borrowed(samples.as_slice()));
                 }
                 let mut v = Vec::with_capacity(samples.len());
                 for s in samples {
@@ -54,7 +59,7 @@ impl Engine {
                         v.push(*s);
                     }
                 }
-                (key.as_str(), v)
+                (key.as_str(), Cow::Owned(v))
             })
             .filter(|(_, v)| !v.is_empty())
             .collect();
@@ -87,7 +92,8 @@ impl Engine {
                     segment: ticket.segment_at_least,
                     db: db.to_string(),
                     defines: record.defines,
-                    samples: record.samples,
+                    series: record.series,
+                    flat: record.flat,
                     done: None,
                 });
                 tickets.push((seq, ticket));
@@ -137,8 +143,9 @@ impl Engine {
             let State { dbs, unstored, .. } = st;
             let d = dbs.get_mut(&l.db).expect("a written database is open");
             let mut cuts = Vec::new();
-            for (id, samples) in &l.samples {
-                d.buffers.add(*id, samples, l.segment, &mut cuts);
+            for (id, range) in &l.series {
+                d.buffers
+                    .add(*id, &l.flat[range.clone()], l.segment, &mut cuts);
             }
             unstored.extend(cuts.into_iter().map(|c| (l.db.clone(), c)));
         }
@@ -149,10 +156,13 @@ impl Engine {
 }
 
 /// One log record of a write.
+#[derive(Default)]
 struct Record {
     payload: Vec<u8>,
     defines: Vec<u64>,
-    samples: Vec<(u64, Vec<Sample>)>,
+    /// Each series' samples: a range of `flat`.
+    series: Vec<(u64, Range<usize>)>,
+    flat: Vec<Sample>,
 }
 
 /// A write's records: definitions of series not yet durable, then their
@@ -160,29 +170,18 @@ struct Record {
 fn records(
     catalog: &mut Catalog,
     db: &str,
-    series: &[(&str, Vec<Sample>)],
+    series: &[(&str, Cow<'_, [Sample]>)],
 ) -> Result<Vec<Record>, EngineError> {
     let invalid = |e: crate::wal::format::FormatError| EngineError::Invalid(e.to_string());
     let limit = MAX_RECORD_BYTES / 2;
     let mut out = Vec::new();
-    let mut cur = Record {
-        payload: Vec::new(),
-        defines: Vec::new(),
-        samples: Vec::new(),
-    };
+    let mut cur = Record::default();
     for (key, samples) in series {
         let (id, define) = catalog.id(db, key);
         for chunk in samples.chunks(MAX_ENTRY_SAMPLES) {
             // A chunk is at most 64 Ki samples of 19 bytes: 1.2 MiB.
             if cur.payload.len() > limit {
-                out.push(std::mem::replace(
-                    &mut cur,
-                    Record {
-                        payload: Vec::new(),
-                        defines: Vec::new(),
-                        samples: Vec::new(),
-                    },
-                ));
+                out.push(std::mem::take(&mut cur));
             }
             if define && !cur.defines.contains(&id) {
                 let e = Entry::Series {
@@ -194,7 +193,9 @@ fn records(
                 cur.defines.push(id);
             }
             encode_samples(&mut cur.payload, id, chunk).map_err(invalid)?;
-            cur.samples.push((id, chunk.to_vec()));
+            let at = cur.flat.len();
+            cur.flat.extend_from_slice(chunk);
+            cur.series.push((id, at..cur.flat.len()));
         }
     }
     if !cur.payload.is_empty() {
