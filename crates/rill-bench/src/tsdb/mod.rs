@@ -193,6 +193,8 @@ fn one(
         bail!("{}: a write failed: {e}", kind.name());
     }
     let ingest_s = began.elapsed().as_secs_f64();
+    // What ingest left to write in memory is ingest's work too.
+    sys.drain()?;
     let ingest_cpu_s = sys.cpu_seconds() - cpu0;
     println!(
         "{}: {samples} samples in {ingest_s:.1} s ({:.0}/s), {ingest_cpu_s:.1} CPU-s of the server; settling",

@@ -98,6 +98,7 @@ fn points(body: &[u8]) -> Result<Answer> {
 pub fn run(sys: &System, picks: &[Pick]) -> Result<(Latency, Latency, Vec<Answer>)> {
     let mut c = Conn::new(sys.addr);
     let (mut day, mut month, mut answers) = (Vec::new(), Vec::new(), Vec::new());
+    let mut slowest = (0.0f64, 0usize);
     for p in picks {
         let step = p.step_s();
         let path = match sys.kind {
@@ -131,10 +132,24 @@ pub fn run(sys: &System, picks: &[Pick]) -> Result<(Latency, Latency, Vec<Answer
             );
         }
         if p.month { &mut month } else { &mut day }.push(ms);
+        if ms > slowest.0 {
+            slowest = (ms, answers.len());
+        }
         answers.push(match sys.kind {
             Kind::Influx => Vec::new(),
             _ => points(&body)?,
         });
+    }
+    if let Some(p) = picks.get(slowest.1) {
+        println!(
+            "{}: slowest query {} of {} ({}, {}): {:.1} ms",
+            sys.kind.name(),
+            slowest.1 + 1,
+            picks.len(),
+            p.sensor,
+            if p.month { "month" } else { "day" },
+            slowest.0
+        );
     }
     Ok((latency(day), latency(month), answers))
 }

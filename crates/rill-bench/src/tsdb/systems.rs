@@ -214,12 +214,38 @@ impl System {
     /// cache written to TSM files and fully compacted (cold after 20 s);
     /// Rill's stores take blocks as windows end (its clean stop stores
     /// the rest).
+    /// Waits until what ingest left in memory to be written is written
+    /// (its CPU is ingest's): Rill's cut blocks stored, VictoriaMetrics'
+    /// buffered rows flushed; InfluxDB's cache stays (its WAL holds it).
+    pub fn drain(&self) -> Result<()> {
+        let mut c = Conn::new(self.addr);
+        match self.kind {
+            Kind::Rill => {
+                let deadline = Instant::now() + Duration::from_secs(600);
+                loop {
+                    let (_, body) = c.request("GET", "/stats", b"")?;
+                    let stats: serde_json::Value = serde_json::from_slice(&body)?;
+                    let waiting = stats["sensor_blocks_waiting"].as_u64();
+                    if waiting == Some(0) || Instant::now() > deadline {
+                        return Ok(());
+                    }
+                    std::thread::sleep(Duration::from_millis(50));
+                }
+            }
+            Kind::Vm => {
+                c.request("GET", "/internal/force_flush", b"")?;
+                Ok(())
+            }
+            Kind::Influx => Ok(()),
+        }
+    }
+
+    /// Waits until the system has merged or compacted what it wrote.
     pub fn settle(&self) -> Result<()> {
         let mut c = Conn::new(self.addr);
         match self.kind {
             Kind::Rill => Ok(()),
             Kind::Vm => {
-                c.request("GET", "/internal/force_flush", b"")?;
                 c.request("GET", "/internal/force_merge", b"")?;
                 let deadline = Instant::now() + Duration::from_secs(600);
                 loop {

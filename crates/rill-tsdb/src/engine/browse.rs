@@ -161,7 +161,6 @@ impl Engine {
         now: i64,
     ) -> Result<Buckets, EngineError> {
         let mut out = Buckets::new(t0, t1, n);
-        let _storing = self.storing.read().unwrap_or_else(|e| e.into_inner());
         let Some(src) = self.sources(db, key, t0, t1 - 1, now) else {
             return Ok(out);
         };

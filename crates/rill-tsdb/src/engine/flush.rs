@@ -62,7 +62,7 @@ impl Engine {
                 if let Some(seg) = keep_from {
                     d.buffers.cut_from_segments_below(seg, &mut cuts);
                 }
-                unstored.extend(cuts.into_iter().map(|c| (name.clone(), c)));
+                unstored.extend(name, cuts);
             }
         }
         self.store_and_retire()
@@ -77,7 +77,7 @@ impl Engine {
             for (name, d) in dbs.iter_mut() {
                 let mut cuts = Vec::new();
                 d.buffers.cut_all(&mut cuts);
-                unstored.extend(cuts.into_iter().map(|c| (name.clone(), c)));
+                unstored.extend(name, cuts);
             }
         }
         let mut report = self.store_and_retire()?;
@@ -91,7 +91,7 @@ impl Engine {
 
     fn store_and_retire(&self) -> Result<TickReport, EngineError> {
         let mut report = TickReport::default();
-        let storing = self.storing.write().unwrap_or_else(|e| e.into_inner());
+        let storing = self.storing.lock().unwrap_or_else(|e| e.into_inner());
         let stored = self.store_unstored(&mut report);
         let recorded = self.record_series(&mut report);
         // Everything stored so far is synced before the log lets go of it.
@@ -140,41 +140,51 @@ impl Engine {
         Ok(report)
     }
 
-    /// Stores the cut blocks in the order they were cut. A block that
-    /// fails to be stored waits, and so does every later block of its
-    /// database (a window's parts keep their order); other databases go
-    /// on. Under `storing` (no read runs meanwhile). The first failure is
-    /// returned once the rest are done.
+    /// Stores the cut blocks in the order they were cut, each leaving
+    /// the queue once it is in its store (reads go on meanwhile). A block
+    /// that fails to be stored waits, and so does every later block of
+    /// its database (a window's parts keep their order); other databases
+    /// go on. Under `storing`. The first failure is returned once the
+    /// rest are done.
     fn store_unstored(&self, report: &mut TickReport) -> Result<(), EngineError> {
-        let queued: Vec<(String, crate::buffer::Cut)> = self.lock().unstored.drain(..).collect();
         let mut failed: Vec<String> = Vec::new();
         let mut first_err = None;
-        let mut kept = Vec::new();
-        for (db, cut) in queued {
-            if failed.contains(&db) {
-                kept.push((db, cut));
-                continue;
-            }
+        // Queue position of the next block to store: the blocks before it
+        // are of databases that failed.
+        let mut at = 0;
+        loop {
+            let next = {
+                let st = self.lock();
+                loop {
+                    match st.unstored.get(at) {
+                        Some((db, _)) if failed.iter().any(|f| f == db) => at += 1,
+                        Some((db, cut)) => break Some((db.to_string(), cut.clone())),
+                        None => break None,
+                    }
+                }
+            };
+            let Some((db, cut)) = next else {
+                break;
+            };
             match self.store_cut(&db, &cut) {
-                Ok(true) => report.blocks_stored += 1,
-                Ok(false) => {
-                    report.blocks_expired += 1;
-                    self.counters
-                        .blocks_expired_unstored
-                        .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                Ok(stored) => {
+                    if stored {
+                        report.blocks_stored += 1;
+                    } else {
+                        report.blocks_expired += 1;
+                        self.counters
+                            .blocks_expired_unstored
+                            .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                    }
+                    self.lock().unstored.remove(at, &cut);
                 }
                 Err(e) => {
                     tracing::error!(db, error = %e, "a sensor block could not be stored; it and the database's later blocks wait");
                     first_err.get_or_insert(e);
-                    failed.push(db.clone());
-                    kept.push((db, cut));
+                    failed.push(db);
+                    at += 1;
                 }
             }
-        }
-        // What failed goes back before what writers queued meanwhile.
-        let mut st = self.lock();
-        for item in kept.into_iter().rev() {
-            st.unstored.push_front(item);
         }
         first_err.map_or(Ok(()), Err)
     }

@@ -19,6 +19,7 @@ mod browse;
 #[cfg(test)]
 mod browse_tests;
 mod flush;
+mod queue;
 mod read;
 mod series_list;
 mod stats;
@@ -29,7 +30,7 @@ pub use stats::EngineStats;
 #[cfg(test)]
 mod tests;
 
-use crate::buffer::{Buffers, Cut};
+use crate::buffer::Buffers;
 use crate::catalog::Catalog;
 use crate::keys::{decode_series_record, parse_block_key, parse_series_record_key, MAX_NAME_BYTES};
 use crate::storage::{BlockStore, Storage};
@@ -39,7 +40,7 @@ use rill_sensor::{Choice, Sample};
 use std::collections::{HashMap, VecDeque};
 use std::io;
 use std::path::Path;
-use std::sync::{Arc, Condvar, Mutex, MutexGuard, RwLock};
+use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 
 /// How the engine keeps samples.
 #[derive(Clone)]
@@ -178,7 +179,7 @@ struct State {
     /// Every write up to this was added to the buffers (or failed).
     applied: u64,
     /// Cut blocks not yet stored, in the order they were cut.
-    unstored: VecDeque<(String, Cut)>,
+    unstored: queue::Queue,
 }
 
 pub struct Engine {
@@ -188,10 +189,11 @@ pub struct Engine {
     catalog_store: Arc<dyn BlockStore>,
     state: Mutex<State>,
     applied: Condvar,
-    /// Stores change under its write side only (a tick); a read holds
-    /// its read side, so what it took from memory and what it reads from
-    /// the stores are of one moment.
-    storing: RwLock<()>,
+    /// Held by the one storing blocks (a tick, a clean stop). Reads do
+    /// not take it: a block leaves memory only once it is in its store,
+    /// so a read that takes memory first and the stores after misses
+    /// nothing (engine/queue.rs).
+    storing: Mutex<()>,
     counters: stats::Counters,
     /// Every series parsed, and the catalog's size it was made at.
     parsed: Mutex<(usize, series_list::ParsedSeries)>,
@@ -231,7 +233,7 @@ impl Engine {
             let db = Self::make_db(&opts, storage.as_ref(), &name)?;
             dbs.insert(name, db);
         }
-        let mut unstored = VecDeque::new();
+        let mut unstored = queue::Queue::default();
         let mut open_err = None;
         let (wal, log) = Wal::open(dir, opts.wal.clone(), |segment, entry| match entry {
             Entry::Series { id, db, key } => {
@@ -259,7 +261,7 @@ impl Engine {
                 report.replayed_samples += kept.len() as u64;
                 let mut cuts = Vec::new();
                 d.buffers.add(id, &kept, segment, &mut cuts);
-                unstored.extend(cuts.into_iter().map(|c| (db.clone(), c)));
+                unstored.extend(&db, cuts);
             }
         })?;
         if let Some(e) = open_err {
@@ -289,7 +291,7 @@ impl Engine {
             catalog_store,
             state: Mutex::new(state),
             applied: Condvar::new(),
-            storing: RwLock::new(()),
+            storing: Mutex::new(()),
             counters: stats::Counters::default(),
             parsed: Mutex::new((usize::MAX, Arc::new(Vec::new()))),
         };

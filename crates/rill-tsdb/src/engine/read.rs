@@ -19,7 +19,7 @@ pub(super) struct Sources {
     pub lo: i64,
     pub hi: i64,
     pub waiting: Vec<(i64, Vec<Sample>)>,
-    pub unstored: Vec<Cut>,
+    pub unstored: Vec<std::sync::Arc<Cut>>,
 }
 
 /// A stored part of a window, its header read (checksum checked).
@@ -96,7 +96,7 @@ impl Sources {
 
 impl Engine {
     /// The [`Sources`] of series `key` of `db` over `t0..=t1` at `now`;
-    /// `None` when there is nothing to read. Call under `storing`.
+    /// `None` when there is nothing to read.
     pub(super) fn sources(
         &self,
         db: &str,
@@ -117,10 +117,10 @@ impl Engine {
         }
         let (w0, w1) = (window_of(lo, window_ns), window_of(hi, window_ns));
         let waiting = d.buffers.waiting_in(id, w0, w1);
-        let unstored: Vec<Cut> = st
+        let unstored: Vec<std::sync::Arc<Cut>> = st
             .unstored
             .iter()
-            .filter(|(name, c)| name == db && c.series == id && (w0..=w1).contains(&c.window))
+            .filter(|(name, c)| *name == db && c.series == id && (w0..=w1).contains(&c.window))
             .map(|(_, c)| c.clone())
             .collect();
         Some(Sources {
@@ -144,9 +144,9 @@ impl Engine {
         t1: i64,
         now: i64,
     ) -> Result<Vec<Sample>, EngineError> {
-        // No tick changes the stores while this reads them, so what it
-        // takes from memory below and the stores agree.
-        let _storing = self.storing.read().unwrap_or_else(|e| e.into_inner());
+        // Memory first, then the stores: a block leaves memory only once
+        // it is stored, so nothing is missed (one in both places gives
+        // the same samples twice, which the merge takes once).
         let Some(src) = self.sources(db, key, t0, t1, now) else {
             return Ok(Vec::new());
         };

@@ -71,7 +71,7 @@ impl Engine {
         let mut first_err = None;
         {
             let mut st = self.lock();
-            let unstored: usize = st.unstored.iter().map(|(_, c)| c.samples.len()).sum();
+            let unstored = st.unstored.samples();
             if unstored > self.opts.max_unstored_samples {
                 return Err(EngineError::Busy(unstored));
             }
@@ -147,7 +147,7 @@ impl Engine {
                 d.buffers
                     .add(*id, &l.flat[range.clone()], l.segment, &mut cuts);
             }
-            unstored.extend(cuts.into_iter().map(|c| (l.db.clone(), c)));
+            unstored.extend(&l.db, cuts);
         }
         if any {
             self.applied.notify_all();

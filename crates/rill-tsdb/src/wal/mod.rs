@@ -69,6 +69,10 @@ pub struct ReplayReport {
     /// Segments before the last with a damaged record: what follows it
     /// in that segment is lost (logged).
     pub damaged_segments: Vec<u64>,
+    /// Segments deleted before a crash that came back (the unlink was
+    /// not durable), found below a gap in the numbers: deleted again, not
+    /// replayed.
+    pub stale_segments: usize,
 }
 
 struct Segment {
@@ -137,6 +141,27 @@ impl Wal {
             .collect();
         numbers.sort_unstable();
         let mut report = ReplayReport::default();
+        // Segments are numbered in turn and deleted oldest first, so the
+        // log is a run of consecutive numbers. One below a gap was deleted
+        // by a retirement whose unlink a crash undid (the directory was
+        // not yet synced): everything in it is in stored blocks, and
+        // replaying it would put its old values over newer stored ones.
+        let run = numbers
+            .windows(2)
+            .rposition(|w| w[0] + 1 != w[1])
+            .map_or(0, |i| i + 1);
+        for &n in &numbers[..run] {
+            tracing::info!(
+                segment = n,
+                "a write-ahead log segment retired before a crash came back; it is deleted again"
+            );
+            vfs.remove_file(&segment_path(dir, n))?;
+            report.stale_segments += 1;
+        }
+        if run > 0 {
+            vfs.sync_dir(dir)?;
+        }
+        let numbers = &numbers[run..];
         let mut kept = VecDeque::new();
         for (i, &n) in numbers.iter().enumerate() {
             let last = i + 1 == numbers.len();

@@ -271,6 +271,45 @@ fn a_segment_without_its_header_is_dropped() {
     }
 }
 
+/// A segment whose deletion a crash undid, below a segment that stayed
+/// deleted, is not replayed: its samples are stored, and newer values of
+/// theirs may be in the deleted one.
+#[test]
+fn a_retired_segment_that_comes_back_is_not_replayed() {
+    let vfs = SimVfs::new();
+    let dir = Path::new("/wal");
+    let (wal, _) = Wal::open(dir, opts(&vfs, 1 << 20), |_, _| {}).unwrap();
+    let mut kept = Vec::new();
+    for ts in 1..=3 {
+        wal.commit(wal.append(&record(1, ts)).unwrap()).unwrap();
+        kept.push((
+            wal.current_segment(),
+            vfs.open(&segment_path(dir, wal.current_segment()), OpenMode::Read)
+                .unwrap()
+                .read_all()
+                .unwrap(),
+        ));
+        assert!(wal.rotate().unwrap());
+    }
+    wal.commit(wal.append(&record(1, 4)).unwrap()).unwrap();
+    let current = wal.current_segment();
+    assert_eq!(wal.retire_below(current).unwrap(), 3);
+    drop(wal);
+    // The first and the third come back, the second does not: only the
+    // third is next to the rest.
+    for (n, bytes) in [&kept[0], &kept[2]] {
+        let f = vfs
+            .open(&segment_path(dir, *n), OpenMode::CreateNew)
+            .unwrap();
+        f.write_all_at(bytes, 0).unwrap();
+    }
+    let (seen, report, wal) = replay(&vfs, dir);
+    assert_eq!(seen, BTreeSet::from([(1, 3), (1, 4)]));
+    assert_eq!(report.stale_segments, 1);
+    assert!(!vfs.exists(&segment_path(dir, kept[0].0)));
+    assert_eq!(wal.segments().first(), Some(&kept[2].0));
+}
+
 /// Every writer whose record a failed write carried is told, however late
 /// it asks and whatever succeeded since.
 #[test]
