@@ -53,10 +53,20 @@ impl<'a> BitReader<'a> {
         BitReader { bytes, pos: 0 }
     }
 
+    #[inline]
     pub(crate) fn read(&mut self, n: u32) -> Result<u64, Truncated> {
         debug_assert!(n <= 64);
         if self.pos + n as usize > self.bytes.len() * 8 {
             return Err(Truncated);
+        }
+        // Fast path: the bits lie in the 8 bytes from the current one.
+        let (at, off) = (self.pos / 8, (self.pos % 8) as u32);
+        if n > 0 && n + off <= 64 {
+            if let Some(b) = self.bytes.get(at..at + 8) {
+                let word = u64::from_be_bytes(b.try_into().expect("8 bytes"));
+                self.pos += n as usize;
+                return Ok((word << off) >> (64 - n));
+            }
         }
         let mut v = 0u64;
         let mut left = n;
@@ -73,8 +83,12 @@ impl<'a> BitReader<'a> {
         Ok(v)
     }
 
+    #[inline]
     pub(crate) fn bit(&mut self) -> Result<bool, Truncated> {
-        Ok(self.read(1)? == 1)
+        let byte = *self.bytes.get(self.pos / 8).ok_or(Truncated)?;
+        let b = (byte >> (7 - self.pos % 8)) & 1;
+        self.pos += 1;
+        Ok(b == 1)
     }
 }
 

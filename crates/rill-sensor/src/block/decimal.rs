@@ -118,36 +118,36 @@ pub(crate) fn decode(bytes: &[u8], count: usize) -> Result<Vec<f64>, BlockError>
     if order != 1 && order != 2 {
         return Err(BlockError::Invalid("unknown difference order"));
     }
-    let mut ms = Vec::with_capacity(count);
-    ms.push(unzigzag(read_varint(&mut r)?));
-    if ms[0].unsigned_abs() >= MAX_MANTISSA as u64 {
+    let mut m = unzigzag(read_varint(&mut r)?);
+    if m.unsigned_abs() >= MAX_MANTISSA as u64 {
         return Err(BlockError::Invalid("mantissa out of range"));
     }
-    let mut ds = Vec::with_capacity(count.saturating_sub(1));
-    while ds.len() + 1 < count {
+    let mut out = Vec::with_capacity(count);
+    out.push(value_of(m, e));
+    // Each difference read gives the next mantissa (of order 2: the
+    // difference from the previous difference, the first one plain).
+    let mut prev_d = 0i64;
+    let mut first = true;
+    while out.len() < count {
         let bits = r.read(7)? as u32;
         if bits > 64 {
             return Err(BlockError::Invalid("group width over 64 bits"));
         }
-        let n = GROUP.min(count - 1 - ds.len());
-        for _ in 0..n {
-            ds.push(unzigzag(r.read(bits)?));
+        for _ in 0..GROUP.min(count - out.len()) {
+            let d = unzigzag(r.read(bits)?);
+            let diff = if order == 2 && !first {
+                prev_d.wrapping_add(d)
+            } else {
+                d
+            };
+            first = false;
+            m = m.wrapping_add(diff);
+            if m.unsigned_abs() >= MAX_MANTISSA as u64 {
+                return Err(BlockError::Invalid("mantissa out of range"));
+            }
+            out.push(value_of(m, e));
+            prev_d = diff;
         }
     }
-    let mut prev_d = 0i64;
-    for (i, &d) in ds.iter().enumerate() {
-        let diff = if order == 2 && i > 0 {
-            prev_d.wrapping_add(d)
-        } else {
-            d
-        };
-        let m = ms[i].wrapping_add(diff);
-        if m.unsigned_abs() >= MAX_MANTISSA as u64 {
-            return Err(BlockError::Invalid("mantissa out of range"));
-        }
-        ms.push(m);
-        prev_d = diff;
-    }
-    // (`ms` holds `count` mantissas: the first and one per difference.)
-    Ok(ms.into_iter().map(|m| value_of(m, e)).collect())
+    Ok(out)
 }

@@ -141,13 +141,13 @@ pub(crate) fn decode(
             .ok_or_else(bad)?;
         let o = unzigzag(r.read(bits)?);
         // q and the interval are below 2^63, so the grid point is below
-        // 2^110; the rest is checked.
-        let t = grid(q, interval)
-            .checked_add(i128::from(c))
-            .and_then(|x| x.checked_add(i128::from(o)))
-            .and_then(|x| x.checked_mul(i128::from(unit)))
-            .and_then(|x| x.checked_add(i128::from(first)))
-            .and_then(|x| i64::try_from(x).ok())
+        // 2^110 and the sum below 2^111; the rest is checked. (The encoder
+        // writes a grid only when every timestamp less the first fits in
+        // an i64, so the units since the first fit too.)
+        let t = i64::try_from(grid(q, interval) + i128::from(c) + i128::from(o))
+            .ok()
+            .and_then(|x| x.checked_mul(unit))
+            .and_then(|x| x.checked_add(first))
             .ok_or_else(bad)?;
         out.push(t);
     }

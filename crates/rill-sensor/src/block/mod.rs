@@ -172,17 +172,30 @@ pub fn encode(samples: &[Sample], choice: Choice) -> Result<Vec<u8>, EncodeError
 /// total order (-0.0 below +0.0), the sum added in sample order, and
 /// every NaN they give the one quiet NaN `0x7ff8000000000000`.
 fn header_of(codec: Codec, samples: &[Sample]) -> Header {
-    let numbers = samples.iter().map(|s| s.value).filter(|v| !v.is_nan());
-    let (mut min, mut max, mut sum) = (f64::NAN, f64::NAN, 0.0);
-    for v in numbers {
-        if min.is_nan() || v.total_cmp(&min).is_lt() {
-            min = v;
+    // IEEE total order as signed integers (f64::total_cmp's mapping,
+    // its own inverse), so each value is compared as one integer.
+    let key = |v: f64| {
+        let b = v.to_bits() as i64;
+        b ^ (((b >> 63) as u64) >> 1) as i64
+    };
+    let (mut lo, mut hi, mut sum, mut any) = (i64::MAX, i64::MIN, 0.0, false);
+    for s in samples {
+        let v = s.value;
+        if v.is_nan() {
+            continue;
         }
-        if max.is_nan() || v.total_cmp(&max).is_gt() {
-            max = v;
-        }
+        let k = key(v);
+        lo = lo.min(k);
+        hi = hi.max(k);
         sum += v;
+        any = true;
     }
+    let back = |k: i64| f64::from_bits(key(f64::from_bits(k as u64)).cast_unsigned());
+    let (min, max) = if any {
+        (back(lo), back(hi))
+    } else {
+        (f64::NAN, f64::NAN)
+    };
     let canonical = |f: f64| {
         if f.is_nan() {
             f64::from_bits(CANONICAL_NAN)

@@ -289,6 +289,15 @@ proptest! {
     }
 
     #[test]
+    fn header_min_and_max_follow_the_total_order(s in any_samples()) {
+        let h = header(&encode(&s, Choice::Auto).unwrap()).unwrap();
+        let numbers = || s.iter().map(|x| x.value).filter(|v| !v.is_nan());
+        let (min, max) = (numbers().min_by(f64::total_cmp), numbers().max_by(f64::total_cmp));
+        prop_assert_eq!(h.min.to_bits(), min.unwrap_or(f64::NAN).to_bits());
+        prop_assert_eq!(h.max.to_bits(), max.unwrap_or(f64::NAN).to_bits());
+    }
+
+    #[test]
     fn decoding_any_bytes_never_panics(bytes in proptest::collection::vec(any::<u8>(), 0..400)) {
         let _ = decode(&bytes);
         // With the checksum made right, the sections behind it are read.

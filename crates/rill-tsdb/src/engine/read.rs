@@ -162,6 +162,7 @@ impl Engine {
                 }
             }
             runs.extend(src.loose(w).map(<[Sample]>::to_vec));
+            out.reserve(runs.iter().map(Vec::len).sum());
             merge_runs(runs, &mut out);
         }
         let from = out.partition_point(|s| s.ts < lo);
