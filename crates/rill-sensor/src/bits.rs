@@ -1,38 +1,58 @@
 //! Bit-level writing and reading, most significant bit first.
 
-/// Appends bits to a byte vector.
+/// Appends bits to a byte vector, most significant first, through a
+/// 64-bit accumulator.
 #[derive(Default)]
 pub(crate) struct BitWriter {
     bytes: Vec<u8>,
-    /// Bits used in the last byte (0: the last byte is full or there is none).
-    used: u32,
+    /// Bits not yet in `bytes`, in the low `n` bits (n < 64).
+    acc: u64,
+    n: u32,
 }
 
 impl BitWriter {
     /// Writes the low `n` bits of `v` (n ≤ 64), the highest first.
+    #[inline]
     pub(crate) fn write(&mut self, v: u64, n: u32) {
         debug_assert!(n <= 64);
-        let mut left = n;
-        while left > 0 {
-            if self.used == 0 {
-                self.bytes.push(0);
-            }
-            let room = 8 - self.used;
-            let take = room.min(left);
-            let shift = left - take;
-            let chunk = ((v >> shift) & ((1u64 << take) - 1)) as u8;
-            let last = self.bytes.len() - 1;
-            self.bytes[last] |= chunk << (room - take);
-            self.used = (self.used + take) % 8;
-            left -= take;
+        if n == 0 {
+            return;
         }
+        let v = if n == 64 { v } else { v & ((1u64 << n) - 1) };
+        let room = 64 - self.n;
+        if n < room {
+            self.acc = (self.acc << n) | v;
+            self.n += n;
+            return;
+        }
+        // Fill the accumulator (room is 1 to 64), emit it, keep the rest.
+        let rest = n - room;
+        let top = v >> rest;
+        let full = if room == 64 {
+            top
+        } else {
+            (self.acc << room) | top
+        };
+        self.bytes.extend_from_slice(&full.to_be_bytes());
+        self.acc = if rest == 0 {
+            0
+        } else {
+            v & ((1u64 << rest) - 1)
+        };
+        self.n = rest;
     }
 
+    #[inline]
     pub(crate) fn bit(&mut self, b: bool) {
         self.write(u64::from(b), 1);
     }
 
-    pub(crate) fn into_bytes(self) -> Vec<u8> {
+    pub(crate) fn into_bytes(mut self) -> Vec<u8> {
+        if self.n > 0 {
+            let left = (self.acc << (64 - self.n)).to_be_bytes();
+            self.bytes
+                .extend_from_slice(&left[..self.n.div_ceil(8) as usize]);
+        }
         self.bytes
     }
 }
@@ -152,6 +172,32 @@ mod tests {
                 prop_assert_eq!(r.read(n).unwrap(), v & mask);
             }
             prop_assert!(bytes.len() * 8 - r.pos < 8);
+        }
+
+        /// The same bytes as writing bit by bit (the format's definition:
+        /// most significant first, the last byte padded with zeros), and
+        /// read back from any position.
+        #[test]
+        fn bits_are_laid_out_one_by_one(items in proptest::collection::vec((any::<u64>(), 0u32..=64), 0..60)) {
+            let mut w = BitWriter::default();
+            let mut plain: Vec<bool> = Vec::new();
+            for &(v, n) in &items {
+                w.write(v, n);
+                plain.extend((0..n).rev().map(|i| (v >> i) & 1 == 1));
+            }
+            let want: Vec<u8> = plain
+                .chunks(8)
+                .map(|c| c.iter().enumerate().fold(0u8, |b, (i, &x)| b | (u8::from(x) << (7 - i))))
+                .collect();
+            let bytes = w.into_bytes();
+            prop_assert_eq!(&bytes, &want);
+            let mut r = BitReader::new(&bytes);
+            let mut at = 0usize;
+            for &(_, n) in &items {
+                let want = plain[at..at + n as usize].iter().fold(0u64, |v, &x| (v << 1) | u64::from(x));
+                prop_assert_eq!(r.read(n).unwrap(), want);
+                at += n as usize;
+            }
         }
 
         #[test]

@@ -109,21 +109,21 @@ impl Builder {
         let now = now - now.rem_euclid(unit);
         let mut known: FastMap<&str, Known<'_>> = FastMap::default();
         let mut fields = Vec::new();
-        for (number, line) in line::lines(body) {
-            let parsed = match line::split_series(line) {
-                Some((text, rest)) if known.contains_key(text) => {
-                    line::parse_fields(rest, &mut fields).map(|ts| (text, ts))
+        for (number, line, text) in line::lines(body) {
+            let parsed = match line::split_series(text) {
+                Some((series, rest)) if known.contains_key(series) => {
+                    line::parse_fields(rest, &mut fields).map(|ts| (series, ts))
                 }
-                Some((text, rest)) => line::parse_line(line).and_then(|p| {
-                    known.insert(text, Known::new(p, db, tag));
-                    line::parse_fields(rest, &mut fields).map(|ts| (text, ts))
+                Some((series, rest)) => line::parse_line(text).and_then(|p| {
+                    known.insert(series, Known::new(p, db, tag));
+                    line::parse_fields(rest, &mut fields).map(|ts| (series, ts))
                 }),
                 // parse_line fails too: no space ends the tags.
-                None => Err(line::parse_line(line)
+                None => Err(line::parse_line(text)
                     .err()
                     .unwrap_or_else(|| "missing fields".into())),
             };
-            let (text, ts) = match parsed {
+            let (series_text, ts) = match parsed {
                 Ok(p) => p,
                 Err(reason) => {
                     let e = line::error(number, line, &reason);
@@ -134,7 +134,7 @@ impl Builder {
                     continue;
                 }
             };
-            let series = known.get_mut(text).expect("known above");
+            let series = known.get_mut(series_text).expect("known above");
             let ts = match ts {
                 None => now,
                 Some(t) => match precision.to_ns(t) {

@@ -219,7 +219,7 @@ pub const KEYS: &[(&str, &str)] = &[
     ),
     ("sensor", "on or off: the sensor-data service (InfluxDB line protocol on /write and /api/v2/write, export on /api/v1/export; default on)"),
     ("sensor.window", "sensor blocks never span two windows of this length; windows expire whole, so a database keeps up to one window beyond its storage period (default 1d)"),
-    ("sensor.block_samples", "samples of a full sensor block, the sensor-data paper's B (default 1024)"),
+    ("sensor.block_samples", "samples of a full sensor block, the sensor-data paper's B (default 2048)"),
     ("sensor.grace", "a window is cut into blocks this long after it ends, for late samples (default 5m)"),
     ("sensor.retention", "how long a sensor database keeps samples, the paper's Y (default 30d)"),
     ("sensor.retention.DB", "database DB's own storage period (e.g. sensor.retention.telegraf = 90d)"),

@@ -60,7 +60,7 @@ impl Default for SensorConfig {
         SensorConfig {
             enabled: true,
             window: Duration::from_secs(86_400),
-            block_samples: 1024,
+            block_samples: 2048,
             grace: Duration::from_secs(300),
             retention: Duration::from_secs(30 * 86_400),
             retention_of: HashMap::new(),

@@ -221,13 +221,23 @@ impl System {
         let mut c = Conn::new(self.addr);
         match self.kind {
             Kind::Rill => {
+                // No block waiting, twice, more than a tick apart (the
+                // tick after the last write cuts the windows it closed).
                 let deadline = Instant::now() + Duration::from_secs(600);
+                let mut empty_since: Option<Instant> = None;
                 loop {
                     let (_, body) = c.request("GET", "/stats", b"")?;
                     let stats: serde_json::Value = serde_json::from_slice(&body)?;
-                    let waiting = stats["sensor_blocks_waiting"].as_u64();
-                    if waiting == Some(0) || Instant::now() > deadline {
-                        return Ok(());
+                    if stats["sensor_blocks_waiting"].as_u64() == Some(0) {
+                        let since = *empty_since.get_or_insert_with(Instant::now);
+                        if since.elapsed() > Duration::from_millis(1500) {
+                            return Ok(());
+                        }
+                    } else {
+                        empty_since = None;
+                    }
+                    if Instant::now() > deadline {
+                        bail!("rill: blocks still waiting to be stored after 600 s");
                     }
                     std::thread::sleep(Duration::from_millis(50));
                 }

@@ -61,9 +61,14 @@ pub(crate) fn encode(ts: &[i64], k: u8) -> Option<Vec<u8>> {
     let index = |interval_fp: i64| -> Option<Vec<i64>> {
         let mut ks = Vec::with_capacity(u.len());
         for &x in &u {
-            let q =
-                ((i128::from(x) << FRAC) + i128::from(interval_fp) / 2) / i128::from(interval_fp);
-            let q = i64::try_from(q).ok()?;
+            let num = (i128::from(x) << FRAC) + i128::from(interval_fp) / 2;
+            // A 64-bit division when the numerator fits (it does for a
+            // block spanning under 2^46 units), else a 128-bit one: the
+            // same quotient (both operands are positive).
+            let q = match i64::try_from(num) {
+                Ok(n) => n / interval_fp,
+                Err(_) => i64::try_from(num / i128::from(interval_fp)).ok()?,
+            };
             if ks.last().is_some_and(|&p| q <= p) {
                 return None;
             }

@@ -174,10 +174,8 @@ pub fn encode(samples: &[Sample], choice: Choice) -> Result<Vec<u8>, EncodeError
 fn header_of(codec: Codec, samples: &[Sample]) -> Header {
     // IEEE total order as signed integers (f64::total_cmp's mapping,
     // its own inverse), so each value is compared as one integer.
-    let key = |v: f64| {
-        let b = v.to_bits() as i64;
-        b ^ (((b >> 63) as u64) >> 1) as i64
-    };
+    let flip = |b: i64| b ^ (((b >> 63) as u64) >> 1) as i64;
+    let key = |v: f64| flip(v.to_bits() as i64);
     let (mut lo, mut hi, mut sum, mut any) = (i64::MAX, i64::MIN, 0.0, false);
     for s in samples {
         let v = s.value;
@@ -190,7 +188,7 @@ fn header_of(codec: Codec, samples: &[Sample]) -> Header {
         sum += v;
         any = true;
     }
-    let back = |k: i64| f64::from_bits(key(f64::from_bits(k as u64)).cast_unsigned());
+    let back = |k: i64| f64::from_bits(flip(k) as u64);
     let (min, max) = if any {
         (back(lo), back(hi))
     } else {

@@ -50,8 +50,8 @@ pub struct LineError {
 pub fn parse(body: &str) -> (Vec<Point<'_>>, Vec<LineError>) {
     let mut points = Vec::new();
     let mut errors = Vec::new();
-    for (number, line) in lines(body) {
-        match parse_line(line) {
+    for (number, line, text) in lines(body) {
+        match parse_line(text) {
             Ok(p) => points.push(p),
             Err(reason) => errors.push(error(number, line, &reason)),
         }
@@ -59,13 +59,14 @@ pub fn parse(body: &str) -> (Vec<Point<'_>>, Vec<LineError>) {
     (points, errors)
 }
 
-/// The lines of `body` to parse, with their numbers (from 1): without a
-/// trailing `\r` and leading blanks; blank lines and comments skipped.
-pub fn lines(body: &str) -> impl Iterator<Item = (usize, &str)> {
+/// The lines of `body` to parse: their numbers (from 1), the lines
+/// without a trailing `\r` (for errors), and their text to parse (without
+/// leading blanks); blank lines and comments skipped.
+pub fn lines(body: &str) -> impl Iterator<Item = (usize, &str, &str)> {
     body.split('\n').enumerate().filter_map(|(i, raw)| {
         let line = raw.strip_suffix('\r').unwrap_or(raw);
         let trimmed = line.trim_start_matches([' ', '\t']);
-        (!trimmed.is_empty() && !trimmed.starts_with('#')).then_some((i + 1, trimmed))
+        (!trimmed.is_empty() && !trimmed.starts_with('#')).then_some((i + 1, line, trimmed))
     })
 }
 

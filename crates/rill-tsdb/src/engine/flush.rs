@@ -144,25 +144,33 @@ impl Engine {
     /// the queue once it is in its store (reads go on meanwhile). A block
     /// that fails to be stored waits, and so does every later block of
     /// its database (a window's parts keep their order); other databases
-    /// go on. Under `storing`. The first failure is returned once the
-    /// rest are done.
+    /// go on. Only the blocks queued when it began (later ones wait for
+    /// the next tick). Under `storing`. The first failure is returned once
+    /// the rest are done.
     fn store_unstored(&self, report: &mut TickReport) -> Result<(), EngineError> {
         let mut failed: Vec<String> = Vec::new();
         let mut first_err = None;
         // Queue position of the next block to store: the blocks before it
         // are of databases that failed.
         let mut at = 0;
-        loop {
+        // The blocks queued when this began, no more: under endless ingest
+        // a tick still ends, and syncs, and lets the log go.
+        let mut budget = self.lock().unstored.len();
+        while budget > 0 {
             let next = {
                 let st = self.lock();
                 loop {
                     match st.unstored.get(at) {
-                        Some((db, _)) if failed.iter().any(|f| f == db) => at += 1,
-                        Some((db, cut)) => break Some((db.to_string(), cut.clone())),
-                        None => break None,
+                        Some((db, _)) if failed.iter().any(|f| f == db) && budget > 0 => {
+                            at += 1;
+                            budget -= 1;
+                        }
+                        Some((db, cut)) if budget > 0 => break Some((db.to_string(), cut.clone())),
+                        _ => break None,
                     }
                 }
             };
+            budget = budget.saturating_sub(1);
             let Some((db, cut)) = next else {
                 break;
             };

@@ -77,12 +77,12 @@ pub const DAY_NS: i64 = 24 * HOUR_NS;
 
 impl EngineOptions {
     /// Riak-like defaults on `wal`: windows of an hour cut after five
-    /// minutes, blocks of 1024 samples, 30 days kept, two days ahead.
+    /// minutes, blocks of 2048 samples, 30 days kept, two days ahead.
     pub fn new(wal: WalOptions) -> EngineOptions {
         EngineOptions {
             wal,
             window_ns: HOUR_NS,
-            block_samples: 1024,
+            block_samples: 2048,
             grace_ns: 5 * 60_000_000_000,
             retention_ns: 30 * DAY_NS,
             retention_of: HashMap::new(),

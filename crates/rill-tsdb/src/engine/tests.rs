@@ -339,17 +339,6 @@ fn every_acknowledged_sample_survives_a_power_cut() {
             for w in want {
                 let maybe = unsure.get(&(key.to_string(), w.ts));
                 let v = got.get(&w.ts);
-                if !(v == Some(&w.value) || (maybe.is_some() && v == maybe)) {
-                    let src = e.sources("db", key, i64::MIN, i64::MAX, T0).unwrap();
-                    let win = crate::buffer::window_of(w.ts, 20 * SEC);
-                    for p in src.parts(key, win).unwrap() {
-                        let d = p.decode(key, win).unwrap();
-                        eprintln!("part {} {:?}", p.number, d.iter().find(|x| x.ts == w.ts));
-                    }
-                    for (i, l) in src.loose(win).enumerate() {
-                        eprintln!("loose {i} {:?}", l.iter().find(|x| x.ts == w.ts));
-                    }
-                }
                 assert!(
                     v == Some(&w.value) || (maybe.is_some() && v == maybe),
                     "seed {seed}: {key} at {}: {v:?}, acknowledged {}",

@@ -229,7 +229,13 @@ impl Wal {
                 report.damaged_segments.push(n);
             }
         }
-        let number = numbers.last().map_or(1, |n| n + 1);
+        // After the last segment kept: a newest one dropped above (its
+        // header never durable) gives its number back, so no gap is made
+        // (a gap marks what is below it as retired, at the next open).
+        let number = match kept.back() {
+            Some(n) => n + 1,
+            None => numbers.last().copied().unwrap_or(1),
+        };
         let segment = Self::create_segment(vfs.as_ref(), dir, number)?;
         kept.push_back(number);
         let state = State {

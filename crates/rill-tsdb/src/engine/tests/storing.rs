@@ -51,16 +51,17 @@ impl Storage for HookedStorage {
     }
 }
 
-#[test]
-fn a_read_while_a_block_is_stored_sees_every_sample_once() {
-    let rig = Rig::new(100 * SEC, 4);
+type Hook = Arc<std::sync::OnceLock<Box<dyn Fn() + Send + Sync>>>;
+
+/// An engine whose blocks run a hook (set later) before each put.
+fn hooked(rig: &Rig) -> (Arc<Engine>, Hook) {
     let store_opts = bitcask::Options {
         vfs: Arc::new(rig.vfs.clone()),
         clock: Arc::new(rig.clock.clone()),
         max_file_size_bytes: 8192,
         ..bitcask::Options::default()
     };
-    let hook = Arc::new(std::sync::OnceLock::new());
+    let hook: Hook = Arc::new(std::sync::OnceLock::new());
     let storage = HookedStorage {
         inner: BitcaskStorage::new(Path::new("/sensor/data"), store_opts, Box::new(|_| {})),
         hook: hook.clone(),
@@ -72,7 +73,43 @@ fn a_read_while_a_block_is_stored_sees_every_sample_once() {
         T0,
     )
     .unwrap();
-    let e = Arc::new(e);
+    (Arc::new(e), hook)
+}
+
+/// Writers that keep cutting blocks while a tick stores do not keep the
+/// tick going: it stores what was queued when it began, then syncs and
+/// lets the log go.
+#[test]
+fn a_tick_ends_while_ingest_goes_on() {
+    let rig = Rig::new(100 * SEC, 4);
+    let (e, hook) = hooked(&rig);
+    let key = "t{a=\"1\"}";
+    let block =
+        |i: i64| -> Vec<Sample> { (0..4).map(|j| s(T0 + (4 * i + j) * SEC, 1.0)).collect() };
+    for i in 0..10 {
+        e.write("db", &one(key, block(i)), T0).unwrap();
+    }
+    assert_eq!(e.waiting(), (0, 10));
+    // Each put, a writer cuts another block.
+    let (weak, next) = (Arc::downgrade(&e), Arc::new(AtomicU64::new(10)));
+    let write: Box<dyn Fn() + Send + Sync> = Box::new(move || {
+        let e = weak.upgrade().expect("the engine is open");
+        // (Bounded, so a tick that kept going would end and be seen.)
+        let i = next.fetch_add(1, Ordering::SeqCst) as i64;
+        if i < 200 {
+            e.write("db", &one(key, block(i)), T0).unwrap();
+        }
+    });
+    assert!(hook.set(write).is_ok());
+    let t = e.tick(T0).unwrap();
+    assert_eq!(t.blocks_stored, 10);
+    assert_eq!(e.waiting(), (0, 10));
+}
+
+#[test]
+fn a_read_while_a_block_is_stored_sees_every_sample_once() {
+    let rig = Rig::new(100 * SEC, 4);
+    let (e, hook) = hooked(&rig);
     let key = "t{a=\"1\"}";
     // Blocks queued, the second write overwriting half of the first in
     // later parts of the same windows.
