@@ -107,7 +107,13 @@ impl Builder {
     ) {
         let unit = precision.to_ns(1).unwrap_or(1);
         let now = now - now.rem_euclid(unit);
-        let mut known: FastMap<&str, Known<'_>> = FastMap::default();
+        // Sized once for the body's lines (at most one new series text
+        // each), not grown by rehashing.
+        let lines = body.bytes().filter(|&b| b == b'\n').count().min(1 << 16) + 1;
+        let mut known: FastMap<&str, Known<'_>> =
+            FastMap::with_capacity_and_hasher(lines, Default::default());
+        self.index.reserve(lines);
+        self.batch.series.reserve(lines);
         let mut fields = Vec::new();
         for (number, line, text) in line::lines(body) {
             let parsed = match line::split_series(text) {

@@ -175,7 +175,13 @@ fn records(
     let invalid = |e: crate::wal::format::FormatError| EngineError::Invalid(e.to_string());
     let limit = MAX_RECORD_BYTES / 2;
     let mut out = Vec::new();
-    let mut cur = Record::default();
+    // Sized for the whole write (up to a record's size): not regrown.
+    let total: usize = series.iter().map(|(_, s)| s.len()).sum();
+    let mut cur = Record {
+        payload: Vec::with_capacity((total * 19 + series.len() * 16).min(limit + 64)),
+        flat: Vec::with_capacity(total.min(limit / 16)),
+        ..Record::default()
+    };
     for (key, samples) in series {
         let (id, define) = catalog.id(db, key);
         for chunk in samples.chunks(MAX_ENTRY_SAMPLES) {
