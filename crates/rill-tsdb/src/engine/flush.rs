@@ -157,22 +157,17 @@ impl Engine {
         // a tick still ends, and syncs, and lets the log go.
         let mut budget = self.lock().unstored.len();
         while budget > 0 {
-            let next = {
+            budget -= 1;
+            let (db, cut) = {
                 let st = self.lock();
-                loop {
-                    match st.unstored.get(at) {
-                        Some((db, _)) if failed.iter().any(|f| f == db) && budget > 0 => {
-                            at += 1;
-                            budget -= 1;
-                        }
-                        Some((db, cut)) if budget > 0 => break Some((db.to_string(), cut.clone())),
-                        _ => break None,
+                match st.unstored.get(at) {
+                    Some((db, _)) if failed.iter().any(|f| f == db) => {
+                        at += 1;
+                        continue;
                     }
+                    Some((db, cut)) => (db.to_string(), cut.clone()),
+                    None => break,
                 }
-            };
-            budget = budget.saturating_sub(1);
-            let Some((db, cut)) = next else {
-                break;
             };
             match self.store_cut(&db, &cut) {
                 Ok(stored) => {
