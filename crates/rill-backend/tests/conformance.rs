@@ -321,11 +321,38 @@ fn model() {
     let (_store, lb) = leveldb(ldir.path());
     let vdir = tempfile::tempdir().unwrap();
     let (_vstore, vb) = leveled(vdir.path());
+    // Multi: bucket b0 in Bitcask, b1 in leveled, the rest in the default
+    // (leveldb), so the model's buckets span three backends.
+    let (mdir, mldir, mvdir) = (
+        tempfile::tempdir().unwrap(),
+        tempfile::tempdir().unwrap(),
+        tempfile::tempdir().unwrap(),
+    );
+    let (_mlstore, mlb) = leveldb(mldir.path());
+    let (_mvstore, mvb) = leveled(mvdir.path());
+    let multi = rill_backend::MultiBackend::new(
+        vec![
+            (
+                "bc".into(),
+                Box::new(bitcask(mdir.path())) as Box<dyn Backend>,
+            ),
+            ("lv".into(), Box::new(mvb)),
+            ("lsm".into(), Box::new(mlb)),
+        ],
+        "lsm",
+        Arc::new(|_: &[u8], bucket: &[u8]| match bucket {
+            b"b\x00" => Some("bc".to_string()),
+            b"b\x01" => Some("lv".to_string()),
+            _ => None,
+        }),
+    )
+    .unwrap();
     let backends: Vec<Box<dyn Backend>> = vec![
         Box::new(MemoryBackend::new(MemoryOptions::default())),
         Box::new(bitcask(dir.path())),
         Box::new(lb),
         Box::new(vb),
+        Box::new(multi),
     ];
     for b in &backends {
         let mut model: BTreeMap<(u8, u8), (Vec<u8>, i64)> = BTreeMap::new();
@@ -389,7 +416,8 @@ fn model() {
 /// extreme integers: every backend answers in term order, then key order;
 /// paging with every page size from 1 up (resuming strictly after the
 /// last result, as continuations do) rebuilds the whole answer with no
-/// duplicate or gap while other keys are written between pages; an
+/// duplicate or gap while keys are written into and deleted from the
+/// paged range between pages; an
 /// overwrite or a delete leaves no stale entry.
 #[test]
 fn index_order_and_paging_on_every_backend() {
@@ -463,18 +491,35 @@ fn index_order_and_paging_on_every_backend() {
             "{}",
             b.name()
         );
+        let t_bin = |t: &Term| [(b"t_bin".to_vec(), t.clone())];
+        // Entries written meanwhile that the pages met (the writes do
+        // land in the paged range).
+        let mut met = 0;
         for size in 1..=want.len() + 1 {
-            let mut joined = Vec::new();
+            let mut joined: Vec<(Term, Vec<u8>)> = Vec::new();
             let mut after = None;
             let mut round = 0;
+            // Entries written into the paged range while paging goes on.
+            let mut churn: Vec<(Term, Vec<u8>)> = Vec::new();
             loop {
-                // Writes between pages, to another bucket and to keys
-                // outside the range, must not disturb the paging.
+                // Between pages: a new key in the paged range, its term
+                // cycling through every term (so before, at and after
+                // the cursor), every third round the delete of an earlier
+                // one, and a write to another bucket.
                 round += 1;
+                let term = Term::Bin(bins[(size + round) % bins.len()].to_vec());
+                let key = format!("c{size}-{round}");
+                b.put(&k("", "o", &key), b"v", &t_bin(&term), &[]).unwrap();
+                churn.push((term, key.into_bytes()));
+                if round.is_multiple_of(3) {
+                    let (t, key) = &churn[round - 3];
+                    b.delete(&k("", "o", std::str::from_utf8(key).unwrap()), &t_bin(t))
+                        .unwrap();
+                }
                 b.put(
                     &k("", "other", &format!("w{size}-{round}")),
                     b"v",
-                    &[(b"t_bin".to_vec(), Term::Bin(b"a".to_vec()))],
+                    &t_bin(&Term::Bin(b"a".to_vec())),
                     &[],
                 )
                 .unwrap();
@@ -485,8 +530,34 @@ fn index_order_and_paging_on_every_backend() {
                 }
                 after = got.last().cloned();
             }
-            assert_eq!(joined, want, "{} pages of {size}", b.name());
+            // In order with no duplicate; every entry present throughout
+            // exactly once (no gap); nothing else but what was written
+            // meanwhile.
+            assert!(
+                joined.windows(2).all(|w| w[0] < w[1]),
+                "{} pages of {size}: out of order or repeated",
+                b.name()
+            );
+            let kept: Vec<_> = joined
+                .iter()
+                .filter(|e| want.contains(e))
+                .cloned()
+                .collect();
+            assert_eq!(kept, want, "{} pages of {size}", b.name());
+            assert!(
+                joined.iter().all(|e| want.contains(e) || churn.contains(e)),
+                "{} pages of {size}: an entry never written",
+                b.name()
+            );
+            met += joined.iter().filter(|e| churn.contains(e)).count();
+            // Gone again before the next size (a second delete of one
+            // already deleted is harmless).
+            for (t, key) in &churn {
+                let key = std::str::from_utf8(key).unwrap();
+                b.delete(&k("", "o", key), &t_bin(t)).unwrap();
+            }
         }
+        assert!(met > 0, "{}: no write met by a page", b.name());
         // One term exactly, and a term that begins others.
         let eq = page(
             &field("t_bin", IndexRange::Eq(Term::Bin(b"a".to_vec())), None),

@@ -16,7 +16,7 @@ use crate::child;
 use crate::limit::Limit;
 use crate::report::Report;
 use crate::stores::{self, open};
-use anyhow::{bail, ensure, Result};
+use anyhow::{bail, ensure, Context, Result};
 use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -179,6 +179,7 @@ pub fn run(args: Args) -> Result<()> {
         "memory the run may use (0: not limited)",
     );
     let mut all: Vec<(String, [f64; 3])> = Vec::new();
+    let mut rows: Vec<String> = Vec::new();
     let mut cold = true;
     for engine in &args.engines {
         let dir = args.dir.join(engine);
@@ -219,7 +220,19 @@ pub fn run(args: Args) -> Result<()> {
             &format!("{engine}: resident bytes per key at the first read (before the sample)"),
         );
         all.push((engine.clone(), [disk, restart_s, resident]));
+        rows.push(format!(
+            "{engine},{keys},{:.0},{disk:.0},{:.4},{restart_s:.3},{:.2},{:.2}",
+            keys as f64 / load_s.max(1e-9),
+            disk / data as f64,
+            opened / keys as f64,
+            resident / keys as f64
+        ));
     }
+    let csv = args.out.join("footprint.csv");
+    let header = "engine,keys,load_keys_per_s,disk_bytes,disk_per_value_byte,restart_s,rss_bytes_per_key_at_first_read,rss_bytes_per_key_after_sample";
+    std::fs::write(&csv, format!("{header}\n{}\n", rows.join("\n")))
+        .with_context(|| format!("writing {}", csv.display()))?;
+    println!("figures per engine: {}", csv.display());
     r.text("page_cache_dropped", if cold { "yes" } else { "no" });
     println!(
         "page cache dropped before each restart: {}",

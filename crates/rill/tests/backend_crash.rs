@@ -14,11 +14,11 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-fn put(n: &std::net::SocketAddr, key: &str) -> bool {
+fn put(n: &std::net::SocketAddr, bucket: &str, key: &str) -> bool {
     common::http(
         *n,
         "PUT",
-        &format!("/buckets/crash/keys/{key}"),
+        &format!("/buckets/{bucket}/keys/{key}"),
         &[
             ("Content-Type", "text/plain"),
             ("x-riak-index-t_bin", &format!("t-{key}")),
@@ -30,32 +30,42 @@ fn put(n: &std::net::SocketAddr, key: &str) -> bool {
 }
 
 /// Every key of a 2i query over the whole `any_int` index (term 7).
-fn indexed(n: &Node) -> BTreeSet<String> {
-    common::keys_at(n, "/buckets/crash/index/any_int/7")
+fn indexed(n: &Node, bucket: &str) -> BTreeSet<String> {
+    common::keys_at(n, &format!("/buckets/{bucket}/index/any_int/7"))
 }
 
-fn listed(n: &Node) -> BTreeSet<String> {
-    common::keys_at(n, "/buckets/crash/keys?keys=true")
+fn listed(n: &Node, bucket: &str) -> BTreeSet<String> {
+    common::keys_at(n, &format!("/buckets/{bucket}/keys?keys=true"))
 }
 
 fn crash_under_load(backend: &str) {
-    let dir = tempfile::tempdir().unwrap();
     let conf = format!(
         "storage_backend = {backend}\nleveldb.maximum_memory = 64MB\nleveled.maximum_memory = 64MB\n"
     );
-    let mut n = Node::start(dir.path(), &conf);
+    crash_under_load_with(backend, &conf, &["crash"], |_| {});
+}
+
+/// Writers spread over `buckets` (after `setup` on the fresh node), two
+/// SIGKILLs, every acknowledged write and its index entries back.
+fn crash_under_load_with(backend: &str, conf: &str, buckets: &[&str], setup: impl Fn(&Node)) {
+    let dir = tempfile::tempdir().unwrap();
+    let mut n = Node::start(dir.path(), conf);
+    setup(&n);
+    let buckets: Vec<String> = buckets.iter().map(|b| b.to_string()).collect();
     let acked = Arc::new(Mutex::new(Vec::new()));
     for round in 0..2 {
         let stop = Arc::new(AtomicBool::new(false));
         let writers: Vec<_> = (0..4)
             .map(|w| {
                 let (acked, stop, addr) = (acked.clone(), stop.clone(), n.http);
+                let buckets = buckets.clone();
                 std::thread::spawn(move || {
                     let mut i = 0;
                     while !stop.load(Ordering::Relaxed) {
                         let key = format!("r{round}-w{w}-{i}");
-                        if put(&addr, &key) {
-                            acked.lock().unwrap().push(key);
+                        let bucket = buckets[i % buckets.len()].clone();
+                        if put(&addr, &bucket, &key) {
+                            acked.lock().unwrap().push((bucket, key));
                         }
                         i += 1;
                     }
@@ -72,41 +82,43 @@ fn crash_under_load(backend: &str) {
         for w in writers {
             w.join().unwrap();
         }
-        n = Node::start(dir.path(), &conf);
+        n = Node::start(dir.path(), conf);
         let acked = acked.lock().unwrap().clone();
-        for key in &acked {
+        for (bucket, key) in &acked {
             let r = n
-                .http("GET", &format!("/buckets/crash/keys/{key}"), &[], b"")
+                .http("GET", &format!("/buckets/{bucket}/keys/{key}"), &[], b"")
                 .unwrap();
             assert_eq!(
                 (r.status, String::from_utf8_lossy(&r.body).to_string()),
                 (200, key.clone()),
-                "{backend}: acknowledged {key} lost after SIGKILL (round {round})"
+                "{backend}: acknowledged {bucket}/{key} lost after SIGKILL (round {round})"
             );
         }
         // Objects and index entries agree, acknowledged or not.
-        let (objects, entries) = (listed(&n), indexed(&n));
-        assert_eq!(
-            objects, entries,
-            "{backend}: objects and index entries differ"
-        );
-        for key in &acked {
-            assert!(
-                entries.contains(key),
-                "{backend}: {key} lost its index entry"
+        for bucket in &buckets {
+            let (objects, entries) = (listed(&n, bucket), indexed(&n, bucket));
+            assert_eq!(
+                objects, entries,
+                "{backend}: objects and index entries of {bucket} differ"
             );
-            let r = n
-                .http(
-                    "GET",
-                    &format!("/buckets/crash/index/t_bin/t-{key}"),
-                    &[],
-                    b"",
-                )
-                .unwrap();
-            assert!(
-                String::from_utf8_lossy(&r.body).contains(key.as_str()),
-                "{backend}: {key} not found by its _bin term"
-            );
+            for (_, key) in acked.iter().filter(|(b, _)| b == bucket) {
+                assert!(
+                    entries.contains(key),
+                    "{backend}: {bucket}/{key} lost its index entry"
+                );
+                let r = n
+                    .http(
+                        "GET",
+                        &format!("/buckets/{bucket}/index/t_bin/t-{key}"),
+                        &[],
+                        b"",
+                    )
+                    .unwrap();
+                assert!(
+                    String::from_utf8_lossy(&r.body).contains(key.as_str()),
+                    "{backend}: {bucket}/{key} not found by its _bin term"
+                );
+            }
         }
     }
 }
@@ -124,4 +136,31 @@ fn leveled_loses_nothing_acknowledged_when_killed_under_load() {
 #[test]
 fn bitcask_loses_nothing_acknowledged_when_killed_under_load() {
     crash_under_load("bitcask");
+}
+
+/// Multi: one bucket in each of three named backends (Bitcask by the
+/// bucket's `backend` property, leveldb likewise, the rest in the
+/// default, leveled), all written at once and killed.
+#[test]
+fn multi_loses_nothing_acknowledged_when_killed_under_load() {
+    let conf = "storage_backend = multi\n\
+        multi_backend.default = lv\n\
+        multi_backend.lv.storage_backend = leveled\n\
+        multi_backend.lv.leveled.maximum_memory = 32MB\n\
+        multi_backend.bc.storage_backend = bitcask\n\
+        multi_backend.lsm.storage_backend = leveldb\n\
+        multi_backend.lsm.leveldb.maximum_memory = 32MB\n";
+    crash_under_load_with("multi", conf, &["inbc", "inlsm", "inlv"], |n| {
+        for (bucket, backend) in [("inbc", "bc"), ("inlsm", "lsm")] {
+            let r = n
+                .http(
+                    "PUT",
+                    &format!("/buckets/{bucket}/props"),
+                    &[("Content-Type", "application/json")],
+                    format!("{{\"props\":{{\"backend\":\"{backend}\"}}}}").as_bytes(),
+                )
+                .unwrap();
+            assert_eq!(r.status, 204, "{}", String::from_utf8_lossy(&r.body));
+        }
+    });
 }

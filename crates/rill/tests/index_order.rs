@@ -32,29 +32,10 @@ fn query(n: &Node, path: &str, page: Option<u32>) -> Vec<(String, String)> {
     let mut out = Vec::new();
     let mut cont: Option<String> = None;
     loop {
-        let mut q = format!("{path}?return_terms=true");
-        if let Some(p) = page {
-            q.push_str(&format!("&max_results={p}"));
-        }
-        if let Some(c) = &cont {
-            q.push_str(&format!(
-                "&continuation={}",
-                c.replace('+', "%2B")
-                    .replace('/', "%2F")
-                    .replace('=', "%3D")
-            ));
-        }
-        let r = n.http("GET", &q, &[], b"").unwrap();
-        assert_eq!(r.status, 200, "{}", String::from_utf8_lossy(&r.body));
-        let v: serde_json::Value = serde_json::from_slice(&r.body).unwrap();
-        // An empty answer may come as `{"keys":[]}`.
-        let results = v["results"].as_array().or(v["keys"].as_array());
-        for pair in results.unwrap_or_else(|| panic!("{v}")) {
-            let (t, k) = pair.as_object().unwrap().iter().next().unwrap();
-            out.push((t.clone(), k.as_str().unwrap().to_string()));
-        }
-        match v["continuation"].as_str() {
-            Some(c) => cont = Some(c.to_string()),
+        let (got, next) = query_page(n, path, page, cont.as_deref());
+        out.extend(got);
+        match next {
+            Some(c) => cont = Some(c),
             None => return out,
         }
     }
@@ -225,4 +206,126 @@ fn the_leveldb_backend_serves_and_keeps_everything_across_a_kill() {
             );
         }
     }
+}
+
+/// Through the binary, on each disk backend: pages of every size from 1
+/// up, joined through continuations, give every entry present throughout
+/// exactly once and in order, while keys are written into and deleted
+/// from the paged range between pages (the query covers every vnode).
+#[test]
+fn pages_of_every_size_join_while_writes_go_on() {
+    let terms = ["a", "a b", "aa", "ab", "b", "a!", "ab~", "aZ"];
+    for backend in ["leveldb", "leveled", "bitcask"] {
+        let dir = tempfile::tempdir().unwrap();
+        let conf = format!("storage_backend = {backend}\nleveldb.maximum_memory = 64MB\n");
+        let n = Node::start(dir.path(), &conf);
+        for (i, t) in terms.iter().enumerate() {
+            for key in [format!("k{i}"), format!("k{i}x")] {
+                assert_eq!(put(&n, &key, t, "1").status, 204);
+            }
+        }
+        let mut want: Vec<(String, String)> = terms
+            .iter()
+            .enumerate()
+            .flat_map(|(i, t)| {
+                [
+                    (t.to_string(), format!("k{i}")),
+                    (t.to_string(), format!("k{i}x")),
+                ]
+            })
+            .collect();
+        want.sort();
+        let path = "/buckets/o/index/t_bin/a/b";
+        // Entries written meanwhile that the pages met.
+        let mut met = 0;
+        for size in 1..=want.len() as u32 + 1 {
+            let mut joined: Vec<(String, String)> = Vec::new();
+            let mut written: Vec<(String, String)> = Vec::new();
+            let mut cont: Option<String> = None;
+            let mut round = 0usize;
+            loop {
+                round += 1;
+                // A new key in the range (its term cycling, so before,
+                // at and after the cursor) and the delete of an earlier.
+                let t = terms[(size as usize + round) % terms.len()];
+                let key = format!("c{size}-{round}");
+                assert_eq!(put(&n, &key, t, "1").status, 204);
+                written.push((t.to_string(), key));
+                if round.is_multiple_of(3) {
+                    let (_, old) = &written[round - 3];
+                    let r = n
+                        .http("DELETE", &format!("/buckets/o/keys/{old}"), &[], b"")
+                        .unwrap();
+                    assert_eq!(r.status, 204);
+                }
+                let (page, next) = query_page(&n, path, Some(size), cont.as_deref());
+                joined.extend(page);
+                match next {
+                    Some(c) => cont = Some(c),
+                    None => break,
+                }
+            }
+            assert!(
+                joined.windows(2).all(|w| w[0] < w[1]),
+                "{backend}, pages of {size}: out of order or repeated: {joined:?}"
+            );
+            let kept: Vec<_> = joined
+                .iter()
+                .filter(|e| want.contains(e))
+                .cloned()
+                .collect();
+            assert_eq!(kept, want, "{backend}, pages of {size}");
+            assert!(
+                joined
+                    .iter()
+                    .all(|e| want.contains(e) || written.contains(e)),
+                "{backend}, pages of {size}: an entry never written: {joined:?}"
+            );
+            met += joined.iter().filter(|e| written.contains(e)).count();
+            for (_, key) in &written {
+                let r = n
+                    .http("DELETE", &format!("/buckets/o/keys/{key}"), &[], b"")
+                    .unwrap();
+                assert_eq!(r.status, 204);
+            }
+        }
+        assert!(met > 0, "{backend}: no write met by a page");
+        n.stop();
+    }
+}
+
+/// One page of `size` (term, key) pairs (all without) from `cont` on, and the
+/// continuation of the next page if the answer goes on.
+fn query_page(
+    n: &Node,
+    path: &str,
+    size: Option<u32>,
+    cont: Option<&str>,
+) -> (Vec<(String, String)>, Option<String>) {
+    let mut q = format!("{path}?return_terms=true");
+    if let Some(size) = size {
+        q.push_str(&format!("&max_results={size}"));
+    }
+    if let Some(c) = cont {
+        q.push_str(&format!(
+            "&continuation={}",
+            c.replace('+', "%2B")
+                .replace('/', "%2F")
+                .replace('=', "%3D")
+        ));
+    }
+    let r = n.http("GET", &q, &[], b"").unwrap();
+    assert_eq!(r.status, 200, "{}", String::from_utf8_lossy(&r.body));
+    let v: serde_json::Value = serde_json::from_slice(&r.body).unwrap();
+    // An empty answer may come as `{"keys":[]}`.
+    let results = v["results"].as_array().or(v["keys"].as_array());
+    let page = results
+        .unwrap_or_else(|| panic!("{v}"))
+        .iter()
+        .map(|pair| {
+            let (t, k) = pair.as_object().unwrap().iter().next().unwrap();
+            (t.clone(), k.as_str().unwrap().to_string())
+        })
+        .collect();
+    (page, v["continuation"].as_str().map(str::to_string))
 }

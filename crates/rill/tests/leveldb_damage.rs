@@ -1,14 +1,16 @@
-//! A flipped byte in one of a leveldb node's table files, through the
-//! real binary: the node starts, every key is still read right (the
-//! damaged replica answers with an error, the others with the value),
-//! never a wrong value, and /stats counts the damaged reads.
+//! A flipped byte in one of a leveldb node's table files, or in one of a
+//! leveled node's journal files, through the real binary: the node
+//! starts, every key is still read right (the damaged replica answers
+//! with an error, the others with the value), never a wrong value, and
+//! /stats counts the damaged reads.
 
 mod common;
 
 use common::Node;
 
+/// At least 1,600 bytes (a leveled journal keeps values from 1 KiB).
 fn value(i: u32) -> String {
-    format!("value {i} ").repeat(100)
+    format!("value {i} ").repeat(200)
 }
 
 #[test]
@@ -30,7 +32,7 @@ fn a_damaged_table_block_gives_no_wrong_data_and_the_node_serves() {
         assert_eq!(r.status, 204);
     }
     n.stop();
-    flip_a_byte_in_the_largest_table(dir.path());
+    flip_a_byte_in_the_largest(dir.path(), "tables");
 
     let n = Node::start(dir.path(), conf);
     every_key_read_right(&n, KEYS);
@@ -89,7 +91,7 @@ fn admin_leveldb_verify_and_repair_set_a_damaged_block_aside() {
     assert_eq!(code, Some(0), "{text}");
     assert!(text.contains("nothing is damaged"), "{text}");
 
-    flip_a_byte_in_the_largest_table(dir.path());
+    flip_a_byte_in_the_largest(dir.path(), "tables");
 
     let (code, text) = admin("verify");
     eprintln!("{text}");
@@ -139,18 +141,50 @@ fn every_key_read_right(n: &Node, keys: u32) {
     }
 }
 
-/// Flips the middle byte of the largest leveldb table file of the node
-/// whose data is under `dir` (at least 100 kB).
-fn flip_a_byte_in_the_largest_table(dir: &std::path::Path) {
-    let all = testkit::files_under(&dir.join("data").join("leveldb"));
-    let table = all
+/// Flips the middle byte of the largest file in a `folder` directory
+/// (fjall's `tables`, or `blobs`: a leveled journal's) of the node whose
+/// data is under `dir` (at least 100 kB).
+fn flip_a_byte_in_the_largest(dir: &std::path::Path, folder: &str) {
+    let all = testkit::files_under(&dir.join("data"));
+    let file = all
         .iter()
-        .filter(|p| p.parent().is_some_and(|d| d.ends_with("tables")))
+        .filter(|p| p.parent().is_some_and(|d| d.ends_with(folder)))
         .max_by_key(|p| std::fs::metadata(p).unwrap().len())
-        .expect("a table file");
-    let mut bytes = std::fs::read(table).unwrap();
+        .unwrap_or_else(|| panic!("a file in {folder}/"));
+    let mut bytes = std::fs::read(file).unwrap();
     assert!(bytes.len() > 100_000, "{} bytes", bytes.len());
     let at = bytes.len() / 2;
     bytes[at] ^= 0x5a;
-    std::fs::write(table, &bytes).unwrap();
+    std::fs::write(file, &bytes).unwrap();
+}
+
+/// A leveled node: a flipped byte in the largest file of a partition's
+/// journal (values of 1 KiB and more live there, apart from the ledger).
+#[test]
+fn a_damaged_leveled_journal_gives_no_wrong_data_and_the_node_serves() {
+    let dir = tempfile::tempdir().unwrap();
+    let conf = "storage_backend = leveled\nleveled.maximum_memory = 16MB\nleveled.compression_method = none\n";
+    let n = Node::start(dir.path(), conf);
+    const KEYS: u32 = 3000;
+    for i in 0..KEYS {
+        let r = n
+            .http(
+                "PUT",
+                &format!("/buckets/d/keys/k{i}"),
+                &[("Content-Type", "text/plain")],
+                value(i).as_bytes(),
+            )
+            .unwrap();
+        assert_eq!(r.status, 204);
+    }
+    n.stop();
+    flip_a_byte_in_the_largest(dir.path(), "blobs");
+
+    let n = Node::start(dir.path(), conf);
+    every_key_read_right(&n, KEYS);
+    let stats = n.stats();
+    assert!(
+        stats["leveldb_damaged_reads_total"].as_u64().unwrap() > 0,
+        "no damaged read counted"
+    );
 }

@@ -56,6 +56,12 @@ pub(super) struct Sampled {
     pub cpu_ticks: u64,
     pub idle_ticks: u64,
     pub iowait_ticks: u64,
+    /// This process's major page faults.
+    pub major_faults: u64,
+    /// The memory cgroup's page cache at its lowest (bytes; 0 without a
+    /// cgroup) and the pages it gave back (reclaimed or freed).
+    pub cache_min: u64,
+    pub pages_out: u64,
 }
 
 fn ms(h: &Histogram<u64>, q: f64) -> f64 {
@@ -150,7 +156,7 @@ pub(super) fn write_csv(
     let mut f = std::fs::File::create(&csv)?;
     writeln!(
         f,
-        "t_s,ops_per_s,get_p50_ms,get_p99_ms,put_p50_ms,put_p99_ms,query_p50_ms,query_p99_ms,disk_read_mb_s,disk_write_mb_s,l0_runs_max,sealed_memtables_max,cpu_cores,machine_idle_cores,machine_iowait_cores"
+        "t_s,ops_per_s,get_p50_ms,get_p99_ms,put_p50_ms,put_p99_ms,query_p50_ms,query_p99_ms,disk_read_mb_s,disk_write_mb_s,l0_runs_max,sealed_memtables_max,cpu_cores,machine_idle_cores,machine_iowait_cores,major_faults_per_s,cgroup_cache_min_mb,cgroup_pages_out_mb_s"
     )?;
     for (i, x) in iv.iter().enumerate() {
         let b = sampled.get(i).copied().unwrap_or_default();
@@ -159,7 +165,7 @@ pub(super) fn write_csv(
         let cores = |ticks: u64| ticks as f64 / 100.0 / every.as_secs_f64();
         writeln!(
             f,
-            "{:.0},{:.0},{:.3},{:.3},{:.3},{:.3},{:.3},{:.3},{:.1},{:.1},{},{},{:.2},{:.2},{:.2}",
+            "{:.0},{:.0},{:.3},{:.3},{:.3},{:.3},{:.3},{:.3},{:.1},{:.1},{},{},{:.2},{:.2},{:.2},{:.0},{:.1},{:.1}",
             (i as f64 + 1.0) * every.as_secs_f64(),
             x.ops() as f64 / every.as_secs_f64(),
             ms(&x.get, 0.5),
@@ -174,7 +180,10 @@ pub(super) fn write_csv(
             b.sealed,
             cores(b.cpu_ticks),
             cores(b.idle_ticks),
-            cores(b.iowait_ticks)
+            cores(b.iowait_ticks),
+            b.major_faults as f64 / every.as_secs_f64(),
+            b.cache_min as f64 / 1e6,
+            mb_s(b.pages_out * 4096)
         )?;
     }
     Ok(csv)

@@ -175,6 +175,54 @@ fn cpu_ticks() -> (u64, u64, u64) {
     (own, idle, iowait)
 }
 
+/// This process's major page faults (/proc/self/stat).
+fn major_faults() -> u64 {
+    std::fs::read_to_string("/proc/self/stat")
+        .ok()
+        .and_then(|s| {
+            let rest = &s[s.rfind(')')? + 2..];
+            rest.split(' ').nth(9)?.parse().ok()
+        })
+        .unwrap_or(0)
+}
+
+/// The memory cgroup this process is in, as its `memory.stat` file
+/// (cgroup v1's memory controller or the v2 unified tree).
+fn cgroup_stat_file() -> Option<std::path::PathBuf> {
+    let text = std::fs::read_to_string("/proc/self/cgroup").ok()?;
+    let v1 = text.lines().find_map(|l| {
+        let mut f = l.splitn(3, ':');
+        let (_, ctl, path) = (f.next()?, f.next()?, f.next()?);
+        ctl.split(',')
+            .any(|c| c == "memory")
+            .then(|| format!("/sys/fs/cgroup/memory{path}/memory.stat"))
+    });
+    let v2 = || {
+        text.lines()
+            .find_map(|l| l.strip_prefix("0::"))
+            .map(|path| format!("/sys/fs/cgroup{path}/memory.stat"))
+    };
+    let file = std::path::PathBuf::from(v1.or_else(v2)?);
+    file.exists().then_some(file)
+}
+
+/// The cgroup's page cache in bytes and the pages it has given back so
+/// far (v1 `cache`, `pgpgout`; v2 `file`, `pgsteal`: reclaim and frees).
+fn cgroup_memory(file: Option<&std::path::Path>) -> (u64, u64) {
+    let Some(text) = file.and_then(|f| std::fs::read_to_string(f).ok()) else {
+        return (0, 0);
+    };
+    let field = |names: &[&str]| {
+        text.lines()
+            .find_map(|l| {
+                let (k, v) = l.split_once(' ')?;
+                names.contains(&k).then(|| v.trim().parse().ok()).flatten()
+            })
+            .unwrap_or(0)
+    };
+    (field(&["cache", "file"]), field(&["pgpgout", "pgsteal"]))
+}
+
 /// Samples the disk traffic and the engine's write pressure every 100 ms
 /// into per-interval totals and maxima until `stop` is set.
 fn watch(
@@ -187,6 +235,9 @@ fn watch(
     let mut out: Vec<Sampled> = (0..slots).map(|_| Sampled::default()).collect();
     let mut last = io_bytes();
     let mut last_cpu = cpu_ticks();
+    let cgroup = cgroup_stat_file();
+    let mut last_faults = major_faults();
+    let mut last_out = cgroup_memory(cgroup.as_deref()).1;
     while !stop.load(Ordering::Relaxed) {
         std::thread::sleep(Duration::from_millis(100));
         let slot = ((start.elapsed().as_nanos() / every.as_nanos()) as usize).min(slots - 1);
@@ -198,8 +249,19 @@ fn watch(
         o.cpu_ticks += cpu.0.saturating_sub(last_cpu.0);
         o.idle_ticks += cpu.1.saturating_sub(last_cpu.1);
         o.iowait_ticks += cpu.2.saturating_sub(last_cpu.2);
+        let faults = major_faults();
+        o.major_faults += faults.saturating_sub(last_faults);
+        let (cache, given_back) = cgroup_memory(cgroup.as_deref());
+        o.cache_min = if o.cache_min == 0 {
+            cache
+        } else {
+            o.cache_min.min(cache)
+        };
+        o.pages_out += given_back.saturating_sub(last_out);
         last = now;
         last_cpu = cpu;
+        last_faults = faults;
+        last_out = given_back;
         if let Some(p) = s.b.pressure() {
             o.l0_runs = o.l0_runs.max(p.l0_runs);
             o.sealed = o.sealed.max(p.sealed_memtables);
