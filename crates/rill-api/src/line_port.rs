@@ -99,12 +99,6 @@ async fn write_lines(lines: Vec<u8>, engine: &Arc<Engine>, cfg: &LinePortConfig)
     if batch.series.is_empty() {
         return;
     }
-    crate::sensor_write::until_taken(
-        engine,
-        &cfg.db,
-        Arc::new(batch.series),
-        now,
-        "line-protocol port",
-    )
-    .await;
+    crate::sensor_write::until_taken(engine, &cfg.db, Arc::new(batch), now, "line-protocol port")
+        .await;
 }

@@ -212,8 +212,7 @@ async fn write_loop(
         }
         if !batch.series.is_empty() {
             let now = crate::unix_now_ns();
-            crate::sensor_write::until_taken(&engine, &cfg.db, Arc::new(batch.series), now, "MQTT")
-                .await;
+            crate::sensor_write::until_taken(&engine, &cfg.db, Arc::new(batch), now, "MQTT").await;
         }
         let current = session.load(Ordering::SeqCst);
         for r in msgs.drain(..) {

@@ -3,13 +3,12 @@
 //! refuses (a full disk, stores behind), so what was read is never
 //! dropped; the caller reads nothing more until the write is taken.
 
-use rill_sensor::Sample;
 use rill_tsdb::{Engine, EngineError};
 use std::sync::Arc;
 use std::time::Duration;
 
-/// Series keys and their samples, as the engine takes them.
-pub type SeriesBatch = Arc<Vec<(String, Vec<Sample>)>>;
+/// Series keys, their samples and groups, as the engine takes them.
+pub type SeriesBatch = Arc<rill_tsdb::ingest::Batch>;
 
 /// Writes `series` to `db`, retrying every second while the engine
 /// refuses; returns once the samples are durable, or were refused for
@@ -24,7 +23,10 @@ pub async fn until_taken(
     let mut attempt = 0u64;
     loop {
         let (engine2, series2, db2) = (engine.clone(), series.clone(), db.to_string());
-        let r = crate::blocking(move || engine2.write(&db2, &series2, now)).await;
+        let r = crate::blocking(move || {
+            engine2.write_grouped(&db2, &series2.series, &series2.groups(), now)
+        })
+        .await;
         match r {
             Ok(report) => {
                 if report.too_old + report.too_new + report.bad_series > 0 {

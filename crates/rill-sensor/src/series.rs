@@ -165,6 +165,17 @@ pub fn field_key(measurement: &str, field: &str, labels: &str) -> String {
     s
 }
 
+/// The group of a line protocol point's series (its measurement and
+/// labels, `labels` as [`labels_text`] gives them): the fields of one
+/// point share their timestamps. Distinct for distinct measurements or
+/// labels (the measurement escaped as in a key, so it holds no `{`).
+pub fn group_key(measurement: &str, labels: &str) -> String {
+    let mut s = String::with_capacity(measurement.len() + labels.len() + 2);
+    escape_name(&mut s, measurement);
+    s.push_str(labels);
+    s
+}
+
 fn escape_name(s: &mut String, name: &str) {
     if !name
         .bytes()

@@ -3,6 +3,13 @@
 //! name a series in 8 bytes. An id is known from its series record in the
 //! catalog store or from its definition in the log.
 //!
+//! Each series belongs to a group, whose series share their timestamps
+//! and are stored in one block per window (the fields of one line
+//! protocol measurement and tag set). A group is named by a group key
+//! within its database, and its id is the id of the series that named it
+//! first (its leader); a series written without a group key, or the first
+//! of its group, is its own group. A series' group never changes.
+//!
 //! A definition goes into the log with the series' first samples, and
 //! again with each later write until one such write is durable, so no
 //! durable sample names an id whose definition is not durable too. A
@@ -14,35 +21,61 @@ use crate::FastMap;
 struct Named {
     db: String,
     key: String,
+    group: u64,
     /// A write carrying its definition is durable.
     durable: bool,
     /// Its record is in the catalog store (and synced).
     stored: bool,
 }
 
+/// What a series' definition says (in the log and the catalog store).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Definition {
+    pub id: u64,
+    pub db: String,
+    pub key: String,
+    pub group: u64,
+    /// The group's key, for the series that leads it (empty otherwise,
+    /// and for a series that is its own group without one).
+    pub group_key: String,
+}
+
 #[derive(Default)]
 pub struct Catalog {
     ids: FastMap<String, FastMap<String, u64>>,
     named: FastMap<u64, Named>,
+    /// Per database, each group key's group.
+    groups: FastMap<String, FastMap<String, u64>>,
+    /// The group key of each group that has one, by group id.
+    group_keys: FastMap<u64, String>,
     next: u64,
 }
 
 impl Catalog {
-    /// The id of `key` in `db`, made if new; true if a write of it must
-    /// carry its definition.
-    pub fn id(&mut self, db: &str, key: &str) -> (u64, bool) {
+    /// The id and group of `key` in `db`, made if new (in the group of
+    /// `group_key`, if any); true if a write of it must carry its
+    /// definition.
+    pub fn id(&mut self, db: &str, key: &str, group_key: Option<&str>) -> (u64, u64, bool) {
         if let Some(&id) = self.ids.get(db).and_then(|keys| keys.get(key)) {
-            return (id, !self.named[&id].durable);
+            let n = &self.named[&id];
+            return (id, n.group, !n.durable);
         }
         let id = self.next;
         self.next += 1;
-        self.insert(id, db, key, false, false);
-        (id, true)
+        let known = group_key.and_then(|g| self.groups.get(db)?.get(g).copied());
+        let (group, leads) = match (known, group_key) {
+            (Some(group), _) => (group, ""),
+            (None, Some(g)) => (id, g),
+            (None, None) => (id, ""),
+        };
+        self.insert(id, db, key, group, leads, false, false);
+        (id, group, true)
     }
 
-    /// The id of `key` in `db`, if it has one.
-    pub fn lookup(&self, db: &str, key: &str) -> Option<u64> {
-        self.ids.get(db)?.get(key).copied()
+    /// The id and group of `key` in `db`, if it has one.
+    pub fn lookup(&self, db: &str, key: &str) -> Option<(u64, u64)> {
+        let id = *self.ids.get(db)?.get(key)?;
+        Some((id, self.named[&id].group))
     }
 
     /// The database and key of `id`.
@@ -50,16 +83,37 @@ impl Catalog {
         self.named.get(&id).map(|n| (n.db.as_str(), n.key.as_str()))
     }
 
+    /// The group of `id`.
+    pub fn group(&self, id: u64) -> Option<u64> {
+        self.named.get(&id).map(|n| n.group)
+    }
+
+    /// `id`'s definition.
+    pub fn definition(&self, id: u64) -> Option<Definition> {
+        let n = self.named.get(&id)?;
+        let group_key = match self.group_keys.get(&id) {
+            Some(g) if n.group == id => g.clone(),
+            _ => String::new(),
+        };
+        Some(Definition {
+            id,
+            db: n.db.clone(),
+            key: n.key.clone(),
+            group: n.group,
+            group_key,
+        })
+    }
+
     /// A series found in the catalog store.
-    pub fn found_stored(&mut self, id: u64, db: &str, key: &str) {
-        self.insert(id, db, key, true, true);
+    pub fn found_stored(&mut self, d: &Definition) {
+        self.insert(d.id, &d.db, &d.key, d.group, &d.group_key, true, true);
     }
 
     /// A definition found in the log (or made durable by a write).
-    pub fn found_durable(&mut self, id: u64, db: &str, key: &str) {
-        match self.named.get_mut(&id) {
+    pub fn found_durable(&mut self, d: &Definition) {
+        match self.named.get_mut(&d.id) {
             Some(n) => n.durable = true,
-            None => self.insert(id, db, key, true, false),
+            None => self.insert(d.id, &d.db, &d.key, d.group, &d.group_key, true, false),
         }
     }
 
@@ -71,14 +125,14 @@ impl Catalog {
     }
 
     /// Durable series without a record in the catalog store.
-    pub fn unstored(&self) -> Vec<(u64, String, String)> {
-        let mut v: Vec<_> = self
+    pub fn unstored(&self) -> Vec<Definition> {
+        let mut v: Vec<Definition> = self
             .named
             .iter()
             .filter(|(_, n)| n.durable && !n.stored)
-            .map(|(&id, n)| (id, n.db.clone(), n.key.clone()))
+            .filter_map(|(&id, _)| self.definition(id))
             .collect();
-        v.sort_unstable_by_key(|e| e.0);
+        v.sort_unstable_by_key(|d| d.id);
         v
     }
 
@@ -110,7 +164,17 @@ impl Catalog {
         self.named.is_empty()
     }
 
-    fn insert(&mut self, id: u64, db: &str, key: &str, durable: bool, stored: bool) {
+    #[allow(clippy::too_many_arguments)]
+    fn insert(
+        &mut self,
+        id: u64,
+        db: &str,
+        key: &str,
+        group: u64,
+        group_key: &str,
+        durable: bool,
+        stored: bool,
+    ) {
         self.next = self.next.max(id.saturating_add(1));
         let keys = self.ids.entry(db.to_string()).or_default();
         if let Some(old) = keys.insert(key.to_string(), id) {
@@ -120,11 +184,19 @@ impl Catalog {
                 tracing::warn!(db, key, old, id, "a series has two ids: the later is used");
             }
         }
+        if group == id && !group_key.is_empty() {
+            self.groups
+                .entry(db.to_string())
+                .or_default()
+                .insert(group_key.to_string(), id);
+            self.group_keys.insert(id, group_key.to_string());
+        }
         self.named.insert(
             id,
             Named {
                 db: db.to_string(),
                 key: key.to_string(),
+                group,
                 durable,
                 stored,
             },
@@ -136,35 +208,64 @@ impl Catalog {
 mod tests {
     use super::*;
 
+    fn def(id: u64, db: &str, key: &str, group: u64, group_key: &str) -> Definition {
+        Definition {
+            id,
+            db: db.into(),
+            key: key.into(),
+            group,
+            group_key: group_key.into(),
+        }
+    }
+
     #[test]
     fn ids_are_made_once_and_defined_until_durable() {
         let mut c = Catalog::default();
-        assert_eq!(c.id("db", "a"), (0, true));
-        assert_eq!(c.id("db", "a"), (0, true), "not yet durable: defined again");
+        assert_eq!(c.id("db", "a", None), (0, 0, true));
         assert_eq!(
-            c.id("other", "a"),
-            (1, true),
+            c.id("db", "a", None),
+            (0, 0, true),
+            "not yet durable: defined again"
+        );
+        assert_eq!(
+            c.id("other", "a", None),
+            (1, 1, true),
             "a database has its own series"
         );
         c.made_durable(0);
-        assert_eq!(c.id("db", "a"), (0, false));
-        assert_eq!(c.unstored(), vec![(0, "db".into(), "a".into())]);
+        assert_eq!(c.id("db", "a", None), (0, 0, false));
+        assert_eq!(c.unstored(), vec![def(0, "db", "a", 0, "")]);
         c.stored(0);
         assert!(c.unstored().is_empty());
-        assert_eq!(c.lookup("db", "a"), Some(0));
+        assert_eq!(c.lookup("db", "a"), Some((0, 0)));
         assert_eq!(c.lookup("db", "b"), None);
         assert_eq!(c.name(1), Some(("other", "a")));
     }
 
     #[test]
-    fn ids_found_at_start_are_not_made_again() {
+    fn the_first_series_of_a_group_leads_it() {
         let mut c = Catalog::default();
-        c.found_stored(7, "db", "a");
-        c.found_durable(9, "db", "b");
-        c.found_durable(7, "db", "a");
-        assert_eq!(c.id("db", "c"), (10, true));
-        assert_eq!(c.id("db", "a"), (7, false));
-        assert_eq!(c.unstored(), vec![(9, "db".into(), "b".into())]);
+        assert_eq!(c.id("db", "m_a{s=1}", Some("m{s=1}")), (0, 0, true));
+        assert_eq!(c.id("db", "m_b{s=1}", Some("m{s=1}")), (1, 0, true));
+        // Another database, another group of the same key.
+        assert_eq!(c.id("x", "m_a{s=1}", Some("m{s=1}")), (2, 2, true));
+        // A series keeps its group whatever a later write says.
+        assert_eq!(c.id("db", "m_b{s=1}", Some("other")), (1, 0, true));
+        assert_eq!(c.definition(0), Some(def(0, "db", "m_a{s=1}", 0, "m{s=1}")));
+        assert_eq!(c.definition(1), Some(def(1, "db", "m_b{s=1}", 0, "")));
+        assert_eq!(c.group(1), Some(0));
+        assert_eq!(c.lookup("db", "m_b{s=1}"), Some((1, 0)));
+    }
+
+    #[test]
+    fn ids_and_groups_found_at_start_are_not_made_again() {
+        let mut c = Catalog::default();
+        c.found_stored(&def(7, "db", "a", 7, "g"));
+        c.found_durable(&def(9, "db", "b", 7, ""));
+        c.found_durable(&def(7, "db", "a", 7, "g"));
+        assert_eq!(c.id("db", "c", Some("g")), (10, 7, true));
+        assert_eq!(c.id("db", "a", None), (7, 7, false));
+        assert_eq!(c.unstored(), vec![def(9, "db", "b", 7, "")]);
         let mut keys: Vec<_> = c.keys("db").collect();
         keys.sort();
         assert_eq!(keys, vec![("a", 7), ("b", 9), ("c", 10)]);

@@ -5,7 +5,7 @@
 
 use crate::FastMap;
 use rill_sensor::line::{self, FieldValue, Point};
-use rill_sensor::series::{field_key, labels_text, StringField, DB_LABEL};
+use rill_sensor::series::{field_key, group_key, labels_text, StringField, DB_LABEL};
 use rill_sensor::{mqtt, Precision, Sample, Series};
 use std::borrow::Cow;
 
@@ -14,6 +14,11 @@ use std::borrow::Cow;
 pub struct Batch {
     /// Series keys and their samples, in the order first met.
     pub series: Vec<(String, Vec<Sample>)>,
+    /// Each series' group, by position in `group_keys` (`None`: a group
+    /// of its own): the fields of one line protocol measurement and tag
+    /// set share a group.
+    pub group_of: Vec<Option<u32>>,
+    pub group_keys: Vec<String>,
     /// One per line that does not parse, in line order.
     pub errors: Vec<String>,
     /// Points that parse but cannot be stored (a string field, a time
@@ -27,6 +32,14 @@ impl Batch {
     pub fn samples(&self) -> usize {
         self.series.iter().map(|(_, v)| v.len()).sum()
     }
+
+    /// Each series' group key, by position (as [`crate::Engine::write_grouped`] takes them).
+    pub fn groups(&self) -> Vec<Option<&str>> {
+        self.group_of
+            .iter()
+            .map(|g| g.map(|i| self.group_keys[i as usize].as_str()))
+            .collect()
+    }
 }
 
 /// Samples gathered by series key from several bodies or messages.
@@ -34,6 +47,8 @@ impl Batch {
 pub struct Builder {
     batch: Batch,
     index: FastMap<String, usize>,
+    /// Group keys' places in `batch.group_keys`.
+    groups: FastMap<String, u32>,
 }
 
 /// A line's measurement and tags seen before in a body: its labels and
@@ -42,6 +57,8 @@ struct Known<'a> {
     measurement: Cow<'a, str>,
     /// The labels part of its series keys.
     labels: String,
+    /// Its group in the batch (made with its first field's series).
+    group: Option<u32>,
     fields: Vec<(Cow<'a, str>, usize)>,
 }
 
@@ -64,6 +81,7 @@ impl<'a> Known<'a> {
         Known {
             labels: labels_text(&labels),
             measurement: p.measurement,
+            group: None,
             fields: Vec::new(),
         }
     }
@@ -77,9 +95,39 @@ impl Builder {
             None => {
                 self.index.insert(key.clone(), self.batch.series.len());
                 self.batch.series.push((key, Vec::new()));
+                self.batch.group_of.push(None);
                 self.batch.series.len() - 1
             }
         }
+    }
+
+    /// The place of series `key` in the batch, made if new in the group
+    /// of `measurement` and `labels` (made if new, its place kept in
+    /// `group`).
+    fn slot_in_group(
+        &mut self,
+        key: String,
+        measurement: &str,
+        labels: &str,
+        group: &mut Option<u32>,
+    ) -> usize {
+        let at = self.slot(key);
+        if self.batch.group_of[at].is_none() {
+            let g = *group.get_or_insert_with(|| {
+                let gk = group_key(measurement, labels);
+                match self.groups.get(&gk) {
+                    Some(&g) => g,
+                    None => {
+                        let g = self.batch.group_keys.len() as u32;
+                        self.groups.insert(gk.clone(), g);
+                        self.batch.group_keys.push(gk);
+                        g
+                    }
+                }
+            });
+            self.batch.group_of[at] = Some(g);
+        }
+        at
     }
 
     fn push(&mut self, key: String, sample: Sample) {
@@ -181,7 +229,12 @@ impl Builder {
                     Some(&(_, at)) => at,
                     None => {
                         let key = field_key(&series.measurement, field, &series.labels);
-                        let at = self.slot(key);
+                        let at = self.slot_in_group(
+                            key,
+                            &series.measurement,
+                            &series.labels,
+                            &mut series.group,
+                        );
                         series.fields.push((field.clone(), at));
                         at
                     }
@@ -268,7 +321,10 @@ pub fn line_protocol_point_by_point(body: &str, db: &str, precision: Precision, 
             Ok(samples) => {
                 b.batch.points += 1;
                 for (series, value) in samples {
-                    b.push(series.key(), Sample { ts, value });
+                    let labels = labels_text(&series.labels);
+                    let mut group = None;
+                    let at = b.slot_in_group(series.key(), &p.measurement, &labels, &mut group);
+                    b.batch.series[at].1.push(Sample { ts, value });
                 }
             }
             Err(e) => b

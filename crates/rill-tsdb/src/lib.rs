@@ -4,7 +4,8 @@
 //! ([`wal`]): writers that arrive together share one write and one fsync
 //! (group commit). Each series' samples wait in memory until they fill a
 //! block (the sensor-data paper's B) or their time window closes
-//! ([`buffer`]); a cut block is stored in its database's store, expiring
+//! ([`buffer`]), the series of a group (the fields of one measurement and
+//! tag set) together, to share one block's timestamps; a cut block is stored in its database's store, expiring
 //! with its window ([`storage`]), and the log's segments whose samples all
 //! sit in durable blocks are deleted. The [`engine`] joins them; series
 //! get ids in the [`catalog`]; [`keys`] lays out what the stores hold;

@@ -165,8 +165,16 @@ async fn write_inner(ctx: &Arc<Ctx>, req: &Req, flavour: Flavour) -> Result<Resp
     let report = if batch.series.is_empty() {
         WriteReport::default()
     } else {
-        let series = batch.series;
-        let written = crate::blocking(move || engine.write(&db, &series, now)).await;
+        let (series, groups) = (batch.series, (batch.group_of, batch.group_keys));
+        let written = crate::blocking(move || {
+            let groups: Vec<Option<&str>> = groups
+                .0
+                .iter()
+                .map(|g| g.map(|i| groups.1[i as usize].as_str()))
+                .collect();
+            engine.write_grouped(&db, &series, &groups, now)
+        })
+        .await;
         written.map_err(|e| write_error(flavour, e))?
     };
     let mut problems: Vec<String> = batch

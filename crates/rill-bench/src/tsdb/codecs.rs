@@ -116,6 +116,44 @@ fn measure(series: &[Vec<Sample>], choice: Choice) -> (f64, f64, f64) {
     (bytes as f64 / n, enc * 1e9 / n, dec * 1e9 / n)
 }
 
+/// As [`measure`], the fields of each sensor (`fields` series in a row,
+/// sharing their timestamps) in group blocks of `BLOCK` rows; decoding
+/// takes each series alone, as a query of one series does.
+fn measure_groups(series: &[Vec<Sample>], fields: usize, choice: Choice) -> (f64, f64, f64) {
+    let (mut bytes, mut n) = (0usize, 0usize);
+    let mut blocks = Vec::new();
+    let began = Instant::now();
+    for sensor in series.chunks(fields) {
+        for rows in sensor[0].chunks(BLOCK) {
+            let (lo, hi) = (rows[0].ts, rows[rows.len() - 1].ts);
+            let columns: Vec<(u64, &[Sample])> = sensor
+                .iter()
+                .enumerate()
+                .map(|(i, s)| {
+                    let a = s.partition_point(|x| x.ts < lo);
+                    let b = s.partition_point(|x| x.ts <= hi);
+                    (i as u64, &s[a..b])
+                })
+                .filter(|(_, c)| !c.is_empty())
+                .collect();
+            let b = block::group::encode(&columns, choice).expect("a group block");
+            bytes += b.len();
+            n += columns.iter().map(|(_, c)| c.len()).sum::<usize>();
+            blocks.push((b, columns.len()));
+        }
+    }
+    let enc = began.elapsed().as_secs_f64();
+    let began = Instant::now();
+    for (b, columns) in &blocks {
+        for c in 0..*columns as u64 {
+            std::hint::black_box(block::group::decode_series(b, c).expect("decodes"));
+        }
+    }
+    let dec = began.elapsed().as_secs_f64();
+    let n = n.max(1) as f64;
+    (bytes as f64 / n, enc * 1e9 / n, dec * 1e9 / n)
+}
+
 pub fn run(batches: &[(String, u64)], r: &mut Report) {
     let bench = from_batches(batches);
     let mut sets: Vec<(&str, Vec<Vec<Sample>>)> = vec![("benchmark data", bench)];
@@ -135,4 +173,12 @@ pub fn run(batches: &[(String, u64)], r: &mut Report) {
             r.record(&format!("codec_{key}_{cname}_bytes_per_sample"), b);
         }
     }
+    // The benchmark's sensors' five fields in group blocks, as the engine
+    // stores line protocol.
+    let (b, enc, dec) = measure_groups(&sets[0].1, super::gen::FIELDS.len(), Choice::Auto);
+    println!(
+        "  {:<22} {:<9} {b:>7.3} bytes/sample  encode {enc:>6.1} ns  decode {dec:>6.1} ns",
+        "benchmark data", "grouped"
+    );
+    r.record("codec_benchmark_data_grouped_bytes_per_sample", b);
 }

@@ -27,6 +27,7 @@
 mod decimal;
 mod gorilla;
 mod grid;
+pub mod group;
 mod time;
 
 use crate::bits::{BitReader, BitWriter, Truncated};
@@ -86,7 +87,7 @@ pub enum BlockError {
     Invalid(&'static str),
     #[error("a damaged sensor block: checksum mismatch")]
     Checksum,
-    #[error("sensor block version {0} is newer than this build reads (1)")]
+    #[error("sensor block version {0} is newer than this build reads (1 and 2)")]
     Version(u8),
 }
 
@@ -105,6 +106,11 @@ pub enum EncodeError {
     TooMany,
     #[error("timestamps must rise strictly within a block")]
     NotRising,
+    #[error(
+        "a group block holds 1 to {} columns, their series ids rising",
+        group::MAX_COLUMNS
+    )]
+    Columns,
 }
 
 /// Encodes samples (timestamps strictly rising) as a block.
@@ -120,52 +126,95 @@ pub fn encode(samples: &[Sample], choice: Choice) -> Result<Vec<u8>, EncodeError
     }
     let ts: Vec<i64> = samples.iter().map(|s| s.ts).collect();
     let values: Vec<f64> = samples.iter().map(|s| s.value).collect();
-    let k = time::unit_exponent(&ts);
-    let mut tw = BitWriter::default();
-    time::encode(&ts, k, &mut tw);
-    let mut times = tw.into_bytes();
-    // Timestamps on a grid where that is smaller (jittered sampling).
-    let mut flags = 0u8;
-    if let Some(g) = grid::encode(&ts, k) {
-        if g.len() < times.len() {
-            times = g;
-            flags = GRID;
-        }
-    }
-    let gorilla = || {
-        let mut w = BitWriter::default();
-        gorilla::encode(&values, &mut w);
-        w.into_bytes()
-    };
-    let (codec, body) = match choice {
-        Choice::Gorilla => (Codec::Gorilla, gorilla()),
-        Choice::Auto => match decimal::encode(&values) {
-            Some(d) => (Codec::Decimal, d),
-            None => (Codec::Gorilla, gorilla()),
-        },
-        Choice::Smallest => {
-            let g = gorilla();
-            match decimal::encode(&values) {
-                Some(d) if d.len() < g.len() => (Codec::Decimal, d),
-                _ => (Codec::Gorilla, g),
-            }
-        }
-    };
+    let (k, flags, times) = encode_times(&ts);
+    let (codec, body) = encode_values(&values, choice);
     let h = header_of(codec, samples);
     let mut out = Vec::with_capacity(HEADER + times.len() + body.len() + 4);
     out.extend_from_slice(&[VERSION, codec as u8, k, flags]);
-    out.extend_from_slice(&h.count.to_le_bytes());
-    out.extend_from_slice(&h.first_ts.to_le_bytes());
-    out.extend_from_slice(&h.last_ts.to_le_bytes());
-    for f in [h.min, h.max, h.first, h.last, h.sum] {
-        out.extend_from_slice(&f.to_le_bytes());
-    }
+    put_aggregates(&mut out, &h);
     out.extend_from_slice(&(times.len() as u32).to_le_bytes());
     out.extend_from_slice(&times);
     out.extend_from_slice(&body);
     let crc = crc32fast::hash(&out);
     out.extend_from_slice(&crc.to_le_bytes());
     Ok(out)
+}
+
+/// A header's count, first and last timestamps, min, max, first, last
+/// and sum, as both block versions lay them out (44 bytes).
+fn put_aggregates(out: &mut Vec<u8>, h: &Header) {
+    out.extend_from_slice(&h.count.to_le_bytes());
+    out.extend_from_slice(&h.first_ts.to_le_bytes());
+    out.extend_from_slice(&h.last_ts.to_le_bytes());
+    for f in [h.min, h.max, h.first, h.last, h.sum] {
+        out.extend_from_slice(&f.to_le_bytes());
+    }
+}
+
+/// The timestamps section of rising `ts`: its time unit, its flags
+/// (`GRID` where the grid is shorter) and its bytes.
+fn encode_times(ts: &[i64]) -> (u8, u8, Vec<u8>) {
+    let k = time::unit_exponent(ts);
+    let mut tw = BitWriter::default();
+    time::encode(ts, k, &mut tw);
+    let times = tw.into_bytes();
+    // Timestamps on a grid where that is smaller (jittered sampling).
+    match grid::encode(ts, k) {
+        Some(g) if g.len() < times.len() => (k, GRID, g),
+        _ => (k, 0, times),
+    }
+}
+
+/// The values section of `values` by `choice`, and its codec.
+fn encode_values(values: &[f64], choice: Choice) -> (Codec, Vec<u8>) {
+    let gorilla = || {
+        let mut w = BitWriter::default();
+        gorilla::encode(values, &mut w);
+        w.into_bytes()
+    };
+    match choice {
+        Choice::Gorilla => (Codec::Gorilla, gorilla()),
+        Choice::Auto => match decimal::encode(values) {
+            Some(d) => (Codec::Decimal, d),
+            None => (Codec::Gorilla, gorilla()),
+        },
+        Choice::Smallest => {
+            let g = gorilla();
+            match decimal::encode(values) {
+                Some(d) if d.len() < g.len() => (Codec::Decimal, d),
+                _ => (Codec::Gorilla, g),
+            }
+        }
+    }
+}
+
+/// `count` timestamps from a timestamps section (`flags` as the block's).
+fn decode_times(
+    first_ts: i64,
+    count: usize,
+    k: u8,
+    flags: u8,
+    times: &[u8],
+) -> Result<Vec<i64>, BlockError> {
+    // The second timestamp takes 8 bits, each later one at least 1: a
+    // count beyond that is damage (checked before allocating for it).
+    let len = times.len();
+    if count > len * 8 + 2 - 8 * usize::from(len > 0) {
+        return Err(BlockError::Invalid("more samples than the timestamps hold"));
+    }
+    Ok(if flags & GRID != 0 {
+        grid::decode(first_ts, count, k, &mut BitReader::new(times))?
+    } else {
+        time::decode(first_ts, count, k, &mut BitReader::new(times))?
+    })
+}
+
+/// `count` values from a values section.
+fn decode_values(codec: Codec, bytes: &[u8], count: usize) -> Result<Vec<f64>, BlockError> {
+    Ok(match codec {
+        Codec::Gorilla => gorilla::decode(&mut BitReader::new(bytes), count)?,
+        Codec::Decimal => decimal::decode(bytes, count)?,
+    })
 }
 
 /// The aggregates, the same bits on every machine: min and max by IEEE
@@ -229,12 +278,15 @@ pub fn header(bytes: &[u8]) -> Result<Header, BlockError> {
     if bytes.len() < HEADER + 4 {
         return Err(BlockError::Invalid("shorter than a header"));
     }
-    if bytes[0] != VERSION {
-        return Err(if bytes[0] > VERSION {
-            BlockError::Version(bytes[0])
-        } else {
-            BlockError::Invalid("version 0")
-        });
+    match bytes[0] {
+        VERSION => {}
+        0 => return Err(BlockError::Invalid("version 0")),
+        group::VERSION => {
+            return Err(BlockError::Invalid(
+                "a group block (version 2), not a single series' block",
+            ))
+        }
+        v => return Err(BlockError::Version(v)),
     }
     let (body, crc) = bytes.split_at(bytes.len() - 4);
     if crc32fast::hash(body) != u32_at(crc, 0) {
@@ -280,25 +332,12 @@ pub fn decode(bytes: &[u8]) -> Result<(Header, Vec<Sample>), BlockError> {
     if times_len > end - HEADER {
         return Err(BlockError::Invalid("timestamps past the end"));
     }
-    // The second timestamp takes 8 bits, each later one at least 1: a
-    // count beyond that is damage (checked before allocating for it).
-    if count > times_len * 8 + 2 - 8 * usize::from(times_len > 0) {
-        return Err(BlockError::Invalid("more samples than the timestamps hold"));
-    }
     let times = &bytes[HEADER..HEADER + times_len];
-    let ts = if bytes[3] & GRID != 0 {
-        grid::decode(h.first_ts, count, bytes[2], &mut BitReader::new(times))?
-    } else {
-        time::decode(h.first_ts, count, bytes[2], &mut BitReader::new(times))?
-    };
+    let ts = decode_times(h.first_ts, count, bytes[2], bytes[3], times)?;
     if ts.windows(2).any(|w| w[1] <= w[0]) || ts[count - 1] != h.last_ts {
         return Err(BlockError::Invalid("timestamps not rising to the last"));
     }
-    let values_bytes = &bytes[HEADER + times_len..end];
-    let values = match h.codec {
-        Codec::Gorilla => gorilla::decode(&mut BitReader::new(values_bytes), count)?,
-        Codec::Decimal => decimal::decode(values_bytes, count)?,
-    };
+    let values = decode_values(h.codec, &bytes[HEADER + times_len..end], count)?;
     let samples: Vec<Sample> = ts
         .into_iter()
         .zip(values)
@@ -321,5 +360,7 @@ fn same_header(a: &Header, b: &Header) -> bool {
         && bits(a) == bits(b)
 }
 
+#[cfg(test)]
+mod group_tests;
 #[cfg(test)]
 mod tests;

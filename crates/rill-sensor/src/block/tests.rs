@@ -129,8 +129,8 @@ fn a_hostile_count_is_refused_before_allocating() {
 #[test]
 fn a_newer_version_says_so() {
     let mut b = encode(&samples(0, 1, &[1.0]), Choice::Auto).unwrap();
-    b[0] = 2;
-    assert_eq!(header(&b), Err(BlockError::Version(2)));
+    b[0] = 3;
+    assert_eq!(header(&b), Err(BlockError::Version(3)));
 }
 
 fn any_samples() -> impl Strategy<Value = Vec<Sample>> {

@@ -199,7 +199,7 @@ impl Engine {
                         out.from_headers += 1;
                     }
                     _ => {
-                        runs.push(p.decode(key, w)?);
+                        runs.push(p.decode(src.id, key, w)?);
                         out.decoded += 1;
                     }
                 }

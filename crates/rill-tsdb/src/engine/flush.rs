@@ -3,7 +3,7 @@
 //! sample is in a synced block deleted.
 
 use super::{Engine, EngineError, State};
-use crate::keys::{block_key, encode_series_record, series_record_key};
+use crate::keys::{block_key, record_of};
 use crate::storage::BlockStore;
 use std::sync::Arc;
 
@@ -26,14 +26,31 @@ fn expiry_s(window: i64, window_ns: i64, retention_ns: i64) -> u64 {
     s.clamp(0, i128::from(u64::MAX)) as u64
 }
 
-/// The first part of `series`' window `window` not in `store`: parts are
+/// The first part of `group`'s window `window` not in `store`: parts are
 /// stored in the order they were cut, so the next is after the last.
-fn next_part(store: &dyn BlockStore, series: u64, window: i64) -> u32 {
+fn next_part(store: &dyn BlockStore, group: u64, window: i64) -> u32 {
     let mut part = 0u32;
-    while store.contains(&block_key(series, window, part)) {
+    while store.contains(&block_key(group, window, part)) {
         part += 1;
     }
     part
+}
+
+/// A cut's block: the samples of one series that is its own group as a
+/// version 1 block, else a group block.
+fn encode_cut(
+    cut: &crate::buffer::Cut,
+    choice: rill_sensor::Choice,
+) -> Result<Vec<u8>, EngineError> {
+    let made = match cut.columns.as_slice() {
+        [(series, samples)] if *series == cut.group => rill_sensor::block::encode(samples, choice),
+        columns => {
+            let borrowed: Vec<(u64, &[rill_sensor::Sample])> =
+                columns.iter().map(|(s, v)| (*s, v.as_slice())).collect();
+            rill_sensor::block::group::encode(&borrowed, choice)
+        }
+    };
+    made.map_err(|e| EngineError::Invalid(format!("a block could not be made: {e}")))
 }
 
 impl Engine {
@@ -201,10 +218,9 @@ impl Engine {
             (d.store.clone(), d.retention_ns)
         };
         let expires = expiry_s(cut.window, self.opts.window_ns, retention_ns);
-        let block = rill_sensor::block::encode(&cut.samples, self.opts.codec)
-            .map_err(|e| EngineError::Invalid(format!("a block could not be made: {e}")))?;
-        let part = next_part(store.as_ref(), cut.series, cut.window);
-        let key = block_key(cut.series, cut.window, part);
+        let block = encode_cut(cut, self.opts.codec)?;
+        let part = next_part(store.as_ref(), cut.group, cut.window);
+        let key = block_key(cut.group, cut.window, part);
         store.put(&key, &block, Some(expires))?;
         let stored = store.contains(&key);
         if stored {
@@ -222,11 +238,10 @@ impl Engine {
     fn record_series(&self, report: &mut TickReport) -> Result<Vec<u64>, EngineError> {
         let todo = self.lock().catalog.unstored();
         let mut done = Vec::with_capacity(todo.len());
-        for (id, db, key) in todo {
-            let v =
-                encode_series_record(&db, &key).map_err(|e| EngineError::Invalid(e.to_string()))?;
-            self.catalog_store.put(&series_record_key(id), &v, None)?;
-            done.push(id);
+        for d in todo {
+            let (k, v) = record_of(&d).map_err(|e| EngineError::Invalid(e.to_string()))?;
+            self.catalog_store.put(&k, &v, None)?;
+            done.push(d.id);
         }
         report.series_recorded = done.len();
         Ok(done)

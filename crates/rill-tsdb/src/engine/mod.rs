@@ -32,7 +32,8 @@ mod tests;
 
 use crate::buffer::Buffers;
 use crate::catalog::Catalog;
-use crate::keys::{decode_series_record, parse_block_key, parse_series_record_key, MAX_NAME_BYTES};
+use crate::catalog::Definition;
+use crate::keys::{definition_of, parse_block_key, MAX_NAME_BYTES};
 use crate::storage::{BlockStore, Storage};
 use crate::wal::format::Entry;
 use crate::wal::{ReplayReport, Wal, WalError, WalOptions};
@@ -164,8 +165,8 @@ struct Logged {
     segment: u64,
     db: String,
     defines: Vec<u64>,
-    /// Each series' samples: a range of `flat`.
-    series: Vec<(u64, std::ops::Range<usize>)>,
+    /// Each series' id, group and samples (a range of `flat`).
+    series: Vec<(u64, u64, std::ops::Range<usize>)>,
     flat: Vec<Sample>,
     /// `None` until its commit returned.
     done: Option<bool>,
@@ -216,12 +217,10 @@ impl Engine {
         let catalog_store = storage.catalog()?;
         let mut catalog = Catalog::default();
         let mut bad = 0u64;
-        catalog_store.fold(
-            &mut |k, v| match (parse_series_record_key(k), decode_series_record(v)) {
-                (Some(id), Ok((db, key))) => catalog.found_stored(id, &db, &key),
-                _ => bad += 1,
-            },
-        )?;
+        catalog_store.fold(&mut |k, v| match definition_of(k, v) {
+            Some(Ok(d)) => catalog.found_stored(&d),
+            _ => bad += 1,
+        })?;
         if bad > 0 {
             tracing::error!(
                 records = bad,
@@ -236,12 +235,24 @@ impl Engine {
         let mut unstored = queue::Queue::default();
         let mut open_err = None;
         let (wal, log) = Wal::open(dir, opts.wal.clone(), |segment, entry| match entry {
-            Entry::Series { id, db, key } => {
-                let (db, key) = (String::from_utf8_lossy(&db), String::from_utf8_lossy(&key));
-                catalog.found_durable(id, &db, &key);
+            Entry::Series {
+                id,
+                db,
+                key,
+                group,
+                group_key,
+            } => {
+                let text = |b: &[u8]| String::from_utf8_lossy(b).into_owned();
+                catalog.found_durable(&Definition {
+                    id,
+                    db: text(&db),
+                    key: text(&key),
+                    group,
+                    group_key: text(&group_key),
+                });
             }
             Entry::Samples { id, samples } => {
-                let Some((db, _)) = catalog.name(id) else {
+                let (Some((db, _)), Some(group)) = (catalog.name(id), catalog.group(id)) else {
                     report.orphan_samples += samples.len() as u64;
                     return;
                 };
@@ -259,13 +270,18 @@ impl Engine {
                 let oldest = now.saturating_sub(d.retention_ns);
                 let kept: Vec<Sample> = samples.into_iter().filter(|s| s.ts >= oldest).collect();
                 report.replayed_samples += kept.len() as u64;
-                let mut cuts = Vec::new();
-                d.buffers.add(id, &kept, segment, &mut cuts);
-                unstored.extend(&db, cuts);
+                d.buffers.add(group, id, &kept, segment);
             }
         })?;
         if let Some(e) = open_err {
             return Err(e);
+        }
+        // Cut once the log is in (a record's series were added in turn,
+        // and the fields of a line leave together, as when written).
+        for (name, d) in &mut dbs {
+            let mut cuts = Vec::new();
+            d.buffers.take_full(&mut cuts);
+            unstored.extend(name, cuts);
         }
         if report.orphan_samples > 0 {
             tracing::error!(

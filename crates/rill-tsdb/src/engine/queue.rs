@@ -17,7 +17,7 @@ impl Queue {
     /// Queues `cuts` of database `db`.
     pub fn extend(&mut self, db: &str, cuts: Vec<Cut>) {
         for c in cuts {
-            self.samples += c.samples.len();
+            self.samples += c.samples();
             self.cuts.push_back((db.to_string(), Arc::new(c)));
         }
     }
@@ -45,6 +45,6 @@ impl Queue {
     pub fn remove(&mut self, at: usize, cut: &Arc<Cut>) {
         let (_, c) = self.cuts.remove(at).expect("a queued block");
         assert!(Arc::ptr_eq(&c, cut), "the block stored is the one queued");
-        self.samples -= c.samples.len();
+        self.samples -= c.samples();
     }
 }

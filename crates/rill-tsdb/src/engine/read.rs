@@ -15,6 +15,8 @@ use std::collections::BTreeMap;
 /// samples of the range's windows.
 pub(super) struct Sources {
     pub id: u64,
+    /// The group whose blocks hold the series.
+    pub group: u64,
     pub store: std::sync::Arc<dyn crate::storage::BlockStore>,
     pub lo: i64,
     pub hi: i64,
@@ -38,12 +40,32 @@ fn damaged(key: &str, window: i64, part: u32, error: BlockError) -> EngineError 
     }
 }
 
+/// The header of `series`' samples in a stored block of its group
+/// (`None`: the block has none of them): a version 1 block holds the
+/// samples of the series its key names (its group's id), a group block a
+/// column per series.
+fn header_in(bytes: &[u8], group: u64, series: u64) -> Result<Option<Header>, BlockError> {
+    match bytes.first() {
+        Some(&rill_sensor::block::VERSION) if group == series => {
+            rill_sensor::block::header(bytes).map(Some)
+        }
+        Some(&rill_sensor::block::VERSION) => Ok(None),
+        _ => rill_sensor::block::group::header(bytes, series),
+    }
+}
+
 impl Part {
-    /// Its samples, decoded; an error names series `key`'s window `w`.
-    pub fn decode(&self, key: &str, w: i64) -> Result<Vec<Sample>, EngineError> {
-        rill_sensor::block::decode(&self.bytes)
-            .map(|(_, samples)| samples)
-            .map_err(|e| damaged(key, w, self.number, e))
+    /// Series `id`'s samples, decoded; an error names series `key`'s
+    /// window `w`.
+    pub fn decode(&self, id: u64, key: &str, w: i64) -> Result<Vec<Sample>, EngineError> {
+        let decoded = match self.bytes.first() {
+            Some(&rill_sensor::block::VERSION) => {
+                rill_sensor::block::decode(&self.bytes).map(|(_, samples)| samples)
+            }
+            _ => rill_sensor::block::group::decode_series(&self.bytes, id)
+                .map(|c| c.map_or_else(Vec::new, |(_, samples)| samples)),
+        };
+        decoded.map_err(|e| damaged(key, w, self.number, e))
     }
 
     /// Whether it holds no sample of `lo..=hi` (known from its header).
@@ -65,20 +87,23 @@ impl Sources {
         })
     }
 
-    /// Window `w`'s stored parts of series `key`, in part order.
+    /// Window `w`'s stored parts holding samples of series `key`, in
+    /// part order.
     pub fn parts(&self, key: &str, w: i64) -> Result<Vec<Part>, EngineError> {
         let mut out = Vec::new();
         for number in 0u32.. {
-            let Some(bytes) = self.store.get(&block_key(self.id, w, number))? else {
+            let Some(bytes) = self.store.get(&block_key(self.group, w, number))? else {
                 break;
             };
             let header =
-                rill_sensor::block::header(&bytes).map_err(|e| damaged(key, w, number, e))?;
-            out.push(Part {
-                number,
-                header,
-                bytes,
-            });
+                header_in(&bytes, self.group, self.id).map_err(|e| damaged(key, w, number, e))?;
+            if let Some(header) = header {
+                out.push(Part {
+                    number,
+                    header,
+                    bytes,
+                });
+            }
         }
         Ok(out)
     }
@@ -89,7 +114,7 @@ impl Sources {
         let queued = self.unstored.iter().filter(move |c| c.window == w);
         let buffered = self.waiting.iter().filter(move |(ww, _)| *ww == w);
         queued
-            .map(|c| c.samples.as_slice())
+            .filter_map(|c| c.column(self.id))
             .chain(buffered.map(|(_, s)| s.as_slice()))
     }
 }
@@ -107,7 +132,7 @@ impl Engine {
     ) -> Option<Sources> {
         let window_ns = self.opts.window_ns;
         let st = self.lock();
-        let (Some(id), Some(d)) = (st.catalog.lookup(db, key), st.dbs.get(db)) else {
+        let (Some((id, group)), Some(d)) = (st.catalog.lookup(db, key), st.dbs.get(db)) else {
             return None;
         };
         let lo = t0.max(now.saturating_sub(d.retention_ns));
@@ -116,15 +141,21 @@ impl Engine {
             return None;
         }
         let (w0, w1) = (window_of(lo, window_ns), window_of(hi, window_ns));
-        let waiting = d.buffers.waiting_in(id, w0, w1);
+        let waiting = d.buffers.waiting_in(group, id, w0, w1);
         let unstored: Vec<std::sync::Arc<Cut>> = st
             .unstored
             .iter()
-            .filter(|(name, c)| *name == db && c.series == id && (w0..=w1).contains(&c.window))
+            .filter(|(name, c)| {
+                *name == db
+                    && c.group == group
+                    && (w0..=w1).contains(&c.window)
+                    && c.column(id).is_some()
+            })
             .map(|(_, c)| c.clone())
             .collect();
         Some(Sources {
             id,
+            group,
             store: d.store.clone(),
             lo,
             hi,
@@ -158,7 +189,7 @@ impl Engine {
             let mut runs: Vec<Vec<Sample>> = Vec::new();
             for part in src.parts(key, w)? {
                 if !part.outside(lo, hi) {
-                    runs.push(part.decode(key, w)?);
+                    runs.push(part.decode(src.id, key, w)?);
                 }
             }
             runs.extend(src.loose(w).map(<[Sample]>::to_vec));

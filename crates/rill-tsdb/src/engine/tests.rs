@@ -296,15 +296,26 @@ fn every_acknowledged_sample_survives_a_power_cut() {
                         // Two series per writer, out of order within a
                         // window; every fifth write gives a time written
                         // before a new value (the later value must win).
-                        let key = format!("w{w}s{}", i % 2);
+                        // Two series per writer, fields of one group
+                        // (one of them missing every seventh time).
                         let j = if i % 5 == 4 { i - 4 } else { i };
                         let ts = T0 + (j ^ 3) * SEC;
                         let value = (w * 1000 + i) as f64 / 4.0;
-                        if e.write("db", &one(&key, vec![s(ts, value)]), T0).is_err() {
-                            unsure.lock().unwrap().insert((key, ts), value);
+                        let fields = if i % 7 == 3 { 1 } else { 2 };
+                        let series: Vec<(String, Vec<Sample>)> = (0..fields)
+                            .map(|f| (format!("w{w}s{f}"), vec![s(ts, value + f as f64)]))
+                            .collect();
+                        let group = format!("w{w}");
+                        let groups = vec![Some(group.as_str()); fields];
+                        let done = e.write_grouped("db", &series, &groups, T0).is_ok();
+                        let mut into = if done { acked.lock() } else { unsure.lock() }.unwrap();
+                        for (key, v) in series {
+                            into.insert((key, ts), v[0].value);
+                        }
+                        drop(into);
+                        if !done {
                             break;
                         }
-                        acked.lock().unwrap().insert((key, ts), value);
                         progress.fetch_max(i, Ordering::SeqCst);
                     }
                     writing.fetch_sub(1, Ordering::SeqCst);
@@ -477,4 +488,5 @@ fn live_ingest_fills_whole_blocks() {
     assert_eq!(all_of(&e, "live").len(), 640);
 }
 
+mod groups;
 mod storing;

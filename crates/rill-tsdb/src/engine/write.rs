@@ -25,7 +25,22 @@ impl Engine {
         series: &[(String, Vec<Sample>)],
         now: i64,
     ) -> Result<WriteReport, EngineError> {
-        let r = self.write_logged(db, series, now);
+        self.write_grouped(db, series, &[], now)
+    }
+
+    /// As [`Engine::write`], each series in the group `groups` names for
+    /// it (by position; `None`, or past the end: a group of its own) when
+    /// the series is new. Series of one group share their timestamps (the
+    /// fields of one line protocol measurement and tag set) and are
+    /// stored in one block per window, the timestamps held once.
+    pub fn write_grouped(
+        &self,
+        db: &str,
+        series: &[(String, Vec<Sample>)],
+        groups: &[Option<&str>],
+        now: i64,
+    ) -> Result<WriteReport, EngineError> {
+        let r = self.write_logged(db, series, groups, now);
         self.counters.count_write(&r);
         r
     }
@@ -34,20 +49,23 @@ impl Engine {
         &self,
         db: &str,
         series: &[(String, Vec<Sample>)],
+        groups: &[Option<&str>],
         now: i64,
     ) -> Result<WriteReport, EngineError> {
         let oldest = now.saturating_sub(self.opts.retention(db));
         let newest = now.saturating_add(self.opts.max_future_ns);
         let mut report = WriteReport::default();
-        let kept: Vec<(&str, Cow<'_, [Sample]>)> = series
+        let kept: Vec<Kept<'_>> = series
             .iter()
-            .map(|(key, samples)| {
-                if key.len() > MAX_NAME_BYTES {
+            .enumerate()
+            .map(|(i, (key, samples))| {
+                let group = groups.get(i).copied().flatten();
+                if key.len() > MAX_NAME_BYTES || group.is_some_and(|g| g.len() > MAX_NAME_BYTES) {
                     report.bad_series += samples.len() as u64;
-                    return (key.as_str(), Cow::Borrowed(&[][..]));
+                    return (key.as_str(), group, Cow::Borrowed(&[][..]));
                 }
                 if samples.iter().all(|s| (oldest..=newest).contains(&s.ts)) {
-                    return (key.as_str(), Cow::Borrowed(samples.as_slice()));
+                    return (key.as_str(), group, Cow::Borrowed(samples.as_slice()));
                 }
                 let mut v = Vec::with_capacity(samples.len());
                 for s in samples {
@@ -59,9 +77,9 @@ impl Engine {
                         v.push(*s);
                     }
                 }
-                (key.as_str(), Cow::Owned(v))
+                (key.as_str(), group, Cow::Owned(v))
             })
-            .filter(|(_, v)| !v.is_empty())
+            .filter(|(_, _, v)| !v.is_empty())
             .collect();
         if kept.is_empty() {
             return Ok(report);
@@ -120,7 +138,7 @@ impl Engine {
         match first_err {
             Some(e) => Err(e),
             None => {
-                report.written = kept.iter().map(|(_, v)| v.len() as u64).sum();
+                report.written = kept.iter().map(|(_, _, v)| v.len() as u64).sum();
                 Ok(report)
             }
         }
@@ -142,11 +160,14 @@ impl Engine {
             }
             let State { dbs, unstored, .. } = st;
             let d = dbs.get_mut(&l.db).expect("a written database is open");
-            let mut cuts = Vec::new();
-            for (id, range) in &l.series {
+            for (id, group, range) in &l.series {
                 d.buffers
-                    .add(*id, &l.flat[range.clone()], l.segment, &mut cuts);
+                    .add(*group, *id, &l.flat[range.clone()], l.segment);
             }
+            // Cut after the whole write: the fields of its lines leave
+            // together.
+            let mut cuts = Vec::new();
+            d.buffers.take_full(&mut cuts);
             unstored.extend(&l.db, cuts);
         }
         if any {
@@ -155,13 +176,16 @@ impl Engine {
     }
 }
 
+/// A write's series kept: key, group key, samples.
+type Kept<'a> = (&'a str, Option<&'a str>, Cow<'a, [Sample]>);
+
 /// One log record of a write.
 #[derive(Default)]
 struct Record {
     payload: Vec<u8>,
     defines: Vec<u64>,
-    /// Each series' samples: a range of `flat`.
-    series: Vec<(u64, Range<usize>)>,
+    /// Each series' id, group and samples (a range of `flat`).
+    series: Vec<(u64, u64, Range<usize>)>,
     flat: Vec<Sample>,
 }
 
@@ -170,30 +194,33 @@ struct Record {
 fn records(
     catalog: &mut Catalog,
     db: &str,
-    series: &[(&str, Cow<'_, [Sample]>)],
+    series: &[Kept<'_>],
 ) -> Result<Vec<Record>, EngineError> {
     let invalid = |e: crate::wal::format::FormatError| EngineError::Invalid(e.to_string());
     let limit = MAX_RECORD_BYTES / 2;
     let mut out = Vec::new();
     // Sized for the whole write (up to a record's size): not regrown.
-    let total: usize = series.iter().map(|(_, s)| s.len()).sum();
+    let total: usize = series.iter().map(|(_, _, s)| s.len()).sum();
     let mut cur = Record {
         payload: Vec::with_capacity((total * 19 + series.len() * 16).min(limit + 64)),
         flat: Vec::with_capacity(total.min(limit / 16)),
         ..Record::default()
     };
-    for (key, samples) in series {
-        let (id, define) = catalog.id(db, key);
+    for (key, group_key, samples) in series {
+        let (id, group, define) = catalog.id(db, key, *group_key);
         for chunk in samples.chunks(MAX_ENTRY_SAMPLES) {
             // A chunk is at most 64 Ki samples of 19 bytes: 1.2 MiB.
             if cur.payload.len() > limit {
                 out.push(std::mem::take(&mut cur));
             }
             if define && !cur.defines.contains(&id) {
+                let d = catalog.definition(id).expect("made above");
                 let e = Entry::Series {
                     id,
-                    db: db.as_bytes().to_vec(),
-                    key: key.as_bytes().to_vec(),
+                    db: d.db.into_bytes(),
+                    key: d.key.into_bytes(),
+                    group: d.group,
+                    group_key: d.group_key.into_bytes(),
                 };
                 encode_entry(&mut cur.payload, &e).map_err(invalid)?;
                 cur.defines.push(id);
@@ -201,7 +228,7 @@ fn records(
             encode_samples(&mut cur.payload, id, chunk).map_err(invalid)?;
             let at = cur.flat.len();
             cur.flat.extend_from_slice(chunk);
-            cur.series.push((id, at..cur.flat.len()));
+            cur.series.push((id, group, at..cur.flat.len()));
         }
     }
     if !cur.payload.is_empty() {

@@ -2,12 +2,17 @@
 //! version 1), pure: a segment's header, and records of entries.
 //!
 //! A segment starts with a 16-byte header: the magic `RSWL`, the version
-//! (1), three zero bytes, and the segment's number (u64, little-endian).
+//! (2; segments of version 1, without member entries, are read too),
+//! three zero bytes, and the segment's number (u64, little-endian).
 //! Records follow back to back: the payload's length (u32 LE), its CRC-32
 //! (u32 LE), the payload. A payload is entries, each a kind byte and its
 //! fields, integers as LEB128 varints:
 //!
-//! - `1` series: id, database length and bytes, key length and bytes;
+//! - `1` series: id, database length and bytes, key length and bytes
+//!   (a series that is its own group, without a group key);
+//! - `3` member (version 2): id, database length and bytes, key length
+//!   and bytes, the group's id, the group key's length and bytes (empty
+//!   unless the series leads the group);
 //! - `2` samples: series id, count, the first timestamp (zigzag), each
 //!   later one as the zigzag difference from the one before, then each
 //!   value as 8 bytes (f64 bits, LE).
@@ -15,7 +20,8 @@
 use rill_sensor::{unzigzag, zigzag, Sample};
 
 pub const MAGIC: &[u8; 4] = b"RSWL";
-pub const VERSION: u8 = 1;
+/// The version written; a reader takes 1 and 2.
+pub const VERSION: u8 = 2;
 pub const HEADER_BYTES: usize = 16;
 /// Record framing: length and CRC.
 pub const FRAME_BYTES: usize = 8;
@@ -28,12 +34,20 @@ pub const MAX_NAME_BYTES: usize = 64 << 10;
 
 const SERIES: u8 = 1;
 const SAMPLES: u8 = 2;
+const MEMBER: u8 = 3;
 
 /// One entry of the log.
 #[derive(Clone, Debug, PartialEq)]
 pub enum Entry {
-    /// A series gets its id (before its first samples).
-    Series { id: u64, db: Vec<u8>, key: Vec<u8> },
+    /// A series gets its id and its group (before its first samples);
+    /// `group_key` is empty unless the series leads its group.
+    Series {
+        id: u64,
+        db: Vec<u8>,
+        key: Vec<u8>,
+        group: u64,
+        group_key: Vec<u8>,
+    },
     /// Samples of a series, in the order they were written.
     Samples { id: u64, samples: Vec<Sample> },
 }
@@ -43,7 +57,7 @@ pub enum Entry {
 pub enum FormatError {
     #[error("not a write-ahead log segment")]
     Magic,
-    #[error("write-ahead log version {0}, newer than this build reads (1)")]
+    #[error("write-ahead log version {0}, newer than this build reads (1 and 2)")]
     Version(u8),
     #[error("record ends past the end")]
     Truncated,
@@ -69,12 +83,10 @@ pub fn parse_segment_header(b: &[u8]) -> Result<u64, FormatError> {
     if &b[..4] != MAGIC {
         return Err(FormatError::Magic);
     }
-    if b[4] != VERSION {
-        return Err(if b[4] > VERSION {
-            FormatError::Version(b[4])
-        } else {
-            FormatError::Invalid("version 0")
-        });
+    match b[4] {
+        1 | VERSION => {}
+        0 => return Err(FormatError::Invalid("version 0")),
+        v => return Err(FormatError::Version(v)),
     }
     if b[5..8] != [0, 0, 0] {
         return Err(FormatError::Invalid("reserved header bytes"));
@@ -95,16 +107,31 @@ fn put_varint(out: &mut Vec<u8>, mut v: u64) {
 /// read back.
 pub fn encode_entry(out: &mut Vec<u8>, e: &Entry) -> Result<(), FormatError> {
     match e {
-        Entry::Series { id, db, key } => {
-            if db.len() > MAX_NAME_BYTES || key.len() > MAX_NAME_BYTES {
+        Entry::Series {
+            id,
+            db,
+            key,
+            group,
+            group_key,
+        } => {
+            if db.len() > MAX_NAME_BYTES
+                || key.len() > MAX_NAME_BYTES
+                || group_key.len() > MAX_NAME_BYTES
+            {
                 return Err(FormatError::Invalid("name longer than allowed"));
             }
-            out.push(SERIES);
+            let member = group != id || !group_key.is_empty();
+            out.push(if member { MEMBER } else { SERIES });
             put_varint(out, *id);
             put_varint(out, db.len() as u64);
             out.extend_from_slice(db);
             put_varint(out, key.len() as u64);
             out.extend_from_slice(key);
+            if member {
+                put_varint(out, *group);
+                put_varint(out, group_key.len() as u64);
+                out.extend_from_slice(group_key);
+            }
             Ok(())
         }
         Entry::Samples { id, samples } => encode_samples(out, *id, samples),
@@ -225,11 +252,22 @@ pub fn decode_payload(payload: &[u8]) -> Result<Vec<Entry>, FormatError> {
     let mut out = Vec::new();
     while r.at < payload.len() {
         match r.byte()? {
-            SERIES => {
+            kind @ (SERIES | MEMBER) => {
                 let id = r.varint()?;
                 let db = r.bytes(MAX_NAME_BYTES)?;
                 let key = r.bytes(MAX_NAME_BYTES)?;
-                out.push(Entry::Series { id, db, key });
+                let (group, group_key) = if kind == MEMBER {
+                    (r.varint()?, r.bytes(MAX_NAME_BYTES)?)
+                } else {
+                    (id, Vec::new())
+                };
+                out.push(Entry::Series {
+                    id,
+                    db,
+                    key,
+                    group,
+                    group_key,
+                });
             }
             SAMPLES => {
                 let id = r.varint()?;
@@ -272,8 +310,16 @@ mod tests {
             any::<u64>(),
             proptest::collection::vec(any::<u8>(), 0..20),
             proptest::collection::vec(any::<u8>(), 0..40),
+            prop_oneof![Just(None), any::<u64>().prop_map(Some)],
+            proptest::collection::vec(any::<u8>(), 0..3),
         )
-            .prop_map(|(id, db, key)| Entry::Series { id, db, key });
+            .prop_map(|(id, db, key, group, group_key)| Entry::Series {
+                id,
+                db,
+                key,
+                group: group.unwrap_or(id),
+                group_key,
+            });
         let samples = (
             any::<u64>(),
             proptest::collection::vec((any::<i64>(), any::<u64>()), 1..50),
@@ -342,9 +388,12 @@ mod tests {
     fn headers() {
         let h = segment_header(42);
         assert_eq!(parse_segment_header(&h), Ok(42));
+        let mut older = h;
+        older[4] = 1;
+        assert_eq!(parse_segment_header(&older), Ok(42));
         let mut newer = h;
-        newer[4] = 2;
-        assert_eq!(parse_segment_header(&newer), Err(FormatError::Version(2)));
+        newer[4] = 3;
+        assert_eq!(parse_segment_header(&newer), Err(FormatError::Version(3)));
         assert_eq!(
             parse_segment_header(b"RSWX\x01\0\0\0\0\0\0\0\0\0\0\0"),
             Err(FormatError::Magic)
@@ -362,8 +411,18 @@ mod tests {
             id: 1,
             db: vec![b'd'; MAX_NAME_BYTES + 1],
             key: Vec::new(),
+            group: 1,
+            group_key: Vec::new(),
         };
         assert!(encode_entry(&mut out, &long).is_err());
+        let long_group = Entry::Series {
+            id: 1,
+            db: Vec::new(),
+            key: Vec::new(),
+            group: 1,
+            group_key: vec![b'g'; MAX_NAME_BYTES + 1],
+        };
+        assert!(encode_entry(&mut out, &long_group).is_err());
         assert!(out.is_empty());
         assert!(encode_samples(&mut out, 1, &many[..MAX_ENTRY_SAMPLES]).is_ok());
         assert_eq!(decode_payload(&out).unwrap().len(), 1);

@@ -56,6 +56,8 @@ fn records_come_back_in_order_across_segments() {
             id: 7,
             db: b"db".to_vec(),
             key: b"temp{room=\"a\"}".to_vec(),
+            group: 7,
+            group_key: Vec::new(),
         },
     )
     .unwrap();
