@@ -1,5 +1,5 @@
 //! What the sensor stores hold (docs/format.md, "Sensor stores", version
-//! 1), pure: block keys in a database's store, and series records in the
+//! 2), pure: block keys in a database's store, and series records in the
 //! catalog store.
 //!
 //! - A block's key: `B`, the group's id (u64 BE; for a series that is its

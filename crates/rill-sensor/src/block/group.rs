@@ -7,7 +7,7 @@
 //! column is read without decoding the others' values.
 //!
 //! Layout (integers and floats little-endian; docs/format.md, "Sensor
-//! block", version 2):
+//! group block", version 2):
 //!
 //! | offset | bytes | field |
 //! |---:|---:|---|
@@ -45,8 +45,8 @@ const COLUMN: usize = 77;
 pub const MAX_COLUMNS: usize = 4096;
 
 /// Encodes series' samples (each series' timestamps strictly rising, the
-/// series ids strictly rising) as one group block; the block's rows are
-/// every timestamp of any of them.
+/// series ids strictly rising, at most [`MAX_SAMPLES`] samples in all) as
+/// one group block; the block's rows are every timestamp of any of them.
 pub fn encode(columns: &[(u64, &[Sample])], choice: Choice) -> Result<Vec<u8>, EncodeError> {
     if columns.is_empty() || columns.iter().any(|(_, s)| s.is_empty()) {
         return Err(EncodeError::Empty);
@@ -59,10 +59,12 @@ pub fn encode(columns: &[(u64, &[Sample])], choice: Choice) -> Result<Vec<u8>, E
             return Err(EncodeError::NotRising);
         }
     }
-    let rows = union(columns);
-    if rows.len() > MAX_SAMPLES {
+    // The samples of all columns together (and so the rows) within a
+    // block's most: a reader decoding every column allocates no more.
+    if columns.iter().map(|(_, s)| s.len()).sum::<usize>() > MAX_SAMPLES {
         return Err(EncodeError::TooMany);
     }
+    let rows = union(columns);
     let (k, flags, times) = encode_times(&rows);
     let mut heads = Vec::with_capacity(columns.len() * COLUMN);
     let mut sections = Vec::new();
@@ -196,8 +198,15 @@ impl<'a> Layout<'a> {
         let mut starts = Vec::with_capacity(columns + 1);
         let mut at = heads_end + times_len;
         let mut last_series = None;
+        let mut samples = 0usize;
         for c in 0..columns {
             let h = FIXED + c * COLUMN;
+            // Every column's values together within a block's most, as
+            // the encoder keeps them (before anything is allocated).
+            samples += u32_at(bytes, h + 9) as usize;
+            if samples > MAX_SAMPLES {
+                return Err(BlockError::Invalid("more samples than a block holds"));
+            }
             let series = u64_at(bytes, h);
             if last_series.is_some_and(|l| series <= l) {
                 return Err(BlockError::Invalid("columns out of order"));

@@ -169,6 +169,24 @@ fn a_column_with_gaps_keeps_its_own_first_and_last() {
 }
 
 #[test]
+fn a_block_claiming_more_samples_than_a_block_holds_is_refused_before_decoding() {
+    // Two columns whose counts together pass the limit, checksum right.
+    let s: Vec<Sample> = (0..3).map(|ts| Sample { ts, value: 1.0 }).collect();
+    let mut b = group::encode(&[(1, &s[..]), (2, &s[..])], Choice::Auto).unwrap();
+    for c in 0..2 {
+        let at = 30 + c * 77 + 9;
+        b[at..at + 4].copy_from_slice(&(MAX_SAMPLES as u32 / 2 + 1).to_le_bytes());
+    }
+    let n = b.len();
+    let crc = crc32fast::hash(&b[..n - 4]);
+    b[n - 4..].copy_from_slice(&crc.to_le_bytes());
+    assert_eq!(
+        group::decode(&b),
+        Err(BlockError::Invalid("more samples than a block holds"))
+    );
+}
+
+#[test]
 fn bad_groups_are_refused() {
     let s = [Sample { ts: 1, value: 1.0 }];
     assert_eq!(group::encode(&[], Choice::Auto), Err(EncodeError::Empty));
@@ -184,6 +202,14 @@ fn bad_groups_are_refused() {
     assert_eq!(
         group::encode(&many, Choice::Auto),
         Err(EncodeError::Columns)
+    );
+    // At most a block's samples in all columns together.
+    let half: Vec<Sample> = (0..MAX_SAMPLES as i64 / 2 + 1)
+        .map(|ts| Sample { ts, value: 1.0 })
+        .collect();
+    assert_eq!(
+        group::encode(&[(1, &half[..]), (2, &half[..])], Choice::Auto),
+        Err(EncodeError::TooMany)
     );
     // Version 1 and 2 each refuse the other by name, and a later one.
     let g = group::encode(&[(1, &s[..])], Choice::Auto).unwrap();

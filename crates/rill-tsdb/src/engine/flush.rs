@@ -36,21 +36,48 @@ fn next_part(store: &dyn BlockStore, group: u64, window: i64) -> u32 {
     part
 }
 
-/// A cut's block: the samples of one series that is its own group as a
-/// version 1 block, else a group block.
+/// A cut's blocks: the samples of one series that is its own group as a
+/// version 1 block, else group blocks, as many as it takes for each to
+/// hold at most a block's most of columns and of samples (a group with
+/// very many fields, or fields written at different times, can pass
+/// them; each block is stored as a part of the window).
 fn encode_cut(
     cut: &crate::buffer::Cut,
     choice: rill_sensor::Choice,
-) -> Result<Vec<u8>, EngineError> {
-    let made = match cut.columns.as_slice() {
-        [(series, samples)] if *series == cut.group => rill_sensor::block::encode(samples, choice),
-        columns => {
-            let borrowed: Vec<(u64, &[rill_sensor::Sample])> =
-                columns.iter().map(|(s, v)| (*s, v.as_slice())).collect();
-            rill_sensor::block::group::encode(&borrowed, choice)
-        }
+) -> Result<Vec<Vec<u8>>, EngineError> {
+    use rill_sensor::block::{group, MAX_SAMPLES};
+    let made = |e: rill_sensor::EncodeError| {
+        EngineError::Invalid(format!("a block could not be made: {e}"))
     };
-    made.map_err(|e| EngineError::Invalid(format!("a block could not be made: {e}")))
+    let mut out = Vec::new();
+    let mut rest = cut.columns.as_slice();
+    while !rest.is_empty() {
+        // As many columns as fit, at least one (each holds at most a
+        // block's samples).
+        let mut samples = 0;
+        let take = rest
+            .iter()
+            .take(group::MAX_COLUMNS)
+            .take_while(|(_, v)| {
+                samples += v.len();
+                samples <= MAX_SAMPLES
+            })
+            .count()
+            .max(1);
+        let (chunk, more) = rest.split_at(take);
+        rest = more;
+        out.push(match chunk {
+            [(series, samples)] if *series == cut.group => {
+                rill_sensor::block::encode(samples, choice).map_err(made)?
+            }
+            columns => {
+                let borrowed: Vec<(u64, &[rill_sensor::Sample])> =
+                    columns.iter().map(|(s, v)| (*s, v.as_slice())).collect();
+                group::encode(&borrowed, choice).map_err(made)?
+            }
+        });
+    }
+    Ok(out)
 }
 
 impl Engine {
@@ -188,8 +215,8 @@ impl Engine {
             };
             match self.store_cut(&db, &cut) {
                 Ok(stored) => {
-                    if stored {
-                        report.blocks_stored += 1;
+                    if stored > 0 {
+                        report.blocks_stored += stored;
                     } else {
                         report.blocks_expired += 1;
                         self.counters
@@ -209,21 +236,26 @@ impl Engine {
         first_err.map_or(Ok(()), Err)
     }
 
-    /// Stores one cut block as its window's next part; false if it had
-    /// expired.
-    fn store_cut(&self, db: &str, cut: &crate::buffer::Cut) -> Result<bool, EngineError> {
+    /// Stores one cut's blocks as its window's next parts; how many (0 if
+    /// it had expired).
+    fn store_cut(&self, db: &str, cut: &crate::buffer::Cut) -> Result<usize, EngineError> {
         let (store, retention_ns) = {
             let st = self.lock();
             let d = &st.dbs[db];
             (d.store.clone(), d.retention_ns)
         };
         let expires = expiry_s(cut.window, self.opts.window_ns, retention_ns);
-        let block = encode_cut(cut, self.opts.codec)?;
-        let part = next_part(store.as_ref(), cut.group, cut.window);
-        let key = block_key(cut.group, cut.window, part);
-        store.put(&key, &block, Some(expires))?;
-        let stored = store.contains(&key);
-        if stored {
+        let mut stored = 0;
+        // Each block the window's next part (a cut stored again after a
+        // crash between them repeats the same samples in later parts).
+        for block in encode_cut(cut, self.opts.codec)? {
+            let part = next_part(store.as_ref(), cut.group, cut.window);
+            let key = block_key(cut.group, cut.window, part);
+            store.put(&key, &block, Some(expires))?;
+            if !store.contains(&key) {
+                break;
+            }
+            stored += 1;
             self.lock().dbs.get_mut(db).expect("open").dirty = true;
             use std::sync::atomic::Ordering::Relaxed;
             self.counters.blocks_stored.fetch_add(1, Relaxed);

@@ -1,5 +1,5 @@
 //! The write-ahead log's bytes (docs/format.md, "Sensor write-ahead log",
-//! version 1), pure: a segment's header, and records of entries.
+//! version 2), pure: a segment's header, and records of entries.
 //!
 //! A segment starts with a 16-byte header: the magic `RSWL`, the version
 //! (2; segments of version 1, without member entries, are read too),

@@ -118,3 +118,30 @@ fn a_kill_replays_groups_from_the_log() {
     let groups: std::collections::BTreeSet<u64> = keys.iter().map(|k| k.0).collect();
     assert_eq!(groups.len(), 1, "{keys:?}");
 }
+
+#[test]
+fn a_group_past_a_blocks_columns_is_stored_in_several_parts() {
+    // One line of more fields than a group block holds columns: its
+    // window is stored as two parts, and every field reads back.
+    let rig = Rig::new(1000 * SEC, 16);
+    let e = rig.open(T0);
+    let fields = rill_sensor::block::group::MAX_COLUMNS + 5;
+    let series: Vec<(String, Vec<Sample>)> = (0..fields)
+        .map(|f| (format!("wide_f{f}"), vec![s(T0 + SEC, f as f64)]))
+        .collect();
+    let groups = vec![Some("wide"); fields];
+    e.write_grouped("db", &series, &groups, T0).unwrap();
+    let t = e.close().unwrap();
+    assert_eq!(t.blocks_stored, 2, "one cut, two blocks");
+    for (key, samples) in &series {
+        assert_eq!(
+            e.read("db", key, i64::MIN, i64::MAX, T0).unwrap(),
+            *samples,
+            "{key}"
+        );
+    }
+    let st = e.lock();
+    let keys = block_keys(st.dbs["db"].store.as_ref()).unwrap();
+    assert_eq!(keys.len(), 2, "{keys:?}");
+    assert_eq!((keys[0].2, keys[1].2), (0, 1), "consecutive parts");
+}
