@@ -35,8 +35,10 @@ pub struct Definition {
     pub db: String,
     pub key: String,
     pub group: u64,
-    /// The group's key, for the series that leads it (empty otherwise,
-    /// and for a series that is its own group without one).
+    /// The group's key (empty for a series that is its own group without
+    /// one). Every member carries it, so a member's durable definition
+    /// keeps the group findable by its key even if its first series'
+    /// definition never became durable.
     pub group_key: String,
 }
 
@@ -62,13 +64,18 @@ impl Catalog {
         }
         let id = self.next;
         self.next += 1;
-        let known = group_key.and_then(|g| self.groups.get(db)?.get(g).copied());
-        let (group, leads) = match (known, group_key) {
-            (Some(group), _) => (group, ""),
-            (None, Some(g)) => (id, g),
-            (None, None) => (id, ""),
+        let (group, gk) = match group_key {
+            Some(g) => (
+                self.groups
+                    .get(db)
+                    .and_then(|m| m.get(g))
+                    .copied()
+                    .unwrap_or(id),
+                g,
+            ),
+            None => (id, ""),
         };
-        self.insert(id, db, key, group, leads, false, false);
+        self.insert(id, db, key, group, gk, false, false);
         (id, group, true)
     }
 
@@ -91,10 +98,7 @@ impl Catalog {
     /// `id`'s definition.
     pub fn definition(&self, id: u64) -> Option<Definition> {
         let n = self.named.get(&id)?;
-        let group_key = match self.group_keys.get(&id) {
-            Some(g) if n.group == id => g.clone(),
-            _ => String::new(),
-        };
+        let group_key = self.group_keys.get(&n.group).cloned().unwrap_or_default();
         Some(Definition {
             id,
             db: n.db.clone(),
@@ -184,12 +188,12 @@ impl Catalog {
                 tracing::warn!(db, key, old, id, "a series has two ids: the later is used");
             }
         }
-        if group == id && !group_key.is_empty() {
+        if !group_key.is_empty() {
             self.groups
                 .entry(db.to_string())
                 .or_default()
-                .insert(group_key.to_string(), id);
-            self.group_keys.insert(id, group_key.to_string());
+                .insert(group_key.to_string(), group);
+            self.group_keys.insert(group, group_key.to_string());
         }
         self.named.insert(
             id,
@@ -252,9 +256,19 @@ mod tests {
         // A series keeps its group whatever a later write says.
         assert_eq!(c.id("db", "m_b{s=1}", Some("other")), (1, 0, true));
         assert_eq!(c.definition(0), Some(def(0, "db", "m_a{s=1}", 0, "m{s=1}")));
-        assert_eq!(c.definition(1), Some(def(1, "db", "m_b{s=1}", 0, "")));
+        assert_eq!(c.definition(1), Some(def(1, "db", "m_b{s=1}", 0, "m{s=1}")));
         assert_eq!(c.group(1), Some(0));
         assert_eq!(c.lookup("db", "m_b{s=1}"), Some((1, 0)));
+    }
+
+    #[test]
+    fn a_member_alone_keeps_its_group_findable() {
+        // The first series' definition never became durable; a member's
+        // did: after a restart a new field still joins the group.
+        let mut c = Catalog::default();
+        c.found_durable(&def(5, "db", "m_b{s=1}", 4, "m{s=1}"));
+        assert_eq!(c.id("db", "m_c{s=1}", Some("m{s=1}")), (6, 4, true));
+        assert_eq!(c.definition(6), Some(def(6, "db", "m_c{s=1}", 4, "m{s=1}")));
     }
 
     #[test]
@@ -265,7 +279,7 @@ mod tests {
         c.found_durable(&def(7, "db", "a", 7, "g"));
         assert_eq!(c.id("db", "c", Some("g")), (10, 7, true));
         assert_eq!(c.id("db", "a", None), (7, 7, false));
-        assert_eq!(c.unstored(), vec![def(9, "db", "b", 7, "")]);
+        assert_eq!(c.unstored(), vec![def(9, "db", "b", 7, "g")]);
         let mut keys: Vec<_> = c.keys("db").collect();
         keys.sort();
         assert_eq!(keys, vec![("a", 7), ("b", 9), ("c", 10)]);

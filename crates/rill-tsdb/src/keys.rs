@@ -14,8 +14,7 @@
 //! - A member record's key (version 2, a series in a group): `M`, the
 //!   series id (u64 BE); its value: the group's id (u64 BE), the
 //!   database's length (u16 BE), the database, the group key's length
-//!   (u32 BE), the group key (empty unless the series leads the group),
-//!   the series key (the rest).
+//!   (u32 BE), the group key, the series key (the rest).
 
 use crate::catalog::Definition;
 

@@ -11,8 +11,7 @@
 //! - `1` series: id, database length and bytes, key length and bytes
 //!   (a series that is its own group, without a group key);
 //! - `3` member (version 2): id, database length and bytes, key length
-//!   and bytes, the group's id, the group key's length and bytes (empty
-//!   unless the series leads the group);
+//!   and bytes, the group's id, the group key's length and bytes;
 //! - `2` samples: series id, count, the first timestamp (zigzag), each
 //!   later one as the zigzag difference from the one before, then each
 //!   value as 8 bytes (f64 bits, LE).
@@ -40,7 +39,8 @@ const MEMBER: u8 = 3;
 #[derive(Clone, Debug, PartialEq)]
 pub enum Entry {
     /// A series gets its id and its group (before its first samples);
-    /// `group_key` is empty unless the series leads its group.
+    /// `group_key` is the group's key (empty for a series that is its own
+    /// group without one).
     Series {
         id: u64,
         db: Vec<u8>,
