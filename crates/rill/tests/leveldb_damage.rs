@@ -13,14 +13,13 @@ fn value(i: u32) -> String {
     format!("value {i} ").repeat(200)
 }
 
-#[test]
-fn a_damaged_table_block_gives_no_wrong_data_and_the_node_serves() {
+/// A node of `conf` in `dir` is loaded with `keys` keys and stopped, the
+/// largest file in a `folder` directory is damaged, and the node started
+/// again: every key reads right, and damaged reads are counted.
+fn damaged_and_served(conf: &str, keys: u32, folder: &str) -> (tempfile::TempDir, Node) {
     let dir = tempfile::tempdir().unwrap();
-    // Small memtables (1 MiB per vnode), so the data reaches table files.
-    let conf = "storage_backend = leveldb\nleveldb.maximum_memory = 16MB\n";
     let n = Node::start(dir.path(), conf);
-    const KEYS: u32 = 6000;
-    for i in 0..KEYS {
+    for i in 0..keys {
         let r = n
             .http(
                 "PUT",
@@ -32,15 +31,23 @@ fn a_damaged_table_block_gives_no_wrong_data_and_the_node_serves() {
         assert_eq!(r.status, 204);
     }
     n.stop();
-    flip_a_byte_in_the_largest(dir.path(), "tables");
+    flip_a_byte_in_the_largest(dir.path(), folder);
 
     let n = Node::start(dir.path(), conf);
-    every_key_read_right(&n, KEYS);
+    every_key_read_right(&n, keys);
     let stats = n.stats();
     assert!(
         stats["leveldb_damaged_reads_total"].as_u64().unwrap() > 0,
         "no damaged read counted"
     );
+    (dir, n)
+}
+
+#[test]
+fn a_damaged_table_block_gives_no_wrong_data_and_the_node_serves() {
+    // Small memtables (1 MiB per vnode), so the data reaches table files.
+    let conf = "storage_backend = leveldb\nleveldb.maximum_memory = 16MB\n";
+    let (_dir, n) = damaged_and_served(conf, 6000, "tables");
     assert!(n.log().contains("damaged"), "{}", n.log());
 }
 
@@ -162,29 +169,6 @@ fn flip_a_byte_in_the_largest(dir: &std::path::Path, folder: &str) {
 /// journal (values of 1 KiB and more live there, apart from the ledger).
 #[test]
 fn a_damaged_leveled_journal_gives_no_wrong_data_and_the_node_serves() {
-    let dir = tempfile::tempdir().unwrap();
     let conf = "storage_backend = leveled\nleveled.maximum_memory = 16MB\nleveled.compression_method = none\n";
-    let n = Node::start(dir.path(), conf);
-    const KEYS: u32 = 3000;
-    for i in 0..KEYS {
-        let r = n
-            .http(
-                "PUT",
-                &format!("/buckets/d/keys/k{i}"),
-                &[("Content-Type", "text/plain")],
-                value(i).as_bytes(),
-            )
-            .unwrap();
-        assert_eq!(r.status, 204);
-    }
-    n.stop();
-    flip_a_byte_in_the_largest(dir.path(), "blobs");
-
-    let n = Node::start(dir.path(), conf);
-    every_key_read_right(&n, KEYS);
-    let stats = n.stats();
-    assert!(
-        stats["leveldb_damaged_reads_total"].as_u64().unwrap() > 0,
-        "no damaged read counted"
-    );
+    damaged_and_served(conf, 3000, "blobs");
 }

@@ -162,20 +162,15 @@ async fn write_inner(ctx: &Arc<Ctx>, req: &Req, flavour: Flavour) -> Result<Resp
             &batch.errors.join("\n"),
         ));
     }
-    let report = if batch.series.is_empty() {
-        WriteReport::default()
+    let (report, batch) = if batch.series.is_empty() {
+        (WriteReport::default(), batch)
     } else {
-        let (series, groups) = (batch.series, (batch.group_of, batch.group_keys));
-        let written = crate::blocking(move || {
-            let groups: Vec<Option<&str>> = groups
-                .0
-                .iter()
-                .map(|g| g.map(|i| groups.1[i as usize].as_str()))
-                .collect();
-            engine.write_grouped(&db, &series, &groups, now)
+        let (written, batch) = crate::blocking(move || {
+            let written = engine.write_grouped(&db, &batch.series, &batch.groups(), now);
+            (written, batch)
         })
         .await;
-        written.map_err(|e| write_error(flavour, e))?
+        (written.map_err(|e| write_error(flavour, e))?, batch)
     };
     let mut problems: Vec<String> = batch
         .errors
