@@ -429,6 +429,12 @@ fn console(cfg: Config) -> Result<()> {
         let peer = rill_peer::Peer::start(node.clone(), peer_cfg)
             .await
             .map_err(|e| anyhow::anyhow!("{e}"))?;
+        // The collection port listens before HTTP answers, so a node that
+        // answers `/ping` takes lines on every port it was given.
+        let sensor_tasks = match &sensors {
+            Some(s) => s.start_listeners(&cfg.sensor, &cfg.node.nodename).await?,
+            None => Vec::new(),
+        };
         let http_task = tokio::spawn(rill_api::http::serve(
             http,
             node.clone(),
@@ -436,10 +442,6 @@ fn console(cfg: Config) -> Result<()> {
             Some(peer.clone()),
             sensors.as_ref().map(|s| s.engine.clone()),
         ));
-        let sensor_tasks = match &sensors {
-            Some(s) => s.start_listeners(&cfg.sensor, &cfg.node.nodename).await?,
-            None => Vec::new(),
-        };
         let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())?;
         tokio::select! {
             _ = tokio::signal::ctrl_c() => tracing::info!("interrupted: stopping"),
