@@ -58,48 +58,91 @@ impl BitWriter {
 }
 
 /// Reads bits written by [`BitWriter`]; reading past the end is an error.
+/// A hot loop copies it into a local (it is `Copy`) so that its position
+/// stays in a register, and writes it back at the end.
+#[derive(Clone, Copy)]
 pub(crate) struct BitReader<'a> {
     bytes: &'a [u8],
     /// Position in bits.
     pos: usize,
+    /// The input's length in bits.
+    end: usize,
 }
 
 /// The input ended inside a value.
 #[derive(Debug)]
 pub(crate) struct Truncated;
 
+/// How many bits [`BitReader::peek`] gives at the least (64 less the
+/// position's offset in its byte).
+pub(crate) const PEEK_BITS: u32 = 57;
+
 impl<'a> BitReader<'a> {
     pub(crate) fn new(bytes: &'a [u8]) -> BitReader<'a> {
-        BitReader { bytes, pos: 0 }
+        BitReader {
+            bytes,
+            pos: 0,
+            end: bytes.len() * 8,
+        }
+    }
+
+    /// The next bits, the first in the top bit: at least [`PEEK_BITS`]
+    /// of them are the input's (zeros past its end). Nothing is consumed.
+    #[inline]
+    pub(crate) fn peek(&self) -> u64 {
+        let (at, off) = (self.pos / 8, (self.pos % 8) as u32);
+        let word = match self.bytes.get(at..at + 8) {
+            Some(b) => u64::from_be_bytes(b.try_into().expect("8 bytes")),
+            None => {
+                let mut b = [0u8; 8];
+                let tail = self.bytes.get(at..).unwrap_or(&[]);
+                b[..tail.len()].copy_from_slice(tail);
+                u64::from_be_bytes(b)
+            }
+        };
+        word << off
+    }
+
+    /// Consumes `n` bits (after a [`peek`](Self::peek)); an error if the
+    /// input has fewer.
+    #[inline]
+    pub(crate) fn consume(&mut self, n: u32) -> Result<(), Truncated> {
+        let to = self.pos + n as usize;
+        if to > self.end {
+            return Err(Truncated);
+        }
+        self.pos = to;
+        Ok(())
     }
 
     #[inline]
     pub(crate) fn read(&mut self, n: u32) -> Result<u64, Truncated> {
         debug_assert!(n <= 64);
-        if self.pos + n as usize > self.bytes.len() * 8 {
-            return Err(Truncated);
+        if n <= PEEK_BITS {
+            self.read_short(n)
+        } else {
+            self.read_wide(n)
         }
-        // Fast path: the bits lie in the 8 bytes from the current one.
-        let (at, off) = (self.pos / 8, (self.pos % 8) as u32);
-        if n > 0 && n + off <= 64 {
-            if let Some(b) = self.bytes.get(at..at + 8) {
-                let word = u64::from_be_bytes(b.try_into().expect("8 bytes"));
-                self.pos += n as usize;
-                return Ok((word << off) >> (64 - n));
-            }
+    }
+
+    /// `n` bits, `n` at most [`PEEK_BITS`].
+    #[inline]
+    fn read_short(&mut self, n: u32) -> Result<u64, Truncated> {
+        if n == 0 {
+            return Ok(0);
         }
-        let mut v = 0u64;
-        let mut left = n;
-        while left > 0 {
-            let byte = self.bytes[self.pos / 8];
-            let off = (self.pos % 8) as u32;
-            let room = 8 - off;
-            let take = room.min(left);
-            let chunk = (byte >> (room - take)) & ((1u16 << take) - 1) as u8;
-            v = (v << take) | u64::from(chunk);
-            self.pos += take as usize;
-            left -= take;
-        }
+        let v = self.peek() >> (64 - n);
+        self.consume(n)?;
+        Ok(v)
+    }
+
+    /// `n` bits, `n` above [`PEEK_BITS`]: two reads (a function of the
+    /// reader's value, so that a hot loop's reader never has its address
+    /// taken).
+    #[inline]
+    fn read_wide(&mut self, n: u32) -> Result<u64, Truncated> {
+        let (v, next) = wide(*self, n)?;
+        *self = next;
         Ok(v)
     }
 
@@ -110,6 +153,13 @@ impl<'a> BitReader<'a> {
         self.pos += 1;
         Ok(b == 1)
     }
+}
+
+#[cold]
+fn wide(mut r: BitReader, n: u32) -> Result<(u64, BitReader), Truncated> {
+    let hi = r.read_short(n - 32)?;
+    let lo = r.read_short(32)?;
+    Ok(((hi << 32) | lo, r))
 }
 
 /// LEB128 in the bit stream, 8 bits a group.
@@ -125,6 +175,7 @@ pub(crate) fn write_varint(w: &mut BitWriter, mut v: u64) {
     }
 }
 
+#[inline]
 pub(crate) fn read_varint(r: &mut BitReader) -> Result<u64, Truncated> {
     let mut v = 0u64;
     for shift in (0..64).step_by(7) {
@@ -203,6 +254,24 @@ mod tests {
         #[test]
         fn zigzag_round_trip(v in any::<i64>()) {
             prop_assert_eq!(unzigzag(zigzag(v)), v);
+        }
+    }
+
+    proptest! {
+        /// A peek shows the next bits (zeros past the end) whatever was
+        /// read before.
+        #[test]
+        fn peeks_show_what_reads_give(bytes in proptest::collection::vec(any::<u8>(), 0..20), skip in 0u32..160) {
+            let mut r = BitReader::new(&bytes);
+            let skip = skip.min(bytes.len() as u32 * 8);
+            for _ in 0..skip {
+                r.bit().unwrap();
+            }
+            let peeked = r.peek() >> (64 - PEEK_BITS);
+            let left = (bytes.len() as u32 * 8 - skip).min(PEEK_BITS);
+            let got = r.read(left).unwrap();
+            prop_assert_eq!(peeked, got << (PEEK_BITS - left));
+            prop_assert!(r.consume(1).is_err() || left == PEEK_BITS);
         }
     }
 

@@ -94,7 +94,7 @@ pub fn csv_rows(out: &mut String, cols: &[Col], s: &Series, samples: &[Sample]) 
             }
             match c {
                 Col::Name => field(out, &s.name),
-                Col::Value => out.push_str(&super::prom::num(x.value)),
+                Col::Value => super::num::push_num(out, x.value),
                 Col::Time(f) => {
                     let ms = x.ts.div_euclid(1_000_000);
                     let _ = match f {

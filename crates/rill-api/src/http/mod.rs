@@ -11,6 +11,7 @@ mod export;
 mod index;
 mod mapred;
 mod migrate;
+mod num;
 mod object;
 mod other;
 mod page;

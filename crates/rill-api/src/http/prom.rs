@@ -77,22 +77,12 @@ fn success(data: &str) -> Response {
     )
 }
 
-/// A number as VictoriaMetrics prints it: integer digits when whole,
-/// else the shortest decimal (never an exponent); `NaN`, `+Inf`, `-Inf`.
-pub(crate) fn num(f: f64) -> String {
-    if f.is_nan() {
-        "NaN".into()
-    } else if f.is_infinite() {
-        if f > 0.0 { "+Inf" } else { "-Inf" }.into()
-    } else if f == 0.0 {
-        "0".into()
-    } else {
-        format!("{f}")
-    }
-}
+use super::num::{num, push_num, push_ts};
 
 fn ts(ms: i64) -> String {
-    num(ms as f64 / 1e3)
+    let mut s = String::new();
+    push_ts(&mut s, ms);
+    s
 }
 
 /// `{"__name__":"m","k":"v",...}`: the name first (left out when empty),
@@ -311,11 +301,7 @@ pub(crate) async fn query(ctx: &Arc<Ctx>, req: &Req) -> Response {
 
 fn raw_matrix(src: &QuerySource, m: &[Matcher], start: i64, end: i64) -> Result<String, String> {
     let fetched = src.fetch(m, start, end)?;
-    Ok(matrix(
-        fetched
-            .iter()
-            .map(|(s, samples)| (s, samples.iter().copied())),
-    ))
+    Ok(matrix(fetched.iter().map(|(s, points)| (s, points.iter()))))
 }
 
 /// A matrix answer: each series with its points (ms, value).
@@ -332,7 +318,11 @@ fn matrix<'a, P: Iterator<Item = (i64, f64)>>(
             if k > 0 {
                 data.push(',');
             }
-            let _ = write!(data, "[{},\"{}\"]", ts(t), num(v));
+            data.push('[');
+            push_ts(&mut data, t);
+            data.push_str(",\"");
+            push_num(&mut data, v);
+            data.push_str("\"]");
         }
         data.push_str("]}");
     }
@@ -425,19 +415,6 @@ pub(crate) fn buildinfo() -> Response {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn numbers_and_times_print_as_victoriametrics_prints_them() {
-        assert_eq!(num(2.0), "2");
-        assert_eq!(num(-0.0), "0");
-        assert_eq!(num(0.1), "0.1");
-        assert_eq!(num(1e-7), "0.0000001");
-        assert_eq!(num(1e15), "1000000000000000");
-        assert_eq!(num(f64::INFINITY), "+Inf");
-        assert_eq!(num(f64::NEG_INFINITY), "-Inf");
-        assert_eq!(ts(1_700_000_000_500), "1700000000.5");
-        assert_eq!(ts(1_700_000_000_000), "1700000000");
-    }
 
     #[test]
     fn times_parse_in_each_form() {

@@ -122,18 +122,23 @@ pub(crate) fn decode(bytes: &[u8], count: usize) -> Result<Vec<f64>, BlockError>
     if m.unsigned_abs() >= MAX_MANTISSA as u64 {
         return Err(BlockError::Invalid("mantissa out of range"));
     }
-    let mut out = Vec::with_capacity(count);
-    out.push(value_of(m, e));
+    // Written in place, the reader in a local: the loop keeps its state
+    // in registers.
+    let mut out = vec![value_of(m, e); count.max(1)];
     // Each difference read gives the next mantissa (of order 2: the
     // difference from the previous difference, the first one plain).
     let mut prev_d = 0i64;
+    let mut rest = out.iter_mut().skip(1);
+    let mut left = count.saturating_sub(1);
     let mut first = true;
-    while out.len() < count {
+    while left > 0 {
         let bits = r.read(7)? as u32;
         if bits > 64 {
             return Err(BlockError::Invalid("group width over 64 bits"));
         }
-        for _ in 0..GROUP.min(count - out.len()) {
+        let n = GROUP.min(left);
+        left -= n;
+        for slot in rest.by_ref().take(n) {
             let d = unzigzag(r.read(bits)?);
             let diff = if order == 2 && !first {
                 prev_d.wrapping_add(d)
@@ -145,9 +150,10 @@ pub(crate) fn decode(bytes: &[u8], count: usize) -> Result<Vec<f64>, BlockError>
             if m.unsigned_abs() >= MAX_MANTISSA as u64 {
                 return Err(BlockError::Invalid("mantissa out of range"));
             }
-            out.push(value_of(m, e));
+            *slot = value_of(m, e);
             prev_d = diff;
         }
     }
+    out.truncate(count);
     Ok(out)
 }

@@ -30,6 +30,7 @@ fn gamma(w: &mut BitWriter, s: u64) {
     w.write(s, n + 1);
 }
 
+#[inline(always)]
 fn read_gamma(r: &mut BitReader) -> Result<u64, BlockError> {
     let mut n = 0;
     while !r.bit()? {
@@ -135,26 +136,55 @@ pub(crate) fn decode(
     if interval <= 0 || bits > MAX_BITS {
         return Err(BlockError::Invalid("a bad grid"));
     }
-    let mut out = Vec::with_capacity(count);
-    out.push(first);
+    // Written in place, the reader in a local: the loop keeps its state
+    // in registers.
+    let mut out = vec![first; count.max(1)];
+    let mut rr = *r;
     let mut q: i64 = 0;
-    for _ in 1..count {
-        let skip = if r.bit()? { read_gamma(r)? } else { 0 };
-        q = i64::try_from(skip)
-            .ok()
-            .and_then(|s| q.checked_add(s)?.checked_add(1))
-            .ok_or_else(bad)?;
-        let o = unzigzag(r.read(bits)?);
+    // Up to `q_safe` grid points, no step of a timestamp can overflow
+    // (offsets are below 2^40 in magnitude): computed plainly, the usual
+    // case. Beyond it (damage, or a block spanning centuries), every
+    // step is checked, in 128 bits where needed.
+    let q_safe = {
+        let room = (i128::from(i64::MAX) - i128::from(first).abs()) / i128::from(unit)
+            - i128::from(c).abs()
+            - (1i128 << MAX_BITS);
+        ((room << FRAC) / i128::from(interval)).clamp(-1, i128::from(i64::MAX / interval)) as i64
+    };
+    for slot in out.iter_mut().skip(1) {
+        // The usual timestamp, no point skipped: a 0 bit and the offset,
+        // both in one peek.
+        let w = rr.peek();
+        let o = if w >> 63 == 0 {
+            rr.consume(1 + bits)?;
+            q = q.checked_add(1).ok_or_else(bad)?;
+            // `bits` is at most 40: shifting the 0 bit out, then down.
+            ((w << 1) >> 1) >> (63 - bits)
+        } else {
+            rr.consume(1)?;
+            let skip = read_gamma(&mut rr)?;
+            q = i64::try_from(skip)
+                .ok()
+                .and_then(|s| q.checked_add(s)?.checked_add(1))
+                .ok_or_else(bad)?;
+            rr.read(bits)?
+        };
+        let o = unzigzag(o);
         // q and the interval are below 2^63, so the grid point is below
         // 2^110 and the sum below 2^111; the rest is checked. (The encoder
         // writes a grid only when every timestamp less the first fits in
         // an i64, so the units since the first fit too.)
-        let t = i64::try_from(grid(q, interval) + i128::from(c) + i128::from(o))
-            .ok()
-            .and_then(|x| x.checked_mul(unit))
-            .and_then(|x| x.checked_add(first))
-            .ok_or_else(bad)?;
-        out.push(t);
+        *slot = if q <= q_safe {
+            (((q * interval) >> FRAC) + c + o) * unit + first
+        } else {
+            i64::try_from(grid(q, interval) + i128::from(c) + i128::from(o))
+                .ok()
+                .and_then(|x| x.checked_mul(unit))
+                .and_then(|x| x.checked_add(first))
+                .ok_or_else(bad)?
+        };
     }
+    *r = rr;
+    out.truncate(count);
     Ok(out)
 }

@@ -327,14 +327,43 @@ impl<'a> Layout<'a> {
     /// Column `c`'s samples at the block's timestamps `ts`, checked
     /// against its header bit for bit.
     fn samples(&self, c: usize, ts: &[i64]) -> Result<(Header, Vec<Sample>), BlockError> {
+        let mut out = Vec::new();
+        self.samples_into(c, ts, &mut out).map(|h| (h, out))
+    }
+
+    /// [`samples`](Self::samples) appended to `out` (left as it was on
+    /// an error).
+    fn samples_into(
+        &self,
+        c: usize,
+        ts: &[i64],
+        out: &mut Vec<Sample>,
+    ) -> Result<Header, BlockError> {
+        let start = out.len();
+        let r = self.append_samples(c, ts, out);
+        if r.is_err() {
+            out.truncate(start);
+        }
+        r
+    }
+
+    fn append_samples(
+        &self,
+        c: usize,
+        ts: &[i64],
+        out: &mut Vec<Sample>,
+    ) -> Result<Header, BlockError> {
         let at = self.column(c)?;
         let count = at.header.count as usize;
         let values = decode_values(at.header.codec, &self.bytes[at.values.clone()], count)?;
-        let samples: Vec<Sample> = if at.presence.is_empty() {
-            ts.iter()
-                .zip(values)
-                .map(|(&ts, value)| Sample { ts, value })
-                .collect()
+        let start = out.len();
+        out.reserve(count);
+        if at.presence.is_empty() {
+            out.extend(
+                ts.iter()
+                    .zip(values)
+                    .map(|(&ts, value)| Sample { ts, value }),
+            );
         } else {
             let bits = &self.bytes[at.presence.clone()];
             let rows = ts
@@ -342,7 +371,6 @@ impl<'a> Layout<'a> {
                 .enumerate()
                 .filter(|(i, _)| bits[i / 8] & (0x80 >> (i % 8)) != 0)
                 .map(|(_, &t)| t);
-            let mut out = Vec::with_capacity(count);
             let mut values = values.into_iter();
             for t in rows {
                 let value = values
@@ -355,16 +383,16 @@ impl<'a> Layout<'a> {
             if used != 0 && bits[bits.len() - 1] & (0xff >> used) != 0 {
                 return Err(BlockError::Invalid("presence bits past the last row"));
             }
-            out
-        };
+        }
+        let samples = &out[start..];
         if samples.len() != count {
             return Err(BlockError::Invalid("fewer rows present than values"));
         }
-        let again = header_of(at.header.codec, &samples);
+        let again = header_of(at.header.codec, samples);
         if !same_header(&again, &at.header) {
             return Err(BlockError::Invalid("samples disagree with the header"));
         }
-        Ok((at.header, samples))
+        Ok(at.header)
     }
 }
 
@@ -386,12 +414,23 @@ pub fn decode_series(
     bytes: &[u8],
     series: u64,
 ) -> Result<Option<(Header, Vec<Sample>)>, BlockError> {
+    let mut out = Vec::new();
+    Ok(decode_series_into(bytes, series, &mut out)?.map(|h| (h, out)))
+}
+
+/// [`decode_series`] with the samples appended to `out` (left as it was
+/// on an error or when there is no such column).
+pub fn decode_series_into(
+    bytes: &[u8],
+    series: u64,
+    out: &mut Vec<Sample>,
+) -> Result<Option<Header>, BlockError> {
     let l = Layout::read(bytes)?;
     let Some(c) = l.find(series) else {
         return Ok(None);
     };
     let ts = l.times()?;
-    l.samples(c, &ts).map(Some)
+    l.samples_into(c, &ts, out).map(Some)
 }
 
 /// Every column's series and header, checking the checksum.

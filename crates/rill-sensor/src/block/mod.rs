@@ -325,6 +325,13 @@ pub fn header(bytes: &[u8]) -> Result<Header, BlockError> {
 /// Decodes a block to its samples, checking everything it can: a block
 /// that decodes is the block that was encoded (or its checksum failed).
 pub fn decode(bytes: &[u8]) -> Result<(Header, Vec<Sample>), BlockError> {
+    let mut out = Vec::new();
+    decode_into(bytes, &mut out).map(|h| (h, out))
+}
+
+/// [`decode`] with the samples appended to `out` (left as it was on an
+/// error).
+pub fn decode_into(bytes: &[u8], out: &mut Vec<Sample>) -> Result<Header, BlockError> {
     let h = header(bytes)?;
     let count = h.count as usize;
     let end = bytes.len() - 4;
@@ -338,16 +345,18 @@ pub fn decode(bytes: &[u8]) -> Result<(Header, Vec<Sample>), BlockError> {
         return Err(BlockError::Invalid("timestamps not rising to the last"));
     }
     let values = decode_values(h.codec, &bytes[HEADER + times_len..end], count)?;
-    let samples: Vec<Sample> = ts
-        .into_iter()
-        .zip(values)
-        .map(|(ts, value)| Sample { ts, value })
-        .collect();
-    let again = header_of(h.codec, &samples);
+    let start = out.len();
+    out.extend(
+        ts.into_iter()
+            .zip(values)
+            .map(|(ts, value)| Sample { ts, value }),
+    );
+    let again = header_of(h.codec, &out[start..]);
     if !same_header(&again, &h) {
+        out.truncate(start);
         return Err(BlockError::Invalid("samples disagree with the header"));
     }
-    Ok((h, samples))
+    Ok(h)
 }
 
 /// Headers equal bit for bit (NaN equal to NaN).

@@ -6,6 +6,7 @@
 use super::{Engine, EngineError};
 use crate::buffer::{window_of, Cut};
 use crate::keys::block_key;
+use crate::promql::eval::Points;
 use rill_sensor::block::Header;
 use rill_sensor::{BlockError, Sample};
 use std::collections::BTreeMap;
@@ -64,6 +65,23 @@ impl Part {
             }
             _ => rill_sensor::block::group::decode_series(&self.bytes, id)
                 .map(|c| c.map_or_else(Vec::new, |(_, samples)| samples)),
+        };
+        decoded.map_err(|e| damaged(key, w, self.number, e))
+    }
+
+    /// [`decode`](Self::decode) appended to `out`.
+    pub fn decode_into(
+        &self,
+        id: u64,
+        key: &str,
+        w: i64,
+        out: &mut Vec<Sample>,
+    ) -> Result<(), EngineError> {
+        let decoded = match self.bytes.first() {
+            Some(&rill_sensor::block::VERSION) => {
+                rill_sensor::block::decode_into(&self.bytes, out).map(drop)
+            }
+            _ => rill_sensor::block::group::decode_series_into(&self.bytes, id, out).map(drop),
         };
         decoded.map_err(|e| damaged(key, w, self.number, e))
     }
@@ -184,13 +202,26 @@ impl Engine {
         let (lo, hi) = (src.lo, src.hi);
         let mut out: Vec<Sample> = Vec::new();
         for w in src.windows(self.opts.window_ns) {
-            // The window's runs of samples, a later one winning. A part
-            // wholly outside the range is not decoded.
-            let mut runs: Vec<Vec<Sample>> = Vec::new();
-            for part in src.parts(key, w)? {
-                if !part.outside(lo, hi) {
-                    runs.push(part.decode(src.id, key, w)?);
+            // A part wholly outside the range is not decoded.
+            let mut parts = src.parts(key, w)?;
+            parts.retain(|p| !p.outside(lo, hi));
+            // The usual case: stored parts only, each after the one
+            // before in time, decoded straight into the answer.
+            parts.sort_by_key(|p| p.header.first_ts);
+            let apart = parts
+                .windows(2)
+                .all(|p| p[0].header.last_ts < p[1].header.first_ts);
+            if apart && src.loose(w).all(<[Sample]>::is_empty) {
+                for part in &parts {
+                    part.decode_into(src.id, key, w, &mut out)?;
                 }
+                continue;
+            }
+            // The window's runs of samples, a later one winning.
+            parts.sort_by_key(|p| p.number);
+            let mut runs: Vec<Vec<Sample>> = Vec::new();
+            for part in parts {
+                runs.push(part.decode(src.id, key, w)?);
             }
             runs.extend(src.loose(w).map(<[Sample]>::to_vec));
             out.reserve(runs.iter().map(Vec::len).sum());
@@ -297,7 +328,7 @@ impl crate::promql::eval::Source for QuerySource<'_> {
         // kept), merged when a key is in more than one (a later database
         // winning).
         // Per key: the series, its samples (ms), whether from several.
-        type Slot = (rill_sensor::Series, Vec<(i64, f64)>, bool);
+        type Slot = (rill_sensor::Series, Points, bool);
         let mut by_key: BTreeMap<String, Slot> = BTreeMap::new();
         for (db, series) in self.engine.select(matchers) {
             let key = series.key();
@@ -313,20 +344,14 @@ impl crate::promql::eval::Source for QuerySource<'_> {
                         "a sensor series could not be read (the node's log says why)".into()
                     }
                 })?;
-            let mut ms: Vec<(i64, f64)> = Vec::with_capacity(samples.len());
-            for s in samples {
-                let t = s.ts.div_euclid(1_000_000);
-                match ms.last_mut() {
-                    Some(l) if l.0 == t => l.1 = s.value,
-                    _ => ms.push((t, s.value)),
-                }
-            }
+            let ms = to_ms(&samples);
             match by_key.get_mut(&key) {
                 None => {
                     by_key.insert(key, (series, ms, false));
                 }
                 Some(slot) => {
-                    slot.1.extend(ms);
+                    slot.1.ts.extend(ms.ts);
+                    slot.1.v.extend(ms.v);
                     slot.2 = true;
                 }
             }
@@ -336,7 +361,7 @@ impl crate::promql::eval::Source for QuerySource<'_> {
             .filter(|(_, v, _)| !v.is_empty())
             .map(|(s, v, several)| {
                 if several {
-                    let merged: BTreeMap<i64, f64> = v.into_iter().collect();
+                    let merged: BTreeMap<i64, f64> = v.iter().collect();
                     (s, merged.into_iter().collect())
                 } else {
                     (s, v)
@@ -346,11 +371,59 @@ impl crate::promql::eval::Source for QuerySource<'_> {
     }
 }
 
+/// Samples (ns, rising) as points in ms, the last within a ms kept.
+fn to_ms(samples: &[Sample]) -> Points {
+    let mut ms = Points {
+        ts: samples.iter().map(|s| s.ts.div_euclid(1_000_000)).collect(),
+        v: samples.iter().map(|s| s.value).collect(),
+    };
+    // Samples a ms apart at least (the usual case) need nothing more.
+    if ms.ts.windows(2).all(|w| w[0] < w[1]) {
+        return ms;
+    }
+    let mut kept = 0;
+    for i in 0..ms.ts.len() {
+        if kept > 0 && ms.ts[kept - 1] == ms.ts[i] {
+            ms.v[kept - 1] = ms.v[i];
+        } else {
+            ms.ts[kept] = ms.ts[i];
+            ms.v[kept] = ms.v[i];
+            kept += 1;
+        }
+    }
+    ms.ts.truncate(kept);
+    ms.v.truncate(kept);
+    ms
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
 
     proptest::proptest! {
+        /// Points in ms are the samples' times floored to a ms, the last
+        /// sample within a ms winning.
+        #[test]
+        fn points_in_ms_keep_the_last_within_a_ms(
+            steps in proptest::collection::vec((1i64..3_000_000, -5i32..5), 0..40),
+            start in -10_000_000i64..10_000_000,
+        ) {
+            let mut t = start;
+            let samples: Vec<Sample> = steps
+                .iter()
+                .map(|&(d, v)| {
+                    t += d;
+                    Sample { ts: t, value: f64::from(v) }
+                })
+                .collect();
+            let mut want: BTreeMap<i64, f64> = BTreeMap::new();
+            for s in &samples {
+                want.insert(s.ts.div_euclid(1_000_000), s.value);
+            }
+            let got = to_ms(&samples);
+            proptest::prop_assert_eq!(got.iter().collect::<Vec<_>>(), want.into_iter().collect::<Vec<_>>());
+        }
+
         /// Runs laid end to end or merged give what merging them one
         /// sample at a time gives, a later run winning.
         #[test]

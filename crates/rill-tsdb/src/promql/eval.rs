@@ -21,8 +21,44 @@ use crate::select::Matcher;
 use rill_sensor::Series;
 use std::collections::HashMap;
 
-/// Series and their samples (ms, value), in time order.
-pub type Fetched = Vec<(Series, Vec<(i64, f64)>)>;
+/// A series' samples as two columns: times (ms, rising) and values.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct Points {
+    pub ts: Vec<i64>,
+    pub v: Vec<f64>,
+}
+
+impl Points {
+    pub fn with_capacity(n: usize) -> Points {
+        Points {
+            ts: Vec::with_capacity(n),
+            v: Vec::with_capacity(n),
+        }
+    }
+
+    pub fn len(&self) -> usize {
+        self.ts.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.ts.is_empty()
+    }
+
+    /// The points as (ms, value) pairs.
+    pub fn iter(&self) -> impl Iterator<Item = (i64, f64)> + '_ {
+        self.ts.iter().copied().zip(self.v.iter().copied())
+    }
+}
+
+impl FromIterator<(i64, f64)> for Points {
+    fn from_iter<I: IntoIterator<Item = (i64, f64)>>(it: I) -> Points {
+        let (ts, v) = it.into_iter().unzip();
+        Points { ts, v }
+    }
+}
+
+/// Series and their samples, in time order.
+pub type Fetched = Vec<(Series, Points)>;
 
 /// Where samples come from.
 pub trait Source {
@@ -267,9 +303,7 @@ fn rollup(
         .saturating_sub(w.max(grid.step));
     let times = grid.times();
     let mut out = Vec::new();
-    for (series, samples) in src.fetch(matchers, from, grid.end)? {
-        let ts: Vec<i64> = samples.iter().map(|s| s.0).collect();
-        let mut v: Vec<f64> = samples.iter().map(|s| s.1).collect();
+    for (series, Points { ts, mut v }) in src.fetch(matchers, from, grid.end)? {
         if func == Rollup::Rate {
             remove_counter_resets(&mut v);
         }
@@ -278,12 +312,20 @@ fn rollup(
         if matches!(func, Rollup::Default | Rollup::Rate) && win < mpi {
             win = mpi;
         }
+        // The grid's times rise, so each window's bounds only move on:
+        // `i` past the samples at or before its start, `j` past those at
+        // or before its end.
+        let (mut i, mut j) = (0, 0);
         let values = times
             .iter()
             .map(|&t| {
                 let t_start = t - win;
-                let i = ts.partition_point(|&x| x <= t_start);
-                let j = ts.partition_point(|&x| x <= t);
+                while i < ts.len() && ts[i] <= t_start {
+                    i += 1;
+                }
+                while j < ts.len() && ts[j] <= t {
+                    j += 1;
+                }
                 let prev = (i < ts.len() && i > 0 && ts[i - 1] > t_start - mpi)
                     .then(|| (ts[i - 1], v[i - 1]));
                 at_point(func, &ts[i..j.max(i)], &v[i..j.max(i)], prev)

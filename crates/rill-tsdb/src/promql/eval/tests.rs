@@ -13,7 +13,7 @@ impl Source for Mem {
             .filter(|(s, _)| matches(m, s))
             .map(|(s, v)| {
                 let v = v.iter().copied().filter(|&(t, _)| t >= start && t <= end);
-                (s.clone(), v.collect())
+                (s.clone(), v.collect::<Points>())
             })
             .collect())
     }

@@ -1,0 +1,272 @@
+//! Numbers as VictoriaMetrics prints them in its answers: integer digits
+//! when whole, else the shortest decimal that reads back to the same
+//! double, never an exponent; `NaN`, `+Inf`, `-Inf`. Written straight
+//! into the answer: a month of points is thousands of numbers.
+
+/// Appends `f`.
+pub(crate) fn push_num(out: &mut String, f: f64) {
+    if f.is_nan() {
+        out.push_str("NaN");
+    } else if f.is_infinite() {
+        out.push_str(if f > 0.0 { "+Inf" } else { "-Inf" });
+    } else if f == 0.0 {
+        out.push('0');
+    } else if let Some((m, d)) = short_decimal(f) {
+        push_decimal(out, m, d);
+    } else {
+        let mut buf = ryu::Buffer::new();
+        plain(out, buf.format_finite(f));
+    }
+}
+
+/// Powers of ten exact in a double.
+const POW10: [f64; 16] = [
+    1e0, 1e1, 1e2, 1e3, 1e4, 1e5, 1e6, 1e7, 1e8, 1e9, 1e10, 1e11, 1e12, 1e13, 1e14, 1e15,
+];
+
+/// A sensor's usual reading, a decimal of a few digits, as `m / 10^d`
+/// with the fewest decimals `d` (up to 15) that read back to `f`
+/// exactly, `|m|` below 2^52. Those digits are then the shortest that
+/// read back: fewer decimals do not, and no other number with `d`
+/// decimals does either (they are 10^-d apart, more than `f`'s spacing
+/// of doubles when `|m| < 2^52`).
+fn short_decimal(f: f64) -> Option<(i64, usize)> {
+    const LIMIT: f64 = (1u64 << 52) as f64;
+    for (d, &p) in POW10.iter().enumerate() {
+        let x = (f * p).round();
+        if x.abs() >= LIMIT {
+            return None;
+        }
+        if x / p == f {
+            return Some((x as i64, d));
+        }
+    }
+    None
+}
+
+/// Appends `m / 10^d` in plain digits.
+fn push_decimal(out: &mut String, m: i64, d: usize) {
+    if m < 0 {
+        out.push('-');
+    }
+    let digits = itoa_u64(m.unsigned_abs());
+    let text = &digits.buf[digits.at..];
+    if d == 0 {
+        push_ascii(out, text);
+    } else if text.len() > d {
+        let (int, frac) = text.split_at(text.len() - d);
+        push_ascii(out, int);
+        out.push('.');
+        push_ascii(out, frac);
+    } else {
+        out.push_str("0.");
+        out.extend(std::iter::repeat_n('0', d - text.len()));
+        push_ascii(out, text);
+    }
+}
+
+/// Appends ASCII digits.
+fn push_ascii(out: &mut String, digits: &[u8]) {
+    out.extend(digits.iter().map(|&b| char::from(b)));
+}
+
+/// `f` alone.
+pub(crate) fn num(f: f64) -> String {
+    let mut s = String::new();
+    push_num(&mut s, f);
+    s
+}
+
+/// Appends a time given in ms as seconds: `ms / 1e3` printed as
+/// [`push_num`] prints it. Below 10^15 ms (about 31,700 years) a
+/// millisecond is exact in the printed digits, so whole seconds and the
+/// millisecond digits are written as integers.
+pub(crate) fn push_ts(out: &mut String, ms: i64) {
+    if ms.unsigned_abs() >= 1_000_000_000_000_000 {
+        return push_num(out, ms as f64 / 1e3);
+    }
+    if ms < 0 {
+        out.push('-');
+    }
+    let (s, mut frac) = (ms.unsigned_abs() / 1000, ms.unsigned_abs() % 1000);
+    let b = itoa_u64(s);
+    push_ascii(out, &b.buf[b.at..]);
+    if frac != 0 {
+        out.push('.');
+        for unit in [100, 10, 1] {
+            out.push(char::from(b'0' + (frac / unit) as u8));
+            frac %= unit;
+            if frac == 0 {
+                break;
+            }
+        }
+    }
+}
+
+/// A small stack buffer of an integer's digits.
+struct Digits {
+    buf: [u8; 20],
+    at: usize,
+}
+
+fn itoa_u64(mut v: u64) -> Digits {
+    let mut d = Digits {
+        buf: [0; 20],
+        at: 20,
+    };
+    loop {
+        d.at -= 1;
+        d.buf[d.at] = b'0' + (v % 10) as u8;
+        v /= 10;
+        if v == 0 {
+            return d;
+        }
+    }
+}
+
+/// Rewrites Ryu's text of a finite, non-zero double (`1.5`, `1e-7`,
+/// `1.25e16`, `100.0`) without an exponent and without a trailing `.0`.
+fn plain(out: &mut String, s: &str) {
+    let (s, neg) = match s.strip_prefix('-') {
+        Some(rest) => (rest, true),
+        None => (s, false),
+    };
+    let (mant, exp) = match s.split_once(['e', 'E']) {
+        Some((m, e)) => (m, e.parse::<i32>().expect("Ryu's exponent")),
+        None => (s, 0),
+    };
+    let (int, frac) = mant.split_once('.').unwrap_or((mant, ""));
+    // value = 0.DIGITS × 10^point
+    let mut point = int.len() as i32 + exp;
+    let mut digits: Vec<u8> = int.bytes().chain(frac.bytes()).collect();
+    let lead = digits.iter().take_while(|&&b| b == b'0').count();
+    digits.drain(..lead);
+    point -= lead as i32;
+    while digits.last() == Some(&b'0') {
+        digits.pop();
+    }
+    if digits.is_empty() {
+        out.push('0');
+        return;
+    }
+    if neg {
+        out.push('-');
+    }
+    let text = std::str::from_utf8(&digits).expect("ASCII digits");
+    let n = digits.len() as i32;
+    if point <= 0 {
+        out.push_str("0.");
+        out.extend(std::iter::repeat_n('0', (-point) as usize));
+        out.push_str(text);
+    } else if point >= n {
+        out.push_str(text);
+        out.extend(std::iter::repeat_n('0', (point - n) as usize));
+    } else {
+        out.push_str(&text[..point as usize]);
+        out.push('.');
+        out.push_str(&text[point as usize..]);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    /// What Rust's own formatting prints (shortest, no exponent), as the
+    /// answers printed before Ryu was used.
+    fn reference(f: f64) -> String {
+        if f.is_nan() {
+            "NaN".into()
+        } else if f.is_infinite() {
+            if f > 0.0 { "+Inf" } else { "-Inf" }.into()
+        } else if f == 0.0 {
+            "0".into()
+        } else {
+            format!("{f}")
+        }
+    }
+
+    #[test]
+    fn numbers_print_as_victoriametrics_prints_them() {
+        for (f, want) in [
+            (2.0, "2"),
+            (-0.0, "0"),
+            (0.1, "0.1"),
+            (-21.37, "-21.37"),
+            (1e-7, "0.0000001"),
+            (1e15, "1000000000000000"),
+            (1.5e22, "15000000000000000000000"),
+            (f64::INFINITY, "+Inf"),
+            (f64::NEG_INFINITY, "-Inf"),
+            (f64::NAN, "NaN"),
+            (f64::MIN_POSITIVE, &reference(f64::MIN_POSITIVE)),
+            (f64::MAX, &reference(f64::MAX)),
+        ] {
+            assert_eq!(num(f), want, "{f:e}");
+        }
+    }
+
+    #[test]
+    fn times_print_as_seconds() {
+        let ts = |ms| {
+            let mut s = String::new();
+            push_ts(&mut s, ms);
+            s
+        };
+        assert_eq!(ts(1_700_000_000_500), "1700000000.5");
+        assert_eq!(ts(1_700_000_000_000), "1700000000");
+        assert_eq!(ts(1_700_000_000_007), "1700000000.007");
+        assert_eq!(ts(0), "0");
+        assert_eq!(ts(-1_500), "-1.5");
+    }
+
+    /// `got` is what `f` should print as: plain digits that read back to
+    /// `f`, no longer than Rust's own shortest (which may round a tie the
+    /// other way).
+    fn reads_back(got: &str, f: f64) -> Result<(), TestCaseError> {
+        let want = reference(f);
+        prop_assert!(!got.contains(['e', 'E']), "{}", got);
+        prop_assert!(got.len() <= want.len(), "{} vs {}", got, want);
+        match got {
+            "NaN" => prop_assert!(f.is_nan()),
+            "+Inf" => prop_assert_eq!(f, f64::INFINITY),
+            "-Inf" => prop_assert_eq!(f, f64::NEG_INFINITY),
+            _ => prop_assert_eq!(got.parse::<f64>().unwrap(), if f == 0.0 { 0.0 } else { f }),
+        }
+        Ok(())
+    }
+
+    proptest! {
+        #[test]
+        fn any_double_prints_plain_and_shortest(bits in any::<u64>()) {
+            let f = f64::from_bits(bits);
+            reads_back(&num(f), f)?;
+        }
+
+        #[test]
+        fn decimals_print_as_rust_prints_them(m in -10_000_000i64..10_000_000, e in 0i32..12) {
+            let f = m as f64 / 10f64.powi(e);
+            prop_assert_eq!(num(f), reference(f));
+        }
+
+        /// Mantissas near the fast path's limit, at every exponent.
+        #[test]
+        fn long_decimals_print_shortest(m in (1i64 << 50)..(1i64 << 53), d in 0usize..16, neg in any::<bool>()) {
+            let f = if neg { -(m as f64) } else { m as f64 } / POW10[d];
+            reads_back(&num(f), f)?;
+        }
+
+        #[test]
+        fn times_print_as_their_seconds_would(
+            ms in prop_oneof![any::<i64>(), -2_000_000_000_000_000i64..2_000_000_000_000_000],
+        ) {
+            let mut s = String::new();
+            push_ts(&mut s, ms);
+            reads_back(&s, ms as f64 / 1e3)?;
+            if ms.unsigned_abs() < 1_000_000_000_000_000 {
+                prop_assert_eq!(s, reference(ms as f64 / 1e3));
+            }
+        }
+    }
+}
