@@ -107,8 +107,9 @@ fn pack(w: &mut BitWriter, ds: &[u64]) {
     }
 }
 
-/// Decodes `count` values.
-pub(crate) fn decode(bytes: &[u8], count: usize) -> Result<Vec<f64>, BlockError> {
+/// Decodes `count` values, appended to `out` (on an error, `out` may hold
+/// some of them: the caller truncates).
+pub(crate) fn decode(bytes: &[u8], count: usize, out: &mut Vec<f64>) -> Result<(), BlockError> {
     let mut r = BitReader::new(bytes);
     let e = -(r.read(8)? as i32);
     if e < -MAX_DIGITS {
@@ -124,11 +125,12 @@ pub(crate) fn decode(bytes: &[u8], count: usize) -> Result<Vec<f64>, BlockError>
     }
     // Written in place, the reader in a local: the loop keeps its state
     // in registers.
-    let mut out = vec![value_of(m, e); count.max(1)];
+    let start = out.len();
+    out.resize(start + count.max(1), value_of(m, e));
     // Each difference read gives the next mantissa (of order 2: the
     // difference from the previous difference, the first one plain).
     let mut prev_d = 0i64;
-    let mut rest = out.iter_mut().skip(1);
+    let mut rest = out[start..].iter_mut().skip(1);
     let mut left = count.saturating_sub(1);
     let mut first = true;
     while left > 0 {
@@ -154,6 +156,6 @@ pub(crate) fn decode(bytes: &[u8], count: usize) -> Result<Vec<f64>, BlockError>
             prev_d = diff;
         }
     }
-    out.truncate(count);
-    Ok(out)
+    out.truncate(start + count);
+    Ok(())
 }

@@ -42,12 +42,19 @@ pub(crate) fn encode(values: &[f64], w: &mut BitWriter) {
     }
 }
 
-pub(crate) fn decode(r: &mut BitReader, count: usize) -> Result<Vec<f64>, BlockError> {
-    let mut out = Vec::with_capacity(count);
+/// Decodes `count` values, appended to `out` (on an error, `out` may hold
+/// some of them: the caller truncates).
+pub(crate) fn decode(
+    r: &mut BitReader,
+    count: usize,
+    out: &mut Vec<f64>,
+) -> Result<(), BlockError> {
+    let end = out.len() + count;
+    out.reserve(count);
     let mut prev = r.read(64)?;
     out.push(f64::from_bits(prev));
     let mut window: Option<(u32, u32)> = None;
-    while out.len() < count {
+    while out.len() < end {
         if !r.bit()? {
             out.push(f64::from_bits(prev));
             continue;
@@ -66,5 +73,5 @@ pub(crate) fn decode(r: &mut BitReader, count: usize) -> Result<Vec<f64>, BlockE
         }
         out.push(f64::from_bits(prev));
     }
-    Ok(out)
+    Ok(())
 }

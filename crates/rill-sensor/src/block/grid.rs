@@ -121,13 +121,16 @@ pub(crate) fn encode(ts: &[i64], k: u8) -> Option<Vec<u8>> {
     Some(w.into_bytes())
 }
 
-/// Reads `count - 1` timestamps after `first` (ns) from a grid section.
+/// Reads `count - 1` timestamps after `first` (ns) from a grid section,
+/// appending `first` and them to `out` (on an error, `out` may hold some
+/// of them: the caller truncates).
 pub(crate) fn decode(
     first: i64,
     count: usize,
     k: u8,
     r: &mut BitReader,
-) -> Result<Vec<i64>, BlockError> {
+    out: &mut Vec<i64>,
+) -> Result<(), BlockError> {
     let bad = || BlockError::Invalid("a grid timestamp out of range");
     let unit = 10i64.pow(u32::from(k));
     let interval = i64::try_from(read_varint(r)?).map_err(|_| bad())?;
@@ -138,7 +141,8 @@ pub(crate) fn decode(
     }
     // Written in place, the reader in a local: the loop keeps its state
     // in registers.
-    let mut out = vec![first; count.max(1)];
+    let start = out.len();
+    out.resize(start + count.max(1), first);
     let mut rr = *r;
     let mut q: i64 = 0;
     // Up to `q_safe` grid points, no step of a timestamp can overflow
@@ -151,7 +155,7 @@ pub(crate) fn decode(
             - (1i128 << MAX_BITS);
         ((room << FRAC) / i128::from(interval)).clamp(-1, i128::from(i64::MAX / interval)) as i64
     };
-    for slot in out.iter_mut().skip(1) {
+    for slot in out[start..].iter_mut().skip(1) {
         // The usual timestamp, no point skipped: a 0 bit and the offset,
         // both in one peek.
         let w = rr.peek();
@@ -185,6 +189,6 @@ pub(crate) fn decode(
         };
     }
     *r = rr;
-    out.truncate(count);
-    Ok(out)
+    out.truncate(start + count);
+    Ok(())
 }

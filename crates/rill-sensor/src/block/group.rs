@@ -33,9 +33,9 @@
 //! value), values section length (u32).
 
 use super::{
-    decode_times, decode_values, encode_times, encode_values, header_of, put_aggregates,
-    same_header, u32_at, u64_at, BlockError, Choice, Codec, EncodeError, Header, Sample,
-    MAX_SAMPLES,
+    decode_times, decode_values, encode_times, encode_values, header_of, header_of_columns,
+    put_aggregates, rising_to, same_header, u32_at, u64_at, zip_samples, BlockError, Choice, Codec,
+    EncodeError, Header, Sample, MAX_SAMPLES,
 };
 
 pub const VERSION: u8 = 2;
@@ -316,80 +316,112 @@ impl<'a> Layout<'a> {
 
     /// The block's timestamps, checked to rise from the first to the last.
     fn times(&self) -> Result<Vec<i64>, BlockError> {
+        let mut ts = Vec::new();
+        self.times_into(&mut ts)?;
+        Ok(ts)
+    }
+
+    /// [`times`](Self::times) appended to `out` (left as it was on an
+    /// error).
+    fn times_into(&self, out: &mut Vec<i64>) -> Result<(), BlockError> {
         let b = self.bytes;
-        let ts = decode_times(self.first_ts, self.rows, b[1], b[2], &b[self.times.clone()])?;
-        if ts.windows(2).any(|w| w[1] <= w[0]) || ts[self.rows - 1] != self.last_ts {
+        let start = out.len();
+        decode_times(
+            self.first_ts,
+            self.rows,
+            b[1],
+            b[2],
+            &b[self.times.clone()],
+            out,
+        )?;
+        if !rising_to(&out[start..], self.last_ts) {
+            out.truncate(start);
             return Err(BlockError::Invalid("timestamps not rising to the last"));
         }
-        Ok(ts)
+        Ok(())
     }
 
     /// Column `c`'s samples at the block's timestamps `ts`, checked
     /// against its header bit for bit.
-    fn samples(&self, c: usize, ts: &[i64]) -> Result<(Header, Vec<Sample>), BlockError> {
-        let mut out = Vec::new();
-        self.samples_into(c, ts, &mut out).map(|h| (h, out))
+    fn samples(&self, c: usize, rows: &[i64]) -> Result<(Header, Vec<Sample>), BlockError> {
+        let (mut ts, mut values) = (Vec::new(), Vec::new());
+        let h = self.columns_into(c, rows, &mut ts, &mut values)?;
+        Ok((h, zip_samples(ts, values)))
     }
 
-    /// [`samples`](Self::samples) appended to `out` (left as it was on
-    /// an error).
-    fn samples_into(
+    /// Column `c`'s samples at the block's timestamps `rows`, checked
+    /// against its header bit for bit, their times appended to `ts` and
+    /// their values to `values` (both left as they were on an error).
+    fn columns_into(
         &self,
         c: usize,
-        ts: &[i64],
-        out: &mut Vec<Sample>,
-    ) -> Result<Header, BlockError> {
-        let start = out.len();
-        let r = self.append_samples(c, ts, out);
-        if r.is_err() {
-            out.truncate(start);
-        }
-        r
-    }
-
-    fn append_samples(
-        &self,
-        c: usize,
-        ts: &[i64],
-        out: &mut Vec<Sample>,
+        rows: &[i64],
+        ts: &mut Vec<i64>,
+        values: &mut Vec<f64>,
     ) -> Result<Header, BlockError> {
         let at = self.column(c)?;
-        let count = at.header.count as usize;
-        let values = decode_values(at.header.codec, &self.bytes[at.values.clone()], count)?;
-        let start = out.len();
-        out.reserve(count);
+        let (t0, v0) = (ts.len(), values.len());
+        let checked = self
+            .present_rows(&at, rows, ts)
+            .and_then(|()| self.check_column(&at, &ts[t0..], values));
+        if checked.is_err() {
+            ts.truncate(t0);
+            values.truncate(v0);
+        }
+        checked
+    }
+
+    /// The column's rows of `rows`, appended to `ts`.
+    fn present_rows(
+        &self,
+        at: &ColumnAt,
+        rows: &[i64],
+        ts: &mut Vec<i64>,
+    ) -> Result<(), BlockError> {
         if at.presence.is_empty() {
-            out.extend(
-                ts.iter()
-                    .zip(values)
-                    .map(|(&ts, value)| Sample { ts, value }),
-            );
-        } else {
-            let bits = &self.bytes[at.presence.clone()];
-            let rows = ts
-                .iter()
+            ts.extend_from_slice(rows);
+            return Ok(());
+        }
+        let bits = &self.bytes[at.presence.clone()];
+        // Bits past the last row must be zero.
+        let used = self.rows % 8;
+        if used != 0 && bits[bits.len() - 1] & (0xff >> used) != 0 {
+            return Err(BlockError::Invalid("presence bits past the last row"));
+        }
+        ts.extend(
+            rows.iter()
                 .enumerate()
                 .filter(|(i, _)| bits[i / 8] & (0x80 >> (i % 8)) != 0)
-                .map(|(_, &t)| t);
-            let mut values = values.into_iter();
-            for t in rows {
-                let value = values
-                    .next()
-                    .ok_or(BlockError::Invalid("more rows present than values"))?;
-                out.push(Sample { ts: t, value });
-            }
-            // Bits past the last row must be zero.
-            let used = self.rows % 8;
-            if used != 0 && bits[bits.len() - 1] & (0xff >> used) != 0 {
-                return Err(BlockError::Invalid("presence bits past the last row"));
-            }
+                .map(|(_, &t)| t),
+        );
+        Ok(())
+    }
+
+    /// Decodes the column's values (appended to `values`) and checks them
+    /// and their times `ts` against its header.
+    fn check_column(
+        &self,
+        at: &ColumnAt,
+        ts: &[i64],
+        values: &mut Vec<f64>,
+    ) -> Result<Header, BlockError> {
+        let count = at.header.count as usize;
+        if ts.len() != count {
+            return Err(BlockError::Invalid(
+                "rows present and values of a column differ in number",
+            ));
         }
-        let samples = &out[start..];
-        if samples.len() != count {
-            return Err(BlockError::Invalid("fewer rows present than values"));
-        }
-        let again = header_of(at.header.codec, samples);
-        if !same_header(&again, &at.header) {
+        let v0 = values.len();
+        decode_values(
+            at.header.codec,
+            &self.bytes[at.values.clone()],
+            count,
+            values,
+        )?;
+        if !same_header(
+            &header_of_columns(at.header.codec, ts, &values[v0..]),
+            &at.header,
+        ) {
             return Err(BlockError::Invalid("samples disagree with the header"));
         }
         Ok(at.header)
@@ -414,23 +446,40 @@ pub fn decode_series(
     bytes: &[u8],
     series: u64,
 ) -> Result<Option<(Header, Vec<Sample>)>, BlockError> {
-    let mut out = Vec::new();
-    Ok(decode_series_into(bytes, series, &mut out)?.map(|h| (h, out)))
+    let (mut ts, mut values) = (Vec::new(), Vec::new());
+    let h = decode_series_columns(bytes, series, &mut ts, &mut values)?;
+    Ok(h.map(|h| (h, zip_samples(ts, values))))
 }
 
-/// [`decode_series`] with the samples appended to `out` (left as it was
-/// on an error or when there is no such column).
-pub fn decode_series_into(
+/// [`decode_series`] with the samples' times appended to `ts` and their
+/// values to `values` (both left as they were on an error or when there
+/// is no such column).
+pub fn decode_series_columns(
     bytes: &[u8],
     series: u64,
-    out: &mut Vec<Sample>,
+    ts: &mut Vec<i64>,
+    values: &mut Vec<f64>,
 ) -> Result<Option<Header>, BlockError> {
     let l = Layout::read(bytes)?;
     let Some(c) = l.find(series) else {
         return Ok(None);
     };
-    let ts = l.times()?;
-    l.samples_into(c, &ts, out).map(Some)
+    let at = l.column(c)?;
+    if !at.presence.is_empty() {
+        let rows = l.times()?;
+        return l.columns_into(c, &rows, ts, values).map(Some);
+    }
+    // A value at every row (the fields of one line): the rows decode
+    // straight into `ts`.
+    let (t0, v0) = (ts.len(), values.len());
+    let checked = l
+        .times_into(ts)
+        .and_then(|()| l.check_column(&at, &ts[t0..], values));
+    if checked.is_err() {
+        ts.truncate(t0);
+        values.truncate(v0);
+    }
+    checked.map(Some)
 }
 
 /// Every column's series and header, checking the checksum.

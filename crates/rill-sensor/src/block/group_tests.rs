@@ -108,6 +108,28 @@ proptest! {
                 prop_assert!(same_header(&h, &header_of(h.codec, &s)));
             }
         }
+        // A column decoded onto an answer already begun: appended whole
+        // and agreeing with its header, or an error that leaves the
+        // answer as it was.
+        for (id, _) in &g {
+            let (mut ts, mut values) = (vec![-7i64], vec![0.5f64]);
+            match group::decode_series_columns(&b, *id, &mut ts, &mut values) {
+                Ok(Some(h)) => {
+                    prop_assert_eq!(ts.len(), values.len());
+                    prop_assert_eq!(ts.len(), 1 + h.count as usize);
+                    let s: Vec<Sample> = ts[1..]
+                        .iter()
+                        .zip(&values[1..])
+                        .map(|(&ts, &value)| Sample { ts, value })
+                        .collect();
+                    prop_assert!(same_header(&h, &header_of(h.codec, &s)));
+                }
+                _ => {
+                    prop_assert_eq!(&ts, &vec![-7i64]);
+                    prop_assert_eq!(values.len(), 1);
+                }
+            }
+        }
     }
 }
 

@@ -188,46 +188,102 @@ fn encode_values(values: &[f64], choice: Choice) -> (Codec, Vec<u8>) {
     }
 }
 
-/// `count` timestamps from a timestamps section (`flags` as the block's).
+/// `count` timestamps from a timestamps section (`flags` as the block's),
+/// appended to `out` (left as it was on an error).
 fn decode_times(
     first_ts: i64,
     count: usize,
     k: u8,
     flags: u8,
     times: &[u8],
-) -> Result<Vec<i64>, BlockError> {
+    out: &mut Vec<i64>,
+) -> Result<(), BlockError> {
     // The second timestamp takes 8 bits, each later one at least 1: a
     // count beyond that is damage (checked before allocating for it).
     let len = times.len();
     if count > len * 8 + 2 - 8 * usize::from(len > 0) {
         return Err(BlockError::Invalid("more samples than the timestamps hold"));
     }
-    Ok(if flags & GRID != 0 {
-        grid::decode(first_ts, count, k, &mut BitReader::new(times))?
+    let start = out.len();
+    let mut r = BitReader::new(times);
+    let done = if flags & GRID != 0 {
+        grid::decode(first_ts, count, k, &mut r, out)
     } else {
-        time::decode(first_ts, count, k, &mut BitReader::new(times))?
-    })
+        time::decode(first_ts, count, k, &mut r, out).map_err(BlockError::from)
+    };
+    if done.is_err() {
+        out.truncate(start);
+    }
+    done
 }
 
-/// `count` values from a values section.
-fn decode_values(codec: Codec, bytes: &[u8], count: usize) -> Result<Vec<f64>, BlockError> {
-    Ok(match codec {
-        Codec::Gorilla => gorilla::decode(&mut BitReader::new(bytes), count)?,
-        Codec::Decimal => decimal::decode(bytes, count)?,
-    })
+/// `count` values from a values section, appended to `out` (left as it
+/// was on an error).
+fn decode_values(
+    codec: Codec,
+    bytes: &[u8],
+    count: usize,
+    out: &mut Vec<f64>,
+) -> Result<(), BlockError> {
+    let start = out.len();
+    let done = match codec {
+        Codec::Gorilla => gorilla::decode(&mut BitReader::new(bytes), count, out),
+        Codec::Decimal => decimal::decode(bytes, count, out),
+    };
+    if done.is_err() {
+        out.truncate(start);
+    }
+    done
+}
+
+/// Timestamps `ts` rise strictly and end at `last`.
+fn rising_to(ts: &[i64], last: i64) -> bool {
+    ts.windows(2).all(|w| w[0] < w[1]) && ts.last() == Some(&last)
 }
 
 /// The aggregates, the same bits on every machine: min and max by IEEE
 /// total order (-0.0 below +0.0), the sum added in sample order, and
 /// every NaN they give the one quiet NaN `0x7ff8000000000000`.
 fn header_of(codec: Codec, samples: &[Sample]) -> Header {
+    let (first, last) = (samples[0], samples[samples.len() - 1]);
+    let (min, max, sum) = aggregates(samples.iter().map(|s| s.value));
+    Header {
+        codec,
+        count: samples.len() as u32,
+        first_ts: first.ts,
+        last_ts: last.ts,
+        min,
+        max,
+        first: first.value,
+        last: last.value,
+        sum,
+    }
+}
+
+/// [`header_of`] samples given as two columns (of one length, not empty).
+fn header_of_columns(codec: Codec, ts: &[i64], values: &[f64]) -> Header {
+    let (min, max, sum) = aggregates(values.iter().copied());
+    Header {
+        codec,
+        count: values.len() as u32,
+        first_ts: ts[0],
+        last_ts: ts[ts.len() - 1],
+        min,
+        max,
+        first: values[0],
+        last: values[values.len() - 1],
+        sum,
+    }
+}
+
+/// Min, max and sum of values as [`header_of`] gives them.
+fn aggregates(values: impl Iterator<Item = f64>) -> (f64, f64, f64) {
     // IEEE total order as signed integers (f64::total_cmp's mapping,
     // its own inverse), so each value is compared as one integer.
     let flip = |b: i64| b ^ (((b >> 63) as u64) >> 1) as i64;
     let key = |v: f64| flip(v.to_bits() as i64);
     let (mut lo, mut hi, mut sum, mut any) = (i64::MAX, i64::MIN, 0.0, false);
-    for s in samples {
-        let v = s.value;
+    for v in values {
         if v.is_nan() {
             continue;
         }
@@ -250,19 +306,7 @@ fn header_of(codec: Codec, samples: &[Sample]) -> Header {
             f
         }
     };
-    let (min, max, sum) = (canonical(min), canonical(max), canonical(sum));
-    let (first, last) = (samples[0], samples[samples.len() - 1]);
-    Header {
-        codec,
-        count: samples.len() as u32,
-        first_ts: first.ts,
-        last_ts: last.ts,
-        min,
-        max,
-        first: first.value,
-        last: last.value,
-        sum,
-    }
+    (canonical(min), canonical(max), canonical(sum))
 }
 
 fn u32_at(b: &[u8], at: usize) -> u32 {
@@ -325,13 +369,26 @@ pub fn header(bytes: &[u8]) -> Result<Header, BlockError> {
 /// Decodes a block to its samples, checking everything it can: a block
 /// that decodes is the block that was encoded (or its checksum failed).
 pub fn decode(bytes: &[u8]) -> Result<(Header, Vec<Sample>), BlockError> {
-    let mut out = Vec::new();
-    decode_into(bytes, &mut out).map(|h| (h, out))
+    let (mut ts, mut values) = (Vec::new(), Vec::new());
+    let h = decode_columns(bytes, &mut ts, &mut values)?;
+    Ok((h, zip_samples(ts, values)))
 }
 
-/// [`decode`] with the samples appended to `out` (left as it was on an
-/// error).
-pub fn decode_into(bytes: &[u8], out: &mut Vec<Sample>) -> Result<Header, BlockError> {
+/// Two columns as samples.
+fn zip_samples(ts: Vec<i64>, values: Vec<f64>) -> Vec<Sample> {
+    ts.into_iter()
+        .zip(values)
+        .map(|(ts, value)| Sample { ts, value })
+        .collect()
+}
+
+/// [`decode`] with the samples' times appended to `ts` and their values
+/// to `values` (both left as they were on an error).
+pub fn decode_columns(
+    bytes: &[u8],
+    ts: &mut Vec<i64>,
+    values: &mut Vec<f64>,
+) -> Result<Header, BlockError> {
     let h = header(bytes)?;
     let count = h.count as usize;
     let end = bytes.len() - 4;
@@ -340,23 +397,28 @@ pub fn decode_into(bytes: &[u8], out: &mut Vec<Sample>) -> Result<Header, BlockE
         return Err(BlockError::Invalid("timestamps past the end"));
     }
     let times = &bytes[HEADER..HEADER + times_len];
-    let ts = decode_times(h.first_ts, count, bytes[2], bytes[3], times)?;
-    if ts.windows(2).any(|w| w[1] <= w[0]) || ts[count - 1] != h.last_ts {
-        return Err(BlockError::Invalid("timestamps not rising to the last"));
+    let (t0, v0) = (ts.len(), values.len());
+    let checked = decode_times(h.first_ts, count, bytes[2], bytes[3], times, ts)
+        .and_then(|()| {
+            if rising_to(&ts[t0..], h.last_ts) {
+                Ok(())
+            } else {
+                Err(BlockError::Invalid("timestamps not rising to the last"))
+            }
+        })
+        .and_then(|()| decode_values(h.codec, &bytes[HEADER + times_len..end], count, values))
+        .and_then(|()| {
+            if same_header(&header_of_columns(h.codec, &ts[t0..], &values[v0..]), &h) {
+                Ok(h)
+            } else {
+                Err(BlockError::Invalid("samples disagree with the header"))
+            }
+        });
+    if checked.is_err() {
+        ts.truncate(t0);
+        values.truncate(v0);
     }
-    let values = decode_values(h.codec, &bytes[HEADER + times_len..end], count)?;
-    let start = out.len();
-    out.extend(
-        ts.into_iter()
-            .zip(values)
-            .map(|(ts, value)| Sample { ts, value }),
-    );
-    let again = header_of(h.codec, &out[start..]);
-    if !same_header(&again, &h) {
-        out.truncate(start);
-        return Err(BlockError::Invalid("samples disagree with the header"));
-    }
-    Ok(h)
+    checked
 }
 
 /// Headers equal bit for bit (NaN equal to NaN).

@@ -61,15 +61,18 @@ pub(crate) fn encode(ts: &[i64], k: u8, w: &mut BitWriter) {
     }
 }
 
-/// Reads `count - 1` timestamps after `first` (ns), in units of 10^k.
+/// Reads `count - 1` timestamps after `first` (ns), in units of 10^k,
+/// appending `first` and them to `out` (on an error, `out` may hold some
+/// of them: the caller truncates).
 pub(crate) fn decode(
     first: i64,
     count: usize,
     k: u8,
     r: &mut BitReader,
-) -> Result<Vec<i64>, Truncated> {
+    out: &mut Vec<i64>,
+) -> Result<(), Truncated> {
     let unit = 10i64.pow(u32::from(k));
-    let mut out = Vec::with_capacity(count);
+    out.reserve(count);
     out.push(first);
     let mut prev = first / unit;
     let mut prev_delta: i64 = 0;
@@ -93,5 +96,5 @@ pub(crate) fn decode(
         prev = t;
         prev_delta = delta;
     }
-    Ok(out)
+    Ok(())
 }

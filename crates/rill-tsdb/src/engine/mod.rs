@@ -19,13 +19,14 @@ mod browse;
 #[cfg(test)]
 mod browse_tests;
 mod flush;
+mod query_source;
 mod queue;
 mod read;
 mod series_list;
 mod stats;
 mod write;
 pub use browse::{Bucket, Buckets};
-pub use read::QuerySource;
+pub use query_source::QuerySource;
 pub use stats::EngineStats;
 #[cfg(test)]
 mod tests;

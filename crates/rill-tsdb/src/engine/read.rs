@@ -9,7 +9,6 @@ use crate::keys::block_key;
 use crate::promql::eval::Points;
 use rill_sensor::block::Header;
 use rill_sensor::{BlockError, Sample};
-use std::collections::BTreeMap;
 
 /// What a read of one series over a range takes from memory: its id,
 /// store, the range cut to what is kept, and its buffered and queued
@@ -69,19 +68,25 @@ impl Part {
         decoded.map_err(|e| damaged(key, w, self.number, e))
     }
 
-    /// [`decode`](Self::decode) appended to `out`.
-    pub fn decode_into(
+    /// [`decode`](Self::decode) appended to `out`'s two columns.
+    pub fn decode_columns(
         &self,
         id: u64,
         key: &str,
         w: i64,
-        out: &mut Vec<Sample>,
+        out: &mut Points,
     ) -> Result<(), EngineError> {
         let decoded = match self.bytes.first() {
             Some(&rill_sensor::block::VERSION) => {
-                rill_sensor::block::decode_into(&self.bytes, out).map(drop)
+                rill_sensor::block::decode_columns(&self.bytes, &mut out.ts, &mut out.v).map(drop)
             }
-            _ => rill_sensor::block::group::decode_series_into(&self.bytes, id, out).map(drop),
+            _ => rill_sensor::block::group::decode_series_columns(
+                &self.bytes,
+                id,
+                &mut out.ts,
+                &mut out.v,
+            )
+            .map(drop),
         };
         decoded.map_err(|e| damaged(key, w, self.number, e))
     }
@@ -193,46 +198,85 @@ impl Engine {
         t1: i64,
         now: i64,
     ) -> Result<Vec<Sample>, EngineError> {
+        let p = self.read_points(db, key, t0, t1, now)?;
+        Ok(p.ts
+            .into_iter()
+            .zip(p.v)
+            .map(|(ts, value)| Sample { ts, value })
+            .collect())
+    }
+
+    /// [`read`](Self::read) as two columns, times in ns (what a query
+    /// takes: no pairs made and taken apart again).
+    pub fn read_points(
+        &self,
+        db: &str,
+        key: &str,
+        t0: i64,
+        t1: i64,
+        now: i64,
+    ) -> Result<Points, EngineError> {
         // Memory first, then the stores: a block leaves memory only once
         // it is stored, so nothing is missed (one in both places gives
         // the same samples twice, which the merge takes once).
         let Some(src) = self.sources(db, key, t0, t1, now) else {
-            return Ok(Vec::new());
+            return Ok(Points::default());
         };
         let (lo, hi) = (src.lo, src.hi);
-        let mut out: Vec<Sample> = Vec::new();
-        for w in src.windows(self.opts.window_ns) {
-            // A part wholly outside the range is not decoded.
-            let mut parts = src.parts(key, w)?;
-            parts.retain(|p| !p.outside(lo, hi));
-            // The usual case: stored parts only, each after the one
-            // before in time, decoded straight into the answer.
-            parts.sort_by_key(|p| p.header.first_ts);
-            let apart = parts
-                .windows(2)
-                .all(|p| p[0].header.last_ts < p[1].header.first_ts);
-            if apart && src.loose(w).all(<[Sample]>::is_empty) {
-                for part in &parts {
-                    part.decode_into(src.id, key, w, &mut out)?;
-                }
-                continue;
-            }
-            // The window's runs of samples, a later one winning.
-            parts.sort_by_key(|p| p.number);
-            let mut runs: Vec<Vec<Sample>> = Vec::new();
-            for part in parts {
-                runs.push(part.decode(src.id, key, w)?);
-            }
-            runs.extend(src.loose(w).map(<[Sample]>::to_vec));
-            out.reserve(runs.iter().map(Vec::len).sum());
-            merge_runs(runs, &mut out);
-        }
-        let from = out.partition_point(|s| s.ts < lo);
-        let to = out.partition_point(|s| s.ts <= hi);
-        out.truncate(to);
-        out.drain(..from);
+        let windows: Vec<i64> = src.windows(self.opts.window_ns).collect();
+        let mut out = read_windows(&src, key, &windows)?;
+        let from = out.ts.partition_point(|&t| t < lo);
+        let to = out.ts.partition_point(|&t| t <= hi);
+        out.ts.truncate(to);
+        out.v.truncate(to);
+        out.ts.drain(..from);
+        out.v.drain(..from);
         Ok(out)
     }
+}
+
+/// The samples of `windows` (rising) of series `key`, in time order.
+fn read_windows(src: &Sources, key: &str, windows: &[i64]) -> Result<Points, EngineError> {
+    let (lo, hi) = (src.lo, src.hi);
+    // Every window's parts first (a part wholly outside the range is not
+    // decoded), so that the answer is allocated once.
+    let mut all = Vec::with_capacity(windows.len());
+    for &w in windows {
+        let mut parts = src.parts(key, w)?;
+        parts.retain(|p| !p.outside(lo, hi));
+        all.push((w, parts));
+    }
+    let stored: usize = all
+        .iter()
+        .flat_map(|(_, parts)| parts.iter().map(|p| p.header.count as usize))
+        .sum();
+    let mut out = Points::with_capacity(stored);
+    for (w, mut parts) in all {
+        // The usual case: stored parts only, each after the one before
+        // in time, decoded straight into the answer.
+        parts.sort_by_key(|p| p.header.first_ts);
+        let apart = parts
+            .windows(2)
+            .all(|p| p[0].header.last_ts < p[1].header.first_ts);
+        if apart && src.loose(w).all(<[Sample]>::is_empty) {
+            for part in &parts {
+                part.decode_columns(src.id, key, w, &mut out)?;
+            }
+            continue;
+        }
+        // The window's runs of samples, a later one winning.
+        parts.sort_by_key(|p| p.number);
+        let mut runs: Vec<Vec<Sample>> = Vec::new();
+        for part in parts {
+            runs.push(part.decode(src.id, key, w)?);
+        }
+        runs.extend(src.loose(w).map(<[Sample]>::to_vec));
+        let mut merged = Vec::new();
+        merge_runs(runs, &mut merged);
+        out.ts.extend(merged.iter().map(|s| s.ts));
+        out.v.extend(merged.iter().map(|s| s.value));
+    }
+    Ok(out)
 }
 
 /// Sorts a run by time, a repeated time keeping its last sample.
@@ -304,126 +348,12 @@ fn merge_two(a: &[Sample], b: &[Sample]) -> Vec<Sample> {
     out
 }
 
-/// The engine as a query's source: series of every database, a series
-/// written to two databases read as one; times in ms (samples within one
-/// millisecond keep the last).
-pub struct QuerySource<'a> {
-    pub engine: &'a Engine,
-    /// Now, ns (what is older than a storage period is not read).
-    pub now: i64,
-}
-
-impl crate::promql::eval::Source for QuerySource<'_> {
-    fn fetch(
-        &self,
-        matchers: &[crate::select::Matcher],
-        start: i64,
-        end: i64,
-    ) -> Result<crate::promql::eval::Fetched, String> {
-        let (from, to) = (
-            start.saturating_mul(1_000_000),
-            end.saturating_mul(1_000_000).saturating_add(999_999),
-        );
-        // Each database's samples of a key, in ms (the last within a ms
-        // kept), merged when a key is in more than one (a later database
-        // winning).
-        // Per key: the series, its samples (ms), whether from several.
-        type Slot = (rill_sensor::Series, Points, bool);
-        let mut by_key: BTreeMap<String, Slot> = BTreeMap::new();
-        for (db, series) in self.engine.select(matchers) {
-            let key = series.key();
-            let samples = self
-                .engine
-                .read(&db, &key, from, to, self.now)
-                .map_err(|e| match e {
-                    // Named for the client; a store's own error may name
-                    // its files, so it goes to the log only.
-                    EngineError::Damaged { .. } => e.to_string(),
-                    other => {
-                        tracing::error!(error = %other, "a sensor read failed");
-                        "a sensor series could not be read (the node's log says why)".into()
-                    }
-                })?;
-            let ms = to_ms(&samples);
-            match by_key.get_mut(&key) {
-                None => {
-                    by_key.insert(key, (series, ms, false));
-                }
-                Some(slot) => {
-                    slot.1.ts.extend(ms.ts);
-                    slot.1.v.extend(ms.v);
-                    slot.2 = true;
-                }
-            }
-        }
-        Ok(by_key
-            .into_values()
-            .filter(|(_, v, _)| !v.is_empty())
-            .map(|(s, v, several)| {
-                if several {
-                    let merged: BTreeMap<i64, f64> = v.iter().collect();
-                    (s, merged.into_iter().collect())
-                } else {
-                    (s, v)
-                }
-            })
-            .collect())
-    }
-}
-
-/// Samples (ns, rising) as points in ms, the last within a ms kept.
-fn to_ms(samples: &[Sample]) -> Points {
-    let mut ms = Points {
-        ts: samples.iter().map(|s| s.ts.div_euclid(1_000_000)).collect(),
-        v: samples.iter().map(|s| s.value).collect(),
-    };
-    // Samples a ms apart at least (the usual case) need nothing more.
-    if ms.ts.windows(2).all(|w| w[0] < w[1]) {
-        return ms;
-    }
-    let mut kept = 0;
-    for i in 0..ms.ts.len() {
-        if kept > 0 && ms.ts[kept - 1] == ms.ts[i] {
-            ms.v[kept - 1] = ms.v[i];
-        } else {
-            ms.ts[kept] = ms.ts[i];
-            ms.v[kept] = ms.v[i];
-            kept += 1;
-        }
-    }
-    ms.ts.truncate(kept);
-    ms.v.truncate(kept);
-    ms
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::collections::BTreeMap;
 
     proptest::proptest! {
-        /// Points in ms are the samples' times floored to a ms, the last
-        /// sample within a ms winning.
-        #[test]
-        fn points_in_ms_keep_the_last_within_a_ms(
-            steps in proptest::collection::vec((1i64..3_000_000, -5i32..5), 0..40),
-            start in -10_000_000i64..10_000_000,
-        ) {
-            let mut t = start;
-            let samples: Vec<Sample> = steps
-                .iter()
-                .map(|&(d, v)| {
-                    t += d;
-                    Sample { ts: t, value: f64::from(v) }
-                })
-                .collect();
-            let mut want: BTreeMap<i64, f64> = BTreeMap::new();
-            for s in &samples {
-                want.insert(s.ts.div_euclid(1_000_000), s.value);
-            }
-            let got = to_ms(&samples);
-            proptest::prop_assert_eq!(got.iter().collect::<Vec<_>>(), want.into_iter().collect::<Vec<_>>());
-        }
-
         /// Runs laid end to end or merged give what merging them one
         /// sample at a time gives, a later run winning.
         #[test]
