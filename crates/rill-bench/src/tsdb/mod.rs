@@ -8,11 +8,13 @@
 //! one sensor over a day and over a month at 1,000 points, and whether
 //! Rill and VictoriaMetrics answer those queries alike. Before the
 //! servers, the value codecs are compared on the same data and on
-//! real-shaped series (`codecs`).
+//! real-shaped series (`codecs`); after them, Rill keeps a short storage
+//! period under endless ingest, and merges read next to nothing (`live`).
 
 mod codecs;
 mod gen;
 mod http;
+mod live;
 mod queries;
 mod systems;
 
@@ -68,6 +70,10 @@ pub struct Args {
     /// Keep each system's data directory (to look at what it wrote).
     #[arg(long)]
     keep: bool,
+    /// Seconds of the live phase, Rill's storage period under endless
+    /// ingest (default 180, 30 with --quick; 0 leaves it out).
+    #[arg(long)]
+    live_s: Option<u64>,
     /// A short run for CI.
     #[arg(long)]
     quick: bool,
@@ -133,8 +139,29 @@ pub fn run(args: Args) -> Result<()> {
         outcomes.push(one(kind, &args, &batches, samples, &picks)?);
     }
     report(&mut r, &outcomes);
+    let live_s = args.live_s.unwrap_or(if quick { 30 } else { 180 });
+    if live_s > 0 && outcomes.iter().any(|o| o.kind == Kind::Rill) {
+        live::run(
+            &live::Live::new(live_s, quick),
+            &args.dir.join("rill-live"),
+            args.rill_bin.as_deref(),
+            &rill_extra(&args),
+            &mut r,
+        )?;
+        if !args.keep {
+            let _ = std::fs::remove_dir_all(args.dir.join("rill-live"));
+        }
+    }
     println!("{}", r.json());
     Ok(())
+}
+
+/// The `--rill-set` settings as config lines.
+fn rill_extra(args: &Args) -> String {
+    args.rill_set
+        .iter()
+        .map(|kv| format!("{}\n", kv.replacen('=', " = ", 1)))
+        .collect()
 }
 
 fn one(
@@ -145,12 +172,7 @@ fn one(
     picks: &[queries::Pick],
 ) -> Result<Outcome> {
     let dir = args.dir.join(kind.name());
-    let extra: String = args
-        .rill_set
-        .iter()
-        .map(|kv| format!("{}\n", kv.replacen('=', " = ", 1)))
-        .collect();
-    let sys = System::start(kind, &dir, args.rill_bin.as_deref(), &extra)?;
+    let sys = System::start(kind, &dir, args.rill_bin.as_deref(), &rill_extra(args))?;
     let cpu0 = sys.cpu_seconds();
     let began = Instant::now();
     let next = AtomicUsize::new(0);
