@@ -26,9 +26,12 @@ pub struct Live {
 impl Live {
     pub fn new(seconds: u64, quick: bool) -> Live {
         if quick {
+            // About 250 kB of blocks a second: a 1 MB store file (the
+            // smallest a node takes) closes every few seconds, so several
+            // have expired by the end of a 30-second run.
             Live {
                 seconds,
-                sensors: 200,
+                sensors: 1000,
                 window_s: 2,
                 retention_s: 10,
             }
@@ -99,10 +102,11 @@ pub fn run(
     let mut next_du = Duration::ZERO;
     while began.elapsed() < Duration::from_secs(live.seconds) {
         let body = round(&mut walks, &mut rng, now_ms());
+        let refused_since = Instant::now();
         loop {
             match c.request("POST", sys.write_path(), body.as_bytes())? {
                 (204, _) => break,
-                (429 | 503, _) => {
+                (429 | 503, _) if refused_since.elapsed() < Duration::from_secs(60) => {
                     busy += 1;
                     std::thread::sleep(Duration::from_millis(100));
                 }

@@ -237,9 +237,25 @@ impl Engine {
 
 /// The samples of `windows` (rising) of series `key`, in time order.
 fn read_windows(src: &Sources, key: &str, windows: &[i64]) -> Result<Points, EngineError> {
+    let mut out = Points::default();
+    // The parts of up to this many windows are held at once, so that the
+    // answer grows once per batch (a month of daily windows: once), not
+    // by doubling, while a long read holds a bounded number of blocks.
+    for batch in windows.chunks(32) {
+        read_batch(src, key, batch, &mut out)?;
+    }
+    Ok(out)
+}
+
+/// [`read_windows`] of a few windows, appended to `out`.
+fn read_batch(
+    src: &Sources,
+    key: &str,
+    windows: &[i64],
+    out: &mut Points,
+) -> Result<(), EngineError> {
     let (lo, hi) = (src.lo, src.hi);
-    // Every window's parts first (a part wholly outside the range is not
-    // decoded), so that the answer is allocated once.
+    // A part wholly outside the range is not decoded.
     let mut all = Vec::with_capacity(windows.len());
     for &w in windows {
         let mut parts = src.parts(key, w)?;
@@ -250,7 +266,8 @@ fn read_windows(src: &Sources, key: &str, windows: &[i64]) -> Result<Points, Eng
         .iter()
         .flat_map(|(_, parts)| parts.iter().map(|p| p.header.count as usize))
         .sum();
-    let mut out = Points::with_capacity(stored);
+    out.ts.reserve(stored);
+    out.v.reserve(stored);
     for (w, mut parts) in all {
         // The usual case: stored parts only, each after the one before
         // in time, decoded straight into the answer.
@@ -260,7 +277,7 @@ fn read_windows(src: &Sources, key: &str, windows: &[i64]) -> Result<Points, Eng
             .all(|p| p[0].header.last_ts < p[1].header.first_ts);
         if apart && src.loose(w).all(<[Sample]>::is_empty) {
             for part in &parts {
-                part.decode_columns(src.id, key, w, &mut out)?;
+                part.decode_columns(src.id, key, w, out)?;
             }
             continue;
         }
@@ -276,7 +293,7 @@ fn read_windows(src: &Sources, key: &str, windows: &[i64]) -> Result<Points, Eng
         out.ts.extend(merged.iter().map(|s| s.ts));
         out.v.extend(merged.iter().map(|s| s.value));
     }
-    Ok(out)
+    Ok(())
 }
 
 /// Sorts a run by time, a repeated time keeping its last sample.

@@ -140,3 +140,43 @@ fn a_read_while_a_block_is_stored_sees_every_sample_once() {
     assert_eq!(reads.load(Ordering::SeqCst), 75);
     assert_eq!(e.waiting(), (0, 0));
 }
+
+/// A read over more windows than are held at once (stored parts, a late
+/// part overlapping its window's first, buffered samples at the end)
+/// gives every sample once, in order, and cuts a range inside windows.
+#[test]
+fn a_read_over_many_windows_gives_every_sample_in_order() {
+    let rig = Rig::new(10 * SEC, 8);
+    let e = rig.open(T0);
+    let key = "m{a=\"1\"}";
+    let mut want = BTreeMap::new();
+    // 75 windows of 10 s, a sample every 3 s; stored as windows close.
+    for k in 0..250i64 {
+        let t = T0 + k * 3 * SEC;
+        e.write("db", &one(key, vec![s(t, k as f64)]), t).unwrap();
+        want.insert(t, k as f64);
+        e.tick(t).unwrap();
+    }
+    // Late samples of window 40: a second part, over the first's times.
+    let w40 = T0 + 400 * SEC;
+    let late = vec![s(w40 + 3 * SEC, -1.0), s(w40 + 4 * SEC, -2.0)];
+    let now = T0 + 750 * SEC;
+    e.write("db", &one(key, late.clone()), now).unwrap();
+    e.tick(now).unwrap();
+    for x in late {
+        want.insert(x.ts, x.value);
+    }
+    let pairs = |v: Vec<Sample>| v.into_iter().map(|x| (x.ts, x.value)).collect::<Vec<_>>();
+    let got = pairs(e.read("db", key, i64::MIN, i64::MAX, now).unwrap());
+    assert_eq!(got, want.clone().into_iter().collect::<Vec<_>>());
+    // Cut inside the first and the last window of the range.
+    let (a, b) = (T0 + 14 * SEC, T0 + 701 * SEC);
+    let got = pairs(e.read("db", key, a, b, now).unwrap());
+    let cut: Vec<(i64, f64)> = want.range(a..=b).map(|(&t, &v)| (t, v)).collect();
+    assert_eq!(got, cut);
+    let p = e.read_points("db", key, a, b, now).unwrap();
+    assert_eq!(
+        p.iter().collect::<Vec<_>>(),
+        cut.iter().map(|&(t, v)| (t, v)).collect::<Vec<_>>()
+    );
+}
