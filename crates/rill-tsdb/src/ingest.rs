@@ -212,19 +212,28 @@ impl Builder {
                 continue;
             }
             self.batch.points += 1;
+            // The usual line: the same fields in the same order as this
+            // series' first line in the body (so none repeated), each
+            // sample going to the place found then.
+            let same = fields.len() == series.fields.len()
+                && fields
+                    .iter()
+                    .zip(&series.fields)
+                    .all(|((f, _), (g, _))| f == g);
+            if same {
+                for ((_, v), &(_, at)) in fields.iter().zip(&series.fields) {
+                    let value = value_of(v);
+                    self.batch.series[at].1.push(Sample { ts, value });
+                }
+                continue;
+            }
             for (i, (field, _)) in fields.iter().enumerate() {
                 // A field written twice keeps its place and its last value.
                 if fields[..i].iter().any(|(f, _)| f == field) {
                     continue;
                 }
                 let last = fields[i..].iter().rev().find(|(f, _)| f == field);
-                let value = match last.map(|(_, v)| v) {
-                    Some(FieldValue::Float(f)) => *f,
-                    Some(FieldValue::Int(i)) => *i as f64,
-                    Some(FieldValue::UInt(u)) => *u as f64,
-                    Some(FieldValue::Bool(b)) => f64::from(u8::from(*b)),
-                    Some(FieldValue::Str(_)) | None => unreachable!("refused above"),
-                };
+                let value = value_of(&last.expect("the field itself at least").1);
                 let at = match series.fields.iter().find(|(f, _)| f == field) {
                     Some(&(_, at)) => at,
                     None => {
@@ -279,6 +288,17 @@ impl Builder {
 
     pub fn finish(self) -> Batch {
         self.batch
+    }
+}
+
+/// A field's value as a sample's (string fields are refused before).
+fn value_of(v: &FieldValue) -> f64 {
+    match v {
+        FieldValue::Float(f) => *f,
+        FieldValue::Int(i) => *i as f64,
+        FieldValue::UInt(u) => *u as f64,
+        FieldValue::Bool(b) => f64::from(u8::from(*b)),
+        FieldValue::Str(_) => unreachable!("string fields are refused before"),
     }
 }
 
