@@ -166,7 +166,7 @@ fn mqtt(bytes: &[u8]) {
 /// A query, as `/api/v1/query` brings it: parsed, and evaluated on a
 /// source with one series, without panicking.
 fn promql(bytes: &[u8]) {
-    use rill_tsdb::promql::eval::{eval, Fetched, Grid, Source};
+    use rill_tsdb::promql::eval::{eval, Fetched, Grid, Points, Source};
     struct One;
     impl Source for One {
         fn fetch(
@@ -179,7 +179,7 @@ fn promql(bytes: &[u8]) {
             if !rill_tsdb::select::matches(m, &s) {
                 return Ok(Vec::new());
             }
-            let v: Vec<(i64, f64)> = (0..20i64)
+            let v: Points = (0..20i64)
                 .map(|k| (k * 7_000, (k % 5) as f64))
                 .filter(|p| p.0 >= start && p.0 <= end)
                 .collect();
