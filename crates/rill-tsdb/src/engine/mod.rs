@@ -19,6 +19,7 @@ mod browse;
 #[cfg(test)]
 mod browse_tests;
 mod flush;
+mod helpers;
 mod query_source;
 mod queue;
 mod read;

@@ -74,11 +74,21 @@ impl crate::promql::eval::Source for QuerySource<'_> {
 
 /// Points in ns (rising) as points in ms, the last within a ms kept.
 fn to_ms(mut ms: Points) -> Points {
+    // One pass: each time floored to its ms (after 1970, an unsigned
+    // division: cheaper), and whether they still rise.
+    let mut rising = true;
+    let mut prev = i64::MIN;
     for t in &mut ms.ts {
-        *t = t.div_euclid(1_000_000);
+        let m = match u64::try_from(*t) {
+            Ok(u) => (u / 1_000_000) as i64,
+            Err(_) => t.div_euclid(1_000_000),
+        };
+        rising &= m > prev;
+        prev = m;
+        *t = m;
     }
     // Samples a ms apart at least (the usual case) need nothing more.
-    if ms.ts.windows(2).all(|w| w[0] < w[1]) {
+    if rising {
         return ms;
     }
     let mut kept = 0;

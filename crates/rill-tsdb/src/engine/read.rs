@@ -3,12 +3,14 @@
 //! waiting in buffers, merged in that order (a later one winning on a
 //! repeated time).
 
+use super::helpers::Turn;
 use super::{Engine, EngineError};
 use crate::buffer::{window_of, Cut};
 use crate::keys::block_key;
 use crate::promql::eval::Points;
 use rill_sensor::block::Header;
 use rill_sensor::{BlockError, Sample};
+use std::sync::Arc;
 
 /// What a read of one series over a range takes from memory: its id,
 /// store, the range cut to what is kept, and its buffered and queued
@@ -17,11 +19,11 @@ pub(super) struct Sources {
     pub id: u64,
     /// The group whose blocks hold the series.
     pub group: u64,
-    pub store: std::sync::Arc<dyn crate::storage::BlockStore>,
+    pub store: Arc<dyn crate::storage::BlockStore>,
     pub lo: i64,
     pub hi: i64,
     pub waiting: Vec<(i64, Vec<Sample>)>,
-    pub unstored: Vec<std::sync::Arc<Cut>>,
+    pub unstored: Vec<Arc<Cut>>,
 }
 
 /// A stored part of a window, its header read (checksum checked).
@@ -165,7 +167,7 @@ impl Engine {
         }
         let (w0, w1) = (window_of(lo, window_ns), window_of(hi, window_ns));
         let waiting = d.buffers.waiting_in(group, id, w0, w1);
-        let unstored: Vec<std::sync::Arc<Cut>> = st
+        let unstored: Vec<Arc<Cut>> = st
             .unstored
             .iter()
             .filter(|(name, c)| {
@@ -224,7 +226,7 @@ impl Engine {
         };
         let (lo, hi) = (src.lo, src.hi);
         let windows: Vec<i64> = src.windows(self.opts.window_ns).collect();
-        let mut out = read_windows(&src, key, &windows)?;
+        let mut out = read_windows(src, key, windows)?;
         let from = out.ts.partition_point(|&t| t < lo);
         let to = out.ts.partition_point(|&t| t <= hi);
         out.ts.truncate(to);
@@ -235,64 +237,88 @@ impl Engine {
     }
 }
 
-/// The samples of `windows` (rising) of series `key`, in time order.
-fn read_windows(src: &Sources, key: &str, windows: &[i64]) -> Result<Points, EngineError> {
+/// Windows from this many on are read on more than one core (a window
+/// holds up to a block's worth of samples of the series: fewer are not
+/// worth posting to a helper).
+const SPLIT_FROM: usize = 4;
+
+/// The samples of `windows` (rising) of series `key`, in time order: a
+/// long read on more than one core (`helpers`).
+fn read_windows(src: Sources, key: &str, windows: Vec<i64>) -> Result<Points, EngineError> {
     let mut out = Points::default();
-    // The parts of up to this many windows are held at once, so that the
-    // answer grows once per batch (a month of daily windows: once), not
-    // by doubling, while a long read holds a bounded number of blocks.
-    for batch in windows.chunks(32) {
-        read_batch(src, key, batch, &mut out)?;
+    if windows.len() < SPLIT_FROM {
+        for &w in &windows {
+            read_window(&src, key, w, &mut out)?;
+        }
+        return Ok(out);
     }
+    let n = windows.len();
+    let (src, key, windows) = (Arc::new(src), Arc::<str>::from(key), Arc::new(windows));
+    let work: Arc<dyn Fn(usize) -> Result<Points, EngineError> + Send + Sync> = {
+        let (src, key, windows) = (src.clone(), key.clone(), windows.clone());
+        Arc::new(move |i| {
+            let mut p = Points::default();
+            read_window(&src, &key, windows[i], &mut p).map(|()| p)
+        })
+    };
+    let mut first = true;
+    super::helpers::split(n, work, |turn| {
+        match turn {
+            Turn::Mine(i) => {
+                read_window(&src, &key, windows[i], &mut out)?;
+                // The answer grows once, sized from the first window, not
+                // by doubling.
+                if std::mem::take(&mut first) {
+                    let more = out.ts.len().saturating_mul(n - 1);
+                    out.ts.reserve(more);
+                    out.v.reserve(more);
+                }
+            }
+            Turn::Theirs(p) => {
+                let p = p?;
+                out.ts.extend_from_slice(&p.ts);
+                out.v.extend_from_slice(&p.v);
+            }
+        }
+        Ok::<(), EngineError>(())
+    })?;
     Ok(out)
 }
 
-/// [`read_windows`] of a few windows, appended to `out`.
-fn read_batch(
-    src: &Sources,
-    key: &str,
-    windows: &[i64],
-    out: &mut Points,
-) -> Result<(), EngineError> {
+/// Window `w` of series `key`, appended to `out` in time order: its
+/// stored parts, its queued blocks and its buffered samples, a later one
+/// winning on a repeated time.
+fn read_window(src: &Sources, key: &str, w: i64, out: &mut Points) -> Result<(), EngineError> {
     let (lo, hi) = (src.lo, src.hi);
     // A part wholly outside the range is not decoded.
-    let mut all = Vec::with_capacity(windows.len());
-    for &w in windows {
-        let mut parts = src.parts(key, w)?;
-        parts.retain(|p| !p.outside(lo, hi));
-        all.push((w, parts));
-    }
-    let stored: usize = all
-        .iter()
-        .flat_map(|(_, parts)| parts.iter().map(|p| p.header.count as usize))
-        .sum();
-    out.ts.reserve(stored);
-    out.v.reserve(stored);
-    for (w, mut parts) in all {
-        // The usual case: stored parts only, each after the one before
-        // in time, decoded straight into the answer.
-        parts.sort_by_key(|p| p.header.first_ts);
-        let apart = parts
-            .windows(2)
-            .all(|p| p[0].header.last_ts < p[1].header.first_ts);
-        if apart && src.loose(w).all(<[Sample]>::is_empty) {
-            for part in &parts {
-                part.decode_columns(src.id, key, w, out)?;
-            }
-            continue;
+    let mut parts = src.parts(key, w)?;
+    parts.retain(|p| !p.outside(lo, hi));
+    // The usual case: stored parts only, each after the one before in
+    // time, decoded straight into the answer.
+    parts.sort_by_key(|p| p.header.first_ts);
+    let apart = parts
+        .windows(2)
+        .all(|p| p[0].header.last_ts < p[1].header.first_ts);
+    if apart && src.loose(w).all(<[Sample]>::is_empty) {
+        let count: usize = parts.iter().map(|p| p.header.count as usize).sum();
+        out.ts.reserve(count);
+        out.v.reserve(count);
+        for part in &parts {
+            part.decode_columns(src.id, key, w, out)?;
         }
-        // The window's runs of samples, a later one winning.
-        parts.sort_by_key(|p| p.number);
-        let mut runs: Vec<Vec<Sample>> = Vec::new();
-        for part in parts {
-            runs.push(part.decode(src.id, key, w)?);
-        }
-        runs.extend(src.loose(w).map(<[Sample]>::to_vec));
-        let mut merged = Vec::new();
-        merge_runs(runs, &mut merged);
-        out.ts.extend(merged.iter().map(|s| s.ts));
-        out.v.extend(merged.iter().map(|s| s.value));
+        return Ok(());
     }
+    // The window's runs of samples, a later one winning.
+    parts.sort_by_key(|p| p.number);
+    let mut runs: Vec<Vec<Sample>> = Vec::new();
+    for part in parts {
+        runs.push(part.decode(src.id, key, w)?);
+    }
+    runs.extend(src.loose(w).map(<[Sample]>::to_vec));
+    let mut merged = Vec::new();
+    merge_runs(runs, &mut merged);
+    out.ts.extend(merged.iter().map(|s| s.ts));
+    out.v.extend(merged.iter().map(|s| s.value));
     Ok(())
 }
 

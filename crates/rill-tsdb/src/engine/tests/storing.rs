@@ -180,3 +180,47 @@ fn a_read_over_many_windows_gives_every_sample_in_order() {
         cut.iter().map(|&(t, v)| (t, v)).collect::<Vec<_>>()
     );
 }
+
+/// A damaged block anywhere in a long read (read by the caller or by a
+/// helper thread) fails the read with an error naming its window; the
+/// same read over the windows after it still gives their samples.
+#[test]
+fn a_damaged_block_in_a_long_read_is_named_wherever_it_is() {
+    let rig = Rig::new(10 * SEC, 8);
+    let e = rig.open(T0);
+    let key = "m{a=\"1\"}";
+    for k in 0..100i64 {
+        let t = T0 + k * 3 * SEC;
+        e.write("db", &one(key, vec![s(t, k as f64)]), t).unwrap();
+        e.tick(t).unwrap();
+    }
+    let now = T0 + 400 * SEC;
+    e.tick(now).unwrap();
+    let store = e.storage.database("db").unwrap();
+    for w in [0i64, 1, 14, 28] {
+        let window = T0 - T0 % (10 * SEC) + w * 10 * SEC;
+        let bkey = crate::keys::block_key(0, window, 0);
+        let good = store.get(&bkey).unwrap().expect("stored");
+        let mut bad = good.clone();
+        let at = bad.len() / 2;
+        bad[at] ^= 0x10;
+        store.put(&bkey, &bad, None).unwrap();
+        let err = e.read("db", key, i64::MIN, i64::MAX, now).unwrap_err();
+        match &err {
+            EngineError::Damaged { window: got, .. } => assert_eq!(*got, window, "{err}"),
+            other => panic!("window {w}: {other}"),
+        }
+        let after = e.read("db", key, window + 10 * SEC, i64::MAX, now).unwrap();
+        // Samples every 3 s from the next window's start.
+        assert_eq!(
+            after.len() as i64,
+            100 - ((w + 1) * 10 + 2) / 3,
+            "window {w}"
+        );
+        store.put(&bkey, &good, None).unwrap();
+    }
+    assert_eq!(
+        e.read("db", key, i64::MIN, i64::MAX, now).unwrap().len(),
+        100
+    );
+}
