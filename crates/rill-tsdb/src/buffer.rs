@@ -118,9 +118,20 @@ impl Buffers {
             };
             let v = &mut open.columns[at].1;
             let was_full = v.len() >= self.block_samples;
+            // Whether a time is in this window: two comparisons (no
+            // division per sample), unless the window's start saturated.
+            let w = self.window_ns;
+            let exact = window.rem_euclid(w) == 0;
+            let here = |ts: i64| {
+                if exact {
+                    (0..i128::from(w)).contains(&(i128::from(ts) - i128::from(window)))
+                } else {
+                    window_of(ts, w) == window
+                }
+            };
             let mut taken = 0;
             for s in rest {
-                if taken > 0 && window_of(s.ts, self.window_ns) != window {
+                if taken > 0 && !here(s.ts) {
                     break;
                 }
                 taken += 1;

@@ -49,6 +49,8 @@ pub struct Builder {
     index: FastMap<String, usize>,
     /// Group keys' places in `batch.group_keys`.
     groups: FastMap<String, u32>,
+    /// Samples a new series is given room for.
+    room: usize,
 }
 
 /// A line's measurement and tags seen before in a body: its labels and
@@ -94,7 +96,7 @@ impl Builder {
             Some(&at) => at,
             None => {
                 self.index.insert(key.clone(), self.batch.series.len());
-                self.batch.series.push((key, Vec::new()));
+                self.batch.series.push((key, Vec::with_capacity(self.room)));
                 self.batch.group_of.push(None);
                 self.batch.series.len() - 1
             }
@@ -188,6 +190,7 @@ impl Builder {
                     continue;
                 }
             };
+            let known_count = known.len();
             let series = known.get_mut(series_text).expect("known above");
             let ts = match ts {
                 None => now,
@@ -237,6 +240,10 @@ impl Builder {
                 let at = match series.fields.iter().find(|(f, _)| f == field) {
                     Some(&(_, at)) => at,
                     None => {
+                        // Room for as many samples as the body has lines
+                        // per series met so far (a sensor's readings
+                        // usually come in turn): grown once, if at all.
+                        self.room = (lines / known_count).clamp(1, 64);
                         let key = field_key(&series.measurement, field, &series.labels);
                         let at = self.slot_in_group(
                             key,
@@ -251,6 +258,7 @@ impl Builder {
                 self.batch.series[at].1.push(Sample { ts, value });
             }
         }
+        self.room = 0;
     }
 
     /// Adds one MQTT message on `topic` (rill_sensor::mqtt): line

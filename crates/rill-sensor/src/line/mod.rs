@@ -251,6 +251,45 @@ fn split_eq<'a>(kv: &'a str, esc: Option<&[u8]>) -> Option<(&'a str, &'a str)> {
     stop.map(|_| (k, v))
 }
 
+/// Powers of ten exact in a double.
+const POW10: [f64; 16] = [
+    1e0, 1e1, 1e2, 1e3, 1e4, 1e5, 1e6, 1e7, 1e8, 1e9, 1e10, 1e11, 1e12, 1e13, 1e14, 1e15,
+];
+
+/// The usual float field, `-?digits[.digits]` with at most 15 digits in
+/// all, read in one pass: the digits as an integer below 10^15 (exact in
+/// a double) divided by an exact power of ten, which IEEE division
+/// rounds correctly, so the double is the one nearest the decimal, as
+/// Rust's own parsing gives. `None` for anything else (the full parse).
+fn plain_decimal(v: &[u8]) -> Option<f64> {
+    let (neg, digits) = match v.split_first()? {
+        (b'-', rest) => (true, rest),
+        _ => (false, v),
+    };
+    let (mut m, mut n, mut frac): (u64, usize, Option<usize>) = (0, 0, None);
+    for &c in digits {
+        match c {
+            b'0'..=b'9' => {
+                m = m * 10 + u64::from(c - b'0');
+                n += 1;
+                if n > 15 {
+                    return None;
+                }
+                if let Some(f) = &mut frac {
+                    *f += 1;
+                }
+            }
+            b'.' if frac.is_none() => frac = Some(0),
+            _ => return None,
+        }
+    }
+    if n == 0 {
+        return None;
+    }
+    let f = m as f64 / POW10[frac.unwrap_or(0)];
+    Some(if neg { -f } else { f })
+}
+
 fn field_value(v: &str) -> Result<FieldValue<'_>, String> {
     if let Some(inner) = v.strip_prefix('"') {
         // Closed by a quote no backslash escapes.
@@ -263,6 +302,9 @@ fn field_value(v: &str) -> Result<FieldValue<'_>, String> {
             inner.contains('\\'),
             &['"', '\\'],
         )));
+    }
+    if let Some(f) = plain_decimal(v.as_bytes()) {
+        return Ok(FieldValue::Float(f));
     }
     match v {
         "t" | "T" | "true" | "True" | "TRUE" => return Ok(FieldValue::Bool(true)),

@@ -113,3 +113,38 @@ fn plus_signs_and_escaped_closing_quotes_are_refused() {
     let p = one(r#"m s="abc\\""#);
     assert_eq!(p.fields[0].1, FieldValue::Str(r"abc\".into()));
 }
+
+proptest::proptest! {
+    /// The one-pass reading of a plain decimal gives exactly the double
+    /// Rust's own parsing gives, and declines what it cannot read so.
+    #[test]
+    fn plain_decimals_read_as_rust_reads_them(
+        neg in proptest::bool::ANY,
+        int in "[0-9]{0,17}",
+        frac in proptest::option::of("[0-9]{0,17}"),
+    ) {
+        let text = format!("{}{int}{}", if neg { "-" } else { "" }, frac.map(|f| format!(".{f}")).unwrap_or_default());
+        let digits = text.bytes().filter(u8::is_ascii_digit).count();
+        match plain_decimal(text.as_bytes()) {
+            Some(f) => {
+                let want: f64 = text.parse().unwrap();
+                proptest::prop_assert_eq!(f.to_bits(), want.to_bits(), "{}", text);
+                proptest::prop_assert!(digits <= 15);
+            }
+            None => proptest::prop_assert!(digits == 0 || digits > 15, "{}", text),
+        }
+    }
+
+    /// Any value text gives the field value it gave before the one-pass
+    /// reading (the full parse alone).
+    #[test]
+    fn field_values_are_as_the_full_parse_gives(v in "[-+0-9.eEi]{0,12}") {
+        let slow = |v: &str| -> Option<f64> {
+            let plain = v.bytes().all(|c| c.is_ascii_digit() || matches!(c, b'.' | b'-' | b'+' | b'e' | b'E'));
+            v.parse::<f64>().ok().filter(|f| plain && f.is_finite() && !v.starts_with('+'))
+        };
+        if let Some(f) = plain_decimal(v.as_bytes()) {
+            proptest::prop_assert_eq!(Some(f.to_bits()), slow(&v).map(f64::to_bits), "{}", v);
+        }
+    }
+}
