@@ -16,6 +16,8 @@
 
 use std::borrow::Cow;
 
+mod fast;
+
 /// A field's value.
 #[derive(Clone, Debug, PartialEq)]
 pub enum FieldValue<'a> {
@@ -222,18 +224,28 @@ pub fn parse_fields<'a>(
     let rest = rest.trim_start_matches(' ');
     let mut left = rest;
     loop {
-        let (kv, s, r, esc) = take(left, b", ", None, true);
-        let (k, v) = split_eq(kv, None).ok_or("a field without '=' (missing field value)")?;
-        if k.is_empty() {
-            return Err("a field with an empty key".into());
-        }
-        fields.push((unescape(k, esc, FIELD_KEY_ESCAPES), field_value(v)?));
+        let (k, value, s, r) = match fast::field(left) {
+            Some((k, v, s, r)) => (Cow::Borrowed(k), v, s, r),
+            None => {
+                let (kv, s, r, esc) = take(left, b", ", None, true);
+                let (k, v) =
+                    split_eq(kv, None).ok_or("a field without '=' (missing field value)")?;
+                if k.is_empty() {
+                    return Err("a field with an empty key".into());
+                }
+                (unescape(k, esc, FIELD_KEY_ESCAPES), field_value(v)?, s, r)
+            }
+        };
+        fields.push((k, value));
         left = r;
         if s != Some(b',') {
             break;
         }
     }
     let ts = left.trim_matches(' ');
+    if let Some(t) = fast::timestamp(ts) {
+        return Ok(Some(t));
+    }
     if ts.is_empty() {
         Ok(None)
     } else if ts.starts_with('+') {

@@ -148,3 +148,78 @@ proptest::proptest! {
         }
     }
 }
+
+/// The fields' full reading alone, as it was before the one-pass reading
+/// of plain fields: the reference that reading must agree with.
+fn fields_by_the_full_reading(
+    rest: &str,
+) -> Result<(Vec<(String, FieldValue<'_>)>, Option<i64>), String> {
+    let mut fields = Vec::new();
+    let mut left = rest.trim_start_matches(' ');
+    loop {
+        let (kv, s, r, esc) = take(left, b", ", None, true);
+        let (k, v) = split_eq(kv, None).ok_or("a field without '=' (missing field value)")?;
+        if k.is_empty() {
+            return Err("a field with an empty key".into());
+        }
+        fields.push((
+            unescape(k, esc, FIELD_KEY_ESCAPES).into_owned(),
+            field_value(v)?,
+        ));
+        left = r;
+        if s != Some(b',') {
+            break;
+        }
+    }
+    let ts = left.trim_matches(' ');
+    let ts = if ts.is_empty() {
+        None
+    } else if ts.starts_with('+') {
+        return Err(format!("bad timestamp {:?}", short(ts)));
+    } else {
+        Some(
+            ts.parse::<i64>()
+                .map_err(|_| format!("bad timestamp {:?}", short(ts)))?,
+        )
+    };
+    Ok((fields, ts))
+}
+
+proptest::proptest! {
+    #![proptest_config(proptest::prelude::ProptestConfig::with_cases(2000))]
+    /// Fields read with the one-pass reading of plain fields are what the
+    /// full reading alone gives, errors included.
+    #[test]
+    fn plain_fields_read_as_the_full_reading_reads_them(
+        parts in proptest::collection::vec(
+            proptest::prop_oneof![
+                "[a-c]{1,3}=-?[0-9]{1,6}(\\.[0-9]{0,4})?",
+                "[a-c]{1,3}=[0-9]{1,4}[iu]",
+                "[a-c]{1,3}=(t|true|F|false)",
+                "[a-c]{1,3}=\"[a-c ,=\\\\]{0,4}\"",
+                "[a-c\"\\\\]{1,3}=[0-9]{1,2}",
+                "[a-c=\\\\ ,\"0-9.\\-+ie]{0,8}",
+            ],
+            1..5,
+        ),
+        seps in proptest::collection::vec("[, ]{1,2}", 5),
+        ts in proptest::option::of("-?\\+?[0-9]{0,20}"),
+    ) {
+        let mut text = String::new();
+        for (i, p) in parts.iter().enumerate() {
+            if i > 0 {
+                text.push_str(&seps[i]);
+            }
+            text.push_str(p);
+        }
+        if let Some(t) = ts {
+            text.push(' ');
+            text.push_str(&t);
+        }
+        let mut fields = Vec::new();
+        let got = parse_fields(&text, &mut fields)
+            .map(|ts| (fields.iter().map(|(k, v)| (k.to_string(), v.clone())).collect::<Vec<_>>(), ts));
+        let want = fields_by_the_full_reading(&text);
+        proptest::prop_assert_eq!(got, want, "{:?}", text);
+    }
+}
