@@ -151,9 +151,9 @@ proptest::proptest! {
 
 /// The fields' full reading alone, as it was before the one-pass reading
 /// of plain fields: the reference that reading must agree with.
-fn fields_by_the_full_reading(
-    rest: &str,
-) -> Result<(Vec<(String, FieldValue<'_>)>, Option<i64>), String> {
+type Fields<'a> = (Vec<(String, FieldValue<'a>)>, Option<i64>);
+
+fn fields_by_the_full_reading(rest: &str) -> Result<Fields<'_>, String> {
     let mut fields = Vec::new();
     let mut left = rest.trim_start_matches(' ');
     loop {
