@@ -2,10 +2,12 @@
 //! the range's windows from the front, helper threads (one fewer than
 //! the machine's cores, at most three, started at the first long read)
 //! take them from the back. A helper that is busy, or slow to wake,
-//! takes nothing: the caller takes every window it has not claimed, so a
-//! read is never slower than reading alone by more than the cost of
-//! posting the job. What the caller reads goes straight into the answer;
-//! what a helper read is appended after it, in window order.
+//! takes nothing: the caller takes every window it has not claimed, and
+//! never waits for one a helper is still reading (it reads that one too),
+//! so a read is never slower than reading alone by more than the cost of
+//! posting the job and one window. What the caller reads goes straight
+//! into the answer; what a helper read is appended after it, in window
+//! order.
 
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -147,24 +149,19 @@ where
         }
     }
     let split = claims.close();
+    // A helper holds at most one index it has claimed and not given: the
+    // caller does not wait for it (a helper whose core the host has taken
+    // away for a while would hold the whole answer up) but reads that
+    // window itself; the helper's copy, if it comes, is dropped.
     let mut slots: Vec<Option<T>> = (split..n).map(|_| None).collect();
-    let mut missing = slots.len();
-    while missing > 0 {
-        match rx.recv() {
-            Ok((i, r)) => {
-                if let Some(slot) = i.checked_sub(split).and_then(|k| slots.get_mut(k)) {
-                    if slot.replace(r).is_none() {
-                        missing -= 1;
-                    }
-                }
+    for k in 0..slots.len() {
+        while let Ok((i, r)) = rx.try_recv() {
+            if let Some(slot) = i.checked_sub(split).and_then(|j| slots.get_mut(j)) {
+                slot.get_or_insert(r);
             }
-            // Every helper has ended its job (one panicked): what it
-            // claimed and did not give is read here.
-            Err(_) => break,
         }
-    }
-    for (k, slot) in slots.into_iter().enumerate() {
-        take(Turn::Theirs(slot.unwrap_or_else(|| work(split + k))))?;
+        let r = slots[k].take().unwrap_or_else(|| work(split + k));
+        take(Turn::Theirs(r))?;
     }
     Ok(())
 }
