@@ -12,7 +12,7 @@
 //! beyond 2^53 at the block's exponent) is not encoded this way: the
 //! encoder returns `None` and the block uses Gorilla XOR.
 
-use super::BlockError;
+use super::{Agg, BlockError};
 use crate::bits::{read_varint, unzigzag, width, write_varint, zigzag, BitReader, BitWriter};
 
 const GROUP: usize = 32;
@@ -108,8 +108,9 @@ fn pack(w: &mut BitWriter, ds: &[u64]) {
 }
 
 /// Decodes `count` values, appended to `out` (on an error, `out` may hold
-/// some of them: the caller truncates).
-pub(crate) fn decode(bytes: &[u8], count: usize, out: &mut Vec<f64>) -> Result<(), BlockError> {
+/// some of them: the caller truncates); their aggregates, gathered on the
+/// way.
+pub(crate) fn decode(bytes: &[u8], count: usize, out: &mut Vec<f64>) -> Result<Agg, BlockError> {
     let mut r = BitReader::new(bytes);
     let e = -(r.read(8)? as i32);
     if e < -MAX_DIGITS {
@@ -126,7 +127,12 @@ pub(crate) fn decode(bytes: &[u8], count: usize, out: &mut Vec<f64>) -> Result<(
     // Written in place, the reader in a local: the loop keeps its state
     // in registers.
     let start = out.len();
-    out.resize(start + count.max(1), value_of(m, e));
+    let v0 = value_of(m, e);
+    out.resize(start + count.max(1), v0);
+    let mut agg = Agg::default();
+    if count > 0 {
+        agg.add(v0);
+    }
     // Each difference read gives the next mantissa (of order 2: the
     // difference from the previous difference, the first one plain).
     let mut prev_d = 0i64;
@@ -152,10 +158,12 @@ pub(crate) fn decode(bytes: &[u8], count: usize, out: &mut Vec<f64>) -> Result<(
             if m.unsigned_abs() >= MAX_MANTISSA as u64 {
                 return Err(BlockError::Invalid("mantissa out of range"));
             }
-            *slot = value_of(m, e);
+            let v = value_of(m, e);
+            agg.add(v);
+            *slot = v;
             prev_d = diff;
         }
     }
     out.truncate(start + count);
-    Ok(())
+    Ok(agg)
 }

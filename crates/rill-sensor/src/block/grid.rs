@@ -123,14 +123,14 @@ pub(crate) fn encode(ts: &[i64], k: u8) -> Option<Vec<u8>> {
 
 /// Reads `count - 1` timestamps after `first` (ns) from a grid section,
 /// appending `first` and them to `out` (on an error, `out` may hold some
-/// of them: the caller truncates).
+/// of them: the caller truncates); whether they rise strictly.
 pub(crate) fn decode(
     first: i64,
     count: usize,
     k: u8,
     r: &mut BitReader,
     out: &mut Vec<i64>,
-) -> Result<(), BlockError> {
+) -> Result<bool, BlockError> {
     let bad = || BlockError::Invalid("a grid timestamp out of range");
     let unit = 10i64.pow(u32::from(k));
     let interval = i64::try_from(read_varint(r)?).map_err(|_| bad())?;
@@ -155,6 +155,7 @@ pub(crate) fn decode(
             - (1i128 << MAX_BITS);
         ((room << FRAC) / i128::from(interval)).clamp(-1, i128::from(i64::MAX / interval)) as i64
     };
+    let (mut prev, mut rising) = (first, true);
     for slot in out[start..].iter_mut().skip(1) {
         // The usual timestamp, no point skipped: a 0 bit and the offset,
         // both in one peek.
@@ -178,7 +179,7 @@ pub(crate) fn decode(
         // 2^110 and the sum below 2^111; the rest is checked. (The encoder
         // writes a grid only when every timestamp less the first fits in
         // an i64, so the units since the first fit too.)
-        *slot = if q <= q_safe {
+        let t = if q <= q_safe {
             (((q * interval) >> FRAC) + c + o) * unit + first
         } else {
             i64::try_from(grid(q, interval) + i128::from(c) + i128::from(o))
@@ -187,8 +188,11 @@ pub(crate) fn decode(
                 .and_then(|x| x.checked_add(first))
                 .ok_or_else(bad)?
         };
+        rising &= t > prev;
+        prev = t;
+        *slot = t;
     }
     *r = rr;
     out.truncate(start + count);
-    Ok(())
+    Ok(rising)
 }

@@ -34,7 +34,7 @@
 
 use super::{
     decode_times, decode_values, encode_times, encode_values, header_of, header_of_columns,
-    put_aggregates, rising_to, same_header, u32_at, u64_at, zip_samples, BlockError, Choice, Codec,
+    put_aggregates, same_header, u32_at, u64_at, zip_samples, BlockError, Choice, Codec,
     EncodeError, Header, Sample, MAX_SAMPLES,
 };
 
@@ -325,20 +325,15 @@ impl<'a> Layout<'a> {
     /// error).
     fn times_into(&self, out: &mut Vec<i64>) -> Result<(), BlockError> {
         let b = self.bytes;
-        let start = out.len();
         decode_times(
             self.first_ts,
             self.rows,
             b[1],
             b[2],
             &b[self.times.clone()],
+            self.last_ts,
             out,
-        )?;
-        if !rising_to(&out[start..], self.last_ts) {
-            out.truncate(start);
-            return Err(BlockError::Invalid("timestamps not rising to the last"));
-        }
-        Ok(())
+        )
     }
 
     /// Column `c`'s samples at the block's timestamps `ts`, checked
@@ -412,14 +407,14 @@ impl<'a> Layout<'a> {
             ));
         }
         let v0 = values.len();
-        decode_values(
+        let agg = decode_values(
             at.header.codec,
             &self.bytes[at.values.clone()],
             count,
             values,
         )?;
         if !same_header(
-            &header_of_columns(at.header.codec, ts, &values[v0..]),
+            &header_of_columns(at.header.codec, ts, &values[v0..], agg),
             &at.header,
         ) {
             return Err(BlockError::Invalid("samples disagree with the header"));

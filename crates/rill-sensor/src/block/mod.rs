@@ -189,13 +189,15 @@ fn encode_values(values: &[f64], choice: Choice) -> (Codec, Vec<u8>) {
 }
 
 /// `count` timestamps from a timestamps section (`flags` as the block's),
-/// appended to `out` (left as it was on an error).
+/// appended to `out` (left as it was on an error); an error unless they
+/// rise strictly to `last_ts` (checked as they are decoded).
 fn decode_times(
     first_ts: i64,
     count: usize,
     k: u8,
     flags: u8,
     times: &[u8],
+    last_ts: i64,
     out: &mut Vec<i64>,
 ) -> Result<(), BlockError> {
     // The second timestamp takes 8 bits, each later one at least 1: a
@@ -210,7 +212,14 @@ fn decode_times(
         grid::decode(first_ts, count, k, &mut r, out)
     } else {
         time::decode(first_ts, count, k, &mut r, out).map_err(BlockError::from)
-    };
+    }
+    .and_then(|rising| {
+        if rising && out.len() > start && out.last() == Some(&last_ts) {
+            Ok(())
+        } else {
+            Err(BlockError::Invalid("timestamps not rising to the last"))
+        }
+    });
     if done.is_err() {
         out.truncate(start);
     }
@@ -218,27 +227,22 @@ fn decode_times(
 }
 
 /// `count` values from a values section, appended to `out` (left as it
-/// was on an error).
+/// was on an error); their aggregates when the decoder gathered them.
 fn decode_values(
     codec: Codec,
     bytes: &[u8],
     count: usize,
     out: &mut Vec<f64>,
-) -> Result<(), BlockError> {
+) -> Result<Option<(f64, f64, f64)>, BlockError> {
     let start = out.len();
     let done = match codec {
-        Codec::Gorilla => gorilla::decode(&mut BitReader::new(bytes), count, out),
-        Codec::Decimal => decimal::decode(bytes, count, out),
+        Codec::Gorilla => gorilla::decode(&mut BitReader::new(bytes), count, out).map(|()| None),
+        Codec::Decimal => decimal::decode(bytes, count, out).map(|a| Some(a.finish())),
     };
     if done.is_err() {
         out.truncate(start);
     }
     done
-}
-
-/// Timestamps `ts` rise strictly and end at `last`.
-fn rising_to(ts: &[i64], last: i64) -> bool {
-    ts.windows(2).all(|w| w[0] < w[1]) && ts.last() == Some(&last)
 }
 
 /// The aggregates, the same bits on every machine: min and max by IEEE
@@ -261,8 +265,14 @@ fn header_of(codec: Codec, samples: &[Sample]) -> Header {
 }
 
 /// [`header_of`] samples given as two columns (of one length, not empty).
-fn header_of_columns(codec: Codec, ts: &[i64], values: &[f64]) -> Header {
-    let (min, max, sum) = aggregates(values.iter().copied());
+/// `agg`: the values' aggregates when their decoder gathered them.
+fn header_of_columns(
+    codec: Codec,
+    ts: &[i64],
+    values: &[f64],
+    agg: Option<(f64, f64, f64)>,
+) -> Header {
+    let (min, max, sum) = agg.unwrap_or_else(|| aggregates(values.iter().copied()));
     Header {
         codec,
         count: values.len() as u32,
@@ -278,35 +288,70 @@ fn header_of_columns(codec: Codec, ts: &[i64], values: &[f64]) -> Header {
 
 /// Min, max and sum of values as [`header_of`] gives them.
 fn aggregates(values: impl Iterator<Item = f64>) -> (f64, f64, f64) {
-    // IEEE total order as signed integers (f64::total_cmp's mapping,
-    // its own inverse), so each value is compared as one integer.
-    let flip = |b: i64| b ^ (((b >> 63) as u64) >> 1) as i64;
-    let key = |v: f64| flip(v.to_bits() as i64);
-    let (mut lo, mut hi, mut sum, mut any) = (i64::MAX, i64::MIN, 0.0, false);
+    let mut a = Agg::default();
     for v in values {
-        if v.is_nan() {
-            continue;
-        }
-        let k = key(v);
-        lo = lo.min(k);
-        hi = hi.max(k);
-        sum += v;
-        any = true;
+        a.add(v);
     }
-    let back = |k: i64| f64::from_bits(flip(k) as u64);
-    let (min, max) = if any {
-        (back(lo), back(hi))
-    } else {
-        (f64::NAN, f64::NAN)
-    };
-    let canonical = |f: f64| {
-        if f.is_nan() {
-            f64::from_bits(CANONICAL_NAN)
-        } else {
-            f
+    a.finish()
+}
+
+/// [`aggregates`] gathered a value at a time (a decoder gathers them as
+/// it decodes: no second pass over the values).
+#[derive(Clone, Copy)]
+pub(crate) struct Agg {
+    lo: i64,
+    hi: i64,
+    sum: f64,
+    any: bool,
+}
+
+impl Default for Agg {
+    fn default() -> Agg {
+        Agg {
+            lo: i64::MAX,
+            hi: i64::MIN,
+            sum: 0.0,
+            any: false,
         }
-    };
-    (canonical(min), canonical(max), canonical(sum))
+    }
+}
+
+/// IEEE total order as signed integers (f64::total_cmp's mapping, its
+/// own inverse), so each value is compared as one integer.
+fn flip(b: i64) -> i64 {
+    b ^ (((b >> 63) as u64) >> 1) as i64
+}
+
+impl Agg {
+    #[inline(always)]
+    pub(crate) fn add(&mut self, v: f64) {
+        if v.is_nan() {
+            return;
+        }
+        let k = flip(v.to_bits() as i64);
+        self.lo = self.lo.min(k);
+        self.hi = self.hi.max(k);
+        self.sum += v;
+        self.any = true;
+    }
+
+    /// Min, max and sum, every NaN the canonical one.
+    pub(crate) fn finish(self) -> (f64, f64, f64) {
+        let back = |k: i64| f64::from_bits(flip(k) as u64);
+        let (min, max) = if self.any {
+            (back(self.lo), back(self.hi))
+        } else {
+            (f64::NAN, f64::NAN)
+        };
+        let canonical = |f: f64| {
+            if f.is_nan() {
+                f64::from_bits(CANONICAL_NAN)
+            } else {
+                f
+            }
+        };
+        (canonical(min), canonical(max), canonical(self.sum))
+    }
 }
 
 fn u32_at(b: &[u8], at: usize) -> u32 {
@@ -398,17 +443,13 @@ pub fn decode_columns(
     }
     let times = &bytes[HEADER..HEADER + times_len];
     let (t0, v0) = (ts.len(), values.len());
-    let checked = decode_times(h.first_ts, count, bytes[2], bytes[3], times, ts)
-        .and_then(|()| {
-            if rising_to(&ts[t0..], h.last_ts) {
-                Ok(())
-            } else {
-                Err(BlockError::Invalid("timestamps not rising to the last"))
-            }
-        })
+    let checked = decode_times(h.first_ts, count, bytes[2], bytes[3], times, h.last_ts, ts)
         .and_then(|()| decode_values(h.codec, &bytes[HEADER + times_len..end], count, values))
-        .and_then(|()| {
-            if same_header(&header_of_columns(h.codec, &ts[t0..], &values[v0..]), &h) {
+        .and_then(|agg| {
+            if same_header(
+                &header_of_columns(h.codec, &ts[t0..], &values[v0..], agg),
+                &h,
+            ) {
                 Ok(h)
             } else {
                 Err(BlockError::Invalid("samples disagree with the header"))

@@ -25,7 +25,7 @@ pub(crate) fn unit_exponent(ts: &[i64]) -> u8 {
     k
 }
 
-const BUCKETS: [(u64, u32, u32); 3] = [
+pub(crate) const BUCKETS: [(u64, u32, u32); 3] = [
     // (prefix bits, prefix length, value bits)
     (0b10, 2, 7),
     (0b110, 3, 9),
@@ -63,17 +63,18 @@ pub(crate) fn encode(ts: &[i64], k: u8, w: &mut BitWriter) {
 
 /// Reads `count - 1` timestamps after `first` (ns), in units of 10^k,
 /// appending `first` and them to `out` (on an error, `out` may hold some
-/// of them: the caller truncates).
+/// of them: the caller truncates); whether they rise strictly.
 pub(crate) fn decode(
     first: i64,
     count: usize,
     k: u8,
     r: &mut BitReader,
     out: &mut Vec<i64>,
-) -> Result<(), Truncated> {
+) -> Result<bool, Truncated> {
     let unit = 10i64.pow(u32::from(k));
     out.reserve(count);
     out.push(first);
+    let (mut last, mut rising) = (first, true);
     let mut prev = first / unit;
     let mut prev_delta: i64 = 0;
     for i in 1..count {
@@ -92,9 +93,12 @@ pub(crate) fn decode(
             prev_delta.wrapping_add(unzigzag(dod))
         };
         let t = prev.wrapping_add(delta);
-        out.push(t.wrapping_mul(unit));
+        let ns = t.wrapping_mul(unit);
+        rising &= ns > last;
+        last = ns;
+        out.push(ns);
         prev = t;
         prev_delta = delta;
     }
-    Ok(())
+    Ok(rising)
 }
