@@ -243,12 +243,6 @@ pub(crate) async fn query_range(ctx: &Arc<Ctx>, req: &Req) -> Response {
             (&o.series, points.filter(|(_, v)| !v.is_nan()))
         })))
     };
-    if std::env::var_os("RILL_XINLINE").is_some() {
-        return match run() {
-            Ok(data) => success(&data),
-            Err(e) => error(&e),
-        };
-    }
     match crate::blocking(run).await {
         Ok(data) => success(&data),
         Err(e) => error(&e),
