@@ -243,7 +243,7 @@ impl Builder {
                         // Room for as many samples as the body has lines
                         // per series met so far (a sensor's readings
                         // usually come in turn): grown once, if at all.
-                        self.room = (lines / known_count).clamp(1, 64);
+                        self.room = (lines / known_count).clamp(1, 16);
                         let key = field_key(&series.measurement, field, &series.labels);
                         let at = self.slot_in_group(
                             key,

@@ -75,6 +75,10 @@ impl Claims {
 
 type Job = Box<dyn FnOnce() + Send>;
 
+/// A read is given one helper for each this many windows (a helper
+/// descheduled in the middle of a window costs that window twice).
+pub(super) const WINDOWS_PER_HELPER: usize = 8;
+
 /// The helper threads' queues (empty on a one-core machine or when no
 /// thread could be started).
 fn helpers() -> &'static [Sender<Job>] {
@@ -110,7 +114,8 @@ pub(super) enum Turn<T> {
 /// front while helpers run `work(i)` for indices from the back, then
 /// `take(Theirs(..))` with the helpers' results in index order: together
 /// each index once, in order (a prefix of `0..n` as `Mine`, the rest as
-/// `Theirs`). The first error stops the claiming and is returned.
+/// `Theirs`). The first error the caller meets stops the claiming and is
+/// returned; a helper's error is returned when its index is reached.
 pub(super) fn split<T, E>(
     n: usize,
     work: Arc<dyn Fn(usize) -> T + Send + Sync>,
@@ -131,7 +136,11 @@ where
     }
     let claims = Arc::new(Claims::new(n32));
     let (tx, rx) = channel::<(usize, T)>();
-    for h in helpers {
+    let wanted = helpers.len().min(n / WINDOWS_PER_HELPER);
+    if wanted == 0 {
+        return alone(&mut take);
+    }
+    for h in &helpers[..wanted] {
         let (claims, work, tx) = (claims.clone(), work.clone(), tx.clone());
         let _ = h.send(Box::new(move || {
             while let Some(i) = claims.back() {
@@ -156,7 +165,12 @@ where
     let mut slots: Vec<Option<T>> = (split..n).map(|_| None).collect();
     for k in 0..slots.len() {
         while let Ok((i, r)) = rx.try_recv() {
-            if let Some(slot) = i.checked_sub(split).and_then(|j| slots.get_mut(j)) {
+            // A copy of a window already taken is dropped.
+            if let Some(slot) = i
+                .checked_sub(split)
+                .filter(|&j| j >= k)
+                .and_then(|j| slots.get_mut(j))
+            {
                 slot.get_or_insert(r);
             }
         }

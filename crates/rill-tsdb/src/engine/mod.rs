@@ -200,6 +200,21 @@ pub struct Engine {
     counters: stats::Counters,
     /// Every series parsed, and the catalog's size it was made at.
     parsed: Mutex<(usize, series_list::ParsedSeries)>,
+    /// Held by every read's sources (engine/read.rs): a helper thread
+    /// may still hold one for the window it is reading after the read
+    /// returned, and the engine waits for it before it lets its stores go.
+    reads: Arc<()>,
+}
+
+impl Drop for Engine {
+    fn drop(&mut self) {
+        // A helper reading a window of a read already answered holds
+        // that read's store for as long as one window takes: the stores
+        // (and their directories' locks) must be gone when the engine is.
+        while Arc::strong_count(&self.reads) > 1 {
+            std::thread::yield_now();
+        }
+    }
 }
 
 impl Engine {
@@ -312,6 +327,7 @@ impl Engine {
             storing: Mutex::new(()),
             counters: stats::Counters::default(),
             parsed: Mutex::new((usize::MAX, Arc::new(Vec::new()))),
+            reads: Arc::new(()),
         };
         Ok((engine, report))
     }

@@ -24,6 +24,8 @@ pub(super) struct Sources {
     pub hi: i64,
     pub waiting: Vec<(i64, Vec<Sample>)>,
     pub unstored: Vec<Arc<Cut>>,
+    /// The engine's count of live sources (it waits for them to go).
+    pub _reads: Arc<()>,
 }
 
 /// A stored part of a window, its header read (checksum checked).
@@ -186,6 +188,7 @@ impl Engine {
             hi,
             waiting,
             unstored,
+            _reads: self.reads.clone(),
         })
     }
 
@@ -240,7 +243,12 @@ impl Engine {
 /// Windows from this many on are read on more than one core (a window
 /// holds up to a block's worth of samples of the series: fewer are not
 /// worth posting to a helper).
-const SPLIT_FROM: usize = 4;
+const SPLIT_FROM: usize = super::helpers::WINDOWS_PER_HELPER;
+
+/// The answer is sized from its first window for at most this many
+/// samples (the first window of a series that was busy once and quiet
+/// since must not reserve for every window after it).
+const RESERVE_MAX: usize = 1 << 18;
 
 /// The samples of `windows` (rising) of series `key`, in time order: a
 /// long read on more than one core (`helpers`).
@@ -254,9 +262,14 @@ fn read_windows(src: Sources, key: &str, windows: Vec<i64>) -> Result<Points, En
     }
     let n = windows.len();
     let (src, key, windows) = (Arc::new(src), Arc::<str>::from(key), Arc::new(windows));
+    // Helpers hold the sources weakly: a job still queued behind another
+    // read's when this one is answered reads nothing and holds nothing.
     let work: Arc<dyn Fn(usize) -> Result<Points, EngineError> + Send + Sync> = {
-        let (src, key, windows) = (src.clone(), key.clone(), windows.clone());
+        let (weak, key, windows) = (Arc::downgrade(&src), key.clone(), windows.clone());
         Arc::new(move |i| {
+            let src = weak
+                .upgrade()
+                .ok_or_else(|| EngineError::Invalid("the read has ended".into()))?;
             let mut p = Points::default();
             read_window(&src, &key, windows[i], &mut p).map(|()| p)
         })
@@ -269,7 +282,7 @@ fn read_windows(src: Sources, key: &str, windows: Vec<i64>) -> Result<Points, En
                 // The answer grows once, sized from the first window, not
                 // by doubling.
                 if std::mem::take(&mut first) {
-                    let more = out.ts.len().saturating_mul(n - 1);
+                    let more = out.ts.len().saturating_mul(n - 1).min(RESERVE_MAX);
                     out.ts.reserve(more);
                     out.v.reserve(more);
                 }

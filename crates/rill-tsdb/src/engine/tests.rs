@@ -489,4 +489,5 @@ fn live_ingest_fills_whole_blocks() {
 }
 
 mod groups;
+mod helper_reads;
 mod storing;
