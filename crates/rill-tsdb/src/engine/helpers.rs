@@ -124,23 +124,13 @@ pub(super) fn split<T, E>(
 where
     T: Send + 'static,
 {
-    let helpers = helpers();
-    let alone = |take: &mut dyn FnMut(Turn<T>) -> Result<(), E>| {
-        (0..n).try_for_each(|i| take(Turn::Mine(i)))
+    let wanted = helpers().len().min(n / WINDOWS_PER_HELPER);
+    let (Ok(n32), 1..) = (u32::try_from(n), wanted) else {
+        return (0..n).try_for_each(|i| take(Turn::Mine(i)));
     };
-    let Ok(n32) = u32::try_from(n) else {
-        return alone(&mut take);
-    };
-    if helpers.is_empty() || n < 2 {
-        return alone(&mut take);
-    }
     let claims = Arc::new(Claims::new(n32));
     let (tx, rx) = channel::<(usize, T)>();
-    let wanted = helpers.len().min(n / WINDOWS_PER_HELPER);
-    if wanted == 0 {
-        return alone(&mut take);
-    }
-    for h in &helpers[..wanted] {
+    for h in &helpers()[..wanted] {
         let (claims, work, tx) = (claims.clone(), work.clone(), tx.clone());
         let _ = h.send(Box::new(move || {
             while let Some(i) = claims.back() {

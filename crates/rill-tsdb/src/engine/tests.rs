@@ -490,4 +490,5 @@ fn live_ingest_fills_whole_blocks() {
 
 mod groups;
 mod helper_reads;
+mod hooked;
 mod storing;

@@ -2,94 +2,18 @@
 //! reading a window of a read already answered must not keep a store (and
 //! its directory's lock) alive after the engine is gone.
 
+use super::hooked::hooked;
 use super::*;
-use crate::storage::{BlockStore, Storage};
-use std::sync::mpsc::{channel, Receiver, Sender};
+use std::sync::atomic::AtomicBool;
+use std::sync::mpsc::channel;
 use std::sync::Mutex as StdMutex;
 
 type Events = Arc<StdMutex<Vec<&'static str>>>;
-
-/// Where a helper thread's first get of the store waits, and what the
-/// request's thread waits for before its own gets.
-struct Gate {
-    arrived: StdMutex<Option<Sender<()>>>,
-    helper_here: StdMutex<Option<Receiver<()>>>,
-    release: StdMutex<Option<Receiver<()>>>,
-    seen: std::sync::atomic::AtomicBool,
-}
-
-struct GatedStore {
-    inner: Arc<dyn BlockStore>,
-    gate: Arc<Gate>,
-    events: Events,
-}
-
-impl Drop for GatedStore {
-    fn drop(&mut self) {
-        self.events.lock().unwrap().push("store dropped");
-    }
-}
 
 fn is_helper() -> bool {
     std::thread::current()
         .name()
         .is_some_and(|n| n.starts_with("rill-sensor-read"))
-}
-
-impl BlockStore for GatedStore {
-    fn put(&self, key: &[u8], value: &[u8], expires_at_s: Option<u64>) -> io::Result<()> {
-        self.inner.put(key, value, expires_at_s)
-    }
-    fn get(&self, key: &[u8]) -> io::Result<Option<Vec<u8>>> {
-        if is_helper() {
-            if !self.gate.seen.swap(true, Ordering::SeqCst) {
-                // The first helper get: say so, then wait to be let go.
-                if let Some(tx) = self.gate.arrived.lock().unwrap().take() {
-                    let _ = tx.send(());
-                }
-                let rx = self.gate.release.lock().unwrap().take();
-                if let Some(rx) = rx {
-                    let _ = rx.recv_timeout(Duration::from_secs(30));
-                }
-            }
-        } else if let Some(rx) = self.gate.helper_here.lock().unwrap().take() {
-            // The request's first get waits (bounded) for a helper to be
-            // inside a window, so that the read ends while it is.
-            let _ = rx.recv_timeout(Duration::from_secs(10));
-        }
-        self.inner.get(key)
-    }
-    fn contains(&self, key: &[u8]) -> bool {
-        self.inner.contains(key)
-    }
-    fn fold(&self, visit: &mut dyn FnMut(&[u8], &[u8])) -> io::Result<()> {
-        self.inner.fold(visit)
-    }
-    fn sync(&self) -> io::Result<()> {
-        self.inner.sync()
-    }
-}
-
-struct GatedStorage {
-    inner: BitcaskStorage,
-    gate: Arc<Gate>,
-    events: Events,
-}
-
-impl Storage for GatedStorage {
-    fn catalog(&self) -> io::Result<Arc<dyn BlockStore>> {
-        self.inner.catalog()
-    }
-    fn database(&self, name: &str) -> io::Result<Arc<dyn BlockStore>> {
-        Ok(Arc::new(GatedStore {
-            inner: self.inner.database(name)?,
-            gate: self.gate.clone(),
-            events: self.events.clone(),
-        }))
-    }
-    fn databases(&self) -> io::Result<Vec<String>> {
-        self.inner.databases()
-    }
 }
 
 /// The engine waits, when it is dropped, for a helper still reading a
@@ -103,32 +27,42 @@ fn an_engine_dropped_after_a_long_read_lets_its_stores_go_first() {
     }
     let rig = Rig::new(10 * SEC, 8);
     let (arrived_tx, arrived_rx) = channel();
-    let (release_tx, release_rx) = channel();
-    let (here_tx, here_rx) = channel();
-    let gate = Arc::new(Gate {
-        arrived: StdMutex::new(Some(arrived_tx)),
-        helper_here: StdMutex::new(Some(here_rx)),
-        release: StdMutex::new(Some(release_rx)),
-        seen: std::sync::atomic::AtomicBool::new(false),
-    });
+    let (release_tx, release_rx) = channel::<()>();
+    let (here_tx, here_rx) = channel::<()>();
+    let seen = Arc::new(AtomicBool::new(false));
     let events: Events = Arc::default();
-    let store_opts = bitcask::Options {
-        vfs: Arc::new(rig.vfs.clone()),
-        clock: Arc::new(rig.clock.clone()),
-        ..bitcask::Options::default()
+    let (e, hooks) = hooked(&rig);
+    let gate: Box<dyn Fn() + Send + Sync> = {
+        let (arrived, here, release) = (
+            StdMutex::new(Some(arrived_tx)),
+            StdMutex::new(Some(here_rx)),
+            StdMutex::new(Some(release_rx)),
+        );
+        let seen = seen.clone();
+        Box::new(move || {
+            if is_helper() {
+                if !seen.swap(true, Ordering::SeqCst) {
+                    // The first helper get: say so, then wait to be let go.
+                    if let Some(tx) = arrived.lock().unwrap().take() {
+                        let _ = tx.send(());
+                    }
+                    let rx = release.lock().unwrap().take();
+                    if let Some(rx) = rx {
+                        let _ = rx.recv_timeout(Duration::from_secs(30));
+                    }
+                }
+            } else if let Some(rx) = here.lock().unwrap().take() {
+                // The request's first get waits (bounded) for a helper to
+                // be inside a window, so that the read ends while it is.
+                let _ = rx.recv_timeout(Duration::from_secs(10));
+            }
+        })
     };
-    let storage = GatedStorage {
-        inner: BitcaskStorage::new(Path::new("/sensor/data"), store_opts, Box::new(|_| {})),
-        gate: gate.clone(),
-        events: events.clone(),
-    };
-    let (e, _) = Engine::open(
-        Path::new("/sensor/wal"),
-        rig.opts.clone(),
-        Arc::new(storage),
-        T0,
-    )
-    .unwrap();
+    assert!(hooks.before_get.set(gate).is_ok());
+    let dropped = events.clone();
+    let on_drop: Box<dyn Fn() + Send + Sync> =
+        Box::new(move || dropped.lock().unwrap().push("store dropped"));
+    assert!(hooks.on_drop.set(on_drop).is_ok());
     let key = "m{a=\"1\"}";
     for k in 0..100i64 {
         let t = T0 + k * 3 * SEC;
@@ -146,7 +80,7 @@ fn an_engine_dropped_after_a_long_read_lets_its_stores_go_first() {
     let got = e.read("db", key, i64::MIN, i64::MAX, now).unwrap();
     assert_eq!(got.len(), 100);
     relay.join().unwrap();
-    assert!(gate.seen.load(Ordering::SeqCst), "no helper read a window");
+    assert!(seen.load(Ordering::SeqCst), "no helper read a window");
     // The read is answered; a helper waits inside a window's get.
     let dropped = events.clone();
     let (done_tx, done_rx) = channel();

@@ -1,80 +1,8 @@
 //! Reads while blocks are being stored: a block leaves memory only once
 //! it is in its store.
 
+use super::hooked::hooked;
 use super::*;
-use crate::storage::{BlockStore, Storage};
-
-/// Storage whose blocks run a hook before each put (a read, here).
-struct HookedStorage {
-    inner: BitcaskStorage,
-    hook: Arc<std::sync::OnceLock<Box<dyn Fn() + Send + Sync>>>,
-}
-
-struct HookedStore {
-    inner: Arc<dyn BlockStore>,
-    hook: Arc<std::sync::OnceLock<Box<dyn Fn() + Send + Sync>>>,
-}
-
-impl BlockStore for HookedStore {
-    fn put(&self, key: &[u8], value: &[u8], expires_at_s: Option<u64>) -> io::Result<()> {
-        if let Some(h) = self.hook.get() {
-            h();
-        }
-        self.inner.put(key, value, expires_at_s)
-    }
-    fn get(&self, key: &[u8]) -> io::Result<Option<Vec<u8>>> {
-        self.inner.get(key)
-    }
-    fn contains(&self, key: &[u8]) -> bool {
-        self.inner.contains(key)
-    }
-    fn fold(&self, visit: &mut dyn FnMut(&[u8], &[u8])) -> io::Result<()> {
-        self.inner.fold(visit)
-    }
-    fn sync(&self) -> io::Result<()> {
-        self.inner.sync()
-    }
-}
-
-impl Storage for HookedStorage {
-    fn catalog(&self) -> io::Result<Arc<dyn BlockStore>> {
-        self.inner.catalog()
-    }
-    fn database(&self, name: &str) -> io::Result<Arc<dyn BlockStore>> {
-        Ok(Arc::new(HookedStore {
-            inner: self.inner.database(name)?,
-            hook: self.hook.clone(),
-        }))
-    }
-    fn databases(&self) -> io::Result<Vec<String>> {
-        self.inner.databases()
-    }
-}
-
-type Hook = Arc<std::sync::OnceLock<Box<dyn Fn() + Send + Sync>>>;
-
-/// An engine whose blocks run a hook (set later) before each put.
-fn hooked(rig: &Rig) -> (Arc<Engine>, Hook) {
-    let store_opts = bitcask::Options {
-        vfs: Arc::new(rig.vfs.clone()),
-        clock: Arc::new(rig.clock.clone()),
-        max_file_size_bytes: 8192,
-        ..bitcask::Options::default()
-    };
-    let hook: Hook = Arc::new(std::sync::OnceLock::new());
-    let storage = HookedStorage {
-        inner: BitcaskStorage::new(Path::new("/sensor/data"), store_opts, Box::new(|_| {})),
-        hook: hook.clone(),
-    };
-    let (e, _) = Engine::open(
-        Path::new("/sensor/wal"),
-        rig.opts.clone(),
-        Arc::new(storage),
-        T0,
-    )
-    .unwrap();
-    (Arc::new(e), hook)
-}
 
 /// Writers that keep cutting blocks while a tick stores do not keep the
 /// tick going: it stores what was queued when it began, then syncs and
@@ -82,7 +10,8 @@ fn hooked(rig: &Rig) -> (Arc<Engine>, Hook) {
 #[test]
 fn a_tick_ends_while_ingest_goes_on() {
     let rig = Rig::new(100 * SEC, 4);
-    let (e, hook) = hooked(&rig);
+    let (e, hooks) = hooked(&rig);
+    let e = Arc::new(e);
     let key = "t{a=\"1\"}";
     let block =
         |i: i64| -> Vec<Sample> { (0..4).map(|j| s(T0 + (4 * i + j) * SEC, 1.0)).collect() };
@@ -100,7 +29,7 @@ fn a_tick_ends_while_ingest_goes_on() {
             e.write("db", &one(key, block(i)), T0).unwrap();
         }
     });
-    assert!(hook.set(write).is_ok());
+    assert!(hooks.before_put.set(write).is_ok());
     let t = e.tick(T0).unwrap();
     assert_eq!(t.blocks_stored, 10);
     assert_eq!(e.waiting(), (0, 10));
@@ -109,7 +38,8 @@ fn a_tick_ends_while_ingest_goes_on() {
 #[test]
 fn a_read_while_a_block_is_stored_sees_every_sample_once() {
     let rig = Rig::new(100 * SEC, 4);
-    let (e, hook) = hooked(&rig);
+    let (e, hooks) = hooked(&rig);
+    let e = Arc::new(e);
     let key = "t{a=\"1\"}";
     // Blocks queued, the second write overwriting half of the first in
     // later parts of the same windows.
@@ -134,7 +64,7 @@ fn a_read_while_a_block_is_stored_sees_every_sample_once() {
         );
         n.fetch_add(1, Ordering::SeqCst);
     });
-    assert!(hook.set(read).is_ok());
+    assert!(hooks.before_put.set(read).is_ok());
     let t = e.tick(T0).unwrap();
     assert_eq!(t.blocks_stored, 75);
     assert_eq!(reads.load(Ordering::SeqCst), 75);

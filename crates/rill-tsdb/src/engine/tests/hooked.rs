@@ -1,0 +1,96 @@
+//! Storage whose block stores run hooks, set later: before each put,
+//! before each get, and when a store is dropped (tests of what a read or
+//! a stop does meanwhile).
+
+use super::*;
+use crate::storage::{BlockStore, Storage};
+use std::sync::OnceLock;
+
+pub(super) type Hook = Arc<OnceLock<Box<dyn Fn() + Send + Sync>>>;
+
+#[derive(Clone, Default)]
+pub(super) struct Hooks {
+    pub before_put: Hook,
+    pub before_get: Hook,
+    pub on_drop: Hook,
+}
+
+fn run(h: &Hook) {
+    if let Some(f) = h.get() {
+        f();
+    }
+}
+
+struct HookedStorage {
+    inner: BitcaskStorage,
+    hooks: Hooks,
+}
+
+struct HookedStore {
+    inner: Arc<dyn BlockStore>,
+    hooks: Hooks,
+}
+
+impl Drop for HookedStore {
+    fn drop(&mut self) {
+        run(&self.hooks.on_drop);
+    }
+}
+
+impl BlockStore for HookedStore {
+    fn put(&self, key: &[u8], value: &[u8], expires_at_s: Option<u64>) -> io::Result<()> {
+        run(&self.hooks.before_put);
+        self.inner.put(key, value, expires_at_s)
+    }
+    fn get(&self, key: &[u8]) -> io::Result<Option<Vec<u8>>> {
+        run(&self.hooks.before_get);
+        self.inner.get(key)
+    }
+    fn contains(&self, key: &[u8]) -> bool {
+        self.inner.contains(key)
+    }
+    fn fold(&self, visit: &mut dyn FnMut(&[u8], &[u8])) -> io::Result<()> {
+        self.inner.fold(visit)
+    }
+    fn sync(&self) -> io::Result<()> {
+        self.inner.sync()
+    }
+}
+
+impl Storage for HookedStorage {
+    fn catalog(&self) -> io::Result<Arc<dyn BlockStore>> {
+        self.inner.catalog()
+    }
+    fn database(&self, name: &str) -> io::Result<Arc<dyn BlockStore>> {
+        Ok(Arc::new(HookedStore {
+            inner: self.inner.database(name)?,
+            hooks: self.hooks.clone(),
+        }))
+    }
+    fn databases(&self) -> io::Result<Vec<String>> {
+        self.inner.databases()
+    }
+}
+
+/// An engine on `rig`'s disk whose databases' stores run `Hooks`.
+pub(super) fn hooked(rig: &Rig) -> (Engine, Hooks) {
+    let store_opts = bitcask::Options {
+        vfs: Arc::new(rig.vfs.clone()),
+        clock: Arc::new(rig.clock.clone()),
+        max_file_size_bytes: 8192,
+        ..bitcask::Options::default()
+    };
+    let hooks = Hooks::default();
+    let storage = HookedStorage {
+        inner: BitcaskStorage::new(Path::new("/sensor/data"), store_opts, Box::new(|_| {})),
+        hooks: hooks.clone(),
+    };
+    let (e, _) = Engine::open(
+        Path::new("/sensor/wal"),
+        rig.opts.clone(),
+        Arc::new(storage),
+        T0,
+    )
+    .unwrap();
+    (e, hooks)
+}
