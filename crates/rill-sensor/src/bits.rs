@@ -146,6 +146,33 @@ impl<'a> BitReader<'a> {
         Ok(v)
     }
 
+    /// Fills `out` with values of `n` bits each (n ≤ 64), read one after
+    /// another: the input's length checked once for all of them.
+    #[inline]
+    pub(crate) fn read_many(&mut self, n: u32, out: &mut [u64]) -> Result<(), Truncated> {
+        debug_assert!(n <= 64);
+        let to = self.pos + n as usize * out.len();
+        if to > self.end {
+            return Err(Truncated);
+        }
+        if n == 0 {
+            out.fill(0);
+        } else if n <= PEEK_BITS {
+            let mut r = *self;
+            for o in out.iter_mut() {
+                *o = r.peek() >> (64 - n);
+                r.pos += n as usize;
+            }
+        } else {
+            let mut r = *self;
+            for o in out.iter_mut() {
+                *o = r.read_wide(n)?;
+            }
+        }
+        self.pos = to;
+        Ok(())
+    }
+
     #[inline]
     pub(crate) fn bit(&mut self) -> Result<bool, Truncated> {
         let byte = *self.bytes.get(self.pos / 8).ok_or(Truncated)?;
@@ -210,6 +237,42 @@ mod tests {
     use proptest::prelude::*;
 
     proptest! {
+        #[test]
+        fn many_at_once_read_as_one_by_one(
+            values in proptest::collection::vec(any::<u64>(), 0..80),
+            n in 0u32..=64,
+            lead in 0u32..=64,
+            cut in 0usize..16,
+        ) {
+            let mask = |v: u64| if n == 64 { v } else { v & ((1u64 << n) - 1) };
+            let mut w = BitWriter::default();
+            w.write(0x5a5a_5a5a_5a5a_5a5a, lead);
+            for &v in &values {
+                w.write(v, n);
+            }
+            let mut bytes = w.into_bytes();
+            let whole = bytes.len();
+            bytes.truncate(whole.saturating_sub(cut));
+            let mut one = BitReader::new(&bytes);
+            let mut many = BitReader::new(&bytes);
+            let lead_read = one.read(lead).is_ok();
+            let _ = many.read(lead);
+            let mut got = vec![0u64; values.len()];
+            let all = many.read_many(n, &mut got);
+            let each: Result<Vec<u64>, Truncated> = values.iter().map(|_| one.read(n)).collect();
+            match (all, each) {
+                (Ok(()), Ok(e)) => {
+                    prop_assert_eq!(&got, &e);
+                    if lead_read {
+                        prop_assert_eq!(got, values.iter().map(|&v| mask(v)).collect::<Vec<_>>());
+                    }
+                    prop_assert_eq!(many.pos, one.pos);
+                }
+                (Err(_), Err(_)) => {}
+                (a, e) => prop_assert!(false, "read_many {:?}, one by one {:?}", a.is_ok(), e.is_ok()),
+            }
+        }
+
         #[test]
         fn bits_round_trip(items in proptest::collection::vec((any::<u64>(), 0u32..=64), 0..200)) {
             let mut w = BitWriter::default();

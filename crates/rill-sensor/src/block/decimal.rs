@@ -124,46 +124,70 @@ pub(crate) fn decode(bytes: &[u8], count: usize, out: &mut Vec<f64>) -> Result<A
     if m.unsigned_abs() >= MAX_MANTISSA as u64 {
         return Err(BlockError::Invalid("mantissa out of range"));
     }
-    // Written in place, the reader in a local: the loop keeps its state
-    // in registers.
+    // Written in place, a group's differences unpacked at once, then
+    // turned into values in a loop of plain arithmetic. Min and max are
+    // taken of the mantissas (a value grows with its mantissa: the
+    // division is by a positive power of ten, correctly rounded); the sum
+    // of the values in order, as the encoder summed them.
     let start = out.len();
     let v0 = value_of(m, e);
     out.resize(start + count.max(1), v0);
-    let mut agg = Agg::default();
+    let p = pow10(-e);
+    let (mut lo, mut hi, mut sum) = (m, m, 0.0f64);
     if count > 0 {
-        agg.add(v0);
+        sum += v0;
     }
     // Each difference read gives the next mantissa (of order 2: the
-    // difference from the previous difference, the first one plain).
+    // difference from the previous difference, the first one plain: the
+    // previous taken as 0).
     let mut prev_d = 0i64;
-    let mut rest = out[start..].iter_mut().skip(1);
-    let mut left = count.saturating_sub(1);
-    let mut first = true;
-    while left > 0 {
+    let mut raw = [0u64; GROUP];
+    let mut ms = [0i64; GROUP];
+    for slots in out[start..]
+        .get_mut(1..)
+        .unwrap_or_default()
+        .chunks_mut(GROUP)
+    {
         let bits = r.read(7)? as u32;
         if bits > 64 {
             return Err(BlockError::Invalid("group width over 64 bits"));
         }
-        let n = GROUP.min(left);
-        left -= n;
-        for slot in rest.by_ref().take(n) {
-            let d = unzigzag(r.read(bits)?);
-            let diff = if order == 2 && !first {
+        let raw = &mut raw[..slots.len()];
+        r.read_many(bits, raw)?;
+        // Mantissas first (an integer chain), then the values (divisions
+        // independent of each other), then their sum (in order).
+        let ms = &mut ms[..slots.len()];
+        for (mi, &z) in ms.iter_mut().zip(raw.iter()) {
+            let d = unzigzag(z);
+            let diff = if order == 2 {
                 prev_d.wrapping_add(d)
             } else {
                 d
             };
-            first = false;
             m = m.wrapping_add(diff);
-            if m.unsigned_abs() >= MAX_MANTISSA as u64 {
-                return Err(BlockError::Invalid("mantissa out of range"));
-            }
-            let v = value_of(m, e);
-            agg.add(v);
-            *slot = v;
+            lo = lo.min(m);
+            hi = hi.max(m);
+            *mi = m;
             prev_d = diff;
         }
+        for (slot, &mi) in slots.iter_mut().zip(ms.iter()) {
+            *slot = mi as f64 / p;
+        }
+        for &v in slots.iter() {
+            sum += v;
+        }
+        // Every mantissa is within range if the least and the greatest
+        // are (checked once a group: the values of one out of range are
+        // not kept, the caller truncating on the error).
+        if lo <= -MAX_MANTISSA || hi >= MAX_MANTISSA {
+            return Err(BlockError::Invalid("mantissa out of range"));
+        }
     }
+    let agg = if count > 0 {
+        Agg::span(value_of(lo, e), value_of(hi, e), sum)
+    } else {
+        Agg::default()
+    };
     out.truncate(start + count);
     Ok(agg)
 }

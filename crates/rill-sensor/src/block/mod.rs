@@ -323,6 +323,17 @@ fn flip(b: i64) -> i64 {
 }
 
 impl Agg {
+    /// The aggregates of values (none NaN) whose least is `min`, greatest
+    /// `max` and sum `sum`.
+    pub(crate) fn span(min: f64, max: f64, sum: f64) -> Agg {
+        Agg {
+            lo: flip(min.to_bits() as i64),
+            hi: flip(max.to_bits() as i64),
+            sum,
+            any: true,
+        }
+    }
+
     #[inline(always)]
     pub(crate) fn add(&mut self, v: f64) {
         if v.is_nan() {

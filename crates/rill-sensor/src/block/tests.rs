@@ -385,3 +385,46 @@ fn timestamps_out_of_order_are_caught_as_they_are_decoded() {
     assert_eq!(out, vec![0, 5, -2]);
     assert!(!rising);
 }
+
+/// A decimal section whose mantissas leave the range a double holds
+/// exactly (which no encoder writes) is an error, in either direction, at
+/// any place in a group, and when they come back within the group; in
+/// range, the same section decodes.
+#[test]
+fn decimal_mantissas_out_of_range_are_an_error() {
+    use crate::bits::{write_varint, zigzag, BitWriter};
+    const LIMIT: i64 = 1 << 53;
+    // Order 1, exponent 0: the first mantissa, then 40 differences (two
+    // groups), each `step` but those `jumps` name.
+    let section = |first: i64, step: i64, jumps: &[(usize, i64)]| {
+        let mut w = BitWriter::default();
+        w.write(0, 8);
+        w.write(1, 8);
+        write_varint(&mut w, zigzag(first));
+        for (g, n) in [(0, 32), (1, 8)] {
+            w.write(60, 7);
+            for i in 0..n {
+                let j = jumps.iter().find(|j| j.0 == g * 32 + i);
+                w.write(zigzag(j.map_or(step, |j| j.1)), 60);
+            }
+        }
+        w.into_bytes()
+    };
+    let decode = |b: &[u8]| decimal::decode(b, 41, &mut Vec::new()).map(|_| ());
+    assert!(decode(&section(LIMIT - 100, 1, &[])).is_ok());
+    assert!(decode(&section(100 - LIMIT, -1, &[])).is_ok());
+    for at in [0, 17, 31, 32, 39] {
+        assert!(
+            decode(&section(LIMIT - 100, 1, &[(at, 200)])).is_err(),
+            "up at {at}"
+        );
+        assert!(
+            decode(&section(100 - LIMIT, -1, &[(at, -200)])).is_err(),
+            "down at {at}"
+        );
+    }
+    for at in [0, 17, 32] {
+        let b = section(LIMIT - 100, 0, &[(at, 200), (at + 1, -200)]);
+        assert!(decode(&b).is_err(), "out and back at {at}");
+    }
+}
