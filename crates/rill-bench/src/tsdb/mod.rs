@@ -6,7 +6,9 @@
 //! ingest per CPU-second of the server process (from /proc), bytes per
 //! sample on disk once each has flushed and merged, latency p50/p99 of
 //! one sensor over a day and over a month at 1,000 points, and whether
-//! Rill and VictoriaMetrics answer those queries alike. Before the
+//! Rill and VictoriaMetrics answer those queries alike. Each system
+//! ingests alone; the queries are then asked of all of them in turn, so
+//! that a slow stretch of the machine falls on each alike. Before the
 //! servers, the value codecs are compared on the same data and on
 //! real-shaped series (`codecs`); after them, Rill keeps a short storage
 //! period under endless ingest, and merges read next to nothing (`live`).
@@ -135,9 +137,26 @@ pub fn run(args: Args) -> Result<()> {
     r.int("samples", samples, "samples written to each system");
     codecs::run(&batches, &mut r);
     let picks = queries::picks(&plan, reps);
-    let mut outcomes = Vec::new();
+    // Each system takes the data alone (its CPU and the machine to
+    // itself), then stays up, idle, while the others take theirs.
+    let mut ingested = Vec::new();
     for kind in kinds {
-        outcomes.push(one(kind, &args, &batches, samples, &picks)?);
+        ingested.push(ingest(kind, &args, &batches, samples)?);
+    }
+    // The kernel's writeback of what ingest wrote, done before the
+    // queries (else it takes CPU from whichever query it meets).
+    unsafe { libc::sync() };
+    let systems: Vec<&System> = ingested.iter().map(|(s, _)| s).collect();
+    let asked = queries::run(&systems, &picks)?;
+    let mut outcomes = Vec::new();
+    for ((sys, mut o), a) in ingested.into_iter().zip(asked) {
+        o.rss_bytes = sys.rss_bytes();
+        o.disk_bytes = sys.stop_and_measure()?;
+        if !args.keep {
+            let _ = std::fs::remove_dir_all(args.dir.join(o.kind.name()));
+        }
+        (o.day, o.month, o.answers) = (a.day, a.month, a.answers);
+        outcomes.push(o);
     }
     report(&mut r, &outcomes);
     let live_s = args.live_s.unwrap_or(if quick { 30 } else { 180 });
@@ -165,13 +184,14 @@ fn rill_extra(args: &Args) -> String {
         .collect()
 }
 
-fn one(
+/// Starts `kind` and has it take every batch, flush and merge; returns
+/// it still running, and what it did so far.
+fn ingest(
     kind: Kind,
     args: &Args,
     batches: &[(String, u64)],
     samples: u64,
-    picks: &[queries::Pick],
-) -> Result<Outcome> {
+) -> Result<(System, Outcome)> {
     let dir = args.dir.join(kind.name());
     let sys = System::start(kind, &dir, args.rill_bin.as_deref(), &rill_extra(args))?;
     let cpu0 = sys.cpu_seconds();
@@ -226,29 +246,22 @@ fn one(
     );
     sys.settle()?;
     let settle_cpu_s = sys.cpu_seconds() - cpu0 - ingest_cpu_s;
-    // The kernel's writeback of what ingest wrote, done before the
-    // queries for every system alike (else it takes CPU from whichever
-    // system's queries it meets).
+    // Its writeback done before the next system's ingest.
     unsafe { libc::sync() };
-    let (day, month, answers) = queries::run(&sys, picks)?;
-    let rss_bytes = sys.rss_bytes();
-    let disk_bytes = sys.stop_and_measure()?;
-    if !args.keep {
-        let _ = std::fs::remove_dir_all(&dir);
-    }
-    Ok(Outcome {
+    let o = Outcome {
         kind,
         samples,
         ingest_s,
         ingest_cpu_s,
         settle_cpu_s,
         retries: retries.into_inner(),
-        disk_bytes,
-        rss_bytes,
-        day,
-        month,
-        answers,
-    })
+        disk_bytes: 0,
+        rss_bytes: 0,
+        day: queries::Latency::default(),
+        month: queries::Latency::default(),
+        answers: Vec::new(),
+    };
+    Ok((sys, o))
 }
 
 fn report(r: &mut Report, outcomes: &[Outcome]) {

@@ -93,65 +93,98 @@ fn points(body: &[u8]) -> Result<Answer> {
     Ok(out)
 }
 
-/// Runs every pick against `sys`: day and month latencies, and the
-/// PromQL answers (empty for InfluxDB).
-pub fn run(sys: &System, picks: &[Pick]) -> Result<(Latency, Latency, Vec<Answer>)> {
-    let mut c = Conn::new(sys.addr);
-    let (mut day, mut month, mut answers) = (Vec::new(), Vec::new(), Vec::new());
-    let mut slowest = (0.0f64, 0usize);
-    for p in picks {
-        let step = p.step_s();
-        let path = match sys.kind {
-            Kind::Rill | Kind::Vm => format!(
-                "/api/v1/query_range?query={}&start={}&end={}&step={step}&nocache=1",
-                enc(&format!(
-                    "max_over_time(iot_temperature{{sensor=\"{}\"}}[{step}s])",
-                    p.sensor
-                )),
-                p.start_ms / 1000,
-                p.end_ms / 1000
-            ),
-            Kind::Influx => format!(
-                "/query?db=bench&epoch=ms&q={}",
-                enc(&format!(
-                    "SELECT max(\"temperature\") FROM \"iot\" WHERE \"sensor\"='{}' AND time > {}ms AND time <= {}ms GROUP BY time({step}s)",
-                    p.sensor,
-                    p.start_ms - step * 1000,
-                    p.end_ms
-                ))
-            ),
-        };
-        let began = Instant::now();
-        let (status, body) = c.request("GET", &path, b"")?;
-        let ms = began.elapsed().as_secs_f64() * 1000.0;
-        if status != 200 {
-            bail!(
-                "{}: {path}: {status} {}",
+/// What one system answered: day and month latencies, and the PromQL
+/// answers (empty for InfluxDB).
+pub struct Asked {
+    pub day: Latency,
+    pub month: Latency,
+    pub answers: Vec<Answer>,
+}
+
+/// Runs every pick against every system, interleaved: pick `i` is asked
+/// of each system in turn, starting with a different system each time, so
+/// that whatever slows the machine for a while (another tenant of the
+/// host, the kernel's writeback) falls on all of them alike instead of on
+/// whichever system's queries it meets.
+pub fn run(systems: &[&System], picks: &[Pick]) -> Result<Vec<Asked>> {
+    let n = systems.len();
+    let mut conns: Vec<Conn> = systems.iter().map(|s| Conn::new(s.addr)).collect();
+    let mut day = vec![Vec::new(); n];
+    let mut month = vec![Vec::new(); n];
+    let mut answers = vec![Vec::new(); n];
+    let mut slowest = vec![(0.0f64, 0usize); n];
+    for (i, p) in picks.iter().enumerate() {
+        for k in 0..n {
+            let j = (i + k) % n;
+            let ms = ask(systems[j], &mut conns[j], p, &mut answers[j])?;
+            if p.month { &mut month[j] } else { &mut day[j] }.push(ms);
+            if ms > slowest[j].0 {
+                slowest[j] = (ms, i);
+            }
+        }
+    }
+    for (j, sys) in systems.iter().enumerate() {
+        if let Some(p) = picks.get(slowest[j].1) {
+            println!(
+                "{}: slowest query {} of {} ({}, {}): {:.1} ms",
                 sys.kind.name(),
-                String::from_utf8_lossy(&body)
+                slowest[j].1 + 1,
+                picks.len(),
+                p.sensor,
+                if p.month { "month" } else { "day" },
+                slowest[j].0
             );
         }
-        if p.month { &mut month } else { &mut day }.push(ms);
-        if ms > slowest.0 {
-            slowest = (ms, answers.len());
-        }
-        answers.push(match sys.kind {
-            Kind::Influx => Vec::new(),
-            _ => points(&body)?,
+    }
+    let mut out = Vec::new();
+    for ((d, m), a) in day.into_iter().zip(month).zip(answers) {
+        out.push(Asked {
+            day: latency(d),
+            month: latency(m),
+            answers: a,
         });
     }
-    if let Some(p) = picks.get(slowest.1) {
-        println!(
-            "{}: slowest query {} of {} ({}, {}): {:.1} ms",
+    Ok(out)
+}
+
+/// Asks `p` of `sys`, keeps its answer, returns its latency in ms.
+fn ask(sys: &System, c: &mut Conn, p: &Pick, answers: &mut Vec<Answer>) -> Result<f64> {
+    let step = p.step_s();
+    let path = match sys.kind {
+        Kind::Rill | Kind::Vm => format!(
+            "/api/v1/query_range?query={}&start={}&end={}&step={step}&nocache=1",
+            enc(&format!(
+                "max_over_time(iot_temperature{{sensor=\"{}\"}}[{step}s])",
+                p.sensor
+            )),
+            p.start_ms / 1000,
+            p.end_ms / 1000
+        ),
+        Kind::Influx => format!(
+            "/query?db=bench&epoch=ms&q={}",
+            enc(&format!(
+                "SELECT max(\"temperature\") FROM \"iot\" WHERE \"sensor\"='{}' AND time > {}ms AND time <= {}ms GROUP BY time({step}s)",
+                p.sensor,
+                p.start_ms - step * 1000,
+                p.end_ms
+            ))
+        ),
+    };
+    let began = Instant::now();
+    let (status, body) = c.request("GET", &path, b"")?;
+    let ms = began.elapsed().as_secs_f64() * 1000.0;
+    if status != 200 {
+        bail!(
+            "{}: {path}: {status} {}",
             sys.kind.name(),
-            slowest.1 + 1,
-            picks.len(),
-            p.sensor,
-            if p.month { "month" } else { "day" },
-            slowest.0
+            String::from_utf8_lossy(&body)
         );
     }
-    Ok((latency(day), latency(month), answers))
+    answers.push(match sys.kind {
+        Kind::Influx => Vec::new(),
+        _ => points(&body)?,
+    });
+    Ok(ms)
 }
 
 /// How many answers are equal (points at the same times, values within

@@ -209,11 +209,6 @@ impl System {
         "/write?db=bench&precision=ms"
     }
 
-    /// Waits until what was written is flushed and merged as the system
-    /// does on its own: VictoriaMetrics' force flush and merge; InfluxDB's
-    /// cache written to TSM files and fully compacted (cold after 20 s);
-    /// Rill's stores take blocks as windows end (its clean stop stores
-    /// the rest).
     /// Waits until what ingest left in memory to be written is written
     /// (its CPU is ingest's): Rill's cut blocks stored, VictoriaMetrics'
     /// buffered rows flushed; InfluxDB's cache stays (its WAL holds it).
@@ -250,7 +245,11 @@ impl System {
         }
     }
 
-    /// Waits until the system has merged or compacted what it wrote.
+    /// Waits until the system has merged or compacted what it wrote, as
+    /// it does on its own: VictoriaMetrics' force merge; InfluxDB's cache
+    /// written to TSM files and fully compacted (cold after 20 s); Rill
+    /// has nothing to merge (its stores took blocks as windows ended; its
+    /// clean stop stores the rest).
     pub fn settle(&self) -> Result<()> {
         let mut c = Conn::new(self.addr);
         match self.kind {
