@@ -302,6 +302,26 @@ fn read_windows(src: Sources, key: &str, windows: Vec<i64>) -> Result<Points, En
 /// stored parts, its queued blocks and its buffered samples, a later one
 /// winning on a repeated time.
 fn read_window(src: &Sources, key: &str, w: i64, out: &mut Points) -> Result<(), EngineError> {
+    let start = out.ts.len();
+    read_window_whole(src, key, w, out)?;
+    // Only the range's first window holds samples before it: cut here,
+    // where they are the last in the answer, not once the answer is whole
+    // (which would move all of it).
+    if w <= src.lo {
+        let before = out.ts[start..].partition_point(|&t| t < src.lo);
+        out.ts.drain(start..start + before);
+        out.v.drain(start..start + before);
+    }
+    Ok(())
+}
+
+/// [`read_window`], the window whole.
+fn read_window_whole(
+    src: &Sources,
+    key: &str,
+    w: i64,
+    out: &mut Points,
+) -> Result<(), EngineError> {
     let (lo, hi) = (src.lo, src.hi);
     // A part wholly outside the range is not decoded.
     let mut parts = src.parts(key, w)?;

@@ -320,12 +320,8 @@ fn rollup(
             .iter()
             .map(|&t| {
                 let t_start = t - win;
-                while i < ts.len() && ts[i] <= t_start {
-                    i += 1;
-                }
-                while j < ts.len() && ts[j] <= t {
-                    j += 1;
-                }
+                i = past(&ts, i, t_start);
+                j = past(&ts, j, t);
                 let prev = (i < ts.len() && i > 0 && ts[i - 1] > t_start - mpi)
                     .then(|| (ts[i - 1], v[i - 1]));
                 at_point(func, &ts[i..j.max(i)], &v[i..j.max(i)], prev)
@@ -339,6 +335,19 @@ fn rollup(
         out.push(Out { series, values });
     }
     Ok(out)
+}
+
+/// The first index from `at` on whose time is after `t` (`ts` rising):
+/// a search doubling its stride, then halving it (a step of a long
+/// query's grid passes many samples; a short one, few).
+fn past(ts: &[i64], at: usize, t: i64) -> usize {
+    let rest = &ts[at.min(ts.len())..];
+    let mut end = 1;
+    while end < rest.len() && rest[end - 1] <= t {
+        end *= 2;
+    }
+    let end = end.min(rest.len());
+    at + rest[..end].partition_point(|&x| x <= t)
 }
 
 /// One point of a rollup from the window's samples.

@@ -163,3 +163,21 @@ fn scrape_intervals_and_gaps_follow_victoriametrics() {
         vec![0, 1000, 2000]
     );
 }
+
+proptest::proptest! {
+    /// The search for a window's bound finds what a walk one sample at a
+    /// time finds, from any start, for any time.
+    #[test]
+    fn a_bound_is_found_as_a_walk_finds_it(
+        mut ts in proptest::collection::vec(-50i64..50, 0..200),
+        at in 0usize..210,
+        t in -60i64..60,
+    ) {
+        ts.sort_unstable();
+        let mut walk = at;
+        while walk < ts.len() && ts[walk] <= t {
+            walk += 1;
+        }
+        proptest::prop_assert_eq!(past(&ts, at, t), walk);
+    }
+}
