@@ -28,6 +28,7 @@ mod stats;
 mod write;
 pub use browse::{Bucket, Buckets};
 pub use query_source::QuerySource;
+pub use read::ReadBudget;
 pub use stats::EngineStats;
 #[cfg(test)]
 mod tests;
@@ -127,6 +128,10 @@ pub enum EngineError {
         part: u32,
         error: rill_sensor::BlockError,
     },
+    /// A read given a [`ReadBudget`] would decode more samples than it
+    /// allows (it stopped before decoding them).
+    #[error("the read would decode more samples than its budget allows")]
+    OverBudget,
 }
 
 /// What a write did with its samples.

@@ -12,6 +12,9 @@ pub struct QuerySource<'a> {
     pub engine: &'a Engine,
     /// Now, ns (what is older than a storage period is not read).
     pub now: i64,
+    /// Samples the query's reads may decode, when bounded (a fetch that
+    /// would pass it fails, the budget [spent](super::ReadBudget::spent)).
+    pub budget: Option<&'a std::sync::Arc<super::ReadBudget>>,
 }
 
 impl crate::promql::eval::Source for QuerySource<'_> {
@@ -35,11 +38,11 @@ impl crate::promql::eval::Source for QuerySource<'_> {
             let key = series.key();
             let samples = self
                 .engine
-                .read_points(&db, &key, from, to, self.now)
+                .read_points_within(&db, &key, from, to, self.now, self.budget)
                 .map_err(|e| match e {
                     // Named for the client; a store's own error may name
                     // its files, so it goes to the log only.
-                    EngineError::Damaged { .. } => e.to_string(),
+                    EngineError::Damaged { .. } | EngineError::OverBudget => e.to_string(),
                     other => {
                         tracing::error!(error = %other, "a sensor read failed");
                         "a sensor series could not be read (the node's log says why)".into()

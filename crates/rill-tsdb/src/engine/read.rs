@@ -26,6 +26,41 @@ pub(super) struct Sources {
     pub unstored: Vec<Arc<Cut>>,
     /// The engine's count of live sources (it waits for them to go).
     pub _reads: Arc<()>,
+    /// Samples the read may still decode, when bounded.
+    pub budget: Option<Arc<ReadBudget>>,
+}
+
+/// A series looked up, or a window's blocks fetched and checked, counted
+/// against a [`ReadBudget`] as this many samples decoded.
+const READ_COST: usize = 256;
+
+/// How many samples a read, or the reads of one query, may decode (a
+/// series looked up and a window's blocks fetched count [`READ_COST`]
+/// each): a query tried on the thread that took its request must stay
+/// short, and one that would not is sent to the blocking pool instead.
+/// Shared by the threads of a long read (a window both read, the
+/// request's thread not waiting for a helper still on it, counts twice).
+#[derive(Debug)]
+pub struct ReadBudget(std::sync::atomic::AtomicI64);
+
+impl ReadBudget {
+    pub fn new(samples: u64) -> ReadBudget {
+        ReadBudget(std::sync::atomic::AtomicI64::new(
+            i64::try_from(samples).unwrap_or(i64::MAX),
+        ))
+    }
+
+    /// Takes `samples` from the budget; whether they were there.
+    pub fn take(&self, samples: usize) -> bool {
+        let n = i64::try_from(samples).unwrap_or(i64::MAX);
+        let before = self.0.fetch_sub(n, std::sync::atomic::Ordering::Relaxed);
+        before >= n
+    }
+
+    /// Whether a read found the budget short.
+    pub fn spent(&self) -> bool {
+        self.0.load(std::sync::atomic::Ordering::Relaxed) < 0
+    }
 }
 
 /// A stored part of a window, its header read (checksum checked).
@@ -189,6 +224,7 @@ impl Engine {
             waiting,
             unstored,
             _reads: self.reads.clone(),
+            budget: None,
         })
     }
 
@@ -221,12 +257,31 @@ impl Engine {
         t1: i64,
         now: i64,
     ) -> Result<Points, EngineError> {
+        self.read_points_within(db, key, t0, t1, now, None)
+    }
+
+    /// [`read_points`](Self::read_points), decoding no more samples than
+    /// `budget` holds (else [`EngineError::OverBudget`], before decoding
+    /// the window that would pass it).
+    pub fn read_points_within(
+        &self,
+        db: &str,
+        key: &str,
+        t0: i64,
+        t1: i64,
+        now: i64,
+        budget: Option<&Arc<ReadBudget>>,
+    ) -> Result<Points, EngineError> {
         // Memory first, then the stores: a block leaves memory only once
         // it is stored, so nothing is missed (one in both places gives
         // the same samples twice, which the merge takes once).
-        let Some(src) = self.sources(db, key, t0, t1, now) else {
+        if budget.is_some_and(|b| !b.take(READ_COST)) {
+            return Err(EngineError::OverBudget);
+        }
+        let Some(mut src) = self.sources(db, key, t0, t1, now) else {
             return Ok(Points::default());
         };
+        src.budget = budget.cloned();
         let (lo, hi) = (src.lo, src.hi);
         let windows: Vec<i64> = src.windows(self.opts.window_ns).collect();
         let mut out = read_windows(src, key, windows)?;
@@ -326,6 +381,13 @@ fn read_window_whole(
     // A part wholly outside the range is not decoded.
     let mut parts = src.parts(key, w)?;
     parts.retain(|p| !p.outside(lo, hi));
+    if let Some(budget) = &src.budget {
+        let stored: usize = parts.iter().map(|p| p.header.count as usize).sum();
+        let loose: usize = src.loose(w).map(<[Sample]>::len).sum();
+        if !budget.take(READ_COST.saturating_add(stored).saturating_add(loose)) {
+            return Err(EngineError::OverBudget);
+        }
+    }
     // The usual case: stored parts only, each after the one before in
     // time, decoded straight into the answer.
     parts.sort_by_key(|p| p.header.first_ts);

@@ -488,6 +488,7 @@ fn live_ingest_fills_whole_blocks() {
     assert_eq!(all_of(&e, "live").len(), 640);
 }
 
+mod budget;
 mod groups;
 mod helper_reads;
 mod hooked;

@@ -1,0 +1,52 @@
+//! A read's budget of samples (what a query tried on the thread that took
+//! its request may decode): within it, a read gives what a plain read
+//! gives; past it, the read stops with `OverBudget` and says so, on one
+//! thread or with helpers.
+
+use super::*;
+
+/// 100 samples 3 s apart in windows of 10 s (30 windows), stored but the
+/// last window's, read over their range; each window costs its samples
+/// and [`READ_COST`](super::super::read) (256), the series 256 more.
+#[test]
+fn a_read_within_its_budget_reads_it_all_and_one_past_it_stops() {
+    let rig = Rig::new(10 * SEC, 8);
+    let e = rig.open(T0);
+    let key = "m{a=\"1\"}";
+    for k in 0..100i64 {
+        let t = T0 + k * 3 * SEC;
+        e.write("db", &one(key, vec![s(t, k as f64)]), t).unwrap();
+        e.tick(t).unwrap();
+    }
+    let (from, to, now) = (T0, T0 + 297 * SEC, T0 + 300 * SEC);
+    let plain = e.read_points("db", key, from, to, now).unwrap();
+    assert_eq!(plain.ts.len(), 100);
+    // 30 windows: 30 * 256 + 256 + 100 samples; a window read twice
+    // (the request's thread taking one a helper is still on) counts
+    // twice, so what is enough is twice that at most.
+    let need = 30 * 256 + 256 + 100;
+    let b = Arc::new(ReadBudget::new(2 * need));
+    let got = e
+        .read_points_within("db", key, from, to, now, Some(&b))
+        .unwrap();
+    assert_eq!((got.ts, got.v), (plain.ts.clone(), plain.v.clone()));
+    assert!(!b.spent());
+    for short in [0, 255, 256, need / 2, need - 1] {
+        let b = Arc::new(ReadBudget::new(short));
+        let got = e.read_points_within("db", key, from, to, now, Some(&b));
+        assert!(
+            matches!(got, Err(EngineError::OverBudget)),
+            "{short}: {got:?}"
+        );
+        assert!(b.spent(), "{short}");
+    }
+    // One budget for two reads (a query's): enough for one only.
+    let b = Arc::new(ReadBudget::new(need + need / 2));
+    assert!(e
+        .read_points_within("db", key, from, to, now, Some(&b))
+        .is_ok());
+    assert!(e
+        .read_points_within("db", key, from, to, now, Some(&b))
+        .is_err());
+    assert!(b.spent());
+}
