@@ -33,15 +33,35 @@ const POW10: [f64; 16] = [
 fn short_decimal(f: f64) -> Option<(i64, usize)> {
     const LIMIT: f64 = (1u64 << 52) as f64;
     for (d, &p) in POW10.iter().enumerate() {
-        let x = (f * p).round();
-        if x.abs() >= LIMIT {
+        let y = f * p;
+        if y.abs() >= LIMIT {
             return None;
         }
-        if x / p == f {
-            return Some((x as i64, d));
+        let x = round(y);
+        if x.unsigned_abs() >= 1 << 52 {
+            return None;
+        }
+        if x as f64 / p == f {
+            return Some((x, d));
         }
     }
     None
+}
+
+/// `y` (below 2^52 in magnitude) to the nearest integer, halves away from
+/// zero, as `f64::round` does, without its call into the maths library
+/// (x86-64 has no rounding instruction before SSE4.1): the truncation and
+/// the remainder are exact at these magnitudes.
+fn round(y: f64) -> i64 {
+    let t = y as i64;
+    let rest = y - t as f64;
+    if rest >= 0.5 {
+        t + 1
+    } else if rest <= -0.5 {
+        t - 1
+    } else {
+        t
+    }
 }
 
 /// Appends `m / 10^d` in plain digits.
@@ -65,9 +85,9 @@ fn push_decimal(out: &mut String, m: i64, d: usize) {
     }
 }
 
-/// Appends ASCII digits.
+/// Appends ASCII digits (at once, not a character at a time).
 fn push_ascii(out: &mut String, digits: &[u8]) {
-    out.extend(digits.iter().map(|&b| char::from(b)));
+    out.push_str(std::str::from_utf8(digits).expect("ASCII digits"));
 }
 
 /// `f` alone.
@@ -172,6 +192,16 @@ fn plain(out: &mut String, s: &str) {
 mod tests {
     use super::*;
     use proptest::prelude::*;
+
+    proptest! {
+        /// The rounding is `f64::round`'s, below 2^52.
+        #[test]
+        fn rounding_is_the_standard_one(y in -4.6e15f64..4.6e15, halves in -1000i64..1000) {
+            for y in [y, halves as f64 / 2.0, y.trunc() + 0.5, y.trunc() - 0.5] {
+                prop_assert_eq!(round(y) as f64, y.round(), "{}", y);
+            }
+        }
+    }
 
     /// What Rust's own formatting prints (shortest, no exponent), as the
     /// answers printed before Ryu was used.
