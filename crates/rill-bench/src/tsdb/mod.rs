@@ -7,8 +7,8 @@
 //! sample on disk once each has flushed and merged, latency p50/p99 of
 //! one sensor over a day and over a month at 1,000 points, and whether
 //! Rill and VictoriaMetrics answer those queries alike. Each system
-//! ingests alone; the queries are then asked of all of them in turn, so
-//! that a slow stretch of the machine falls on each alike. Before the
+//! ingests alone; the queries are then asked of the systems in turns of
+//! 250, so that a slow stretch of the machine falls on each alike. Before the
 //! servers, the value codecs are compared on the same data and on
 //! real-shaped series (`codecs`); after them, Rill keeps a short storage
 //! period under endless ingest, and merges read next to nothing (`live`).
