@@ -21,6 +21,12 @@ pub trait BlockStore: Send + Sync {
     /// stored (Ok).
     fn put(&self, key: &[u8], value: &[u8], expires_at_s: Option<u64>) -> io::Result<()>;
     fn get(&self, key: &[u8]) -> io::Result<Option<Vec<u8>>>;
+    /// [`get`](Self::get) if it can be answered without waiting (from
+    /// memory or the page cache); `None`: it would wait for the device,
+    /// read it with `get` on a thread that may block.
+    fn try_get(&self, key: &[u8]) -> Option<io::Result<Option<Vec<u8>>>> {
+        Some(self.get(key))
+    }
     /// Whether `key` is readable (stored, not expired).
     fn contains(&self, key: &[u8]) -> bool;
     /// Every readable key and value.
@@ -79,6 +85,14 @@ impl BlockStore for BitcaskBlocks {
 
     fn get(&self, key: &[u8]) -> io::Result<Option<Vec<u8>>> {
         self.0.get(key).map_err(io_err)
+    }
+
+    fn try_get(&self, key: &[u8]) -> Option<io::Result<Option<Vec<u8>>>> {
+        // A block is far below this; a larger record waits for `get`.
+        const MAX_NOWAIT_BYTES: usize = 16 << 20;
+        self.0
+            .try_get(key, MAX_NOWAIT_BYTES)
+            .map(|r| r.map_err(io_err))
     }
 
     fn contains(&self, key: &[u8]) -> bool {

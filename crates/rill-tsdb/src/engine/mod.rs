@@ -129,8 +129,8 @@ pub enum EngineError {
         error: rill_sensor::BlockError,
     },
     /// A read given a [`ReadBudget`] would decode more samples than it
-    /// allows (it stopped before decoding them).
-    #[error("the read would decode more samples than its budget allows")]
+    /// allows, or wait for the device (it stopped first).
+    #[error("the read would pass its budget or wait for the device")]
     OverBudget,
 }
 

@@ -18,6 +18,13 @@ pub struct QuerySource<'a> {
 }
 
 impl crate::promql::eval::Source for QuerySource<'_> {
+    fn charge(&self, work: usize) -> Result<(), String> {
+        match self.budget {
+            Some(b) if !b.take(work) => Err(EngineError::OverBudget.to_string()),
+            _ => Ok(()),
+        }
+    }
+
     fn fetch(
         &self,
         matchers: &[crate::select::Matcher],

@@ -36,8 +36,11 @@ const READ_COST: usize = 256;
 
 /// How many samples a read, or the reads of one query, may decode (a
 /// series looked up and a window's blocks fetched count [`READ_COST`]
-/// each): a query tried on the thread that took its request must stay
-/// short, and one that would not is sent to the blocking pool instead.
+/// each; a query's other work is charged too, see
+/// [`Source::charge`](crate::promql::eval::Source::charge)): a query
+/// tried on the thread that took its request must stay short, and one
+/// that would not, or that would wait for the device, is sent to the
+/// blocking pool instead.
 /// Shared by the threads of a long read (a window both read, the
 /// request's thread not waiting for a helper still on it, counts twice).
 #[derive(Debug)]
@@ -55,6 +58,12 @@ impl ReadBudget {
         let n = i64::try_from(samples).unwrap_or(i64::MAX);
         let before = self.0.fetch_sub(n, std::sync::atomic::Ordering::Relaxed);
         before >= n
+    }
+
+    /// Spends the rest of the budget (a read that would wait for the
+    /// device stops as one past its budget does).
+    pub fn stop(&self) {
+        self.0.store(-1, std::sync::atomic::Ordering::Relaxed);
     }
 
     /// Whether a read found the budget short.
@@ -154,7 +163,20 @@ impl Sources {
     pub fn parts(&self, key: &str, w: i64) -> Result<Vec<Part>, EngineError> {
         let mut out = Vec::new();
         for number in 0u32.. {
-            let Some(bytes) = self.store.get(&block_key(self.group, w, number))? else {
+            let key_of = block_key(self.group, w, number);
+            // A bounded read must not wait for the device: one that would
+            // stops, to be read again where waiting is fine.
+            let got = match &self.budget {
+                None => self.store.get(&key_of)?,
+                Some(budget) => match self.store.try_get(&key_of) {
+                    Some(got) => got?,
+                    None => {
+                        budget.stop();
+                        return Err(EngineError::OverBudget);
+                    }
+                },
+            };
+            let Some(bytes) = got else {
                 break;
             };
             let header =
@@ -326,18 +348,18 @@ fn read_windows(src: Sources, key: &str, windows: Vec<i64>) -> Result<Points, En
                 .upgrade()
                 .ok_or_else(|| EngineError::Invalid("the read has ended".into()))?;
             let mut p = Points::default();
-            read_window(&src, &key, windows[i], &mut p).map(|()| p)
+            read_window(&src, &key, windows[i], &mut p).map(|_| p)
         })
     };
     let mut first = true;
     super::helpers::split(n, work, |turn| {
         match turn {
             Turn::Mine(i) => {
-                read_window(&src, &key, windows[i], &mut out)?;
-                // The answer grows once, sized from the first window, not
-                // by doubling.
+                let whole = read_window(&src, &key, windows[i], &mut out)?;
+                // The answer grows once, sized from the first window (as
+                // read, before it was cut to the range), not by doubling.
                 if std::mem::take(&mut first) {
-                    let more = out.ts.len().saturating_mul(n - 1).min(RESERVE_MAX);
+                    let more = whole.saturating_mul(n - 1).min(RESERVE_MAX);
                     out.ts.reserve(more);
                     out.v.reserve(more);
                 }
@@ -355,10 +377,12 @@ fn read_windows(src: Sources, key: &str, windows: Vec<i64>) -> Result<Points, En
 
 /// Window `w` of series `key`, appended to `out` in time order: its
 /// stored parts, its queued blocks and its buffered samples, a later one
-/// winning on a repeated time.
-fn read_window(src: &Sources, key: &str, w: i64, out: &mut Points) -> Result<(), EngineError> {
+/// winning on a repeated time; how many it held before it was cut to the
+/// range.
+fn read_window(src: &Sources, key: &str, w: i64, out: &mut Points) -> Result<usize, EngineError> {
     let start = out.ts.len();
     read_window_whole(src, key, w, out)?;
+    let whole = out.ts.len() - start;
     // Only the range's first window holds samples before it: cut here,
     // where they are the last in the answer, not once the answer is whole
     // (which would move all of it).
@@ -367,7 +391,7 @@ fn read_window(src: &Sources, key: &str, w: i64, out: &mut Points) -> Result<(),
         out.ts.drain(start..start + before);
         out.v.drain(start..start + before);
     }
-    Ok(())
+    Ok(whole)
 }
 
 /// [`read_window`], the window whole.

@@ -65,7 +65,20 @@ pub trait Source {
     /// The samples (ms, value) of every series `matchers` select, from
     /// `start` to `end` ms (both included), in time order.
     fn fetch(&self, matchers: &[Matcher], start: i64, end: i64) -> Result<Fetched, String>;
+
+    /// Takes `work` (in samples decoded: a query's work beyond its
+    /// reads) from the query's budget, if it has one; an error when it
+    /// is spent.
+    fn charge(&self, _work: usize) -> Result<(), String> {
+        Ok(())
+    }
 }
+
+/// A point computed and written out, counted as this many samples
+/// decoded (writing a point's JSON costs about four samples' decoding).
+const POINT_COST: usize = 4;
+/// Samples a rollup looks at per sample decoded.
+const SCANS_PER_SAMPLE: usize = 16;
 
 /// The times a query is evaluated at: `start`, `start + step`, ... up to
 /// `end` (ms).
@@ -312,6 +325,17 @@ fn rollup(
         if matches!(func, Rollup::Default | Rollup::Rate) && win < mpi {
             win = mpi;
         }
+        // The points, and the samples each looks at when it scans its
+        // window (a window much longer than the step scans each sample
+        // many times).
+        let scans = matches!(func, Rollup::Min | Rollup::Max | Rollup::Sum | Rollup::Avg);
+        let per_window = if scans { in_window(&ts, win) } else { 1 };
+        src.charge(
+            times
+                .len()
+                .saturating_mul(POINT_COST)
+                .saturating_add(times.len().saturating_mul(per_window) / SCANS_PER_SAMPLE),
+        )?;
         // The grid's times rise, so each window's bounds only move on:
         // `i` past the samples at or before its start, `j` past those at
         // or before its end.
@@ -335,6 +359,17 @@ fn rollup(
         out.push(Out { series, values });
     }
     Ok(out)
+}
+
+/// About how many of `ts`' samples (rising) a window of `win` ms holds,
+/// at their mean rate (at least one).
+fn in_window(ts: &[i64], win: i64) -> usize {
+    let (Some(first), Some(last)) = (ts.first(), ts.last()) else {
+        return 1;
+    };
+    let span = i128::from(last.saturating_sub(*first)).max(1);
+    let n = i128::try_from(ts.len()).unwrap_or(i128::MAX) * i128::from(win.max(0)) / span;
+    usize::try_from(n).unwrap_or(usize::MAX).saturating_add(1)
 }
 
 /// The first index from `at` on whose time is after `t` (`ts` rising):

@@ -50,3 +50,38 @@ fn a_read_within_its_budget_reads_it_all_and_one_past_it_stops() {
         .is_err());
     assert!(b.spent());
 }
+
+/// A bounded read that would wait for the device (a block not in the page
+/// cache) stops as one past its budget does, the budget spent; read
+/// without a bound, the same samples come back.
+#[test]
+fn a_bounded_read_that_would_wait_stops() {
+    let rig = Rig::new(10 * SEC, 8);
+    let (e, hooks) = super::hooked::hooked(&rig);
+    let key = "m{a=\"1\"}";
+    for k in 0..40i64 {
+        let t = T0 + k * 3 * SEC;
+        e.write("db", &one(key, vec![s(t, k as f64)]), t).unwrap();
+        e.tick(t).unwrap();
+    }
+    let (from, to, now) = (T0, T0 + 117 * SEC, T0 + 120 * SEC);
+    // The first read opens the stores' files (a bounded read does not:
+    // opening a file may wait); after it, a bounded read reads them.
+    assert_eq!(
+        e.read_points("db", key, from, to, now).unwrap().ts.len(),
+        40
+    );
+    let b = Arc::new(ReadBudget::new(1 << 30));
+    let warm = e.read_points_within("db", key, from, to, now, Some(&b));
+    assert_eq!(warm.unwrap().ts.len(), 40);
+    assert!(!b.spent());
+    assert!(hooks.would_block.set(()).is_ok());
+    let b = Arc::new(ReadBudget::new(1 << 30));
+    let cold = e.read_points_within("db", key, from, to, now, Some(&b));
+    assert!(matches!(cold, Err(EngineError::OverBudget)), "{cold:?}");
+    assert!(b.spent());
+    assert_eq!(
+        e.read_points("db", key, from, to, now).unwrap().ts.len(),
+        40
+    );
+}

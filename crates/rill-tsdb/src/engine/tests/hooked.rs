@@ -13,6 +13,8 @@ pub(super) struct Hooks {
     pub before_put: Hook,
     pub before_get: Hook,
     pub on_drop: Hook,
+    /// Set: every read that must not wait would (a cold page cache).
+    pub would_block: Arc<OnceLock<()>>,
 }
 
 fn run(h: &Hook) {
@@ -45,6 +47,13 @@ impl BlockStore for HookedStore {
     fn get(&self, key: &[u8]) -> io::Result<Option<Vec<u8>>> {
         run(&self.hooks.before_get);
         self.inner.get(key)
+    }
+    fn try_get(&self, key: &[u8]) -> Option<io::Result<Option<Vec<u8>>>> {
+        if self.hooks.would_block.get().is_some() {
+            return None;
+        }
+        run(&self.hooks.before_get);
+        self.inner.try_get(key)
     }
     fn contains(&self, key: &[u8]) -> bool {
         self.inner.contains(key)

@@ -181,3 +181,63 @@ proptest::proptest! {
         proptest::prop_assert_eq!(past(&ts, at, t), walk);
     }
 }
+
+/// A source that meters what a query charges, refusing past `limit`.
+struct Metered {
+    mem: Mem,
+    charged: std::cell::Cell<usize>,
+    limit: usize,
+}
+
+impl Source for Metered {
+    fn fetch(&self, m: &[Matcher], start: i64, end: i64) -> Result<Fetched, String> {
+        self.mem.fetch(m, start, end)
+    }
+    fn charge(&self, work: usize) -> Result<(), String> {
+        self.charged.set(self.charged.get().saturating_add(work));
+        if self.charged.get() > self.limit {
+            return Err("spent".into());
+        }
+        Ok(())
+    }
+}
+
+/// A rollup charges its points, and the samples its windows scan: a
+/// window many steps long scans each sample many times and costs that
+/// much more; a refused charge stops the evaluation.
+#[test]
+fn a_rollup_charges_its_points_and_what_its_windows_scan() {
+    // A sample a second for 1,000 s.
+    let every_second: Vec<(i64, f64)> = (0..1000).map(|k| (k * 1000, k as f64)).collect();
+    let metered = |limit| Metered {
+        mem: Mem(vec![(series("temp", "a"), every_second.clone())]),
+        charged: std::cell::Cell::new(0),
+        limit,
+    };
+    let charged = |q: &str| {
+        let src = metered(usize::MAX);
+        eval(
+            &parse(q).unwrap(),
+            &Grid::new(0, 999_000, 1000).unwrap(),
+            &src,
+        )
+        .unwrap();
+        src.charged.get()
+    };
+    // 1,000 points: 4 each, and windows of one step scan ~2 samples.
+    let short = charged("max_over_time(temp[1s])");
+    assert!((4000..4400).contains(&short), "{short}");
+    // Windows of 500 s scan ~500 samples a point: 1,000 * 500 / 16 more.
+    let long = charged("max_over_time(temp[500s])");
+    assert!(long > short + 25_000, "{long} vs {short}");
+    // A point at a time, no window scanned: 4 and 1/16 a point.
+    let last = charged("last_over_time(temp[500s])");
+    assert_eq!(last, 4000 + 1000 / 16);
+    let src = metered(10_000);
+    let refused = eval(
+        &parse("max_over_time(temp[500s])").unwrap(),
+        &Grid::new(0, 999_000, 1000).unwrap(),
+        &src,
+    );
+    assert_eq!(refused.err().as_deref(), Some("spent"));
+}
