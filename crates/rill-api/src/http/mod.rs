@@ -18,6 +18,7 @@ mod page;
 mod prom;
 mod sensor;
 pub mod util;
+mod where_run;
 
 use axum::body::{Body, Bytes};
 use axum::extract::State;

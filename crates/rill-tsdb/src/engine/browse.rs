@@ -206,7 +206,7 @@ impl Engine {
             }
             runs.extend(loose.iter().map(|s| s.to_vec()));
             let mut merged = Vec::new();
-            super::read::merge_runs(runs, &mut merged);
+            super::merge::merge_runs(runs, &mut merged);
             for s in merged.into_iter().filter(|s| (lo..=hi).contains(&s.ts)) {
                 if let Some(i) = out.index(s.ts) {
                     out.add(i, &Bucket::of(s));

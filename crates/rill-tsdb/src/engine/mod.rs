@@ -20,6 +20,7 @@ mod browse;
 mod browse_tests;
 mod flush;
 mod helpers;
+mod merge;
 mod query_source;
 mod queue;
 mod read;
