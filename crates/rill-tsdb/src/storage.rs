@@ -23,9 +23,10 @@ pub trait BlockStore: Send + Sync {
     fn get(&self, key: &[u8]) -> io::Result<Option<Vec<u8>>>;
     /// [`get`](Self::get) if it can be answered without waiting (from
     /// memory or the page cache); `None`: it would wait for the device,
-    /// read it with `get` on a thread that may block.
-    fn try_get(&self, key: &[u8]) -> Option<io::Result<Option<Vec<u8>>>> {
-        Some(self.get(key))
+    /// read it with `get` on a thread that may block (what a store that
+    /// cannot tell says).
+    fn try_get(&self, _key: &[u8]) -> Option<io::Result<Option<Vec<u8>>>> {
+        None
     }
     /// Whether `key` is readable (stored, not expired).
     fn contains(&self, key: &[u8]) -> bool;

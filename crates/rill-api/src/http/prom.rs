@@ -310,7 +310,7 @@ fn raw_matrix(src: &QuerySource, m: &[Matcher], start: i64, end: i64) -> Result<
             .iter()
             .map(|(_, p)| p.ts.len())
             .sum::<usize>()
-            .saturating_mul(4),
+            .saturating_mul(rill_tsdb::promql::eval::POINT_COST),
     )?;
     Ok(matrix(fetched.iter().map(|(s, points)| (s, points.iter()))))
 }

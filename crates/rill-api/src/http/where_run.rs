@@ -14,8 +14,10 @@ use std::sync::Arc;
 const INLINE_SAMPLES: u64 = 100_000;
 
 /// `run`'s answer: tried here with a budget of [`INLINE_SAMPLES`], and
-/// on the blocking pool without one when it would read more (what it
-/// read so far is read again: at most the budget).
+/// on the blocking pool without one when it would do more or wait for
+/// the device (what it did so far is done again: at most the budget).
+/// An answer completed here is kept even if the budget was spent on the
+/// way.
 pub(crate) async fn answer<F>(run: F) -> Result<String, String>
 where
     F: Fn(Option<&Arc<ReadBudget>>) -> Result<String, String> + Send + 'static,

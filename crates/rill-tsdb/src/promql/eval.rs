@@ -76,7 +76,7 @@ pub trait Source {
 
 /// A point computed and written out, counted as this many samples
 /// decoded (writing a point's JSON costs about four samples' decoding).
-const POINT_COST: usize = 4;
+pub const POINT_COST: usize = 4;
 /// Samples a rollup looks at per sample decoded.
 const SCANS_PER_SAMPLE: usize = 16;
 
@@ -155,7 +155,7 @@ pub fn eval(e: &Expr, grid: &Grid, src: &dyn Source) -> Result<Vec<Out>, String>
 
 fn eval_val(e: &Expr, grid: &Grid, src: &dyn Source) -> Result<Val, String> {
     let n = grid.times().len();
-    Ok(match e {
+    let val = match e {
         Expr::Number(x) => Val::Scalar(vec![*x; n]),
         Expr::Neg(inner) => match eval_val(inner, grid, src)? {
             Val::Scalar(v) => Val::Scalar(v.into_iter().map(|x| -x).collect()),
@@ -174,7 +174,17 @@ fn eval_val(e: &Expr, grid: &Grid, src: &dyn Source) -> Result<Val, String> {
             matchers,
             window,
         } => Val::Vector(rollup(*func, matchers, *window, grid, src)?),
-    })
+    };
+    // What the node computed (a rollup charged its own): a number's
+    // points as points written out, an operator's one each.
+    let work = match (e, &val) {
+        (Expr::Rollup { .. }, _) => 0,
+        (Expr::Number(_), _) => n.saturating_mul(POINT_COST),
+        (_, Val::Scalar(_)) => n,
+        (_, Val::Vector(v)) => n.saturating_mul(v.len()),
+    };
+    src.charge(work)?;
+    Ok(val)
 }
 
 fn unnamed(s: &Series) -> Series {
@@ -362,14 +372,17 @@ fn rollup(
 }
 
 /// About how many of `ts`' samples (rising) a window of `win` ms holds,
-/// at their mean rate (at least one).
+/// at their mean rate (at least one, at most all of them).
 fn in_window(ts: &[i64], win: i64) -> usize {
     let (Some(first), Some(last)) = (ts.first(), ts.last()) else {
         return 1;
     };
     let span = i128::from(last.saturating_sub(*first)).max(1);
     let n = i128::try_from(ts.len()).unwrap_or(i128::MAX) * i128::from(win.max(0)) / span;
-    usize::try_from(n).unwrap_or(usize::MAX).saturating_add(1)
+    usize::try_from(n)
+        .unwrap_or(usize::MAX)
+        .saturating_add(1)
+        .min(ts.len())
 }
 
 /// The first index from `at` on whose time is after `t` (`ts` rising):

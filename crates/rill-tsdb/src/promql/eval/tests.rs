@@ -241,3 +241,39 @@ fn a_rollup_charges_its_points_and_what_its_windows_scan() {
     );
     assert_eq!(refused.err().as_deref(), Some("spent"));
 }
+
+/// A series with one sample, or whose samples are few, is charged for
+/// what its windows can hold at most (all of its samples), and numbers
+/// and operators are charged for their points.
+#[test]
+fn sparse_series_numbers_and_operators_are_charged_what_they_do() {
+    let charged = |data: Vec<(i64, f64)>, q: &str| {
+        let src = Metered {
+            mem: Mem(vec![(series("temp", "a"), data)]),
+            charged: std::cell::Cell::new(0),
+            limit: usize::MAX,
+        };
+        eval(
+            &parse(q).unwrap(),
+            &Grid::new(0, 999_000, 1000).unwrap(),
+            &src,
+        )
+        .unwrap();
+        src.charged.get()
+    };
+    // One sample: each of the 1,000 points looks at one at most.
+    assert_eq!(
+        charged(vec![(500_000, 1.0)], "max_over_time(temp[500s])"),
+        4000 + 1000 / 16
+    );
+    // Three samples: at most three a point.
+    let three = vec![(1000, 1.0), (2000, 2.0), (3000, 3.0)];
+    assert_eq!(
+        charged(three, "max_over_time(temp[500s])"),
+        4000 + 3000 / 16
+    );
+    // A number: its 1,000 points, as written out.
+    assert_eq!(charged(vec![], "2"), 4000);
+    // An operator on two numbers: those, and one a point.
+    assert_eq!(charged(vec![], "1+2"), 4000 + 4000 + 1000);
+}
