@@ -83,6 +83,17 @@ pub(super) fn one(key: &str, samples: Vec<Sample>) -> Vec<(String, Vec<Sample>)>
     vec![(key.to_string(), samples)]
 }
 
+/// Series `key` of `db` given `n` samples 3 s apart from `T0` (sample `k`
+/// valued `k`), each written and ticked at its time: windows are stored
+/// as they close.
+pub(super) fn every_3s(e: &Engine, key: &str, n: i64) {
+    for k in 0..n {
+        let t = T0 + k * 3 * SEC;
+        e.write("db", &one(key, vec![s(t, k as f64)]), t).unwrap();
+        e.tick(t).unwrap();
+    }
+}
+
 #[test]
 fn samples_are_read_back_from_buffers_queue_and_blocks() {
     let rig = Rig::new(100 * SEC, 4);

@@ -32,11 +32,7 @@ fn a_read_within_its_budget_reads_it_all_and_one_past_it_stops() {
     let rig = Rig::new(10 * SEC, 8);
     let e = rig.open(T0);
     let key = "m{a=\"1\"}";
-    for k in 0..100i64 {
-        let t = T0 + k * 3 * SEC;
-        e.write("db", &one(key, vec![s(t, k as f64)]), t).unwrap();
-        e.tick(t).unwrap();
-    }
+    every_3s(&e, key, 100);
     let (from, to, now) = (T0, T0 + 297 * SEC, T0 + 300 * SEC);
     let plain = e.read_points("db", key, from, to, now).unwrap();
     assert_eq!(plain.ts.len(), 100);
@@ -78,11 +74,7 @@ fn a_bounded_read_that_would_wait_stops() {
     let rig = Rig::new(10 * SEC, 8);
     let (e, hooks) = super::hooked::hooked(&rig);
     let key = "m{a=\"1\"}";
-    for k in 0..40i64 {
-        let t = T0 + k * 3 * SEC;
-        e.write("db", &one(key, vec![s(t, k as f64)]), t).unwrap();
-        e.tick(t).unwrap();
-    }
+    every_3s(&e, key, 40);
     let (from, to, now) = (T0, T0 + 117 * SEC, T0 + 120 * SEC);
     // The first read opens the stores' files (a bounded read does not:
     // opening a file may wait); after it, a bounded read reads them.

@@ -64,11 +64,7 @@ fn an_engine_dropped_after_a_long_read_lets_its_stores_go_first() {
         Box::new(move || dropped.lock().unwrap().push("store dropped"));
     assert!(hooks.on_drop.set(on_drop).is_ok());
     let key = "m{a=\"1\"}";
-    for k in 0..100i64 {
-        let t = T0 + k * 3 * SEC;
-        e.write("db", &one(key, vec![s(t, k as f64)]), t).unwrap();
-        e.tick(t).unwrap();
-    }
+    every_3s(&e, key, 100);
     let now = T0 + 400 * SEC;
     e.tick(now).unwrap();
     // The helper's first get tells the request's thread to go on.

@@ -119,11 +119,7 @@ fn a_damaged_block_in_a_long_read_is_named_wherever_it_is() {
     let rig = Rig::new(10 * SEC, 8);
     let e = rig.open(T0);
     let key = "m{a=\"1\"}";
-    for k in 0..100i64 {
-        let t = T0 + k * 3 * SEC;
-        e.write("db", &one(key, vec![s(t, k as f64)]), t).unwrap();
-        e.tick(t).unwrap();
-    }
+    every_3s(&e, key, 100);
     let now = T0 + 400 * SEC;
     e.tick(now).unwrap();
     let store = e.storage.database("db").unwrap();

@@ -202,6 +202,23 @@ impl Source for Metered {
     }
 }
 
+/// What `q` charges at 1,000 points a second apart, `temp{host="a"}`
+/// holding `data`.
+fn charged(data: Vec<(i64, f64)>, q: &str) -> usize {
+    let src = Metered {
+        mem: Mem(vec![(series("temp", "a"), data)]),
+        charged: std::cell::Cell::new(0),
+        limit: usize::MAX,
+    };
+    eval(
+        &parse(q).unwrap(),
+        &Grid::new(0, 999_000, 1000).unwrap(),
+        &src,
+    )
+    .unwrap();
+    src.charged.get()
+}
+
 /// A rollup charges its points, and the samples its windows scan: a
 /// window many steps long scans each sample many times and costs that
 /// much more; a refused charge stops the evaluation.
@@ -209,21 +226,7 @@ impl Source for Metered {
 fn a_rollup_charges_its_points_and_what_its_windows_scan() {
     // A sample a second for 1,000 s.
     let every_second: Vec<(i64, f64)> = (0..1000).map(|k| (k * 1000, k as f64)).collect();
-    let metered = |limit| Metered {
-        mem: Mem(vec![(series("temp", "a"), every_second.clone())]),
-        charged: std::cell::Cell::new(0),
-        limit,
-    };
-    let charged = |q: &str| {
-        let src = metered(usize::MAX);
-        eval(
-            &parse(q).unwrap(),
-            &Grid::new(0, 999_000, 1000).unwrap(),
-            &src,
-        )
-        .unwrap();
-        src.charged.get()
-    };
+    let charged = |q: &str| charged(every_second.clone(), q);
     // 1,000 points: 4 each, and windows of one step scan ~2 samples.
     let short = charged("max_over_time(temp[1s])");
     assert!((4000..4400).contains(&short), "{short}");
@@ -233,7 +236,11 @@ fn a_rollup_charges_its_points_and_what_its_windows_scan() {
     // A point at a time, no window scanned: 4 and 1/16 a point.
     let last = charged("last_over_time(temp[500s])");
     assert_eq!(last, 4000 + 1000 / 16);
-    let src = metered(10_000);
+    let src = Metered {
+        mem: Mem(vec![(series("temp", "a"), every_second)]),
+        charged: std::cell::Cell::new(0),
+        limit: 10_000,
+    };
     let refused = eval(
         &parse("max_over_time(temp[500s])").unwrap(),
         &Grid::new(0, 999_000, 1000).unwrap(),
@@ -247,20 +254,6 @@ fn a_rollup_charges_its_points_and_what_its_windows_scan() {
 /// and operators are charged for their points.
 #[test]
 fn sparse_series_numbers_and_operators_are_charged_what_they_do() {
-    let charged = |data: Vec<(i64, f64)>, q: &str| {
-        let src = Metered {
-            mem: Mem(vec![(series("temp", "a"), data)]),
-            charged: std::cell::Cell::new(0),
-            limit: usize::MAX,
-        };
-        eval(
-            &parse(q).unwrap(),
-            &Grid::new(0, 999_000, 1000).unwrap(),
-            &src,
-        )
-        .unwrap();
-        src.charged.get()
-    };
     // One sample: each of the 1,000 points looks at one at most.
     assert_eq!(
         charged(vec![(500_000, 1.0)], "max_over_time(temp[500s])"),
