@@ -45,8 +45,23 @@ fn block(bytes: &[u8]) {
     }
 }
 
+/// Times decoded in ms are the times in ns floored, or both fail (and
+/// the failure leaves the columns as they were).
+fn same_in_ms(
+    ns: Result<impl Sized, rill_sensor::BlockError>,
+    ms: Result<impl Sized, rill_sensor::BlockError>,
+    (ts, vs): (&[i64], &[f64]),
+    (tm, vm): (&[i64], &[f64]),
+) {
+    assert_eq!(ns.is_ok(), ms.is_ok());
+    assert_eq!(ts.len(), tm.len());
+    assert!(ts.iter().zip(tm).all(|(a, b)| a.div_euclid(1_000_000) == *b));
+    assert!(vs.iter().zip(vm).all(|(a, b)| a.to_bits() == b.to_bits()));
+}
+
 fn check_group(bytes: &[u8]) {
     use rill_sensor::block::group;
+    use rill_sensor::TimeUnit;
     let _ = group::headers(bytes);
     let Ok(columns) = group::decode(bytes) else {
         return;
@@ -55,6 +70,13 @@ fn check_group(bytes: &[u8]) {
         assert_eq!(h.count as usize, samples.len());
         let one = group::decode_series(bytes, *series).expect("its column decodes");
         assert!(one.is_some_and(|(_, s)| s.len() == samples.len()));
+        let (mut ts, mut vs, mut tm, mut vm) = (vec![1], vec![0.5], vec![1], vec![0.5]);
+        same_in_ms(
+            group::decode_series_columns(bytes, *series, &mut ts, &mut vs),
+            group::decode_series_columns_in(bytes, *series, TimeUnit::Ms, &mut tm, &mut vm),
+            (&ts[1..], &vs[1..]),
+            (&tm[1..], &vm[1..]),
+        );
     }
     let borrowed: Vec<(u64, &[rill_sensor::Sample])> =
         columns.iter().map(|(s, _, v)| (*s, v.as_slice())).collect();
@@ -70,6 +92,13 @@ fn check_group(bytes: &[u8]) {
 }
 
 fn check_block(bytes: &[u8]) {
+    let (mut ts, mut vs, mut tm, mut vm) = (vec![1], vec![0.5], vec![1], vec![0.5]);
+    same_in_ms(
+        rill_sensor::block::decode_columns(bytes, &mut ts, &mut vs),
+        rill_sensor::block::decode_columns_in(bytes, rill_sensor::TimeUnit::Ms, &mut tm, &mut vm),
+        (&ts[1..], &vs[1..]),
+        (&tm[1..], &vm[1..]),
+    );
     if let Ok((h, samples)) = decode(bytes) {
         assert_eq!(h.count as usize, samples.len());
         let again = encode(&samples, Choice::Smallest).expect("decoded samples encode");

@@ -15,5 +15,5 @@ pub mod remote_write;
 pub mod series;
 
 pub use bits::{unzigzag, zigzag};
-pub use block::{BlockError, Choice, Codec, EncodeError, Header, Sample};
+pub use block::{BlockError, Choice, Codec, EncodeError, Header, Sample, TimeUnit};
 pub use series::{samples_of, Precision, Series};

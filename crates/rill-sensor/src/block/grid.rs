@@ -122,17 +122,24 @@ pub(crate) fn encode(ts: &[i64], k: u8) -> Option<Vec<u8>> {
 }
 
 /// Reads `count - 1` timestamps after `first` (ns) from a grid section,
-/// appending `first` and them to `out` (on an error, `out` may hold some
-/// of them: the caller truncates); whether they rise strictly.
+/// appending `first` and them to `out` floored to units of 10^`s` ns
+/// (`s` at most `k`: a timestamp `x` units of 10^k after `first` is
+/// `x * 10^(k-s) + floor(first / 10^s)` exactly, no division a sample;
+/// on an error, `out` may hold some of them: the caller truncates);
+/// whether they rise strictly (as in ns: `s <= k` keeps them apart).
 pub(crate) fn decode(
     first: i64,
     count: usize,
     k: u8,
+    s: u8,
     r: &mut BitReader,
     out: &mut Vec<i64>,
 ) -> Result<bool, BlockError> {
+    debug_assert!(s <= k);
     let bad = || BlockError::Invalid("a grid timestamp out of range");
     let unit = 10i64.pow(u32::from(k));
+    let scale = 10i64.pow(u32::from(s));
+    let (unit_out, first_out) = (unit / scale, first.div_euclid(scale));
     let interval = i64::try_from(read_varint(r)?).map_err(|_| bad())?;
     let c = unzigzag(read_varint(r)?);
     let bits = r.read(6)? as u32;
@@ -142,7 +149,7 @@ pub(crate) fn decode(
     // Written in place, the reader in a local: the loop keeps its state
     // in registers.
     let start = out.len();
-    out.resize(start + count.max(1), first);
+    out.resize(start + count.max(1), first_out);
     let mut rr = *r;
     let mut q: i64 = 0;
     // Up to `q_safe` grid points, no step of a timestamp can overflow
@@ -155,7 +162,7 @@ pub(crate) fn decode(
             - (1i128 << MAX_BITS);
         ((room << FRAC) / i128::from(interval)).clamp(-1, i128::from(i64::MAX / interval)) as i64
     };
-    let (mut prev, mut rising) = (first, true);
+    let (mut prev, mut rising) = (first_out, true);
     for slot in out[start..].iter_mut().skip(1) {
         // The usual timestamp, no point skipped: a 0 bit and the offset,
         // both in one peek.
@@ -180,13 +187,14 @@ pub(crate) fn decode(
         // writes a grid only when every timestamp less the first fits in
         // an i64, so the units since the first fit too.)
         let t = if q <= q_safe {
-            (((q * interval) >> FRAC) + c + o) * unit + first
+            (((q * interval) >> FRAC) + c + o) * unit_out + first_out
         } else {
             i64::try_from(grid(q, interval) + i128::from(c) + i128::from(o))
                 .ok()
                 .and_then(|x| x.checked_mul(unit))
                 .and_then(|x| x.checked_add(first))
                 .ok_or_else(bad)?
+                .div_euclid(scale)
         };
         rising &= t > prev;
         prev = t;

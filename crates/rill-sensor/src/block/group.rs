@@ -33,9 +33,9 @@
 //! value), values section length (u32).
 
 use super::{
-    decode_times, decode_values, encode_times, encode_values, header_of, header_of_columns,
-    put_aggregates, same_header, u32_at, u64_at, zip_samples, BlockError, Choice, Codec,
-    EncodeError, Header, Sample, MAX_SAMPLES,
+    decode_values, encode_times, encode_values, header_of, header_of_columns, put_aggregates,
+    same_header, u32_at, u64_at, zip_samples, BlockError, Choice, Codec, EncodeError, Header,
+    Sample, TimeUnit, MAX_SAMPLES,
 };
 
 pub const VERSION: u8 = 2;
@@ -317,21 +317,21 @@ impl<'a> Layout<'a> {
     /// The block's timestamps, checked to rise from the first to the last.
     fn times(&self) -> Result<Vec<i64>, BlockError> {
         let mut ts = Vec::new();
-        self.times_into(&mut ts)?;
+        self.times_into(TimeUnit::Ns, &mut ts)?;
         Ok(ts)
     }
 
-    /// [`times`](Self::times) appended to `out` (left as it was on an
-    /// error).
-    fn times_into(&self, out: &mut Vec<i64>) -> Result<(), BlockError> {
+    /// [`times`](Self::times) in `unit`, appended to `out` (left as it
+    /// was on an error).
+    fn times_into(&self, unit: TimeUnit, out: &mut Vec<i64>) -> Result<(), BlockError> {
         let b = self.bytes;
-        decode_times(
-            self.first_ts,
+        super::time::decode_section(
+            (self.first_ts, self.last_ts),
             self.rows,
             b[1],
             b[2],
             &b[self.times.clone()],
-            self.last_ts,
+            unit,
             out,
         )
     }
@@ -356,9 +356,11 @@ impl<'a> Layout<'a> {
     ) -> Result<Header, BlockError> {
         let at = self.column(c)?;
         let (t0, v0) = (ts.len(), values.len());
-        let checked = self
-            .present_rows(&at, rows, ts)
-            .and_then(|()| self.check_column(&at, &ts[t0..], values));
+        let checked = self.present_rows(&at, rows, ts).and_then(|()| {
+            let t = &ts[t0..];
+            let span = t.first().zip(t.last()).map(|(a, b)| (*a, *b));
+            self.check_column(&at, t.len(), span, values)
+        });
         if checked.is_err() {
             ts.truncate(t0);
             values.truncate(v0);
@@ -393,19 +395,24 @@ impl<'a> Layout<'a> {
     }
 
     /// Decodes the column's values (appended to `values`) and checks them
-    /// and their times `ts` against its header.
+    /// against its header, with the number of its times and the first
+    /// and the last of them (ns; `None` when it has none).
     fn check_column(
         &self,
         at: &ColumnAt,
-        ts: &[i64],
+        times: usize,
+        span: Option<(i64, i64)>,
         values: &mut Vec<f64>,
     ) -> Result<Header, BlockError> {
         let count = at.header.count as usize;
-        if ts.len() != count {
-            return Err(BlockError::Invalid(
-                "rows present and values of a column differ in number",
-            ));
-        }
+        let span = match span {
+            Some(span) if times == count => span,
+            _ => {
+                return Err(BlockError::Invalid(
+                    "rows present and values of a column differ in number",
+                ))
+            }
+        };
         let v0 = values.len();
         let agg = decode_values(
             at.header.codec,
@@ -414,7 +421,7 @@ impl<'a> Layout<'a> {
             values,
         )?;
         if !same_header(
-            &header_of_columns(at.header.codec, ts, &values[v0..], agg),
+            &header_of_columns(at.header.codec, span, &values[v0..], agg),
             &at.header,
         ) {
             return Err(BlockError::Invalid("samples disagree with the header"));
@@ -455,6 +462,17 @@ pub fn decode_series_columns(
     ts: &mut Vec<i64>,
     values: &mut Vec<f64>,
 ) -> Result<Option<Header>, BlockError> {
+    decode_series_columns_in(bytes, series, TimeUnit::Ns, ts, values)
+}
+
+/// [`decode_series_columns`] with the times in `unit` (floored).
+pub fn decode_series_columns_in(
+    bytes: &[u8],
+    series: u64,
+    unit: TimeUnit,
+    ts: &mut Vec<i64>,
+    values: &mut Vec<f64>,
+) -> Result<Option<Header>, BlockError> {
     let l = Layout::read(bytes)?;
     let Some(c) = l.find(series) else {
         return Ok(None);
@@ -462,14 +480,21 @@ pub fn decode_series_columns(
     let at = l.column(c)?;
     if !at.presence.is_empty() {
         let rows = l.times()?;
-        return l.columns_into(c, &rows, ts, values).map(Some);
+        let t0 = ts.len();
+        let got = l.columns_into(c, &rows, ts, values)?;
+        let p = 10i64.pow(u32::from(unit.exponent()));
+        for t in &mut ts[t0..] {
+            *t = t.div_euclid(p);
+        }
+        return Ok(Some(got));
     }
     // A value at every row (the fields of one line): the rows decode
-    // straight into `ts`.
+    // straight into `ts`, checked from the block's first to its last.
     let (t0, v0) = (ts.len(), values.len());
+    let span = Some((l.first_ts, l.last_ts));
     let checked = l
-        .times_into(ts)
-        .and_then(|()| l.check_column(&at, &ts[t0..], values));
+        .times_into(unit, ts)
+        .and_then(|()| l.check_column(&at, ts.len() - t0, span, values));
     if checked.is_err() {
         ts.truncate(t0);
         values.truncate(v0);

@@ -12,9 +12,18 @@ fn same(a: &[Sample], b: &[Sample]) -> bool {
 /// Rows at jittered times; each column a value at most rows (all of
 /// them when `gaps` is false), values as sensors give them or any bits.
 fn any_group() -> impl Strategy<Value = Vec<(u64, Vec<Sample>)>> {
+    group_in(1)
+}
+
+/// Groups whose times are multiples of `unit` ns.
+fn group_in(unit: i64) -> impl Strategy<Value = Vec<(u64, Vec<Sample>)>> {
     (
-        -4_000_000_000_000_000_000i64..4_000_000_000_000_000_000,
-        proptest::collection::vec(1i64..5_000_000_000, 1..200),
+        (-4_000_000_000_000_000_000i64..4_000_000_000_000_000_000)
+            .prop_map(move |t| t / unit * unit),
+        proptest::collection::vec(
+            (1i64..5_000_000_000 / unit).prop_map(move |d| d * unit),
+            1..200,
+        ),
         1usize..7,
         any::<bool>(),
         any::<u64>(),
@@ -129,6 +138,40 @@ proptest! {
                     prop_assert_eq!(values.len(), 1);
                 }
             }
+        }
+    }
+}
+
+proptest! {
+    /// A column decoded with its times in ms gets the times in ns
+    /// floored, the same values, and fails where the ns decode fails
+    /// (leaving the answer as it was), damaged or not: times in whole ms
+    /// are read straight into ms, others floored after.
+    #[test]
+    fn a_column_in_ms_is_the_column_in_ns_floored(
+        g in prop_oneof![group_in(1_000_000), group_in(1_000_000_000), any_group()],
+        damage in proptest::option::of((any::<prop::sample::Index>(), 0u8..8)),
+    ) {
+        let mut b = group::encode(&borrowed(&g), Choice::Auto).unwrap();
+        if let Some((at, bit)) = damage {
+            let n = b.len() - 4;
+            b[at.index(n)] ^= 1 << bit;
+            let crc = crc32fast::hash(&b[..n]);
+            b[n..].copy_from_slice(&crc.to_le_bytes());
+        }
+        for (id, _) in &g {
+            let (mut ts, mut vs) = (vec![-7i64], vec![0.5f64]);
+            let ns = group::decode_series_columns(&b, *id, &mut ts, &mut vs);
+            let (mut tm, mut vm) = (vec![-7i64], vec![0.5f64]);
+            let ms = group::decode_series_columns_in(&b, *id, TimeUnit::Ms, &mut tm, &mut vm);
+            prop_assert_eq!(ns.is_ok(), ms.is_ok());
+            if let (Ok(a), Ok(c)) = (&ns, &ms) {
+                prop_assert_eq!(a.map(|h| h.count), c.map(|h| h.count));
+            }
+            let floored: Vec<i64> = ts[1..].iter().map(|t| t.div_euclid(1_000_000)).collect();
+            prop_assert_eq!(&tm[1..], &floored[..]);
+            let bits = |v: &[f64]| v.iter().map(|x| x.to_bits()).collect::<Vec<_>>();
+            prop_assert_eq!(bits(&vm), bits(&vs));
         }
     }
 }

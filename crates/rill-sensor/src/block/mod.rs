@@ -34,7 +34,7 @@ use crate::bits::{BitReader, BitWriter, Truncated};
 
 pub const VERSION: u8 = 1;
 /// Flag bit: the timestamps section is a grid (grid.rs).
-const GRID: u8 = 1;
+pub(crate) const GRID: u8 = 1;
 const HEADER: usize = 68;
 /// The most samples a block may hold (a damaged or hostile count must
 /// not make a reader allocate without bound).
@@ -53,6 +53,25 @@ pub struct Sample {
 pub enum Codec {
     Gorilla = 1,
     Decimal = 2,
+}
+
+/// The unit of decoded times: ns, or floored to ms (what a query takes:
+/// a block in units of 1 ms or more is decoded straight into ms, with no
+/// division a sample).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum TimeUnit {
+    Ns,
+    Ms,
+}
+
+impl TimeUnit {
+    /// `s`: the unit is 10^s ns.
+    pub(crate) fn exponent(self) -> u8 {
+        match self {
+            TimeUnit::Ns => 0,
+            TimeUnit::Ms => 6,
+        }
+    }
 }
 
 /// Which value codec to use.
@@ -188,44 +207,6 @@ fn encode_values(values: &[f64], choice: Choice) -> (Codec, Vec<u8>) {
     }
 }
 
-/// `count` timestamps from a timestamps section (`flags` as the block's),
-/// appended to `out` (left as it was on an error); an error unless they
-/// rise strictly to `last_ts` (checked as they are decoded).
-fn decode_times(
-    first_ts: i64,
-    count: usize,
-    k: u8,
-    flags: u8,
-    times: &[u8],
-    last_ts: i64,
-    out: &mut Vec<i64>,
-) -> Result<(), BlockError> {
-    // The second timestamp takes 8 bits, each later one at least 1: a
-    // count beyond that is damage (checked before allocating for it).
-    let len = times.len();
-    if count > len * 8 + 2 - 8 * usize::from(len > 0) {
-        return Err(BlockError::Invalid("more samples than the timestamps hold"));
-    }
-    let start = out.len();
-    let mut r = BitReader::new(times);
-    let done = if flags & GRID != 0 {
-        grid::decode(first_ts, count, k, &mut r, out)
-    } else {
-        time::decode(first_ts, count, k, &mut r, out).map_err(BlockError::from)
-    }
-    .and_then(|rising| {
-        if rising && out.len() > start && out.last() == Some(&last_ts) {
-            Ok(())
-        } else {
-            Err(BlockError::Invalid("timestamps not rising to the last"))
-        }
-    });
-    if done.is_err() {
-        out.truncate(start);
-    }
-    done
-}
-
 /// `count` values from a values section, appended to `out` (left as it
 /// was on an error); their aggregates when the decoder gathered them.
 fn decode_values(
@@ -264,11 +245,12 @@ fn header_of(codec: Codec, samples: &[Sample]) -> Header {
     }
 }
 
-/// [`header_of`] samples given as two columns (of one length, not empty).
-/// `agg`: the values' aggregates when their decoder gathered them.
+/// [`header_of`] samples given as their values (not empty) and the
+/// times of the first and the last (ns). `agg`: the values' aggregates
+/// when their decoder gathered them.
 fn header_of_columns(
     codec: Codec,
-    ts: &[i64],
+    span: (i64, i64),
     values: &[f64],
     agg: Option<(f64, f64, f64)>,
 ) -> Header {
@@ -276,8 +258,8 @@ fn header_of_columns(
     Header {
         codec,
         count: values.len() as u32,
-        first_ts: ts[0],
-        last_ts: ts[ts.len() - 1],
+        first_ts: span.0,
+        last_ts: span.1,
         min,
         max,
         first: values[0],
@@ -445,6 +427,16 @@ pub fn decode_columns(
     ts: &mut Vec<i64>,
     values: &mut Vec<f64>,
 ) -> Result<Header, BlockError> {
+    decode_columns_in(bytes, TimeUnit::Ns, ts, values)
+}
+
+/// [`decode_columns`] with the times in `unit` (floored).
+pub fn decode_columns_in(
+    bytes: &[u8],
+    unit: TimeUnit,
+    ts: &mut Vec<i64>,
+    values: &mut Vec<f64>,
+) -> Result<Header, BlockError> {
     let h = header(bytes)?;
     let count = h.count as usize;
     let end = bytes.len() - 4;
@@ -454,13 +446,12 @@ pub fn decode_columns(
     }
     let times = &bytes[HEADER..HEADER + times_len];
     let (t0, v0) = (ts.len(), values.len());
-    let checked = decode_times(h.first_ts, count, bytes[2], bytes[3], times, h.last_ts, ts)
+    let span = (h.first_ts, h.last_ts);
+    let checked = time::decode_section(span, count, bytes[2], bytes[3], times, unit, ts)
         .and_then(|()| decode_values(h.codec, &bytes[HEADER + times_len..end], count, values))
         .and_then(|agg| {
-            if same_header(
-                &header_of_columns(h.codec, &ts[t0..], &values[v0..], agg),
-                &h,
-            ) {
+            // The times' first and last were checked as they were read.
+            if same_header(&header_of_columns(h.codec, span, &values[v0..], agg), &h) {
                 Ok(h)
             } else {
                 Err(BlockError::Invalid("samples disagree with the header"))

@@ -343,6 +343,92 @@ proptest! {
     }
 }
 
+/// Samples on a grid whose times are whole ms (a block in units of 1 ms
+/// or 1 s).
+fn ms_grid_samples() -> impl Strategy<Value = Vec<Sample>> {
+    grid_samples()
+        .prop_filter("units of 1 ms or more", |s| {
+            s.len() < 2 || (s[1].ts - s[0].ts) % 1_000_000 == 0
+        })
+        .prop_map(|mut s| {
+            let shift = s[0].ts.rem_euclid(1_000_000);
+            for x in &mut s {
+                x.ts -= shift;
+            }
+            s
+        })
+}
+
+proptest! {
+    /// A block decoded with its times in ms gets the times in ns floored
+    /// and the same values, and fails where the ns decode fails (leaving
+    /// the answer as it was), damaged (the checksum forged) or not.
+    #[test]
+    fn a_block_in_ms_is_the_block_in_ns_floored(
+        s in prop_oneof![ms_grid_samples(), grid_samples(), any_samples()],
+        choice in 0..3usize,
+        damage in proptest::option::of((any::<prop::sample::Index>(), 0u8..8)),
+    ) {
+        let choice = [Choice::Auto, Choice::Smallest, Choice::Gorilla][choice];
+        let mut b = encode(&s, choice).unwrap();
+        if let Some((at, bit)) = damage {
+            let n = b.len() - 4;
+            b[at.index(n)] ^= 1 << bit;
+            let crc = crc32fast::hash(&b[..n]);
+            b[n..].copy_from_slice(&crc.to_le_bytes());
+        }
+        let (mut ts, mut vs) = (vec![-7i64], vec![0.5f64]);
+        let ns = decode_columns(&b, &mut ts, &mut vs);
+        let (mut tm, mut vm) = (vec![-7i64], vec![0.5f64]);
+        let ms = decode_columns_in(&b, TimeUnit::Ms, &mut tm, &mut vm);
+        prop_assert_eq!(ns.is_ok(), ms.is_ok());
+        let floored: Vec<i64> = ts[1..].iter().map(|t| t.div_euclid(1_000_000)).collect();
+        prop_assert_eq!(&tm[1..], &floored[..]);
+        let bits = |v: &[f64]| v.iter().map(|x| x.to_bits()).collect::<Vec<_>>();
+        prop_assert_eq!(bits(&vm), bits(&vs));
+    }
+}
+
+/// A header whose last time is off by a nanosecond from the samples (the
+/// checksum forged) is refused when read in ms too, though the times
+/// floored to ms agree: a grid read straight into ms checks the last
+/// time's nanoseconds as well.
+#[test]
+fn a_last_time_off_by_a_nanosecond_is_refused_in_ms() {
+    let mut x = 7u64;
+    let s: Vec<Sample> = (0..50)
+        .map(|i| {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            let jitter = (x % 401) as i64 - 200;
+            Sample {
+                ts: 1_700_000_000_000_000_000 + (i * 60_000 + jitter) * 1_000_000,
+                value: f64::from(i as i32) / 10.0,
+            }
+        })
+        .collect();
+    let mut b = encode(&s, Choice::Auto).unwrap();
+    assert_eq!(b[3] & GRID, GRID, "a grid");
+    for delta in [1i64, 999_999, -1] {
+        let mut forged = b.clone();
+        let last = s[49].ts + delta;
+        forged[16..24].copy_from_slice(&last.to_le_bytes());
+        let n = forged.len() - 4;
+        let crc = crc32fast::hash(&forged[..n]);
+        forged[n..].copy_from_slice(&crc.to_le_bytes());
+        let (mut ts, mut vs) = (Vec::new(), Vec::new());
+        assert!(decode_columns(&forged, &mut ts, &mut vs).is_err());
+        assert!(decode_columns_in(&forged, TimeUnit::Ms, &mut ts, &mut vs).is_err());
+        assert!(ts.is_empty() && vs.is_empty());
+    }
+    let (mut ts, mut vs) = (Vec::new(), Vec::new());
+    decode_columns_in(&b, TimeUnit::Ms, &mut ts, &mut vs).unwrap();
+    let want: Vec<i64> = s.iter().map(|x| x.ts / 1_000_000).collect();
+    assert_eq!(ts, want);
+    b.clear();
+}
+
 /// Timestamps a grid section puts out of order (an offset larger than the
 /// interval, which no encoder writes) are reported as not rising, by both
 /// time codecs.
@@ -359,7 +445,15 @@ fn timestamps_out_of_order_are_caught_as_they_are_decoded() {
     w.write(zigzag(-150), 9);
     let bytes = w.into_bytes();
     let mut out = Vec::new();
-    let rising = grid::decode(0, 2, 0, &mut crate::bits::BitReader::new(&bytes), &mut out).unwrap();
+    let rising = grid::decode(
+        0,
+        2,
+        0,
+        0,
+        &mut crate::bits::BitReader::new(&bytes),
+        &mut out,
+    )
+    .unwrap();
     assert_eq!(out, vec![0, -50]);
     assert!(!rising);
     // The same times rising: 100 + 20.
@@ -371,7 +465,15 @@ fn timestamps_out_of_order_are_caught_as_they_are_decoded() {
     w.write(zigzag(20), 9);
     let bytes = w.into_bytes();
     let mut out = Vec::new();
-    assert!(grid::decode(0, 2, 0, &mut crate::bits::BitReader::new(&bytes), &mut out).unwrap());
+    assert!(grid::decode(
+        0,
+        2,
+        0,
+        0,
+        &mut crate::bits::BitReader::new(&bytes),
+        &mut out
+    )
+    .unwrap());
     assert_eq!(out, vec![0, 120]);
     // Delta-of-delta: a second delta of -7 after +5.
     let mut w = BitWriter::default();

@@ -10,6 +10,7 @@
 //! bits.
 
 use crate::bits::{read_varint, unzigzag, write_varint, zigzag, BitReader, BitWriter, Truncated};
+use crate::block::{grid, BlockError, TimeUnit, GRID};
 
 /// The largest `k` (0..=9) such that 10^k divides every timestamp.
 pub(crate) fn unit_exponent(ts: &[i64]) -> u8 {
@@ -101,4 +102,65 @@ pub(crate) fn decode(
         prev_delta = delta;
     }
     Ok(rising)
+}
+
+/// `count` timestamps from a timestamps section (`k` and `flags` as the
+/// block's) appended to `out` in `unit` (left as it was on an error); an
+/// error unless they rise strictly from `span`'s first to its last (ns),
+/// checked as they are decoded. A grid in units of `unit` or coarser is
+/// decoded straight into `unit`; any other section is decoded in ns,
+/// checked, then floored.
+pub(crate) fn decode_section(
+    span: (i64, i64),
+    count: usize,
+    k: u8,
+    flags: u8,
+    times: &[u8],
+    unit: TimeUnit,
+    out: &mut Vec<i64>,
+) -> Result<(), BlockError> {
+    let (first_ts, last_ts) = span;
+    // The second timestamp takes 8 bits, each later one at least 1: a
+    // count beyond that is damage (checked before allocating for it).
+    let len = times.len();
+    if count > len * 8 + 2 - 8 * usize::from(len > 0) {
+        return Err(BlockError::Invalid("more samples than the timestamps hold"));
+    }
+    let s = unit.exponent();
+    let p = 10i64.pow(u32::from(s));
+    let straight = flags & GRID != 0 && k >= s;
+    let start = out.len();
+    let mut r = BitReader::new(times);
+    let done = if straight {
+        grid::decode(first_ts, count, k, s, &mut r, out)
+    } else if flags & GRID != 0 {
+        grid::decode(first_ts, count, k, 0, &mut r, out)
+    } else {
+        decode(first_ts, count, k, &mut r, out).map_err(BlockError::from)
+    }
+    .and_then(|rising| {
+        // Read straight into units of 10^s, a time is `first_ts` plus a
+        // multiple of 10^k (so of 10^s) ns: the last is `last_ts` exactly
+        // when it is `last_ts` floored and `last_ts` is `first_ts` plus a
+        // multiple of 10^s.
+        let last_ok = if straight {
+            out.last() == Some(&last_ts.div_euclid(p))
+                && last_ts.rem_euclid(p) == first_ts.rem_euclid(p)
+        } else {
+            out.last() == Some(&last_ts)
+        };
+        if rising && out.len() > start && last_ok {
+            Ok(())
+        } else {
+            Err(BlockError::Invalid("timestamps not rising to the last"))
+        }
+    });
+    if done.is_err() {
+        out.truncate(start);
+    } else if !straight && p > 1 {
+        for t in &mut out[start..] {
+            *t = t.div_euclid(p);
+        }
+    }
+    done
 }

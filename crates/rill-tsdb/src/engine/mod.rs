@@ -21,6 +21,7 @@ mod browse_tests;
 mod flush;
 mod helpers;
 mod merge;
+mod ms;
 mod query_source;
 mod queue;
 mod read;

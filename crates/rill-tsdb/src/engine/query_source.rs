@@ -43,9 +43,9 @@ impl crate::promql::eval::Source for QuerySource<'_> {
         let mut by_key: BTreeMap<String, Slot> = BTreeMap::new();
         for (db, series) in self.engine.select(matchers) {
             let key = series.key();
-            let samples = self
+            let ms = self
                 .engine
-                .read_points_within(&db, &key, from, to, self.now, self.budget)
+                .read_ms_within(&db, &key, from, to, self.now, self.budget)
                 .map_err(|e| match e {
                     // Named for the client; a store's own error may name
                     // its files, so it goes to the log only.
@@ -55,7 +55,6 @@ impl crate::promql::eval::Source for QuerySource<'_> {
                         "a sensor series could not be read (the node's log says why)".into()
                     }
                 })?;
-            let ms = to_ms(samples);
             match by_key.get_mut(&key) {
                 None => {
                     by_key.insert(key, (series, ms, false));
@@ -79,71 +78,5 @@ impl crate::promql::eval::Source for QuerySource<'_> {
                 }
             })
             .collect())
-    }
-}
-
-/// Points in ns (rising) as points in ms, the last within a ms kept.
-fn to_ms(mut ms: Points) -> Points {
-    // One pass: each time floored to its ms (after 1970, an unsigned
-    // division: cheaper), and whether they still rise.
-    let mut rising = true;
-    let mut prev = i64::MIN;
-    for t in &mut ms.ts {
-        let m = match u64::try_from(*t) {
-            Ok(u) => (u / 1_000_000) as i64,
-            Err(_) => t.div_euclid(1_000_000),
-        };
-        rising &= m > prev;
-        prev = m;
-        *t = m;
-    }
-    // Samples a ms apart at least (the usual case) need nothing more.
-    if rising {
-        return ms;
-    }
-    let mut kept = 0;
-    for i in 0..ms.ts.len() {
-        if kept > 0 && ms.ts[kept - 1] == ms.ts[i] {
-            ms.v[kept - 1] = ms.v[i];
-        } else {
-            ms.ts[kept] = ms.ts[i];
-            ms.v[kept] = ms.v[i];
-            kept += 1;
-        }
-    }
-    ms.ts.truncate(kept);
-    ms.v.truncate(kept);
-    ms
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use rill_sensor::Sample;
-
-    proptest::proptest! {
-        /// Points in ms are the samples' times floored to a ms, the last
-        /// sample within a ms winning.
-        #[test]
-        fn points_in_ms_keep_the_last_within_a_ms(
-            steps in proptest::collection::vec((1i64..3_000_000, -5i32..5), 0..40),
-            start in -10_000_000i64..10_000_000,
-        ) {
-            let mut t = start;
-            let samples: Vec<Sample> = steps
-                .iter()
-                .map(|&(d, v)| {
-                    t += d;
-                    Sample { ts: t, value: f64::from(v) }
-                })
-                .collect();
-            let mut want: BTreeMap<i64, f64> = BTreeMap::new();
-            for s in &samples {
-                want.insert(s.ts.div_euclid(1_000_000), s.value);
-            }
-            let got = to_ms(samples.iter().map(|s| (s.ts, s.value)).collect());
-            proptest::prop_assert_eq!(got.iter().collect::<Vec<_>>(), want.into_iter().collect::<Vec<_>>());
-        }
-
     }
 }

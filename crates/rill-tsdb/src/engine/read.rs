@@ -9,7 +9,7 @@ use crate::buffer::{window_of, Cut};
 use crate::keys::block_key;
 use crate::promql::eval::Points;
 use rill_sensor::block::Header;
-use rill_sensor::{BlockError, Sample};
+use rill_sensor::{BlockError, Sample, TimeUnit};
 use std::sync::Arc;
 
 /// What a read of one series over a range takes from memory: its id,
@@ -28,6 +28,9 @@ pub(super) struct Sources {
     pub _reads: Arc<()>,
     /// Samples the read may still decode, when bounded.
     pub budget: Option<Arc<ReadBudget>>,
+    /// The unit of the times read (ns, or floored to ms when the range's
+    /// ends are whole ms: cut in ms, they cut the same samples).
+    pub unit: TimeUnit,
 }
 
 /// A series looked up, or a window's blocks fetched and checked, counted
@@ -116,21 +119,25 @@ impl Part {
         decoded.map_err(|e| damaged(key, w, self.number, e))
     }
 
-    /// [`decode`](Self::decode) appended to `out`'s two columns.
+    /// [`decode`](Self::decode) appended to `out`'s two columns, times
+    /// in `unit`.
     pub fn decode_columns(
         &self,
         id: u64,
         key: &str,
         w: i64,
+        unit: TimeUnit,
         out: &mut Points,
     ) -> Result<(), EngineError> {
         let decoded = match self.bytes.first() {
             Some(&rill_sensor::block::VERSION) => {
-                rill_sensor::block::decode_columns(&self.bytes, &mut out.ts, &mut out.v).map(drop)
+                rill_sensor::block::decode_columns_in(&self.bytes, unit, &mut out.ts, &mut out.v)
+                    .map(drop)
             }
-            _ => rill_sensor::block::group::decode_series_columns(
+            _ => rill_sensor::block::group::decode_series_columns_in(
                 &self.bytes,
                 id,
+                unit,
                 &mut out.ts,
                 &mut out.v,
             )
@@ -247,6 +254,7 @@ impl Engine {
             unstored,
             _reads: self.reads.clone(),
             budget: None,
+            unit: TimeUnit::Ns,
         })
     }
 
@@ -294,6 +302,40 @@ impl Engine {
         now: i64,
         budget: Option<&Arc<ReadBudget>>,
     ) -> Result<Points, EngineError> {
+        Ok(self.read_in(db, key, t0, t1, now, budget, TimeUnit::Ns)?.0)
+    }
+
+    /// [`read_points_within`](Self::read_points_within) with the times in
+    /// ms (floored; of samples within one ms, the last kept), as a query
+    /// takes them: where the range kept begins and ends on whole ms (the
+    /// usual case) blocks in units of 1 ms or more decode straight into
+    /// ms, with no pass over the answer to convert it.
+    pub fn read_ms_within(
+        &self,
+        db: &str,
+        key: &str,
+        t0: i64,
+        t1: i64,
+        now: i64,
+        budget: Option<&Arc<ReadBudget>>,
+    ) -> Result<Points, EngineError> {
+        let (points, unit) = self.read_in(db, key, t0, t1, now, budget, TimeUnit::Ms)?;
+        Ok(super::ms::in_ms(points, unit))
+    }
+
+    /// The read behind both: times in `unit` where the range kept allows,
+    /// else in ns; and the unit they are in.
+    #[allow(clippy::too_many_arguments)]
+    fn read_in(
+        &self,
+        db: &str,
+        key: &str,
+        t0: i64,
+        t1: i64,
+        now: i64,
+        budget: Option<&Arc<ReadBudget>>,
+        unit: TimeUnit,
+    ) -> Result<(Points, TimeUnit), EngineError> {
         // Memory first, then the stores: a block leaves memory only once
         // it is stored, so nothing is missed (one in both places gives
         // the same samples twice, which the merge takes once).
@@ -301,10 +343,12 @@ impl Engine {
             return Err(EngineError::OverBudget);
         }
         let Some(mut src) = self.sources(db, key, t0, t1, now) else {
-            return Ok(Points::default());
+            return Ok((Points::default(), unit));
         };
         src.budget = budget.cloned();
-        let (lo, hi) = (src.lo, src.hi);
+        src.unit = super::ms::unit_for(unit, src.lo, src.hi);
+        let unit = src.unit;
+        let (lo, hi) = super::ms::bounds_in(unit, src.lo, src.hi);
         let windows: Vec<i64> = src.windows(self.opts.window_ns).collect();
         let mut out = read_windows(src, key, windows)?;
         // The first window was cut to `lo` as it was read; the last is
@@ -313,7 +357,7 @@ impl Engine {
         let to = out.ts.partition_point(|&t| t <= hi);
         out.ts.truncate(to);
         out.v.truncate(to);
-        Ok(out)
+        Ok((out, unit))
     }
 }
 
@@ -322,8 +366,7 @@ impl Engine {
 /// worth posting to a helper).
 const SPLIT_FROM: usize = super::helpers::WINDOWS_PER_HELPER;
 
-/// The answer is sized from its first window for at most this many
-/// samples (the first window of a series that was busy once and quiet
+/// The answer is sized from its windows for at most this many samples (the first window of a series that was busy once and quiet
 /// since must not reserve for every window after it).
 const RESERVE_MAX: usize = 1 << 18;
 
@@ -351,18 +394,17 @@ fn read_windows(src: Sources, key: &str, windows: Vec<i64>) -> Result<Points, En
             read_window(&src, &key, windows[i], &mut p).map(|_| p)
         })
     };
-    let mut first = true;
     super::helpers::split(n, work, |turn| {
         match turn {
             Turn::Mine(i) => {
                 let whole = read_window(&src, &key, windows[i], &mut out)?;
-                // The answer grows once, sized from the first window (as
-                // read, before it was cut to the range), not by doubling.
-                if std::mem::take(&mut first) {
-                    let more = whole.saturating_mul(n - 1).min(RESERVE_MAX);
-                    out.ts.reserve(more);
-                    out.v.reserve(more);
-                }
+                // The answer is sized from the windows read (as read,
+                // before the first was cut to the range), not grown by
+                // doubling: from the first, and again from the second if
+                // the first held fewer (a series begun in it).
+                let more = whole.saturating_mul(n - 1 - i).min(RESERVE_MAX);
+                out.ts.reserve(more);
+                out.v.reserve(more);
             }
             Turn::Theirs(p) => {
                 let p = p?;
@@ -380,6 +422,7 @@ fn read_windows(src: Sources, key: &str, windows: Vec<i64>) -> Result<Points, En
 /// winning on a repeated time; how many it held before it was cut to the
 /// range.
 fn read_window(src: &Sources, key: &str, w: i64, out: &mut Points) -> Result<usize, EngineError> {
+    let (lo, _) = super::ms::bounds_in(src.unit, src.lo, src.hi);
     let start = out.ts.len();
     read_window_whole(src, key, w, out)?;
     let whole = out.ts.len() - start;
@@ -387,7 +430,7 @@ fn read_window(src: &Sources, key: &str, w: i64, out: &mut Points) -> Result<usi
     // where they are the last in the answer, not once the answer is whole
     // (which would move all of it).
     if w <= src.lo {
-        let before = out.ts[start..].partition_point(|&t| t < src.lo);
+        let before = out.ts[start..].partition_point(|&t| t < lo);
         out.ts.drain(start..start + before);
         out.v.drain(start..start + before);
     }
@@ -423,7 +466,7 @@ fn read_window_whole(
         out.ts.reserve(count);
         out.v.reserve(count);
         for part in &parts {
-            part.decode_columns(src.id, key, w, out)?;
+            part.decode_columns(src.id, key, w, src.unit, out)?;
         }
         return Ok(());
     }
@@ -436,7 +479,8 @@ fn read_window_whole(
     runs.extend(src.loose(w).map(<[Sample]>::to_vec));
     let mut merged = Vec::new();
     super::merge::merge_runs(runs, &mut merged);
-    out.ts.extend(merged.iter().map(|s| s.ts));
+    let p = super::ms::per_unit(src.unit);
+    out.ts.extend(merged.iter().map(|s| s.ts.div_euclid(p)));
     out.v.extend(merged.iter().map(|s| s.value));
     Ok(())
 }

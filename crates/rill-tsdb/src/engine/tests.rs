@@ -503,4 +503,5 @@ mod budget;
 mod groups;
 mod helper_reads;
 mod hooked;
+mod in_ms;
 mod storing;
