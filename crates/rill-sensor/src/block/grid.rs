@@ -13,7 +13,9 @@
 //! timestamps. A block is written this way only when it comes out smaller
 //! than delta-of-delta (block/mod.rs).
 
-use crate::bits::{read_varint, unzigzag, width, write_varint, zigzag, BitReader, BitWriter};
+use crate::bits::{
+    read_varint, unzigzag, width, write_varint, zigzag, BitReader, BitWriter, PEEK_BITS,
+};
 use crate::block::BlockError;
 
 const FRAC: u32 = 16;
@@ -153,24 +155,47 @@ pub(crate) fn decode(
     let mut rr = *r;
     let mut q: i64 = 0;
     // Up to `q_safe` grid points, no step of a timestamp can overflow
-    // (offsets are below 2^40 in magnitude): computed plainly, the usual
-    // case. Beyond it (damage, or a block spanning centuries), every
-    // step is checked, in 128 bits where needed.
+    // (offsets are below 2^bits in magnitude): computed plainly, the
+    // usual case. Beyond it (damage, or a block spanning centuries),
+    // every step is checked, in 128 bits where needed. (Bounded by
+    // 2^MAX_BITS units instead, a block in units of 1 s was checked at
+    // every step.)
     let q_safe = {
         let room = (i128::from(i64::MAX) - i128::from(first).abs()) / i128::from(unit)
             - i128::from(c).abs()
-            - (1i128 << MAX_BITS);
+            - (1i128 << bits);
         ((room << FRAC) / i128::from(interval)).clamp(-1, i128::from(i64::MAX / interval)) as i64
     };
     let (mut prev, mut rising) = (first_out, true);
-    for slot in out[start..].iter_mut().skip(1) {
-        // The usual timestamp, no point skipped: a 0 bit and the offset,
-        // both in one peek.
+    let slots = &mut out[start + 1..];
+    // The usual timestamps, no point skipped (a 0 bit and the offset):
+    // as many as one peek holds (at least one: `bits` is at most 40),
+    // their 0 bits tested at once and the input consumed once.
+    let e = 1 + bits;
+    let per = (PEEK_BITS / e) as usize;
+    let zeros = (0..per as u32).fold(0u64, |m, j| m | 1 << (63 - j * e));
+    let mut i = 0;
+    while i < slots.len() {
         let w = rr.peek();
+        if w & zeros == 0 && per <= slots.len() - i && q <= q_safe - per as i64 {
+            rr.consume(per as u32 * e)?;
+            for (j, slot) in slots[i..i + per].iter_mut().enumerate() {
+                // The 0 bit shifted out, then the offset down (by two
+                // shifts: `bits` may be 0).
+                let o = unzigzag((w << (j as u32 * e + 1)) >> (63 - bits) >> 1);
+                q += 1;
+                let t = (((q * interval) >> FRAC) + c + o) * unit_out + first_out;
+                rising &= t > prev;
+                prev = t;
+                *slot = t;
+            }
+            i += per;
+            continue;
+        }
+        // One timestamp: past a skip, near the end, or checked.
         let o = if w >> 63 == 0 {
-            rr.consume(1 + bits)?;
+            rr.consume(e)?;
             q = q.checked_add(1).ok_or_else(bad)?;
-            // `bits` is at most 40: shifting the 0 bit out, then down.
             ((w << 1) >> 1) >> (63 - bits)
         } else {
             rr.consume(1)?;
@@ -198,7 +223,8 @@ pub(crate) fn decode(
         };
         rising &= t > prev;
         prev = t;
-        *slot = t;
+        slots[i] = t;
+        i += 1;
     }
     *r = rr;
     out.truncate(start + count);

@@ -429,6 +429,47 @@ fn a_last_time_off_by_a_nanosecond_is_refused_in_ms() {
     b.clear();
 }
 
+/// A grid block in units of 1 s ending seconds before the last time an
+/// i64 holds decodes exactly, and with any bit of its timestamps flipped
+/// (the checksum forged) decodes to what its header says or fails, never
+/// overflowing: its last samples lie past the point up to which times
+/// are computed unchecked.
+#[test]
+fn a_grid_at_the_end_of_time_is_checked_where_it_could_overflow() {
+    let top = i64::MAX / 1_000_000_000 * 1_000_000_000 - 2_000_000_000;
+    let mut x = 7u64;
+    let s: Vec<Sample> = (0..200i64)
+        .map(|k| {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            Sample {
+                ts: top - (199 - k) * 60_000_000_000 + (x % 3) as i64 * 1_000_000_000,
+                value: k as f64,
+            }
+        })
+        .collect();
+    let b = encode(&s, Choice::Auto).unwrap();
+    assert_eq!((b[2], b[3] & GRID), (9, GRID), "a grid in units of 1 s");
+    assert!(same(&decode(&b).unwrap().1, &s));
+    let times = 68..68 + u32::from_le_bytes(b[64..68].try_into().unwrap()) as usize;
+    for i in times {
+        for bit in 0..8 {
+            let mut f = b.clone();
+            f[i] ^= 1 << bit;
+            let n = f.len() - 4;
+            let crc = crc32fast::hash(&f[..n]);
+            f[n..].copy_from_slice(&crc.to_le_bytes());
+            if let Ok((h, back)) = decode(&f) {
+                assert!(back.windows(2).all(|w| w[0].ts < w[1].ts));
+                assert!(super::same_header(&super::header_of(h.codec, &back), &h));
+            }
+            let (mut ts, mut vs) = (Vec::new(), Vec::new());
+            let _ = decode_columns_in(&f, TimeUnit::Ms, &mut ts, &mut vs);
+        }
+    }
+}
+
 /// Timestamps a grid section puts out of order (an offset larger than the
 /// interval, which no encoder writes) are reported as not rising, by both
 /// time codecs.

@@ -400,11 +400,16 @@ fn read_windows(src: Sources, key: &str, windows: Vec<i64>) -> Result<Points, En
                 let whole = read_window(&src, &key, windows[i], &mut out)?;
                 // The answer is sized from the windows read (as read,
                 // before the first was cut to the range), not grown by
-                // doubling: from the first, and again from the second if
-                // the first held fewer (a series begun in it).
-                let more = whole.saturating_mul(n - 1 - i).min(RESERVE_MAX);
-                out.ts.reserve(more);
-                out.v.reserve(more);
+                // doubling: from the first, and again (with a quarter to
+                // spare, so that windows a little fuller do not move it
+                // again) when one suggests more than there is room for
+                // (the first held fewer: a series begun in it).
+                let rest = whole.saturating_mul(n - 1 - i);
+                if out.ts.capacity() - out.ts.len() < rest {
+                    let more = rest.saturating_add(rest / 4 * usize::from(i > 0));
+                    out.ts.reserve(more.min(RESERVE_MAX));
+                    out.v.reserve(more.min(RESERVE_MAX));
+                }
             }
             Turn::Theirs(p) => {
                 let p = p?;
