@@ -24,6 +24,11 @@ const POW10: [f64; 16] = [
     1e0, 1e1, 1e2, 1e3, 1e4, 1e5, 1e6, 1e7, 1e8, 1e9, 1e10, 1e11, 1e12, 1e13, 1e14, 1e15,
 ];
 
+/// How near `f × 10^d` must be to an integer, relative to it, for the
+/// integer over `10^d` to be worth dividing out: 2^-50, four times what
+/// the two roundings allow.
+const NEAR: f64 = 1.0 / (1u64 << 50) as f64;
+
 /// A sensor's usual reading, a decimal of a few digits, as `m / 10^d`
 /// with the fewest decimals `d` (up to 15) that read back to `f`
 /// exactly, `|m|` below 2^52. Those digits are then the shortest that
@@ -41,7 +46,12 @@ fn short_decimal(f: f64) -> Option<(i64, usize)> {
         if x.unsigned_abs() >= 1 << 52 {
             return None;
         }
-        if x as f64 / p == f {
+        // Were `x / p` to read back to `f`, `y` (`f × p` rounded) would lie
+        // within a few units of its last place of `x` (the division and
+        // the product each round by half a unit at most): farther, the
+        // division is not tried (most decimals fewer than `f` has).
+        let xf = x as f64;
+        if (y - xf).abs() <= y.abs() * NEAR && xf / p == f {
             return Some((x, d));
         }
     }
