@@ -11,8 +11,9 @@
 
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::mpsc::{channel, Sender};
+use std::sync::mpsc::{channel, Receiver, Sender, TryRecvError};
 use std::sync::{Arc, OnceLock};
+use std::time::{Duration, Instant};
 
 /// Indices `0..n`, claimed from either end: the front and the back, one
 /// word, so that no index is claimed twice.
@@ -91,7 +92,7 @@ fn helpers() -> &'static [Sender<Job>] {
                 std::thread::Builder::new()
                     .name(format!("rill-sensor-read-{i}"))
                     .spawn(move || {
-                        for job in rx {
+                        while let Some(job) = next_job(&rx) {
                             // A job that panics ends without its results: the
                             // caller reads what it misses itself.
                             let _ = catch_unwind(AssertUnwindSafe(job));
@@ -102,6 +103,28 @@ fn helpers() -> &'static [Sender<Job>] {
             })
             .collect()
     })
+}
+
+/// How long a helper that has finished a job looks for the next before
+/// it sleeps. Queries come in runs (a dashboard's panels, a client's
+/// next request a round trip later): a helper that slept at once was
+/// woken too late to share the next read on this machine's virtual CPUs
+/// (an idle one is halted), and waking it cost the caller a system call.
+/// While it looks it gives way to any other thread of its core.
+const LINGER: Duration = Duration::from_micros(250);
+
+/// The next job (`None` when the engine's side is gone): looked for a
+/// while after the last one, then waited for.
+fn next_job(rx: &Receiver<Job>) -> Option<Job> {
+    let until = Instant::now() + LINGER;
+    loop {
+        match rx.try_recv() {
+            Ok(job) => return Some(job),
+            Err(TryRecvError::Disconnected) => return None,
+            Err(TryRecvError::Empty) if Instant::now() < until => std::thread::yield_now(),
+            Err(TryRecvError::Empty) => return rx.recv().ok(),
+        }
+    }
 }
 
 /// An index for the caller to do, or a helper's result.
@@ -222,6 +245,36 @@ mod tests {
             .unwrap();
             assert_eq!(all, (0..n).collect::<Vec<_>>(), "n = {n}");
         }
+    }
+
+    /// A helper takes a job sent while it lingers and one sent after it
+    /// has gone to sleep, and stops when the engine's side is gone.
+    #[test]
+    fn a_helper_takes_jobs_while_it_lingers_and_after() {
+        let (tx, rx) = channel::<Job>();
+        let (done_tx, done_rx) = channel::<u32>();
+        let helper = std::thread::spawn(move || {
+            let mut ran = 0;
+            while let Some(job) = next_job(&rx) {
+                job();
+                ran += 1;
+            }
+            ran
+        });
+        for k in 0..3u32 {
+            let d = done_tx.clone();
+            tx.send(Box::new(move || d.send(k).unwrap())).unwrap();
+            assert_eq!(done_rx.recv_timeout(Duration::from_secs(30)), Ok(k));
+            if k == 1 {
+                // Past the linger: the next job finds it asleep.
+                let slept = Instant::now() + 4 * LINGER;
+                while Instant::now() < slept {
+                    std::thread::yield_now();
+                }
+            }
+        }
+        drop(tx);
+        assert_eq!(helper.join().unwrap(), 3);
     }
 
     #[test]
