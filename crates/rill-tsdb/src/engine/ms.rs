@@ -38,8 +38,13 @@ pub(super) fn bounds_in(unit: TimeUnit, lo: i64, hi: i64) -> (i64, i64) {
 }
 
 /// Points (rising) with times in `unit`, as points in ms: floored, and
-/// of those within one ms the last kept.
-pub(super) fn in_ms(mut ms: Points, unit: TimeUnit) -> Points {
+/// of those within one ms the last kept (in ms already, looked for only
+/// when `may_repeat`: the read says whether a time may repeat).
+pub(super) fn in_ms(mut ms: Points, unit: TimeUnit, may_repeat: bool) -> Points {
+    if unit == TimeUnit::Ms && !may_repeat {
+        debug_assert!(ms.ts.windows(2).all(|w| w[0] < w[1]));
+        return ms;
+    }
     // One pass: each time floored to its ms where it is in ns (after
     // 1970, an unsigned division: cheaper), and whether they still rise;
     // in ms already, only the check.
@@ -109,10 +114,10 @@ mod tests {
             }
             let want: Vec<(i64, f64)> = want.into_iter().collect();
             let ns: Points = samples.iter().map(|s| (s.ts, s.value)).collect();
-            let got = in_ms(ns, TimeUnit::Ns);
+            let got = in_ms(ns, TimeUnit::Ns, false);
             proptest::prop_assert_eq!(got.iter().collect::<Vec<_>>(), want.clone());
             let floored: Points = samples.iter().map(|s| (s.ts.div_euclid(NS_PER_MS), s.value)).collect();
-            let got = in_ms(floored, TimeUnit::Ms);
+            let got = in_ms(floored, TimeUnit::Ms, true);
             proptest::prop_assert_eq!(got.iter().collect::<Vec<_>>(), want);
         }
 

@@ -31,6 +31,9 @@ pub(super) struct Sources {
     /// The unit of the times read (ns, or floored to ms when the range's
     /// ends are whole ms: cut in ms, they cut the same samples).
     pub unit: TimeUnit,
+    /// Set when a time read in ms may equal the one before it (a block
+    /// finer than 1 ms, or samples merged): the answer is then checked.
+    pub may_repeat: Arc<std::sync::atomic::AtomicBool>,
 }
 
 /// A series looked up, or a window's blocks fetched and checked, counted
@@ -146,6 +149,21 @@ impl Part {
         decoded.map_err(|e| damaged(key, w, self.number, e))
     }
 
+    /// Whether every time of the block is a whole ms (its unit 1 ms or
+    /// more and its first time a whole ms): floored to ms, they still
+    /// rise, and differ from any other such block's apart from it.
+    fn whole_ms(&self) -> bool {
+        let k = match self.bytes.first() {
+            Some(&rill_sensor::block::VERSION) => self.bytes.get(2),
+            _ => self.bytes.get(1),
+        };
+        let first = self
+            .bytes
+            .get(8..16)
+            .map(|b| i64::from_le_bytes(b.try_into().expect("8 bytes")).rem_euclid(1_000_000));
+        k.is_some_and(|&k| k >= 6) && first == Some(0)
+    }
+
     /// Whether it holds no sample of `lo..=hi` (known from its header).
     pub fn outside(&self, lo: i64, hi: i64) -> bool {
         self.header.last_ts < lo || self.header.first_ts > hi
@@ -255,6 +273,7 @@ impl Engine {
             _reads: self.reads.clone(),
             budget: None,
             unit: TimeUnit::Ns,
+            may_repeat: Arc::default(),
         })
     }
 
@@ -319,12 +338,14 @@ impl Engine {
         now: i64,
         budget: Option<&Arc<ReadBudget>>,
     ) -> Result<Points, EngineError> {
-        let (points, unit) = self.read_in(db, key, t0, t1, now, budget, TimeUnit::Ms)?;
-        Ok(super::ms::in_ms(points, unit))
+        let (points, unit, may_repeat) =
+            self.read_in(db, key, t0, t1, now, budget, TimeUnit::Ms)?;
+        Ok(super::ms::in_ms(points, unit, may_repeat))
     }
 
     /// The read behind both: times in `unit` where the range kept allows,
-    /// else in ns; and the unit they are in.
+    /// else in ns; the unit they are in, and whether (in ms) a time may
+    /// equal the one before it.
     #[allow(clippy::too_many_arguments)]
     fn read_in(
         &self,
@@ -335,7 +356,7 @@ impl Engine {
         now: i64,
         budget: Option<&Arc<ReadBudget>>,
         unit: TimeUnit,
-    ) -> Result<(Points, TimeUnit), EngineError> {
+    ) -> Result<(Points, TimeUnit, bool), EngineError> {
         // Memory first, then the stores: a block leaves memory only once
         // it is stored, so nothing is missed (one in both places gives
         // the same samples twice, which the merge takes once).
@@ -343,12 +364,17 @@ impl Engine {
             return Err(EngineError::OverBudget);
         }
         let Some(mut src) = self.sources(db, key, t0, t1, now) else {
-            return Ok((Points::default(), unit));
+            return Ok((Points::default(), unit, false));
         };
         src.budget = budget.cloned();
         src.unit = super::ms::unit_for(unit, src.lo, src.hi);
         let unit = src.unit;
         let (lo, hi) = super::ms::bounds_in(unit, src.lo, src.hi);
+        // Windows not of whole ms could split one between them.
+        let may_repeat = src.may_repeat.clone();
+        if self.opts.window_ns % 1_000_000 != 0 {
+            may_repeat.store(true, std::sync::atomic::Ordering::Relaxed);
+        }
         let windows: Vec<i64> = src.windows(self.opts.window_ns).collect();
         let mut out = read_windows(src, key, windows)?;
         // The first window was cut to `lo` as it was read; the last is
@@ -357,7 +383,11 @@ impl Engine {
         let to = out.ts.partition_point(|&t| t <= hi);
         out.ts.truncate(to);
         out.v.truncate(to);
-        Ok((out, unit))
+        Ok((
+            out,
+            unit,
+            may_repeat.load(std::sync::atomic::Ordering::Relaxed),
+        ))
     }
 }
 
@@ -467,6 +497,10 @@ fn read_window_whole(
         .windows(2)
         .all(|p| p[0].header.last_ts < p[1].header.first_ts);
     if apart && src.loose(w).all(<[Sample]>::is_empty) {
+        if src.unit == TimeUnit::Ms && !parts.iter().all(Part::whole_ms) {
+            src.may_repeat
+                .store(true, std::sync::atomic::Ordering::Relaxed);
+        }
         let count: usize = parts.iter().map(|p| p.header.count as usize).sum();
         out.ts.reserve(count);
         out.v.reserve(count);
@@ -485,6 +519,10 @@ fn read_window_whole(
     let mut merged = Vec::new();
     super::merge::merge_runs(runs, &mut merged);
     let p = super::ms::per_unit(src.unit);
+    if p > 1 {
+        src.may_repeat
+            .store(true, std::sync::atomic::Ordering::Relaxed);
+    }
     out.ts.extend(merged.iter().map(|s| s.ts.div_euclid(p)));
     out.v.extend(merged.iter().map(|s| s.value));
     Ok(())

@@ -36,6 +36,16 @@ fn a_read_in_ms_is_the_read_in_ns_floored() {
         e.write("db", &one(fine, fine_samples), now).unwrap();
         e.tick(now).unwrap();
     }
+    // Whole ms stored, and (in a window still buffered: fewer than a
+    // block's samples) a sample within the ms of another.
+    let mix = "t{p=\"mix\"}";
+    for k in 0..300i64 {
+        let t = T0 + k * 700 * MS;
+        e.write("db", &one(mix, vec![s(t, k as f64)]), now).unwrap();
+    }
+    e.tick(now).unwrap();
+    e.write("db", &one(mix, vec![s(now + 100, 1.0)]), now)
+        .unwrap();
     // Late samples: parts of windows already stored, overlapping them.
     for (a, k) in late {
         e.write("db", &one(whole, vec![s(a, 0.5 + k as f64)]), now)
@@ -46,10 +56,11 @@ fn a_read_in_ms_is_the_read_in_ns_floored() {
     let mut ranges = vec![
         (i64::MIN, i64::MAX),
         (T0, end),
+        (T0, end - 1),
         (T0 + 3 * SEC, T0 + 150 * SEC - 1),
         (T0 + 3 * SEC + 1, T0 + 150 * SEC),
         (T0 + 12_345_678, T0 + 99 * SEC + 7),
-        (T0 + 170 * SEC, end),
+        (T0 + 170 * SEC, end - 1),
         (T0 + 5 * SEC, T0 + 5 * SEC + 999_999),
     ];
     // Ends a ns either side of samples of the fine series.
@@ -58,14 +69,14 @@ fn a_read_in_ms_is_the_read_in_ns_floored() {
         ranges.extend([(T0 + 3 * SEC, b - 1), (b + 1, end)]);
     }
     let mut compared = 0;
-    for key in [whole, fine] {
+    for key in [whole, fine, mix] {
         for &(t0, t1) in &ranges {
             let ns = e.read_points_within("db", key, t0, t1, now, None).unwrap();
-            let want = super::super::ms::in_ms(ns, TimeUnit::Ns);
+            let want = super::super::ms::in_ms(ns, TimeUnit::Ns, true);
             let got = e.read_ms_within("db", key, t0, t1, now, None).unwrap();
             assert_eq!(pairs(&got), pairs(&want), "{key} {t0}..={t1}");
             compared += usize::from(!want.is_empty());
         }
     }
-    assert_eq!(compared, 2 * (ranges.len() - 1), "one range is empty");
+    assert_eq!(compared, 3 * (ranges.len() - 1), "one range is empty");
 }
