@@ -16,6 +16,7 @@
 //! power-loss simulation covers it.
 
 pub mod buffer;
+pub mod cache;
 pub mod catalog;
 pub mod engine;
 pub mod ingest;

@@ -28,6 +28,15 @@ pub trait BlockStore: Send + Sync {
     fn try_get(&self, _key: &[u8]) -> Option<io::Result<Option<Vec<u8>>>> {
         None
     }
+    /// [`get`](Self::get), the value shareable (a cache hands out what it
+    /// keeps without a copy).
+    fn get_shared(&self, key: &[u8]) -> io::Result<Option<Arc<[u8]>>> {
+        Ok(self.get(key)?.map(Arc::from))
+    }
+    /// [`try_get`](Self::try_get), the value shareable.
+    fn try_get_shared(&self, key: &[u8]) -> Option<io::Result<Option<Arc<[u8]>>>> {
+        self.try_get(key).map(|r| r.map(|v| v.map(Arc::from)))
+    }
     /// Whether `key` is readable (stored, not expired).
     fn contains(&self, key: &[u8]) -> bool;
     /// Every readable key and value.

@@ -30,6 +30,8 @@ pub struct SensorConfig {
     /// `sensor.log_segment_size`: a log segment is closed past this (a
     /// segment is deleted once all its samples are in stored blocks).
     pub log_segment_bytes: u64,
+    /// `sensor.block_cache`: memory for blocks read lately (0: none).
+    pub block_cache_bytes: u64,
     /// `sensor.listener.line`: the collection port, line protocol over
     /// TCP (`off`: none).
     pub line_listener: Option<std::net::SocketAddr>,
@@ -67,6 +69,7 @@ impl Default for SensorConfig {
             sync_on_write: true,
             max_file_bytes: 64 << 20,
             log_segment_bytes: 64 << 20,
+            block_cache_bytes: rill_tsdb::engine::DEFAULT_BLOCK_CACHE_BYTES as u64,
             line_listener: None,
             line_db: "sensors".into(),
             line_precision: rill_sensor::Precision::Ns,
@@ -129,6 +132,16 @@ pub fn set_sensor(c: &mut SensorConfig, key: &str, v: &str) -> Option<Result<(),
             } else {
                 Err(format!(
                     "sensor.max_file_size must be from 1MB to 2GB, found {v:?}"
+                ))
+            }
+        }),
+        "sensor.block_cache" => bytesize(v).and_then(|b| {
+            if b <= 1 << 40 {
+                c.block_cache_bytes = b;
+                Ok(())
+            } else {
+                Err(format!(
+                    "sensor.block_cache must be at most 1TB (0 keeps none), found {v:?}"
                 ))
             }
         }),
@@ -240,6 +253,17 @@ mod tests {
             set_sensor(&mut c, "sensor.block_samples", "4096"),
             Some(Ok(()))
         );
+        assert_eq!(c.block_cache_bytes, 64 << 20);
+        assert_eq!(set_sensor(&mut c, "sensor.block_cache", "0"), Some(Ok(())));
+        assert_eq!(c.block_cache_bytes, 0);
+        assert_eq!(
+            set_sensor(&mut c, "sensor.block_cache", "256MB"),
+            Some(Ok(()))
+        );
+        assert_eq!(c.block_cache_bytes, 256 << 20);
+        assert!(set_sensor(&mut c, "sensor.block_cache", "lots")
+            .unwrap()
+            .is_err());
         assert_eq!(set_sensor(&mut c, "storage_backend", "x"), None);
         assert_eq!(
             set_sensor(&mut c, "sensor.mqtt.broker", "broker.local:1883"),

@@ -62,6 +62,9 @@ pub fn open(node: &NodeConfig, s: &SensorConfig) -> Result<Option<Sensors>> {
     opts.block_samples = s.block_samples;
     opts.grace_ns = ns(s.grace);
     opts.retention_ns = ns(s.retention);
+    opts.block_cache = rill_tsdb::cache::BlockCache::new(
+        usize::try_from(s.block_cache_bytes).unwrap_or(usize::MAX),
+    );
     opts.retention_of = s
         .retention_of
         .iter()

@@ -73,9 +73,14 @@ pub struct EngineOptions {
     /// Log segments past which the windows holding the oldest are cut
     /// before they end.
     pub max_log_segments: usize,
+    /// Blocks read lately, kept in memory (`sensor.block_cache`).
+    pub block_cache: Arc<crate::cache::BlockCache>,
 }
 
 pub const HOUR_NS: i64 = 3_600_000_000_000;
+/// Blocks read lately kept in memory by default: 64 MiB, some eighty
+/// million samples of the benchmark's data.
+pub const DEFAULT_BLOCK_CACHE_BYTES: usize = 64 << 20;
 /// A database's name is at most this long (its store's directory is
 /// named by it in hex, within a file name's 255 bytes).
 pub const MAX_DB_NAME_BYTES: usize = 120;
@@ -96,6 +101,7 @@ impl EngineOptions {
             codec: Choice::Auto,
             max_unstored_samples: 50_000_000,
             max_log_segments: 16,
+            block_cache: crate::cache::BlockCache::new(DEFAULT_BLOCK_CACHE_BYTES),
         }
     }
 
@@ -341,7 +347,7 @@ impl Engine {
 
     fn make_db(opts: &EngineOptions, storage: &dyn Storage, name: &str) -> Result<Db, EngineError> {
         Ok(Db {
-            store: storage.database(name)?,
+            store: opts.block_cache.wrap(storage.database(name)?),
             retention_ns: opts.retention(name),
             buffers: Buffers::new(opts.window_ns, opts.block_samples),
             dirty: false,

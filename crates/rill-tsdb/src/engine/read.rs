@@ -82,7 +82,7 @@ impl ReadBudget {
 pub(super) struct Part {
     pub number: u32,
     pub header: Header,
-    pub bytes: Vec<u8>,
+    pub bytes: Arc<[u8]>,
 }
 
 fn damaged(key: &str, window: i64, part: u32, error: BlockError) -> EngineError {
@@ -192,8 +192,8 @@ impl Sources {
             // A bounded read must not wait for the device: one that would
             // stops, to be read again where waiting is fine.
             let got = match &self.budget {
-                None => self.store.get(&key_of)?,
-                Some(budget) => match self.store.try_get(&key_of) {
+                None => self.store.get_shared(&key_of)?,
+                Some(budget) => match self.store.try_get_shared(&key_of) {
                     Some(got) => got?,
                     None => {
                         budget.stop();
@@ -509,7 +509,14 @@ fn read_window_whole(
         }
         return Ok(());
     }
-    // The window's runs of samples, a later one winning.
+    // The window's runs of samples, a later one winning. Merged in ns,
+    // times in ms repeat only where a run's are not whole ms.
+    if src.unit == TimeUnit::Ms
+        && (!parts.iter().all(Part::whole_ms) || src.loose(w).any(|l| !l.is_empty()))
+    {
+        src.may_repeat
+            .store(true, std::sync::atomic::Ordering::Relaxed);
+    }
     parts.sort_by_key(|p| p.number);
     let mut runs: Vec<Vec<Sample>> = Vec::new();
     for part in parts {
@@ -519,10 +526,6 @@ fn read_window_whole(
     let mut merged = Vec::new();
     super::merge::merge_runs(runs, &mut merged);
     let p = super::ms::per_unit(src.unit);
-    if p > 1 {
-        src.may_repeat
-            .store(true, std::sync::atomic::Ordering::Relaxed);
-    }
     out.ts.extend(merged.iter().map(|s| s.ts.div_euclid(p)));
     out.v.extend(merged.iter().map(|s| s.value));
     Ok(())

@@ -1,0 +1,245 @@
+//! Blocks read lately, kept in memory: a dashboard asks for the same
+//! recent windows at every refresh, and a block read from memory skips
+//! the store's lookup, the system call and the record's checksum (a
+//! month of one sensor is some thirty blocks: about a sixth of the
+//! query's work). Blocks are written once under their key (a later part
+//! of a window is a new key), so a block kept is the block stored; a
+//! put under a key drops what is kept of it all the same, and a read
+//! that began before the put does not keep what it read.
+//!
+//! The memory is bounded (`sensor.block_cache`): shards, each a map and
+//! a clock hand over its keys in the order they came; a block read again
+//! since the hand last passed is spared once, others make room.
+
+use crate::storage::BlockStore;
+use crate::FastMap;
+use std::collections::VecDeque;
+use std::io;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard};
+
+const SHARDS: usize = 16;
+
+/// What a kept block costs beyond its bytes (map entry, key, queue slot).
+const ENTRY_COST: usize = 128;
+
+/// Keys up to this long are kept (a block's key is 21 bytes), in place:
+/// a look-up allocates nothing.
+const MAX_KEY: usize = 24;
+
+/// A store's id and a key (its length, its bytes padded with zeros).
+type Key = (u64, u8, [u8; MAX_KEY]);
+
+fn key_of(id: u64, key: &[u8]) -> Option<Key> {
+    let mut k = [0u8; MAX_KEY];
+    k.get_mut(..key.len())?.copy_from_slice(key);
+    Some((id, key.len() as u8, k))
+}
+
+struct Kept {
+    value: Arc<[u8]>,
+    read_again: bool,
+}
+
+#[derive(Default)]
+struct Shard {
+    map: FastMap<Key, Kept>,
+    /// The keys in the order they came, the clock hand at the front.
+    hand: VecDeque<Key>,
+    bytes: usize,
+    /// Puts seen: a read that saw another count does not keep its value.
+    puts: u64,
+}
+
+/// Blocks read lately, shared by every database's store.
+pub struct BlockCache {
+    shards: Vec<Mutex<Shard>>,
+    shard_bytes: usize,
+    next_store: AtomicU64,
+}
+
+impl BlockCache {
+    /// A cache of at most about `bytes` (0: nothing is kept).
+    pub fn new(bytes: usize) -> Arc<BlockCache> {
+        Arc::new(BlockCache {
+            shards: (0..SHARDS).map(|_| Mutex::default()).collect(),
+            shard_bytes: bytes / SHARDS,
+            next_store: AtomicU64::new(0),
+        })
+    }
+
+    /// `inner` with its reads kept here.
+    pub fn wrap(self: &Arc<Self>, inner: Arc<dyn BlockStore>) -> Arc<dyn BlockStore> {
+        if self.shard_bytes == 0 {
+            return inner;
+        }
+        Arc::new(CachedStore {
+            inner,
+            cache: self.clone(),
+            id: self.next_store.fetch_add(1, Ordering::Relaxed),
+        })
+    }
+
+    /// Bytes kept now (blocks and their entries).
+    pub fn bytes(&self) -> usize {
+        self.shards.iter().map(|s| lock(s).bytes).sum()
+    }
+
+    fn shard(&self, id: u64, key: &[u8]) -> &Mutex<Shard> {
+        // FNV-1a over the store and the key: spreads a group's windows.
+        let mut h: u64 = 0xcbf2_9ce4_8422_2325 ^ id;
+        for &b in key {
+            h = (h ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3);
+        }
+        &self.shards[(h % SHARDS as u64) as usize]
+    }
+
+    fn get(&self, id: u64, key: &[u8]) -> Result<Arc<[u8]>, u64> {
+        let mut s = lock(self.shard(id, key));
+        let Some(k) = key_of(id, key) else {
+            return Err(s.puts);
+        };
+        match s.map.get_mut(&k) {
+            Some(kept) => {
+                kept.read_again = true;
+                Ok(kept.value.clone())
+            }
+            None => Err(s.puts),
+        }
+    }
+
+    /// Keeps `value`, read when the shard had seen `puts` puts.
+    fn keep(&self, id: u64, key: &[u8], value: &Arc<[u8]>, puts: u64) {
+        let cost = value.len() + ENTRY_COST;
+        let Some(k) = key_of(id, key).filter(|_| cost <= self.shard_bytes) else {
+            return;
+        };
+        let mut s = lock(self.shard(id, key));
+        if s.puts != puts || s.map.contains_key(&k) {
+            return;
+        }
+        while s.bytes + cost > self.shard_bytes {
+            let Some(old) = s.hand.pop_front() else {
+                break;
+            };
+            let spared = match s.map.get_mut(&old) {
+                Some(kept) if kept.read_again => {
+                    kept.read_again = false;
+                    true
+                }
+                _ => false,
+            };
+            if spared {
+                s.hand.push_back(old);
+            } else if let Some(kept) = s.map.remove(&old) {
+                s.bytes -= kept.value.len() + ENTRY_COST;
+            }
+        }
+        s.bytes += cost;
+        s.hand.push_back(k);
+        s.map.insert(
+            k,
+            Kept {
+                value: value.clone(),
+                read_again: false,
+            },
+        );
+    }
+
+    /// Drops what is kept of `key` (a put is coming or came); the puts
+    /// counted since.
+    fn forget(&self, id: u64, key: &[u8]) -> u64 {
+        let mut s = lock(self.shard(id, key));
+        s.puts += 1;
+        if let Some(k) = key_of(id, key) {
+            if let Some(kept) = s.map.remove(&k) {
+                s.bytes -= kept.value.len() + ENTRY_COST;
+                s.hand.retain(|x| *x != k);
+            }
+        }
+        s.puts
+    }
+}
+
+fn lock(m: &Mutex<Shard>) -> MutexGuard<'_, Shard> {
+    m.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+/// A store whose reads are kept in a [`BlockCache`].
+struct CachedStore {
+    inner: Arc<dyn BlockStore>,
+    cache: Arc<BlockCache>,
+    id: u64,
+}
+
+impl CachedStore {
+    /// What is kept of `key` while the store still holds it (a block
+    /// past its expiry is not served from memory either: its key is
+    /// looked up, the record not read); else the puts counted.
+    fn kept(&self, key: &[u8]) -> Result<Arc<[u8]>, u64> {
+        match self.cache.get(self.id, key) {
+            Ok(v) if self.inner.contains(key) => Ok(v),
+            Ok(_) => Err(self.cache.forget(self.id, key)),
+            Err(puts) => Err(puts),
+        }
+    }
+}
+
+impl BlockStore for CachedStore {
+    fn put(&self, key: &[u8], value: &[u8], expires_at_s: Option<u64>) -> io::Result<()> {
+        // Dropped before and after: a read between the two does not keep
+        // what it read (the put's count moved on).
+        self.cache.forget(self.id, key);
+        let done = self.inner.put(key, value, expires_at_s);
+        self.cache.forget(self.id, key);
+        done
+    }
+
+    fn get(&self, key: &[u8]) -> io::Result<Option<Vec<u8>>> {
+        Ok(self.get_shared(key)?.map(|v| v.to_vec()))
+    }
+
+    fn get_shared(&self, key: &[u8]) -> io::Result<Option<Arc<[u8]>>> {
+        let puts = match self.kept(key) {
+            Ok(v) => return Ok(Some(v)),
+            Err(puts) => puts,
+        };
+        let got = self.inner.get_shared(key)?;
+        if let Some(v) = &got {
+            self.cache.keep(self.id, key, v, puts);
+        }
+        Ok(got)
+    }
+
+    fn try_get(&self, key: &[u8]) -> Option<io::Result<Option<Vec<u8>>>> {
+        self.try_get_shared(key)
+            .map(|r| r.map(|v| v.map(|v| v.to_vec())))
+    }
+
+    fn try_get_shared(&self, key: &[u8]) -> Option<io::Result<Option<Arc<[u8]>>>> {
+        let puts = match self.kept(key) {
+            Ok(v) => return Some(Ok(Some(v))),
+            Err(puts) => puts,
+        };
+        let got = self.inner.try_get_shared(key)?;
+        if let Ok(Some(v)) = &got {
+            self.cache.keep(self.id, key, v, puts);
+        }
+        Some(got)
+    }
+
+    fn contains(&self, key: &[u8]) -> bool {
+        self.inner.contains(key)
+    }
+
+    fn fold(&self, visit: &mut dyn FnMut(&[u8], &[u8])) -> io::Result<()> {
+        self.inner.fold(visit)
+    }
+
+    fn sync(&self) -> io::Result<()> {
+        self.inner.sync()
+    }
+}
+
+#[cfg(test)]
+mod tests;

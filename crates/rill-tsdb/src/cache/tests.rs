@@ -1,0 +1,187 @@
+use super::*;
+use std::sync::atomic::AtomicUsize;
+
+/// A store in memory counting the reads that reach it; `blocking` makes
+/// its `try_get` say it would wait.
+#[derive(Default)]
+struct Mem {
+    map: Mutex<std::collections::HashMap<Vec<u8>, Vec<u8>>>,
+    reads: AtomicUsize,
+    blocking: std::sync::atomic::AtomicBool,
+}
+
+impl BlockStore for Mem {
+    fn put(&self, key: &[u8], value: &[u8], _: Option<u64>) -> io::Result<()> {
+        self.map
+            .lock()
+            .unwrap()
+            .insert(key.to_vec(), value.to_vec());
+        Ok(())
+    }
+    fn get(&self, key: &[u8]) -> io::Result<Option<Vec<u8>>> {
+        self.reads.fetch_add(1, Ordering::SeqCst);
+        Ok(self.map.lock().unwrap().get(key).cloned())
+    }
+    fn try_get(&self, key: &[u8]) -> Option<io::Result<Option<Vec<u8>>>> {
+        if self.blocking.load(Ordering::SeqCst) {
+            return None;
+        }
+        Some(self.get(key))
+    }
+    fn contains(&self, key: &[u8]) -> bool {
+        self.map.lock().unwrap().contains_key(key)
+    }
+    fn fold(&self, _: &mut dyn FnMut(&[u8], &[u8])) -> io::Result<()> {
+        Ok(())
+    }
+    fn sync(&self) -> io::Result<()> {
+        Ok(())
+    }
+}
+
+fn rig(bytes: usize) -> (Arc<Mem>, Arc<BlockCache>, Arc<dyn BlockStore>) {
+    let mem = Arc::new(Mem::default());
+    let cache = BlockCache::new(bytes);
+    let store = cache.wrap(mem.clone());
+    (mem, cache, store)
+}
+
+fn key(i: u32) -> Vec<u8> {
+    format!("B{i:08}").into_bytes()
+}
+
+#[test]
+fn a_block_read_again_comes_from_memory() {
+    let (mem, cache, store) = rig(1 << 20);
+    store.put(&key(1), b"one", None).unwrap();
+    assert_eq!(store.get(&key(1)).unwrap().as_deref(), Some(&b"one"[..]));
+    assert_eq!(mem.reads.load(Ordering::SeqCst), 1);
+    for _ in 0..3 {
+        assert_eq!(
+            store.get_shared(&key(1)).unwrap().as_deref(),
+            Some(&b"one"[..])
+        );
+        let got = store.try_get_shared(&key(1)).unwrap().unwrap();
+        assert_eq!(got.as_deref(), Some(&b"one"[..]));
+    }
+    assert_eq!(
+        mem.reads.load(Ordering::SeqCst),
+        1,
+        "read once from the store"
+    );
+    // What the store does not hold is asked of it each time.
+    assert_eq!(store.get(&key(2)).unwrap(), None);
+    assert_eq!(store.get(&key(2)).unwrap(), None);
+    assert_eq!(mem.reads.load(Ordering::SeqCst), 3);
+    assert!(cache.bytes() > 0);
+}
+
+#[test]
+fn a_put_replaces_what_was_kept() {
+    let (_, _, store) = rig(1 << 20);
+    store.put(&key(1), b"old", None).unwrap();
+    assert_eq!(store.get(&key(1)).unwrap().as_deref(), Some(&b"old"[..]));
+    store.put(&key(1), b"new", None).unwrap();
+    assert_eq!(store.get(&key(1)).unwrap().as_deref(), Some(&b"new"[..]));
+}
+
+/// A read that began before a put (it found nothing kept, then read the
+/// store's old value) does not keep that value once the put has come.
+#[test]
+fn a_read_overtaken_by_a_put_keeps_nothing() {
+    let (mem, cache, store) = rig(1 << 20);
+    store.put(&key(1), b"old", None).unwrap();
+    let Err(puts) = cache.get(0, &key(1)) else {
+        panic!("nothing kept yet");
+    };
+    let old: Arc<[u8]> = mem.get(&key(1)).unwrap().unwrap().into();
+    store.put(&key(1), b"new", None).unwrap();
+    cache.keep(0, &key(1), &old, puts);
+    assert_eq!(store.get(&key(1)).unwrap().as_deref(), Some(&b"new"[..]));
+}
+
+#[test]
+fn a_read_that_would_wait_keeps_nothing_and_says_so() {
+    let (mem, _, store) = rig(1 << 20);
+    store.put(&key(1), b"one", None).unwrap();
+    mem.blocking.store(true, Ordering::SeqCst);
+    assert!(store.try_get_shared(&key(1)).is_none());
+    assert!(store.try_get(&key(1)).is_none());
+    mem.blocking.store(false, Ordering::SeqCst);
+    assert_eq!(
+        store.try_get(&key(1)).unwrap().unwrap().as_deref(),
+        Some(&b"one"[..])
+    );
+    mem.blocking.store(true, Ordering::SeqCst);
+    // Kept by the read that could be answered.
+    assert_eq!(
+        store.try_get(&key(1)).unwrap().unwrap().as_deref(),
+        Some(&b"one"[..])
+    );
+}
+
+/// The memory kept stays within the bound, and a block read again since
+/// the clock hand last passed it outlives blocks read once.
+#[test]
+fn the_memory_kept_is_bounded_and_blocks_read_again_stay() {
+    let budget = 64 << 10;
+    let (mem, cache, store) = rig(budget);
+    let value = vec![7u8; 1000];
+    for i in 0..2000 {
+        store.put(&key(i), &value, None).unwrap();
+    }
+    store.get(&key(0)).unwrap();
+    for i in 1..2000 {
+        // Block 0 read again as others come.
+        store.get(&key(0)).unwrap();
+        store.get(&key(i)).unwrap();
+        assert!(cache.bytes() <= budget, "{} kept", cache.bytes());
+    }
+    let before = mem.reads.load(Ordering::SeqCst);
+    store.get(&key(0)).unwrap();
+    assert_eq!(mem.reads.load(Ordering::SeqCst), before, "block 0 kept");
+    store.get(&key(5)).unwrap();
+    assert_eq!(
+        mem.reads.load(Ordering::SeqCst),
+        before + 1,
+        "block 5 made room"
+    );
+    // Nothing larger than a shard is kept.
+    store.put(&key(9999), &vec![1u8; budget], None).unwrap();
+    store.get(&key(9999)).unwrap();
+    store.get(&key(9999)).unwrap();
+    assert_eq!(mem.reads.load(Ordering::SeqCst), before + 3);
+}
+
+#[test]
+fn a_cache_of_nothing_is_the_store_itself() {
+    let (mem, cache, store) = rig(0);
+    store.put(&key(1), b"one", None).unwrap();
+    store.get(&key(1)).unwrap();
+    store.get(&key(1)).unwrap();
+    assert_eq!(mem.reads.load(Ordering::SeqCst), 2);
+    assert_eq!(cache.bytes(), 0);
+}
+
+/// A block gone from the store (expired with its window) is not served
+/// from memory either.
+#[test]
+fn a_block_the_store_no_longer_holds_is_not_served() {
+    let (mem, _, store) = rig(1 << 20);
+    store.put(&key(1), b"one", None).unwrap();
+    assert!(store.get(&key(1)).unwrap().is_some());
+    mem.map.lock().unwrap().remove(&key(1));
+    assert_eq!(store.get(&key(1)).unwrap(), None);
+    assert_eq!(store.try_get(&key(1)).unwrap().unwrap(), None);
+}
+
+/// Keys longer than a block's are read from the store each time.
+#[test]
+fn long_keys_are_not_kept() {
+    let (mem, _, store) = rig(1 << 20);
+    let long = vec![b'k'; MAX_KEY + 1];
+    store.put(&long, b"v", None).unwrap();
+    store.get(&long).unwrap();
+    store.get(&long).unwrap();
+    assert_eq!(mem.reads.load(Ordering::SeqCst), 2);
+}
