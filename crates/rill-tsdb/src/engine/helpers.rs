@@ -111,7 +111,7 @@ fn helpers() -> &'static [Sender<Job>] {
 /// woken too late to share the next read on this machine's virtual CPUs
 /// (an idle one is halted), and waking it cost the caller a system call.
 /// While it looks it gives way to any other thread of its core.
-const LINGER: Duration = Duration::from_micros(250);
+const LINGER: Duration = Duration::from_micros(1000);
 
 /// The next job (`None` when the engine's side is gone): looked for a
 /// while after the last one, then waited for.
