@@ -464,8 +464,18 @@ fn a_grid_at_the_end_of_time_is_checked_where_it_could_overflow() {
                 assert!(back.windows(2).all(|w| w[0].ts < w[1].ts));
                 assert!(super::same_header(&super::header_of(h.codec, &back), &h));
             }
+            // In ms: the ns times floored, or the same failure.
             let (mut ts, mut vs) = (Vec::new(), Vec::new());
-            let _ = decode_columns_in(&f, TimeUnit::Ms, &mut ts, &mut vs);
+            let ns = decode_columns(&f, &mut ts, &mut vs).map(|_| ts.clone());
+            let (mut tm, mut vm) = (Vec::new(), Vec::new());
+            let ms = decode_columns_in(&f, TimeUnit::Ms, &mut tm, &mut vm).map(|_| tm);
+            match (ns, ms) {
+                (Ok(ns), Ok(ms)) => {
+                    let floored: Vec<i64> = ns.iter().map(|t| t.div_euclid(1_000_000)).collect();
+                    assert_eq!(ms, floored);
+                }
+                (ns, ms) => assert_eq!(ns.is_ok(), ms.is_ok()),
+            }
         }
     }
 }

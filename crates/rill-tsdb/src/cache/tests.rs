@@ -3,15 +3,23 @@ use std::sync::atomic::AtomicUsize;
 
 /// A store in memory counting the reads that reach it; `blocking` makes
 /// its `try_get` say it would wait.
+/// `during_put` runs inside a put, before the new value is in.
+type Hook = Box<dyn Fn() + Send + Sync>;
+
 #[derive(Default)]
 struct Mem {
     map: Mutex<std::collections::HashMap<Vec<u8>, Vec<u8>>>,
     reads: AtomicUsize,
     blocking: std::sync::atomic::AtomicBool,
+    during_put: Mutex<Option<Hook>>,
 }
 
 impl BlockStore for Mem {
     fn put(&self, key: &[u8], value: &[u8], _: Option<u64>) -> io::Result<()> {
+        let hook = self.during_put.lock().unwrap().take();
+        if let Some(hook) = hook {
+            hook();
+        }
         self.map
             .lock()
             .unwrap()
@@ -184,4 +192,28 @@ fn long_keys_are_not_kept() {
     store.get(&long).unwrap();
     store.get(&long).unwrap();
     assert_eq!(mem.reads.load(Ordering::SeqCst), 2);
+}
+
+/// A read in the middle of a put (after what was kept was dropped, before
+/// the new value is in) reads the old value: it must not stay kept once
+/// the put is done.
+#[test]
+fn a_read_in_the_middle_of_a_put_is_not_kept_after_it() {
+    let (mem, _, store) = rig(1 << 20);
+    store.put(&key(1), b"old", None).unwrap();
+    assert_eq!(store.get(&key(1)).unwrap().as_deref(), Some(&b"old"[..]));
+    let reader = Arc::downgrade(&store);
+    let seen = Arc::new(Mutex::new(None));
+    let seen_in = seen.clone();
+    *mem.during_put.lock().unwrap() = Some(Box::new(move || {
+        let store = reader.upgrade().expect("the store");
+        *seen_in.lock().unwrap() = store.get(&key(1)).unwrap();
+    }));
+    store.put(&key(1), b"new", None).unwrap();
+    assert_eq!(
+        seen.lock().unwrap().as_deref(),
+        Some(&b"old"[..]),
+        "read mid-put"
+    );
+    assert_eq!(store.get(&key(1)).unwrap().as_deref(), Some(&b"new"[..]));
 }

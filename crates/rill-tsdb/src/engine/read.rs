@@ -370,11 +370,11 @@ impl Engine {
         src.unit = super::ms::unit_for(unit, src.lo, src.hi);
         let unit = src.unit;
         let (lo, hi) = super::ms::bounds_in(unit, src.lo, src.hi);
-        // Windows not of whole ms could split one between them.
+        // Set by the windows as they are read. (Windows not of whole ms
+        // need no flag of their own: a block of whole-ms times holds no
+        // time inside a ms, so two distinct ones floor apart wherever a
+        // window ends.)
         let may_repeat = src.may_repeat.clone();
-        if self.opts.window_ns % 1_000_000 != 0 {
-            may_repeat.store(true, std::sync::atomic::Ordering::Relaxed);
-        }
         let windows: Vec<i64> = src.windows(self.opts.window_ns).collect();
         let mut out = read_windows(src, key, windows)?;
         // The first window was cut to `lo` as it was read; the last is
