@@ -24,6 +24,11 @@ pub const BLOCK: u8 = b'B';
 pub const SERIES: u8 = b'S';
 /// The first byte of a member record's key.
 pub const MEMBER: u8 = b'M';
+/// The key of the window record in the catalog store: the window length
+/// the stores were written with (ns, i64 big-endian). Blocks are found
+/// by their window's start, so data written with one window length is
+/// not found under another.
+pub const WINDOW: &[u8] = b"W";
 /// Bytes of a block's key.
 pub const BLOCK_KEY_BYTES: usize = 21;
 /// Database names and series keys are at most this long.

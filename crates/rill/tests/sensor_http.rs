@@ -401,3 +401,45 @@ fn every_acknowledged_sample_survives_kill_9() {
         }
     }
 }
+
+/// Blocks are found by their window: a node restarted with another
+/// `sensor.window` than its data was written with does not start its
+/// sensor-data service (the key-value node runs on), saying why, naming
+/// both lengths and the setting, instead of answering without the
+/// samples it could not find; with the window set back, every sample is
+/// there.
+#[test]
+fn a_restart_with_another_window_is_refused_and_nothing_hidden() {
+    let dir = tempfile::tempdir().unwrap();
+    let extra = "sensor.window = 1m\nsensor.grace = 1s";
+    let n = Node::start(dir.path(), extra);
+    let t = now_s();
+    let lines: String = (0..120)
+        .map(|i| format!("w,s=a v={i} {}\n", t - 600 + 5 * i))
+        .collect();
+    let (status, body) = post(&n, "/write?db=w&precision=s", &[], lines.as_bytes());
+    assert_eq!(status, 204, "{body}");
+    let before = export(&n, "{__name__=\"w_v\"}");
+    assert_eq!(before.values().map(Vec::len).sum::<usize>(), 120);
+    n.stop();
+    // Another window: the service says why it did not start, and its
+    // paths answer an error, not an answer without the samples.
+    let n = Node::start(dir.path(), "sensor.window = 10m\nsensor.grace = 1s");
+    common::until("the refusal in the log", Duration::from_secs(30), || {
+        n.log().contains("written with sensor.window = 1m, not 10m")
+    });
+    let r = n
+        .http(
+            "GET",
+            "/api/v1/export?match[]=%7B__name__%3D%22w_v%22%7D",
+            &[],
+            b"",
+        )
+        .unwrap();
+    assert_ne!(r.status, 200, "{}", String::from_utf8_lossy(&r.body));
+    n.stop();
+    // Set back: everything is there.
+    let n = Node::start(dir.path(), extra);
+    assert_eq!(export(&n, "{__name__=\"w_v\"}"), before);
+    n.stop();
+}

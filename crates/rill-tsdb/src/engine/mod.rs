@@ -249,8 +249,10 @@ impl Engine {
         let mut bad = 0u64;
         catalog_store.fold(&mut |k, v| match definition_of(k, v) {
             Some(Ok(d)) => catalog.found_stored(&d),
+            None if k == crate::keys::WINDOW => {}
             _ => bad += 1,
         })?;
+        Self::check_window(catalog_store.as_ref(), opts.window_ns)?;
         if bad > 0 {
             tracing::error!(
                 records = bad,
@@ -345,6 +347,37 @@ impl Engine {
         Ok((engine, report))
     }
 
+    /// Refuses a window length other than the one the stores were
+    /// written with (their blocks would not be found); records it when
+    /// none is (a new node, or one written before it was recorded: then
+    /// the setting it runs with is taken as the one written with).
+    fn check_window(catalog: &dyn BlockStore, window_ns: i64) -> Result<(), EngineError> {
+        match catalog.get(crate::keys::WINDOW)? {
+            Some(v) => {
+                let written = <[u8; 8]>::try_from(v.as_slice())
+                    .map(i64::from_be_bytes)
+                    .map_err(|_| {
+                        EngineError::Invalid("the sensor catalog's window record is damaged".into())
+                    })?;
+                if written != window_ns {
+                    return Err(EngineError::Invalid(format!(
+                        "the sensor data was written with sensor.window = {}, not {}: \
+                         blocks are found by their window, so set sensor.window back to {}",
+                        show_ns(written),
+                        show_ns(window_ns),
+                        show_ns(written)
+                    )));
+                }
+                Ok(())
+            }
+            None => {
+                catalog.put(crate::keys::WINDOW, &window_ns.to_be_bytes(), None)?;
+                catalog.sync()?;
+                Ok(())
+            }
+        }
+    }
+
     fn make_db(opts: &EngineOptions, storage: &dyn Storage, name: &str) -> Result<Db, EngineError> {
         Ok(Db {
             store: opts.block_cache.wrap(storage.database(name)?),
@@ -412,4 +445,16 @@ pub fn block_keys(store: &dyn BlockStore) -> io::Result<Vec<(u64, i64, u32)>> {
     store.fold(&mut |k, _| v.extend(parse_block_key(k)))?;
     v.sort_unstable();
     Ok(v)
+}
+
+/// A length of time as the configuration writes it (`1d`, `10m`, `2s`,
+/// or ns when not whole seconds).
+fn show_ns(ns: i64) -> String {
+    const S: i64 = 1_000_000_000;
+    for (unit, n) in [("d", 86_400 * S), ("h", 3_600 * S), ("m", 60 * S), ("s", S)] {
+        if ns % n == 0 && ns != 0 {
+            return format!("{}{unit}", ns / n);
+        }
+    }
+    format!("{ns}ns")
 }

@@ -21,7 +21,7 @@ impl bitcask::Clock for Clock {
 }
 
 pub(super) struct Rig {
-    vfs: SimVfs,
+    pub(super) vfs: SimVfs,
     clock: Clock,
     opts: EngineOptions,
 }
@@ -49,6 +49,14 @@ impl Rig {
     }
 
     fn open_on(&self, vfs: &SimVfs, now: i64) -> (Engine, OpenReport) {
+        self.try_open_on(vfs, now).unwrap()
+    }
+
+    pub(super) fn try_open_on(
+        &self,
+        vfs: &SimVfs,
+        now: i64,
+    ) -> Result<(Engine, OpenReport), EngineError> {
         let store_opts = bitcask::Options {
             vfs: Arc::new(vfs.clone()),
             clock: Arc::new(self.clock.clone()),
@@ -58,7 +66,7 @@ impl Rig {
         let storage = BitcaskStorage::new(Path::new("/sensor/data"), store_opts, Box::new(|_| {}));
         let mut opts = self.opts.clone();
         opts.wal.vfs = Arc::new(vfs.clone());
-        Engine::open(Path::new("/sensor/wal"), opts, Arc::new(storage), now).unwrap()
+        Engine::open(Path::new("/sensor/wal"), opts, Arc::new(storage), now)
     }
 
     pub(super) fn open(&self, now: i64) -> Engine {

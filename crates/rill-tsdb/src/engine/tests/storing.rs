@@ -153,3 +153,29 @@ fn a_damaged_block_in_a_long_read_is_named_wherever_it_is() {
         100
     );
 }
+
+/// Blocks are found by their window: a node opened with another window
+/// length than its data was written with is refused, naming both (it
+/// would not find the blocks); with the same length, everything reads
+/// back.
+#[test]
+fn another_window_length_is_refused_naming_both() {
+    let mut rig = Rig::new(10 * SEC, 8);
+    let e = rig.open(T0);
+    let key = "m{a=\"1\"}";
+    every_3s(&e, key, 40);
+    let now = T0 + 200 * SEC;
+    e.tick(now).unwrap();
+    let before = e.read("db", key, i64::MIN, i64::MAX, now).unwrap();
+    assert_eq!(before.len(), 40);
+    drop(e);
+    rig.opts.window_ns = 60 * SEC;
+    let err = match rig.try_open_on(&rig.vfs.clone(), now) {
+        Ok(_) => panic!("opened with another window"),
+        Err(e) => e.to_string(),
+    };
+    assert!(err.contains("sensor.window = 10s, not 1m"), "{err}");
+    rig.opts.window_ns = 10 * SEC;
+    let e = rig.open(now);
+    assert_eq!(e.read("db", key, i64::MIN, i64::MAX, now).unwrap(), before);
+}
