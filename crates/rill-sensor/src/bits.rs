@@ -158,10 +158,15 @@ impl<'a> BitReader<'a> {
         if n == 0 {
             out.fill(0);
         } else if n <= PEEK_BITS {
+            // As many values as one peek holds, from one load.
+            let per = (PEEK_BITS / n) as usize;
             let mut r = *self;
-            for o in out.iter_mut() {
-                *o = r.peek() >> (64 - n);
-                r.pos += n as usize;
+            for chunk in out.chunks_mut(per) {
+                let w = r.peek();
+                for (k, o) in chunk.iter_mut().enumerate() {
+                    *o = (w << (k as u32 * n)) >> (64 - n);
+                }
+                r.pos += n as usize * chunk.len();
             }
         } else {
             let mut r = *self;

@@ -5,14 +5,22 @@
 
 /// Appends `f`.
 pub(crate) fn push_num(out: &mut String, f: f64) {
+    let mut b = Vec::with_capacity(24);
+    put_num(&mut b, f);
+    out.push_str(std::str::from_utf8(&b).expect("ASCII"));
+}
+
+/// Appends `f` as ASCII bytes (answers are built as bytes and checked as
+/// text once, not number by number).
+pub(crate) fn put_num(out: &mut Vec<u8>, f: f64) {
     if f.is_nan() {
-        out.push_str("NaN");
+        out.extend_from_slice(b"NaN");
     } else if f.is_infinite() {
-        out.push_str(if f > 0.0 { "+Inf" } else { "-Inf" });
+        out.extend_from_slice(if f > 0.0 { b"+Inf" } else { b"-Inf" });
     } else if f == 0.0 {
-        out.push('0');
+        out.push(b'0');
     } else if let Some((m, d)) = short_decimal(f) {
-        push_decimal(out, m, d);
+        put_decimal(out, m, d);
     } else {
         let mut buf = ryu::Buffer::new();
         plain(out, buf.format_finite(f));
@@ -75,29 +83,24 @@ fn round(y: f64) -> i64 {
 }
 
 /// Appends `m / 10^d` in plain digits.
-fn push_decimal(out: &mut String, m: i64, d: usize) {
+fn put_decimal(out: &mut Vec<u8>, m: i64, d: usize) {
     if m < 0 {
-        out.push('-');
+        out.push(b'-');
     }
-    let digits = itoa_u64(m.unsigned_abs());
-    let text = &digits.buf[digits.at..];
+    let digits = Digits::of(m.unsigned_abs());
+    let text = digits.text();
     if d == 0 {
-        push_ascii(out, text);
+        out.extend_from_slice(text);
     } else if text.len() > d {
         let (int, frac) = text.split_at(text.len() - d);
-        push_ascii(out, int);
-        out.push('.');
-        push_ascii(out, frac);
+        out.extend_from_slice(int);
+        out.push(b'.');
+        out.extend_from_slice(frac);
     } else {
-        out.push_str("0.");
-        out.extend(std::iter::repeat_n('0', d - text.len()));
-        push_ascii(out, text);
+        out.extend_from_slice(b"0.");
+        out.resize(out.len() + (d - text.len()), b'0');
+        out.extend_from_slice(text);
     }
-}
-
-/// Appends ASCII digits (at once, not a character at a time).
-fn push_ascii(out: &mut String, digits: &[u8]) {
-    out.push_str(std::str::from_utf8(digits).expect("ASCII digits"));
 }
 
 /// `f` alone.
@@ -108,30 +111,50 @@ pub(crate) fn num(f: f64) -> String {
 }
 
 /// Appends a time given in ms as seconds: `ms / 1e3` printed as
-/// [`push_num`] prints it. Below 10^15 ms (about 31,700 years) a
+/// [`push_num`] prints it.
+pub(crate) fn push_ts(out: &mut String, ms: i64) {
+    let mut b = Vec::with_capacity(24);
+    put_ts(&mut b, ms);
+    out.push_str(std::str::from_utf8(&b).expect("ASCII"));
+}
+
+/// [`push_ts`] as ASCII bytes. Below 10^15 ms (about 31,700 years) a
 /// millisecond is exact in the printed digits, so whole seconds and the
 /// millisecond digits are written as integers.
-pub(crate) fn push_ts(out: &mut String, ms: i64) {
+pub(crate) fn put_ts(out: &mut Vec<u8>, ms: i64) {
     if ms.unsigned_abs() >= 1_000_000_000_000_000 {
-        return push_num(out, ms as f64 / 1e3);
+        return put_num(out, ms as f64 / 1e3);
     }
     if ms < 0 {
-        out.push('-');
+        out.push(b'-');
     }
-    let (s, mut frac) = (ms.unsigned_abs() / 1000, ms.unsigned_abs() % 1000);
-    let b = itoa_u64(s);
-    push_ascii(out, &b.buf[b.at..]);
+    let (s, frac) = (ms.unsigned_abs() / 1000, ms.unsigned_abs() % 1000);
+    out.extend_from_slice(Digits::of(s).text());
     if frac != 0 {
-        out.push('.');
-        for unit in [100, 10, 1] {
-            out.push(char::from(b'0' + (frac / unit) as u8));
-            frac %= unit;
-            if frac == 0 {
-                break;
-            }
-        }
+        let three = [
+            b'0' + (frac / 100) as u8,
+            b'0' + (frac / 10 % 10) as u8,
+            b'0' + (frac % 10) as u8,
+        ];
+        let keep = if frac % 100 == 0 {
+            1
+        } else if frac % 10 == 0 {
+            2
+        } else {
+            3
+        };
+        out.push(b'.');
+        out.extend_from_slice(&three[..keep]);
     }
 }
+
+/// The two digits of each number below 100.
+const PAIRS: &[u8; 200] = b"\
+    0001020304050607080910111213141516171819\
+    2021222324252627282930313233343536373839\
+    4041424344454647484950515253545556575859\
+    6061626364656667686970717273747576777879\
+    8081828384858687888990919293949596979899";
 
 /// A small stack buffer of an integer's digits.
 struct Digits {
@@ -139,24 +162,38 @@ struct Digits {
     at: usize,
 }
 
-fn itoa_u64(mut v: u64) -> Digits {
-    let mut d = Digits {
-        buf: [0; 20],
-        at: 20,
-    };
-    loop {
-        d.at -= 1;
-        d.buf[d.at] = b'0' + (v % 10) as u8;
-        v /= 10;
-        if v == 0 {
-            return d;
+impl Digits {
+    /// `v`'s decimal digits, two at a time.
+    fn of(mut v: u64) -> Digits {
+        let mut d = Digits {
+            buf: [0; 20],
+            at: 20,
+        };
+        while v >= 100 {
+            let r = (v % 100) as usize * 2;
+            v /= 100;
+            d.at -= 2;
+            d.buf[d.at..d.at + 2].copy_from_slice(&PAIRS[r..r + 2]);
         }
+        if v >= 10 {
+            let r = v as usize * 2;
+            d.at -= 2;
+            d.buf[d.at..d.at + 2].copy_from_slice(&PAIRS[r..r + 2]);
+        } else {
+            d.at -= 1;
+            d.buf[d.at] = b'0' + v as u8;
+        }
+        d
+    }
+
+    fn text(&self) -> &[u8] {
+        &self.buf[self.at..]
     }
 }
 
 /// Rewrites Ryu's text of a finite, non-zero double (`1.5`, `1e-7`,
 /// `1.25e16`, `100.0`) without an exponent and without a trailing `.0`.
-fn plain(out: &mut String, s: &str) {
+fn plain(out: &mut Vec<u8>, s: &str) {
     let (s, neg) = match s.strip_prefix('-') {
         Some(rest) => (rest, true),
         None => (s, false),
@@ -176,25 +213,25 @@ fn plain(out: &mut String, s: &str) {
         digits.pop();
     }
     if digits.is_empty() {
-        out.push('0');
+        out.push(b'0');
         return;
     }
     if neg {
-        out.push('-');
+        out.push(b'-');
     }
-    let text = std::str::from_utf8(&digits).expect("ASCII digits");
+    let text = &digits[..];
     let n = digits.len() as i32;
     if point <= 0 {
-        out.push_str("0.");
-        out.extend(std::iter::repeat_n('0', (-point) as usize));
-        out.push_str(text);
+        out.extend_from_slice(b"0.");
+        out.resize(out.len() + (-point) as usize, b'0');
+        out.extend_from_slice(text);
     } else if point >= n {
-        out.push_str(text);
-        out.extend(std::iter::repeat_n('0', (point - n) as usize));
+        out.extend_from_slice(text);
+        out.resize(out.len() + (point - n) as usize, b'0');
     } else {
-        out.push_str(&text[..point as usize]);
-        out.push('.');
-        out.push_str(&text[point as usize..]);
+        out.extend_from_slice(&text[..point as usize]);
+        out.push(b'.');
+        out.extend_from_slice(&text[point as usize..]);
     }
 }
 

@@ -78,7 +78,7 @@ fn success(data: &str) -> Response {
     )
 }
 
-use super::num::{num, push_num, push_ts};
+use super::num::{num, push_ts, put_num, put_ts};
 
 fn ts(ms: i64) -> String {
     let mut s = String::new();
@@ -319,27 +319,47 @@ fn raw_matrix(src: &QuerySource, m: &[Matcher], start: i64, end: i64) -> Result<
 fn matrix<'a, P: Iterator<Item = (i64, f64)>>(
     series: impl Iterator<Item = (&'a Series, P)>,
 ) -> String {
-    let mut data = String::from("{\"resultType\":\"matrix\",\"result\":[");
+    // Built as bytes (numbers written as ASCII digits), checked as text
+    // once at the end.
+    let mut data = Vec::with_capacity(4096);
+    data.extend_from_slice(b"{\"resultType\":\"matrix\",\"result\":[");
     for (i, (s, points)) in series.enumerate() {
         if i > 0 {
-            data.push(',');
+            data.push(b',');
         }
-        let _ = write!(data, "{{\"metric\":{},\"values\":[", metric(s));
+        data.extend_from_slice(b"{\"metric\":");
+        data.extend_from_slice(metric(s).as_bytes());
+        data.extend_from_slice(b",\"values\":[");
+        // Room for every point there may be (the points left out, NaN,
+        // are few: a step with no sample).
+        let (_, at_most) = points.size_hint();
+        data.reserve(
+            at_most
+                .unwrap_or(0)
+                .min(MAX_POINTS)
+                .saturating_mul(POINT_BYTES),
+        );
         for (k, (t, v)) in points.enumerate() {
             if k > 0 {
-                data.push(',');
+                data.push(b',');
             }
-            data.push('[');
-            push_ts(&mut data, t);
-            data.push_str(",\"");
-            push_num(&mut data, v);
-            data.push_str("\"]");
+            data.push(b'[');
+            put_ts(&mut data, t);
+            data.extend_from_slice(b",\"");
+            put_num(&mut data, v);
+            data.extend_from_slice(b"\"]");
         }
-        data.push_str("]}");
+        data.extend_from_slice(b"]}");
     }
-    data.push_str("]}");
-    data
+    data.extend_from_slice(b"]}");
+    String::from_utf8(data).expect("JSON text and ASCII numbers")
 }
+
+/// About what a point takes in an answer (`[1700000000,"21.37"],`).
+const POINT_BYTES: usize = 24;
+/// Points reserved for at most (Prometheus' own limit of points a series
+/// in a range query; more grow as they come).
+const MAX_POINTS: usize = 11_000;
 
 /// The series every `match[]` selects (all series when there is none and
 /// `all` is set), sorted, each once.

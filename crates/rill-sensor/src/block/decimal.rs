@@ -107,10 +107,62 @@ fn pack(w: &mut BitWriter, ds: &[u64]) {
     }
 }
 
-/// Decodes `count` values, appended to `out` (on an error, `out` may hold
-/// some of them: the caller truncates); their aggregates, gathered on the
-/// way.
-pub(crate) fn decode(bytes: &[u8], count: usize, out: &mut Vec<f64>) -> Result<Agg, BlockError> {
+/// The least and the greatest of `ms` (not empty), in four lanes.
+#[inline(always)]
+fn min_max(ms: &[i64]) -> (i64, i64) {
+    let (mut lo, mut hi) = ([ms[0]; 4], [ms[0]; 4]);
+    let mut quads = ms.chunks_exact(4);
+    for q in &mut quads {
+        for j in 0..4 {
+            lo[j] = lo[j].min(q[j]);
+            hi[j] = hi[j].max(q[j]);
+        }
+    }
+    for &x in quads.remainder() {
+        lo[0] = lo[0].min(x);
+        hi[0] = hi[0].max(x);
+    }
+    (
+        lo[0].min(lo[1]).min(lo[2].min(lo[3])),
+        hi[0].max(hi[1]).max(hi[2].max(hi[3])),
+    )
+}
+
+/// Whether `sum` can be what adding `count` values `m_i / p` in order
+/// gives, `total` being the sum of the `m_i` and `size` that of their
+/// magnitudes: within `(count + 4) × 2^-52 × size / p` of `total / p`.
+/// Each value is rounded once (by half a unit of its last place) and
+/// each addition once, so an in-order sum is within about
+/// `count × 2^-53 × size / p` of the exact one; the bound allows twice
+/// that and the roundings of its own arithmetic. The header's sum is
+/// still the in-order sum the encoder wrote: a block whose sum is wrong
+/// by more than rounding fails, one off in its last bits decodes (its
+/// checksum is what proves its bytes are the ones written). Checked this
+/// way, the sum costs an integer addition a value instead of a
+/// floating-point one each waiting for the last (a fifth of a column's
+/// decoding).
+fn sum_fits(sum: f64, total: i128, size: i128, count: usize, p: f64) -> bool {
+    let exact = total as f64 / p;
+    let allowed = size as f64 / p * (count as f64 + 4.0) * f64::EPSILON;
+    (sum - exact).abs() <= allowed
+}
+
+super::wide::dispatch! {
+    /// Decodes `count` values, appended to `out` (on an error, `out` may
+    /// hold some of them: the caller truncates); their aggregates,
+    /// gathered on the way, the sum being the header's `sum` once it is
+    /// found to be the values' sum (see [`sum_fits`]).
+    pub(crate) fn decode(bytes: &[u8], count: usize, sum: f64, out: &mut Vec<f64>) -> Result<Agg, BlockError> = decode_any
+}
+
+/// [`decode`] as compiled for any CPU (inlined into both builds).
+#[inline(always)]
+pub(crate) fn decode_any(
+    bytes: &[u8],
+    count: usize,
+    sum: f64,
+    out: &mut Vec<f64>,
+) -> Result<Agg, BlockError> {
     let mut r = BitReader::new(bytes);
     let e = -(r.read(8)? as i32);
     if e < -MAX_DIGITS {
@@ -127,16 +179,15 @@ pub(crate) fn decode(bytes: &[u8], count: usize, out: &mut Vec<f64>) -> Result<A
     // Written in place, a group's differences unpacked at once, then
     // turned into values in a loop of plain arithmetic. Min and max are
     // taken of the mantissas (a value grows with its mantissa: the
-    // division is by a positive power of ten, correctly rounded); the sum
-    // of the values in order, as the encoder summed them.
+    // division is by a positive power of ten, correctly rounded), and so
+    // is the sum, exactly, with the sum of magnitudes that bounds how far
+    // an in-order sum of the values may be from it.
     let start = out.len();
     let v0 = value_of(m, e);
     out.resize(start + count.max(1), v0);
     let p = pow10(-e);
-    let (mut lo, mut hi, mut sum) = (m, m, 0.0f64);
-    if count > 0 {
-        sum += v0;
-    }
+    let (mut lo, mut hi) = (m, m);
+    let (mut total, mut size) = (i128::from(m), i128::from(m.unsigned_abs()));
     // Each difference read gives the next mantissa (of order 2: the
     // difference from the previous difference, the first one plain: the
     // previous taken as 0).
@@ -154,34 +205,44 @@ pub(crate) fn decode(bytes: &[u8], count: usize, out: &mut Vec<f64>) -> Result<A
         }
         let raw = &mut raw[..slots.len()];
         r.read_many(bits, raw)?;
-        // Mantissas first (an integer chain), then the values (divisions
-        // independent of each other), then their sum (in order).
+        // Mantissas first (an integer chain, one loop for each order),
+        // then their least and greatest (four at a time: no chain of
+        // comparisons a value), then the values (divisions independent of
+        // each other).
         let ms = &mut ms[..slots.len()];
-        for (mi, &z) in ms.iter_mut().zip(raw.iter()) {
-            let d = unzigzag(z);
-            let diff = if order == 2 {
-                prev_d.wrapping_add(d)
-            } else {
-                d
-            };
-            m = m.wrapping_add(diff);
-            lo = lo.min(m);
-            hi = hi.max(m);
-            *mi = m;
-            prev_d = diff;
+        if order == 2 {
+            for (mi, &z) in ms.iter_mut().zip(raw.iter()) {
+                prev_d = prev_d.wrapping_add(unzigzag(z));
+                m = m.wrapping_add(prev_d);
+                *mi = m;
+            }
+        } else {
+            for (mi, &z) in ms.iter_mut().zip(raw.iter()) {
+                m = m.wrapping_add(unzigzag(z));
+                *mi = m;
+            }
         }
-        for (slot, &mi) in slots.iter_mut().zip(ms.iter()) {
-            *slot = mi as f64 / p;
-        }
-        for &v in slots.iter() {
-            sum += v;
-        }
+        let (glo, ghi) = min_max(ms);
+        lo = lo.min(glo);
+        hi = hi.max(ghi);
         // Every mantissa is within range if the least and the greatest
         // are (checked once a group: the values of one out of range are
         // not kept, the caller truncating on the error).
         if lo <= -MAX_MANTISSA || hi >= MAX_MANTISSA {
             return Err(BlockError::Invalid("mantissa out of range"));
         }
+        // A group's sums fit in an i64: 32 mantissas below 2^53.
+        let (mut t, mut z) = (0i64, 0i64);
+        for (slot, &mi) in slots.iter_mut().zip(ms.iter()) {
+            *slot = mi as f64 / p;
+            t += mi;
+            z += mi.abs();
+        }
+        total += i128::from(t);
+        size += i128::from(z);
+    }
+    if count > 0 && !sum_fits(sum, total, size, count, p) {
+        return Err(BlockError::Invalid("samples disagree with the header"));
     }
     let agg = if count > 0 {
         Agg::span(value_of(lo, e), value_of(hi, e), sum)

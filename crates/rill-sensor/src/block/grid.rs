@@ -123,13 +123,20 @@ pub(crate) fn encode(ts: &[i64], k: u8) -> Option<Vec<u8>> {
     Some(w.into_bytes())
 }
 
-/// Reads `count - 1` timestamps after `first` (ns) from a grid section,
-/// appending `first` and them to `out` floored to units of 10^`s` ns
-/// (`s` at most `k`: a timestamp `x` units of 10^k after `first` is
-/// `x * 10^(k-s) + floor(first / 10^s)` exactly, no division a sample;
-/// on an error, `out` may hold some of them: the caller truncates);
-/// whether they rise strictly (as in ns: `s <= k` keeps them apart).
-pub(crate) fn decode(
+super::wide::dispatch! {
+    /// Reads `count - 1` timestamps after `first` (ns) from a grid
+    /// section, appending `first` and them to `out` floored to units of
+    /// 10^`s` ns (`s` at most `k`: a timestamp `x` units of 10^k after
+    /// `first` is `x * 10^(k-s) + floor(first / 10^s)` exactly, no
+    /// division a sample; on an error, `out` may hold some of them: the
+    /// caller truncates); whether they rise strictly (as in ns: `s <= k`
+    /// keeps them apart).
+    pub(crate) fn decode(first: i64, count: usize, k: u8, s: u8, r: &mut BitReader, out: &mut Vec<i64>) -> Result<bool, BlockError> = decode_any
+}
+
+/// [`decode`] as compiled for any CPU (inlined into both builds).
+#[inline(always)]
+pub(crate) fn decode_any(
     first: i64,
     count: usize,
     k: u8,
@@ -174,21 +181,45 @@ pub(crate) fn decode(
     let e = 1 + bits;
     let per = (PEEK_BITS / e) as usize;
     let zeros = (0..per as u32).fold(0u64, |m, j| m | 1 << (63 - j * e));
+    // There, a timestamp is `(g + o) * unit_out + base`: `g + o` is
+    // below `room` (so the product is below i64::MAX less |first|), and
+    // `base` (`c` in units out, plus the first) fits whenever `room` is
+    // not negative (|c| is within it); a block whose `base` does not fit
+    // takes the checked path only.
+    let base = c
+        .checked_mul(unit_out)
+        .and_then(|x| x.checked_add(first_out));
+    let q_fast = if base.is_some() { q_safe } else { -1 };
+    let base = base.unwrap_or(0);
     let mut i = 0;
     while i < slots.len() {
         let w = rr.peek();
-        if w & zeros == 0 && per <= slots.len() - i && q <= q_safe - per as i64 {
+        if w & zeros == 0 && per <= slots.len() - i && q <= q_fast - per as i64 {
             rr.consume(per as u32 * e)?;
-            for (j, slot) in slots[i..i + per].iter_mut().enumerate() {
-                // The 0 bit shifted out, then the offset down (by two
-                // shifts: `bits` may be 0).
-                let o = unzigzag((w << (j as u32 * e + 1)) >> (63 - bits) >> 1);
-                q += 1;
-                let t = (((q * interval) >> FRAC) + c + o) * unit_out + first_out;
-                rising &= t > prev;
-                prev = t;
-                *slot = t;
+            // The grid point of `q` kept as a running product.
+            let mut at = q * interval;
+            let batch = &mut slots[i..i + per];
+            // The 0 bit shifted out, then the offset down (by two shifts:
+            // `bits` may be 0).
+            let offset = |j: usize| unzigzag((w << (j as u32 * e + 1)) >> (63 - bits) >> 1);
+            if unit_out == 1 {
+                for (j, slot) in batch.iter_mut().enumerate() {
+                    at += interval;
+                    let t = (at >> FRAC) + offset(j) + base;
+                    rising &= t > prev;
+                    prev = t;
+                    *slot = t;
+                }
+            } else {
+                for (j, slot) in batch.iter_mut().enumerate() {
+                    at += interval;
+                    let t = ((at >> FRAC) + offset(j)) * unit_out + base;
+                    rising &= t > prev;
+                    prev = t;
+                    *slot = t;
+                }
             }
+            q += per as i64;
             i += per;
             continue;
         }

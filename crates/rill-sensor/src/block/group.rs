@@ -418,6 +418,7 @@ impl<'a> Layout<'a> {
             at.header.codec,
             &self.bytes[at.values.clone()],
             count,
+            at.header.sum,
             values,
         )?;
         if !same_header(

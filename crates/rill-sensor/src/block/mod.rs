@@ -29,6 +29,7 @@ mod gorilla;
 mod grid;
 pub mod group;
 mod time;
+mod wide;
 
 use crate::bits::{BitReader, BitWriter, Truncated};
 
@@ -213,12 +214,13 @@ fn decode_values(
     codec: Codec,
     bytes: &[u8],
     count: usize,
+    sum: f64,
     out: &mut Vec<f64>,
 ) -> Result<Option<(f64, f64, f64)>, BlockError> {
     let start = out.len();
     let done = match codec {
         Codec::Gorilla => gorilla::decode(&mut BitReader::new(bytes), count, out).map(|()| None),
-        Codec::Decimal => decimal::decode(bytes, count, out).map(|a| Some(a.finish())),
+        Codec::Decimal => decimal::decode(bytes, count, sum, out).map(|a| Some(a.finish())),
     };
     if done.is_err() {
         out.truncate(start);
@@ -448,7 +450,15 @@ pub fn decode_columns_in(
     let (t0, v0) = (ts.len(), values.len());
     let span = (h.first_ts, h.last_ts);
     let checked = time::decode_section(span, count, bytes[2], bytes[3], times, unit, ts)
-        .and_then(|()| decode_values(h.codec, &bytes[HEADER + times_len..end], count, values))
+        .and_then(|()| {
+            decode_values(
+                h.codec,
+                &bytes[HEADER + times_len..end],
+                count,
+                h.sum,
+                values,
+            )
+        })
         .and_then(|agg| {
             // The times' first and last were checked as they were read.
             if same_header(&header_of_columns(h.codec, span, &values[v0..], agg), &h) {
@@ -462,6 +472,23 @@ pub fn decode_columns_in(
         values.truncate(v0);
     }
     checked
+}
+
+/// What a decoder claims of samples that decode: `h` is their header
+/// (count, times, first, last, min and max bit for bit), the sum of a
+/// decimal column within the rounding of an in-order sum (twice the
+/// decoder's bound: this one is taken of the values, not the exact
+/// mantissas).
+#[cfg(test)]
+pub(crate) fn agrees(h: &Header, samples: &[Sample]) -> bool {
+    let got = header_of(h.codec, samples);
+    if h.codec != Codec::Decimal {
+        return same_header(&got, h);
+    }
+    let size: f64 = samples.iter().map(|s| s.value.abs()).sum();
+    let n = samples.len() as f64;
+    let near = (got.sum - h.sum).abs() <= (2.0 * n + 8.0) * f64::EPSILON * size * (1.0 + 1e-9);
+    same_header(&Header { sum: h.sum, ..got }, h) && near
 }
 
 /// Headers equal bit for bit (NaN equal to NaN).
@@ -478,3 +505,5 @@ fn same_header(a: &Header, b: &Header) -> bool {
 mod group_tests;
 #[cfg(test)]
 mod tests;
+#[cfg(test)]
+mod wide_tests;

@@ -133,7 +133,7 @@ fn a_newer_version_says_so() {
     assert_eq!(header(&b), Err(BlockError::Version(3)));
 }
 
-fn any_samples() -> impl Strategy<Value = Vec<Sample>> {
+pub(super) fn any_samples() -> impl Strategy<Value = Vec<Sample>> {
     let value = prop_oneof![
         any::<f64>(),
         (-100_000i64..100_000, 0i32..4).prop_map(|(m, d)| m as f64 / 10f64.powi(d)),
@@ -162,7 +162,7 @@ fn any_samples() -> impl Strategy<Value = Vec<Sample>> {
 
 /// Samples at a fixed interval with jitter, some missing: what the grid
 /// timestamps are for.
-fn grid_samples() -> impl Strategy<Value = Vec<Sample>> {
+pub(super) fn grid_samples() -> impl Strategy<Value = Vec<Sample>> {
     (
         -4_000_000_000_000_000i64..4_000_000_000_000_000,
         prop_oneof![Just(1_000_000i64), Just(1_000_000_000i64), Just(1i64)],
@@ -324,7 +324,7 @@ proptest! {
         // between min and max, lost in the sum's rounding), so the claim
         // here is the decoder's own: what it returns is what the header
         // says, rising timestamps, the count, the first and last, the
-        // aggregates bit for bit.
+        // aggregates bit for bit (a decimal sum within its rounding).
         let mut b = encode(&s, Choice::Auto).unwrap();
         let body = b.len() - 4;
         // Every block has sections behind its 68-byte header.
@@ -338,7 +338,7 @@ proptest! {
             prop_assert!(back.windows(2).all(|w| w[0].ts < w[1].ts));
             prop_assert_eq!(back[0].ts, h.first_ts);
             prop_assert_eq!(back[back.len() - 1].ts, h.last_ts);
-            prop_assert!(super::same_header(&super::header_of(h.codec, &back), &h));
+            prop_assert!(super::agrees(&h, &back));
         }
     }
 }
@@ -462,7 +462,7 @@ fn a_grid_at_the_end_of_time_is_checked_where_it_could_overflow() {
             f[n..].copy_from_slice(&crc.to_le_bytes());
             if let Ok((h, back)) = decode(&f) {
                 assert!(back.windows(2).all(|w| w[0].ts < w[1].ts));
-                assert!(super::same_header(&super::header_of(h.codec, &back), &h));
+                assert!(super::agrees(&h, &back));
             }
             // In ms: the ns times floored, or the same failure.
             let (mut ts, mut vs) = (Vec::new(), Vec::new());
@@ -563,21 +563,21 @@ fn decimal_mantissas_out_of_range_are_an_error() {
         }
         w.into_bytes()
     };
-    let decode = |b: &[u8]| decimal::decode(b, 41, &mut Vec::new()).map(|_| ());
-    assert!(decode(&section(LIMIT - 100, 1, &[])).is_ok());
-    assert!(decode(&section(100 - LIMIT, -1, &[])).is_ok());
+    // The sum a header would hold: the values added in order.
+    let in_order = |first: i64, step: i64| (0..41).fold(0.0, |s, i| s + (first + i * step) as f64);
+    let (up, down) = (in_order(LIMIT - 100, 1), in_order(100 - LIMIT, -1));
+    let decode = |b: &[u8], sum: f64| decimal::decode(b, 41, sum, &mut Vec::new()).map(|_| ());
+    let range = Err(BlockError::Invalid("mantissa out of range"));
+    assert!(decode(&section(LIMIT - 100, 1, &[]), up).is_ok());
+    assert!(decode(&section(100 - LIMIT, -1, &[]), down).is_ok());
     for at in [0, 17, 31, 32, 39] {
-        assert!(
-            decode(&section(LIMIT - 100, 1, &[(at, 200)])).is_err(),
-            "up at {at}"
-        );
-        assert!(
-            decode(&section(100 - LIMIT, -1, &[(at, -200)])).is_err(),
-            "down at {at}"
-        );
+        let b = section(LIMIT - 100, 1, &[(at, 200)]);
+        assert_eq!(decode(&b, up), range, "up at {at}");
+        let b = section(100 - LIMIT, -1, &[(at, -200)]);
+        assert_eq!(decode(&b, down), range, "down at {at}");
     }
     for at in [0, 17, 32] {
         let b = section(LIMIT - 100, 0, &[(at, 200), (at + 1, -200)]);
-        assert!(decode(&b).is_err(), "out and back at {at}");
+        assert_eq!(decode(&b, up), range, "out and back at {at}");
     }
 }

@@ -398,6 +398,34 @@ fn past(ts: &[i64], at: usize, t: i64) -> usize {
     at + rest[..end].partition_point(|&x| x <= t)
 }
 
+/// The first of `v` (not empty) that no later one `beats`, as a fold
+/// from `v[0]` keeping what beats the value kept (so a NaN first stays,
+/// and a NaN later never wins). Taken in eight lanes, which is the same
+/// answer unless it is a zero (equal values are then of either sign, and
+/// which comes first matters): that case is folded in order.
+fn extreme(v: &[f64], beats: impl Fn(f64, f64) -> bool + Copy) -> f64 {
+    let fold = |from: f64, xs: &[f64]| {
+        xs.iter()
+            .fold(from, |m, &x| if beats(x, m) { x } else { m })
+    };
+    let first = v[0];
+    let mut lanes = [first; 8];
+    let mut eights = v.chunks_exact(8);
+    for c in &mut eights {
+        for (m, &x) in lanes.iter_mut().zip(c) {
+            if beats(x, *m) {
+                *m = x;
+            }
+        }
+    }
+    let m = fold(fold(first, &lanes), eights.remainder());
+    if m == 0.0 {
+        fold(first, v)
+    } else {
+        m
+    }
+}
+
 /// One point of a rollup from the window's samples.
 fn at_point(func: Rollup, ts: &[i64], v: &[f64], prev: Option<(i64, f64)>) -> f64 {
     let n = v.len();
@@ -414,14 +442,8 @@ fn at_point(func: Rollup, ts: &[i64], v: &[f64], prev: Option<(i64, f64)>) -> f6
     }
     match func {
         Rollup::Default | Rollup::Last => v[n - 1],
-        Rollup::Min => v
-            .iter()
-            .copied()
-            .fold(v[0], |m, x| if x < m { x } else { m }),
-        Rollup::Max => v
-            .iter()
-            .copied()
-            .fold(v[0], |m, x| if x > m { x } else { m }),
+        Rollup::Min => extreme(v, |x, m| x < m),
+        Rollup::Max => extreme(v, |x, m| x > m),
         Rollup::Sum => v.iter().sum(),
         Rollup::Avg => v.iter().sum::<f64>() / n as f64,
         Rollup::Count => n as f64,

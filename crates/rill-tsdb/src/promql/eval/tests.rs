@@ -270,3 +270,45 @@ fn sparse_series_numbers_and_operators_are_charged_what_they_do() {
     // An operator on two numbers: those, and one a point.
     assert_eq!(charged(vec![], "1+2"), 4000 + 4000 + 1000);
 }
+
+proptest::proptest! {
+    /// `min_over_time` and `max_over_time` taken in lanes are the in-order
+    /// fold, bit for bit: NaN first or among the values, zeros of either
+    /// sign, ties.
+    #[test]
+    fn extremes_in_lanes_are_the_fold_in_order(
+        v in proptest::collection::vec(
+            proptest::prop_oneof![
+                proptest::num::f64::ANY,
+                proptest::strategy::Just(0.0),
+                proptest::strategy::Just(-0.0),
+                proptest::strategy::Just(f64::NAN),
+                proptest::strategy::Strategy::prop_map(-3i32..3, f64::from),
+            ],
+            1..70,
+        ),
+    ) {
+        for (func, beats) in [
+            (Rollup::Min, (|x, m| x < m) as fn(f64, f64) -> bool),
+            (Rollup::Max, |x, m| x > m),
+        ] {
+            let want = v.iter().fold(v[0], |m, &x| if beats(x, m) { x } else { m });
+            let got = at_point(func, &vec![0; v.len()], &v, None);
+            proptest::prop_assert_eq!(got.to_bits(), want.to_bits(), "{:?}", func);
+        }
+    }
+}
+
+/// Zeros of both signs in different lanes: the in-order fold keeps the
+/// first (eight lanes alone would give the later +0.0).
+#[test]
+fn the_first_of_equal_zeros_is_kept() {
+    let mut v = vec![-1.0; 16];
+    v[1] = -0.0;
+    v[8] = 0.0;
+    let got = at_point(Rollup::Max, &[0; 16], &v, None);
+    assert_eq!(got.to_bits(), (-0.0f64).to_bits());
+    let w: Vec<f64> = v.iter().map(|x| -x).collect();
+    let got = at_point(Rollup::Min, &[0; 16], &w, None);
+    assert_eq!(got.to_bits(), 0.0f64.to_bits());
+}
