@@ -225,7 +225,7 @@ pub const KEYS: &[(&str, &str)] = &[
     ("sensor.retention.DB", "database DB's own storage period (e.g. sensor.retention.telegraf = 90d)"),
     ("sensor.sync_on_write", "on: a sample is acknowledged once on the disk (one fsync shared by writers arriving together); off: once in the kernel (default on)"),
     ("sensor.max_file_size", "a sensor block store's data file is closed past this size (default 64MB)"),
-    ("sensor.block_cache", "memory for sensor blocks read lately, so a dashboard's refresh reads its blocks from memory; 0 keeps none (default 64MB)"),
+    ("sensor.block_cache", "memory for sensor blocks written or read lately, so a dashboard's refresh reads its blocks from memory; 0 keeps none (default 64MB)"),
     ("sensor.log_segment_size", "a sensor write-ahead log segment is closed past this size; segments are deleted once their samples are in stored blocks, at most 16 kept (default 64MB)"),
     ("sensor.listener.line", "the collection port: InfluxDB line protocol over TCP, an address such as 127.0.0.1:8089, or off (default off)"),
     ("sensor.listener.line.db", "the database the collection port's lines go to (default sensors)"),

@@ -30,7 +30,8 @@ pub struct SensorConfig {
     /// `sensor.log_segment_size`: a log segment is closed past this (a
     /// segment is deleted once all its samples are in stored blocks).
     pub log_segment_bytes: u64,
-    /// `sensor.block_cache`: memory for blocks read lately (0: none).
+    /// `sensor.block_cache`: memory for blocks written or read lately
+    /// (0: none).
     pub block_cache_bytes: u64,
     /// `sensor.listener.line`: the collection port, line protocol over
     /// TCP (`off`: none).

@@ -1,11 +1,16 @@
-//! Blocks read lately, kept in memory: a dashboard asks for the same
-//! recent windows at every refresh, and a block read from memory skips
-//! the store's lookup, the system call and the record's checksum (a
-//! month of one sensor is some thirty blocks: about a sixth of the
-//! query's work). Blocks are written once under their key (a later part
-//! of a window is a new key), so a block kept is the block stored; a
-//! put under a key drops what is kept of it all the same, and a read
-//! that began before the put does not keep what it read.
+//! Blocks written or read lately, kept in memory: a dashboard asks for
+//! the same recent windows at every refresh, and a block read from memory
+//! skips the store's lookup, the system call, the record's checksum and
+//! the first touch of the memory it is read into (a month of one sensor
+//! is some thirty blocks: about a third of the query's work when none is
+//! kept). Blocks are kept as they are written, as RocksDB's
+//! `prepopulate_block_cache` keeps a flush's blocks: the windows just cut
+//! are the ones dashboards read next, and a block kept this way and never
+//! read is the first the clock hand drops. Blocks are written once under
+//! their key (a later part of a window is a new key), so a block kept is
+//! the block stored; a put under a key drops what is kept of it all the
+//! same, keeps its own value only when no other put in its shard overlapped
+//! it, and a read that began before a put does not keep what it read.
 //!
 //! The memory is bounded (`sensor.block_cache`): shards, each a map and
 //! a clock hand over its keys in the order they came; a block read again
@@ -49,9 +54,11 @@ struct Shard {
     bytes: usize,
     /// Puts seen: a read that saw another count does not keep its value.
     puts: u64,
+    /// Puts begun and not yet ended.
+    putting: u32,
 }
 
-/// Blocks read lately, shared by every database's store.
+/// Blocks written or read lately, shared by every database's store.
 pub struct BlockCache {
     shards: Vec<Mutex<Shard>>,
     shard_bytes: usize,
@@ -110,12 +117,20 @@ impl BlockCache {
 
     /// Keeps `value`, read when the shard had seen `puts` puts.
     fn keep(&self, id: u64, key: &[u8], value: &Arc<[u8]>, puts: u64) {
-        let cost = value.len() + ENTRY_COST;
-        let Some(k) = key_of(id, key).filter(|_| cost <= self.shard_bytes) else {
+        let Some(k) = key_of(id, key) else {
             return;
         };
         let mut s = lock(self.shard(id, key));
         if s.puts != puts || s.map.contains_key(&k) {
+            return;
+        }
+        self.insert(&mut s, k, value);
+    }
+
+    /// Adds `value` under `k` (not kept yet), making room.
+    fn insert(&self, s: &mut Shard, k: Key, value: &Arc<[u8]>) {
+        let cost = value.len() + ENTRY_COST;
+        if cost > self.shard_bytes {
             return;
         }
         while s.bytes + cost > self.shard_bytes {
@@ -146,10 +161,8 @@ impl BlockCache {
         );
     }
 
-    /// Drops what is kept of `key` (a put is coming or came); the puts
-    /// counted since.
-    fn forget(&self, id: u64, key: &[u8]) -> u64 {
-        let mut s = lock(self.shard(id, key));
+    /// Drops what is kept of `key` from `s`, counting a put.
+    fn drop_key(s: &mut Shard, id: u64, key: &[u8]) {
         s.puts += 1;
         if let Some(k) = key_of(id, key) {
             if let Some(kept) = s.map.remove(&k) {
@@ -157,7 +170,40 @@ impl BlockCache {
                 s.hand.retain(|x| *x != k);
             }
         }
+    }
+
+    /// Drops what is kept of `key` (its block is gone); the puts counted
+    /// since.
+    fn forget(&self, id: u64, key: &[u8]) -> u64 {
+        let mut s = lock(self.shard(id, key));
+        Self::drop_key(&mut s, id, key);
         s.puts
+    }
+
+    /// A put of `key` begins: what is kept of it is dropped; the puts
+    /// counted since.
+    fn begin_put(&self, id: u64, key: &[u8]) -> u64 {
+        let mut s = lock(self.shard(id, key));
+        Self::drop_key(&mut s, id, key);
+        s.putting += 1;
+        s.puts
+    }
+
+    /// The put begun when the shard had counted `puts` ended, having
+    /// stored `value` (`None`: it failed, or the block was not kept by
+    /// the store): what is kept of the key is dropped again (a read in
+    /// the middle kept the old value), and `value` kept when no other put
+    /// of the shard began or ended meanwhile nor is under way (so that a
+    /// put of the same key that lands later cannot be hidden).
+    fn end_put(&self, id: u64, key: &[u8], value: Option<Arc<[u8]>>, puts: u64) {
+        let mut s = lock(self.shard(id, key));
+        Self::drop_key(&mut s, id, key);
+        s.putting -= 1;
+        if let (Some(v), Some(k)) = (value, key_of(id, key)) {
+            if s.puts == puts + 1 && s.putting == 0 {
+                self.insert(&mut s, k, &v);
+            }
+        }
     }
 }
 
@@ -188,10 +234,14 @@ impl CachedStore {
 impl BlockStore for CachedStore {
     fn put(&self, key: &[u8], value: &[u8], expires_at_s: Option<u64>) -> io::Result<()> {
         // Dropped before and after: a read between the two does not keep
-        // what it read (the put's count moved on).
-        self.cache.forget(self.id, key);
+        // what it read (the put's count moved on). The block written is
+        // kept if the store holds it (a block already past its storage
+        // period is not stored).
+        let puts = self.cache.begin_put(self.id, key);
         let done = self.inner.put(key, value, expires_at_s);
-        self.cache.forget(self.id, key);
+        let keep = (done.is_ok() && key.len() <= MAX_KEY && self.inner.contains(key))
+            .then(|| Arc::<[u8]>::from(value));
+        self.cache.end_put(self.id, key, keep, puts);
         done
     }
 

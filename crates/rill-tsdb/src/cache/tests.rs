@@ -2,8 +2,10 @@ use super::*;
 use std::sync::atomic::AtomicUsize;
 
 /// A store in memory counting the reads that reach it; `blocking` makes
-/// its `try_get` say it would wait.
-/// `during_put` runs inside a put, before the new value is in.
+/// its `try_get` say it would wait; `refusing` makes its puts store
+/// nothing (as a block past its storage period is not stored).
+/// `during_put` runs inside a put, before the new value is in;
+/// `after_put` inside it, once the value is in.
 type Hook = Box<dyn Fn() + Send + Sync>;
 
 #[derive(Default)]
@@ -11,7 +13,9 @@ struct Mem {
     map: Mutex<std::collections::HashMap<Vec<u8>, Vec<u8>>>,
     reads: AtomicUsize,
     blocking: std::sync::atomic::AtomicBool,
+    refusing: std::sync::atomic::AtomicBool,
     during_put: Mutex<Option<Hook>>,
+    after_put: Mutex<Option<Hook>>,
 }
 
 impl BlockStore for Mem {
@@ -20,10 +24,16 @@ impl BlockStore for Mem {
         if let Some(hook) = hook {
             hook();
         }
-        self.map
-            .lock()
-            .unwrap()
-            .insert(key.to_vec(), value.to_vec());
+        if !self.refusing.load(Ordering::SeqCst) {
+            self.map
+                .lock()
+                .unwrap()
+                .insert(key.to_vec(), value.to_vec());
+        }
+        let hook = self.after_put.lock().unwrap().take();
+        if let Some(hook) = hook {
+            hook();
+        }
         Ok(())
     }
     fn get(&self, key: &[u8]) -> io::Result<Option<Vec<u8>>> {
@@ -61,7 +71,8 @@ fn key(i: u32) -> Vec<u8> {
 #[test]
 fn a_block_read_again_comes_from_memory() {
     let (mem, cache, store) = rig(1 << 20);
-    store.put(&key(1), b"one", None).unwrap();
+    // Written beneath the cache: read from the store once.
+    mem.put(&key(1), b"one", None).unwrap();
     assert_eq!(store.get(&key(1)).unwrap().as_deref(), Some(&b"one"[..]));
     assert_eq!(mem.reads.load(Ordering::SeqCst), 1);
     for _ in 0..3 {
@@ -98,7 +109,7 @@ fn a_put_replaces_what_was_kept() {
 #[test]
 fn a_read_overtaken_by_a_put_keeps_nothing() {
     let (mem, cache, store) = rig(1 << 20);
-    store.put(&key(1), b"old", None).unwrap();
+    mem.put(&key(1), b"old", None).unwrap();
     let Err(puts) = cache.get(0, &key(1)) else {
         panic!("nothing kept yet");
     };
@@ -111,7 +122,7 @@ fn a_read_overtaken_by_a_put_keeps_nothing() {
 #[test]
 fn a_read_that_would_wait_keeps_nothing_and_says_so() {
     let (mem, _, store) = rig(1 << 20);
-    store.put(&key(1), b"one", None).unwrap();
+    mem.put(&key(1), b"one", None).unwrap();
     mem.blocking.store(true, Ordering::SeqCst);
     assert!(store.try_get_shared(&key(1)).is_none());
     assert!(store.try_get(&key(1)).is_none());
@@ -200,7 +211,7 @@ fn long_keys_are_not_kept() {
 #[test]
 fn a_read_in_the_middle_of_a_put_is_not_kept_after_it() {
     let (mem, _, store) = rig(1 << 20);
-    store.put(&key(1), b"old", None).unwrap();
+    mem.put(&key(1), b"old", None).unwrap();
     assert_eq!(store.get(&key(1)).unwrap().as_deref(), Some(&b"old"[..]));
     let reader = Arc::downgrade(&store);
     let seen = Arc::new(Mutex::new(None));
@@ -216,4 +227,59 @@ fn a_read_in_the_middle_of_a_put_is_not_kept_after_it() {
         "read mid-put"
     );
     assert_eq!(store.get(&key(1)).unwrap().as_deref(), Some(&b"new"[..]));
+}
+
+/// A block written is served from memory: its first read does not reach
+/// the store.
+#[test]
+fn a_block_written_is_kept() {
+    let (mem, cache, store) = rig(1 << 20);
+    store.put(&key(1), b"one", None).unwrap();
+    assert_eq!(store.get(&key(1)).unwrap().as_deref(), Some(&b"one"[..]));
+    let got = store.try_get_shared(&key(1)).unwrap().unwrap();
+    assert_eq!(got.as_deref(), Some(&b"one"[..]));
+    assert_eq!(mem.reads.load(Ordering::SeqCst), 0);
+    assert!(cache.bytes() > 0);
+}
+
+/// A put the store did not keep (a block already past its storage
+/// period) keeps nothing in memory either.
+#[test]
+fn a_block_the_store_refused_is_not_kept() {
+    let (mem, cache, store) = rig(1 << 20);
+    mem.refusing.store(true, Ordering::SeqCst);
+    store.put(&key(1), b"one", None).unwrap();
+    assert_eq!(cache.bytes(), 0);
+    assert_eq!(store.get(&key(1)).unwrap(), None);
+    assert_eq!(mem.reads.load(Ordering::SeqCst), 1);
+}
+
+/// Two puts of one key overlapping, the later to begin landing first:
+/// while the other is still under way, a read gets what the store holds
+/// (the other's value), not the first put's value kept once it ended.
+#[test]
+fn a_put_overlapping_another_keeps_nothing_stale() {
+    let (mem, _, store) = rig(1 << 20);
+    let (inner, weak_mem) = (Arc::downgrade(&store), Arc::downgrade(&mem));
+    let seen = Arc::new(Mutex::new(None));
+    let seen_in = seen.clone();
+    // Put "b" begins; inside it, before its value is in, put "a" runs
+    // whole; then, once "b" is in and before its put ends, a read.
+    *mem.during_put.lock().unwrap() = Some(Box::new(move || {
+        let store = inner.upgrade().expect("the store");
+        store.put(&key(1), b"a", None).unwrap();
+        let reader = Arc::downgrade(&store);
+        let seen_in = seen_in.clone();
+        *weak_mem.upgrade().unwrap().after_put.lock().unwrap() = Some(Box::new(move || {
+            let store = reader.upgrade().expect("the store");
+            *seen_in.lock().unwrap() = store.get(&key(1)).unwrap();
+        }));
+    }));
+    store.put(&key(1), b"b", None).unwrap();
+    assert_eq!(
+        seen.lock().unwrap().as_deref(),
+        Some(&b"b"[..]),
+        "read mid-put"
+    );
+    assert_eq!(store.get(&key(1)).unwrap().as_deref(), Some(&b"b"[..]));
 }

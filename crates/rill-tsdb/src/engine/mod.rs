@@ -73,13 +73,13 @@ pub struct EngineOptions {
     /// Log segments past which the windows holding the oldest are cut
     /// before they end.
     pub max_log_segments: usize,
-    /// Blocks read lately, kept in memory (`sensor.block_cache`).
+    /// Blocks written or read lately, kept in memory (`sensor.block_cache`).
     pub block_cache: Arc<crate::cache::BlockCache>,
 }
 
 pub const HOUR_NS: i64 = 3_600_000_000_000;
-/// Blocks read lately kept in memory by default: 64 MiB, some eighty
-/// million samples of the benchmark's data.
+/// Blocks written or read lately kept in memory by default: 64 MiB, some
+/// eighty million samples of the benchmark's data.
 pub const DEFAULT_BLOCK_CACHE_BYTES: usize = 64 << 20;
 /// A database's name is at most this long (its store's directory is
 /// named by it in hex, within a file name's 255 bytes).
