@@ -45,6 +45,24 @@ const NEAR: f64 = 1.0 / (1u64 << 50) as f64;
 /// of doubles when `|m| < 2^52`).
 fn short_decimal(f: f64) -> Option<(i64, usize)> {
     const LIMIT: f64 = (1u64 << 52) as f64;
+    // The usual reading has at most three decimals: those four tried at
+    // once (no test waits on the one before), the first that comes near
+    // an integer proven by the division; else one at a time. Below 2^40,
+    // `f × 10^3` is far below the limit, as the loop requires.
+    if f.abs() < (1u64 << 40) as f64 {
+        let near = |d: usize| {
+            let y = f * POW10[d];
+            let x = round(y);
+            ((y - x as f64).abs() <= y.abs() * NEAR, x)
+        };
+        let tries = [near(0), near(1), near(2), near(3)];
+        if let Some(d) = tries.iter().position(|t| t.0) {
+            let x = tries[d].1;
+            if x as f64 / POW10[d] == f {
+                return Some((x, d));
+            }
+        }
+    }
     for (d, &p) in POW10.iter().enumerate() {
         let y = f * p;
         if y.abs() >= LIMIT {
@@ -73,13 +91,8 @@ fn short_decimal(f: f64) -> Option<(i64, usize)> {
 fn round(y: f64) -> i64 {
     let t = y as i64;
     let rest = y - t as f64;
-    if rest >= 0.5 {
-        t + 1
-    } else if rest <= -0.5 {
-        t - 1
-    } else {
-        t
-    }
+    // Without branches: which way a reading rounds is anyone's guess.
+    t + i64::from(rest >= 0.5) - i64::from(rest <= -0.5)
 }
 
 /// Appends `m / 10^d` in plain digits.

@@ -348,14 +348,17 @@ fn rollup(
         )?;
         // The grid's times rise, so each window's bounds only move on:
         // `i` past the samples at or before its start, `j` past those at
-        // or before its end.
-        let (mut i, mut j) = (0, 0);
+        // or before its end; each looked for first where it moved by as
+        // much as last time (regular samples: there or next to it).
+        let (mut i, mut j, mut di, mut dj) = (0, 0, 0, 0);
         let values = times
             .iter()
             .map(|&t| {
                 let t_start = t - win;
-                i = past(&ts, i, t_start);
-                j = past(&ts, j, t);
+                let (i0, j0) = (i, j);
+                i = past_near(&ts, i, i + di, t_start);
+                j = past_near(&ts, j, j + dj, t);
+                (di, dj) = (i - i0, j - j0);
                 let prev = (i < ts.len() && i > 0 && ts[i - 1] > t_start - mpi)
                     .then(|| (ts[i - 1], v[i - 1]));
                 at_point(func, &ts[i..j.max(i)], &v[i..j.max(i)], prev)
@@ -424,6 +427,39 @@ fn extreme(v: &[f64], beats: impl Fn(f64, f64) -> bool + Copy) -> f64 {
     } else {
         m
     }
+}
+
+/// [`past`] looked for first at `hint` (any index): a few steps back
+/// or on from it, then a search.
+fn past_near(ts: &[i64], at: usize, hint: usize, t: i64) -> usize {
+    const STEPS: usize = 4;
+    let n = ts.len();
+    if at >= n {
+        return at;
+    }
+    // The answer is in at..=n, and at `g` or after unless `ts[g - 1]`
+    // is after `t`.
+    let g = hint.clamp(at, n);
+    if g > at && ts[g - 1] > t {
+        // `ts[k]` is after `t`: the answer is `k` or before.
+        let mut k = g - 1;
+        for _ in 0..STEPS {
+            if k == at || ts[k - 1] <= t {
+                return k;
+            }
+            k -= 1;
+        }
+        return at + ts[at..k].partition_point(|&x| x <= t);
+    }
+    // The answer is `k` or after.
+    let mut k = g;
+    for _ in 0..STEPS {
+        if k == n || ts[k] > t {
+            return k;
+        }
+        k += 1;
+    }
+    past(ts, k, t)
 }
 
 /// One point of a rollup from the window's samples.

@@ -180,6 +180,18 @@ proptest::proptest! {
         }
         proptest::prop_assert_eq!(past(&ts, at, t), walk);
     }
+
+    /// Looked for first at any hint, the same bound.
+    #[test]
+    fn a_bound_looked_for_near_a_hint_is_the_same(
+        mut ts in proptest::collection::vec(-50i64..50, 0..200),
+        at in 0usize..210,
+        hint in 0usize..220,
+        t in -60i64..60,
+    ) {
+        ts.sort_unstable();
+        proptest::prop_assert_eq!(past_near(&ts, at, hint, t), past(&ts, at, t));
+    }
 }
 
 /// A source that meters what a query charges, refusing past `limit`.
