@@ -5,9 +5,20 @@
 
 /// Appends `f`.
 pub(crate) fn push_num(out: &mut String, f: f64) {
-    let mut b = Vec::with_capacity(24);
-    put_num(&mut b, f);
-    out.push_str(std::str::from_utf8(&b).expect("ASCII"));
+    as_text(out, |b| put_num(b, f));
+}
+
+/// Appends what `put` writes (ASCII) through a buffer kept by the thread
+/// (an export writes a number a value: no allocation each).
+fn as_text(out: &mut String, put: impl FnOnce(&mut Vec<u8>)) {
+    thread_local! {
+        static BUF: std::cell::RefCell<Vec<u8>> = const { std::cell::RefCell::new(Vec::new()) };
+    }
+    BUF.with_borrow_mut(|b| {
+        b.clear();
+        put(b);
+        out.push_str(std::str::from_utf8(b).expect("ASCII"));
+    });
 }
 
 /// Appends `f` as ASCII bytes (answers are built as bytes and checked as
@@ -126,9 +137,7 @@ pub(crate) fn num(f: f64) -> String {
 /// Appends a time given in ms as seconds: `ms / 1e3` printed as
 /// [`push_num`] prints it.
 pub(crate) fn push_ts(out: &mut String, ms: i64) {
-    let mut b = Vec::with_capacity(24);
-    put_ts(&mut b, ms);
-    out.push_str(std::str::from_utf8(&b).expect("ASCII"));
+    as_text(out, |b| put_ts(b, ms));
 }
 
 /// [`push_ts`] as ASCII bytes. Below 10^15 ms (about 31,700 years) a

@@ -144,7 +144,10 @@ fn min_max(ms: &[i64]) -> (i64, i64) {
 fn sum_fits(sum: f64, total: i128, size: i128, count: usize, p: f64) -> bool {
     let exact = total as f64 / p;
     let allowed = size as f64 / p * (count as f64 + 4.0) * f64::EPSILON;
-    (sum - exact).abs() <= allowed
+    // An in-order sum from +0.0 of values none of which is -0.0 is never
+    // -0.0.
+    let negative_zero = sum == 0.0 && sum.is_sign_negative();
+    (sum - exact).abs() <= allowed && !negative_zero
 }
 
 super::wide::dispatch! {

@@ -28,8 +28,10 @@ macro_rules! dispatch {
         $vis fn $name($($a: $t),*) -> $r {
             #[cfg(target_arch = "x86_64")]
             {
+                /// # Safety
+                /// Only on a CPU with every feature enabled here.
                 #[target_feature(enable = "avx2,bmi1,bmi2,lzcnt,popcnt")]
-                fn v3_build($($a: $t),*) -> $r {
+                unsafe fn v3_build($($a: $t),*) -> $r {
                     $plain($($a),*)
                 }
                 if $crate::block::wide::v3() {

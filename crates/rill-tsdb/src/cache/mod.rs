@@ -5,8 +5,9 @@
 //! is some thirty blocks: about a third of the query's work when none is
 //! kept). Blocks are kept as they are written, as RocksDB's
 //! `prepopulate_block_cache` keeps a flush's blocks: the windows just cut
-//! are the ones dashboards read next, and a block kept this way and never
-//! read is the first the clock hand drops. Blocks are written once under
+//! are the ones dashboards read next; a block kept this way makes room in
+//! its turn like one kept by a read, unless read again before the clock
+//! hand comes to it. Blocks are written once under
 //! their key (a later part of a window is a new key), so a block kept is
 //! the block stored; a put under a key drops what is kept of it all the
 //! same, keeps its own value only when no other put in its shard overlapped
@@ -195,13 +196,13 @@ impl BlockCache {
     /// the middle kept the old value), and `value` kept when no other put
     /// of the shard began or ended meanwhile nor is under way (so that a
     /// put of the same key that lands later cannot be hidden).
-    fn end_put(&self, id: u64, key: &[u8], value: Option<Arc<[u8]>>, puts: u64) {
+    fn end_put(&self, id: u64, key: &[u8], value: Option<&[u8]>, puts: u64) {
         let mut s = lock(self.shard(id, key));
         Self::drop_key(&mut s, id, key);
         s.putting -= 1;
         if let (Some(v), Some(k)) = (value, key_of(id, key)) {
             if s.puts == puts + 1 && s.putting == 0 {
-                self.insert(&mut s, k, &v);
+                self.insert(&mut s, k, &Arc::from(v));
             }
         }
     }
@@ -209,6 +210,32 @@ impl BlockCache {
 
 fn lock(m: &Mutex<Shard>) -> MutexGuard<'_, Shard> {
     m.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+/// A put under way: ended with its value, or, if the store's put
+/// panicked, with none (the shard's count of puts under way comes down,
+/// and what a read kept in the middle is dropped).
+struct Putting<'a> {
+    cache: &'a BlockCache,
+    id: u64,
+    key: &'a [u8],
+    puts: u64,
+    ended: bool,
+}
+
+impl Putting<'_> {
+    fn end(&mut self, value: Option<&[u8]>) {
+        self.ended = true;
+        self.cache.end_put(self.id, self.key, value, self.puts);
+    }
+}
+
+impl Drop for Putting<'_> {
+    fn drop(&mut self) {
+        if !self.ended {
+            self.cache.end_put(self.id, self.key, None, self.puts);
+        }
+    }
 }
 
 /// A store whose reads are kept in a [`BlockCache`].
@@ -237,11 +264,16 @@ impl BlockStore for CachedStore {
         // what it read (the put's count moved on). The block written is
         // kept if the store holds it (a block already past its storage
         // period is not stored).
-        let puts = self.cache.begin_put(self.id, key);
+        let mut put = Putting {
+            cache: &self.cache,
+            id: self.id,
+            key,
+            puts: self.cache.begin_put(self.id, key),
+            ended: false,
+        };
         let done = self.inner.put(key, value, expires_at_s);
-        let keep = (done.is_ok() && key.len() <= MAX_KEY && self.inner.contains(key))
-            .then(|| Arc::<[u8]>::from(value));
-        self.cache.end_put(self.id, key, keep, puts);
+        let keep = done.is_ok() && key.len() <= MAX_KEY && self.inner.contains(key);
+        put.end(keep.then_some(value));
         done
     }
 

@@ -3,7 +3,8 @@ use std::sync::atomic::AtomicUsize;
 
 /// A store in memory counting the reads that reach it; `blocking` makes
 /// its `try_get` say it would wait; `refusing` makes its puts store
-/// nothing (as a block past its storage period is not stored).
+/// nothing (as a block past its storage period is not stored);
+/// `panicking` makes its next put panic once its value is in.
 /// `during_put` runs inside a put, before the new value is in;
 /// `after_put` inside it, once the value is in.
 type Hook = Box<dyn Fn() + Send + Sync>;
@@ -14,6 +15,7 @@ struct Mem {
     reads: AtomicUsize,
     blocking: std::sync::atomic::AtomicBool,
     refusing: std::sync::atomic::AtomicBool,
+    panicking: std::sync::atomic::AtomicBool,
     during_put: Mutex<Option<Hook>>,
     after_put: Mutex<Option<Hook>>,
 }
@@ -29,6 +31,9 @@ impl BlockStore for Mem {
                 .lock()
                 .unwrap()
                 .insert(key.to_vec(), value.to_vec());
+        }
+        if self.panicking.swap(false, Ordering::SeqCst) {
+            panic!("a put that panics");
         }
         let hook = self.after_put.lock().unwrap().take();
         if let Some(hook) = hook {
@@ -282,4 +287,44 @@ fn a_put_overlapping_another_keeps_nothing_stale() {
         "read mid-put"
     );
     assert_eq!(store.get(&key(1)).unwrap().as_deref(), Some(&b"b"[..]));
+}
+
+/// A put that begins and ends while another of the same key is under
+/// way, after the other's value is in: the other's value is not kept
+/// once it ends (the store holds the later one).
+#[test]
+fn a_put_that_another_overtook_keeps_nothing() {
+    let (mem, _, store) = rig(1 << 20);
+    let inner = Arc::downgrade(&store);
+    *mem.after_put.lock().unwrap() = Some(Box::new(move || {
+        let store = inner.upgrade().expect("the store");
+        store.put(&key(1), b"x2", None).unwrap();
+    }));
+    store.put(&key(1), b"x1", None).unwrap();
+    assert_eq!(store.get(&key(1)).unwrap().as_deref(), Some(&b"x2"[..]));
+}
+
+/// A put that panics after its value is in: a read in the meantime kept
+/// nothing stale, and later puts in the cache are kept again.
+#[test]
+fn a_put_that_panics_leaves_the_cache_working() {
+    let (mem, cache, store) = rig(1 << 20);
+    mem.put(&key(1), b"old", None).unwrap();
+    mem.panicking.store(true, Ordering::SeqCst);
+    let s = store.clone();
+    let panicked = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+        s.put(&key(1), b"new", None).unwrap();
+    }));
+    assert!(panicked.is_err());
+    assert_eq!(store.get(&key(1)).unwrap().as_deref(), Some(&b"new"[..]));
+    // Every shard keeps what is written again.
+    for i in 2..200 {
+        store.put(&key(i), b"v", None).unwrap();
+    }
+    let before = mem.reads.load(Ordering::SeqCst);
+    for i in 2..200 {
+        store.get(&key(i)).unwrap();
+    }
+    assert_eq!(mem.reads.load(Ordering::SeqCst), before, "all kept");
+    assert!(cache.bytes() > 0);
 }
