@@ -200,7 +200,8 @@ impl BlockCache {
         let mut s = lock(self.shard(id, key));
         Self::drop_key(&mut s, id, key);
         s.putting -= 1;
-        if let (Some(v), Some(k)) = (value, key_of(id, key)) {
+        let fits = |v: &[u8]| v.len() + ENTRY_COST <= self.shard_bytes;
+        if let (Some(v), Some(k)) = (value.filter(|v| fits(v)), key_of(id, key)) {
             if s.puts == puts + 1 && s.putting == 0 {
                 self.insert(&mut s, k, &Arc::from(v));
             }

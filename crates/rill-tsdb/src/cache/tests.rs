@@ -304,12 +304,18 @@ fn a_put_that_another_overtook_keeps_nothing() {
     assert_eq!(store.get(&key(1)).unwrap().as_deref(), Some(&b"x2"[..]));
 }
 
-/// A put that panics after its value is in: a read in the meantime kept
-/// nothing stale, and later puts in the cache are kept again.
+/// A put that panics after its value is in: what a read in the middle of
+/// it kept (the old value) is not served after it, and later puts in the
+/// cache are kept again.
 #[test]
 fn a_put_that_panics_leaves_the_cache_working() {
     let (mem, cache, store) = rig(1 << 20);
     mem.put(&key(1), b"old", None).unwrap();
+    let reader = Arc::downgrade(&store);
+    *mem.during_put.lock().unwrap() = Some(Box::new(move || {
+        let store = reader.upgrade().expect("the store");
+        assert_eq!(store.get(&key(1)).unwrap().as_deref(), Some(&b"old"[..]));
+    }));
     mem.panicking.store(true, Ordering::SeqCst);
     let s = store.clone();
     let panicked = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
