@@ -55,44 +55,46 @@ const NEAR: f64 = 1.0 / (1u64 << 50) as f64;
 /// decimals does either (they are 10^-d apart, more than `f`'s spacing
 /// of doubles when `|m| < 2^52`).
 fn short_decimal(f: f64) -> Option<(i64, usize)> {
-    const LIMIT: f64 = (1u64 << 52) as f64;
     // The usual reading has at most three decimals: those four tried at
     // once (no test waits on the one before), the first that comes near
     // an integer proven by the division; else one at a time. Below 2^40,
-    // `f × 10^3` is far below the limit, as the loop requires.
+    // `f × 10^3` is far below the limit `near` has.
     if f.abs() < (1u64 << 40) as f64 {
-        let near = |d: usize| {
-            let y = f * POW10[d];
-            let x = round(y);
-            ((y - x as f64).abs() <= y.abs() * NEAR, x)
-        };
-        let tries = [near(0), near(1), near(2), near(3)];
-        if let Some(d) = tries.iter().position(|t| t.0) {
-            let x = tries[d].1;
+        let tries = [0, 1, 2, 3].map(|d| near(f, d));
+        if let Some(d) = tries.iter().position(|t| t.is_some_and(|t| t.1)) {
+            let x = tries[d].expect("near").0;
             if x as f64 / POW10[d] == f {
                 return Some((x, d));
             }
         }
     }
     for (d, &p) in POW10.iter().enumerate() {
-        let y = f * p;
-        if y.abs() >= LIMIT {
-            return None;
-        }
-        let x = round(y);
+        let (x, close) = near(f, d)?;
         if x.unsigned_abs() >= 1 << 52 {
             return None;
         }
-        // Were `x / p` to read back to `f`, `y` (`f × p` rounded) would lie
-        // within a few units of its last place of `x` (the division and
-        // the product each round by half a unit at most): farther, the
-        // division is not tried (most decimals fewer than `f` has).
-        let xf = x as f64;
-        if (y - xf).abs() <= y.abs() * NEAR && xf / p == f {
+        if close && x as f64 / p == f {
             return Some((x, d));
         }
     }
     None
+}
+
+/// `f × 10^d` rounded, and whether it lies near enough that integer for
+/// `x / 10^d` to be worth trying: were `x / 10^d` to read back to `f`,
+/// `f × 10^d` would lie within a few units of its last place of `x` (the
+/// division and the product each round by half a unit at most); farther,
+/// the division is not tried (most decimals fewer than `f` has). `None`
+/// when `f × 10^d` is 2^52 or more in magnitude (no decimal of `d`
+/// digits with a mantissa below 2^52 then, nor of more).
+fn near(f: f64, d: usize) -> Option<(i64, bool)> {
+    const LIMIT: f64 = (1u64 << 52) as f64;
+    let y = f * POW10[d];
+    if y.abs() >= LIMIT {
+        return None;
+    }
+    let x = round(y);
+    Some((x, (y - x as f64).abs() <= y.abs() * NEAR))
 }
 
 /// `y` (below 2^52 in magnitude) to the nearest integer, halves away from

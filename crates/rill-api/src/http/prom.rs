@@ -331,14 +331,10 @@ fn matrix<'a, P: Iterator<Item = (i64, f64)>>(
         data.extend_from_slice(metric(s).as_bytes());
         data.extend_from_slice(b",\"values\":[");
         // Room for every point there may be (the points left out, NaN,
-        // are few: a step with no sample).
+        // are few: a step with no sample; a range query's grid holds at
+        // most `promql::eval::MAX_POINTS`).
         let (_, at_most) = points.size_hint();
-        data.reserve(
-            at_most
-                .unwrap_or(0)
-                .min(MAX_POINTS)
-                .saturating_mul(POINT_BYTES),
-        );
+        data.reserve(at_most.unwrap_or(0).saturating_mul(POINT_BYTES));
         for (k, (t, v)) in points.enumerate() {
             if k > 0 {
                 data.push(b',');
@@ -357,9 +353,6 @@ fn matrix<'a, P: Iterator<Item = (i64, f64)>>(
 
 /// About what a point takes in an answer (`[1700000000,"21.37"],`).
 const POINT_BYTES: usize = 24;
-/// Points reserved for at most (Prometheus' own limit of points a series
-/// in a range query; more grow as they come).
-const MAX_POINTS: usize = 11_000;
 
 /// The series every `match[]` selects (all series when there is none and
 /// `all` is set), sorted, each once.

@@ -73,6 +73,22 @@ fn key(i: u32) -> Vec<u8> {
     format!("B{i:08}").into_bytes()
 }
 
+/// What a hook's read of `key(1)` through `store` found.
+type Seen = Arc<Mutex<Option<Vec<u8>>>>;
+
+/// A hook reading `key(1)` through `store` (held weakly: the hook lives
+/// in the store beneath it), and what it found.
+fn reading(store: &Arc<dyn BlockStore>) -> (Hook, Seen) {
+    let reader = Arc::downgrade(store);
+    let seen = Seen::default();
+    let seen_in = seen.clone();
+    let hook: Hook = Box::new(move || {
+        let store = reader.upgrade().expect("the store");
+        *seen_in.lock().unwrap() = store.get(&key(1)).unwrap();
+    });
+    (hook, seen)
+}
+
 #[test]
 fn a_block_read_again_comes_from_memory() {
     let (mem, cache, store) = rig(1 << 20);
@@ -218,13 +234,8 @@ fn a_read_in_the_middle_of_a_put_is_not_kept_after_it() {
     let (mem, _, store) = rig(1 << 20);
     mem.put(&key(1), b"old", None).unwrap();
     assert_eq!(store.get(&key(1)).unwrap().as_deref(), Some(&b"old"[..]));
-    let reader = Arc::downgrade(&store);
-    let seen = Arc::new(Mutex::new(None));
-    let seen_in = seen.clone();
-    *mem.during_put.lock().unwrap() = Some(Box::new(move || {
-        let store = reader.upgrade().expect("the store");
-        *seen_in.lock().unwrap() = store.get(&key(1)).unwrap();
-    }));
+    let (hook, seen) = reading(&store);
+    *mem.during_put.lock().unwrap() = Some(hook);
     store.put(&key(1), b"new", None).unwrap();
     assert_eq!(
         seen.lock().unwrap().as_deref(),
@@ -266,19 +277,14 @@ fn a_block_the_store_refused_is_not_kept() {
 fn a_put_overlapping_another_keeps_nothing_stale() {
     let (mem, _, store) = rig(1 << 20);
     let (inner, weak_mem) = (Arc::downgrade(&store), Arc::downgrade(&mem));
-    let seen = Arc::new(Mutex::new(None));
-    let seen_in = seen.clone();
+    let (read, seen) = reading(&store);
+    let read = Mutex::new(Some(read));
     // Put "b" begins; inside it, before its value is in, put "a" runs
     // whole; then, once "b" is in and before its put ends, a read.
     *mem.during_put.lock().unwrap() = Some(Box::new(move || {
         let store = inner.upgrade().expect("the store");
         store.put(&key(1), b"a", None).unwrap();
-        let reader = Arc::downgrade(&store);
-        let seen_in = seen_in.clone();
-        *weak_mem.upgrade().unwrap().after_put.lock().unwrap() = Some(Box::new(move || {
-            let store = reader.upgrade().expect("the store");
-            *seen_in.lock().unwrap() = store.get(&key(1)).unwrap();
-        }));
+        *weak_mem.upgrade().unwrap().after_put.lock().unwrap() = read.lock().unwrap().take();
     }));
     store.put(&key(1), b"b", None).unwrap();
     assert_eq!(
