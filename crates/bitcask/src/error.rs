@@ -35,11 +35,13 @@ pub enum Error {
     },
     #[error("the disk is full writing {path}: free space, then retry the write")]
     DiskFull { path: PathBuf },
+    /// A write or fsync failed earlier (`cause`, shared by every refusal
+    /// since): the store refuses writes until it is reopened.
     #[error(
         "the store refuses writes after an earlier I/O failure ({cause}); \
          reopen it to recover what was durably written"
     )]
-    PreviousIo { cause: String },
+    PreviousIo { cause: std::sync::Arc<Error> },
     #[error("key of {len} bytes exceeds the maximum of {max}")]
     KeyTooLarge { len: usize, max: usize },
     #[error("a key must not be empty")]
@@ -76,7 +78,55 @@ impl Error {
     /// True when the error came from the disk being full.
     pub fn is_disk_full(&self) -> bool {
         matches!(self, Error::DiskFull { .. })
-            || matches!(self, Error::PreviousIo { cause } if cause.contains("disk is full"))
+            || matches!(self, Error::PreviousIo { cause } if cause.is_disk_full())
+    }
+
+    /// A copy of this error for the poisoned state, which every later
+    /// refusal shares: the same variant and data, an I/O error rebuilt from
+    /// its OS code (or its kind and text).
+    pub(crate) fn duplicate(&self) -> Error {
+        let io = |e: &io::Error| match e.raw_os_error() {
+            Some(code) => io::Error::from_raw_os_error(code),
+            None => io::Error::new(e.kind(), e.to_string()),
+        };
+        match self {
+            Error::Io { path, source } => Error::Io {
+                path: path.clone(),
+                source: io(source),
+            },
+            Error::DiskFull { path } => Error::DiskFull { path: path.clone() },
+            Error::PreviousIo { cause } => Error::PreviousIo {
+                cause: cause.clone(),
+            },
+            Error::KeyTooLarge { len, max } => Error::KeyTooLarge {
+                len: *len,
+                max: *max,
+            },
+            Error::EmptyKey => Error::EmptyKey,
+            Error::ValueTooLarge { len, max } => Error::ValueTooLarge {
+                len: *len,
+                max: *max,
+            },
+            Error::InvalidOption { name, reason } => Error::InvalidOption {
+                name,
+                reason: reason.clone(),
+            },
+            Error::Locked { path, lock } => Error::Locked {
+                path: path.clone(),
+                lock: lock.clone(),
+            },
+            Error::Corrupt {
+                path,
+                offset,
+                source,
+            } => Error::Corrupt {
+                path: path.clone(),
+                offset: *offset,
+                source: source.clone(),
+            },
+            Error::Closed => Error::Closed,
+            Error::Busy(m) => Error::Busy(m.clone()),
+        }
     }
 }
 

@@ -155,12 +155,12 @@ impl Output<'_> {
             if let Err(e) = f.sync() {
                 return Err(match e {
                     Error::DiskFull { .. } => e,
-                    other => inner.poison(other.to_string()),
+                    other => inner.poison(other),
                 });
             }
             if self.name_unsynced {
                 if let Err(e) = inner.opts.vfs.sync_dir(&inner.dir) {
-                    return Err(inner.poison(Error::io(&inner.dir, e).to_string()));
+                    return Err(inner.poison(Error::io(&inner.dir, e)));
                 }
                 self.name_unsynced = false;
             }

@@ -61,7 +61,7 @@ impl Inner {
             let e = Error::io(&path, e);
             return Err(match e {
                 Error::DiskFull { .. } => e,
-                other => self.poison(other.to_string()),
+                other => self.poison(other),
             });
         }
         Ok(path)
@@ -89,7 +89,7 @@ impl Inner {
         if let Some(manifest) = retired.manifest {
             let vfs = self.opts.vfs.as_ref();
             vfs.sync_dir(&self.dir)
-                .map_err(|e| self.poison(Error::io(&self.dir, e).to_string()))?;
+                .map_err(|e| self.poison(Error::io(&self.dir, e)))?;
             remove_if_present(vfs, &manifest)?;
         }
         Ok(())

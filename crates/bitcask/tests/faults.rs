@@ -131,7 +131,12 @@ fn refuses_writes_until_reopen_after(fault: Fault, doomed: &[u8]) {
     assert!(!matches!(err, Error::DiskFull { .. }), "{err}");
     vfs.heal();
     match s.put(b"after", b"y") {
-        Err(Error::PreviousIo { cause }) => assert!(!cause.is_empty()),
+        Err(Error::PreviousIo { cause }) => {
+            assert!(
+                matches!(&*cause, Error::Io { .. }),
+                "the failure kept its kind: {cause:?}"
+            )
+        }
         other => panic!("expected PreviousIo, got {other:?}"),
     }
     assert!(s
