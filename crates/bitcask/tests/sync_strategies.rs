@@ -5,9 +5,10 @@ mod common;
 use bitcask::vfs::{FaultyVfs, StdVfs};
 use bitcask::{Options, Store, SyncStrategy};
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
-fn syncs_after_puts(sync: SyncStrategy, puts: u32, wait: Duration) -> u64 {
+/// A store on a counting disk.
+fn counted_store(sync: SyncStrategy, extra: Options) -> (tempfile::TempDir, FaultyVfs, Store) {
     let dir = tempfile::tempdir().unwrap();
     let vfs = FaultyVfs::new(Arc::new(StdVfs));
     let s = Store::open(
@@ -15,46 +16,64 @@ fn syncs_after_puts(sync: SyncStrategy, puts: u32, wait: Duration) -> u64 {
         Options {
             sync,
             vfs: Arc::new(vfs.clone()),
-            ..Options::default()
+            ..extra
         },
     )
     .unwrap();
+    (dir, vfs, s)
+}
+
+/// fsyncs made by `puts` puts, counted as the last put returns.
+fn syncs_during_puts(sync: SyncStrategy, puts: u32) -> u64 {
+    let (_dir, vfs, s) = counted_store(sync, Options::default());
     let before = vfs.file_syncs();
     for i in 0..puts {
         s.put(format!("k{i}").as_bytes(), b"value").unwrap();
     }
-    std::thread::sleep(wait);
-    let n = vfs.file_syncs() - before;
-    drop(s);
-    n
+    vfs.file_syncs() - before
+}
+
+/// Waits, at most ten seconds, until `done` holds.
+fn wait_until(what: &str, mut done: impl FnMut() -> bool) {
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while !done() {
+        assert!(Instant::now() < deadline, "not within 10 s: {what}");
+        std::thread::sleep(Duration::from_millis(1));
+    }
 }
 
 #[test]
 fn none_never_syncs_on_the_write_path() {
-    assert_eq!(
-        syncs_after_puts(SyncStrategy::None, 100, Duration::from_millis(300)),
-        0
-    );
+    assert_eq!(syncs_during_puts(SyncStrategy::None, 100), 0);
 }
 
 #[test]
 fn o_sync_syncs_every_put_from_one_thread() {
-    assert_eq!(
-        syncs_after_puts(SyncStrategy::OSync, 50, Duration::ZERO),
-        50
-    );
+    assert_eq!(syncs_during_puts(SyncStrategy::OSync, 50), 50);
 }
 
 #[test]
-fn interval_syncs_in_the_background() {
-    let n = syncs_after_puts(
+fn interval_syncs_in_the_background_and_only_what_is_new() {
+    let (_dir, vfs, s) = counted_store(
         SyncStrategy::Interval { interval_ms: 20 },
-        10,
-        Duration::from_millis(400),
+        Options::default(),
     );
-    // The puts happen within one interval; a sync follows, and idle
-    // intervals do not sync again.
-    assert!((1..=3).contains(&n), "{n} syncs");
+    let before = vfs.file_syncs();
+    for i in 0..10 {
+        s.put(format!("k{i}").as_bytes(), b"value").unwrap();
+    }
+    wait_until("the background thread syncs the puts", || {
+        vfs.file_syncs() > before
+    });
+    // Everything put is durable now: a sync finds nothing new and makes
+    // no fsync, as each idle interval's does.
+    let synced = vfs.file_syncs();
+    s.sync().unwrap();
+    assert_eq!(vfs.file_syncs(), synced, "a sync with nothing new fsynced");
+    s.put(b"one more", b"value").unwrap();
+    wait_until("the next interval syncs the new put", || {
+        vfs.file_syncs() > synced
+    });
 }
 
 #[test]
@@ -102,22 +121,33 @@ fn buffered_puts_reach_the_kernel_under_steady_load() {
     )
     .unwrap();
     let value = [b'v'; 100];
+    let record = (7 + value.len()) as u64;
+    let on_disk = || -> u64 {
+        common::data_files(dir.path())
+            .iter()
+            .map(|p| std::fs::metadata(p).unwrap().len())
+            .sum()
+    };
+    // Puts a few ms apart, never idle and far from filling the 1 MiB
+    // buffer, until the bytes of the first fifty are on the descriptor.
+    let deadline = Instant::now() + Duration::from_secs(10);
     let mut put = 0u64;
-    let start = std::time::Instant::now();
-    while start.elapsed() < Duration::from_millis(400) {
-        s.put(format!("k{put:06}").as_bytes(), &value).unwrap();
-        put += (7 + value.len()) as u64;
+    let mut target = None;
+    for i in 0u64.. {
+        s.put(format!("k{i:06}").as_bytes(), &value).unwrap();
+        put += record;
+        if i == 50 {
+            target = Some(put);
+        }
+        if target.is_some_and(|t| on_disk() >= t) {
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "{} bytes on the descriptor of {put} put under steady load",
+            on_disk()
+        );
         std::thread::sleep(Duration::from_millis(2));
     }
-    let on_disk: u64 = common::data_files(dir.path())
-        .iter()
-        .map(|p| std::fs::metadata(p).unwrap().len())
-        .sum();
-    // At most the last flush interval's puts (about a tenth here) may be
-    // only in the buffer; half is a bound that holds on a loaded machine.
-    assert!(
-        on_disk * 2 >= put,
-        "{on_disk} bytes on the descriptor of {put} put"
-    );
     drop(s);
 }

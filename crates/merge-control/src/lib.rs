@@ -10,17 +10,18 @@
 //! publishes metrics.
 
 pub mod batch;
+pub mod closing;
 pub mod planing;
 pub mod policy;
 pub mod scheduler;
 pub mod throttle;
 
-pub use planing::{advise, PlaningAdvice};
+pub use planing::{advise, default_rotation_bytes, PlaningAdvice};
 pub use policy::{
     Classic, ClassicSettings, FileView, Fisherman, MergeWindow, Moment, Pick, Policy,
 };
 pub use scheduler::{
-    filesystem_free_bytes, filesystem_usage, MergeScheduler, Metrics, MetricsSnapshot,
-    SchedulerSettings, UsageSource,
+    filesystem_capacity_bytes, filesystem_free_bytes, filesystem_usage, MergeScheduler, Metrics,
+    MetricsSnapshot, SchedulerSettings, UsageSource,
 };
 pub use throttle::{Throttle, ThrottleSettings};

@@ -11,7 +11,7 @@ use bitcask::Store;
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::{Arc, Condvar, Mutex, RwLock};
+use std::sync::{Arc, Condvar, Mutex, OnceLock, RwLock};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
@@ -99,6 +99,9 @@ struct Shared {
     wake: (Mutex<()>, Condvar),
     idle_tick: Duration,
     started: Instant,
+    /// Set while the node refuses puts for space (its reserve released):
+    /// merges then take any file with dead bytes, whatever U says.
+    refusing_puts: OnceLock<Arc<AtomicBool>>,
 }
 
 /// Runs merges for every store registered with it until dropped.
@@ -131,6 +134,7 @@ impl MergeScheduler {
             wake: (Mutex::new(()), Condvar::new()),
             idle_tick: settings.idle_tick,
             started: Instant::now(),
+            refusing_puts: OnceLock::new(),
         });
         let reaps = shared.policy.lock().expect("policy").reaps_dead_files();
         let mut workers: Vec<JoinHandle<()>> = (0..settings.workers.max(1))
@@ -157,6 +161,16 @@ impl MergeScheduler {
     /// The throttle to give every store (`Options::put_gate`).
     pub fn throttle(&self) -> Arc<Throttle> {
         self.shared.throttle.clone()
+    }
+
+    /// Follows a flag the node sets while it refuses puts for space.
+    /// Meanwhile merges act as at U = 1 whatever usage is measured (a node
+    /// that released its reserve to deletes and merges may measure a usage
+    /// below U_m, where the fisherman would not merge, and never get the
+    /// room back that puts wait for), and active files holding dead bytes
+    /// are closed so merges can take them.
+    pub fn watch_put_refusals(&self, flag: Arc<AtomicBool>) {
+        let _ = self.shared.refusing_puts.set(flag);
     }
 
     pub fn add_store(&self, store: Arc<Store>) -> usize {
@@ -336,6 +350,14 @@ impl Shared {
         m.throttle_us
             .store(delay.as_micros() as u64, Ordering::Relaxed);
         let stores = self.stores.read().expect("stores").clone();
+        let refusing = self
+            .refusing_puts
+            .get()
+            .is_some_and(|f| f.load(Ordering::Relaxed));
+        if refusing || usage >= self.throttle.settings().low_usage {
+            close_active_files_with_dead_bytes(&stores);
+        }
+        let usage = if refusing { usage.max(1.0) } else { usage };
         let mut needs: HashMap<(usize, u32), u64> = HashMap::new();
         let files: Vec<FileView> = live(&stores)
             .flat_map(|(i, s)| {
@@ -436,6 +458,26 @@ impl Shared {
     }
 }
 
+/// Closes each store's active file that holds dead bytes worth a merge
+/// (see [`crate::closing`]).
+fn close_active_files_with_dead_bytes(stores: &[Option<Arc<Store>>]) {
+    for (_, store) in live(stores) {
+        let worth = store
+            .file_stats()
+            .iter()
+            .any(|f| f.active && crate::closing::worth_closing(f.total_bytes, f.live_bytes));
+        if !worth {
+            continue;
+        }
+        match store.close_active_file() {
+            Ok(_) => tracing::debug!(store = %store.dir().display(),
+                "space is short: the active file, holding dead bytes, is closed so a merge can take it"),
+            Err(e) => tracing::warn!(store = %store.dir().display(), error = %e,
+                "space is short: cannot close the active file for a merge"),
+        }
+    }
+}
+
 /// How often puts re-measure usage for the throttle, at most.
 const THROTTLE_REFRESH: Duration = Duration::from_millis(2);
 
@@ -492,6 +534,14 @@ fn statvfs(dir: &Path) -> std::io::Result<libc::statvfs> {
         return Err(std::io::Error::last_os_error());
     }
     Ok(st)
+}
+
+/// Bytes the filesystem of `dir` holds for unprivileged users, used and
+/// free (its size less the blocks kept for root): the C_i of eq. 4.
+pub fn filesystem_capacity_bytes(dir: &Path) -> std::io::Result<u64> {
+    let st = statvfs(dir)?;
+    let blocks = (st.f_blocks - st.f_bfree) + st.f_bavail;
+    Ok(blocks as u64 * st.f_frsize as u64)
 }
 
 /// Usage as `df` shows it: used / (used + available to unprivileged users).

@@ -29,6 +29,48 @@ pub(crate) struct Resources {
     pub leveldb: Vec<(String, LeveldbStore)>,
     /// Admission of puts by the free space left for leveldb data.
     pub free_space: Option<crate::free_space::FreeSpace>,
+    /// Every Bitcask store's options, the rotation size R decided.
+    pub bitcask: bitcask::Options,
+    /// Where R came from, for the start's summary.
+    pub rotation: Rotation,
+    /// What the Bitcask stores' recoveries found, summed.
+    pub opened: std::sync::Mutex<OpenedStores>,
+}
+
+/// What the recoveries of the Bitcask stores opened found, summed (the
+/// start's summary line; each store's own is at DEBUG).
+#[derive(Clone, Debug, Default, PartialEq)]
+pub(crate) struct OpenedStores {
+    pub stores: usize,
+    pub files: usize,
+    pub records: u64,
+    pub files_from_hints: usize,
+    pub files_scanned: usize,
+    pub corrupt_regions: u64,
+    pub torn_bytes: u64,
+    pub merges_finished: usize,
+}
+
+impl OpenedStores {
+    fn add(&mut self, r: &bitcask::RecoveryReport) {
+        self.stores += 1;
+        self.files += r.files;
+        self.records += r.records;
+        self.files_from_hints += r.files_from_hints;
+        self.files_scanned += r.files_scanned;
+        self.corrupt_regions += r.corrupt_regions;
+        self.torn_bytes += r.torn_bytes;
+        self.merges_finished += r.merges_finished;
+    }
+}
+
+/// How the Bitcask rotation size R was chosen.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub(crate) enum Rotation {
+    /// `bitcask.max_file_size` set.
+    Configured,
+    /// Eq. 4 from this capacity and number of stores.
+    FromDisk { capacity_bytes: u64, stores: u32 },
 }
 
 impl Resources {
@@ -59,6 +101,10 @@ impl Resources {
                 idle_tick: Duration::from_millis(200),
             })
         });
+        if let (Some(space), Some(scheduler)) = (&space, &scheduler) {
+            scheduler.watch_put_refusals(space.refusing_puts());
+        }
+        let (bitcask, rotation) = bitcask_options(config, &bitcask_dir);
         let leveldb = open_leveldb(config)?;
         let free_space = (!leveldb.is_empty()).then(|| {
             crate::free_space::FreeSpace::new(
@@ -71,6 +117,9 @@ impl Resources {
             scheduler,
             leveldb,
             free_space,
+            bitcask,
+            rotation,
+            opened: Default::default(),
         })
     }
 
@@ -89,6 +138,46 @@ impl Resources {
             _ => Ok(()),
         }
     }
+}
+
+/// The Bitcask stores' options: R as configured, or by eq. 4 from the
+/// capacity of the filesystem holding `bitcask_dir` (or
+/// `bitcask.capacity`) shared by a store per partition of each Bitcask
+/// backend.
+fn bitcask_options(
+    config: &NodeConfig,
+    bitcask_dir: &std::path::Path,
+) -> (bitcask::Options, Rotation) {
+    let mut opts = config.bitcask.clone();
+    if let Some(bytes) = config.bitcask_max_file_size {
+        opts.max_file_size_bytes = bytes;
+        return (opts, Rotation::Configured);
+    }
+    let backends = match config.backend {
+        BackendKind::Multi => config
+            .multi
+            .iter()
+            .filter(|b| b.kind == BackendKind::Bitcask)
+            .count(),
+        _ => 1,
+    }
+    .max(1) as u32;
+    let stores = config.ring_size.saturating_mul(backends);
+    let capacity_bytes = config.bitcask_capacity_bytes.unwrap_or_else(|| {
+        merge_control::filesystem_capacity_bytes(bitcask_dir).unwrap_or(u64::MAX)
+    });
+    opts.max_file_size_bytes = merge_control::default_rotation_bytes(
+        capacity_bytes,
+        stores,
+        config.merge_policy.target_usage(),
+    );
+    (
+        opts,
+        Rotation::FromDisk {
+            capacity_bytes,
+            stores,
+        },
+    )
 }
 
 /// Whether any vnode keeps Bitcask stores (the merge scheduler and the
@@ -324,10 +413,14 @@ impl Opening<'_> {
                     .join(&index);
                 // The throttle is applied once per request by the node
                 // (Space::admit_write), not once per record.
-                let store =
-                    bitcask::Store::open(&dir, self.config.bitcask.clone()).map_err(|e| {
-                        format!("cannot open the Bitcask store of partition {}: {e}", p.0)
-                    })?;
+                let store = bitcask::Store::open(&dir, self.res.bitcask.clone()).map_err(|e| {
+                    format!("cannot open the Bitcask store of partition {}: {e}", p.0)
+                })?;
+                self.res
+                    .opened
+                    .lock()
+                    .expect("opened")
+                    .add(store.recovery_report());
                 let store = Arc::new(store);
                 let backend = BitcaskBackend::open(store.clone()).map_err(|e| {
                     format!("cannot open the Bitcask store of partition {}: {e}", p.0)

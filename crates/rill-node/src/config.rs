@@ -83,8 +83,14 @@ pub struct NodeConfig {
     pub ring_size: u32,
     pub backend: BackendKind,
     pub delete_mode: DeleteMode,
-    /// `bitcask.*` settings for every vnode's store.
+    /// `bitcask.*` settings for every vnode's store; its
+    /// `max_file_size_bytes` is replaced by [`Self::bitcask_max_file_size`]'s
+    /// answer when the stores open.
     pub bitcask: bitcask::Options,
+    /// `bitcask.max_file_size`, the rotation size R; `None` (the default):
+    /// from the disk by the sensor-data paper's eq. 4
+    /// ([`merge_control::default_rotation_bytes`]).
+    pub bitcask_max_file_size: Option<u64>,
     /// Merge policy of the node's merge scheduler (`bitcask.merge.policy`).
     pub merge_policy: MergePolicyKind,
     /// `bitcask.capacity`: capacity for U instead of the filesystem's.
@@ -129,6 +135,15 @@ pub enum MergePolicyKind {
 }
 
 impl MergePolicyKind {
+    /// U_m: the usage above which merges copy live data (the classic
+    /// policy has none; the fisherman's default stands in for it).
+    pub fn target_usage(self) -> f64 {
+        match self {
+            MergePolicyKind::Fisherman { target_usage } => target_usage,
+            MergePolicyKind::Classic => merge_control::Fisherman::default().target_usage,
+        }
+    }
+
     /// The merge policy this names, for a merge scheduler.
     pub fn policy(self) -> Box<dyn merge_control::Policy> {
         match self {
@@ -157,6 +172,7 @@ impl NodeConfig {
                 write_buffer_bytes: 0,
                 ..bitcask::Options::default()
             },
+            bitcask_max_file_size: None,
             merge_policy: MergePolicyKind::Fisherman { target_usage: 0.8 },
             bitcask_capacity_bytes: None,
             throttle: merge_control::ThrottleSettings::default(),

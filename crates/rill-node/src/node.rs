@@ -117,6 +117,7 @@ pub struct Node {
 impl Node {
     /// Opens (or creates) the node's data under `config.data_dir`.
     pub fn open(config: NodeConfig) -> Result<Arc<Node>, String> {
+        let started = Instant::now();
         let ring = Ring::single(config.ring_size, &config.nodename).map_err(|e| e.to_string())?;
         std::fs::create_dir_all(&config.data_dir)
             .map_err(|e| format!("cannot create {}: {e}", config.data_dir.display()))?;
@@ -166,6 +167,7 @@ impl Node {
                 backend,
             )));
         }
+        log_stores_opened(&config, &res, started.elapsed());
         let limits = Limits {
             size_warning_bytes: config.object_size_warning_bytes,
             size_max_bytes: config.object_size_max_bytes,
@@ -432,5 +434,47 @@ pub(crate) fn registry_error(e: RegistryError) -> KvError {
             KvError::Props("Invalid bucket properties: no_default_update".into())
         }
         other => KvError::Props(other.to_string()),
+    }
+}
+
+/// One line for the stores a start opened: how many, what their
+/// recoveries found, the rotation size and the time taken (each store's
+/// own line is at DEBUG); a warning when any record was set aside.
+fn log_stores_opened(config: &NodeConfig, res: &Resources, took: Duration) {
+    let o = res.opened.lock().expect("opened").clone();
+    let rotation = match res.rotation {
+        crate::backends::Rotation::Configured => "bitcask.max_file_size".to_string(),
+        crate::backends::Rotation::FromDisk {
+            capacity_bytes,
+            stores,
+        } => format!(
+            "eq. 4 from {} MiB over {stores} stores",
+            capacity_bytes >> 20
+        ),
+    };
+    let open_ms = took.as_millis() as u64;
+    if o.stores == 0 {
+        tracing::info!(
+            vnodes = config.ring_size,
+            backend = config.backend.name(),
+            open_ms,
+            "stores opened"
+        );
+    } else if o.corrupt_regions > 0 || o.torn_bytes > 0 {
+        tracing::warn!(
+            vnodes = config.ring_size, bitcask_stores = o.stores, files = o.files,
+            records = o.records, from_hints = o.files_from_hints, scanned = o.files_scanned,
+            corrupt_regions = o.corrupt_regions, torn_bytes = o.torn_bytes,
+            merges_finished = o.merges_finished, open_ms,
+            "stores opened; damaged or torn records were set aside (a warning for each store names it)"
+        );
+    } else {
+        tracing::info!(
+            vnodes = config.ring_size, bitcask_stores = o.stores, files = o.files,
+            records = o.records, from_hints = o.files_from_hints, scanned = o.files_scanned,
+            merges_finished = o.merges_finished,
+            max_file_size = res.bitcask.max_file_size_bytes, max_file_size_from = %rotation,
+            open_ms, "stores opened"
+        );
     }
 }

@@ -396,7 +396,19 @@ impl Config {
             "object.siblings.maximum" => {
                 n.siblings_max = v.parse().map_err(|_| format!("expected an integer, found {v:?}"))?
             }
-            "bitcask.max_file_size" => n.bitcask.max_file_size_bytes = bytesize(v)?,
+            "bitcask.max_file_size" => {
+                n.bitcask_max_file_size = if v == "auto" {
+                    None
+                } else {
+                    let b = bytesize(v)?;
+                    if !(4096..=u64::from(u32::MAX)).contains(&b) {
+                        return Err(format!(
+                            "bitcask.max_file_size must be from 4KB to 4GB, or auto, found {v:?}"
+                        ));
+                    }
+                    Some(b)
+                }
+            }
             "bitcask.sync.strategy" => {
                 n.bitcask.sync = match v {
                     "none" => SyncStrategy::None,
@@ -539,7 +551,7 @@ mod tests {
         assert_eq!(c.node.ring_size, 32);
         assert_eq!(c.node.backend, BackendKind::Memory);
         assert_eq!(c.pb_listener.port(), 10017);
-        assert_eq!(c.node.bitcask.max_file_size_bytes, 64 << 20);
+        assert_eq!(c.node.bitcask_max_file_size, Some(64 << 20));
         assert_eq!(
             c.node.bitcask.sync,
             SyncStrategy::Interval { interval_ms: 250 }

@@ -79,7 +79,7 @@ pub const KEYS: &[(&str, &str)] = &[
     ),
     (
         "bitcask.max_file_size",
-        "rotation size R of data files (default 2GB)",
+        "rotation size R of data files, or auto (default auto: eq. 4 of the sensor-data paper, R = (C_i/n_i)(U_m/2) from the disk's capacity C_i and ring_size stores n_i, from 1MB to 2GB)",
     ),
     (
         "bitcask.sync.strategy",

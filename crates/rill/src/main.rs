@@ -371,15 +371,6 @@ fn console(cfg: Config) -> Result<()> {
         let node = tokio::task::spawn_blocking(move || rill_node::Node::open(node_cfg))
             .await?
             .map_err(|e| anyhow::anyhow!("{e}"))?;
-        tracing::info!(
-            node = node.nodename(),
-            ring_size = node.ring_size(),
-            data = %cfg.node.data_dir.display(),
-            pb = %cfg.pb_listener,
-            http = %cfg.http_listener,
-            open_ms = started.elapsed().as_millis() as u64,
-            "node ready"
-        );
         // The key-value service runs whatever happens to the sensor one
         // (a full disk can keep its log from starting a segment).
         let sensors = tokio::task::spawn_blocking({
@@ -442,6 +433,18 @@ fn console(cfg: Config) -> Result<()> {
             Some(peer.clone()),
             sensors.as_ref().map(|s| s.engine.clone()),
         ));
+        // Last of the start's lines: everything it names answers now.
+        tracing::info!(
+            node = node.nodename(),
+            ring_size = node.ring_size(),
+            data = %cfg.node.data_dir.display(),
+            pb = %cfg.pb_listener,
+            http = %cfg.http_listener,
+            cluster = %cfg.cluster_listener,
+            sensor = sensors.is_some(),
+            open_ms = started.elapsed().as_millis() as u64,
+            "node ready"
+        );
         let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())?;
         tokio::select! {
             _ = tokio::signal::ctrl_c() => tracing::info!("interrupted: stopping"),

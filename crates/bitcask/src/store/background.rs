@@ -141,3 +141,43 @@ pub(super) fn spawn_background(inner: &Arc<Inner>) -> JoinHandle<()> {
         })
         .expect("spawn bitcask background thread")
 }
+
+#[cfg(test)]
+mod tests {
+    use crate::{Options, Store};
+    use std::time::{Duration, Instant};
+
+    /// An idle store's background thread has nothing scheduled, so it
+    /// sleeps until kicked (or the idle safety net): a node runs a store
+    /// per vnode, 64 and more, and none may wake every flush interval.
+    #[test]
+    fn an_idle_store_schedules_no_background_work() {
+        let dir = tempfile::tempdir().unwrap();
+        let every = Duration::from_millis(5);
+        let s = Store::open(
+            dir.path(),
+            Options {
+                flush_interval_ms: 5,
+                ..Options::default()
+            },
+        )
+        .unwrap();
+        let due = || s.inner.background_due(Instant::now(), every);
+        assert_eq!(due(), Duration::MAX, "nothing scheduled after open");
+        s.put(b"k", b"buffered, then flushed in the background")
+            .unwrap();
+        assert!(due() <= every, "a flush is due within the interval");
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while due() != Duration::MAX {
+            assert!(
+                Instant::now() < deadline,
+                "the buffer was not flushed within 10 s"
+            );
+            std::thread::sleep(Duration::from_millis(1));
+        }
+        assert!(
+            super::BACKGROUND_IDLE >= Duration::from_secs(1),
+            "the idle safety net wakes at most once a second"
+        );
+    }
+}

@@ -182,11 +182,16 @@ impl Store {
         opts.vfs.sync_dir(&dir).map_err(|e| Error::io(&dir, e))?;
         stats.add_file(active_id);
         files.insert(active_id, active.path.clone());
-        tracing::info!(dir = %dir.display(), files = report.files, records = report.records,
+        tracing::debug!(dir = %dir.display(), files = report.files, records = report.records,
             from_hints = report.files_from_hints, scanned = report.files_scanned,
             corrupt_regions = report.corrupt_regions, torn_bytes = report.torn_bytes,
             merges_finished = report.merges_finished,
             "bitcask store opened");
+        if report.corrupt_regions > 0 || report.torn_bytes > 0 {
+            tracing::warn!(dir = %dir.display(), corrupt_regions = report.corrupt_regions,
+                corrupt_bytes = report.corrupt_bytes, torn_bytes = report.torn_bytes,
+                "bitcask store opened with damaged records set aside");
+        }
         let inner = Arc::new(Inner {
             dir,
             keydir,
