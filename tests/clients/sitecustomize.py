@@ -1,9 +1,10 @@
 """Python >= 3.10 import shim for riak==2.7.0 (riak-python-client, 2016).
 
 Put the directory holding this file on PYTHONPATH so the interpreter imports
-it at start-up (site.py imports `sitecustomize` automatically):
+it at start-up (site.py imports `sitecustomize` automatically), as
+scripts/client-tests does; from the repository's root:
 
-    PYTHONPATH=/work/notes/pyriak-shim python -m unittest discover ...
+    PYTHONPATH=tests/clients python -m unittest discover ...
 
 It restores exactly what `import riak, riak.tests` needs on Python 3.11:
 
