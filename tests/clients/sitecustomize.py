@@ -3,7 +3,7 @@
 Put the directory holding this file on PYTHONPATH so the interpreter imports
 it at start-up (site.py imports `sitecustomize` automatically):
 
-    PYTHONPATH=/work/notes/pyriak-shim python -m unittest discover ...
+    PYTHONPATH=tests/clients python -m unittest discover ...
 
 It restores exactly what `import riak, riak.tests` needs on Python 3.11:
 
