@@ -1,6 +1,6 @@
-//! `rill-bench footprint`: the first source document's comparison ("Riak
-//! – from Bitcask to LevelDB": one node's 1.4 TB of Bitcask became 430 GB
-//! of LevelDB for the same data, and its restart went from 60 minutes,
+//! `rill-bench footprint`: the comparison of the blog post "Riak – from
+//! Bitcask to LevelDB" (one node's 1.4 TB of Bitcask became 430 GB of
+//! LevelDB for the same data, and its restart went from 60 minutes,
 //! loading every key into memory, to 9 seconds). The same keys and
 //! compressible values are loaded into each engine; then a fresh process
 //! opens the store, with the page cache dropped first where the run may
@@ -243,8 +243,8 @@ pub fn run(args: Args) -> Result<()> {
     Ok(())
 }
 
-/// Seed 001's targets: leveldb against Bitcask (leveled and RocksDB
-/// beside it, for scale).
+/// The targets from "Riak – from Bitcask to LevelDB": leveldb against
+/// Bitcask (leveled and RocksDB beside it, for scale).
 fn compare(r: &mut Report, all: &[(String, [f64; 3])]) {
     let get = |n: &str| all.iter().find(|(e, _)| e == n).map(|(_, f)| f);
     let Some(b) = get("bitcask") else { return };

@@ -52,9 +52,10 @@ enum Command {
     /// backend side by side: throughput and percentiles over time, bytes
     /// written per byte put, bytes on disk per live byte.
     Mixed(mixed::Args),
-    /// The first seed's comparison: the same keys and compressible
-    /// values in each backend; bytes on disk, restart time to the first
-    /// read (page cache dropped), resident memory per key.
+    /// The comparison of "Riak – from Bitcask to LevelDB": the same keys
+    /// and compressible values in each backend; bytes on disk, restart
+    /// time to the first read (page cache dropped), resident memory per
+    /// key.
     Footprint(footprint::Args),
     /// The sensor-data service against VictoriaMetrics and InfluxDB, the
     /// same seeded IoT data over HTTP to each: ingest per server

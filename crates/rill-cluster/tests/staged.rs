@@ -361,7 +361,10 @@ leave          'dev4@127.0.0.1'
     assert!(status.contains("Valid:3 / Leaving:1"), "{status}");
 }
 
-// The review's cases, each fixed in the claimant or the state.
+// Corner cases of the claimant and the state, each once a bug: a leaving
+// node that a transfer still targets, a down node during a leave, more
+// members than partitions, and a transfer's done mark under a merge of
+// concurrent plans.
 
 #[test]
 fn a_leaving_node_with_a_transfer_to_it_does_not_exit() {

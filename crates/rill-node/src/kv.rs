@@ -553,9 +553,9 @@ mod tests {
         }
     }
 
-    // Regression (review): a coordinator that lost a key its replicas kept
-    // wrote the next put with a counter already issued; a replica then
-    // merged the two to nothing, or dropped the new write as old.
+    // Regression: a coordinator that lost a key its replicas kept wrote
+    // the next put with a counter already issued; a replica then merged
+    // the two to nothing, or dropped the new write as old.
     #[test]
     fn a_coordinator_that_lost_a_key_writes_as_a_new_actor() {
         let dir = tempfile::tempdir().unwrap();

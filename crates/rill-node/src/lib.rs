@@ -2,7 +2,9 @@
 //! with its own backend; requests coordinated through preference lists
 //! with Riak's quorum rules (R, W, PR, PW, DW, notfound_ok, basic_quorum),
 //! so the cluster only adds remote vnodes; bucket types; list buckets and
-//! keys; secondary index queries; convergent data types.
+//! keys; secondary index queries; convergent data types; backend
+//! migration (`migrate`: the node's data moved to another storage
+//! backend while it serves, not partitions moved between nodes).
 //!
 //! Invariants:
 //! - a put is acknowledged only when W replicas (DW durable) hold it;

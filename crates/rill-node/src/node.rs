@@ -343,9 +343,10 @@ impl Node {
     }
 
     /// The pool that coordinates writes of large values (they wait for
-    /// other nodes): 4 at once. Measured on seed 002's experiment (8 MB
-    /// values, 20 ms round trips, docs/benchmarks.md): with 16 the puts
-    /// and the small gets beside them were slower at every concurrency.
+    /// other nodes): 4 at once. Measured on the Partisan paper's key-value
+    /// experiment (8 MB values, 20 ms round trips, docs/benchmarks.md):
+    /// with 16 the puts and the small gets beside them were slower at
+    /// every concurrency.
     pub fn bulk_coordinate(&self) -> &BulkPool {
         &self.bulk_pools().0
     }

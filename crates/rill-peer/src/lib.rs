@@ -1,9 +1,14 @@
-//! A Rill node's cluster runtime ("Riak Core": membership, gossip, the
-//! claimant; docs/cluster.md): it keeps the cluster state on disk and
-//! gossips it over `rill-transport`, runs the claimant's rules, detects
-//! unreachable nodes, carries vnode requests and replies between nodes,
-//! and answers the operator's cluster commands. The rules are pure and
-//! live in `rill-cluster`; this crate is their I/O.
+//! A node's whole cluster runtime, not one peer as the name suggests:
+//! gossip and membership, the claimant, failure detection, driving
+//! handoffs, and every use of `rill-transport` (docs/cluster.md).
+//!
+//! After Riak Core's membership, gossip and claimant: it keeps the cluster
+//! state on disk and gossips it over `rill-transport`, runs the claimant's
+//! rules, detects unreachable nodes, drives ownership and hinted handoffs
+//! over `rill-handoff`'s machines, carries vnode requests and replies
+//! between nodes, and answers the operator's cluster commands. The rules
+//! are pure and live in `rill-cluster` and `rill-handoff`; this crate is
+//! their I/O.
 //!
 //! Invariants:
 //! - the cluster state is on disk before it is gossiped;

@@ -1,6 +1,8 @@
-//! Rill's sensor-data model, pure logic (no I/O): InfluxDB line protocol,
-//! Prometheus remote write, and the compressed block a series' samples are
-//! stored in.
+//! Sensor-data formats and block codecs, pure logic (no I/O); the engine
+//! that stores and queries the blocks is `rill-tsdb`.
+//!
+//! Here: InfluxDB line protocol, Prometheus remote write, series and their
+//! names, and the compressed block a series' samples are stored in.
 //!
 //! The architecture is the one the sensor-data paper ("Riak KV
 //! performance in sensor data storage application", Zhivchikova and

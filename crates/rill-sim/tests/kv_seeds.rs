@@ -39,7 +39,7 @@ fn the_checks_catch_a_lost_write() {
     assert!(caught);
 }
 
-/// Seed 3285 of the first 20,000-seed run: a vnode that had handed its
+/// Found by the key-value simulation at seed 3285: a vnode that had handed its
 /// hinted data off later took in an older copy by a merge and continued
 /// that epoch's count, issuing a dot a second time; an acknowledged write
 /// was lost. With the floor raised at handoff it holds.

@@ -1,4 +1,6 @@
-//! Rill's sensor-data storage (docs/sensors.md).
+//! The time-series engine of sensor data: the write-ahead log, blocks
+//! stored per database, queries and PromQL (docs/sensors.md); the formats
+//! and block codecs it stores are `rill-sensor`'s.
 //!
 //! A sample is acknowledged once it is in the write-ahead log on the disk
 //! ([`wal`]): writers that arrive together share one write and one fsync

@@ -220,7 +220,8 @@ pub(super) fn report(r: &mut Report, f: &Figures) {
     );
 }
 
-/// The targets of seed 003: leveled against leveldb.
+/// The targets of leveled's volume test ("Riak + leveled - volume testing
+/// with 2i"): leveled against leveldb.
 pub(super) fn compare(r: &mut Report, all: &[Figures]) {
     let get = |n: &str| all.iter().find(|f| f.engine == n);
     if let (Some(v), Some(l)) = (get("leveled"), get("leveldb")) {

@@ -1,12 +1,12 @@
-//! `rill-bench mixed`: the workload of leveled's volume test ("Riak KV
-//! and leveled: a volume test", the third source document): per 122
-//! operations, 100 GETs, 20 updates (half of them replacing the object's
-//! index entries with four new ones) and 2 index range queries returning
-//! their terms, on objects of 8 KB, with the data larger than the memory
-//! the run may use. Per backend side by side in one run: throughput and
-//! latency percentiles per interval, and what the backend wrote: bytes
-//! written to the disk per byte put (from /proc/self/io) and bytes on
-//! disk per live byte at the end.
+//! `rill-bench mixed`: the workload of leveled's volume test ("Riak +
+//! leveled - volume testing with 2i", Martin Sumner's mailing-list
+//! report, 2017): per 122 operations, 100 GETs, 20 updates (half of them
+//! replacing the object's index entries with four new ones) and 2 index
+//! range queries returning their terms, on objects of 8 KB, with the data
+//! larger than the memory the run may use. Per backend side by side in
+//! one run: throughput and latency percentiles per interval, and what the
+//! backend wrote: bytes written to the disk per byte put (from
+//! /proc/self/io) and bytes on disk per live byte at the end.
 //!
 //! Engines: Rill's `leveled`, `leveldb` and `bitcask` backends (Bitcask
 //! merged by the node's merge scheduler with Riak's classic policy), each

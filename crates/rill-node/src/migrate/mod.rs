@@ -1,6 +1,8 @@
-//! Live backend migration (`rill admin backend-migrate TO`): a node's data
-//! moves to another backend one partition at a time while the node
-//! serves, as seed 001's operators moved Bitcask nodes to LevelDB by hand.
+//! Backend migration, not partition migration: a node's data moves to
+//! another storage backend (`rill admin backend-migrate TO`), one
+//! partition at a time while the node serves; partitions moving between
+//! nodes are handoff's. The operators of "Riak – from Bitcask to LevelDB"
+//! moved their Bitcask nodes to LevelDB by hand.
 //!
 //! For each partition: the target's leftovers are dropped and its backend
 //! opened; from then on every write of the vnode reaches both backends
