@@ -1,4 +1,4 @@
-//! Bugs the power-loss model test (`power_loss.rs`) found, each replayed as
+//! Bugs the power-loss model test (`power_loss/`) found, each replayed as
 //! a named scenario on the simulated disk. Every one of them fails on the
 //! engine as it was before its fix (docs/durability.md lists them).
 

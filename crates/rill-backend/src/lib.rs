@@ -2,7 +2,7 @@
 //!
 //! A backend stores opaque object bytes under (bucket type, bucket, key)
 //! and, for secondary indexes, (field, term) entries per key. Every
-//! backend passes one conformance suite (tests/conformance.rs) and a model
+//! backend passes one conformance suite (tests/conformance/) and a model
 //! test against a `BTreeMap`.
 //!
 //! Invariants:

@@ -5,9 +5,9 @@
 //! streamed, a series at a time, so an export of a year holds one
 //! series' samples in memory, not the whole answer.
 
-use super::other::stream_body;
 use super::prom::{param, params};
 use super::sensor::{engine, Flavour};
+use super::stream::stream_body;
 use super::util::text;
 use super::{Ctx, Req};
 use axum::body::Body;

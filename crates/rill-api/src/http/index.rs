@@ -3,7 +3,7 @@
 //! `multipart/mixed` body sent while the vnodes are read, so an answer
 //! of any size goes out with bounded memory.
 
-use super::other::{stream_body, JsonParts};
+use super::stream::{stream_body, JsonParts};
 use super::util::{json, kv_error, lossy as s, text};
 use super::{Ctx, Req};
 use crate::blocking;

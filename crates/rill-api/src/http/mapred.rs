@@ -7,7 +7,7 @@
 //! does not run); a failed one a 500 with Riak's error object; one
 //! beyond the node's running jobs a 503 with `Retry-After`.
 
-use super::other::JsonParts;
+use super::stream::JsonParts;
 use super::util::{json, json_text, text};
 use super::{Ctx, Req};
 use crate::mapred::{admit, encode, encode_whole, start, Event, Refused};

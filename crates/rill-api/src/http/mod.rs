@@ -6,19 +6,26 @@
 // Handlers return `Result<_, Response>`: the error is the answer to send.
 #![allow(clippy::result_large_err)]
 
+mod bucket_types;
+mod cluster;
+mod discovery;
 mod dt;
 mod export;
 mod index;
+mod listing;
 mod mapred;
 mod migrate;
 mod num;
 mod object;
-mod other;
 mod page;
+mod preflist;
 mod prom;
+mod props;
+mod query_thread;
 mod sensor;
+mod stats;
+mod stream;
 pub mod util;
-mod where_run;
 
 use axum::body::{Body, Bytes};
 use axum::extract::State;
@@ -116,28 +123,32 @@ async fn route(ctx: &Arc<Ctx>, req: &Req, segs: &[&[u8]]) -> Response {
         _ => (Vec::new(), segs),
     };
     match rest {
-        [] => other::resources(req),
+        [] => discovery::resources(req),
         [b"ping"] => text(StatusCode::OK, "OK"),
-        [b"stats"] => other::stats(ctx),
-        [b"metrics"] => other::metrics(ctx),
-        [b"types", t, b"props"] => other::type_props(ctx, req, t).await,
+        [b"stats"] => stats::stats(ctx),
+        [b"metrics"] => stats::metrics(ctx),
+        [b"types", t, b"props"] => props::type_props(ctx, req, t).await,
         [b"sensors"] => page::file(b""),
         [b"sensors", name] => page::file(name),
         [b"rill", b"sensors", b"search"] => page::search(ctx, req).await,
         [b"rill", b"sensors", b"m4"] => page::m4(ctx, req).await,
-        [b"rill", b"bucket-types"] => other::admin_list_types(ctx),
+        [b"rill", b"bucket-types"] => bucket_types::admin_list_types(ctx),
         [b"rill", b"backend-migration"] => migrate::backend_migration(ctx, req).await,
-        [b"rill", b"cluster"] if req.method == Method::POST => other::admin_cluster(ctx, req).await,
-        [b"rill", b"bucket-types", t] => other::admin_type(ctx, req, t).await,
-        [b"rill", b"bucket-types", t, b"activate"] => other::admin_activate(ctx, req, t).await,
-        [b"buckets"] => other::list_buckets(ctx, req, &btype).await,
-        [b"buckets", b, b"props"] => other::bucket_props(ctx, req, &btype, b).await,
+        [b"rill", b"cluster"] if req.method == Method::POST => {
+            cluster::admin_cluster(ctx, req).await
+        }
+        [b"rill", b"bucket-types", t] => bucket_types::admin_type(ctx, req, t).await,
+        [b"rill", b"bucket-types", t, b"activate"] => {
+            bucket_types::admin_activate(ctx, req, t).await
+        }
+        [b"buckets"] => listing::list_buckets(ctx, req, &btype).await,
+        [b"buckets", b, b"props"] => props::bucket_props(ctx, req, &btype, b).await,
         [b"buckets", b, b"keys"] if req.method == Method::POST => {
             object::store(ctx, req, &btype, b, None).await
         }
-        [b"buckets", b, b"keys"] => other::list_keys(ctx, req, &btype, b).await,
+        [b"buckets", b, b"keys"] => listing::list_keys(ctx, req, &btype, b).await,
         [b"buckets", b, b"keys", k] => object::object(ctx, req, &btype, b, k).await,
-        [b"buckets", b, b"keys", k, b"preflist"] => other::preflist(ctx, &btype, b, k),
+        [b"buckets", b, b"keys", k, b"preflist"] => preflist::preflist(ctx, &btype, b, k),
         [b"buckets", b, b"index", index, value] => {
             index::index(ctx, req, &btype, b, index, value, None).await
         }
@@ -147,7 +158,7 @@ async fn route(ctx: &Arc<Ctx>, req: &Req, segs: &[&[u8]]) -> Response {
         [b"buckets", b, b"datatypes"] => dt::datatype(ctx, req, &btype, b, None).await,
         [b"buckets", b, b"datatypes", k] => dt::datatype(ctx, req, &btype, b, Some(k)).await,
         [b"buckets", b, b"counters", k] => dt::counter(ctx, req, b, k).await,
-        [b"riak", b] => other::bucket_props(ctx, req, b"", b).await,
+        [b"riak", b] => props::bucket_props(ctx, req, b"", b).await,
         [b"riak", b, k] => object::object(ctx, req, b"", b, k).await,
         [b"mapred"] => mapred::mapred(ctx, req).await,
         [b"write"] => sensor::write(ctx, req, sensor::Flavour::V1).await,

@@ -7,8 +7,8 @@
 //! form body; errors are 422 with `errorType` the status, as
 //! VictoriaMetrics sends them.
 
+use super::query_thread::answer;
 use super::util::{json_text, percent_decode_lenient};
-use super::where_run::answer;
 use super::{Ctx, Req};
 use axum::http::StatusCode;
 use axum::response::Response;

@@ -1,0 +1,86 @@
+//! What an operator reads and sets: `rill admin transfers`, the
+//! cluster and handoff figures of `/stats`, the transfer limit.
+
+use super::Kind;
+use crate::runtime::Peer;
+use std::sync::atomic::Ordering;
+
+impl Peer {
+    /// `rill admin transfers`: what moves now.
+    pub(crate) fn active_transfers(&self) -> String {
+        let h = self.handoffs();
+        let mut out = String::new();
+        for (t, o) in &h.out {
+            let kind = match o.kind {
+                Kind::Ownership(_) => "ownership",
+                Kind::Hinted => "hinted",
+            };
+            out.push_str(&format!(
+                "  {kind} handoff of partition {} to '{}': {} of {} keys sent\n",
+                t.partition,
+                o.to,
+                o.sender.items_sent,
+                o.keys.len()
+            ));
+        }
+        for t in h.incoming.keys() {
+            out.push_str(&format!(
+                "  receiving partition {} from '{}'\n",
+                t.partition, t.from
+            ));
+        }
+        out
+    }
+
+    /// Cluster and handoff figures for `/stats`.
+    pub fn stats(&self) -> Vec<(&'static str, u64)> {
+        let (outbound, inbound) = {
+            let h = self.handoffs();
+            (h.out.len() as u64, h.incoming.len() as u64)
+        };
+        let (members, unreachable, pending) = {
+            let inner = self.lock();
+            let now = self.now();
+            let members = inner.state.with_status(rill_cluster::Status::is_member);
+            let reachable = inner.detector.reachable(now);
+            let unreachable = members
+                .iter()
+                .filter(|m| **m != self.me && !reachable.contains(m))
+                .count();
+            let s = &inner.state;
+            let pending = s.ring().next.iter().filter(|t| !s.is_done(t)).count();
+            (members.len() as u64, unreachable as u64, pending as u64)
+        };
+        let st = &self.handoff_stats;
+        vec![
+            ("cluster_members", members),
+            ("cluster_unreachable_members", unreachable),
+            ("ring_pending_transfers", pending),
+            ("handoffs_outbound", outbound),
+            ("handoffs_inbound", inbound),
+            (
+                "handoff_items_sent_total",
+                st.items_sent.load(Ordering::Relaxed),
+            ),
+            (
+                "handoff_items_received_total",
+                st.items_received.load(Ordering::Relaxed),
+            ),
+            (
+                "handoffs_completed_total",
+                st.completed.load(Ordering::Relaxed),
+            ),
+            ("handoffs_failed_total", st.failed.load(Ordering::Relaxed)),
+            ("handoffs_resumed_total", st.resumed.load(Ordering::Relaxed)),
+            (
+                "partitions_held_not_owned",
+                st.hinted_partitions.load(Ordering::Relaxed),
+            ),
+        ]
+    }
+
+    /// `rill admin transfer-limit N`.
+    pub(crate) fn set_transfer_limit(&self, limit: usize) {
+        self.handoffs().slots.set_limit(limit);
+    }
+}

@@ -1,0 +1,157 @@
+//! Handoff at run time, over `rill-handoff`'s machines: which partitions
+//! this node must hand off, and to whom; reading them in batches from a
+//! sorted key snapshot; storing what arrives; removing what was handed
+//! off once that is safe.
+//!
+//! - **Ownership**: a transfer of the ring from this node. When the
+//!   receiver has everything, the transfer is marked done in the cluster
+//!   state (the claimant then changes the owner); the handed-off keys
+//!   stay here until this node sees the new owner, then those still as
+//!   they were sent are removed (the node served them until the switch).
+//! - **Hinted**: a partition this node does not own holds data (it stood
+//!   in for a down owner, or kept writes after an ownership switch):
+//!   once the owner is reachable, the data goes to it and what was sent
+//!   unchanged is removed.
+//!
+//! Before anything is removed the vnode retires its epochs (durably), so
+//! it never continues an old count. At most `transfer_limit` transfers
+//! leave this node at once.
+//!
+//! The parts: `round` (each round of the handoff loop: what starts, what
+//! a switch made safe to remove), `send` (a sender: reading batches,
+//! top-up passes, completion), `receive` (messages from peers, and a
+//! receiver storing batches), `cursor` (where a receiver keeps its
+//! place) and `admin` (what an operator reads and sets).
+
+mod admin;
+mod cursor;
+mod receive;
+mod round;
+mod send;
+
+use crate::msg::PeerMsg;
+use crate::runtime::Peer;
+use rill_cluster::Transfer;
+use rill_handoff::codec::HandoffMsg;
+use rill_handoff::{Receiver, ReceiverConfig, Sender, SenderConfig, Slots, TransferId};
+use rill_node::VClock;
+use rill_transport::Lane;
+use std::collections::{BTreeMap, HashMap};
+use std::sync::atomic::AtomicU64;
+use std::sync::Arc;
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+type Key = rill_node::BKey;
+
+#[derive(Clone, Debug)]
+enum Kind {
+    Ownership(Transfer),
+    Hinted,
+}
+
+struct Out {
+    sender: Sender,
+    to: String,
+    kind: Kind,
+    /// The partition's keys when the transfer began, in cursor order.
+    keys: Arc<Vec<(Vec<u8>, Key)>>,
+    /// Each key read, with the clock it was read with (the latest read).
+    sent: BTreeMap<Vec<u8>, (Key, VClock)>,
+    /// Which sender this is: a read that completes after the transfer was
+    /// restarted belongs to the old one and is dropped.
+    gen: u64,
+    /// Passes that sent keys the first pass's snapshot did not have.
+    topups: u32,
+}
+
+struct In {
+    receiver: Receiver,
+    /// Which receiver this is (an Open replaces it): a store that
+    /// completes for an older one acknowledges nothing.
+    gen: u64,
+}
+
+/// Top-up passes of an ownership transfer at most, before it is marked
+/// done anyway (what is left goes by hinted handoff after the switch).
+const MAX_TOPUPS: u32 = 3;
+
+/// Progress an operator reads (`rill admin transfers`, `/stats`).
+#[derive(Default)]
+pub struct HandoffStats {
+    pub items_sent: AtomicU64,
+    pub items_received: AtomicU64,
+    pub completed: AtomicU64,
+    pub failed: AtomicU64,
+    /// Receivers that resumed after a cursor they had kept.
+    pub resumed: AtomicU64,
+    /// Partitions this node does not own that held data at the last
+    /// check (hinted handoff still to do).
+    pub hinted_partitions: AtomicU64,
+}
+
+pub(crate) struct Handoffs {
+    slots: Slots<TransferId>,
+    out: HashMap<TransferId, Out>,
+    incoming: HashMap<TransferId, In>,
+    /// Ownership transfers done: what to remove once the owner changed.
+    retained: BTreeMap<u32, Vec<(Key, VClock)>>,
+    next_hinted: u64,
+    last_hinted_scan: u64,
+    next_gen: u64,
+}
+
+impl Handoffs {
+    pub fn new(limit: usize) -> Handoffs {
+        let base = SystemTime::now()
+            .duration_since(UNIX_EPOCH)
+            .map_or(1, |d| d.as_millis() as u64);
+        Handoffs {
+            slots: Slots::new(limit),
+            out: HashMap::new(),
+            incoming: HashMap::new(),
+            retained: BTreeMap::new(),
+            next_hinted: base << 8,
+            last_hinted_scan: 0,
+            next_gen: 1,
+        }
+    }
+}
+
+/// Handoff settings.
+#[derive(Clone, Debug)]
+pub struct HandoffConfig {
+    /// Riak's `transfer_limit`: transfers leaving a node at once.
+    pub transfer_limit: usize,
+    pub sender: SenderConfig,
+    pub receiver: ReceiverConfig,
+    /// How often partitions this node does not own are checked for data.
+    pub hinted_scan: Duration,
+}
+
+impl Default for HandoffConfig {
+    fn default() -> HandoffConfig {
+        HandoffConfig {
+            transfer_limit: 2,
+            sender: SenderConfig {
+                ack_timeout_ms: 15_000,
+                keepalive_ms: 5_000,
+                ..SenderConfig::default()
+            },
+            receiver: ReceiverConfig {
+                idle_timeout_ms: 30_000,
+            },
+            hinted_scan: Duration::from_secs(5),
+        }
+    }
+}
+
+impl Peer {
+    pub(crate) fn handoffs(&self) -> std::sync::MutexGuard<'_, Handoffs> {
+        self.handoffs.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    fn send_handoff(&self, to: &str, msg: HandoffMsg) {
+        let inner = self.lock();
+        self.send_to(&inner, to, Lane::Handoff, PeerMsg::Handoff(msg.encode()));
+    }
+}

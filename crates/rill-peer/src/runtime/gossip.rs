@@ -1,0 +1,147 @@
+//! The cluster state kept and spread: the claimant's step after each
+//! change, the view the node is told, gossip out and in, bucket types
+//! sent to peers.
+
+use super::{Inner, Peer};
+use crate::msg::PeerMsg;
+use rill_cluster::{codec, Status};
+use rill_node::cluster::ClusterView;
+use rill_ring::Ring;
+use rill_transport::Lane;
+use std::collections::{BTreeMap, BTreeSet};
+
+impl Peer {
+    /// The state changed here: the claimant's step, record having seen
+    /// it, keep it on disk, tell the node and one peer.
+    pub(crate) fn changed(&self, inner: &mut Inner) -> Result<(), String> {
+        let before = inner.state.digest();
+        for _ in 0..4 {
+            let step = rill_cluster::step(&mut inner.state, &self.me, self.cfg.target_n_val);
+            let saw = inner.state.see(&self.me);
+            if !step.changed() && !saw {
+                break;
+            }
+        }
+        self.file
+            .save(&inner.state)
+            .map_err(|e| format!("cannot keep the cluster state on disk: {e}"))?;
+        inner.addrs = inner
+            .state
+            .seen()
+            .keys()
+            .filter_map(|n| {
+                let a = inner.state.address(n)?.parse().ok()?;
+                Some((n.clone(), a))
+            })
+            .collect();
+        // This node does not watch itself (it hears no pings from itself,
+        // and is always up to itself).
+        let mut members = inner.state.with_status(Status::is_member);
+        members.retain(|n| *n != self.me);
+        let now = self.now();
+        inner.detector.track(&members, now);
+        self.publish_view(inner);
+        let peers = inner.peers(&self.me);
+        let to: Vec<String> = if inner.state.digest() != before || inner.state.ring_ready() {
+            // A new ring or membership (or the moment it is seen by all)
+            // goes to everyone.
+            inner
+                .gossip
+                .broadcast(&peers)
+                .into_iter()
+                .cloned()
+                .collect()
+        } else {
+            let r = inner.random();
+            inner
+                .gossip
+                .changed(&peers, r)
+                .into_iter()
+                .cloned()
+                .collect()
+        };
+        for p in to {
+            self.send_gossip(inner, &p);
+        }
+        Ok(())
+    }
+
+    /// Tells the node the ring and which nodes are up.
+    pub(crate) fn publish_view(&self, inner: &Inner) {
+        let now = self.now();
+        let state = &inner.state;
+        let Ok(ring) = Ring::new(state.owners().to_vec()) else {
+            tracing::error!("the cluster state's ring is not a ring");
+            return;
+        };
+        let reachable: BTreeSet<String> = inner.detector.reachable(now).into_iter().collect();
+        let up = state
+            .with_status(|s| {
+                matches!(
+                    s,
+                    Status::Valid | Status::Leaving | Status::Exiting | Status::Joining
+                )
+            })
+            .into_iter()
+            .filter(|n| n == &self.me || reachable.contains(n))
+            .collect();
+        let moving: BTreeMap<u32, String> = state
+            .ring()
+            .next
+            .iter()
+            .map(|t| (t.partition, t.to.clone()))
+            .collect();
+        self.node.set_cluster_view(ClusterView {
+            me: self.me.clone(),
+            ring,
+            up,
+            moving,
+        });
+    }
+
+    /// Sends this node's bucket types and properties to `to`.
+    pub(crate) fn send_metadata(&self, inner: &Inner, to: &[String]) {
+        if to.is_empty() {
+            return;
+        }
+        let (json, _) = self.node.registry_json();
+        let body = json.to_string().into_bytes();
+        for p in to {
+            self.send_to(inner, p, Lane::Control, PeerMsg::Metadata(body.clone()));
+        }
+    }
+
+    pub(crate) fn send_gossip(&self, inner: &Inner, to: &str) {
+        let msg = PeerMsg::Gossip(codec::encode(&inner.state));
+        self.send_to(inner, to, Lane::Control, msg);
+    }
+
+    pub(super) fn gossip_in(&self, from: &str, b: &[u8]) {
+        let theirs = match codec::decode(b) {
+            Ok(s) => s,
+            Err(e) => {
+                tracing::warn!(from, error = %e, "gossip that does not decode was dropped");
+                return;
+            }
+        };
+        let mut inner = self.lock();
+        match inner.state.merge(&theirs) {
+            Ok(true) => {
+                if let Err(e) = self.changed(&mut inner) {
+                    tracing::error!(error = %e, "the cluster state changed but was not kept");
+                }
+            }
+            Ok(false) => {}
+            Err(e) => {
+                tracing::warn!(from, error = %e, "gossip from another cluster was refused");
+                return;
+            }
+        }
+        // The sender lacks something this node knows: it gets this
+        // node's state back at once (riak_core_gossip's reconcile), so
+        // a change reaches everyone and is seen in a few round trips.
+        if inner.state != theirs {
+            self.send_gossip(&inner, from);
+        }
+    }
+}

@@ -1,0 +1,80 @@
+//! The runtime's periodic loops: pings, gossip and bucket types to
+//! peers, the failure detector's view (every 250 ms), and the handoff
+//! round (every 500 ms).
+
+use super::Peer;
+use crate::msg::PeerMsg;
+use rill_transport::Lane;
+use std::time::Duration;
+
+impl Peer {
+    pub(super) async fn handoff_loop(peer: std::sync::Weak<Peer>) {
+        let mut every = tokio::time::interval(Duration::from_millis(500));
+        every.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        loop {
+            every.tick().await;
+            let Some(peer) = peer.upgrade() else { return };
+            // Listing keys and checking partitions read the disk.
+            let p = peer.clone();
+            if tokio::task::spawn_blocking(move || p.handoff_round())
+                .await
+                .is_err()
+            {
+                tracing::error!("a handoff round panicked");
+            }
+        }
+    }
+
+    pub(super) async fn ticks(peer: std::sync::Weak<Peer>) {
+        let mut every = tokio::time::interval(Duration::from_millis(250));
+        every.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        let mut last_ping = 0u64;
+        let mut reachable: Vec<String> = Vec::new();
+        let mut metadata_sent = 0u64;
+        let mut told: std::collections::BTreeSet<String> = Default::default();
+        loop {
+            every.tick().await;
+            let Some(peer) = peer.upgrade() else { return };
+            let now = peer.now();
+            let mut inner = peer.lock();
+            let peers = inner.peers(&peer.me);
+            if now.saturating_sub(last_ping) >= peer.cfg.ping_interval.as_millis() as u64 {
+                last_ping = now;
+                for p in &peers {
+                    peer.send_to(&inner, p, Lane::Control, PeerMsg::Ping);
+                }
+            }
+            let r = inner.random();
+            if let Some(to) = inner.gossip.tick(now, &peers, r).cloned() {
+                peer.send_gossip(&inner, &to);
+                peer.send_metadata(&inner, &[to]);
+            }
+            // Bucket types and properties changed here: every peer is
+            // told (they merge entry by entry).
+            let (_, version) = peer.node.registry_json();
+            if version != metadata_sent {
+                metadata_sent = version;
+                peer.send_metadata(&inner, &peers);
+            } else {
+                // A peer seen for the first time gets it at once.
+                let new: Vec<String> = peers
+                    .iter()
+                    .filter(|p| !told.contains(*p))
+                    .cloned()
+                    .collect();
+                peer.send_metadata(&inner, &new);
+            }
+            told = peers.iter().cloned().collect();
+            let now_reachable = inner.detector.reachable(now);
+            if now_reachable != reachable {
+                for n in reachable.iter().filter(|n| !now_reachable.contains(n)) {
+                    tracing::warn!(node = %n, "a node is unreachable: its replicas go to fallbacks");
+                }
+                reachable = now_reachable;
+                peer.publish_view(&inner);
+            }
+            drop(inner);
+            peer.fail_pending_of_unreachable();
+        }
+    }
+}
