@@ -57,7 +57,7 @@ pub struct Args {
     #[arg(long, default_value = "bench-data/footprint")]
     dir: PathBuf,
     /// Where the figures go.
-    #[arg(long, default_value = "bench-out/footprint")]
+    #[arg(long, default_value = "bench-results/footprint")]
     out: PathBuf,
     /// A short run for CI.
     #[arg(long)]

@@ -48,7 +48,7 @@ pub struct Args {
     #[arg(long, default_value = "bench-data/ingest")]
     dir: PathBuf,
     /// Where the CSV files and the plot go.
-    #[arg(long, default_value = "bench-out/ingest")]
+    #[arg(long, default_value = "bench-results/ingest")]
     out: PathBuf,
     /// A short run for CI.
     #[arg(long)]

@@ -64,7 +64,7 @@ pub struct Args {
     #[arg(long, default_value = "bench-data/mixed")]
     dir: PathBuf,
     /// Where the CSV files and the plot go.
-    #[arg(long, default_value = "bench-out/mixed")]
+    #[arg(long, default_value = "bench-results/mixed")]
     out: PathBuf,
     /// A short run for CI.
     #[arg(long)]
