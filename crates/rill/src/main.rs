@@ -9,14 +9,11 @@
 
 mod admin;
 mod config;
-mod config_backends;
-mod config_keys;
-mod config_sensor;
 mod daemon;
 mod devrel;
+mod planing;
 mod repair;
 mod sensor;
-mod size;
 
 use anyhow::{bail, Context, Result};
 use clap::{Parser, Subcommand};
@@ -59,9 +56,13 @@ enum Command {
     Ping,
     /// Check a configuration file: every problem with its line.
     Chkconfig {
-        /// List the settings this build knows.
+        /// List the settings this build knows: what each takes, its
+        /// default and what it does.
         #[arg(long)]
         keys: bool,
+        /// The same list as a Markdown table (docs/settings.md).
+        #[arg(long)]
+        markdown: bool,
     },
     /// A cluster of N nodes on this machine (dev1..devN under --dir, as
     /// Riak's devrel), started, joined and settled; --stop stops them.
@@ -236,13 +237,20 @@ fn main() -> Result<()> {
             vnodes,
             live_share,
             target_usage,
-        } => planing(capacity, *vnodes, *live_share, *target_usage),
-        Command::Chkconfig { keys } => {
-            if *keys {
-                for (k, what) in config::KEYS {
-                    println!("{k:40} {what}");
-                }
-                return Ok(());
+        } => planing::advise(capacity, *vnodes, *live_share, *target_usage),
+        Command::Chkconfig { keys, markdown } => {
+            if *markdown || *keys {
+                let text = if *markdown {
+                    config::setting::markdown()
+                } else {
+                    config::setting::listing()
+                };
+                // A reader that stops early (`| head`) is no error.
+                use std::io::Write;
+                return match std::io::stdout().lock().write_all(text.as_bytes()) {
+                    Err(e) if e.kind() != std::io::ErrorKind::BrokenPipe => Err(e.into()),
+                    _ => Ok(()),
+                };
             }
             load(&cli.config)?;
             println!("config is OK");
@@ -589,40 +597,4 @@ fn stop(cfg: Config) -> Result<()> {
         }
         std::thread::sleep(Duration::from_millis(50));
     }
-}
-
-fn planing(capacity: &str, vnodes: u32, live_share: f64, target_usage: f64) -> Result<()> {
-    let capacity_bytes = size::parse(capacity)?;
-    if vnodes == 0 {
-        bail!("--vnodes must be at least 1");
-    }
-    if !(0.0..1.0).contains(&live_share) {
-        bail!("--live-share must be in [0, 1), found {live_share}");
-    }
-    if !(0.0..1.0).contains(&target_usage) || target_usage == 0.0 {
-        bail!("--target-usage must be in (0, 1), found {target_usage}");
-    }
-    let advice = merge_control::advise(capacity_bytes, vnodes, target_usage, live_share);
-    println!(
-        "capacity {} over {vnodes} vnodes, V = {live_share}, U_m = {target_usage}",
-        size::show(capacity_bytes)
-    );
-    println!(
-        "live data per vnode: {}",
-        size::show(advice.live_bytes_per_vnode)
-    );
-    match advice.max_file_size_bytes {
-        Some(r) => println!(
-            "largest planing rotation size: bitcask.max_file_size = {} ({r} bytes)",
-            size::show(r)
-        ),
-        None => println!("no rotation size keeps this node planing"),
-    }
-    for w in &advice.warnings {
-        println!("warning: {w}");
-    }
-    if advice.max_file_size_bytes.is_none() {
-        std::process::exit(2);
-    }
-    Ok(())
 }

@@ -4,7 +4,7 @@
 //! its own over the block stores, which deletes the files whose blocks
 //! have all expired.
 
-use crate::config_sensor::SensorConfig;
+use crate::config::SensorConfig;
 use anyhow::{Context, Result};
 use merge_control::{MergeScheduler, SchedulerSettings, UsageSource};
 use rill_node::NodeConfig;

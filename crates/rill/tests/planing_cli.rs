@@ -17,7 +17,8 @@ fn the_papers_node_planes_with_one_gigabyte_files_at_v_016() {
     let (code, out) = rill(&[
         "planing",
         "--capacity",
-        "100GB",
+        // The paper's 100 GB, in bytes (GB is 2^30 as in riak.conf).
+        "100000000000",
         "--vnodes",
         "64",
         "--live-share",
