@@ -168,7 +168,9 @@ pub fn set_sensor(c: &mut SensorConfig, key: &str, v: &str) -> Option<Result<(),
         },
         "sensor.listener.line.db" => db_name(key, v).map(|db| c.line_db = db),
         "sensor.listener.line.precision" => {
-            rill_sensor::Precision::parse(Some(v.trim())).map(|p| c.line_precision = p)
+            rill_sensor::Precision::parse(Some(v.trim()))
+                .map(|p| c.line_precision = p)
+                .map_err(|e| e.to_string())
         }
         "sensor.mqtt.broker" => match v.trim() {
             "off" | "" => {
@@ -203,7 +205,9 @@ pub fn set_sensor(c: &mut SensorConfig, key: &str, v: &str) -> Option<Result<(),
         },
         "sensor.mqtt.db" => db_name(key, v).map(|db| c.mqtt_db = db),
         "sensor.mqtt.precision" => {
-            rill_sensor::Precision::parse(Some(v.trim())).map(|p| c.mqtt_precision = p)
+            rill_sensor::Precision::parse(Some(v.trim()))
+                .map(|p| c.mqtt_precision = p)
+                .map_err(|e| e.to_string())
         }
         "sensor.mqtt.client_id" => match v.trim() {
             "" => Err("sensor.mqtt.client_id must not be empty".into()),
