@@ -4,8 +4,8 @@
 //! by batch, over a channel.
 
 use bytes::Bytes;
-use rill_mapred::{parse_job, BKey, IndexQuery, Job, JobError, RunError, Source, Term};
-use rill_node::{GetAnswer, GetRequest, IndexRequest, IndexSpec, Node, Quorum};
+use rill_mapred::{parse_job, BKey, IndexQuery, Job, JobError, PhaseError, Source, Term};
+use rill_node::{GetAnswer, GetRequest, IndexRequest, IndexSpec, KvError, Node, Quorum};
 use rill_object::Object;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
@@ -17,6 +17,23 @@ struct NodeSource {
     node: Arc<Node>,
     rt: Handle,
 }
+
+/// Why the node could not give a job its keys or objects (the client
+/// sees the text in Riak's `{"error": ...}`).
+#[derive(Debug, thiserror::Error)]
+pub(crate) enum SourceError {
+    #[error(transparent)]
+    Kv(#[from] KvError),
+    /// A read did not answer before the job's deadline.
+    #[error("timeout")]
+    Timeout,
+    /// A read's task ended without an answer (it panicked).
+    #[error("a read failed: {0}")]
+    Read(#[from] tokio::task::JoinError),
+}
+
+/// Why a job on this node stopped.
+pub(crate) type RunError = rill_mapred::RunError<SourceError>;
 
 /// The node's name for a bucket type: empty for the default type.
 fn type_bytes(t: Option<&[u8]>) -> Vec<u8> {
@@ -31,16 +48,18 @@ fn left(deadline: Instant) -> Option<std::time::Duration> {
 }
 
 impl Source for NodeSource {
+    type Error = SourceError;
+
     fn list_keys(
         &self,
         bucket_type: Option<&[u8]>,
         bucket: &[u8],
         deadline: Instant,
         each: &mut dyn FnMut(Vec<Vec<u8>>) -> bool,
-    ) -> Result<(), String> {
-        self.node
-            .list_keys(&type_bytes(bucket_type), bucket, left(deadline), each)
-            .map_err(|e| e.to_string())
+    ) -> Result<(), SourceError> {
+        Ok(self
+            .node
+            .list_keys(&type_bytes(bucket_type), bucket, left(deadline), each)?)
     }
 
     fn index(
@@ -51,7 +70,7 @@ impl Source for NodeSource {
         query: &IndexQuery,
         _deadline: Instant,
         each: &mut dyn FnMut(Vec<Vec<u8>>) -> bool,
-    ) -> Result<(), String> {
+    ) -> Result<(), SourceError> {
         let req = IndexRequest {
             bucket_type: type_bytes(bucket_type),
             bucket: bucket.to_vec(),
@@ -65,16 +84,14 @@ impl Source for NodeSource {
             continuation: None,
             term_regex: None,
         };
-        let plan = self.node.index_plan(&req).map_err(|e| e.to_string())?;
-        self.node
-            .index_stream(&plan, &mut |hits| {
-                each(hits.into_iter().map(|(_, k)| k).collect())
-            })
-            .map(|_| ())
-            .map_err(|e| e.to_string())
+        let plan = self.node.index_plan(&req)?;
+        self.node.index_stream(&plan, &mut |hits| {
+            each(hits.into_iter().map(|(_, k)| k).collect())
+        })?;
+        Ok(())
     }
 
-    fn fetch(&self, keys: &[BKey], deadline: Instant) -> Result<Vec<Option<Object>>, String> {
+    fn fetch(&self, keys: &[BKey], deadline: Instant) -> Result<Vec<Option<Object>>, SourceError> {
         let node = self.node.clone();
         let reqs: Vec<GetRequest> = keys
             .iter()
@@ -103,9 +120,8 @@ impl Source for NodeSource {
             for g in gets {
                 let answer = tokio::time::timeout_at(deadline.into(), g)
                     .await
-                    .map_err(|_| "timeout".to_string())?
-                    .map_err(|e| format!("a read failed: {e}"))?;
-                out.push(match answer.map_err(|e| e.to_string())? {
+                    .map_err(|_| SourceError::Timeout)??;
+                out.push(match answer? {
                     GetAnswer::Found(o) => Some(o),
                     GetAnswer::NotFound | GetAnswer::Deleted(_) | GetAnswer::Unchanged => None,
                 });
@@ -138,9 +154,13 @@ impl Drop for Slot {
 }
 
 /// Why a job was not started.
+#[derive(Debug, thiserror::Error)]
 pub(crate) enum Refused {
+    #[error(transparent)]
     Job(JobError),
-    Busy(String),
+    /// [`MAX_JOBS`] are running.
+    #[error("overload: {MAX_JOBS} MapReduce jobs are running on this node; retry later")]
+    Busy,
 }
 
 /// Parses a job (off the async threads: key filters compile regular
@@ -151,9 +171,7 @@ pub(crate) async fn admit(body: Bytes) -> Result<(Job, Slot), Refused> {
         .map_err(Refused::Job)?;
     if RUNNING.fetch_add(1, Ordering::AcqRel) >= MAX_JOBS {
         RUNNING.fetch_sub(1, Ordering::AcqRel);
-        return Err(Refused::Busy(format!(
-            "overload: {MAX_JOBS} MapReduce jobs are running on this node; retry later"
-        )));
+        return Err(Refused::Busy);
     }
     Ok((job, Slot(())))
 }
@@ -233,10 +251,10 @@ pub(crate) fn encode_whole(phase: usize, items: &[Term]) -> Result<String, RunEr
     rill_mapred::json::encode(items).map_err(|e| encode_failed(phase, e))
 }
 
-fn encode_failed(phase: usize, e: rill_mapred::json::EncodeError) -> RunError {
+fn encode_failed(phase: usize, e: rill_mapred::EncodeError) -> RunError {
     RunError::Phase {
         phase,
-        error: e.message,
+        error: PhaseError::Encode(e),
         input: String::new(),
     }
 }

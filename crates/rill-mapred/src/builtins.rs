@@ -73,6 +73,52 @@ impl ReduceFun {
     }
 }
 
+/// Why a built-in phase failed on its input, in words a client can act
+/// on; `function` names the built-in, terms are shown as the client sees
+/// them (at most 200 characters).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum BuiltinError {
+    #[error(
+        "{function} needs an object with one value; {key} has {siblings} siblings \
+         (resolve them with a put, or read them with a get)"
+    )]
+    Siblings {
+        function: &'static str,
+        key: String,
+        siblings: usize,
+    },
+    /// No object, and the phase's `arg` does not say what to do then.
+    #[error(
+        "{function} found no object for {key}; to go on past missing keys give the phase \
+         \"arg\":\"filter_notfound\" (skip them), \"include_notfound\", \
+         \"include_keydata\" or {{\"sub\":[...]}}"
+    )]
+    NotFound { function: &'static str, key: String },
+    #[error("reduce_identity takes bucket/key inputs, not {input}")]
+    NotBucketKey { input: String },
+    #[error("reduce_string_to_integer: {input} is not an integer or its decimal text")]
+    NotAnInteger { input: String },
+    /// Not a number, or a sum past 64 bits; `text` when the input was a
+    /// string (map_object_value's values are).
+    #[error("{function}: {input} is not a number{}", text_hint(*.text))]
+    NotANumber {
+        function: &'static str,
+        input: String,
+        text: bool,
+    },
+    #[error("reduce_plist_sum takes {{Key, Number}} pairs, not {input}")]
+    NotAPair { input: String },
+}
+
+fn text_hint(text: bool) -> &'static str {
+    if text {
+        " (map_object_value gives values as strings: put reduce_string_to_integer before it)"
+    } else {
+        ""
+    }
+}
+
 /// What a map phase is given for one input.
 pub enum MapInput {
     Found(Arc<Fetched>),
@@ -82,7 +128,12 @@ pub enum MapInput {
 
 /// Runs a map function on one input; the error says what went wrong in
 /// words a client can act on.
-pub fn map(f: MapFun, input: &MapInput, keydata: &Term, arg: &Term) -> Result<Vec<Term>, String> {
+pub fn map(
+    f: MapFun,
+    input: &MapInput,
+    keydata: &Term,
+    arg: &Term,
+) -> Result<Vec<Term>, BuiltinError> {
     let o = match input {
         MapInput::NotFound(bkey) => {
             if f == MapFun::Identity {
@@ -102,13 +153,11 @@ pub fn map(f: MapFun, input: &MapInput, keydata: &Term, arg: &Term) -> Result<Ve
                 .filter(|c| !c.meta.deleted)
                 .collect();
             if live.len() != 1 || o.object.contents.len() != 1 {
-                return Err(format!(
-                    "{} needs an object with one value; {} has {} siblings \
-                     (resolve them with a put, or read them with a get)",
-                    f.name(),
-                    show(&bkey_of(o), 200),
-                    o.object.contents.len()
-                ));
+                return Err(BuiltinError::Siblings {
+                    function: f.name(),
+                    key: show(&bkey_of(o), 200),
+                    siblings: o.object.contents.len(),
+                });
             }
             Ok(match f {
                 MapFun::ObjectValue => vec![Term::Bin(o.object.contents[0].value.clone())],
@@ -133,7 +182,7 @@ fn notfound_action(
     bkey: &Term,
     keydata: &Term,
     arg: &Term,
-) -> Result<Vec<Term>, String> {
+) -> Result<Vec<Term>, BuiltinError> {
     match arg {
         Term::Bin(a) if &a[..] == b"filter_notfound" => Ok(Vec::new()),
         Term::Bin(a) if &a[..] == b"include_notfound" => Ok(vec![Term::notfound()]),
@@ -142,13 +191,10 @@ fn notfound_action(
             Term::List(v) => v.clone(),
             _ => Vec::new(),
         }),
-        _ => Err(format!(
-            "{} found no object for {}; to go on past missing keys give the phase \
-             \"arg\":\"filter_notfound\" (skip them), \"include_notfound\", \
-             \"include_keydata\" or {{\"sub\":[...]}}",
-            f.name(),
-            show(bkey, 200)
-        )),
+        _ => Err(BuiltinError::NotFound {
+            function: f.name(),
+            key: show(bkey, 200),
+        }),
     }
 }
 
@@ -181,16 +227,13 @@ pub fn links(o: &Fetched, bucket: Option<&[u8]>, tag: Option<&[u8]>) -> Vec<Term
 
 /// Runs a reduce function on a batch (its earlier output first, then new
 /// inputs).
-pub fn reduce(f: ReduceFun, inputs: &[Term]) -> Result<Vec<Term>, String> {
+pub fn reduce(f: ReduceFun, inputs: &[Term]) -> Result<Vec<Term>, BuiltinError> {
     match f {
         ReduceFun::Identity => {
             let mut out = Vec::with_capacity(inputs.len());
             for t in inputs {
-                out.push(identity_bkey(t).ok_or_else(|| {
-                    format!(
-                        "reduce_identity takes bucket/key inputs, not {}",
-                        show(t, 200)
-                    )
+                out.push(identity_bkey(t).ok_or_else(|| BuiltinError::NotBucketKey {
+                    input: show(t, 200),
                 })?);
             }
             // Riak folds onto the front of a list: the order turns round.
@@ -216,11 +259,8 @@ pub fn reduce(f: ReduceFun, inputs: &[Term]) -> Result<Vec<Term>, String> {
                     Term::Bin(b) => crate::filters::parse_int(b),
                     _ => None,
                 };
-                n.map(Term::Int).ok_or_else(|| {
-                    format!(
-                        "reduce_string_to_integer: {} is not an integer or its decimal text",
-                        show(t, 200)
-                    )
+                n.map(Term::Int).ok_or_else(|| BuiltinError::NotAnInteger {
+                    input: show(t, 200),
                 })
             })
             .collect(),
@@ -245,13 +285,12 @@ pub fn reduce(f: ReduceFun, inputs: &[Term]) -> Result<Vec<Term>, String> {
     }
 }
 
-fn not_a_number(f: &str, t: &Term) -> String {
-    let hint = if matches!(t, Term::Bin(_)) {
-        " (map_object_value gives values as strings: put reduce_string_to_integer before it)"
-    } else {
-        ""
-    };
-    format!("{f}: {} is not a number{hint}", show(t, 200))
+fn not_a_number(function: &'static str, t: &Term) -> BuiltinError {
+    BuiltinError::NotANumber {
+        function,
+        input: show(t, 200),
+        text: matches!(t, Term::Bin(_)),
+    }
 }
 
 /// Erlang's `+` on numbers; `None` for anything else or an overflow.
@@ -286,8 +325,8 @@ fn identity_bkey(t: &Term) -> Option<Term> {
     })
 }
 
-fn plist_sum(inputs: Vec<Term>) -> Result<Vec<Term>, String> {
-    fn flatten(t: Term, out: &mut Vec<(Term, Term)>) -> Result<(), String> {
+fn plist_sum(inputs: Vec<Term>) -> Result<Vec<Term>, BuiltinError> {
+    fn flatten(t: Term, out: &mut Vec<(Term, Term)>) -> Result<(), BuiltinError> {
         match t {
             Term::List(v) => v.into_iter().try_for_each(|x| flatten(x, out)),
             Term::Struct(p) => {
@@ -299,10 +338,9 @@ fn plist_sum(inputs: Vec<Term>) -> Result<Vec<Term>, String> {
                 out.push((v.pop().expect("two"), val));
                 Ok(())
             }
-            other => Err(format!(
-                "reduce_plist_sum takes {{Key, Number}} pairs, not {}",
-                show(&other, 200)
-            )),
+            other => Err(BuiltinError::NotAPair {
+                input: show(&other, 200),
+            }),
         }
     }
     let mut pairs = Vec::new();

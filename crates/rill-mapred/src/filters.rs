@@ -36,6 +36,53 @@ pub enum Filter {
     Not(Vec<Filter>),
 }
 
+/// Why a chain of key filters is refused when the job is parsed.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+#[non_exhaustive]
+pub enum FilterError {
+    #[error("key filters must be a list of filters, not {found}")]
+    NotAList { found: Value },
+    #[error("a job may have at most {} key filters", crate::job::MAX_FILTERS)]
+    TooMany,
+    #[error("a key filter is a list [name, args...], not {found}")]
+    NotAFilter { found: Value },
+    #[error("unknown key filter \"{name}\"; the filters are {NAMES}")]
+    Unknown { name: String },
+    #[error("key filter \"{filter}\" needs {needed} argument(s)")]
+    MissingArgument { filter: String, needed: usize },
+    #[error("key filter \"{filter}\" takes a string, not {found}")]
+    NotAString { filter: String, found: Value },
+    #[error("key filter \"{filter}\" needs at least one filter list")]
+    NoFilterList { filter: String },
+    #[error("key filter \"tokenize\" takes a token number from 1")]
+    BadTokenNumber { found: Value },
+    #[error("key filter \"between\" takes true or false as its third argument, not {found}")]
+    BadInclusive { found: Value },
+    #[error("key filter \"matches\" takes a regular expression")]
+    NotARegex { found: Value },
+    /// The expression does not compile, or would pass the size allowed.
+    #[error("key filter \"matches\": {0}")]
+    BadRegex(#[source] regex::Error),
+    #[error("key filter \"similar_to\" takes a string of at most 1024 bytes")]
+    SimilarToTooLong { len_bytes: usize },
+    #[error("key filter \"similar_to\" takes a distance as its second argument")]
+    NoDistance { found: Value },
+}
+
+/// Why a chain failed on a key: Riak fails the job too. Terms are shown
+/// as the client sees them (at most 100 characters).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum ApplyError {
+    /// A transform given a value it cannot take (a key that is not a
+    /// number for `string_to_int`); `filter` names it, with what it was
+    /// asked where that helps.
+    #[error("key filter {filter} cannot apply to {value}")]
+    CannotApply { filter: String, value: String },
+    #[error("a filter list inside and/or/not must end in a predicate; it gave {gave}")]
+    NotAPredicate { gave: String },
+}
+
 const NAMES: &str = "int_to_string, string_to_int, float_to_string, string_to_float, \
 to_upper, to_lower, tokenize, urldecode, greater_than, less_than, greater_than_eq, \
 less_than_eq, between, matches, eq, neq, set_member, similar_to, starts_with, ends_with, \
@@ -43,14 +90,14 @@ and, or, not";
 
 /// A chain of filters from its JSON form, `[["tokenize", "-", 1], ["eq", "x"]]`,
 /// with at most `MAX_FILTERS` filters in all.
-pub fn parse_chain(v: &Value) -> Result<Vec<Filter>, String> {
+pub fn parse_chain(v: &Value) -> Result<Vec<Filter>, FilterError> {
     let mut budget = crate::job::MAX_FILTERS;
     chain(v, &mut budget)
 }
 
-fn chain(v: &Value, budget: &mut usize) -> Result<Vec<Filter>, String> {
+fn chain(v: &Value, budget: &mut usize) -> Result<Vec<Filter>, FilterError> {
     let Some(items) = v.as_array() else {
-        return Err(format!("key filters must be a list of filters, not {v}"));
+        return Err(FilterError::NotAList { found: v.clone() });
     };
     items.iter().map(|f| parse_filter(f, budget)).collect()
 }
@@ -58,37 +105,38 @@ fn chain(v: &Value, budget: &mut usize) -> Result<Vec<Filter>, String> {
 /// What one `matches` expression may take once compiled.
 const REGEX_BYTES: usize = 256 << 10;
 
-fn arg<'a>(name: &str, args: &'a [Value], i: usize) -> Result<&'a Value, String> {
-    args.get(i)
-        .ok_or_else(|| format!("key filter \"{name}\" needs {} argument(s)", i + 1))
+fn arg<'a>(name: &str, args: &'a [Value], i: usize) -> Result<&'a Value, FilterError> {
+    args.get(i).ok_or_else(|| FilterError::MissingArgument {
+        filter: name.to_string(),
+        needed: i + 1,
+    })
 }
 
-fn string_arg(name: &str, v: &Value) -> Result<Vec<u8>, String> {
-    to_string(&Term::from_json(v))
-        .ok_or_else(|| format!("key filter \"{name}\" takes a string, not {v}"))
+fn string_arg(name: &str, v: &Value) -> Result<Vec<u8>, FilterError> {
+    to_string(&Term::from_json(v)).ok_or_else(|| FilterError::NotAString {
+        filter: name.to_string(),
+        found: v.clone(),
+    })
 }
 
-fn parse_filter(v: &Value, budget: &mut usize) -> Result<Filter, String> {
+fn parse_filter(v: &Value, budget: &mut usize) -> Result<Filter, FilterError> {
     if *budget == 0 {
-        return Err(format!(
-            "a job may have at most {} key filters",
-            crate::job::MAX_FILTERS
-        ));
+        return Err(FilterError::TooMany);
     }
     *budget -= 1;
-    let bad = || format!("a key filter is a list [name, args...], not {v}");
+    let bad = || FilterError::NotAFilter { found: v.clone() };
     let items = v.as_array().ok_or_else(bad)?;
     let name = items.first().and_then(Value::as_str).ok_or_else(bad)?;
     let args = &items[1..];
-    let chains = |args: &[Value]| -> Result<Vec<Vec<Filter>>, String> {
+    let chains = |args: &[Value]| -> Result<Vec<Vec<Filter>>, FilterError> {
         if args.is_empty() {
-            return Err(format!(
-                "key filter \"{name}\" needs at least one filter list"
-            ));
+            return Err(FilterError::NoFilterList {
+                filter: name.to_string(),
+            });
         }
         args.iter().map(parse_chain).collect()
     };
-    let cmp = |o: Ordering, or_equal: bool| -> Result<Filter, String> {
+    let cmp = |o: Ordering, or_equal: bool| -> Result<Filter, FilterError> {
         Ok(Filter::Compare(
             o,
             or_equal,
@@ -105,10 +153,11 @@ fn parse_filter(v: &Value, budget: &mut usize) -> Result<Filter, String> {
         "urldecode" => Filter::UrlDecode,
         "tokenize" => {
             let seps = string_arg(name, arg(name, args, 0)?)?;
-            let n = arg(name, args, 1)?
+            let n = arg(name, args, 1)?;
+            let n = n
                 .as_u64()
                 .filter(|n| *n >= 1)
-                .ok_or_else(|| "key filter \"tokenize\" takes a token number from 1".to_string())?;
+                .ok_or_else(|| FilterError::BadTokenNumber { found: n.clone() })?;
             Filter::Tokenize(seps, n as usize)
         }
         "greater_than" => cmp(Ordering::Greater, false)?,
@@ -119,11 +168,7 @@ fn parse_filter(v: &Value, budget: &mut usize) -> Result<Filter, String> {
             let inclusive = match args.get(2) {
                 None => true,
                 Some(Value::Bool(b)) => *b,
-                Some(x) => {
-                    return Err(format!(
-                        "key filter \"between\" takes true or false as its third argument, not {x}"
-                    ))
-                }
+                Some(x) => return Err(FilterError::BadInclusive { found: x.clone() }),
             };
             Filter::Between(
                 Term::from_json(arg(name, args, 0)?),
@@ -132,15 +177,16 @@ fn parse_filter(v: &Value, budget: &mut usize) -> Result<Filter, String> {
             )
         }
         "matches" => {
-            let re = arg(name, args, 0)?
+            let re = arg(name, args, 0)?;
+            let re = re
                 .as_str()
-                .ok_or_else(|| "key filter \"matches\" takes a regular expression".to_string())?;
+                .ok_or_else(|| FilterError::NotARegex { found: re.clone() })?;
             Filter::Matches(
                 regex::bytes::RegexBuilder::new(re)
                     .size_limit(REGEX_BYTES)
                     .dfa_size_limit(REGEX_BYTES)
                     .build()
-                    .map_err(|e| format!("key filter \"matches\": {e}"))?,
+                    .map_err(FilterError::BadRegex)?,
             )
         }
         "eq" => Filter::Eq(Term::from_json(arg(name, args, 0)?)),
@@ -150,27 +196,26 @@ fn parse_filter(v: &Value, budget: &mut usize) -> Result<Filter, String> {
                 .map(|a| string_arg(name, a))
                 .collect::<Result<_, _>>()?,
         ),
-        "similar_to" => Filter::SimilarTo(
-            string_arg(name, arg(name, args, 0)?)?
-                .get(..)
-                .filter(|s| s.len() <= 1024)
-                .ok_or_else(|| {
-                    "key filter \"similar_to\" takes a string of at most 1024 bytes".to_string()
-                })?
-                .to_vec(),
-            arg(name, args, 1)?.as_u64().ok_or_else(|| {
-                "key filter \"similar_to\" takes a distance as its second argument".to_string()
-            })? as usize,
-        ),
+        "similar_to" => {
+            let s = string_arg(name, arg(name, args, 0)?)?;
+            if s.len() > 1024 {
+                return Err(FilterError::SimilarToTooLong { len_bytes: s.len() });
+            }
+            let d = arg(name, args, 1)?;
+            let d = d
+                .as_u64()
+                .ok_or_else(|| FilterError::NoDistance { found: d.clone() })?;
+            Filter::SimilarTo(s, d as usize)
+        }
         "starts_with" => Filter::StartsWith(string_arg(name, arg(name, args, 0)?)?),
         "ends_with" => Filter::EndsWith(string_arg(name, arg(name, args, 0)?)?),
         "and" => Filter::And(chains(args)?),
         "or" => Filter::Or(chains(args)?),
         "not" => Filter::Not(chains(args)?.swap_remove(0)),
         other => {
-            return Err(format!(
-                "unknown key filter \"{other}\"; the filters are {NAMES}"
-            ))
+            return Err(FilterError::Unknown {
+                name: other.to_string(),
+            })
         }
     })
 }
@@ -198,26 +243,25 @@ fn erlang_float_to_list(f: f64) -> String {
 /// Runs a chain over a key; `Ok(true)` keeps it. A filter that cannot
 /// apply to its value (a key that is not a number for `string_to_int`)
 /// is an error naming the filter and the value: Riak fails the job too.
-pub fn keeps(chain: &[Filter], key: &[u8]) -> Result<bool, String> {
+pub fn keeps(chain: &[Filter], key: &[u8]) -> Result<bool, ApplyError> {
     Ok(run(chain, Term::bin(key))?.is_atom("true"))
 }
 
-fn run(chain: &[Filter], mut v: Term) -> Result<Term, String> {
+fn run(chain: &[Filter], mut v: Term) -> Result<Term, ApplyError> {
     for f in chain {
         v = apply(f, v)?;
     }
     Ok(v)
 }
 
-fn boolean(chain: &[Filter], v: &Term) -> Result<bool, String> {
+fn boolean(chain: &[Filter], v: &Term) -> Result<bool, ApplyError> {
     let r = run(chain, v.clone())?;
     match r {
         Term::Atom("true") => Ok(true),
         Term::Atom("false") => Ok(false),
-        other => Err(format!(
-            "a filter list inside and/or/not must end in a predicate; it gave {}",
-            crate::term::show(&other, 100)
-        )),
+        other => Err(ApplyError::NotAPredicate {
+            gave: crate::term::show(&other, 100),
+        }),
     }
 }
 
@@ -225,12 +269,12 @@ fn truth(b: bool) -> Term {
     Term::Atom(if b { "true" } else { "false" })
 }
 
-fn apply(f: &Filter, v: Term) -> Result<Term, String> {
+fn apply(f: &Filter, v: Term) -> Result<Term, ApplyError> {
     let fail = |what: &str| {
-        Err(format!(
-            "key filter {what} cannot apply to {}",
-            crate::term::show(&v, 100)
-        ))
+        Err(ApplyError::CannotApply {
+            filter: what.to_string(),
+            value: crate::term::show(&v, 100),
+        })
     };
     let text = |v: &Term| to_string(v);
     Ok(match f {

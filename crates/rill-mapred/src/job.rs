@@ -2,7 +2,7 @@
 //! "query": [...], "timeout": ms}`), checked whole before anything runs.
 
 use crate::builtins::{MapFun, ReduceFun};
-use crate::filters::{parse_chain, Filter};
+use crate::filters::{parse_chain, Filter, FilterError};
 use crate::term::Term;
 use serde_json::Value;
 use std::time::Duration;
@@ -72,22 +72,19 @@ pub enum PhaseKind {
 }
 
 /// Why a job was refused before it ran.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+#[non_exhaustive]
 pub enum JobError {
     /// The request is not a job (HTTP 400, plain text).
+    #[error("{0}")]
     Parse(String),
+    /// The input's key filters are refused (HTTP 400, plain text, a line).
+    #[error("{0}\n")]
+    KeyFilters(#[source] FilterError),
     /// A phase names something Rill does not run (HTTP 400 with
     /// `{"phase": N, "error": ...}`).
+    #[error("Phase {0}: {1}")]
     Phase(usize, String),
-}
-
-impl std::fmt::Display for JobError {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        match self {
-            JobError::Parse(m) => f.write_str(m),
-            JobError::Phase(i, m) => write!(f, "Phase {i}: {m}"),
-        }
-    }
 }
 
 fn parse_err(m: impl Into<String>) -> JobError {
@@ -195,7 +192,7 @@ fn parse_inputs(v: &Value) -> Result<Inputs, JobError> {
                 Some(f) if f.as_array().is_some_and(|a| !a.is_empty()) => Ok(Inputs::Bucket {
                     bucket_type,
                     bucket,
-                    filters: parse_chain(f).map_err(|e| parse_err(format!("{e}\n")))?,
+                    filters: parse_chain(f).map_err(JobError::KeyFilters)?,
                 }),
                 _ => Err(invalid_inputs(v)),
             }

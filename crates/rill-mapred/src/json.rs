@@ -7,15 +7,19 @@
 
 use crate::term::{show, Term};
 
-/// A term with no JSON form.
-#[derive(Debug, Clone, PartialEq, Eq)]
+/// A term with no JSON form: what it is, and the term as shown to the
+/// client (at most 200 characters).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{what} has no JSON form: {term}")]
 pub struct EncodeError {
-    pub message: String,
+    pub what: &'static str,
+    pub term: String,
 }
 
-fn bad(what: &str, t: &Term) -> EncodeError {
+fn bad(what: &'static str, t: &Term) -> EncodeError {
     EncodeError {
-        message: format!("{what} has no JSON form: {}", show(t, 200)),
+        what,
+        term: show(t, 200),
     }
 }
 

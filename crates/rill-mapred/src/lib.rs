@@ -15,6 +15,9 @@ pub mod json;
 pub mod run;
 pub mod term;
 
+pub use builtins::BuiltinError;
+pub use filters::{ApplyError, FilterError};
 pub use job::{parse_job, IndexQuery, Inputs, Job, JobError, Phase, PhaseKind};
-pub use run::{run, BKey, RunError, Sink, Source, BATCH};
+pub use json::EncodeError;
+pub use run::{run, BKey, PhaseError, RunError, Sink, Source, BATCH};
 pub use term::{Fetched, Term};

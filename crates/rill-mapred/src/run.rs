@@ -6,8 +6,8 @@
 //! sink as they are made, so memory holds a batch, not the job, except
 //! what a reduce keeps.
 
-use crate::builtins::{self, MapInput};
-use crate::filters;
+use crate::builtins::{self, BuiltinError, MapInput};
+use crate::filters::{self, ApplyError};
 use crate::job::{IndexQuery, Inputs, Job, PhaseKind};
 use crate::term::{show, Fetched, Term};
 use rill_object::Object;
@@ -23,8 +23,11 @@ pub struct BKey {
 }
 
 /// Where a job's keys and objects come from (a node; a map in tests).
-/// Errors are messages a client can be shown.
 pub trait Source {
+    /// Why a listing, a query or a read failed; its text is what the
+    /// client is shown (Riak's `{"error": ...}`).
+    type Error: std::error::Error;
+
     /// Every key of a bucket, in batches; `each` returns false to stop.
     fn list_keys(
         &self,
@@ -32,7 +35,7 @@ pub trait Source {
         bucket: &[u8],
         deadline: Instant,
         each: &mut dyn FnMut(Vec<Vec<u8>>) -> bool,
-    ) -> Result<(), String>;
+    ) -> Result<(), Self::Error>;
 
     /// The keys an index query finds, in batches.
     fn index(
@@ -43,29 +46,48 @@ pub trait Source {
         query: &IndexQuery,
         deadline: Instant,
         each: &mut dyn FnMut(Vec<Vec<u8>>) -> bool,
-    ) -> Result<(), String>;
+    ) -> Result<(), Self::Error>;
 
     /// The objects under `keys`, in order; `None` where there is none.
     /// Tombstones may be returned: they count as missing.
-    fn fetch(&self, keys: &[BKey], deadline: Instant) -> Result<Vec<Option<Object>>, String>;
+    fn fetch(&self, keys: &[BKey], deadline: Instant) -> Result<Vec<Option<Object>>, Self::Error>;
 }
 
-/// Why a job stopped.
+/// Why a phase failed on an input.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum PhaseError {
+    #[error(transparent)]
+    Builtin(#[from] BuiltinError),
+    /// A result JSON cannot carry: Riak fails the job the same way.
+    #[error(transparent)]
+    Encode(#[from] crate::json::EncodeError),
+    #[error(
+        "a map or link phase takes bucket/key inputs ([B, K], [B, K, KeyData] \
+         or [B, K, KeyData, Type])"
+    )]
+    NotBucketKey,
+}
+
+/// Why a job stopped; `E` is its source's error.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum RunError {
+#[non_exhaustive]
+pub enum RunError<E> {
     /// A phase failed on an input (Riak's `{"phase":N,"error":...,"input":...}`).
     Phase {
         phase: usize,
-        error: String,
+        error: PhaseError,
         input: String,
     },
+    /// A key filter failed on a listed key.
+    KeyFilter(ApplyError),
     /// The inputs could not be listed or queried, or objects read.
-    Source(String),
+    Source(E),
     /// The job's time ran out.
     Timeout,
 }
 
-impl RunError {
+impl<E: std::fmt::Display> RunError<E> {
     /// The error as Riak reports it to clients: a JSON object, its
     /// fields in Riak's order.
     pub fn to_json(&self) -> String {
@@ -77,10 +99,11 @@ impl RunError {
                 input,
             } => format!(
                 r#"{{"phase":{phase},"error":{},"input":{},"type":"error","stack":"[]"}}"#,
-                s(error),
+                s(&error.to_string()),
                 s(input)
             ),
-            RunError::Source(m) => format!(r#"{{"error":{}}}"#, s(m)),
+            RunError::KeyFilter(e) => format!(r#"{{"error":{}}}"#, s(&e.to_string())),
+            RunError::Source(e) => format!(r#"{{"error":{}}}"#, s(&e.to_string())),
             RunError::Timeout => r#"{"error":"timeout"}"#.into(),
         }
     }
@@ -114,9 +137,9 @@ struct Reducing {
     any_input: bool,
 }
 
-struct Runner<'a> {
+struct Runner<'a, S: Source + ?Sized> {
     job: &'a Job,
-    source: &'a dyn Source,
+    source: &'a S,
     sink: &'a mut dyn Sink,
     deadline: Instant,
     reducing: Vec<Reducing>,
@@ -124,7 +147,11 @@ struct Runner<'a> {
 }
 
 /// Runs `job` over `source`, its kept results to `sink`.
-pub fn run(job: &Job, source: &dyn Source, sink: &mut dyn Sink) -> Result<(), RunError> {
+pub fn run<S: Source + ?Sized>(
+    job: &Job,
+    source: &S,
+    sink: &mut dyn Sink,
+) -> Result<(), RunError<S::Error>> {
     let deadline = Instant::now() + job.timeout;
     let mut r = Runner {
         job,
@@ -152,10 +179,10 @@ pub fn run(job: &Job, source: &dyn Source, sink: &mut dyn Sink) -> Result<(), Ru
     Ok(())
 }
 
-impl Runner<'_> {
+impl<S: Source + ?Sized> Runner<'_, S> {
     /// Whether to go on: the job's time is not up (an error if it is),
     /// and someone still listens (`stopped` is set if not).
-    fn check_time(&mut self) -> Result<(), RunError> {
+    fn check_time(&mut self) -> Result<(), RunError<S::Error>> {
         if Instant::now() >= self.deadline {
             return Err(RunError::Timeout);
         }
@@ -167,7 +194,7 @@ impl Runner<'_> {
 
     /// A source's error: the job's timeout if its time is up (the source
     /// gave up for that reason), else the source's words.
-    fn source_failed(&self, e: String) -> RunError {
+    fn source_failed(&self, e: S::Error) -> RunError<S::Error> {
         if Instant::now() >= self.deadline {
             RunError::Timeout
         } else {
@@ -175,8 +202,8 @@ impl Runner<'_> {
         }
     }
 
-    fn inputs(&mut self) -> Result<(), RunError> {
-        let mut failed: Option<RunError> = None;
+    fn inputs(&mut self) -> Result<(), RunError<S::Error>> {
+        let mut failed: Option<RunError<S::Error>> = None;
         let (job, source, deadline) = (self.job, self.source, self.deadline);
         match &job.inputs {
             Inputs::Keys(items) => {
@@ -202,7 +229,7 @@ impl Runner<'_> {
                                 Ok(true) => {}
                                 Ok(false) => continue,
                                 Err(e) => {
-                                    failed = Some(RunError::Source(e));
+                                    failed = Some(RunError::KeyFilter(e));
                                     return false;
                                 }
                             }
@@ -234,7 +261,7 @@ impl Runner<'_> {
     }
 
     /// Hands a listed batch on; false (with the error kept) stops the listing.
-    fn batch(&mut self, items: Vec<Term>, failed: &mut Option<RunError>) -> bool {
+    fn batch(&mut self, items: Vec<Term>, failed: &mut Option<RunError<S::Error>>) -> bool {
         for chunk in items.chunks(BATCH) {
             if let Err(e) = self.push(0, chunk.to_vec()) {
                 *failed = Some(e);
@@ -257,7 +284,7 @@ impl Runner<'_> {
     /// [`BATCH`] at a time. Results that JSON writes as one object (a
     /// list of `{Key, Value}` pairs, as `reduce_plist_sum` gives) go to
     /// the client whole.
-    fn forward(&mut self, i: usize, out: Vec<Term>) -> Result<(), RunError> {
+    fn forward(&mut self, i: usize, out: Vec<Term>) -> Result<(), RunError<S::Error>> {
         let object = matches!(out.first(), Some(Term::Tuple(p)) if p.len() == 2);
         if self.job.phases[i].keep && object {
             self.emit(i, out.clone());
@@ -277,10 +304,10 @@ impl Runner<'_> {
         i: usize,
         f: builtins::ReduceFun,
         all: Vec<Term>,
-    ) -> Result<Vec<Term>, RunError> {
+    ) -> Result<Vec<Term>, RunError<S::Error>> {
         builtins::reduce(f, &all).map_err(|error| RunError::Phase {
             phase: i,
-            error,
+            error: error.into(),
             input: show(&Term::List(all), 500),
         })
     }
@@ -288,7 +315,7 @@ impl Runner<'_> {
     /// Gives phase `i` some inputs (`i` past the last phase: nothing).
     /// Each phase calls the next for its output, so the depth of calls is
     /// the number of phases, which the job's parser bounds.
-    fn push(&mut self, i: usize, items: Vec<Term>) -> Result<(), RunError> {
+    fn push(&mut self, i: usize, items: Vec<Term>) -> Result<(), RunError<S::Error>> {
         self.check_time()?;
         if self.stopped {
             return Ok(());
@@ -325,15 +352,13 @@ impl Runner<'_> {
     /// A map or link phase over a batch: every object fetched at once;
     /// results handed on every [`BATCH`], so one input that gives many
     /// (a `{"sub": [...]}` arg) does not pile up.
-    fn map_batch(&mut self, i: usize, items: &[Term]) -> Result<(), RunError> {
+    fn map_batch(&mut self, i: usize, items: &[Term]) -> Result<(), RunError<S::Error>> {
         let mut keys = Vec::with_capacity(items.len());
         let mut keydata = Vec::with_capacity(items.len());
         for t in items {
             let (k, kd) = bkey(t).ok_or_else(|| RunError::Phase {
                 phase: i,
-                error: "a map or link phase takes bucket/key inputs ([B, K], [B, K, KeyData] \
-                        or [B, K, KeyData, Type])"
-                    .into(),
+                error: PhaseError::NotBucketKey,
                 input: show(t, 500),
             })?;
             keys.push(k);
@@ -365,7 +390,7 @@ impl Runner<'_> {
                     let r =
                         builtins::map(*f, &input, &kd, arg).map_err(|error| RunError::Phase {
                             phase: i,
-                            error,
+                            error: error.into(),
                             input: show(item, 500),
                         })?;
                     out.extend(r);
@@ -388,7 +413,7 @@ impl Runner<'_> {
     }
 
     /// The end of phase `i`'s inputs: a reduce gives its result.
-    fn finish(&mut self, i: usize) -> Result<(), RunError> {
+    fn finish(&mut self, i: usize) -> Result<(), RunError<S::Error>> {
         self.check_time()?;
         let PhaseKind::Reduce(f, _) = &self.job.phases[i].kind else {
             return Ok(());

@@ -14,9 +14,59 @@ use rill_backend::{
 };
 use rill_bucket::Registry;
 use rill_ring::{Partition, Ring};
+use std::io;
 use std::path::PathBuf;
 use std::sync::{Arc, RwLock};
 use std::time::Duration;
+
+/// Why the node's backends, or a vnode's, could not be opened, checked or
+/// dropped; a store's own error is kept (a full disk stays one).
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum BackendsError {
+    #[error("cannot create {}: {source}", .path.display())]
+    CreateDir { path: PathBuf, source: io::Error },
+    #[error("storage_backend = multi needs backends: multi_backend.NAME.storage_backend = bitcask, leveldb, leveled or memory")]
+    MultiWithoutBackends,
+    #[error("storage_backend = multi needs multi_backend.default = NAME")]
+    MultiWithoutDefault,
+    #[error("multi_backend.default = {default} names no backend (multi_backend.{default}.storage_backend is not set)")]
+    UnknownDefault { default: String },
+    #[error("a multi backend cannot hold another")]
+    NestedMulti,
+    #[error("cannot open the database in {}: {source}", .dir.display())]
+    OpenDatabase {
+        dir: PathBuf,
+        source: rill_backend::Error,
+    },
+    /// `rill admin leveldb verify | repair` failed on a database.
+    #[error("{}: {source}", .dir.display())]
+    Check {
+        dir: PathBuf,
+        source: rill_backend::Error,
+    },
+    #[error(transparent)]
+    Multi(rill_backend::Error),
+    #[error("the database of {backend:?} is not open")]
+    DatabaseNotOpen { backend: String },
+    #[error("cannot open the data of partition {partition}: {source}")]
+    OpenPartition {
+        partition: u32,
+        source: rill_backend::Error,
+    },
+    #[error("cannot open the Bitcask store of partition {partition}: {source}")]
+    OpenBitcask {
+        partition: u32,
+        source: rill_backend::Error,
+    },
+    #[error("cannot drop the data of partition {partition}: {source}")]
+    DropPartition {
+        partition: u32,
+        source: rill_backend::Error,
+    },
+    #[error("cannot remove {}: {source}", .path.display())]
+    RemoveDir { path: PathBuf, source: io::Error },
+}
 
 /// What a node's backends share: Bitcask's merge scheduler and space
 /// reserve, the LSM databases and their free-space admission.
@@ -76,13 +126,17 @@ pub(crate) enum Rotation {
 impl Resources {
     /// Opens what `config`'s backends need. At a full disk the Bitcask
     /// reserve makes room for the stores to open, so this comes first.
-    pub fn open(config: &NodeConfig) -> Result<Resources, String> {
+    pub fn open(config: &NodeConfig) -> Result<Resources, BackendsError> {
         let bitcask_dir = config.data_dir.join("bitcask");
         let space = uses_bitcask(config)
             .then(|| {
-                std::fs::create_dir_all(&bitcask_dir)
-                    .map_err(|e| format!("cannot create {}: {e}", bitcask_dir.display()))?;
-                Ok::<_, String>(Space::open(
+                std::fs::create_dir_all(&bitcask_dir).map_err(|source| {
+                    BackendsError::CreateDir {
+                        path: bitcask_dir.clone(),
+                        source,
+                    }
+                })?;
+                Ok::<_, BackendsError>(Space::open(
                     &bitcask_dir,
                     config.reserve_bytes,
                     config.ring_size,
@@ -192,18 +246,18 @@ pub(crate) fn uses_bitcask(config: &NodeConfig) -> bool {
 
 /// The backends of `storage_backend = multi`, checked: at least one, the
 /// default among them.
-fn multi_backends(config: &NodeConfig) -> Result<(&[NamedBackend], &str), String> {
+fn multi_backends(config: &NodeConfig) -> Result<(&[NamedBackend], &str), BackendsError> {
     if config.multi.is_empty() {
-        return Err("storage_backend = multi needs backends: multi_backend.NAME.storage_backend = bitcask, leveldb, leveled or memory".into());
+        return Err(BackendsError::MultiWithoutBackends);
     }
     let default = config
         .multi_default
         .as_deref()
-        .ok_or("storage_backend = multi needs multi_backend.default = NAME")?;
+        .ok_or(BackendsError::MultiWithoutDefault)?;
     if !config.multi.iter().any(|b| b.name == default) {
-        return Err(format!(
-            "multi_backend.default = {default} names no backend (multi_backend.{default}.storage_backend is not set)"
-        ));
+        return Err(BackendsError::UnknownDefault {
+            default: default.to_string(),
+        });
     }
     Ok((&config.multi, default))
 }
@@ -248,10 +302,12 @@ pub(crate) fn data_dirs(config: &NodeConfig) -> Vec<PathBuf> {
 /// The node's LSM databases (leveldb and leveled backends):
 /// `(backend name, database)`; the name is empty for
 /// `storage_backend = leveldb` or `leveled`.
-pub(crate) fn open_leveldb(config: &NodeConfig) -> Result<Vec<(String, LeveldbStore)>, String> {
+pub(crate) fn open_leveldb(
+    config: &NodeConfig,
+) -> Result<Vec<(String, LeveldbStore)>, BackendsError> {
     let open = |dir: PathBuf, opts| {
         LeveldbStore::open(&dir, opts, config.ring_size as usize)
-            .map_err(|e| format!("cannot open the database in {}: {e}", dir.display()))
+            .map_err(|source| BackendsError::OpenDatabase { dir, source })
     };
     match config.backend {
         BackendKind::Leveldb | BackendKind::Leveled => {
@@ -292,7 +348,10 @@ pub struct LeveldbCheck {
 /// Reads every entry of every partition of the node's LSM databases, with
 /// the node stopped; with `repair`, rebuilds each damaged partition from
 /// what is readable (`LeveldbStore::repair`).
-pub fn check_leveldb(config: &NodeConfig, repair: bool) -> Result<Vec<LeveldbCheck>, String> {
+pub fn check_leveldb(
+    config: &NodeConfig,
+    repair: bool,
+) -> Result<Vec<LeveldbCheck>, BackendsError> {
     open_leveldb(config)?
         .into_iter()
         .map(|(backend, store)| {
@@ -310,7 +369,10 @@ pub fn check_leveldb(config: &NodeConfig, repair: bool) -> Result<Vec<LeveldbChe
             } else {
                 store.verify()
             }
-            .map_err(|e| format!("{}: {e}", store.dir().display()))?;
+            .map_err(|source| BackendsError::Check {
+                dir: store.dir().to_path_buf(),
+                source,
+            })?;
             Ok(LeveldbCheck {
                 backend,
                 dir: store.dir().to_path_buf(),
@@ -348,7 +410,7 @@ pub(crate) struct Opening<'a> {
 
 impl Opening<'_> {
     /// Partition `p`'s backend.
-    pub(crate) fn backend(&self, p: Partition) -> Result<Box<dyn Backend>, String> {
+    pub(crate) fn backend(&self, p: Partition) -> Result<Box<dyn Backend>, BackendsError> {
         let c = self.config;
         match c.backend {
             BackendKind::Multi => {
@@ -368,7 +430,7 @@ impl Opening<'_> {
                     }
                 });
                 Ok(Box::new(
-                    MultiBackend::new(backends, default, route).map_err(|e| e.to_string())?,
+                    MultiBackend::new(backends, default, route).map_err(BackendsError::Multi)?,
                 ))
             }
             kind => self.one(p, &single(c, kind), None),
@@ -382,7 +444,7 @@ impl Opening<'_> {
         p: Partition,
         b: &NamedBackend,
         root: Option<PathBuf>,
-    ) -> Result<Box<dyn Backend>, String> {
+    ) -> Result<Box<dyn Backend>, BackendsError> {
         let index = self.ring.index_decimal(p);
         Ok(match b.kind {
             BackendKind::Memory => Box::new(MemoryBackend::new(MemoryOptions {
@@ -395,8 +457,13 @@ impl Opening<'_> {
                     .leveldb
                     .iter()
                     .find(|(n, _)| *n == b.name)
-                    .ok_or_else(|| format!("the database of {:?} is not open", b.name))?;
-                let failed = |e| format!("cannot open the data of partition {}: {e}", p.0);
+                    .ok_or_else(|| BackendsError::DatabaseNotOpen {
+                        backend: b.name.clone(),
+                    })?;
+                let failed = |source| BackendsError::OpenPartition {
+                    partition: p.0,
+                    source,
+                };
                 if b.kind == BackendKind::Leveled {
                     Box::new(
                         store
@@ -413,24 +480,25 @@ impl Opening<'_> {
                     .join(&index);
                 // The throttle is applied once per request by the node
                 // (Space::admit_write), not once per record.
-                let store = bitcask::Store::open(&dir, self.res.bitcask.clone()).map_err(|e| {
-                    format!("cannot open the Bitcask store of partition {}: {e}", p.0)
-                })?;
+                let failed = |source| BackendsError::OpenBitcask {
+                    partition: p.0,
+                    source,
+                };
+                let store = bitcask::Store::open(&dir, self.res.bitcask.clone())
+                    .map_err(|e| failed(e.into()))?;
                 self.res
                     .opened
                     .lock()
                     .expect("opened")
                     .add(store.recovery_report());
                 let store = Arc::new(store);
-                let backend = BitcaskBackend::open(store.clone()).map_err(|e| {
-                    format!("cannot open the Bitcask store of partition {}: {e}", p.0)
-                })?;
+                let backend = BitcaskBackend::open(store.clone()).map_err(failed)?;
                 if let Some(s) = &self.res.scheduler {
                     s.add_store(store);
                 }
                 Box::new(backend)
             }
-            BackendKind::Multi => return Err("a multi backend cannot hold another".into()),
+            BackendKind::Multi => return Err(BackendsError::NestedMulti),
         })
     }
 }
@@ -438,7 +506,7 @@ impl Opening<'_> {
 impl Opening<'_> {
     /// Removes partition `p`'s data of these backends, whatever is left of
     /// it (nothing if none): its vnode no longer uses them.
-    pub(crate) fn drop_data(&self, p: Partition) -> Result<(), String> {
+    pub(crate) fn drop_data(&self, p: Partition) -> Result<(), BackendsError> {
         let c = self.config;
         let index = self.ring.index_decimal(p);
         let named: Vec<(NamedBackend, Option<PathBuf>)> = match c.backend {
@@ -453,8 +521,11 @@ impl Opening<'_> {
             match b.kind {
                 BackendKind::Leveldb | BackendKind::Leveled => {
                     if let Some((_, store)) = self.res.leveldb.iter().find(|(n, _)| *n == b.name) {
-                        store.drop_partition(&index).map_err(|e| {
-                            format!("cannot drop the data of partition {}: {e}", p.0)
+                        store.drop_partition(&index).map_err(|source| {
+                            BackendsError::DropPartition {
+                                partition: p.0,
+                                source,
+                            }
                         })?;
                     }
                 }
@@ -478,8 +549,8 @@ impl Opening<'_> {
                         drop(store);
                     }
                     match std::fs::remove_dir_all(&dir) {
-                        Err(e) if e.kind() != std::io::ErrorKind::NotFound => {
-                            return Err(format!("cannot remove {}: {e}", dir.display()))
+                        Err(source) if source.kind() != io::ErrorKind::NotFound => {
+                            return Err(BackendsError::RemoveDir { path: dir, source })
                         }
                         _ => {}
                     }

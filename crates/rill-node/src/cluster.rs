@@ -30,10 +30,10 @@ pub struct ClusterView {
 
 impl ClusterView {
     /// A cluster of one: `me` owns every partition.
-    pub fn single(me: &str, ring_size: u32) -> Result<ClusterView, String> {
+    pub fn single(me: &str, ring_size: u32) -> Result<ClusterView, rill_ring::RingError> {
         Ok(ClusterView {
             me: me.to_string(),
-            ring: Ring::single(ring_size, me).map_err(|e| e.to_string())?,
+            ring: Ring::single(ring_size, me)?,
             up: BTreeSet::from([me.to_string()]),
             moving: BTreeMap::new(),
         })

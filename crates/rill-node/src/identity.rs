@@ -18,13 +18,38 @@
 
 use crate::config::NodeConfig;
 use crate::lease::{boot_id, LeaseFile, LeaseTable, LEASE_SIZE};
-use crate::meta::MetaDir;
+use crate::meta::{MetaDir, MetaError};
 use crate::vnode::Epochs;
 use serde_json::json;
+use std::path::PathBuf;
 use std::sync::Arc;
 
 /// The version of `meta/node.json` this build writes.
 pub(crate) const NODE_FORMAT_VERSION: u64 = 2;
+
+/// Why the vnodes' identities could not be read or recorded.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum IdentityError {
+    #[error(transparent)]
+    Meta(#[from] MetaError),
+    #[error(
+        "meta/node.json has format {found}; this build reads formats 1 and {NODE_FORMAT_VERSION}"
+    )]
+    UnknownFormat { found: u64 },
+    /// The data was written with another ring size: each vnode's data
+    /// and id belong to a partition of that ring.
+    #[error(
+        "the data in {} was written with ring_size = {written}, but ring_size = {configured} \
+         is configured; set ring_size back to {written} (changing it needs a fresh data directory)",
+        .data_dir.display()
+    )]
+    RingSizeChanged {
+        data_dir: PathBuf,
+        written: u64,
+        configured: u32,
+    },
+}
 
 pub(crate) struct NodeIds {
     pub ids: Vec<[u8; 8]>,
@@ -57,7 +82,7 @@ fn random_ids(n: u32) -> Vec<[u8; 8]> {
 }
 
 impl NodeIds {
-    pub fn load(meta: &MetaDir, config: &NodeConfig) -> Result<NodeIds, String> {
+    pub fn load(meta: &MetaDir, config: &NodeConfig) -> Result<NodeIds, IdentityError> {
         let n = config.ring_size as usize;
         let node_meta = meta.read("node.json")?;
         let mut ids: Option<Vec<[u8; 8]>> = None;
@@ -66,18 +91,15 @@ impl NodeIds {
         if let Some(m) = &node_meta {
             let version = m["format"].as_u64().unwrap_or(0);
             if version != 1 && version != NODE_FORMAT_VERSION {
-                return Err(format!(
-                    "meta/node.json has format {version}; this build reads formats 1 and {NODE_FORMAT_VERSION}"
-                ));
+                return Err(IdentityError::UnknownFormat { found: version });
             }
             let size = m["ring_size"].as_u64().unwrap_or(0);
             if size != u64::from(config.ring_size) {
-                return Err(format!(
-                    "the data in {} was written with ring_size = {size}, but ring_size = {} is configured; \
-                     set ring_size back to {size} (changing it needs a fresh data directory)",
-                    config.data_dir.display(),
-                    config.ring_size
-                ));
+                return Err(IdentityError::RingSizeChanged {
+                    data_dir: config.data_dir.clone(),
+                    written: size,
+                    configured: config.ring_size,
+                });
             }
             let read: Vec<[u8; 8]> = m["actors"]
                 .as_array()
@@ -96,8 +118,10 @@ impl NodeIds {
             }
         }
         let lease_dir = meta.dir();
-        let opened =
-            LeaseFile::open(lease_dir, n).map_err(|e| format!("cannot read meta/leases: {e}"))?;
+        let opened = LeaseFile::open(lease_dir, n).map_err(|source| MetaError::ReadNamed {
+            name: "leases",
+            source,
+        })?;
         // A lease file to create, once node.json names the ids it belongs
         // to: created first, a crash before node.json was written would
         // pair fresh counters with the old ids, and issue their counters
@@ -159,12 +183,19 @@ impl NodeIds {
                 "actors": ids.iter().map(|a| hex(a)).collect::<Vec<_>>(),
             });
             meta.write("node.json", &v)
-                .map_err(|e| format!("cannot write meta/node.json: {e}"))?;
+                .map_err(|source| MetaError::Write {
+                    name: "node.json",
+                    source,
+                })?;
         }
         let leases = match leases {
             Lease::Open(file) => file,
-            Lease::Create => LeaseFile::create(lease_dir, &table)
-                .map_err(|e| format!("cannot write meta/leases: {e}"))?,
+            Lease::Create => {
+                LeaseFile::create(lease_dir, &table).map_err(|source| MetaError::Write {
+                    name: "leases",
+                    source,
+                })?
+            }
         };
         // Lease this run's first epochs before any is used; in place.
         let starts = table.ends.clone();
@@ -190,7 +221,10 @@ impl NodeIds {
                 t.o_sync = config.bitcask.sync == bitcask::SyncStrategy::OSync;
                 t.unbuffered = config.bitcask.write_buffer_bytes == 0;
             })
-            .map_err(|e| format!("cannot write meta/leases: {e}"))?;
+            .map_err(|source| MetaError::Write {
+                name: "leases",
+                source,
+            })?;
         if !trusted {
             tracing::info!("the last run did not stop cleanly and writes may have been lost: each key starts a new epoch at its next write");
         }

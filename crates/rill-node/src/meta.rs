@@ -6,8 +6,36 @@
 
 use serde_json::Value;
 use std::fs;
-use std::io::Write;
+use std::io::{self, Write};
 use std::path::{Path, PathBuf};
+
+/// Why a file under `<data>/meta/` could not be read or written; each
+/// says what to do where there is something to do.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum MetaError {
+    #[error(
+        "{} is not valid JSON ({source}); restore it from a backup or remove it to start afresh",
+        .path.display()
+    )]
+    NotJson {
+        path: PathBuf,
+        source: serde_json::Error,
+    },
+    #[error("cannot read {}: {source}", .path.display())]
+    Read { path: PathBuf, source: io::Error },
+    /// A file read by a name of its own (`meta/leases`).
+    #[error("cannot read meta/{name}: {source}")]
+    ReadNamed {
+        name: &'static str,
+        source: io::Error,
+    },
+    #[error("cannot write meta/{name}: {source}")]
+    Write {
+        name: &'static str,
+        source: io::Error,
+    },
+}
 
 pub(crate) struct MetaDir {
     dir: PathBuf,
@@ -24,14 +52,14 @@ impl MetaDir {
         &self.dir
     }
 
-    pub fn read(&self, name: &str) -> Result<Option<Value>, String> {
+    pub fn read(&self, name: &str) -> Result<Option<Value>, MetaError> {
         let path = self.dir.join(name);
         match fs::read(&path) {
             Ok(bytes) => serde_json::from_slice(&bytes)
                 .map(Some)
-                .map_err(|e| format!("{} is not valid JSON ({e}); restore it from a backup or remove it to start afresh", path.display())),
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
-            Err(e) => Err(format!("cannot read {}: {e}", path.display())),
+                .map_err(|source| MetaError::NotJson { path, source }),
+            Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(None),
+            Err(source) => Err(MetaError::Read { path, source }),
         }
     }
 

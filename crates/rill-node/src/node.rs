@@ -8,6 +8,7 @@ use crate::error::KvError;
 use crate::identity::NodeIds;
 use crate::lease::LeaseFile;
 use crate::meta::MetaDir;
+use crate::open_error::OpenError;
 use crate::reaper::Reaper;
 use crate::vnode::{Limits, Vnode};
 use rill_backend::BKey;
@@ -116,16 +117,17 @@ pub struct Node {
 
 impl Node {
     /// Opens (or creates) the node's data under `config.data_dir`.
-    pub fn open(config: NodeConfig) -> Result<Arc<Node>, String> {
+    pub fn open(config: NodeConfig) -> Result<Arc<Node>, OpenError> {
         let started = Instant::now();
-        let ring = Ring::single(config.ring_size, &config.nodename).map_err(|e| e.to_string())?;
-        std::fs::create_dir_all(&config.data_dir)
-            .map_err(|e| format!("cannot create {}: {e}", config.data_dir.display()))?;
-        let meta = MetaDir::open(&config.data_dir)
-            .map_err(|e| format!("cannot create the meta directory: {e}"))?;
+        let ring = Ring::single(config.ring_size, &config.nodename)?;
+        std::fs::create_dir_all(&config.data_dir).map_err(|source| OpenError::CreateDataDir {
+            path: config.data_dir.clone(),
+            source,
+        })?;
+        let meta = MetaDir::open(&config.data_dir).map_err(OpenError::CreateMeta)?;
         let ids = NodeIds::load(&meta, &config)?;
         let registry = match meta.read("buckets.json")? {
-            Some(v) => Registry::from_json(&v).map_err(|e| format!("meta/buckets.json: {e}"))?,
+            Some(v) => Registry::from_json(&v).map_err(OpenError::Buckets)?,
             None => Registry::new(),
         };
         let record = crate::migrate::Record::load(&meta)?;
@@ -208,8 +210,9 @@ impl Node {
                     }
                 })
             })
-            .map_err(|e| format!("cannot start the reaper thread: {e}"))?;
-        node.resume_backend_migration()?;
+            .map_err(OpenError::Reaper)?;
+        node.resume_backend_migration()
+            .map_err(OpenError::ResumeMigration)?;
         Ok(node)
     }
 

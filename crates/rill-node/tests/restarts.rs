@@ -218,13 +218,16 @@ fn a_lost_lease_file_means_new_ids_not_reused_counters() {
     assert!(o.clock.descends(&first));
 }
 
-fn open_with(dir: &Path, change: impl FnOnce(&mut NodeConfig)) -> Result<Arc<Node>, String> {
+fn open_with(
+    dir: &Path,
+    change: impl FnOnce(&mut NodeConfig),
+) -> Result<Arc<Node>, rill_node::OpenError> {
     let mut c = NodeConfig::new(dir);
     c.ring_size = 8;
     c.backend = BackendKind::Bitcask;
     c.reserve_bytes = 0;
     change(&mut c);
-    Node::open(c).map_err(|e| e.to_string())
+    Node::open(c)
 }
 
 /// A run with a write buffer writes `k` ("v1") and ends as a crash of
@@ -283,7 +286,19 @@ fn a_start_that_fails_after_losing_its_leases_never_reissues_counters() {
     let err = open_with(dir.path(), |_| {})
         .err()
         .expect("node.json cannot be written");
-    assert!(err.contains("node.json"), "{err}");
+    assert!(
+        matches!(
+            &err,
+            rill_node::OpenError::Identity(rill_node::IdentityError::Meta(
+                rill_node::MetaError::Write {
+                    name: "node.json",
+                    ..
+                }
+            ))
+        ),
+        "{err}"
+    );
+    assert!(err.to_string().contains("node.json"), "{err}");
     std::fs::remove_dir(&blocker).unwrap();
     let n = open(dir.path());
     for k in ["e", "f", "g", "h"] {

@@ -18,4 +18,4 @@ pub mod series;
 
 pub use bits::{unzigzag, zigzag};
 pub use block::{BlockError, Choice, Codec, EncodeError, Header, Sample, TimeUnit};
-pub use series::{samples_of, Precision, Series};
+pub use series::{samples_of, Precision, Series, UnknownPrecision};

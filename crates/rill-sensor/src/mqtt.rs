@@ -16,7 +16,33 @@ use crate::block::Sample;
 use crate::series::Series;
 
 /// A payload's samples, or why it has none.
-pub type Parsed = Result<Vec<(Series, Sample)>, String>;
+pub type Parsed = Result<Vec<(Series, Sample)>, PayloadError>;
+
+/// Why a JSON or bare-number payload gives no sample; each names the
+/// message's topic.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum PayloadError {
+    #[error("a message on {topic:?} is not UTF-8")]
+    NotUtf8 { topic: String },
+    #[error("a message on {topic:?} is not a finite number")]
+    NotFinite { topic: String },
+    #[error("a message on {topic:?} is neither a number, JSON nor line protocol: {source}")]
+    Unreadable {
+        topic: String,
+        source: serde_json::Error,
+    },
+    #[error("a JSON message on {topic:?} is not an object of readings")]
+    NotAnObject { topic: String },
+    /// Its time field is not a number of seconds, ms, µs or ns in range.
+    #[error("the time {time} of a message on {topic:?} is not a time")]
+    BadTime {
+        topic: String,
+        time: serde_json::Value,
+    },
+    #[error("a JSON message on {topic:?} holds no numeric reading")]
+    NoReading { topic: String },
+}
 
 /// The time fields of a JSON payload.
 const TIME_FIELDS: [&str; 3] = ["ts", "time", "timestamp"];
@@ -53,24 +79,30 @@ fn auto_time(t: f64) -> Option<i64> {
 /// `line::parse` instead ([`is_line_protocol`]).
 pub fn json_or_number(topic: &str, payload: &[u8], now: i64) -> Parsed {
     let text = std::str::from_utf8(payload)
-        .map_err(|_| format!("a message on {topic:?} is not UTF-8"))?
+        .map_err(|_| PayloadError::NotUtf8 {
+            topic: topic.to_string(),
+        })?
         .trim();
     let labels = || vec![("topic".to_string(), topic.to_string())];
     if let Ok(v) = text.parse::<f64>() {
         if !v.is_finite() {
-            return Err(format!("a message on {topic:?} is not a finite number"));
+            return Err(PayloadError::NotFinite {
+                topic: topic.to_string(),
+            });
         }
         return Ok(vec![(
             Series::new("value", labels()),
             Sample { ts: now, value: v },
         )]);
     }
-    let value: serde_json::Value = serde_json::from_str(text).map_err(|e| {
-        format!("a message on {topic:?} is neither a number, JSON nor line protocol: {e}")
+    let value: serde_json::Value =
+        serde_json::from_str(text).map_err(|source| PayloadError::Unreadable {
+            topic: topic.to_string(),
+            source,
+        })?;
+    let obj = value.as_object().ok_or_else(|| PayloadError::NotAnObject {
+        topic: topic.to_string(),
     })?;
-    let obj = value
-        .as_object()
-        .ok_or_else(|| format!("a JSON message on {topic:?} is not an object of readings"))?;
     let mut ts = now;
     for f in TIME_FIELDS {
         if let Some(t) = obj.get(f) {
@@ -78,7 +110,10 @@ pub fn json_or_number(topic: &str, payload: &[u8], now: i64) -> Parsed {
                 .as_i64()
                 .and_then(auto_time_int)
                 .or_else(|| t.as_f64().and_then(auto_time))
-                .ok_or_else(|| format!("the time {t} of a message on {topic:?} is not a time"))?;
+                .ok_or_else(|| PayloadError::BadTime {
+                    topic: topic.to_string(),
+                    time: t.clone(),
+                })?;
             break;
         }
     }
@@ -97,9 +132,9 @@ pub fn json_or_number(topic: &str, payload: &[u8], now: i64) -> Parsed {
         }
     }
     if out.is_empty() {
-        return Err(format!(
-            "a JSON message on {topic:?} holds no numeric reading"
-        ));
+        return Err(PayloadError::NoReading {
+            topic: topic.to_string(),
+        });
     }
     Ok(out)
 }
@@ -155,7 +190,7 @@ mod tests {
             (b"nonsense", "neither"),
             (b"inf", "finite"),
         ] {
-            let e = json_or_number("t", p, 0).unwrap_err();
+            let e = json_or_number("t", p, 0).unwrap_err().to_string();
             assert!(e.contains(why), "{}: {e}", String::from_utf8_lossy(p));
         }
         assert!(is_line_protocol(b"cpu,host=a v=1 1"));

@@ -54,21 +54,41 @@ pub const STALE_NAN: u64 = 0x7ff0_0000_0000_0002;
 
 /// Why a body is not a write request.
 #[derive(Debug, thiserror::Error, PartialEq, Eq)]
+#[non_exhaustive]
 pub enum RemoteWriteError {
     #[error("the request decompresses to {0} bytes, more than allowed")]
     TooLarge(usize),
     #[error("the body is not Snappy (block format): {0}")]
-    Snappy(String),
+    Snappy(#[source] snap::Error),
     #[error("the body is not a remote write request: {0}")]
-    Protobuf(String),
+    Protobuf(#[source] prost::DecodeError),
+}
+
+/// A series of a request that is refused, or a sample of it; `series`
+/// is its labels as sent (cut to 200 characters) or its key.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum InvalidSeries {
+    #[error("series {series}: label {label:?} given twice")]
+    LabelTwice { series: String, label: String },
+    #[error("series {series}: invalid label name {label:?}")]
+    BadLabelName { series: String, label: String },
+    #[error("series {series}: no metric name (__name__)")]
+    NoMetricName { series: String },
+    #[error("series {series}: invalid metric name {name:?}")]
+    BadMetricName { series: String, name: String },
+    /// A sample's time (ms) that nanoseconds since 1970 in an i64 cannot
+    /// hold: the sample is dropped, the series' others kept.
+    #[error("{series}: timestamp {timestamp_ms} ms is out of range (1677-2262)")]
+    TimestampOutOfRange { series: String, timestamp_ms: i64 },
 }
 
 /// A request's series and what was refused of it.
 #[derive(Debug, Default, PartialEq)]
 pub struct Decoded {
     pub series: Vec<(Series, Vec<Sample>)>,
-    /// One line per refused series.
-    pub invalid: Vec<String>,
+    /// One per refused series (or sample out of range).
+    pub invalid: Vec<InvalidSeries>,
     /// Stale markers skipped.
     pub stale: u64,
     /// Other NaN samples skipped.
@@ -91,16 +111,14 @@ fn valid_metric_name(n: &str) -> bool {
 
 /// Decodes a body of at most `max` bytes once decompressed.
 pub fn decode(body: &[u8], max: usize) -> Result<Decoded, RemoteWriteError> {
-    let len =
-        snap::raw::decompress_len(body).map_err(|e| RemoteWriteError::Snappy(e.to_string()))?;
+    let len = snap::raw::decompress_len(body).map_err(RemoteWriteError::Snappy)?;
     if len > max {
         return Err(RemoteWriteError::TooLarge(len));
     }
     let raw = snap::raw::Decoder::new()
         .decompress_vec(body)
-        .map_err(|e| RemoteWriteError::Snappy(e.to_string()))?;
-    let req =
-        WriteRequest::decode(&raw[..]).map_err(|e| RemoteWriteError::Protobuf(e.to_string()))?;
+        .map_err(RemoteWriteError::Snappy)?;
+    let req = WriteRequest::decode(&raw[..]).map_err(RemoteWriteError::Protobuf)?;
     let mut out = Decoded::default();
     for ts in req.timeseries {
         match series_of(ts.labels) {
@@ -121,11 +139,10 @@ pub fn decode(body: &[u8], max: usize) -> Result<Decoded, RemoteWriteError> {
                             ts: ns,
                             value: s.value,
                         }),
-                        None => out.invalid.push(format!(
-                            "{}: timestamp {} ms is out of range (1677-2262)",
-                            series.key(),
-                            s.timestamp
-                        )),
+                        None => out.invalid.push(InvalidSeries::TimestampOutOfRange {
+                            series: series.key(),
+                            timestamp_ms: s.timestamp,
+                        }),
                     }
                 }
                 if !samples.is_empty() {
@@ -139,7 +156,7 @@ pub fn decode(body: &[u8], max: usize) -> Result<Decoded, RemoteWriteError> {
 }
 
 /// A label set as a series, or why it is refused.
-fn series_of(mut labels: Vec<Label>) -> Result<Series, String> {
+fn series_of(mut labels: Vec<Label>) -> Result<Series, InvalidSeries> {
     labels.retain(|l| !l.value.is_empty());
     labels.sort_by(|a, b| a.name.cmp(&b.name));
     let shown = {
@@ -153,27 +170,27 @@ fn series_of(mut labels: Vec<Label>) -> Result<Series, String> {
             None => format!("{{{text}}}"),
         }
     };
-    let shown = || shown.clone();
     if let Some(w) = labels.windows(2).find(|w| w[0].name == w[1].name) {
-        return Err(format!(
-            "series {}: label {:?} given twice",
-            shown(),
-            w[0].name
-        ));
+        return Err(InvalidSeries::LabelTwice {
+            series: shown,
+            label: w[0].name.clone(),
+        });
     }
     if let Some(bad) = labels.iter().find(|l| !valid_label_name(&l.name)) {
-        return Err(format!(
-            "series {}: invalid label name {:?}",
-            shown(),
-            bad.name
-        ));
+        return Err(InvalidSeries::BadLabelName {
+            series: shown,
+            label: bad.name.clone(),
+        });
     }
     let Some(at) = labels.iter().position(|l| l.name == "__name__") else {
-        return Err(format!("series {}: no metric name (__name__)", shown()));
+        return Err(InvalidSeries::NoMetricName { series: shown });
     };
     let name = labels.remove(at).value;
     if !valid_metric_name(&name) {
-        return Err(format!("series {}: invalid metric name {name:?}", shown()));
+        return Err(InvalidSeries::BadMetricName {
+            series: shown,
+            name,
+        });
     }
     Ok(Series::new(
         name,
@@ -266,7 +283,7 @@ mod tests {
             "invalid metric name",
             "out of range",
         ]) {
-            assert!(line.contains(want), "{line}");
+            assert!(line.to_string().contains(want), "{line}");
         }
     }
 

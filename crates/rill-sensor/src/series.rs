@@ -267,10 +267,17 @@ pub enum Precision {
     H,
 }
 
+/// A precision that is none of the write APIs' names.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[error("precision {given:?} is not one of ns, us, ms, s, m, h")]
+pub struct UnknownPrecision {
+    pub given: String,
+}
+
 impl Precision {
     /// InfluxDB's names: `n`/`ns`, `u`/`us`/`µ`, `ms`, `s`, and (1.x) `m`
     /// and `h`; none means nanoseconds.
-    pub fn parse(s: Option<&str>) -> Result<Precision, String> {
+    pub fn parse(s: Option<&str>) -> Result<Precision, UnknownPrecision> {
         Ok(match s.unwrap_or("ns") {
             "" | "n" | "ns" => Precision::Ns,
             "u" | "us" | "µ" => Precision::Us,
@@ -279,9 +286,9 @@ impl Precision {
             "m" => Precision::M,
             "h" => Precision::H,
             other => {
-                return Err(format!(
-                    "precision {other:?} is not one of ns, us, ms, s, m, h"
-                ))
+                return Err(UnknownPrecision {
+                    given: other.to_string(),
+                })
             }
         })
     }
@@ -344,7 +351,7 @@ mod tests {
         assert_eq!(s.len(), 1);
         assert_eq!((s[0].0.key().as_str(), s[0].1), (r#"m_v{t="1"}"#, 2.0));
         let (p, e) = parse("m,t=1,t=2 v=1");
-        assert!(p.is_empty() && e[0].reason.contains("given twice"));
+        assert!(p.is_empty() && e[0].reason.to_string().contains("given twice"));
     }
 
     #[test]
@@ -384,6 +391,7 @@ mod tests {
         );
         assert!(Precision::parse(Some("d"))
             .unwrap_err()
+            .to_string()
             .contains("ns, us, ms"));
     }
 

@@ -4,31 +4,75 @@ use crate::sim::Sim;
 use rill_cluster::Status;
 use std::collections::BTreeMap;
 
-pub(crate) fn invariants(sim: &Sim) -> Result<(), String> {
+/// An invariant the settled cluster breaks (a status is `None` for a
+/// node the state does not know).
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum Violation {
+    #[error("no node is up")]
+    NoNodeUp,
+    #[error("{node} and {other} disagree on members or ring")]
+    Disagree { node: String, other: String },
+    #[error("{node}: the ring is not ready")]
+    RingNotReady { node: String },
+    #[error("the claimant {claimant} is {status:?}")]
+    ClaimantNotValid {
+        claimant: String,
+        status: Option<Status>,
+    },
+    #[error("{node} owns a partition but is {status:?}")]
+    OwnerNotValid {
+        node: String,
+        status: Option<Status>,
+    },
+    #[error("{node} is valid but owns nothing")]
+    OwnsNothing { node: String },
+    /// Partitions per owner differ by more than one.
+    #[error("unbalanced: {counts:?}")]
+    Unbalanced { counts: BTreeMap<String, usize> },
+    #[error("{node} left but is {status:?} and owns {owns:?}")]
+    LeftButOwns {
+        node: String,
+        status: Option<Status>,
+        owns: Option<usize>,
+    },
+    #[error("the cluster did not settle in {rounds} rounds")]
+    NotSettled { rounds: usize },
+}
+
+pub(crate) fn invariants(sim: &Sim) -> Result<(), Violation> {
     let states = sim.up_states();
     let Some((first_name, first)) = states.first() else {
-        return Err("no node is up".into());
+        return Err(Violation::NoNodeUp);
     };
     for (n, s) in &states {
         if s.digest() != first.digest() {
-            return Err(format!("{n} and {first_name} disagree on members or ring"));
+            return Err(Violation::Disagree {
+                node: n.to_string(),
+                other: first_name.to_string(),
+            });
         }
         if !s.ring_ready() {
-            return Err(format!("{n}: the ring is not ready"));
+            return Err(Violation::RingNotReady {
+                node: n.to_string(),
+            });
         }
     }
     let s = first;
     let claimant = s.claimant();
     if s.status(claimant) != Some(Status::Valid) {
-        return Err(format!(
-            "the claimant {claimant} is {:?}",
-            s.status(claimant)
-        ));
+        return Err(Violation::ClaimantNotValid {
+            claimant: claimant.to_string(),
+            status: s.status(claimant),
+        });
     }
     let mut counts: BTreeMap<&str, usize> = BTreeMap::new();
     for o in s.owners() {
         if s.status(o) != Some(Status::Valid) {
-            return Err(format!("{o} owns a partition but is {:?}", s.status(o)));
+            return Err(Violation::OwnerNotValid {
+                node: o.to_string(),
+                status: s.status(o),
+            });
         }
         *counts.entry(o).or_default() += 1;
     }
@@ -36,7 +80,7 @@ pub(crate) fn invariants(sim: &Sim) -> Result<(), String> {
     if valid.len() <= s.ring_size() as usize {
         for v in &valid {
             if !counts.contains_key(v.as_str()) {
-                return Err(format!("{v} is valid but owns nothing"));
+                return Err(Violation::OwnsNothing { node: v.clone() });
             }
         }
     }
@@ -45,15 +89,17 @@ pub(crate) fn invariants(sim: &Sim) -> Result<(), String> {
         counts.values().max().copied().unwrap_or(0),
     );
     if max - min > 1 {
-        return Err(format!("unbalanced: {counts:?}"));
+        return Err(Violation::Unbalanced {
+            counts: counts.iter().map(|(k, v)| (k.to_string(), *v)).collect(),
+        });
     }
     for l in sim.left() {
         if counts.contains_key(l.as_str()) || s.status(l) != Some(Status::Invalid) {
-            return Err(format!(
-                "{l} left but is {:?} and owns {:?}",
-                s.status(l),
-                counts.get(l.as_str())
-            ));
+            return Err(Violation::LeftButOwns {
+                node: l.clone(),
+                status: s.status(l),
+                owns: counts.get(l.as_str()).copied(),
+            });
         }
     }
     Ok(())

@@ -2,20 +2,38 @@
 
 use crate::kv::KvSim;
 
-pub(crate) fn check(sim: &KvSim) -> Result<(), String> {
+/// What the settled key-value simulation breaks; `key` is the key's
+/// name, values are as written.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum KvViolation {
+    #[error("{count} hinted objects were never handed off")]
+    HintsLeft { count: usize },
+    /// `replicas` is the primaries' objects as Rust's `Debug` shows them.
+    #[error("{key}: the primaries did not converge: {replicas}")]
+    NotConverged { key: String, replicas: String },
+    #[error("{key}: {value} was never written")]
+    NeverWritten { key: String, value: String },
+    #[error("{key}: acknowledged {value} was lost")]
+    AckedLost { key: String, value: String },
+    #[error("{key}: {value} came back although an acknowledged write had seen it")]
+    CameBack { key: String, value: String },
+}
+
+pub(crate) fn check(sim: &KvSim) -> Result<(), KvViolation> {
     if sim.hinted_left() > 0 {
-        return Err(format!(
-            "{} hinted objects were never handed off",
-            sim.hinted_left()
-        ));
+        return Err(KvViolation::HintsLeft {
+            count: sim.hinted_left(),
+        });
     }
     for key in sim.keys() {
         let replicas = sim.replicas(&key);
         let first = replicas[0];
         if replicas.iter().any(|r| *r != first) {
-            return Err(format!(
-                "{key}: the primaries did not converge: {replicas:?}"
-            ));
+            return Err(KvViolation::NotConverged {
+                replicas: format!("{replicas:?}"),
+                key,
+            });
         }
         let contents: Vec<&[u8]> = match first {
             Some(o) => o
@@ -28,10 +46,10 @@ pub(crate) fn check(sim: &KvSim) -> Result<(), String> {
         };
         for v in &contents {
             if !sim.was_written(v) {
-                return Err(format!(
-                    "{key}: {} was never written",
-                    String::from_utf8_lossy(v)
-                ));
+                return Err(KvViolation::NeverWritten {
+                    value: String::from_utf8_lossy(v).into_owned(),
+                    key,
+                });
             }
         }
         for (value, dot, _) in sim.acked_for(&key) {
@@ -44,12 +62,16 @@ pub(crate) fn check(sim: &KvSim) -> Result<(), String> {
             let replaced = sim.all_acked_contexts(&key).any(|c| c.covers(dot));
             let present = contents.contains(&value.as_bytes());
             if !maybe_replaced && !present {
-                return Err(format!("{key}: acknowledged {value} was lost"));
+                return Err(KvViolation::AckedLost {
+                    key: key.clone(),
+                    value: value.to_string(),
+                });
             }
             if replaced && present {
-                return Err(format!(
-                    "{key}: {value} came back although an acknowledged write had seen it"
-                ));
+                return Err(KvViolation::CameBack {
+                    key: key.clone(),
+                    value: value.to_string(),
+                });
             }
         }
     }

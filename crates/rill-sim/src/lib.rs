@@ -25,10 +25,12 @@ mod kv_check;
 pub mod rng;
 mod sim;
 
+pub use check::Violation;
+pub use kv_check::KvViolation;
 pub use sim::{Config, Sim};
 
 /// Runs one seed; the trace, and the first broken invariant if any.
-pub fn run(cfg: Config) -> (Vec<String>, Result<(), String>) {
+pub fn run(cfg: Config) -> (Vec<String>, Result<(), Violation>) {
     let mut sim = Sim::new(cfg);
     let r = sim.run();
     (sim.trace, r)
@@ -39,9 +41,9 @@ pub fn run(cfg: Config) -> (Vec<String>, Result<(), String>) {
 /// `RILL_SIM_TRACE` prints every trace. On the first failure, prints the
 /// trace's last 40 lines and panics with the seed and how to replay it.
 /// Returns the traces' lines for which `count` holds, over all seeds.
-pub fn run_seeds(
+pub fn run_seeds<E: std::fmt::Display>(
     default_seeds: u64,
-    run: impl Fn(u64) -> (Vec<String>, Result<(), String>),
+    run: impl Fn(u64) -> (Vec<String>, Result<(), E>),
     count: impl Fn(&str) -> bool,
 ) -> usize {
     let seeds: Vec<u64> = match std::env::var("RILL_SIM_SEED") {

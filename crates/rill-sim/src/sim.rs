@@ -1,6 +1,7 @@
 //! One simulated cluster: nodes holding `rill-cluster` states, a network
 //! of state messages, and a seeded scheduler of events.
 
+use crate::check::Violation;
 use crate::rng::Rng;
 use rill_cluster::{step, Change, ClusterState, Staged, Status};
 use std::collections::{BTreeMap, BTreeSet};
@@ -324,7 +325,7 @@ impl Sim {
     /// Runs the events, then heals everything and lets the cluster settle:
     /// every node not removed starts, messages flow without loss, handoffs
     /// finish. Returns a description of the first broken invariant.
-    pub fn run(&mut self) -> Result<(), String> {
+    pub fn run(&mut self) -> Result<(), Violation> {
         for _ in 0..self.cfg.steps {
             self.tick();
         }
@@ -332,7 +333,7 @@ impl Sim {
         crate::check::invariants(self)
     }
 
-    fn settle(&mut self) -> Result<(), String> {
+    fn settle(&mut self) -> Result<(), Violation> {
         self.side = None;
         self.net.clear();
         let names: Vec<String> = self.nodes.keys().cloned().collect();
@@ -364,9 +365,9 @@ impl Sim {
                 return Ok(());
             }
         }
-        Err(format!(
-            "the cluster did not settle in {SETTLE_ROUNDS} rounds"
-        ))
+        Err(Violation::NotSettled {
+            rounds: SETTLE_ROUNDS,
+        })
     }
 
     pub(crate) fn up_states(&self) -> Vec<(&String, &ClusterState)> {

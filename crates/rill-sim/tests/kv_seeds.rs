@@ -5,8 +5,9 @@
 //!     RILL_SIM_SEED=42 RILL_SIM_TRACE=1 cargo test -p rill-sim --test kv_seeds kv_many_seeds -- --nocapture
 
 use rill_sim::kv::{KvConfig, KvSim};
+use rill_sim::KvViolation;
 
-fn run(seed: u64) -> (Vec<String>, Result<(), String>) {
+fn run(seed: u64) -> (Vec<String>, Result<(), KvViolation>) {
     let mut sim = KvSim::new(KvConfig::new(seed));
     let r = sim.run();
     (sim.trace, r)
@@ -34,7 +35,7 @@ fn the_checks_catch_a_lost_write() {
         let mut cfg = KvConfig::new(seed);
         cfg.drop_hinted_data = true;
         let mut sim = KvSim::new(cfg);
-        matches!(sim.run(), Err(e) if e.contains("was lost"))
+        matches!(sim.run(), Err(e) if e.to_string().contains("was lost"))
     });
     assert!(caught);
 }
@@ -49,7 +50,7 @@ fn a_vnode_that_handed_off_does_not_continue_its_old_epochs() {
     cfg.keep_epochs_after_handoff = true;
     let failed = KvSim::new(cfg).run();
     assert!(
-        matches!(&failed, Err(e) if e.contains("was lost")),
+        matches!(&failed, Err(e) if e.to_string().contains("was lost")),
         "{failed:?}"
     );
     KvSim::new(KvConfig::new(3285)).run().unwrap();

@@ -177,16 +177,15 @@ impl Builder {
                 // parse_line fails too: no space ends the tags.
                 None => Err(line::parse_line(text)
                     .err()
-                    .unwrap_or_else(|| "missing fields".into())),
+                    .unwrap_or(line::ParseError::MissingFields)),
             };
             let (series_text, ts) = match parsed {
                 Ok(p) => p,
                 Err(reason) => {
-                    let e = line::error(number, line, &reason);
-                    let (n, why) = (e.line, e.reason);
+                    let e = line::error(number, line, reason);
                     self.batch
                         .errors
-                        .push(format!("{context}unable to parse line {n}: {why}"));
+                        .push(format!("{context}unable to parse {e}"));
                     continue;
                 }
             };
@@ -290,7 +289,7 @@ impl Builder {
                     self.push(series.key(), sample);
                 }
             }
-            Err(e) => self.batch.errors.push(e),
+            Err(e) => self.batch.errors.push(e.to_string()),
         }
     }
 
@@ -330,7 +329,7 @@ pub fn line_protocol_point_by_point(body: &str, db: &str, precision: Precision, 
     let (points, errors) = line::parse(body);
     b.batch.errors = errors
         .iter()
-        .map(|e| format!("unable to parse line {}: {}", e.line, e.reason))
+        .map(|e| format!("unable to parse {e}"))
         .collect();
     for p in &points {
         let ts = match p.timestamp.map(|t| precision.to_ns(t)) {

@@ -8,6 +8,40 @@
 use regex::Regex;
 use rill_sensor::Series;
 
+/// Why a selector does not parse, in the words Prometheus and
+/// VictoriaMetrics use; the texts quoted are as given.
+#[derive(Clone, Debug, PartialEq, thiserror::Error)]
+#[non_exhaustive]
+pub enum SelectorError {
+    #[error("a metric name cannot start with {found:?}")]
+    NameStart { found: String },
+    #[error("unexpected {found:?} in selector {selector:?}")]
+    Unexpected { found: String, selector: String },
+    #[error("expected ',' or '}}' in selector {selector:?}, found {found:?}")]
+    ExpectedComma { selector: String, found: String },
+    /// `{}` or `{a=""}` alone would select every series.
+    #[error("selector {selector:?} must contain a matcher that does not match the empty string")]
+    MatchesEverything { selector: String },
+    #[error("expected a label name at {found:?}")]
+    ExpectedLabel { found: String },
+    #[error("expected =, !=, =~ or !~ after {label:?}")]
+    ExpectedOperator { label: String },
+    #[error("bad regular expression {pattern:?}: {source}")]
+    BadRegex {
+        pattern: String,
+        source: regex::Error,
+    },
+    #[error("expected a quoted label value at {found:?}")]
+    ExpectedQuote { found: String },
+    /// A backslash ends the text.
+    #[error("unterminated label value")]
+    UnterminatedEscape,
+    #[error("unterminated label value {found:?}")]
+    Unterminated { found: String },
+    #[error("unknown escape \\{escape} in a label value")]
+    UnknownEscape { escape: char },
+}
+
 #[derive(Clone, Debug)]
 pub enum Op {
     Eq(String),
@@ -50,13 +84,15 @@ fn is_name_char(c: char) -> bool {
 /// Parses a selector. A selector must have a matcher that does not match
 /// the empty string (Prometheus refuses `{}` and `{a=""}` alone, which
 /// would select everything).
-pub fn parse(sel: &str) -> Result<Vec<Matcher>, String> {
+pub fn parse(sel: &str) -> Result<Vec<Matcher>, SelectorError> {
     let s = sel.trim();
     let name_end = s.find(|c: char| !is_name_char(c)).unwrap_or(s.len());
     let mut out = Vec::new();
     if name_end > 0 {
         if !s.starts_with(is_name_start) {
-            return Err(format!("a metric name cannot start with {:?}", &s[..1]));
+            return Err(SelectorError::NameStart {
+                found: s[..1].to_string(),
+            });
         }
         out.push(Matcher {
             label: "__name__".into(),
@@ -68,7 +104,10 @@ pub fn parse(sel: &str) -> Result<Vec<Matcher>, String> {
         let body = rest
             .strip_prefix('{')
             .and_then(|r| r.strip_suffix('}'))
-            .ok_or_else(|| format!("unexpected {rest:?} in selector {sel:?}"))?;
+            .ok_or_else(|| SelectorError::Unexpected {
+                found: rest.to_string(),
+                selector: sel.to_string(),
+            })?;
         let mut at = body.trim_start();
         while !at.is_empty() {
             let (m, after) = matcher(at)?;
@@ -78,37 +117,45 @@ pub fn parse(sel: &str) -> Result<Vec<Matcher>, String> {
                 Some(r) => at = r.trim_start(),
                 None if at.is_empty() => {}
                 None => {
-                    return Err(format!(
-                        "expected ',' or '}}' in selector {sel:?}, found {at:?}"
-                    ))
+                    return Err(SelectorError::ExpectedComma {
+                        selector: sel.to_string(),
+                        found: at.to_string(),
+                    })
                 }
             }
         }
     }
     let empty = Series::new("", Vec::new());
     if out.iter().all(|m| m.matches(&empty)) {
-        return Err(format!(
-            "selector {sel:?} must contain a matcher that does not match the empty string"
-        ));
+        return Err(SelectorError::MatchesEverything {
+            selector: sel.to_string(),
+        });
     }
     Ok(out)
 }
 
 /// One `label op "value"`; the text after it.
-fn matcher(s: &str) -> Result<(Matcher, &str), String> {
+fn matcher(s: &str) -> Result<(Matcher, &str), SelectorError> {
     let end = s.find(|c: char| !is_name_char(c)).unwrap_or(s.len());
     if end == 0 || !s.starts_with(is_name_start) {
-        return Err(format!("expected a label name at {s:?}"));
+        return Err(SelectorError::ExpectedLabel {
+            found: s.to_string(),
+        });
     }
     let label = s[..end].to_string();
     let r = s[end..].trim_start();
     let (op, r) = ["=~", "!~", "!=", "="]
         .iter()
         .find_map(|op| r.strip_prefix(op).map(|rest| (*op, rest)))
-        .ok_or_else(|| format!("expected =, !=, =~ or !~ after {label:?}"))?;
+        .ok_or_else(|| SelectorError::ExpectedOperator {
+            label: label.clone(),
+        })?;
     let (value, r) = quoted(r.trim_start())?;
     let anchored = |v: &str| {
-        Regex::new(&format!("^(?s:{v})$")).map_err(|e| format!("bad regular expression {v:?}: {e}"))
+        Regex::new(&format!("^(?s:{v})$")).map_err(|source| SelectorError::BadRegex {
+            pattern: v.to_string(),
+            source,
+        })
     };
     let op = match op {
         "=" => Op::Eq(value),
@@ -121,11 +168,15 @@ fn matcher(s: &str) -> Result<(Matcher, &str), String> {
 
 /// A quoted string (double or single quotes with Go's escapes, or
 /// backticks, raw); the text after it.
-fn quoted(s: &str) -> Result<(String, &str), String> {
+fn quoted(s: &str) -> Result<(String, &str), SelectorError> {
     let mut chars = s.char_indices();
     let quote = match chars.next() {
         Some((_, q @ ('"' | '\'' | '`'))) => q,
-        _ => return Err(format!("expected a quoted label value at {s:?}")),
+        _ => {
+            return Err(SelectorError::ExpectedQuote {
+                found: s.to_string(),
+            })
+        }
     };
     let mut out = String::new();
     while let Some((i, c)) = chars.next() {
@@ -136,16 +187,18 @@ fn quoted(s: &str) -> Result<(String, &str), String> {
             out.push(c);
             continue;
         }
-        let (_, e) = chars.next().ok_or("unterminated label value")?;
+        let (_, e) = chars.next().ok_or(SelectorError::UnterminatedEscape)?;
         out.push(match e {
             'n' => '\n',
             't' => '\t',
             'r' => '\r',
             '\\' | '"' | '\'' => e,
-            other => return Err(format!("unknown escape \\{other} in a label value")),
+            other => return Err(SelectorError::UnknownEscape { escape: other }),
         });
     }
-    Err(format!("unterminated label value {s:?}"))
+    Err(SelectorError::Unterminated {
+        found: s.to_string(),
+    })
 }
 
 #[cfg(test)]
@@ -206,7 +259,7 @@ mod tests {
             ("cpu{host=\"\\q\"}", "escape"),
             ("1cpu", "cannot start"),
         ] {
-            let e = parse(bad).unwrap_err();
+            let e = parse(bad).unwrap_err().to_string();
             assert!(e.contains(why), "{bad}: {e}");
         }
     }

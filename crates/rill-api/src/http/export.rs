@@ -18,6 +18,27 @@ use serde_json::{json, Value};
 use std::fmt::Write as _;
 use std::sync::Arc;
 
+/// Why an export's arguments are refused (a 400, the text its body).
+#[derive(Debug, thiserror::Error)]
+pub enum ExportError {
+    #[error(
+        "missing `format` arg: the columns, such as format=__name__,__value__,__timestamp__:unix_s"
+    )]
+    MissingFormat,
+    #[error("unsupported time format {given:?}: unix_s, unix_ms, unix_ns or rfc3339")]
+    UnsupportedTimeFormat { given: String },
+    #[error("an empty column in `format`")]
+    EmptyColumn,
+    #[error("missing match[] (a series selector such as cpu_usage{{host=\"a\"}})")]
+    MissingMatch,
+    #[error(transparent)]
+    Selector(#[from] rill_tsdb::select::SelectorError),
+    #[error("cannot parse time {given:?}: give Unix seconds, such as 1700000000 or 1700000000.5")]
+    BadTime { given: String },
+    #[error("cannot parse time {given:?}")]
+    TimeNotFinite { given: String },
+}
+
 /// A column of a CSV export.
 #[derive(Clone, Debug, PartialEq)]
 pub enum Col {
@@ -38,9 +59,9 @@ pub enum TimeFormat {
 /// VictoriaMetrics' `format`: `__name__`, `__value__`,
 /// `__timestamp__[:unix_s|unix_ms|unix_ns|rfc3339]` (ms when bare) and
 /// label names, comma-separated.
-pub fn parse_format(f: &str) -> Result<Vec<Col>, String> {
+pub fn parse_format(f: &str) -> Result<Vec<Col>, ExportError> {
     if f.trim().is_empty() {
-        return Err("missing `format` arg: the columns, such as format=__name__,__value__,__timestamp__:unix_s".into());
+        return Err(ExportError::MissingFormat);
     }
     f.split(',')
         .map(|c| {
@@ -53,12 +74,11 @@ pub fn parse_format(f: &str) -> Result<Vec<Col>, String> {
                 "__timestamp__:unix_ns" => Col::Time(TimeFormat::UnixNs),
                 "__timestamp__:rfc3339" => Col::Time(TimeFormat::Rfc3339),
                 t if t.starts_with("__timestamp__:") => {
-                    return Err(format!(
-                        "unsupported time format {:?}: unix_s, unix_ms, unix_ns or rfc3339",
-                        &t["__timestamp__:".len()..]
-                    ))
+                    return Err(ExportError::UnsupportedTimeFormat {
+                        given: t["__timestamp__:".len()..].to_string(),
+                    })
                 }
-                "" => return Err("an empty column in `format`".into()),
+                "" => return Err(ExportError::EmptyColumn),
                 label => Col::Label(label.to_string()),
             })
         })
@@ -130,15 +150,17 @@ fn json_line(out: &mut String, s: &Series, samples: &[Sample]) {
 }
 
 /// A time of the exports: Unix seconds, with a fraction or not.
-fn time_param(v: Option<&str>, default: i64) -> Result<i64, String> {
+fn time_param(v: Option<&str>, default: i64) -> Result<i64, ExportError> {
     let Some(v) = v else {
         return Ok(default);
     };
-    let secs: f64 = v.parse().map_err(|_| {
-        format!("cannot parse time {v:?}: give Unix seconds, such as 1700000000 or 1700000000.5")
+    let secs: f64 = v.parse().map_err(|_| ExportError::BadTime {
+        given: v.to_string(),
     })?;
     if !secs.is_finite() {
-        return Err(format!("cannot parse time {v:?}"));
+        return Err(ExportError::TimeNotFinite {
+            given: v.to_string(),
+        });
     }
     Ok((secs * 1e9).clamp(i64::MIN as f64, i64::MAX as f64) as i64)
 }
@@ -149,7 +171,7 @@ pub(crate) async fn export(ctx: &Arc<Ctx>, req: &Req, csv: bool) -> Response {
         Ok(e) => e,
         Err(r) => return r,
     };
-    let bad = |m: String| text(StatusCode::BAD_REQUEST, m + "\n");
+    let bad = |e: ExportError| text(StatusCode::BAD_REQUEST, format!("{e}\n"));
     // As the query API reads its arguments (a POST form too).
     let p = params(req);
     let cols = if csv {
@@ -166,13 +188,13 @@ pub(crate) async fn export(ctx: &Arc<Ctx>, req: &Req, csv: bool) -> Response {
         .map(|(_, v)| v.as_str())
         .collect();
     if selectors.is_empty() {
-        return bad("missing match[] (a series selector such as cpu_usage{host=\"a\"})".into());
+        return bad(ExportError::MissingMatch);
     }
     let mut matchers = Vec::new();
     for s in selectors {
         match rill_tsdb::select::parse(s) {
             Ok(m) => matchers.push(m),
-            Err(e) => return bad(e),
+            Err(e) => return bad(e.into()),
         }
     }
     let now = crate::unix_now_ns();
@@ -257,9 +279,13 @@ mod tests {
             out,
             "1795805378123,1000000000000000000000,1795805378123000000\n"
         );
-        assert!(parse_format("").unwrap_err().contains("missing `format`"));
+        assert!(parse_format("")
+            .unwrap_err()
+            .to_string()
+            .contains("missing `format`"));
         assert!(parse_format("__timestamp__:custom:2006,__value__")
             .unwrap_err()
+            .to_string()
             .contains("unsupported time format"));
         let mut out = String::new();
         field(&mut out, "x,y");

@@ -10,11 +10,11 @@
 use super::stream::JsonParts;
 use super::util::{json, json_text, text};
 use super::{Ctx, Req};
-use crate::mapred::{admit, encode, encode_whole, start, Event, Refused};
+use crate::mapred::{admit, encode, encode_whole, start, Event, Refused, RunError};
 use axum::body::{Body, Bytes};
 use axum::http::{HeaderValue, Method, StatusCode};
 use axum::response::Response;
-use rill_mapred::{JobError, RunError, Term};
+use rill_mapred::{JobError, Term};
 use std::collections::{BTreeMap, VecDeque};
 use std::sync::Arc;
 use tokio::sync::mpsc;
@@ -46,13 +46,14 @@ pub(crate) async fn mapred(ctx: &Arc<Ctx>, req: &Req) -> Response {
     }
     let (job, slot) = match admit(req.body.clone()).await {
         Ok(j) => j,
-        Err(Refused::Job(JobError::Parse(m))) => return text(StatusCode::BAD_REQUEST, m),
         Err(Refused::Job(JobError::Phase(phase, error))) => {
             let v = serde_json::json!({"phase": phase, "error": error});
             return json(StatusCode::BAD_REQUEST, &v);
         }
-        Err(Refused::Busy(m)) => {
-            let mut r = text(StatusCode::SERVICE_UNAVAILABLE, format!("{m}\n"));
+        // Not a job, or its key filters refused: the reason as text.
+        Err(Refused::Job(e)) => return text(StatusCode::BAD_REQUEST, e.to_string()),
+        Err(e @ Refused::Busy) => {
+            let mut r = text(StatusCode::SERVICE_UNAVAILABLE, format!("{e}\n"));
             r.headers_mut()
                 .insert("retry-after", HeaderValue::from_static("1"));
             return r;

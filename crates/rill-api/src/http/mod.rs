@@ -96,7 +96,7 @@ async fn dispatch(State(ctx): State<Arc<Ctx>>, request: Request<Body>) -> Respon
     let raw_path = parts.uri.path().to_string();
     let raw_query = parts.uri.query().unwrap_or("").to_string();
     let query = parse_query(&raw_query);
-    let segments: Result<Vec<Vec<u8>>, String> = raw_path
+    let segments: Result<Vec<Vec<u8>>, _> = raw_path
         .split('/')
         .filter(|s| !s.is_empty())
         .map(decode_segment)

@@ -85,16 +85,28 @@ pub(crate) async fn search(ctx: &Arc<Ctx>, req: &Req) -> Response {
     json(StatusCode::OK, &json!({ "series": keys }))
 }
 
-fn ms_param(req: &Req, name: &str) -> Result<i64, String> {
+/// A time parameter of the sensor page that is missing or not a time.
+#[derive(Debug, thiserror::Error)]
+enum TimeParamError {
+    #[error("missing {name} (ms since the epoch)")]
+    Missing { name: &'static str },
+    /// Not a number, or not a finite one.
+    #[error("{name} must be ms since the epoch, found {given:?}")]
+    NotMs { name: &'static str, given: String },
+}
+
+fn ms_param(req: &Req, name: &'static str) -> Result<i64, TimeParamError> {
     let v = req
         .query
         .get(name)
-        .ok_or_else(|| format!("missing {name} (ms since the epoch)"))?;
-    let ms: f64 = v
-        .parse()
-        .map_err(|_| format!("{name} must be ms since the epoch, found {v:?}"))?;
+        .ok_or(TimeParamError::Missing { name })?;
+    let not_ms = || TimeParamError::NotMs {
+        name,
+        given: v.clone(),
+    };
+    let ms: f64 = v.parse().map_err(|_| not_ms())?;
     if !ms.is_finite() {
-        return Err(format!("{name} must be ms since the epoch, found {v:?}"));
+        return Err(not_ms());
     }
     Ok((ms * 1e6).clamp(i64::MIN as f64, i64::MAX as f64) as i64)
 }
@@ -139,7 +151,7 @@ pub(crate) async fn m4(ctx: &Arc<Ctx>, req: &Req) -> Response {
     let (start, end) = match (ms_param(req, "start"), ms_param(req, "end")) {
         (Ok(s), Ok(e)) if e > s => (s, e),
         (Ok(_), Ok(_)) => return bad("end must be after start".into()),
-        (Err(e), _) | (_, Err(e)) => return bad(e),
+        (Err(e), _) | (_, Err(e)) => return bad(e.to_string()),
     };
     let width = match req.query.get("width").map(|w| w.parse::<usize>()) {
         None => 1000,

@@ -15,8 +15,10 @@ use axum::response::Response;
 use rill_sensor::Series;
 use rill_tsdb::engine::{QuerySource, ReadBudget};
 use rill_tsdb::promql::eval::{eval, Grid, Out, Source};
-use rill_tsdb::promql::{self, duration_ms, Expr, Rollup};
-use rill_tsdb::select::{self, Matcher};
+use rill_tsdb::promql::{
+    self, duration_ms, DurationError, EvalError, Expr, GridError, ParseError, Rollup, SourceError,
+};
+use rill_tsdb::select::{self, Matcher, SelectorError};
 use std::collections::BTreeSet;
 use std::fmt::Write;
 use std::sync::Arc;
@@ -26,6 +28,36 @@ const DEFAULT_STEP_MS: i64 = 300_000;
 
 /// A request's parameters, in order, repeated names kept.
 type Params = Vec<(String, String)>;
+
+/// Why a query is refused or failed: the `error` of the 422 answer, in
+/// VictoriaMetrics' words where it has them.
+#[derive(Debug, thiserror::Error)]
+enum PromError {
+    #[error("missing `query` arg")]
+    MissingQuery,
+    #[error("missing `match[]` arg")]
+    MissingMatch,
+    #[error("cannot parse time {given:?}")]
+    TimeNotFinite { given: String },
+    #[error("cannot parse time {given:?}: give Unix seconds, RFC 3339 or a duration before now")]
+    BadTime {
+        given: String,
+        source: DurationError,
+    },
+    /// Not a duration, or not longer than zero.
+    #[error("cannot parse step {given:?}: give seconds or a duration such as 15s")]
+    BadStep { given: String },
+    #[error(transparent)]
+    Parse(#[from] ParseError),
+    #[error(transparent)]
+    Selector(#[from] SelectorError),
+    #[error(transparent)]
+    Grid(#[from] GridError),
+    #[error(transparent)]
+    Eval(#[from] EvalError),
+    #[error(transparent)]
+    Source(#[from] SourceError),
+}
 
 /// Every parameter, query string and form body together (repeated names
 /// kept).
@@ -111,19 +143,23 @@ fn metric(s: &Series) -> String {
 
 /// A time: Unix seconds (a fraction allowed), RFC 3339, or a duration
 /// before now (`5m` or `-5m`); ms, never below 0.
-fn time_ms(v: &str, now: i64) -> Result<i64, String> {
+fn time_ms(v: &str, now: i64) -> Result<i64, PromError> {
     let t = v.trim();
     let ms = if let Ok(secs) = t.parse::<f64>() {
         if !secs.is_finite() {
-            return Err(format!("cannot parse time {v:?}"));
+            return Err(PromError::TimeNotFinite {
+                given: v.to_string(),
+            });
         }
         (secs * 1e3) as i64
     } else if let Some(ms) = rfc3339_ms(t) {
         ms
     } else {
-        let d = duration_ms(t.strip_prefix('-').unwrap_or(t)).map_err(|_| {
-            format!("cannot parse time {v:?}: give Unix seconds, RFC 3339 or a duration before now")
-        })?;
+        let d =
+            duration_ms(t.strip_prefix('-').unwrap_or(t)).map_err(|source| PromError::BadTime {
+                given: v.to_string(),
+                source,
+            })?;
         now - d
     };
     Ok(ms.clamp(0, MAX_TIME_MS))
@@ -183,14 +219,14 @@ fn rfc3339_ms(s: &str) -> Option<i64> {
     Some(((days * 86_400 + h * 3600 + mi * 60 + se - offset_min * 60) * 1000) + frac_ms)
 }
 
-fn step_ms(p: &[(String, String)]) -> Result<i64, String> {
+fn step_ms(p: &[(String, String)]) -> Result<i64, PromError> {
     match param(p, "step") {
         None => Ok(DEFAULT_STEP_MS),
         Some(s) => match duration_ms(s) {
             Ok(ms) if ms > 0 => Ok(ms),
-            _ => Err(format!(
-                "cannot parse step {s:?}: give seconds or a duration such as 15s"
-            )),
+            _ => Err(PromError::BadStep {
+                given: s.to_string(),
+            }),
         },
     }
 }
@@ -209,8 +245,8 @@ fn query_args(
 ) -> Result<(Arc<rill_tsdb::Engine>, Params, i64, Expr), Response> {
     let engine = engine(ctx)?;
     let p = params(req);
-    let q = param(&p, "query").ok_or_else(|| error("missing `query` arg"))?;
-    let expr = promql::parse(q).map_err(|e| error(&e))?;
+    let q = param(&p, "query").ok_or_else(|| error(&PromError::MissingQuery.to_string()))?;
+    let expr = promql::parse(q).map_err(|e| error(&PromError::from(e).to_string()))?;
     Ok((engine, p, crate::unix_now_ns() / 1_000_000, expr))
 }
 
@@ -220,7 +256,7 @@ pub(crate) async fn query_range(ctx: &Arc<Ctx>, req: &Req) -> Response {
         Ok(a) => a,
         Err(r) => return r,
     };
-    let run = move |budget: Option<&Arc<ReadBudget>>| -> Result<String, String> {
+    let run = move |budget: Option<&Arc<ReadBudget>>| -> Result<String, PromError> {
         let start = match param(&p, "start") {
             Some(v) => time_ms(v, now)?,
             None => (now - DEFAULT_STEP_MS) / 1000 * 1000,
@@ -247,7 +283,7 @@ pub(crate) async fn query_range(ctx: &Arc<Ctx>, req: &Req) -> Response {
     };
     match answer(run).await {
         Ok(data) => success(&data),
-        Err(e) => error(&e),
+        Err(e) => error(&e.to_string()),
     }
 }
 
@@ -257,7 +293,7 @@ pub(crate) async fn query(ctx: &Arc<Ctx>, req: &Req) -> Response {
         Ok(a) => a,
         Err(r) => return r,
     };
-    let run = move |budget: Option<&Arc<ReadBudget>>| -> Result<String, String> {
+    let run = move |budget: Option<&Arc<ReadBudget>>| -> Result<String, PromError> {
         let time = match param(&p, "time") {
             Some(v) => time_ms(v, now)?,
             None => now / 1000 * 1000,
@@ -298,11 +334,11 @@ pub(crate) async fn query(ctx: &Arc<Ctx>, req: &Req) -> Response {
     };
     match answer(run).await {
         Ok(data) => success(&data),
-        Err(e) => error(&e),
+        Err(e) => error(&e.to_string()),
     }
 }
 
-fn raw_matrix(src: &QuerySource, m: &[Matcher], start: i64, end: i64) -> Result<String, String> {
+fn raw_matrix(src: &QuerySource, m: &[Matcher], start: i64, end: i64) -> Result<String, PromError> {
     let fetched = src.fetch(m, start, end)?;
     // Each sample written out, as a point of a rollup counts.
     src.charge(
@@ -360,7 +396,7 @@ fn selected(
     engine: &rill_tsdb::Engine,
     p: &[(String, String)],
     all: bool,
-) -> Result<Vec<Series>, String> {
+) -> Result<Vec<Series>, PromError> {
     let selectors: Vec<&str> = p
         .iter()
         .filter(|(k, _)| k == "match[]")
@@ -369,7 +405,7 @@ fn selected(
     let mut chosen = BTreeSet::new();
     if selectors.is_empty() {
         if !all {
-            return Err("missing `match[]` arg".into());
+            return Err(PromError::MissingMatch);
         }
         let any = select::parse("{__name__=~\".+\"}")?;
         chosen.extend(engine.select(&any).into_iter().map(|(_, s)| s));
@@ -394,7 +430,7 @@ pub(crate) async fn series(ctx: &Arc<Ctx>, req: &Req) -> Response {
             let items: Vec<String> = all.iter().map(metric).collect();
             success(&format!("[{}]", items.join(",")))
         }
-        Err(e) => error(&e),
+        Err(e) => error(&e.to_string()),
     }
 }
 
@@ -405,7 +441,7 @@ pub(crate) async fn labels(ctx: &Arc<Ctx>, req: &Req, values_of: Option<String>)
         Err(r) => return r,
     };
     let p = params(req);
-    let run = move || -> Result<BTreeSet<String>, String> {
+    let run = move || -> Result<BTreeSet<String>, PromError> {
         let all = selected(&engine, &p, true)?;
         Ok(match &values_of {
             None => all
@@ -427,7 +463,7 @@ pub(crate) async fn labels(ctx: &Arc<Ctx>, req: &Req, values_of: Option<String>)
                 .collect();
             success(&format!("[{}]", items.join(",")))
         }
-        Err(e) => error(&e),
+        Err(e) => error(&e.to_string()),
     }
 }
 
@@ -443,16 +479,20 @@ mod tests {
     #[test]
     fn times_parse_in_each_form() {
         let now = 1_700_000_000_000;
-        assert_eq!(time_ms("1700000000.123", now), Ok(1_700_000_000_123));
-        assert_eq!(time_ms("2023-11-14T22:13:20Z", now), Ok(1_700_000_000_000));
+        let time_ms = |v: &str, now: i64| time_ms(v, now).ok();
+        assert_eq!(time_ms("1700000000.123", now), Some(1_700_000_000_123));
+        assert_eq!(
+            time_ms("2023-11-14T22:13:20Z", now),
+            Some(1_700_000_000_000)
+        );
         assert_eq!(
             time_ms("2023-11-14T23:13:20.5+01:00", now),
-            Ok(1_700_000_000_500)
+            Some(1_700_000_000_500)
         );
-        assert_eq!(time_ms("5m", now), Ok(now - 300_000));
-        assert_eq!(time_ms("-5m", now), Ok(now - 300_000));
-        assert_eq!(time_ms("-100", now), Ok(0));
-        assert!(time_ms("yesterday", now).is_err());
+        assert_eq!(time_ms("5m", now), Some(now - 300_000));
+        assert_eq!(time_ms("-5m", now), Some(now - 300_000));
+        assert_eq!(time_ms("-100", now), Some(0));
+        assert!(time_ms("yesterday", now).is_none());
     }
 
     #[test]

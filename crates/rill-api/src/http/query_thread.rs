@@ -18,9 +18,10 @@ const INLINE_SAMPLES: u64 = 100_000;
 /// the device (what it did so far is done again: at most the budget).
 /// An answer completed here is kept even if the budget was spent on the
 /// way.
-pub(crate) async fn answer<F>(run: F) -> Result<String, String>
+pub(crate) async fn answer<F, E>(run: F) -> Result<String, E>
 where
-    F: Fn(Option<&Arc<ReadBudget>>) -> Result<String, String> + Send + 'static,
+    F: Fn(Option<&Arc<ReadBudget>>) -> Result<String, E> + Send + 'static,
+    E: Send + 'static,
 {
     let budget = Arc::new(ReadBudget::new(INLINE_SAMPLES));
     let here = run(Some(&budget));
@@ -49,7 +50,7 @@ mod tests {
         let here = std::thread::current().id();
         let calls = Arc::new(AtomicUsize::new(0));
         let c = calls.clone();
-        let short = rt.block_on(answer(move |b| {
+        let short = rt.block_on(answer::<_, String>(move |b| {
             c.fetch_add(1, Ordering::SeqCst);
             let b = b.ok_or("no budget")?;
             assert!(b.take(INLINE_SAMPLES as usize));
@@ -58,7 +59,7 @@ mod tests {
         assert_eq!(short, Ok("true".into()));
         assert_eq!(calls.load(Ordering::SeqCst), 1);
         let c = calls.clone();
-        let long = rt.block_on(answer(move |b| {
+        let long = rt.block_on(answer::<_, String>(move |b| {
             c.fetch_add(1, Ordering::SeqCst);
             match b {
                 Some(b) => {
@@ -72,7 +73,7 @@ mod tests {
         assert_eq!(calls.load(Ordering::SeqCst), 3);
         // A whole answer that spent the budget on the way is kept.
         let c = calls.clone();
-        let whole = rt.block_on(answer(move |b| {
+        let whole = rt.block_on(answer::<_, String>(move |b| {
             c.fetch_add(1, Ordering::SeqCst);
             let b = b.ok_or("no budget")?;
             b.stop();

@@ -146,7 +146,7 @@ async fn write_inner(ctx: &Arc<Ctx>, req: &Req, flavour: Flavour) -> Result<Resp
         Flavour::V2 if !matches!(p, None | Some("ns" | "us" | "ms" | "s")) => {
             Err("invalid precision; valid precision units are ns, us, ms, and s".to_string())
         }
-        _ => Precision::parse(p),
+        _ => Precision::parse(p).map_err(|e| e.to_string()),
     }
     .map_err(|e| error(flavour, StatusCode::BAD_REQUEST, &e))?;
     let text = body_text(req, flavour, MAX_WRITE_BODY)?;
@@ -312,7 +312,7 @@ pub(crate) async fn remote_write(ctx: &Arc<Ctx>, req: &Req) -> Response {
             }
         }
     };
-    let mut problems = decoded.invalid;
+    let mut problems: Vec<String> = decoded.invalid.iter().map(ToString::to_string).collect();
     for (n, what) in [
         (report.too_old, "older than the database's storage period"),
         (

@@ -18,8 +18,15 @@ fn hex(c: u8) -> Option<u8> {
     }
 }
 
+/// A `%` not followed by two hex digits, in `text`.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[error("bad percent-encoding in {text:?}")]
+pub struct BadPercentEncoding {
+    pub text: String,
+}
+
 /// `%XX` decoded and `+` as a space (mochiweb's unquote).
-pub fn percent_decode(s: &str) -> Result<Vec<u8>, String> {
+pub fn percent_decode(s: &str) -> Result<Vec<u8>, BadPercentEncoding> {
     let b = s.as_bytes();
     let mut out = Vec::with_capacity(b.len());
     let mut i = 0;
@@ -30,7 +37,9 @@ pub fn percent_decode(s: &str) -> Result<Vec<u8>, String> {
                     b.get(i + 1).and_then(|c| hex(*c)),
                     b.get(i + 2).and_then(|c| hex(*c)),
                 ) else {
-                    return Err(format!("bad percent-encoding in {s:?}"));
+                    return Err(BadPercentEncoding {
+                        text: s.to_string(),
+                    });
                 };
                 out.push(h * 16 + l);
                 i += 3;
@@ -74,7 +83,7 @@ pub fn percent_decode_lenient(s: &str) -> Vec<u8> {
     out
 }
 
-pub fn decode_segment(s: &str) -> Result<Vec<u8>, String> {
+pub fn decode_segment(s: &str) -> Result<Vec<u8>, BadPercentEncoding> {
     percent_decode(s)
 }
 

@@ -5,7 +5,7 @@
 //! connection stays usable.
 
 use super::write;
-use crate::mapred::{admit, encode, start, Event, Refused};
+use crate::mapred::{admit, encode, start, Event};
 use bytes::Bytes;
 use rill_node::Node;
 use rill_pb::pb::{RpbMapRedReq, RpbMapRedResp};
@@ -30,8 +30,7 @@ pub(super) async fn mapred(
     }
     let (job, slot) = match admit(r.request).await {
         Ok(j) => j,
-        Err(Refused::Job(e)) => return write(socket, &[Response::error(e.to_string())]).await,
-        Err(Refused::Busy(m)) => return write(socket, &[Response::error(m)]).await,
+        Err(e) => return write(socket, &[Response::error(e.to_string())]).await,
     };
     let mut events = start(node.clone(), job, slot);
     while let Some(e) = events.recv().await {

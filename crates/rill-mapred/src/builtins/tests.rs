@@ -27,7 +27,7 @@ fn missing() -> MapInput {
     MapInput::NotFound(Term::pair(Term::bin("b"), Term::bin("gone")))
 }
 
-fn json(r: Result<Vec<Term>, String>) -> String {
+fn json(r: Result<Vec<Term>, BuiltinError>) -> String {
     encode(&r.unwrap()).unwrap()
 }
 
@@ -43,9 +43,13 @@ fn map_object_value_and_missing_keys() {
         json(map(MapFun::ObjectValue, &fetched(&["2"]), &kd, &none)),
         r#"["2"]"#
     );
-    let e = map(MapFun::ObjectValue, &fetched(&["1", "2"]), &kd, &none).unwrap_err();
+    let e = map(MapFun::ObjectValue, &fetched(&["1", "2"]), &kd, &none)
+        .unwrap_err()
+        .to_string();
     assert!(e.contains("2 siblings"), "{e}");
-    let e = map(MapFun::ObjectValue, &missing(), &kd, &none).unwrap_err();
+    let e = map(MapFun::ObjectValue, &missing(), &kd, &none)
+        .unwrap_err()
+        .to_string();
     assert!(e.contains("filter_notfound") && e.contains("gone"), "{e}");
     assert_eq!(
         json(map(
@@ -97,7 +101,7 @@ fn map_object_value_and_missing_keys() {
     let objects = map(MapFun::Identity, &fetched(&["x"]), &kd, &none).unwrap();
     assert!(encode(&objects)
         .unwrap_err()
-        .message
+        .to_string()
         .contains("map_object_value"));
 }
 
@@ -127,7 +131,9 @@ fn reduces() {
         json(reduce(ReduceFun::Sum, &[Term::Int(1), Term::Float(0.5)])),
         "[1.5]"
     );
-    let e = reduce(ReduceFun::Sum, &[Term::bin("2")]).unwrap_err();
+    let e = reduce(ReduceFun::Sum, &[Term::bin("2")])
+        .unwrap_err()
+        .to_string();
     assert!(e.contains("reduce_string_to_integer"), "{e}");
     assert!(reduce(ReduceFun::Sum, &ints(&[i64::MAX, 1])).is_err());
     assert_eq!(

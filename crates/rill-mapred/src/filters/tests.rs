@@ -1,7 +1,7 @@
 use super::*;
 use serde_json::json;
 
-fn keep(chain: Value, key: &str) -> Result<bool, String> {
+fn keep(chain: Value, key: &str) -> Result<bool, ApplyError> {
     keeps(&parse_chain(&chain).unwrap(), key.as_bytes())
 }
 
@@ -49,12 +49,16 @@ fn transforms_feed_predicates() {
 
 #[test]
 fn bad_filters_are_refused_when_parsed_and_bad_keys_when_run() {
-    let e = parse_chain(&json!([["and", [["sounds_like", "x"]]]])).unwrap_err();
+    let e = parse_chain(&json!([["and", [["sounds_like", "x"]]]]))
+        .unwrap_err()
+        .to_string();
     assert!(e.contains("unknown key filter \"sounds_like\""), "{e}");
     assert!(parse_chain(&json!([["tokenize", "-"]])).is_err());
     assert!(parse_chain(&json!([["matches", "("]])).is_err());
     assert!(parse_chain(&json!("x")).is_err());
-    let e = keep(json!([["string_to_int"]]), "x1").unwrap_err();
+    let e = keep(json!([["string_to_int"]]), "x1")
+        .unwrap_err()
+        .to_string();
     assert!(e.contains("string_to_int"), "{e}");
     assert!(keep(json!([["tokenize", "-", 3]]), "a-b").is_err());
 }
@@ -62,10 +66,15 @@ fn bad_filters_are_refused_when_parsed_and_bad_keys_when_run() {
 #[test]
 fn filters_are_bounded() {
     let many = Value::Array(vec![json!(["eq", "x"]); crate::job::MAX_FILTERS + 1]);
-    assert!(parse_chain(&many).unwrap_err().contains("at most"));
+    assert!(parse_chain(&many)
+        .unwrap_err()
+        .to_string()
+        .contains("at most"));
     let nested = json!([["and", [["and", [["eq", "a"]], [["eq", "b"]]]]]]);
     assert_eq!(parse_chain(&nested).unwrap().len(), 1);
-    let e = parse_chain(&json!([["matches", "\\w{1,300}\\w{1,300}\\w{1,300}"]])).unwrap_err();
+    let e = parse_chain(&json!([["matches", "\\w{1,300}\\w{1,300}\\w{1,300}"]]))
+        .unwrap_err()
+        .to_string();
     assert!(e.contains("matches"), "{e}");
     assert!(parse_chain(&json!([["similar_to", "x".repeat(2000), 1]])).is_err());
     assert!(within_distance(b"kitten", b"sitting", 3));

@@ -18,10 +18,14 @@
 //! opens the target backend from then on, whatever `storage_backend`
 //! says (a warning asks to change it).
 
+mod error;
 mod record;
 mod switch;
 
+pub use error::MigrateError;
 pub(crate) use record::Record;
+pub use record::RecordError;
+pub use switch::CopyError;
 pub(crate) use switch::{SwitchError, Switchable};
 
 use crate::backends::{Opening, Resources};
@@ -41,7 +45,7 @@ use std::time::{Duration, Instant};
 pub(crate) fn effective(
     mut config: NodeConfig,
     record: Option<&Record>,
-) -> Result<(NodeConfig, Option<NodeConfig>), String> {
+) -> Result<(NodeConfig, Option<NodeConfig>), RecordError> {
     let Some(r) = record else {
         return Ok((config, None));
     };
@@ -221,13 +225,14 @@ impl Node {
                 let name = shared.file_name().unwrap_or_default().to_string_lossy();
                 return bad(format!("{to} would keep its data where this node's backends keep theirs ({name:?} in the data directory or its configured root): set {to}'s data_root apart first"));
             }
-            let res = Resources::open(&target).map_err(KvError::Backend)?;
+            let res = Resources::open(&target).map_err(|e| KvError::Backend(e.to_string()))?;
             let _ = self.migration.target.set((target, res));
             s.record = Some(Record::new(self.config.backend.name(), to));
         }
         if let Some(r) = s.record.as_mut() {
             r.keys_per_second = keys_per_second;
-            r.save(&self.meta).map_err(KvError::Backend)?;
+            r.save(&self.meta)
+                .map_err(|e| KvError::Backend(e.to_string()))?;
         }
         self.migration
             .rate
@@ -244,7 +249,7 @@ impl Node {
     }
 
     /// Resumes an unfinished migration found at start.
-    pub(crate) fn resume_backend_migration(self: &Arc<Self>) -> Result<(), String> {
+    pub(crate) fn resume_backend_migration(self: &Arc<Self>) -> Result<(), KvError> {
         {
             let mut s = self.migration.state();
             let Some(r) = s.record.as_ref().filter(|r| !r.done) else {
@@ -256,7 +261,7 @@ impl Node {
             s.running = true;
         }
         tracing::info!("resuming the backend migration found at start");
-        self.spawn_migration().map_err(|e| e.to_string())
+        self.spawn_migration()
     }
 
     fn spawn_migration(self: &Arc<Self>) -> Result<(), KvError> {
@@ -272,7 +277,7 @@ impl Node {
                     Ok(()) => tracing::info!("backend migration done: every partition moved"),
                     Err(e) => {
                         tracing::error!(error = %e, "backend migration stopped; `rill admin backend-migrate TO` resumes it");
-                        s.error = Some(e);
+                        s.error = Some(e.to_string());
                     }
                 }
             })
@@ -280,12 +285,12 @@ impl Node {
             .map_err(|e| KvError::Backend(format!("cannot start the migration thread: {e}")))
     }
 
-    fn run_migration(&self) -> Result<(), String> {
+    fn run_migration(&self) -> Result<(), MigrateError> {
         let (tc, tr) = self
             .migration
             .target
             .get()
-            .ok_or("the target backend is not open")?;
+            .ok_or(MigrateError::TargetNotOpen)?;
         let source = Opening {
             config: &self.config,
             ring: &self.ring,
@@ -314,9 +319,9 @@ impl Node {
             self.migrate_partition(p, &source, &target)?;
         }
         let mut s = self.migration.state();
-        let r = s.record.as_mut().ok_or("no migration record")?;
+        let r = s.record.as_mut().ok_or(MigrateError::NoRecord)?;
         r.done = true;
-        r.save(&self.meta)
+        Ok(r.save(&self.meta)?)
     }
 
     fn migrate_partition(
@@ -324,7 +329,7 @@ impl Node {
         p: Partition,
         source: &Opening,
         target: &Opening,
-    ) -> Result<(), String> {
+    ) -> Result<(), MigrateError> {
         let vnode = self.vnodes[p.0 as usize].clone();
         let sw = vnode.switchable();
         // A copy left attached by a failed commit, and the target's
@@ -343,24 +348,27 @@ impl Node {
         let meta = &self.meta;
         let old = sw.switch_to_copy(|| {
             let mut s = self.migration.state();
-            let mut next = s.record.clone().ok_or("no migration record")?;
+            let mut next = s.record.clone().ok_or(MigrateError::NoRecord)?;
             next.moved.insert(p.0);
             next.save(meta)?;
             s.record = Some(next);
-            Ok(())
+            Ok::<_, MigrateError>(())
         });
         let old = match old {
             Ok(old) => old,
-            Err(SwitchError::Copy(e)) => {
+            Err(SwitchError::Copy(source)) => {
                 sw.abandon_copy();
                 target.drop_data(p)?;
-                return Err(format!("partition {}: {e}", p.0));
+                return Err(MigrateError::Copy {
+                    partition: p.0,
+                    source,
+                });
             }
             Err(SwitchError::Commit(e)) => {
-                return Err(format!(
-                    "partition {}: recording its move failed ({e}); both backends keep every write until the migration resumes or the node restarts",
-                    p.0
-                ))
+                return Err(MigrateError::Commit {
+                    partition: p.0,
+                    source: Box::new(e),
+                })
             }
         };
         // Requests that took the old backend before the switch (a slow
@@ -371,7 +379,7 @@ impl Node {
             std::thread::sleep(Duration::from_millis(20));
         }
         if Arc::strong_count(&old) > 1 {
-            return Err(format!("partition {} moved, but a request has used its old backend for 10 minutes: its old data stays until the migration runs again", p.0));
+            return Err(MigrateError::OldBackendInUse { partition: p.0 });
         }
         drop(old);
         source.drop_data(p)?;
@@ -380,7 +388,12 @@ impl Node {
     }
 
     /// Copies every key of the vnode's serving backend to `to`.
-    fn copy_partition(&self, vnode: &crate::vnode::Vnode, to: &dyn Backend) -> Result<(), String> {
+    fn copy_partition(
+        &self,
+        vnode: &crate::vnode::Vnode,
+        to: &dyn Backend,
+    ) -> Result<(), MigrateError> {
+        let partition = vnode.partition.0;
         let serving = vnode.switchable().serving();
         let mut buckets = Vec::new();
         serving
@@ -388,12 +401,7 @@ impl Node {
                 buckets.push((t.to_vec(), b.to_vec()));
                 true
             })
-            .map_err(|e| {
-                format!(
-                    "listing the buckets of partition {}: {e}",
-                    vnode.partition.0
-                )
-            })?;
+            .map_err(|source| MigrateError::ListBuckets { partition, source })?;
         let progress = &self.migration.progress;
         let started = Instant::now();
         let start_keys = progress.keys.load(Ordering::Relaxed);
@@ -416,15 +424,12 @@ impl Node {
                         }
                     },
                 )
-                .map_err(|e| format!("listing the keys of partition {}: {e}", vnode.partition.0))?;
-            if let Some(e) = failed {
-                return Err(format!("copying partition {}: {e}", vnode.partition.0));
+                .map_err(|source| MigrateError::ListKeys { partition, source })?;
+            if let Some(source) = failed {
+                return Err(MigrateError::CopyKey { partition, source });
             }
             if !vnode.switchable().copy_complete() {
-                return Err(format!(
-                    "a write to the new backend of partition {} failed during the copy",
-                    vnode.partition.0
-                ));
+                return Err(MigrateError::CopyIncomplete { partition });
             }
         }
         Ok(())

@@ -2,11 +2,26 @@
 //! stands (docs/format.md, "Backend migration record").
 
 use crate::config::BackendKind;
-use crate::meta::MetaDir;
+use crate::meta::{MetaDir, MetaError};
 use std::collections::BTreeSet;
 
 const FILE: &str = "backend_migration.json";
 const VERSION: u64 = 1;
+
+/// Why `meta/backend_migration.json` could not be read or written.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum RecordError {
+    #[error(transparent)]
+    Meta(#[from] MetaError),
+    /// A field missing or of the wrong kind: `what` says which.
+    #[error("meta/{FILE} does not describe a backend migration: {what}")]
+    Malformed { what: String },
+    #[error("meta/{FILE} has version {found}; this build reads version {VERSION}")]
+    UnknownVersion { found: u64 },
+    #[error("meta/{FILE} names an unknown backend {name:?}")]
+    UnknownBackend { name: String },
+}
 
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub(crate) struct Record {
@@ -35,16 +50,16 @@ impl Record {
     }
 
     /// The record, if a migration was ever asked of this node.
-    pub fn load(meta: &MetaDir) -> Result<Option<Record>, String> {
+    pub fn load(meta: &MetaDir) -> Result<Option<Record>, RecordError> {
         let Some(v) = meta.read(FILE)? else {
             return Ok(None);
         };
-        let bad = |what: &str| format!("meta/{FILE} does not describe a backend migration: {what}");
+        let bad = |what: &str| RecordError::Malformed {
+            what: what.to_string(),
+        };
         let version = v["version"].as_u64().ok_or_else(|| bad("no version"))?;
         if version != VERSION {
-            return Err(format!(
-                "meta/{FILE} has version {version}; this build reads version {VERSION}"
-            ));
+            return Err(RecordError::UnknownVersion { found: version });
         }
         let name = |f: &str| {
             v[f].as_str()
@@ -75,7 +90,7 @@ impl Record {
     }
 
     /// Writes the record atomically and durably.
-    pub fn save(&self, meta: &MetaDir) -> Result<(), String> {
+    pub fn save(&self, meta: &MetaDir) -> Result<(), MetaError> {
         let v = serde_json::json!({
             "version": self.version,
             "from": self.from,
@@ -85,21 +100,22 @@ impl Record {
             "keys_per_second": self.keys_per_second,
         });
         meta.write(FILE, &v)
-            .map_err(|e| format!("cannot write meta/{FILE}: {e}"))
+            .map_err(|source| MetaError::Write { name: FILE, source })
     }
 
-    pub fn source_kind(&self) -> Result<BackendKind, String> {
+    pub fn source_kind(&self) -> Result<BackendKind, RecordError> {
         kind(&self.from)
     }
 
-    pub fn target_kind(&self) -> Result<BackendKind, String> {
+    pub fn target_kind(&self) -> Result<BackendKind, RecordError> {
         kind(&self.to)
     }
 }
 
-fn kind(name: &str) -> Result<BackendKind, String> {
-    BackendKind::from_name(name)
-        .ok_or_else(|| format!("meta/{FILE} names an unknown backend {name:?}"))
+fn kind(name: &str) -> Result<BackendKind, RecordError> {
+    BackendKind::from_name(name).ok_or_else(|| RecordError::UnknownBackend {
+        name: name.to_string(),
+    })
 }
 
 #[cfg(test)]
@@ -117,7 +133,7 @@ mod tests {
         assert_eq!(Record::load(&meta).unwrap(), Some(r));
         let bad = serde_json::json!({"version": 1, "from": "bitcask", "to": "rocks", "moved": [], "done": false});
         meta.write(FILE, &bad).unwrap();
-        let e = Record::load(&meta).unwrap_err();
+        let e = Record::load(&meta).unwrap_err().to_string();
         assert!(e.contains("unknown backend"), "{e}");
         meta.write(FILE, &serde_json::json!({"version": 2}))
             .unwrap();

@@ -11,14 +11,26 @@ struct Stores {
     copy: Option<Arc<dyn Backend>>,
 }
 
-/// Why a copy did not take over.
-pub(crate) enum SwitchError {
+/// Why a copy did not take over; `E` is the commit's error.
+pub(crate) enum SwitchError<E> {
     /// The copy misses writes or is not durable: drop it.
-    Copy(String),
+    Copy(CopyError),
     /// Recording the move failed, so whether it is recorded is not
     /// known: the copy stays attached, receiving every write, so either
     /// backend is complete whichever the record names at the next start.
-    Commit(String),
+    Commit(E),
+}
+
+/// Why a copy cannot take over.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum CopyError {
+    #[error("no copy to switch to")]
+    NoCopy,
+    #[error("a write to the new backend failed during the copy")]
+    WriteFailed,
+    #[error("syncing the copy: {0}")]
+    Sync(#[source] rill_backend::Error),
 }
 
 /// The backend of a vnode (`Vnode::backend`).
@@ -72,21 +84,19 @@ impl Switchable {
     /// (recording the move) succeeds; the backend that served is handed
     /// back. No request is inside either backend meanwhile, so every
     /// acknowledged write is in the synced copy.
-    pub fn switch_to_copy(
+    pub fn switch_to_copy<E>(
         &self,
-        commit: impl FnOnce() -> Result<(), String>,
-    ) -> Result<Arc<dyn Backend>, SwitchError> {
+        commit: impl FnOnce() -> Result<(), E>,
+    ) -> Result<Arc<dyn Backend>, SwitchError<E>> {
         let mut s = self.stores.write().unwrap_or_else(|e| e.into_inner());
         let Some(copy) = s.copy.clone() else {
-            return Err(SwitchError::Copy("no copy to switch to".into()));
+            return Err(SwitchError::Copy(CopyError::NoCopy));
         };
         if self.copy_failed.load(Ordering::SeqCst) {
-            return Err(SwitchError::Copy(
-                "a write to the new backend failed during the copy".into(),
-            ));
+            return Err(SwitchError::Copy(CopyError::WriteFailed));
         }
         copy.sync()
-            .map_err(|e| SwitchError::Copy(format!("syncing the copy: {e}")))?;
+            .map_err(|e| SwitchError::Copy(CopyError::Sync(e)))?;
         commit().map_err(SwitchError::Commit)?;
         s.copy = None;
         Ok(std::mem::replace(&mut s.serving, copy))

@@ -39,12 +39,47 @@ pub struct Point<'a> {
     pub timestamp: Option<i64>,
 }
 
-/// A line that does not parse: its number (from 1) and why.
+/// Why a line does not parse, in InfluxDB's words; the values quoted
+/// are cut to 40 characters.
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
-#[error("line {line}: {reason}")]
+#[non_exhaustive]
+pub enum ParseError {
+    #[error("missing measurement")]
+    MissingMeasurement,
+    #[error("a tag without '=' (missing tag value)")]
+    TagWithoutValue,
+    #[error("a tag with an empty key or value")]
+    EmptyTag,
+    #[error("tag {tag:?} given twice")]
+    TagTwice { tag: String },
+    #[error("missing fields")]
+    MissingFields,
+    #[error("a field without '=' (missing field value)")]
+    FieldWithoutEquals,
+    #[error("a field with an empty key")]
+    EmptyFieldKey,
+    #[error("a field without a value")]
+    MissingFieldValue,
+    #[error("an unterminated string")]
+    UnterminatedString,
+    #[error("bad field value {found:?}")]
+    BadFieldValue { found: String },
+    #[error("bad integer {found:?} (out of range or not a number)")]
+    BadInteger { found: String },
+    #[error("bad unsigned integer {found:?}")]
+    BadUnsigned { found: String },
+    #[error("bad timestamp {found:?}")]
+    BadTimestamp { found: String },
+}
+
+/// A line that does not parse: its number (from 1), why, and the start
+/// of its text (at most 120 characters).
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[error("line {line}: {reason}: '{excerpt}'")]
 pub struct LineError {
     pub line: usize,
-    pub reason: String,
+    pub reason: ParseError,
+    pub excerpt: String,
 }
 
 /// Parses every line of `body`: the points, and the lines that failed
@@ -55,7 +90,7 @@ pub fn parse(body: &str) -> (Vec<Point<'_>>, Vec<LineError>) {
     for (number, line, text) in lines(body) {
         match parse_line(text) {
             Ok(p) => points.push(p),
-            Err(reason) => errors.push(error(number, line, &reason)),
+            Err(reason) => errors.push(error(number, line, reason)),
         }
     }
     (points, errors)
@@ -73,21 +108,17 @@ pub fn lines(body: &str) -> impl Iterator<Item = (usize, &str, &str)> {
 }
 
 /// A line that does not parse, for [`parse_line`]'s reason.
-pub fn error(number: usize, line: &str, reason: &str) -> LineError {
+pub fn error(number: usize, line: &str, reason: ParseError) -> LineError {
     LineError {
         line: number,
-        reason: format!("{reason}: {}", excerpt(line)),
+        reason,
+        excerpt: cut(line, 120).into_owned(),
     }
 }
 
-/// The start of a bad line, for its error (at most 120 characters).
-fn excerpt(line: &str) -> String {
-    format!("'{}'", cut(line, 120))
-}
-
 /// A value for an error message: at most 40 characters of it.
-fn short(v: &str) -> Cow<'_, str> {
-    cut(v, 40)
+fn short(v: &str) -> String {
+    cut(v, 40).into_owned()
 }
 
 /// At most `n` characters of `v`, `...` marking a cut.
@@ -164,31 +195,31 @@ const KEY_ESCAPES: &[char] = &[',', '=', ' '];
 const FIELD_KEY_ESCAPES: &[char] = &[',', '=', ' ', '"'];
 
 /// One line ([`lines`] gives them), or why it does not parse.
-pub fn parse_line(line: &str) -> Result<Point<'_>, String> {
+pub fn parse_line(line: &str) -> Result<Point<'_>, ParseError> {
     // Measurement: to the first unescaped comma or space.
     let (m, stop, mut rest, esc) = take(line, b", ", Some(b", "), false);
     if m.is_empty() {
-        return Err("missing measurement".into());
+        return Err(ParseError::MissingMeasurement);
     }
     let measurement = unescape(m, esc, &[',', ' ']);
     let mut tags = Vec::new();
     let mut stop = stop;
     while stop == Some(b',') {
         let (kv, s, r, esc) = take(rest, b", ", Some(b",= "), false);
-        let (k, v) = split_eq(kv, Some(b",= ")).ok_or("a tag without '=' (missing tag value)")?;
+        let (k, v) = split_eq(kv, Some(b",= ")).ok_or(ParseError::TagWithoutValue)?;
         if k.is_empty() || v.is_empty() {
-            return Err("a tag with an empty key or value".into());
+            return Err(ParseError::EmptyTag);
         }
         let key = unescape(k, esc, KEY_ESCAPES);
         if tags.iter().any(|(t, _)| *t == key) {
-            return Err(format!("tag {:?} given twice", short(&key)));
+            return Err(ParseError::TagTwice { tag: short(&key) });
         }
         tags.push((key, unescape(v, esc, KEY_ESCAPES)));
         stop = s;
         rest = r;
     }
     if stop != Some(b' ') {
-        return Err("missing fields".into());
+        return Err(ParseError::MissingFields);
     }
     let mut fields = Vec::new();
     let timestamp = parse_fields(rest, &mut fields)?;
@@ -219,7 +250,7 @@ pub fn split_series(line: &str) -> Option<(&str, &str)> {
 pub fn parse_fields<'a>(
     rest: &'a str,
     fields: &mut Vec<(Cow<'a, str>, FieldValue<'a>)>,
-) -> Result<Option<i64>, String> {
+) -> Result<Option<i64>, ParseError> {
     fields.clear();
     let rest = rest.trim_start_matches(' ');
     let mut left = rest;
@@ -228,10 +259,9 @@ pub fn parse_fields<'a>(
             Some((k, v, s, r)) => (Cow::Borrowed(k), v, s, r),
             None => {
                 let (kv, s, r, esc) = take(left, b", ", None, true);
-                let (k, v) =
-                    split_eq(kv, None).ok_or("a field without '=' (missing field value)")?;
+                let (k, v) = split_eq(kv, None).ok_or(ParseError::FieldWithoutEquals)?;
                 if k.is_empty() {
-                    return Err("a field with an empty key".into());
+                    return Err(ParseError::EmptyFieldKey);
                 }
                 (unescape(k, esc, FIELD_KEY_ESCAPES), field_value(v)?, s, r)
             }
@@ -249,12 +279,14 @@ pub fn parse_fields<'a>(
     if ts.is_empty() {
         Ok(None)
     } else if ts.starts_with('+') {
-        Err(format!("bad timestamp {:?}", short(ts)))
+        Err(bad_timestamp(ts))
     } else {
-        ts.parse::<i64>()
-            .map(Some)
-            .map_err(|_| format!("bad timestamp {:?}", short(ts)))
+        ts.parse::<i64>().map(Some).map_err(|_| bad_timestamp(ts))
     }
+}
+
+fn bad_timestamp(ts: &str) -> ParseError {
+    ParseError::BadTimestamp { found: short(ts) }
 }
 
 /// Splits `k=v` at the first unescaped `=`.
@@ -302,13 +334,13 @@ fn plain_decimal(v: &[u8]) -> Option<f64> {
     Some(if neg { -f } else { f })
 }
 
-fn field_value(v: &str) -> Result<FieldValue<'_>, String> {
+fn field_value(v: &str) -> Result<FieldValue<'_>, ParseError> {
     if let Some(inner) = v.strip_prefix('"') {
         // Closed by a quote no backslash escapes.
         let inner = inner
             .strip_suffix('"')
             .filter(|i| i.bytes().rev().take_while(|&c| c == b'\\').count() % 2 == 0)
-            .ok_or("an unterminated string")?;
+            .ok_or(ParseError::UnterminatedString)?;
         return Ok(FieldValue::Str(unescape(
             inner,
             inner.contains('\\'),
@@ -321,23 +353,23 @@ fn field_value(v: &str) -> Result<FieldValue<'_>, String> {
     match v {
         "t" | "T" | "true" | "True" | "TRUE" => return Ok(FieldValue::Bool(true)),
         "f" | "F" | "false" | "False" | "FALSE" => return Ok(FieldValue::Bool(false)),
-        "" => return Err("a field without a value".into()),
+        "" => return Err(ParseError::MissingFieldValue),
         _ => {}
     }
     if v.starts_with('+') {
-        return Err(format!("bad field value {:?}", short(v)));
+        return Err(ParseError::BadFieldValue { found: short(v) });
     }
     if let Some(n) = v.strip_suffix('i') {
         return n
             .parse()
             .map(FieldValue::Int)
-            .map_err(|_| format!("bad integer {:?} (out of range or not a number)", short(v)));
+            .map_err(|_| ParseError::BadInteger { found: short(v) });
     }
     if let Some(n) = v.strip_suffix('u') {
         return n
             .parse()
             .map(FieldValue::UInt)
-            .map_err(|_| format!("bad unsigned integer {:?}", short(v)));
+            .map_err(|_| ParseError::BadUnsigned { found: short(v) });
     }
     // Rust's float syntax accepts "inf", "NaN" and "infinity": InfluxDB's
     // does not (a leading '+' was refused above).
@@ -346,7 +378,7 @@ fn field_value(v: &str) -> Result<FieldValue<'_>, String> {
         .all(|c| c.is_ascii_digit() || matches!(c, b'.' | b'-' | b'+' | b'e' | b'E'));
     match v.parse::<f64>() {
         Ok(f) if plain && f.is_finite() => Ok(FieldValue::Float(f)),
-        _ => Err(format!("bad field value {:?}", short(v))),
+        _ => Err(ParseError::BadFieldValue { found: short(v) }),
     }
 }
 

@@ -11,7 +11,7 @@ fn bad(line: &str) -> String {
     let (p, e) = parse(line);
     assert!(p.is_empty(), "{p:?}");
     assert_eq!(e.len(), 1);
-    e[0].reason.clone()
+    format!("{}: '{}'", e[0].reason, e[0].excerpt)
 }
 
 #[test]
@@ -153,14 +153,14 @@ proptest::proptest! {
 /// of plain fields: the reference that reading must agree with.
 type Fields<'a> = (Vec<(String, FieldValue<'a>)>, Option<i64>);
 
-fn fields_by_the_full_reading(rest: &str) -> Result<Fields<'_>, String> {
+fn fields_by_the_full_reading(rest: &str) -> Result<Fields<'_>, ParseError> {
     let mut fields = Vec::new();
     let mut left = rest.trim_start_matches(' ');
     loop {
         let (kv, s, r, esc) = take(left, b", ", None, true);
-        let (k, v) = split_eq(kv, None).ok_or("a field without '=' (missing field value)")?;
+        let (k, v) = split_eq(kv, None).ok_or(ParseError::FieldWithoutEquals)?;
         if k.is_empty() {
-            return Err("a field with an empty key".into());
+            return Err(ParseError::EmptyFieldKey);
         }
         fields.push((
             unescape(k, esc, FIELD_KEY_ESCAPES).into_owned(),
@@ -175,11 +175,11 @@ fn fields_by_the_full_reading(rest: &str) -> Result<Fields<'_>, String> {
     let ts = if ts.is_empty() {
         None
     } else if ts.starts_with('+') {
-        return Err(format!("bad timestamp {:?}", short(ts)));
+        return Err(ParseError::BadTimestamp { found: short(ts) });
     } else {
         Some(
             ts.parse::<i64>()
-                .map_err(|_| format!("bad timestamp {:?}", short(ts)))?,
+                .map_err(|_| ParseError::BadTimestamp { found: short(ts) })?,
         )
     };
     Ok((fields, ts))

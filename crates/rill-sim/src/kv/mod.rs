@@ -16,6 +16,7 @@
 
 mod requests;
 
+use crate::kv_check::KvViolation;
 use crate::rng::Rng;
 use rill_coord::{GetFsm, GetReply, PutFsm, PutReply};
 use rill_object::{Object, PutMode, VClock};
@@ -447,7 +448,7 @@ impl KvSim {
         }
     }
 
-    pub fn run(&mut self) -> Result<(), String> {
+    pub fn run(&mut self) -> Result<(), KvViolation> {
         for _ in 0..self.cfg.steps {
             self.tick();
         }
@@ -466,14 +467,14 @@ impl KvSim {
         self.ops.clear();
         self.hand_off();
         self.log("settle".into());
-        self.read_everything()?;
+        self.read_everything();
         crate::kv_check::check(self)
     }
 
     /// Reads every key at R = N from the first node, reliably, applying
     /// the read repairs; twice, so the second read sees converged
     /// replicas.
-    fn read_everything(&mut self) -> Result<(), String> {
+    fn read_everything(&mut self) {
         self.cfg.drop_per_mille = 0;
         let saved_r = self.cfg.r;
         self.cfg.r = self.cfg.n;
@@ -488,7 +489,6 @@ impl KvSim {
             }
         }
         self.cfg.r = saved_r;
-        Ok(())
     }
 
     pub(crate) fn replicas(&self, key: &str) -> Vec<Option<&Object>> {

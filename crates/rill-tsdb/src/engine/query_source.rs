@@ -3,6 +3,7 @@
 
 use super::{Engine, EngineError};
 use crate::promql::eval::Points;
+use crate::promql::SourceError;
 use std::collections::BTreeMap;
 
 /// The engine as a query's source: series of every database, a series
@@ -18,9 +19,9 @@ pub struct QuerySource<'a> {
 }
 
 impl crate::promql::eval::Source for QuerySource<'_> {
-    fn charge(&self, work: usize) -> Result<(), String> {
+    fn charge(&self, work: usize) -> Result<(), SourceError> {
         match self.budget {
-            Some(b) if !b.take(work) => Err(EngineError::OverBudget.to_string()),
+            Some(b) if !b.take(work) => Err(SourceError::Read(EngineError::OverBudget)),
             _ => Ok(()),
         }
     }
@@ -30,7 +31,7 @@ impl crate::promql::eval::Source for QuerySource<'_> {
         matchers: &[crate::select::Matcher],
         start: i64,
         end: i64,
-    ) -> Result<crate::promql::eval::Fetched, String> {
+    ) -> Result<crate::promql::eval::Fetched, SourceError> {
         let (from, to) = (
             start.saturating_mul(1_000_000),
             end.saturating_mul(1_000_000).saturating_add(999_999),
@@ -49,10 +50,10 @@ impl crate::promql::eval::Source for QuerySource<'_> {
                 .map_err(|e| match e {
                     // Named for the client; a store's own error may name
                     // its files, so it goes to the log only.
-                    EngineError::Damaged { .. } | EngineError::OverBudget => e.to_string(),
+                    EngineError::Damaged { .. } | EngineError::OverBudget => SourceError::Read(e),
                     other => {
                         tracing::error!(error = %other, "a sensor read failed");
-                        "a sensor series could not be read (the node's log says why)".into()
+                        SourceError::Unreadable(other)
                     }
                 })?;
             match by_key.get_mut(&key) {

@@ -16,7 +16,7 @@
 //! - `min`, `max`, `avg` and `last_over_time` and bare selectors keep the
 //!   metric name, the others and arithmetic drop it.
 
-use super::{BinOp, Expr, Rollup};
+use super::{BinOp, EvalError, Expr, GridError, Rollup, SourceError};
 use crate::select::Matcher;
 use rill_sensor::Series;
 use std::collections::HashMap;
@@ -64,12 +64,12 @@ pub type Fetched = Vec<(Series, Points)>;
 pub trait Source {
     /// The samples (ms, value) of every series `matchers` select, from
     /// `start` to `end` ms (both included), in time order.
-    fn fetch(&self, matchers: &[Matcher], start: i64, end: i64) -> Result<Fetched, String>;
+    fn fetch(&self, matchers: &[Matcher], start: i64, end: i64) -> Result<Fetched, SourceError>;
 
     /// Takes `work` (in samples decoded: a query's work beyond its
     /// reads) from the query's budget, if it has one; an error when it
     /// is spent.
-    fn charge(&self, _work: usize) -> Result<(), String> {
+    fn charge(&self, _work: usize) -> Result<(), SourceError> {
         Ok(())
     }
 }
@@ -98,17 +98,19 @@ pub const MAX_POINTS: i64 = 30_000;
 const SILENCE_MS: i64 = 300_000;
 
 impl Grid {
-    pub fn new(start: i64, end: i64, step: i64) -> Result<Grid, String> {
+    pub fn new(start: i64, end: i64, step: i64) -> Result<Grid, GridError> {
         if step <= 0 {
-            return Err(format!("step must be positive, found {step} ms"));
+            return Err(GridError::StepNotPositive { step_ms: step });
         }
         if end < start {
-            return Err("end is before start".into());
+            return Err(GridError::EndBeforeStart {
+                start_ms: start,
+                end_ms: end,
+            });
         }
-        if (end - start) / step + 1 > MAX_POINTS {
-            return Err(format!(
-                "the query asks for more than {MAX_POINTS} points per series: raise step"
-            ));
+        let points = (end - start) / step + 1;
+        if points > MAX_POINTS {
+            return Err(GridError::TooManyPoints { points });
         }
         Ok(Grid { start, end, step })
     }
@@ -134,7 +136,7 @@ enum Val {
 
 /// Evaluates `e` on `grid`: series sorted (name, then labels), points
 /// that are NaN dropped by the caller, series without a point removed.
-pub fn eval(e: &Expr, grid: &Grid, src: &dyn Source) -> Result<Vec<Out>, String> {
+pub fn eval(e: &Expr, grid: &Grid, src: &dyn Source) -> Result<Vec<Out>, EvalError> {
     let mut out = match eval_val(e, grid, src)? {
         Val::Scalar(values) => vec![Out {
             series: Series::new("", Vec::new()),
@@ -145,15 +147,14 @@ pub fn eval(e: &Expr, grid: &Grid, src: &dyn Source) -> Result<Vec<Out>, String>
     out.retain(|o| o.values.iter().any(|v| !v.is_nan()));
     out.sort_by(|a, b| a.series.cmp(&b.series));
     if let Some(w) = out.windows(2).find(|w| w[0].series == w[1].series) {
-        return Err(format!(
-            "duplicate output timeseries: {}",
-            w[0].series.key()
-        ));
+        return Err(EvalError::DuplicateOutput {
+            series: w[0].series.key(),
+        });
     }
     Ok(out)
 }
 
-fn eval_val(e: &Expr, grid: &Grid, src: &dyn Source) -> Result<Val, String> {
+fn eval_val(e: &Expr, grid: &Grid, src: &dyn Source) -> Result<Val, EvalError> {
     let n = grid.times().len();
     let val = match e {
         Expr::Number(x) => Val::Scalar(vec![*x; n]),
@@ -203,7 +204,7 @@ fn apply(op: BinOp, a: f64, b: f64) -> f64 {
     }
 }
 
-fn binary(op: BinOp, l: Val, r: Val) -> Result<Val, String> {
+fn binary(op: BinOp, l: Val, r: Val) -> Result<Val, EvalError> {
     let zip = |a: &[f64], b: &[f64]| -> Vec<f64> {
         a.iter().zip(b).map(|(x, y)| apply(op, *x, *y)).collect()
     };
@@ -230,10 +231,9 @@ fn binary(op: BinOp, l: Val, r: Val) -> Result<Val, String> {
             let mut right: HashMap<Vec<(String, String)>, Vec<f64>> = HashMap::new();
             for o in b {
                 if right.insert(o.series.labels.clone(), o.values).is_some() {
-                    return Err(format!(
-                        "duplicate time series on the right side of the operator: {}",
-                        unnamed(&o.series).key()
-                    ));
+                    return Err(EvalError::DuplicateOnRight {
+                        series: unnamed(&o.series).key(),
+                    });
                 }
             }
             let mut out = Vec::new();
@@ -318,7 +318,7 @@ fn rollup(
     window: Option<i64>,
     grid: &Grid,
     src: &dyn Source,
-) -> Result<Vec<Out>, String> {
+) -> Result<Vec<Out>, EvalError> {
     let w = window.unwrap_or(0);
     let from = grid
         .start

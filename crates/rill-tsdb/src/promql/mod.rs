@@ -7,7 +7,10 @@
 //! a grid of times as VictoriaMetrics 1.79 does (docs/sensors.md,
 //! "Queries").
 
+mod error;
 pub mod eval;
+
+pub use error::{DurationError, EvalError, GridError, ParseError, SourceError};
 
 use crate::select::{self, Matcher};
 
@@ -75,9 +78,11 @@ pub enum Expr {
 pub const MAX_QUERY_BYTES: usize = 16 << 10;
 
 /// Parses a query.
-pub fn parse(text: &str) -> Result<Expr, String> {
+pub fn parse(text: &str) -> Result<Expr, ParseError> {
     if text.len() > MAX_QUERY_BYTES {
-        return Err(format!("the query is longer than {MAX_QUERY_BYTES} bytes"));
+        return Err(ParseError::TooLong {
+            len_bytes: text.len(),
+        });
     }
     let mut p = Parser {
         s: text,
@@ -88,18 +93,17 @@ pub fn parse(text: &str) -> Result<Expr, String> {
     let e = p.expr()?;
     p.ws();
     if p.at < p.s.len() {
-        return Err(format!(
-            "unexpected {:?} at offset {} of the query",
-            p.rest_short(),
-            p.at
-        ));
+        return Err(ParseError::Unexpected {
+            found: p.rest_short(),
+            offset: p.at,
+        });
     }
     Ok(e)
 }
 
 /// A duration as MetricsQL writes it: `500ms`, `15s`, `1.5m`, `1h30m`,
 /// `2d`, `1w`, `1y`; or plain seconds. In ms.
-pub fn duration_ms(s: &str) -> Result<i64, String> {
+pub fn duration_ms(s: &str) -> Result<i64, DurationError> {
     let t = s.trim();
     if let Ok(secs) = t.parse::<f64>() {
         return finite_ms(secs * 1e3, s);
@@ -107,15 +111,19 @@ pub fn duration_ms(s: &str) -> Result<i64, String> {
     let mut total = 0f64;
     let mut rest = t;
     if rest.is_empty() {
-        return Err("an empty duration".into());
+        return Err(DurationError::Empty);
     }
     while !rest.is_empty() {
         let num_end = rest
             .find(|c: char| !(c.is_ascii_digit() || c == '.'))
-            .ok_or_else(|| format!("duration {s:?} has no unit"))?;
+            .ok_or_else(|| DurationError::NoUnit {
+                text: s.to_string(),
+            })?;
         let n: f64 = rest[..num_end]
             .parse()
-            .map_err(|_| format!("cannot parse duration {s:?}"))?;
+            .map_err(|_| DurationError::BadNumber {
+                text: s.to_string(),
+            })?;
         let after = &rest[num_end..];
         let unit_end = after
             .find(|c: char| c.is_ascii_digit())
@@ -129,9 +137,10 @@ pub fn duration_ms(s: &str) -> Result<i64, String> {
             "w" => 7.0 * 86_400e3,
             "y" => 365.0 * 86_400e3,
             u => {
-                return Err(format!(
-                    "unknown unit {u:?} in duration {s:?} (ms, s, m, h, d, w, y)"
-                ))
+                return Err(DurationError::UnknownUnit {
+                    unit: u.to_string(),
+                    text: s.to_string(),
+                })
             }
         };
         total += n * unit_ms;
@@ -140,9 +149,11 @@ pub fn duration_ms(s: &str) -> Result<i64, String> {
     finite_ms(total, s)
 }
 
-fn finite_ms(ms: f64, s: &str) -> Result<i64, String> {
+fn finite_ms(ms: f64, s: &str) -> Result<i64, DurationError> {
     if !ms.is_finite() || ms.abs() > 100.0 * 365.0 * 86_400e3 {
-        return Err(format!("duration {s:?} is out of range"));
+        return Err(DurationError::OutOfRange {
+            text: s.to_string(),
+        });
     }
     Ok(ms as i64)
 }
@@ -189,18 +200,18 @@ impl<'a> Parser<'a> {
         }
     }
 
-    fn count(&mut self) -> Result<(), String> {
+    fn count(&mut self) -> Result<(), ParseError> {
         self.nodes += 1;
         if self.nodes > MAX_NODES {
-            return Err(format!("the query has more than {MAX_NODES} operators"));
+            return Err(ParseError::TooManyOperators);
         }
         Ok(())
     }
 
-    fn expr(&mut self) -> Result<Expr, String> {
+    fn expr(&mut self) -> Result<Expr, ParseError> {
         self.depth += 1;
         if self.depth > MAX_DEPTH {
-            return Err("the query nests too deep".into());
+            return Err(ParseError::TooDeep);
         }
         let mut left = self.term()?;
         loop {
@@ -219,7 +230,7 @@ impl<'a> Parser<'a> {
         Ok(left)
     }
 
-    fn term(&mut self) -> Result<Expr, String> {
+    fn term(&mut self) -> Result<Expr, ParseError> {
         let mut left = self.unary()?;
         loop {
             let op = if self.eat("*") {
@@ -236,7 +247,7 @@ impl<'a> Parser<'a> {
         Ok(left)
     }
 
-    fn unary(&mut self) -> Result<Expr, String> {
+    fn unary(&mut self) -> Result<Expr, ParseError> {
         let sign = if self.eat("-") {
             Some(true)
         } else if self.eat("+") {
@@ -250,19 +261,21 @@ impl<'a> Parser<'a> {
         self.count()?;
         self.depth += 1;
         if self.depth > MAX_DEPTH {
-            return Err("the query nests too deep".into());
+            return Err(ParseError::TooDeep);
         }
         let e = self.unary()?;
         self.depth -= 1;
         Ok(if negative { Expr::Neg(Box::new(e)) } else { e })
     }
 
-    fn primary(&mut self) -> Result<Expr, String> {
+    fn primary(&mut self) -> Result<Expr, ParseError> {
         self.ws();
         if self.eat("(") {
             let e = self.expr()?;
             if !self.eat(")") {
-                return Err(format!("expected ')' at {:?}", self.rest_short()));
+                return Err(ParseError::ExpectedClose {
+                    found: self.rest_short(),
+                });
             }
             return Ok(e);
         }
@@ -279,9 +292,9 @@ impl<'a> Parser<'a> {
                             && matches!(r.as_bytes()[i - 1], b'e' | b'E')))
                 })
                 .map_or(r.len(), |(i, _)| i);
-            let n: f64 = r[..end]
-                .parse()
-                .map_err(|_| format!("cannot parse number {:?}", &r[..end]))?;
+            let n: f64 = r[..end].parse().map_err(|_| ParseError::BadNumber {
+                text: r[..end].to_string(),
+            })?;
             self.at += end;
             return Ok(Expr::Number(n));
         }
@@ -289,17 +302,17 @@ impl<'a> Parser<'a> {
         let name = &r[..name_end];
         let after = r[name_end..].trim_start();
         if !name.is_empty() && after.starts_with('(') {
-            let func = Rollup::named(name).ok_or_else(|| {
-                format!("unknown function {name:?}: Rill evaluates min_over_time, max_over_time, avg_over_time, sum_over_time, count_over_time, last_over_time and rate")
+            let func = Rollup::named(name).ok_or_else(|| ParseError::UnknownFunction {
+                name: name.to_string(),
             })?;
             self.at += name_end;
             self.eat("(");
             let (matchers, window) = self.selector()?;
             if !self.eat(")") {
-                return Err(format!(
-                    "expected ')' after the argument of {name} at {:?}",
-                    self.rest_short()
-                ));
+                return Err(ParseError::ExpectedCloseAfter {
+                    function: name.to_string(),
+                    found: self.rest_short(),
+                });
             }
             return Ok(Expr::Rollup {
                 func,
@@ -324,28 +337,27 @@ impl<'a> Parser<'a> {
     }
 
     /// `name`, `name{...}` or `{...}`, then an optional `[d]`.
-    fn selector(&mut self) -> Result<(Vec<Matcher>, Option<i64>), String> {
+    fn selector(&mut self) -> Result<(Vec<Matcher>, Option<i64>), ParseError> {
         self.ws();
         let r = self.rest();
         let mut end = r.find(|c: char| !is_name_char(c)).unwrap_or(r.len());
         let braces = r[end..].trim_start();
         if braces.starts_with('{') {
             let open = r.len() - braces.len();
-            end = open + closing_brace(&r[open..]).ok_or("a '{' without its '}'")? + 1;
+            end = open + closing_brace(&r[open..]).ok_or(ParseError::UnclosedBrace)? + 1;
         }
         if end == 0 {
-            return Err(format!(
-                "expected a series selector at {:?}",
-                self.rest_short()
-            ));
+            return Err(ParseError::ExpectedSelector {
+                found: self.rest_short(),
+            });
         }
         let matchers = select::parse(&r[..end])?;
         self.at += end;
         let window = if self.eat("[") {
-            let close = self.rest().find(']').ok_or("a '[' without its ']'")?;
+            let close = self.rest().find(']').ok_or(ParseError::UnclosedBracket)?;
             let d = duration_ms(&self.rest()[..close])?;
             if d <= 0 {
-                return Err("a window must be longer than zero".into());
+                return Err(ParseError::EmptyWindow);
             }
             self.at += close + 1;
             Some(d)
@@ -433,14 +445,15 @@ mod tests {
             ("1 2", "unexpected"),
             ("{}", "empty string"),
         ] {
-            let e = parse(q).unwrap_err();
+            let e = parse(q).unwrap_err().to_string();
             assert!(e.contains(why), "{q}: {e}");
         }
-        assert!(parse(&"(".repeat(100)).unwrap_err().contains("too deep"));
+        let why = |q: &str| parse(q).unwrap_err().to_string();
+        assert!(why(&"(".repeat(100)).contains("too deep"));
         let signs = format!("{}1", "-".repeat(16_000));
-        assert!(parse(&signs).unwrap_err().contains("too deep"));
+        assert!(why(&signs).contains("too deep"));
         let long = vec!["1"; 8000].join("+");
-        assert!(parse(&long).unwrap_err().contains("operators"));
+        assert!(why(&long).contains("operators"));
     }
 
     #[test]

@@ -1,4 +1,5 @@
 use super::*;
+use crate::engine::EngineError;
 use crate::promql::parse;
 use crate::select::matches;
 
@@ -6,7 +7,7 @@ use crate::select::matches;
 struct Mem(Vec<(Series, Vec<(i64, f64)>)>);
 
 impl Source for Mem {
-    fn fetch(&self, m: &[Matcher], start: i64, end: i64) -> Result<Fetched, String> {
+    fn fetch(&self, m: &[Matcher], start: i64, end: i64) -> Result<Fetched, SourceError> {
         Ok(self
             .0
             .iter()
@@ -144,7 +145,7 @@ fn arithmetic_matches_series_one_to_one_and_drops_names() {
         &src,
     )
     .unwrap_err();
-    assert!(e.contains("duplicate output timeseries"), "{e}");
+    assert!(e.to_string().contains("duplicate output timeseries"), "{e}");
 }
 
 #[test]
@@ -202,13 +203,13 @@ struct Metered {
 }
 
 impl Source for Metered {
-    fn fetch(&self, m: &[Matcher], start: i64, end: i64) -> Result<Fetched, String> {
+    fn fetch(&self, m: &[Matcher], start: i64, end: i64) -> Result<Fetched, SourceError> {
         self.mem.fetch(m, start, end)
     }
-    fn charge(&self, work: usize) -> Result<(), String> {
+    fn charge(&self, work: usize) -> Result<(), SourceError> {
         self.charged.set(self.charged.get().saturating_add(work));
         if self.charged.get() > self.limit {
-            return Err("spent".into());
+            return Err(SourceError::Read(EngineError::OverBudget));
         }
         Ok(())
     }
@@ -258,7 +259,15 @@ fn a_rollup_charges_its_points_and_what_its_windows_scan() {
         &Grid::new(0, 999_000, 1000).unwrap(),
         &src,
     );
-    assert_eq!(refused.err().as_deref(), Some("spent"));
+    assert!(
+        matches!(
+            refused,
+            Err(EvalError::Source(SourceError::Read(
+                EngineError::OverBudget
+            )))
+        ),
+        "{refused:?}"
+    );
 }
 
 /// A series with one sample, or whose samples are few, is charged for
