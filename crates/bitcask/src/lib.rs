@@ -32,7 +32,9 @@ pub mod vfs;
 pub use batch::BatchOp;
 pub use error::{DecodeError, Error, Result};
 pub use merge::MergeReport;
-pub use options::{Clock, Options, PutGate, SyncStrategy, SystemClock, WriteMode};
+pub use options::{
+    Clock, Options, PutGate, SyncStrategy, SystemClock, UnknownSyncStrategy, WriteMode,
+};
 pub use recovery::RecoveryReport;
 pub use stats::FileStats;
 pub use store::{PutOptions, Store, StoreStats};

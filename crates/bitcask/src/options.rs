@@ -18,9 +18,16 @@ pub enum SyncStrategy {
     Interval { interval_ms: u64 },
 }
 
+/// A sync strategy's name that is none of them.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("expected none, o_sync or interval:<ms>, found {found:?}")]
+pub struct UnknownSyncStrategy {
+    pub found: String,
+}
+
 impl std::str::FromStr for SyncStrategy {
-    type Err = String;
-    fn from_str(s: &str) -> Result<Self, String> {
+    type Err = UnknownSyncStrategy;
+    fn from_str(s: &str) -> Result<Self, UnknownSyncStrategy> {
         match s {
             "none" => Ok(SyncStrategy::None),
             "o_sync" => Ok(SyncStrategy::OSync),
@@ -29,7 +36,9 @@ impl std::str::FromStr for SyncStrategy {
                 .map(|rest| rest.trim_start_matches([':', '=']))
                 .and_then(|ms| ms.parse().ok())
                 .map(|interval_ms| SyncStrategy::Interval { interval_ms })
-                .ok_or_else(|| format!("expected none, o_sync or interval:<ms>, found {other:?}")),
+                .ok_or_else(|| UnknownSyncStrategy {
+                    found: other.to_string(),
+                }),
         }
     }
 }

@@ -89,8 +89,12 @@ pub enum KvError {
     /// writes); retrying later may succeed.
     #[error("busy: {0}")]
     Busy(String),
-    /// Storage failed; nothing was acknowledged. The text is for clients
-    /// and names no file (the node's log has the whole error).
+    /// Storage failed; nothing was acknowledged.
+    #[error("backend error: {0}")]
+    Storage(StorageFailure),
+    /// Something else failed inside the node or between nodes (a replica
+    /// unreachable, a stored object that does not decode); nothing was
+    /// acknowledged. The text names no file.
     #[error("backend error: {0}")]
     Backend(String),
     #[error("timeout")]
@@ -101,29 +105,79 @@ pub enum KvError {
 /// for space (HTTP `Retry-After`, and the PB error's text).
 pub const OUT_OF_SPACE_RETRY_SECS: u32 = 2;
 
+/// Why storage failed, in words a client can act on: its kind is kept
+/// from the engine to the client's answer, and its text names no file
+/// (the node's log has the whole error).
+#[derive(Debug, thiserror::Error, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum StorageFailure {
+    /// A read or write failed (not for space: that is
+    /// [`KvError::OutOfSpace`]).
+    #[error("I/O error: {}", io_text(*.kind, *.os_code))]
+    Io {
+        kind: std::io::ErrorKind,
+        os_code: Option<i32>,
+    },
+    /// A write or sync failed earlier, and the store refuses writes until
+    /// the node restarts; `after_disk_full` when that failure was a full
+    /// disk.
+    #[error("{}", if *.after_disk_full {
+        "the storage refuses writes since the disk filled during a sync; free space, then \
+         restart the node: a restart recovers what was durably written"
+    } else {
+        "the storage refuses writes after an I/O failure; the node's log names it, and a \
+         restart of the node recovers what was durably written"
+    })]
+    RefusesWrites { after_disk_full: bool },
+    #[error("the storage is locked by another process")]
+    Locked,
+    /// A stored record or entry failed its checks; other replicas answer.
+    #[error("a stored record is damaged")]
+    Damaged,
+    /// Anything else, in the engine's words.
+    #[error("{0}")]
+    Other(String),
+}
+
+fn io_text(kind: std::io::ErrorKind, os_code: Option<i32>) -> String {
+    match os_code {
+        Some(code) => std::io::Error::from_raw_os_error(code).to_string(),
+        None => std::io::Error::from(kind).to_string(),
+    }
+}
+
+impl StorageFailure {
+    fn io(e: &std::io::Error) -> StorageFailure {
+        StorageFailure::Io {
+            kind: e.kind(),
+            os_code: e.raw_os_error(),
+        }
+    }
+}
+
 impl From<rill_backend::Error> for KvError {
-    /// A full disk becomes [`KvError::OutOfSpace`]; any other storage
-    /// error is logged whole and reaches the client without file names.
+    /// A full disk becomes [`KvError::OutOfSpace`], a busy engine
+    /// [`KvError::Busy`]; any other storage error is logged whole and
+    /// reaches the client as a [`StorageFailure`] of its kind.
     fn from(e: rill_backend::Error) -> KvError {
         use rill_backend::Error as B;
-        let client_text = match &e {
+        let failure = match &e {
             B::Bitcask(b) => match b {
                 bitcask::Error::DiskFull { .. } => {
                     return KvError::OutOfSpace {
                         retry_after_secs: OUT_OF_SPACE_RETRY_SECS,
                     }
                 }
-                bitcask::Error::Io { source, .. } => format!("I/O error: {source}"),
-                bitcask::Error::PreviousIo { .. } => "the storage refuses writes after an I/O \
-                    failure; the node's log names it, and a restart of the node recovers \
-                    what was durably written"
-                    .to_string(),
-                bitcask::Error::Locked { .. } => "the storage is locked by another process".into(),
-                bitcask::Error::Corrupt { .. } => "a stored record is damaged".into(),
+                bitcask::Error::Io { source, .. } => StorageFailure::io(source),
+                bitcask::Error::PreviousIo { cause } => StorageFailure::RefusesWrites {
+                    after_disk_full: cause.is_disk_full(),
+                },
+                bitcask::Error::Locked { .. } => StorageFailure::Locked,
+                bitcask::Error::Corrupt { .. } => StorageFailure::Damaged,
                 bitcask::Error::Busy(m) => return KvError::Busy(m.clone()),
-                other => other.to_string(),
+                other => StorageFailure::Other(other.to_string()),
             },
-            B::Corrupt(_) => "a stored entry is damaged".into(),
+            B::Corrupt(_) => StorageFailure::Damaged,
             B::Busy(m) => return KvError::Busy(m.clone()),
             B::DiskFull => {
                 tracing::error!(error = %e, "storage error");
@@ -131,16 +185,64 @@ impl From<rill_backend::Error> for KvError {
                     retry_after_secs: OUT_OF_SPACE_RETRY_SECS,
                 };
             }
-            other => other.to_string(),
+            other => StorageFailure::Other(other.to_string()),
         };
         tracing::error!(error = %e, "storage error");
-        KvError::Backend(client_text)
+        KvError::Storage(failure)
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A store poisoned by a full disk during a sync keeps that kind to the
+    /// client's answer; an I/O error keeps its kind and OS code, no path.
+    #[test]
+    fn a_full_disk_keeps_its_kind_to_the_edge() {
+        let path = std::path::PathBuf::from("/data/bitcask/0/000001.data");
+        let poisoned = |cause| {
+            KvError::from(rill_backend::Error::Bitcask(bitcask::Error::PreviousIo {
+                cause: std::sync::Arc::new(cause),
+            }))
+        };
+        assert_eq!(
+            poisoned(bitcask::Error::DiskFull { path: path.clone() }),
+            KvError::Storage(StorageFailure::RefusesWrites {
+                after_disk_full: true
+            })
+        );
+        let eio = || bitcask::Error::Io {
+            path: path.clone(),
+            source: std::io::Error::from_raw_os_error(5),
+        };
+        assert_eq!(
+            poisoned(eio()),
+            KvError::Storage(StorageFailure::RefusesWrites {
+                after_disk_full: false
+            })
+        );
+        let e = KvError::from(rill_backend::Error::Bitcask(eio()));
+        assert!(
+            matches!(
+                e,
+                KvError::Storage(StorageFailure::Io {
+                    os_code: Some(5),
+                    ..
+                })
+            ),
+            "{e:?}"
+        );
+        assert!(!e.to_string().contains("/data"), "{e}");
+        assert_eq!(
+            KvError::from(rill_backend::Error::Bitcask(bitcask::Error::DiskFull {
+                path
+            })),
+            KvError::OutOfSpace {
+                retry_after_secs: OUT_OF_SPACE_RETRY_SECS
+            }
+        );
+    }
 
     #[test]
     fn riak_texts() {
@@ -158,6 +260,18 @@ mod tests {
             "Invalid bucket type: <<\"x\">>"
         );
         assert_eq!(erl_bin(&[1, 2]), "<<1,2>>");
+        let refusing =
+            |after_disk_full| KvError::Storage(StorageFailure::RefusesWrites { after_disk_full });
+        assert!(refusing(true).to_string().contains("since the disk filled"));
+        assert!(refusing(false).to_string().contains("after an I/O failure"));
+        let eio = KvError::Storage(StorageFailure::Io {
+            kind: std::io::ErrorKind::Other,
+            os_code: Some(5),
+        });
+        assert!(
+            eio.to_string().starts_with("backend error: I/O error: "),
+            "{eio}"
+        );
         assert_eq!(
             KvError::QuorumViolation {
                 name: "r",

@@ -48,7 +48,7 @@ pub mod wire;
 pub use backends::{check_leveldb, BackendsError, LeveldbCheck};
 pub use config::{BackendKind, DeleteMode, MergePolicyKind, NamedBackend, NodeConfig};
 pub use dt::{DtFetchAnswer, DtFetchRequest, DtUpdateAnswer, DtUpdateRequest};
-pub use error::{erl_bin, KvError};
+pub use error::{erl_bin, KvError, StorageFailure};
 pub use identity::IdentityError;
 #[doc(hidden)]
 pub use index::{decode_continuation, encode_continuation};

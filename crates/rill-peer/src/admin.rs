@@ -58,14 +58,16 @@ fn staged_error(e: StageError) -> AdminAnswer {
 
 /// Where `cluster join` finds the cluster: `host:port` of a member's
 /// cluster listener, or a node name `name@host` on the default port.
-pub fn join_address(target: &str, default_port: u16) -> Result<SocketAddr, String> {
+pub fn join_address(target: &str, default_port: u16) -> Result<SocketAddr, crate::BadJoinTarget> {
     let host = target.rsplit_once('@').map_or(target, |(_, h)| h);
     if let Ok(a) = host.parse::<SocketAddr>() {
         return Ok(a);
     }
     format!("{host}:{default_port}")
         .parse()
-        .map_err(|_| format!("Failed: cannot find an address in {target:?}; give the member's cluster listener as host:port"))
+        .map_err(|_| crate::BadJoinTarget {
+            target: target.to_string(),
+        })
 }
 
 impl Peer {
@@ -131,7 +133,7 @@ impl Peer {
     async fn join(self: &Arc<Self>, target: &str) -> AdminAnswer {
         let addr = match join_address(target, self.cfg.listen.port()) {
             Ok(a) => a,
-            Err(e) => return AdminAnswer::failed(e),
+            Err(e) => return AdminAnswer::failed(e.to_string()),
         };
         {
             let inner = self.lock();
@@ -383,6 +385,7 @@ mod tests {
             join_address("riak@127.0.0.1", 8099),
             Ok("127.0.0.1:8099".parse().unwrap())
         );
-        assert!(join_address("riak@nowhere", 8099).is_err());
+        let e = join_address("riak@nowhere", 8099).unwrap_err();
+        assert!(e.to_string().contains("host:port"), "{e}");
     }
 }

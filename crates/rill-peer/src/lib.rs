@@ -19,6 +19,7 @@
 
 mod admin;
 pub mod detector;
+mod error;
 pub mod handoff;
 pub mod msg;
 mod remote;
@@ -26,5 +27,6 @@ mod runtime;
 mod store;
 
 pub use admin::{join_address, AdminAnswer};
+pub use error::{BadJoinTarget, StartError, StateError};
 pub use rill_transport::FixedLink;
 pub use runtime::{Peer, PeerConfig};

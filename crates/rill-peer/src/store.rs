@@ -2,6 +2,7 @@
 //! bytes written atomically (temporary file, fsync, rename, fsync of the
 //! directory), so a crash leaves the old state or the new one.
 
+use crate::StateError;
 use rill_cluster::{codec, ClusterState};
 use std::fs;
 use std::io::Write;
@@ -20,15 +21,11 @@ impl StateFile {
 
     /// The state kept, if any. A state that does not decode stops the
     /// node: starting afresh would make it a cluster of its own.
-    pub fn load(&self) -> Result<Option<ClusterState>, String> {
+    pub fn load(&self) -> Result<Option<ClusterState>, StateError> {
         match fs::read(&self.path) {
-            Ok(b) => codec::decode(&b).map(Some).map_err(|e| {
-                format!(
-                    "the cluster state in meta/cluster.state cannot be read ({e}); restore it from a backup, or remove it to start as a cluster of one"
-                )
-            }),
+            Ok(b) => codec::decode(&b).map(Some).map_err(StateError::Damaged),
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
-            Err(e) => Err(format!("cannot read meta/cluster.state: {e}")),
+            Err(e) => Err(StateError::Read(e)),
         }
     }
 
@@ -54,15 +51,15 @@ mod tests {
     fn a_saved_state_loads_and_a_damaged_one_is_refused_clearly() {
         let dir = tempfile::tempdir().unwrap();
         let f = StateFile::new(dir.path());
-        assert_eq!(f.load(), Ok(None));
+        assert_eq!(f.load().unwrap(), None);
         let s = ClusterState::new("c", "a@h", 8);
         f.save(&s).unwrap();
-        assert_eq!(f.load(), Ok(Some(s)));
+        assert_eq!(f.load().unwrap(), Some(s));
         let path = dir.path().join("meta/cluster.state");
         let mut b = fs::read(&path).unwrap();
         b[12] ^= 1;
         fs::write(&path, b).unwrap();
-        let e = f.load().unwrap_err();
+        let e = f.load().unwrap_err().to_string();
         assert!(
             e.contains("cannot be read") && !e.contains(dir.path().to_str().unwrap()),
             "{e}"

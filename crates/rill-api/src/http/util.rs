@@ -205,7 +205,9 @@ pub fn kv_error(e: KvError) -> Response {
         | KvError::Timeout
         | KvError::Busy(_)
         | KvError::OutOfSpace { .. } => StatusCode::SERVICE_UNAVAILABLE,
-        KvError::TooManySiblings(_) | KvError::Backend(_) => StatusCode::INTERNAL_SERVER_ERROR,
+        KvError::TooManySiblings(_) | KvError::Backend(_) | KvError::Storage(_) => {
+            StatusCode::INTERNAL_SERVER_ERROR
+        }
         _ => StatusCode::INTERNAL_SERVER_ERROR,
     };
     let msg = match &e {

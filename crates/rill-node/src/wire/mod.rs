@@ -303,6 +303,8 @@ pub fn encode_reply_after(prefix: &[u8], route: Route, r: &VnodeReply) -> Vec<u8
             b.extend_from_slice(&m.to_be_bytes());
             let text = match e {
                 KvError::Busy(t) | KvError::Backend(t) | KvError::Datatype(t) => t.clone(),
+                // Its kind stays on this node; another reads its words.
+                KvError::Storage(f) => f.to_string(),
                 other => other.to_string(),
             };
             put_long(&mut b, text.as_bytes());

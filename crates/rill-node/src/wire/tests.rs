@@ -171,6 +171,16 @@ fn requests_and_replies_round_trip_and_refuse_every_cut() {
             assert!(decode_reply(&b[..cut]).is_err(), "{r:?} cut at {cut}");
         }
     }
+    // A storage failure's kind stays on its node; another node reads its
+    // words, once prefixed.
+    let failed = KvError::Storage(crate::StorageFailure::RefusesWrites {
+        after_disk_full: true,
+    });
+    let b = encode_reply(route, &VnodeReply::Failed(failed.clone()));
+    match decode_reply(&b) {
+        Ok((_, VnodeReply::Failed(e))) => assert_eq!(e.to_string(), failed.to_string()),
+        other => panic!("{other:?}"),
+    }
     let mut b = encode_request(route, &requests[0]);
     b[2] = 9;
     assert_eq!(decode_request(&b), Err(WireError::Version(9)));

@@ -13,7 +13,7 @@ use std::collections::{BTreeMap, BTreeSet};
 impl Peer {
     /// The state changed here: the claimant's step, record having seen
     /// it, keep it on disk, tell the node and one peer.
-    pub(crate) fn changed(&self, inner: &mut Inner) -> Result<(), String> {
+    pub(crate) fn changed(&self, inner: &mut Inner) -> Result<(), crate::StateError> {
         let before = inner.state.digest();
         for _ in 0..4 {
             let step = rill_cluster::step(&mut inner.state, &self.me, self.cfg.target_n_val);
@@ -24,7 +24,7 @@ impl Peer {
         }
         self.file
             .save(&inner.state)
-            .map_err(|e| format!("cannot keep the cluster state on disk: {e}"))?;
+            .map_err(crate::StateError::Write)?;
         inner.addrs = inner
             .state
             .seen()

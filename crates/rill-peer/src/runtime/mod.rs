@@ -17,6 +17,7 @@ mod ticks;
 use crate::detector::Detector;
 use crate::msg::PeerMsg;
 use crate::store::StateFile;
+use crate::StartError;
 use rill_cluster::gossip::{Gossip, DEFAULT_REFILL_MS, DEFAULT_TOKENS};
 use rill_cluster::{ClusterState, Plan, Staged, Status};
 use rill_node::cluster::ReplyTx;
@@ -133,7 +134,7 @@ fn now_ms(start: Instant) -> u64 {
 
 impl Peer {
     /// Starts the runtime of `node` on the current tokio runtime.
-    pub async fn start(node: Arc<Node>, cfg: PeerConfig) -> Result<Arc<Peer>, String> {
+    pub async fn start(node: Arc<Node>, cfg: PeerConfig) -> Result<Arc<Peer>, StartError> {
         let me = node.nodename().to_string();
         let file = StateFile::new(&node.config().data_dir);
         let seed = SystemTime::now()
@@ -144,17 +145,13 @@ impl Peer {
         let state = match file.load()? {
             Some(s) => {
                 if s.ring_size() != node.ring_size() {
-                    return Err(format!(
-                        "the cluster's ring has {} partitions but ring_size is {}; set ring_size = {} (a node's ring size cannot change)",
-                        s.ring_size(),
-                        node.ring_size(),
-                        s.ring_size()
-                    ));
+                    return Err(StartError::RingSize {
+                        kept: s.ring_size(),
+                        configured: node.ring_size(),
+                    });
                 }
                 if s.status(&me).is_none() {
-                    return Err(format!(
-                        "the kept cluster state does not name this node ({me}); was nodename changed?"
-                    ));
+                    return Err(StartError::NotNamed { node: me });
                 }
                 s
             }
@@ -164,9 +161,13 @@ impl Peer {
         };
         let mut tcfg = TransportConfig::new(&me, cfg.listen);
         tcfg.hook = cfg.hook.clone();
-        let (transport, inbox) = Transport::start(tcfg)
-            .await
-            .map_err(|e| format!("cannot listen for peers on {}: {e}", cfg.listen))?;
+        let (transport, inbox) =
+            Transport::start(tcfg)
+                .await
+                .map_err(|source| StartError::Listen {
+                    addr: cfg.listen,
+                    source,
+                })?;
         let started = Instant::now();
         let cfg_handoff = cfg.handoff.clone();
         let inner = Inner {
