@@ -22,6 +22,6 @@ pub use policy::{
 };
 pub use scheduler::{
     filesystem_capacity_bytes, filesystem_free_bytes, filesystem_usage, MergeScheduler, Metrics,
-    MetricsSnapshot, SchedulerSettings, UsageSource,
+    MetricsSnapshot, PutRefusals, SchedulerSettings, UsageSource,
 };
 pub use throttle::{Throttle, ThrottleSettings};

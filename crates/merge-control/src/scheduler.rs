@@ -99,10 +99,21 @@ struct Shared {
     wake: (Mutex<()>, Condvar),
     idle_tick: Duration,
     started: Instant,
-    /// Set while the node refuses puts for space (its reserve released):
-    /// merges then take any file with dead bytes, whatever U says.
-    refusing_puts: OnceLock<Arc<AtomicBool>>,
+    /// Asked each round whether the node refuses puts for space (its
+    /// reserve released): merges then act as at U = 1, whatever U says.
+    refusing_puts: OnceLock<PutRefusals>,
+    /// For each store, the file last closed early while it may wait for
+    /// its merge: a store closes no other early until a merge took it.
+    closed_early: Mutex<HashMap<usize, u32>>,
+    /// Failed early closings, for a warning that does not repeat each
+    /// round.
+    close_failures: AtomicU64,
 }
+
+/// Whether the node refuses puts for space now, given usage U and the
+/// throttle's settings (with them the node may see that space returned
+/// and take puts again, whether or not a put arrives).
+pub type PutRefusals = Box<dyn Fn(f64, ThrottleSettings) -> bool + Send + Sync>;
 
 /// Runs merges for every store registered with it until dropped.
 pub struct MergeScheduler {
@@ -135,6 +146,8 @@ impl MergeScheduler {
             idle_tick: settings.idle_tick,
             started: Instant::now(),
             refusing_puts: OnceLock::new(),
+            closed_early: Mutex::default(),
+            close_failures: AtomicU64::new(0),
         });
         let reaps = shared.policy.lock().expect("policy").reaps_dead_files();
         let mut workers: Vec<JoinHandle<()>> = (0..settings.workers.max(1))
@@ -163,14 +176,15 @@ impl MergeScheduler {
         self.shared.throttle.clone()
     }
 
-    /// Follows a flag the node sets while it refuses puts for space.
-    /// Meanwhile merges act as at U = 1 whatever usage is measured (a node
-    /// that released its reserve to deletes and merges may measure a usage
-    /// below U_m, where the fisherman would not merge, and never get the
-    /// room back that puts wait for), and active files holding dead bytes
-    /// are closed so merges can take them.
-    pub fn watch_put_refusals(&self, flag: Arc<AtomicBool>) {
-        let _ = self.shared.refusing_puts.set(flag);
+    /// Asks `refusing` each round whether the node refuses puts for
+    /// space. Meanwhile merges act as at U = 1 whatever usage is measured
+    /// (a node that released its reserve to deletes and merges may measure
+    /// a usage below U_m, where the fisherman would not merge, and never
+    /// get back the room puts wait for), taking files at least a quarter
+    /// dead, and active files holding dead bytes are closed so merges can
+    /// take them (see [`crate::closing`]).
+    pub fn watch_put_refusals(&self, refusing: PutRefusals) {
+        let _ = self.shared.refusing_puts.set(refusing);
     }
 
     pub fn add_store(&self, store: Arc<Store>) -> usize {
@@ -350,14 +364,14 @@ impl Shared {
         m.throttle_us
             .store(delay.as_micros() as u64, Ordering::Relaxed);
         let stores = self.stores.read().expect("stores").clone();
-        let refusing = self
-            .refusing_puts
-            .get()
-            .is_some_and(|f| f.load(Ordering::Relaxed));
-        if refusing || usage >= self.throttle.settings().low_usage {
-            close_active_files_with_dead_bytes(&stores);
-        }
+        let settings = self.throttle.settings();
+        let refusing = self.refusing_puts.get().is_some_and(|f| f(usage, settings));
+        let short = refusing || usage >= settings.low_usage;
         let usage = if refusing { usage.max(1.0) } else { usage };
+        if short {
+            let threshold = self.policy.lock().expect("policy").take_threshold(usage);
+            self.close_early(&stores, threshold);
+        }
         let mut needs: HashMap<(usize, u32), u64> = HashMap::new();
         let files: Vec<FileView> = live(&stores)
             .flat_map(|(i, s)| {
@@ -382,11 +396,15 @@ impl Shared {
             let mut policy = self.policy.lock().expect("policy");
             m.take_threshold_ppm
                 .store(ppm(policy.take_threshold(usage)), Ordering::Relaxed);
-            let picks = policy.decide(
+            let mut picks = policy.decide(
                 usage,
                 &files,
                 Moment::new(local_hour(), self.started.elapsed()),
             );
+            if refusing {
+                // At U = 1 any dead byte would do: not worth a rewrite.
+                picks.retain(|p| p.dead_share >= crate::closing::MIN_DEAD_SHARE);
+            }
             let mut in_flight = self.in_flight.lock().expect("in flight");
             let budget = self.budget(&stores, &in_flight);
             let room = |i: usize| {
@@ -414,6 +432,46 @@ impl Shared {
             in_flight.remove(&(p.store, p.file_id));
         }
         true
+    }
+
+    /// Closes each store's active file that holds dead bytes worth a
+    /// merge at `take_threshold` (see [`crate::closing`]), unless the
+    /// store's last file closed so still waits for its merge.
+    fn close_early(&self, stores: &[Option<Arc<Store>>], take_threshold: f64) {
+        let mut closed = self.closed_early.lock().expect("closed early");
+        for (i, store) in live(stores) {
+            let files = store.file_stats();
+            let waiting = closed
+                .get(&i)
+                .is_some_and(|id| files.iter().any(|f| f.file_id == *id));
+            let Some(active) = files.iter().find(|f| f.active) else {
+                continue;
+            };
+            if waiting
+                || !crate::closing::worth_closing(
+                    active.total_bytes,
+                    active.live_bytes,
+                    take_threshold,
+                )
+            {
+                continue;
+            }
+            match store.close_active_file() {
+                Ok(true) => {
+                    closed.insert(i, active.file_id);
+                    tracing::debug!(store = %store.dir().display(), file = active.file_id,
+                        "space is short: the active file, holding dead bytes, is closed so a merge can take it");
+                }
+                Ok(false) => {}
+                Err(e) => {
+                    let n = self.close_failures.fetch_add(1, Ordering::Relaxed) + 1;
+                    if n.is_power_of_two() {
+                        tracing::warn!(store = %store.dir().display(), error = %e, failures = n,
+                            "space is short: cannot close an active file for a merge");
+                    }
+                }
+            }
+        }
     }
 
     /// Whether store `i` is still registered (checked under the in-flight
@@ -454,26 +512,6 @@ impl Shared {
                     error = %e, "merge failed; will try again");
                 self.idle();
             }
-        }
-    }
-}
-
-/// Closes each store's active file that holds dead bytes worth a merge
-/// (see [`crate::closing`]).
-fn close_active_files_with_dead_bytes(stores: &[Option<Arc<Store>>]) {
-    for (_, store) in live(stores) {
-        let worth = store
-            .file_stats()
-            .iter()
-            .any(|f| f.active && crate::closing::worth_closing(f.total_bytes, f.live_bytes));
-        if !worth {
-            continue;
-        }
-        match store.close_active_file() {
-            Ok(_) => tracing::debug!(store = %store.dir().display(),
-                "space is short: the active file, holding dead bytes, is closed so a merge can take it"),
-            Err(e) => tracing::warn!(store = %store.dir().display(), error = %e,
-                "space is short: cannot close the active file for a merge"),
         }
     }
 }

@@ -7,7 +7,6 @@
 
 use bitcask::{Options, Store};
 use merge_control::{Fisherman, MergeScheduler, SchedulerSettings, ThrottleSettings, UsageSource};
-use std::sync::atomic::AtomicBool;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -60,8 +59,7 @@ fn a_node_refusing_puts_closes_and_merges_an_active_file_full_of_dead_bytes() {
     let s = store_with_a_dead_active_file(dir.path());
     let before = s.disk_bytes();
     let sched = scheduler();
-    let refusing = Arc::new(AtomicBool::new(true));
-    sched.watch_put_refusals(refusing.clone());
+    sched.watch_put_refusals(Box::new(|_, _| true));
     sched.add_store(s.clone());
     let until = Instant::now() + Duration::from_secs(60);
     while s.disk_bytes() * 2 > before {
@@ -73,6 +71,9 @@ fn a_node_refusing_puts_closes_and_merges_an_active_file_full_of_dead_bytes() {
         std::thread::sleep(Duration::from_millis(5));
     }
     assert!(sched.metrics().merges >= 1);
+    // One file closed early waits for its merge at a time: never more
+    // files than the active one and that one.
+    assert!(s.file_stats().len() <= 2, "{:?}", s.file_stats());
     for k in 0..KEYS {
         let got = s.get(&k.to_be_bytes()).unwrap();
         if k < GONE {
@@ -92,7 +93,7 @@ fn a_node_taking_puts_leaves_the_active_file_alone_below_the_merge_target() {
     let dir = tempfile::tempdir().unwrap();
     let s = store_with_a_dead_active_file(dir.path());
     let sched = scheduler();
-    sched.watch_put_refusals(Arc::new(AtomicBool::new(false)));
+    sched.watch_put_refusals(Box::new(|_, _| false));
     sched.add_store(s.clone());
     // Rounds on this thread, after the store was added.
     for _ in 0..3 {
@@ -101,4 +102,53 @@ fn a_node_taking_puts_leaves_the_active_file_alone_below_the_merge_target() {
     let stats = s.file_stats();
     assert_eq!(stats.len(), 1, "{stats:?}");
     assert!(stats[0].active, "{stats:?}");
+}
+
+/// Takes nothing, whatever the files: closed files wait for ever.
+struct Never;
+
+impl merge_control::Policy for Never {
+    fn decide(
+        &mut self,
+        _usage: f64,
+        _files: &[merge_control::FileView],
+        _at: merge_control::Moment,
+    ) -> Vec<merge_control::Pick> {
+        Vec::new()
+    }
+    fn take_threshold(&self, _usage: f64) -> f64 {
+        0.0
+    }
+    fn name(&self) -> &'static str {
+        "never"
+    }
+}
+
+/// Overwrites keep making dead bytes in the active file, and no merge
+/// takes the file closed early: the store closes no other while it waits.
+#[test]
+fn a_store_closes_one_file_early_at_a_time() {
+    let dir = tempfile::tempdir().unwrap();
+    let s = store_with_a_dead_active_file(dir.path());
+    let sched = MergeScheduler::start(SchedulerSettings {
+        usage: UsageSource::Capacity { bytes: 1 << 40 },
+        policy: Box::new(Never),
+        throttle: ThrottleSettings::default(),
+        workers: 1,
+        idle_tick: Duration::from_millis(5),
+    });
+    sched.watch_put_refusals(Box::new(|_, _| true));
+    sched.add_store(s.clone());
+    for round in 0..10u32 {
+        for k in GONE..KEYS {
+            s.put(&k.to_be_bytes(), &value(k + round)).unwrap();
+        }
+        sched.run_once();
+    }
+    let files = s.file_stats();
+    assert_eq!(
+        files.len(),
+        2,
+        "the active file and one closed early: {files:?}"
+    );
 }

@@ -211,12 +211,29 @@ pub fn run(mut a: Args) -> Result<()> {
                         if k >= keys {
                             return Ok(());
                         }
-                        client.put(
-                            &bucket,
-                            format!("k{k:010}").as_bytes(),
-                            &value,
-                            "application/octet-stream",
-                        )?;
+                        // A node with too many large writes waiting answers
+                        // busy; a client waits and retries, within a bound.
+                        let key = format!("k{k:010}");
+                        let give_up = Instant::now() + Duration::from_secs(120);
+                        let mut pause = Duration::from_millis(10);
+                        loop {
+                            match client.put(
+                                &bucket,
+                                key.as_bytes(),
+                                &value,
+                                "application/octet-stream",
+                            ) {
+                                Ok(_) => break,
+                                Err(e)
+                                    if e.to_string().contains("busy")
+                                        && Instant::now() < give_up =>
+                                {
+                                    std::thread::sleep(pause);
+                                    pause = (pause * 2).min(Duration::from_secs(1));
+                                }
+                                Err(e) => return Err(e.into()),
+                            }
+                        }
                     }
                 }));
             }

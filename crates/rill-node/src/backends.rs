@@ -15,7 +15,7 @@ use rill_backend::{
 use rill_bucket::Registry;
 use rill_ring::{Partition, Ring};
 use std::io;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::sync::{Arc, RwLock};
 use std::time::Duration;
 
@@ -71,8 +71,10 @@ pub enum BackendsError {
 /// What a node's backends share: Bitcask's merge scheduler and space
 /// reserve, the LSM databases and their free-space admission.
 pub(crate) struct Resources {
-    /// Disk space: admission of writes, the reserve (Bitcask only).
-    pub space: Option<Space>,
+    /// Disk space: admission of writes, the reserve (Bitcask only);
+    /// shared with the merge scheduler, which asks it whether puts are
+    /// refused.
+    pub space: Option<Arc<Space>>,
     pub scheduler: Option<MergeScheduler>,
     /// The node's leveldb databases (`storage_backend = leveldb` or
     /// `leveled`, or each such backend of multi), by backend name.
@@ -119,6 +121,8 @@ impl OpenedStores {
 pub(crate) enum Rotation {
     /// `bitcask.max_file_size` set.
     Configured,
+    /// Riak's 2 GiB: the filesystem's capacity could not be read.
+    CapacityUnknown,
     /// Eq. 4 from this capacity and number of stores.
     FromDisk { capacity_bytes: u64, stores: u32 },
 }
@@ -155,8 +159,12 @@ impl Resources {
                 idle_tick: Duration::from_millis(200),
             })
         });
+        let space = space.map(Arc::new);
         if let (Some(space), Some(scheduler)) = (&space, &scheduler) {
-            scheduler.watch_put_refusals(space.refusing_puts());
+            let space = space.clone();
+            scheduler.watch_put_refusals(Box::new(move |usage, settings| {
+                space.refusing_puts(usage, settings)
+            }));
         }
         let (bitcask, rotation) = bitcask_options(config, &bitcask_dir);
         let leveldb = open_leveldb(config)?;
@@ -197,11 +205,11 @@ impl Resources {
 /// The Bitcask stores' options: R as configured, or by eq. 4 from the
 /// capacity of the filesystem holding `bitcask_dir` (or
 /// `bitcask.capacity`) shared by a store per partition of each Bitcask
-/// backend.
-fn bitcask_options(
-    config: &NodeConfig,
-    bitcask_dir: &std::path::Path,
-) -> (bitcask::Options, Rotation) {
+/// The Bitcask stores' options for stores under `root`: R as
+/// configured, or by eq. 4 from the capacity of the filesystem holding
+/// `root` (or `bitcask.capacity`) shared by a store per partition of each
+/// Bitcask backend (counted as if all shared it: R errs small).
+fn bitcask_options(config: &NodeConfig, root: &Path) -> (bitcask::Options, Rotation) {
     let mut opts = config.bitcask.clone();
     if let Some(bytes) = config.bitcask_max_file_size {
         opts.max_file_size_bytes = bytes;
@@ -217,9 +225,10 @@ fn bitcask_options(
     }
     .max(1) as u32;
     let stores = config.ring_size.saturating_mul(backends);
-    let capacity_bytes = config.bitcask_capacity_bytes.unwrap_or_else(|| {
-        merge_control::filesystem_capacity_bytes(bitcask_dir).unwrap_or(u64::MAX)
-    });
+    let Some(capacity_bytes) = config.bitcask_capacity_bytes.or_else(|| capacity_of(root)) else {
+        opts.max_file_size_bytes = merge_control::planing::MAX_DEFAULT_FILE_SIZE_BYTES;
+        return (opts, Rotation::CapacityUnknown);
+    };
     opts.max_file_size_bytes = merge_control::default_rotation_bytes(
         capacity_bytes,
         stores,
@@ -232,6 +241,13 @@ fn bitcask_options(
             stores,
         },
     )
+}
+
+/// The capacity of the filesystem that holds, or will hold, `dir`: that
+/// of its nearest existing ancestor.
+fn capacity_of(dir: &Path) -> Option<u64> {
+    dir.ancestors()
+        .find_map(|d| merge_control::filesystem_capacity_bytes(d).ok())
 }
 
 /// Whether any vnode keeps Bitcask stores (the merge scheduler and the
@@ -475,6 +491,12 @@ impl Opening<'_> {
                 }
             }
             BackendKind::Bitcask => {
+                // A named backend's stores may be on another disk: their
+                // R is their own filesystem's.
+                let opts = match &root {
+                    Some(r) => bitcask_options(self.config, r).0,
+                    None => self.res.bitcask.clone(),
+                };
                 let dir = root
                     .unwrap_or_else(|| self.config.data_dir.join("bitcask"))
                     .join(&index);
@@ -484,8 +506,7 @@ impl Opening<'_> {
                     partition: p.0,
                     source,
                 };
-                let store = bitcask::Store::open(&dir, self.res.bitcask.clone())
-                    .map_err(|e| failed(e.into()))?;
+                let store = bitcask::Store::open(&dir, opts).map_err(|e| failed(e.into()))?;
                 self.res
                     .opened
                     .lock()

@@ -147,10 +147,15 @@ fn io_text(kind: std::io::ErrorKind, os_code: Option<i32>) -> String {
 }
 
 impl StorageFailure {
+    /// An OS error by its kind and code; another (an engine's own) in its
+    /// words.
     fn io(e: &std::io::Error) -> StorageFailure {
-        StorageFailure::Io {
-            kind: e.kind(),
-            os_code: e.raw_os_error(),
+        match e.raw_os_error() {
+            Some(code) => StorageFailure::Io {
+                kind: e.kind(),
+                os_code: Some(code),
+            },
+            None => StorageFailure::Other(format!("I/O error: {e}")),
         }
     }
 }

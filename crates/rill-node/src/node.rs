@@ -455,7 +455,11 @@ fn log_stores_opened(config: &NodeConfig, res: &Resources, took: Duration) {
             "eq. 4 from {} MiB over {stores} stores",
             capacity_bytes >> 20
         ),
+        crate::backends::Rotation::CapacityUnknown => {
+            "the default, the disk's capacity unknown".to_string()
+        }
     };
+    let max_file_size = res.bitcask.max_file_size_bytes;
     let open_ms = took.as_millis() as u64;
     if o.stores == 0 {
         tracing::info!(
@@ -469,7 +473,8 @@ fn log_stores_opened(config: &NodeConfig, res: &Resources, took: Duration) {
             vnodes = config.ring_size, bitcask_stores = o.stores, files = o.files,
             records = o.records, from_hints = o.files_from_hints, scanned = o.files_scanned,
             corrupt_regions = o.corrupt_regions, torn_bytes = o.torn_bytes,
-            merges_finished = o.merges_finished, open_ms,
+            merges_finished = o.merges_finished, max_file_size,
+            max_file_size_from = %rotation, open_ms,
             "stores opened; damaged or torn records were set aside (a warning for each store names it)"
         );
     } else {
@@ -477,7 +482,7 @@ fn log_stores_opened(config: &NodeConfig, res: &Resources, took: Duration) {
             vnodes = config.ring_size, bitcask_stores = o.stores, files = o.files,
             records = o.records, from_hints = o.files_from_hints, scanned = o.files_scanned,
             merges_finished = o.merges_finished,
-            max_file_size = res.bitcask.max_file_size_bytes, max_file_size_from = %rotation,
+            max_file_size, max_file_size_from = %rotation,
             open_ms, "stores opened"
         );
     }

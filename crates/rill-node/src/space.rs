@@ -26,7 +26,7 @@ use crate::error::{KvError, OUT_OF_SPACE_RETRY_SECS};
 use merge_control::{MergeScheduler, ThrottleSettings};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
 /// The reserve's file name in the Bitcask directory.
@@ -88,9 +88,8 @@ pub(crate) struct Space {
     reserve_bytes: u64,
     /// 0 when `reserve_bytes` is 0 (no reserves at all).
     start_bytes: u64,
-    /// True while the reserve is released and puts are refused (shared
-    /// with the merge scheduler, which merges harder meanwhile).
-    low: Arc<AtomicBool>,
+    /// True while the reserve is released and puts are refused.
+    low: AtomicBool,
     checked: Mutex<Option<Instant>>,
     pub refusals: AtomicU64,
     /// Times the reserve was released (its file removed): a write that
@@ -112,7 +111,7 @@ impl Space {
             dir: dir.to_path_buf(),
             reserve_bytes,
             start_bytes,
-            low: Arc::new(AtomicBool::new(false)),
+            low: AtomicBool::new(false),
             checked: Mutex::new(None),
             refusals: AtomicU64::new(0),
             releases: AtomicU64::new(0),
@@ -158,9 +157,15 @@ impl Space {
         self.dir.join(RESERVE_FILE)
     }
 
-    /// The flag set while puts are refused for space.
-    pub fn refusing_puts(&self) -> Arc<AtomicBool> {
-        self.low.clone()
+    /// Whether puts are refused for space now, given usage U and the
+    /// throttle's settings: asked by the merge scheduler each round, so
+    /// the reserve is made again and puts admitted once space returned
+    /// even when no put arrives to see it (merges work harder meanwhile).
+    pub fn refusing_puts(&self, usage: f64, settings: ThrottleSettings) -> bool {
+        if self.is_low() {
+            self.maybe_resume(usage, settings);
+        }
+        self.is_low()
     }
 
     pub fn is_low(&self) -> bool {

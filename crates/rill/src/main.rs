@@ -448,7 +448,7 @@ fn console(cfg: Config) -> Result<()> {
             data = %cfg.node.data_dir.display(),
             pb = %cfg.pb_listener,
             http = %cfg.http_listener,
-            cluster = %cfg.cluster_listener,
+            cluster = %peer.local_addr(),
             sensor = sensors.is_some(),
             open_ms = started.elapsed().as_millis() as u64,
             "node ready"

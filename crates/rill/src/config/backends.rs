@@ -94,10 +94,10 @@ fn memory_share(percent: u64) -> u64 {
 pub static SETTINGS: &[Setting] = &[
     Setting {
         key: "bitcask.max_file_size",
-        kind: Kind::Size { min: 4 << 10, max: 2 << 30 },
+        kind: Kind::Size { min: 4 << 10, max: u32::MAX as u64 },
         words: &["auto"],
         default: Initial::Value("auto"),
-        help: "rotation size R of data files; auto: the sensor-data paper's eq. 4 with V = U_m/2, R = (C_i/n_i)(U_m/2), from the disk's capacity C_i and ring_size stores n_i, from 1MB to 2GB (`rill planing` gives the largest R for a planned V)",
+        help: "rotation size R of data files; auto: the sensor-data paper's eq. 4 with V = U_m/2, R = (C_i/n_i)(U_m/2), from the capacity C_i of the disk holding the stores (or bitcask.capacity) and n_i, a store per partition of each Bitcask backend, from 1MB to 2GB (`rill planing` gives the largest R for a planned V)",
         apply: |c, a| {
             c.node.bitcask_max_file_size = a.word().is_none().then(|| a.bytes());
             Ok(())
@@ -241,14 +241,12 @@ pub static SETTINGS: &[Setting] = &[
     },
     Setting {
         key: "leveldb.maximum_memory",
-        kind: Kind::Size { min: 16 << 20, max: TB },
-        words: &["off"],
-        default: Initial::Value("off"),
-        help: "the same budget as a size; off: leveldb.maximum_memory.percent",
+        kind: Kind::Size { min: 0, max: TB },
+        words: &[],
+        default: Initial::Unset("unset: leveldb.maximum_memory.percent decides"),
+        help: "the same budget as a size, instead of the percentage (at least 16MB: a smaller size is raised to it)",
         apply: |c, a| {
-            if a.word().is_none() {
-                leveldb(c, a).max_memory_bytes = a.bytes();
-            }
+            leveldb(c, a).max_memory_bytes = a.bytes().max(16 << 20);
             Ok(())
         },
     },
@@ -306,14 +304,12 @@ pub static SETTINGS: &[Setting] = &[
     },
     Setting {
         key: "leveled.maximum_memory",
-        kind: Kind::Size { min: 16 << 20, max: TB },
-        words: &["off"],
-        default: Initial::Value("off"),
-        help: "the same budget as a size; off: leveled.maximum_memory.percent",
+        kind: Kind::Size { min: 0, max: TB },
+        words: &[],
+        default: Initial::Unset("unset: leveled.maximum_memory.percent decides"),
+        help: "the same budget as a size, instead of the percentage (at least 16MB: a smaller size is raised to it)",
         apply: |c, a| {
-            if a.word().is_none() {
-                leveled(c, a).max_memory_bytes = a.bytes();
-            }
+            leveled(c, a).max_memory_bytes = a.bytes().max(16 << 20);
             Ok(())
         },
     },
@@ -355,12 +351,12 @@ pub static SETTINGS: &[Setting] = &[
     },
     Setting {
         key: "leveled.journal_size",
-        kind: Kind::Size { min: 1 << 20, max: 4 << 30 },
+        kind: Kind::Size { min: 0, max: TB },
         words: &[],
         default: Initial::Value("64MB"),
-        help: "a journal file is closed near this size (Riak's default is 1GB per vnode journal file)",
+        help: "a journal file is closed near this size, at least 1MB (Riak's default is 1GB per vnode journal file)",
         apply: |c, a| {
-            journal(c, a).file_bytes = a.bytes();
+            journal(c, a).file_bytes = a.bytes().max(1 << 20);
             Ok(())
         },
     },

@@ -32,7 +32,10 @@ pub static SETTINGS: &[Setting] = &[
     },
     Setting {
         key: "transfer_limit",
-        kind: Kind::Count { min: 0, max: 1024 },
+        kind: Kind::Count {
+            min: 0,
+            max: u32::MAX as u64,
+        },
         words: &[],
         default: Initial::Value("2"),
         help: "handoffs leaving this node at once (as Riak)",

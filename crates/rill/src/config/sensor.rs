@@ -102,10 +102,13 @@ fn db_name(a: &Arg<'_>) -> Result<String, String> {
 }
 
 fn precision(a: &Arg<'_>) -> rill_sensor::Precision {
-    rill_sensor::Precision::parse(Some(a.text())).expect("the table's choices are precisions")
+    let unit = a.word().unwrap_or_else(|| a.text());
+    rill_sensor::Precision::parse(Some(unit)).expect("the table's choices are precisions")
 }
 
 const PRECISIONS: Kind = Kind::Choice(&["ns", "us", "ms", "s", "m", "h"]);
+/// InfluxDB's other names of ns and us.
+const PRECISION_ALIASES: &[&str] = &["n", "u", "µ"];
 
 pub static SETTINGS: &[Setting] = &[
     Setting {
@@ -143,7 +146,10 @@ pub static SETTINGS: &[Setting] = &[
     },
     Setting {
         key: "sensor.grace",
-        kind: Kind::Duration { min: Duration::ZERO, max: Duration::from_secs(7 * 86_400) },
+        kind: Kind::Duration {
+            min: Duration::ZERO,
+            max: Duration::from_secs(i64::MAX as u64 / 4 / 1_000_000_000),
+        },
         words: &[],
         default: Initial::Value("5m"),
         help: "a window is cut into blocks this long after it ends, for late samples",
@@ -221,7 +227,7 @@ pub static SETTINGS: &[Setting] = &[
     Setting {
         key: "sensor.listener.line",
         kind: Kind::Address,
-        words: &["off"],
+        words: &["off", ""],
         default: Initial::Value("off"),
         help: "the collection port: InfluxDB line protocol over TCP",
         apply: |c, a| {
@@ -243,7 +249,7 @@ pub static SETTINGS: &[Setting] = &[
     Setting {
         key: "sensor.listener.line.precision",
         kind: PRECISIONS,
-        words: &[],
+        words: PRECISION_ALIASES,
         default: Initial::Value("ns"),
         help: "the collection port's timestamp unit",
         apply: |c, a| {
@@ -254,7 +260,7 @@ pub static SETTINGS: &[Setting] = &[
     Setting {
         key: "sensor.mqtt.broker",
         kind: Kind::Text,
-        words: &["off"],
+        words: &["off", ""],
         default: Initial::Value("off"),
         help: "the MQTT broker the sensor service subscribes to, host:port such as 127.0.0.1:1883",
         apply: |c, a| {
@@ -315,7 +321,7 @@ pub static SETTINGS: &[Setting] = &[
     Setting {
         key: "sensor.mqtt.precision",
         kind: PRECISIONS,
-        words: &[],
+        words: PRECISION_ALIASES,
         default: Initial::Value("ns"),
         help: "the timestamp unit of line protocol in MQTT messages",
         apply: |c, a| {
@@ -337,11 +343,11 @@ pub static SETTINGS: &[Setting] = &[
     Setting {
         key: "sensor.mqtt.username",
         kind: Kind::Text,
-        words: &[],
+        words: &[""],
         default: Initial::Unset("none"),
         help: "the MQTT user name",
         apply: |c, a| {
-            c.sensor.mqtt_username = Some(a.text().to_string());
+            c.sensor.mqtt_username = Some(a.word().unwrap_or_else(|| a.text()).to_string());
             Ok(())
         },
     },

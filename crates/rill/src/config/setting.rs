@@ -85,9 +85,13 @@ fn show_duration(d: Duration) -> String {
     format!("{us}us")
 }
 
-/// `a, b or c`.
+/// `a, b or c` (an empty word shown as `""`).
 pub fn one_of(words: &[&str]) -> String {
-    match words {
+    let words: Vec<&str> = words
+        .iter()
+        .map(|w| if w.is_empty() { "\"\"" } else { *w })
+        .collect();
+    match words.as_slice() {
         [] => String::new(),
         [one] => (*one).to_string(),
         [init @ .., last] => format!("{} or {last}", init.join(", ")),
@@ -267,7 +271,9 @@ impl Setting {
             "" => name_and_rest,
             rest => name_and_rest.strip_suffix(rest)?,
         };
-        (!name.is_empty() && !name.contains('.')).then_some(name)
+        // A name inside a key (multi_backend.NAME.x) holds no dot; one
+        // that ends it (sensor.retention.DB) may.
+        (!name.is_empty() && (rest.is_empty() || !name.contains('.'))).then_some(name)
     }
 
     /// Whether the key holds a `NAME` or `DB` the operator chooses.

@@ -60,7 +60,7 @@ fn docs_settings_md_lists_every_key_as_the_tables_do() {
     let table = setting::markdown();
     assert!(
         doc.contains(&table),
-        "docs/settings.md is not the tables' listing: regenerate it with `rill chkconfig --keys --markdown`"
+        "docs/settings.md is not the tables' listing: regenerate its table with `rill chkconfig --markdown`"
     );
 }
 
@@ -121,6 +121,35 @@ fn sensor_keys_are_read_and_checked() {
     }
     let c = Config::parse("sensor.block_cache = 0\n").unwrap();
     assert_eq!(c.sensor.block_cache_bytes, 0);
+}
+
+/// What the parser before the tables took, it takes still.
+#[test]
+fn values_the_earlier_parser_took_are_taken() {
+    let c = Config::parse(
+        "sensor.listener.line.precision = u\nsensor.mqtt.precision = n\n\
+         sensor.listener.line =\nsensor.mqtt.broker =\nsensor.mqtt.username =\n\
+         sensor.retention.plant.north = 2d\nsensor.grace = 30d\n\
+         leveldb.maximum_memory = 1MB\nleveled.journal_size = 64KB\n\
+         bitcask.max_file_size = 3GB\ntransfer_limit = 5000\n",
+    )
+    .unwrap_or_else(|e| panic!("{e:?}"));
+    let s = &c.sensor;
+    assert_eq!(s.line_precision, rill_sensor::Precision::Us);
+    assert_eq!(s.mqtt_precision, rill_sensor::Precision::Ns);
+    assert_eq!((s.line_listener, s.mqtt_broker.as_ref()), (None, None));
+    assert_eq!(s.mqtt_username.as_deref(), Some(""));
+    assert_eq!(
+        s.retention_of["plant.north"],
+        Duration::from_secs(2 * 86_400)
+    );
+    assert_eq!(s.grace, Duration::from_secs(30 * 86_400));
+    assert_eq!(c.node.leveldb.max_memory_bytes, 16 << 20, "raised to 16MB");
+    assert_eq!(c.node.leveled_journal.file_bytes, 1 << 20, "raised to 1MB");
+    assert_eq!(c.node.bitcask_max_file_size, Some(3 << 30));
+    assert_eq!(c.transfer_limit, 5000);
+    // A named backend's name holds no dot.
+    assert!(Config::parse("multi_backend.a.b.storage_backend = memory\n").is_err());
 }
 
 #[test]
