@@ -38,13 +38,15 @@ fn object(key: &[u8]) -> Option<Object> {
 }
 
 impl Source for Store {
+    type Error = std::convert::Infallible;
+
     fn list_keys(
         &self,
         _: Option<&[u8]>,
         _: &[u8],
         _: Instant,
         each: &mut dyn FnMut(Vec<Vec<u8>>) -> bool,
-    ) -> Result<(), String> {
+    ) -> Result<(), Self::Error> {
         each(KEYS.iter().map(|k| k.as_bytes().to_vec()).collect());
         Ok(())
     }
@@ -57,12 +59,12 @@ impl Source for Store {
         _: &IndexQuery,
         _: Instant,
         each: &mut dyn FnMut(Vec<Vec<u8>>) -> bool,
-    ) -> Result<(), String> {
+    ) -> Result<(), Self::Error> {
         each(vec![b"1".to_vec(), b"gone".to_vec()]);
         Ok(())
     }
 
-    fn fetch(&self, keys: &[BKey], _: Instant) -> Result<Vec<Option<Object>>, String> {
+    fn fetch(&self, keys: &[BKey], _: Instant) -> Result<Vec<Option<Object>>, Self::Error> {
         Ok(keys.iter().map(|k| object(&k.key)).collect())
     }
 }
@@ -75,10 +77,14 @@ fuzz_target!(|data: &[u8]| {
         std::thread::Builder::new()
             .stack_size(2 << 20)
             .spawn(move || {
-                let _ = run(&job, &Store, &mut |_: usize, items: Vec<rill_mapred::Term>| {
-                    let _ = json::encode(&items);
-                    true
-                });
+                let _ = run(
+                    &job,
+                    &Store,
+                    &mut |_: usize, items: Vec<rill_mapred::Term>| {
+                        let _ = json::encode(&items);
+                        true
+                    },
+                );
             })
             .expect("a thread")
             .join()

@@ -55,7 +55,10 @@ fn same_in_ms(
 ) {
     assert_eq!(ns.is_ok(), ms.is_ok());
     assert_eq!(ts.len(), tm.len());
-    assert!(ts.iter().zip(tm).all(|(a, b)| a.div_euclid(1_000_000) == *b));
+    assert!(ts
+        .iter()
+        .zip(tm)
+        .all(|(a, b)| a.div_euclid(1_000_000) == *b));
     assert!(vs.iter().zip(vm).all(|(a, b)| a.to_bits() == b.to_bits()));
 }
 
@@ -140,7 +143,10 @@ fn stores(bytes: &[u8]) {
         assert_eq!(series_record_key(id)[..], bytes[..]);
     }
     if let Ok((db, key)) = decode_series_record(bytes) {
-        assert_eq!(encode_series_record(&db, &key).expect("decoded names encode"), bytes);
+        assert_eq!(
+            encode_series_record(&db, &key).expect("decoded names encode"),
+            bytes
+        );
         // The key as the catalog holds it: a series key, or not one.
         if let Some(s) = rill_sensor::Series::parse_key(&key) {
             assert_eq!(s.key(), key);
@@ -163,7 +169,9 @@ fn selector(bytes: &[u8]) {
 fn remote_write(bytes: &[u8], wrap: bool) {
     use rill_sensor::remote_write::decode;
     let body = if wrap {
-        snap::raw::Encoder::new().compress_vec(bytes).expect("snappy compresses")
+        snap::raw::Encoder::new()
+            .compress_vec(bytes)
+            .expect("snappy compresses")
     } else {
         bytes.to_vec()
     };
@@ -203,7 +211,7 @@ fn promql(bytes: &[u8]) {
             m: &[rill_tsdb::select::Matcher],
             start: i64,
             end: i64,
-        ) -> Result<Fetched, String> {
+        ) -> Result<Fetched, rill_tsdb::promql::SourceError> {
             let s = rill_sensor::Series::new("m", vec![("a".into(), "1".into())]);
             if !rill_tsdb::select::matches(m, &s) {
                 return Ok(Vec::new());
