@@ -14,9 +14,7 @@ use std::time::{Duration, Instant};
 const VALUE_BYTES: usize = 48 << 10;
 
 fn value(i: usize) -> Vec<u8> {
-    let mut v = format!("value {i} ").into_bytes();
-    v.resize(VALUE_BYTES, b'a' + (i % 26) as u8);
-    v
+    common::numbered_value(i, VALUE_BYTES)
 }
 
 fn config(data: &Path) -> String {
@@ -28,13 +26,7 @@ fn config(data: &Path) -> String {
 }
 
 fn http_put(n: &Node, key: &str, body: &[u8]) -> common::HttpReply {
-    n.http(
-        "PUT",
-        &format!("/buckets/sensors/keys/{key}"),
-        &[("Content-Type", "application/octet-stream")],
-        body,
-    )
-    .expect("the node answers")
+    n.put_octets("sensors", key, body)
 }
 
 /// Deletes key `k{i}` through HTTP; it must be acknowledged.

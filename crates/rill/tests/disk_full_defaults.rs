@@ -22,9 +22,7 @@ const DISK_MIB: u64 = 272;
 const VALUE_BYTES: usize = 256 << 10;
 
 fn value(i: usize) -> Vec<u8> {
-    let mut v = format!("value {i} ").into_bytes();
-    v.resize(VALUE_BYTES, b'a' + (i % 26) as u8);
-    v
+    common::numbered_value(i, VALUE_BYTES)
 }
 
 /// Only what a test must set: where the data lives (the harness adds the
@@ -34,13 +32,7 @@ fn config(data: &Path) -> String {
 }
 
 fn http_put(n: &Node, key: &str, body: &[u8]) -> common::HttpReply {
-    n.http(
-        "PUT",
-        &format!("/buckets/readings/keys/{key}"),
-        &[("Content-Type", "application/octet-stream")],
-        body,
-    )
-    .expect("the node answers")
+    n.put_octets("readings", key, body)
 }
 
 #[test]

@@ -172,13 +172,7 @@ impl Store {
         }
         .load()?;
         let active_id = report.max_file_id + 1;
-        let active = AppendFile::create(
-            opts.vfs.as_ref(),
-            &dir,
-            active_id,
-            opts.write_mode == WriteMode::Direct,
-            opts.write_buffer_bytes,
-        )?;
+        let active = new_active_file(&opts, &dir, active_id)?;
         opts.vfs.sync_dir(&dir).map_err(|e| Error::io(&dir, e))?;
         stats.add_file(active_id);
         files.insert(active_id, active.path.clone());
@@ -439,6 +433,18 @@ pub(crate) struct Rec<'a> {
     pub value: &'a [u8],
     pub expiry_s: Option<u32>,
     pub tombstone: bool,
+}
+
+/// A new data file `id` in `dir` for puts to append to, written as the
+/// options say (buffered or O_DIRECT, through a buffer of their size).
+pub(crate) fn new_active_file(opts: &Options, dir: &Path, id: u32) -> Result<AppendFile> {
+    AppendFile::create(
+        opts.vfs.as_ref(),
+        dir,
+        id,
+        opts.write_mode == WriteMode::Direct,
+        opts.write_buffer_bytes,
+    )
 }
 
 /// Creates `dir` and any missing ancestors, and makes their names durable

@@ -3,9 +3,7 @@
 //! background thread, and data files deleted.
 
 use super::{Inner, Unsealed, WriterState};
-use crate::append::AppendFile;
 use crate::error::{Error, Result};
-use crate::options::WriteMode;
 use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
@@ -37,13 +35,7 @@ impl Inner {
         }
         let id = w.next_file_id;
         let o = &self.opts;
-        let next = AppendFile::create(
-            o.vfs.as_ref(),
-            &self.dir,
-            id,
-            o.write_mode == WriteMode::Direct,
-            o.write_buffer_bytes,
-        )?;
+        let next = super::new_active_file(o, &self.dir, id)?;
         w.next_file_id += 1;
         let mut old = std::mem::replace(&mut w.active, next);
         // The new file is the active one before it is visible to merge
@@ -69,13 +61,7 @@ impl Inner {
         let id = w.next_file_id;
         let o = &self.opts;
         self.dir_dirty.store(true, Ordering::Release);
-        let next = AppendFile::create(
-            o.vfs.as_ref(),
-            &self.dir,
-            id,
-            o.write_mode == WriteMode::Direct,
-            o.write_buffer_bytes,
-        )?;
+        let next = super::new_active_file(o, &self.dir, id)?;
         w.next_file_id += 1;
         let old = std::mem::replace(&mut w.active, next);
         // The new file is the active one before it is visible to merge

@@ -419,7 +419,7 @@ pub static SETTINGS: &[Setting] = &[
         default: Initial::Unset("none"),
         help: "with storage_backend = multi: the backend NAME (a bucket chooses it with its backend property); NAME takes the keys marked so below as multi_backend.NAME.<key>",
         apply: |c, a| {
-            named(c, a.name).kind = super::node::backend_kind(a.text());
+            named(c, a.name).kind = BackendKind::from_name(a.text()).expect("one of the choices");
             Ok(())
         },
     },

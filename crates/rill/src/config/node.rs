@@ -45,7 +45,7 @@ pub static SETTINGS: &[Setting] = &[
         default: Initial::Value("bitcask"),
         help: "where the node keeps its objects (docs/backends.md)",
         apply: |c, a| {
-            c.node.backend = backend_kind(a.text());
+            c.node.backend = BackendKind::from_name(a.text()).expect("one of the choices");
             Ok(())
         },
     },
@@ -194,14 +194,3 @@ pub static SETTINGS: &[Setting] = &[
         },
     },
 ];
-
-/// The backend a `storage_backend` word names (the table's choices).
-pub(super) fn backend_kind(word: &str) -> BackendKind {
-    match word {
-        "bitcask" => BackendKind::Bitcask,
-        "leveldb" => BackendKind::Leveldb,
-        "leveled" => BackendKind::Leveled,
-        "memory" => BackendKind::Memory,
-        _ => BackendKind::Multi,
-    }
-}

@@ -133,6 +133,18 @@ impl Node {
         http(self.http, method, path, headers, body)
     }
 
+    /// PUTs `body` as `application/octet-stream` at `bucket`/`key`
+    /// over HTTP; the node must answer.
+    pub fn put_octets(&self, bucket: &str, key: &str, body: &[u8]) -> HttpReply {
+        self.http(
+            "PUT",
+            &format!("/buckets/{bucket}/keys/{key}"),
+            &[("Content-Type", "application/octet-stream")],
+            body,
+        )
+        .expect("the node answers")
+    }
+
     /// The node's `/stats`, parsed.
     pub fn stats(&self) -> serde_json::Value {
         let r = self.http("GET", "/stats", &[], b"").expect("stats");
@@ -272,6 +284,13 @@ pub fn keys_at(n: &Node, path: &str) -> std::collections::BTreeSet<String> {
 
 /// Fills what is left of the filesystem with a file of its own, to the
 /// last byte, as another program could.
+/// Value `i` of `bytes` bytes: its number, then a letter of its own.
+pub fn numbered_value(i: usize, bytes: usize) -> Vec<u8> {
+    let mut v = format!("value {i} ").into_bytes();
+    v.resize(bytes, b'a' + (i % 26) as u8);
+    v
+}
+
 pub fn fill_up(path: &Path) -> u64 {
     let mut f = std::fs::File::create(path).unwrap();
     let block = vec![0x5au8; 64 << 10];
