@@ -8,7 +8,7 @@
 
 use crate::error::KvError;
 use crate::node::Node;
-use crate::vnode_msg::{KeysQuery, VnodeReply, VnodeRequest};
+use crate::vnode::msg::{KeysQuery, VnodeReply, VnodeRequest};
 use rill_backend::{IndexQuery, Term};
 use rill_ring::{Partition, PreflistEntry};
 use std::collections::{BTreeMap, BTreeSet};
@@ -28,7 +28,7 @@ impl Node {
     /// Whether this node owns every partition (a cluster of one): then
     /// its own vnodes answer coverage queries.
     pub(crate) fn owns_all(&self) -> bool {
-        let view = self.cluster_view();
+        let view = self.replicas.view();
         view.ring
             .partitions()
             .all(|p| view.ring.owner(p) == view.me)
@@ -40,7 +40,7 @@ impl Node {
     /// keys have their owners down, the query cannot be answered whole:
     /// an error, as riak_core's coverage plan gives, never a short answer.
     pub(crate) fn coverage(&self, n: u32) -> Result<Vec<PreflistEntry>, KvError> {
-        let view = self.cluster_view();
+        let view = self.replicas.view();
         plan_keys(&view, n)?;
         Ok(view
             .ring
@@ -65,7 +65,7 @@ impl Node {
     /// each partition (the first of the n whose owner is up), grouped;
     /// an error when all n are down for some partition.
     pub(crate) fn key_plan(&self, n: u32) -> Result<Vec<(PreflistEntry, Vec<u32>)>, KvError> {
-        plan_keys(&self.cluster_view(), n)
+        plan_keys(&self.replicas.view(), n)
     }
 
     /// One request to one vnode, waiting for its answer (another node's
@@ -76,11 +76,13 @@ impl Node {
         request: VnodeRequest,
     ) -> Result<VnodeReply, KvError> {
         let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel();
-        let reply = match self.ask(e, request, 0, &tx) {
+        let reply = match self.replicas.ask(e, request, 0, &tx) {
             Some(r) => r,
             None => {
                 let deadline = Instant::now() + self.config.request_timeout;
-                self.wait_one(&mut rx, deadline).ok_or(KvError::Timeout)?
+                self.replicas
+                    .wait_one(&mut rx, deadline)
+                    .ok_or(KvError::Timeout)?
             }
         };
         match reply {
@@ -124,7 +126,7 @@ impl Node {
         deadline: Option<Instant>,
         take: &mut dyn FnMut(&[u8]) -> bool,
     ) -> Result<(), KvError> {
-        let size = self.cluster_view().ring.size();
+        let size = self.replicas.view().ring.size();
         for (e, firsts) in self.key_plan(n_val)? {
             let mut after: Option<Vec<u8>> = None;
             loop {
@@ -200,7 +202,7 @@ impl Node {
 
 /// [`Node::key_plan`] over one view of the cluster.
 fn plan_keys(
-    view: &crate::cluster::ClusterView,
+    view: &crate::replicas::ClusterView,
     n: u32,
 ) -> Result<Vec<(PreflistEntry, Vec<u32>)>, KvError> {
     let size = view.ring.size();
@@ -235,8 +237,8 @@ fn wrong_reply(r: VnodeReply) -> KvError {
 
 #[cfg(test)]
 mod tests {
-    use crate::cluster::ClusterView;
     use crate::error::KvError;
+    use crate::replicas::ClusterView;
     use rill_ring::Ring;
 
     /// A coverage plan needs, for every partition, one of the n

@@ -7,7 +7,7 @@ use crate::error::{erl_bin, KvError};
 use crate::ids;
 use crate::kv::{check_names, read_quorum, request_n, write_quorum};
 use crate::node::Node;
-use crate::step::{crdt_of, CoordinateStep};
+use crate::vnode::step::{crdt_of, CoordinateStep};
 use rill_bucket::{Props, Quorum};
 use rill_crdt::{Clock, Crdt, Op};
 use std::sync::atomic::Ordering;

@@ -68,7 +68,7 @@ impl Node {
                 }
             };
             if self.owns_all() {
-                for v in &self.vnodes {
+                for v in self.vnodes.iter() {
                     let mut taken = 0usize;
                     let mut last = None;
                     v.backend().query_index(&q, &mut |term, key| {
@@ -155,7 +155,7 @@ impl Node {
             while remaining > 0 {
                 let page = remaining.min(key_page).max(1);
                 let mut best: BTreeSet<Vec<u8>> = BTreeSet::new();
-                for v in &self.vnodes {
+                for v in self.vnodes.iter() {
                     v.backend().fold_keys(&plan.t, &plan.bucket, &mut |k| {
                         let room =
                             best.len() < page || best.last().is_some_and(|m| k < m.as_slice());
@@ -182,7 +182,7 @@ impl Node {
             }
             return Ok(());
         }
-        for v in &self.vnodes {
+        for v in self.vnodes.iter() {
             let mut more = true;
             v.backend().fold_keys(&plan.t, &plan.bucket, &mut |k| {
                 if wanted(k) && self.reports_key(&plan.t, &plan.bucket, k, v.partition) {
@@ -221,7 +221,7 @@ impl Node {
         let mut cursor: Option<Vec<u8>> = plan.after.as_ref().map(|(_, k)| k.clone());
         let mut remaining = limit;
         while remaining > 0 {
-            let q = crate::vnode_msg::KeysQuery {
+            let q = crate::vnode::msg::KeysQuery {
                 bucket_type: plan.t.clone(),
                 bucket: plan.bucket.clone(),
                 lo: lo.to_vec(),

@@ -7,8 +7,8 @@ use crate::error::{erl_bin, KvError};
 use crate::ids;
 use crate::node::Node;
 use crate::quorum::{ReadQuorum, WriteQuorum};
-use crate::step::CoordinateStep;
-use crate::vnode_msg::{VnodeReply, VnodeRequest};
+use crate::vnode::msg::{VnodeReply, VnodeRequest};
+use crate::vnode::step::CoordinateStep;
 use rill_backend::BKey;
 use rill_bucket::{Props, Quorum};
 use rill_object::{decode_vclock, Content, Object, PruneRules, PutMode, VClock};
@@ -343,7 +343,7 @@ impl Node {
         // A tombstone is reaped only where every replica is a primary and
         // none of their partitions is moving: a next owner or a fallback
         // that missed the delete would otherwise bring the value back.
-        let view = self.cluster_view();
+        let view = self.replicas.view();
         if preflist
             .iter()
             .any(|e| !e.primary || view.moving.contains_key(&e.partition.0))
@@ -372,9 +372,9 @@ impl Node {
             clock: clock.clone(),
         };
         let (tx, _rx) = tokio::sync::mpsc::unbounded_channel();
-        if let Some(VnodeReply::Failed(err)) = self.ask(e, request, 0, &tx) {
+        if let Some(VnodeReply::Failed(err)) = self.replicas.ask(e, request, 0, &tx) {
             if matches!(err, KvError::OutOfSpace { .. }) {
-                self.disk_full();
+                self.vnodes.disk_full();
             }
             tracing::warn!(partition = e.partition.0, error = %err, "tombstone not reaped");
         }
@@ -500,10 +500,10 @@ impl Node {
         // are how an operator frees space. The write itself releases the
         // reserve when a replica meets the full disk, so the retry follows
         // any release since the delete began, not only its own.
-        let releases = self.space_releases();
+        let releases = self.vnodes.space_releases();
         let (object, everywhere) = match write() {
             Err(KvError::OutOfSpace { .. })
-                if self.space_releases() != releases || self.disk_full() =>
+                if self.vnodes.space_releases() != releases || self.vnodes.disk_full() =>
             {
                 write()?
             }
@@ -567,7 +567,7 @@ mod tests {
         // keep v5 with the coordinator's count at 5.
         let k = Node::bkey(b"", b"b", b"k");
         let first = &n.preflist(b"", b"b", b"k", 3)[0];
-        n.vnode(first).backend().delete(&k, &[]).unwrap();
+        n.vnodes.at(first).backend().delete(&k, &[]).unwrap();
         put(&n, "v6");
         assert_eq!(
             values(&n),

@@ -15,21 +15,16 @@
 mod backends;
 mod buckets;
 pub mod bulk;
-pub mod cluster;
 mod config;
 mod coordinate;
 mod coverage;
 mod dt;
 pub mod error;
 mod free_space;
-mod handoff;
-mod head;
-mod identity;
 mod ids;
 mod index;
 mod index_scan;
 mod kv;
-pub mod lease;
 mod listing;
 mod meta;
 mod migrate;
@@ -37,19 +32,18 @@ mod node;
 mod open_error;
 mod quorum;
 mod reaper;
+pub mod replicas;
 mod space;
-pub mod step;
 #[cfg(test)]
 mod testing;
-mod vnode;
-pub mod vnode_msg;
+pub mod vnode;
+mod vnodes;
 pub mod wire;
 
 pub use backends::{check_leveldb, BackendsError, LeveldbCheck};
 pub use config::{BackendKind, DeleteMode, MergePolicyKind, NamedBackend, NodeConfig};
 pub use dt::{DtFetchAnswer, DtFetchRequest, DtUpdateAnswer, DtUpdateRequest};
 pub use error::{erl_bin, KvError, StorageFailure};
-pub use identity::IdentityError;
 #[doc(hidden)]
 pub use index::{decode_continuation, encode_continuation};
 pub use index::{IndexAnswer, IndexHit, IndexPlan, IndexRequest, IndexSpec, INDEX_BATCH};
@@ -63,6 +57,8 @@ pub use rill_bucket::{Props, Quorum, TypeStatus};
 pub use rill_coord::QuorumError;
 pub use rill_crdt as crdt;
 pub use rill_object::{decode_object, encode_object, Content, Link, Metadata, Object, VClock};
+pub use vnode::identity::IdentityError;
+pub use vnodes::Vnodes;
 
 /// A fresh multipart boundary (base 62, unique).
 pub fn ids_boundary() -> String {

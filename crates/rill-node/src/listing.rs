@@ -42,10 +42,10 @@ impl Node {
         while i != partition.0 {
             // A failed lookup counts as absent: a key listed twice is
             // better than a key not listed.
-            if self.vnodes[i as usize]
-                .backend()
-                .contains(&k)
-                .unwrap_or(false)
+            if self
+                .vnodes
+                .of(i)
+                .is_ok_and(|v| v.backend().contains(&k).unwrap_or(false))
             {
                 return false;
             }
@@ -83,7 +83,7 @@ impl Node {
             return Ok(self.cover_buckets(&t, deadline)?.into_iter().collect());
         }
         let mut out = BTreeSet::new();
-        for v in &self.vnodes {
+        for v in self.vnodes.iter() {
             if deadline.is_some_and(|d| Instant::now() > d) {
                 return Err(KvError::Timeout);
             }
@@ -128,7 +128,7 @@ impl Node {
             }
             return Ok(());
         }
-        for v in &self.vnodes {
+        for v in self.vnodes.iter() {
             if deadline.is_some_and(|d| Instant::now() > d) {
                 return Err(KvError::Timeout);
             }
@@ -184,7 +184,7 @@ mod tests {
             let lost = if i == 0 { &pl[..2] } else { &pl[..1] };
             for e in lost {
                 let bk = Node::bkey(b"", b"b", k);
-                n.vnode(e).backend().delete(&bk, &[]).unwrap();
+                n.vnodes.at(e).backend().delete(&bk, &[]).unwrap();
             }
         }
         let mut listed: BTreeMap<Vec<u8>, usize> = BTreeMap::new();

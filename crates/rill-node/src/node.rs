@@ -2,18 +2,19 @@
 
 use crate::backends::{Opening, Resources};
 use crate::bulk::BulkPool;
-use crate::cluster::{ClusterView, Remote};
 use crate::config::{DeleteMode, NodeConfig};
 use crate::error::KvError;
-use crate::identity::NodeIds;
-use crate::lease::LeaseFile;
 use crate::meta::MetaDir;
 use crate::open_error::OpenError;
 use crate::reaper::Reaper;
+use crate::replicas::{ClusterView, Remote, Replicas};
+use crate::vnode::identity::NodeIds;
+use crate::vnode::lease::LeaseFile;
 use crate::vnode::{Limits, Vnode};
+use crate::vnodes::Vnodes;
 use rill_backend::BKey;
 use rill_bucket::{Registry, RegistryError};
-use rill_ring::{key_hash, PreflistEntry, Ring};
+use rill_ring::{PreflistEntry, Ring};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, OnceLock, RwLock, Weak};
 use std::time::{Duration, Instant};
@@ -85,7 +86,7 @@ pub struct NodeStats {
 pub struct Node {
     pub(crate) config: NodeConfig,
     pub(crate) ring: Ring,
-    pub(crate) vnodes: Vec<Arc<Vnode>>,
+    pub(crate) vnodes: Arc<Vnodes>,
     pub(crate) registry: Arc<RwLock<Registry>>,
     /// Held while the registry changes (one change at a time, written to
     /// disk before it is put in force).
@@ -93,26 +94,16 @@ pub struct Node {
     pub(crate) meta: MetaDir,
     pub(crate) reaper: Reaper,
     pub(crate) counters: Counters,
-    pub(crate) limits: Limits,
-    /// What the backends share (merge scheduler, space, LSM databases).
-    pub(crate) res: Resources,
-    /// A backend migration of this node, if one was asked.
-    pub(crate) migration: crate::migrate::Migrations,
     leases: Arc<LeaseFile>,
     /// Tests: stop as a crash of the process would (no clean record).
     forget_clean_stop: std::sync::atomic::AtomicBool,
     started: Instant,
-    /// The cluster as the runtime last said (`cluster`).
-    pub(crate) view: RwLock<Arc<ClusterView>>,
-    pub(crate) remote: OnceLock<Arc<dyn Remote>>,
+    /// A key's replicas, here and on other nodes.
+    pub(crate) replicas: Arc<Replicas>,
     /// This node, for work that outlives a request (finishing a get).
     pub(crate) this: Weak<Node>,
     /// Work on large values (`bulk`), made on first use.
     bulk: OnceLock<(BulkPool, BulkPool)>,
-    /// Reads answered in place when a backend can without waiting (on
-    /// by default; tests turn it off to take the path of reads that
-    /// wait).
-    pub(crate) quick_reads: std::sync::atomic::AtomicBool,
 }
 
 impl Node {
@@ -177,26 +168,24 @@ impl Node {
             siblings_max: config.siblings_max,
         };
         let view = ClusterView::single(&config.nodename, config.ring_size)?;
+        let migration = crate::migrate::Migrations::new(record, target);
+        let vnodes = Arc::new(Vnodes::new(vnodes, limits, res, migration));
+        let nodename = config.nodename.clone();
         let node = Arc::new_cyclic(|this| Node {
             config,
             ring,
-            vnodes,
+            vnodes: vnodes.clone(),
             registry,
             registry_change: Default::default(),
             meta,
             reaper: Reaper::default(),
             counters: Counters::default(),
-            limits,
-            res,
-            migration: crate::migrate::Migrations::new(record, target),
             leases: ids.leases.clone(),
             forget_clean_stop: Default::default(),
             started: Instant::now(),
-            view: RwLock::new(Arc::new(view)),
-            remote: OnceLock::new(),
+            replicas: Arc::new(Replicas::new(&nodename, vnodes.clone(), view)),
             this: this.clone(),
             bulk: OnceLock::new(),
-            quick_reads: std::sync::atomic::AtomicBool::new(true),
         });
         let weak = Arc::downgrade(&node);
         let reaper = node.reaper.clone();
@@ -246,19 +235,36 @@ impl Node {
         key: &[u8],
         n: u32,
     ) -> Vec<PreflistEntry> {
-        let h = key_hash(bucket_type, bucket, key);
-        let view = self.cluster_view();
-        view.ring.preflist(&h, n, |node| view.is_up(node), true)
+        self.replicas.preflist(bucket_type, bucket, key, n)
     }
 
-    pub(crate) fn vnode(&self, e: &PreflistEntry) -> &Arc<Vnode> {
-        &self.vnodes[e.partition.0 as usize]
+    /// This node's vnodes: what other nodes' coordinators and handoff
+    /// reach.
+    pub fn vnodes(&self) -> &Arc<Vnodes> {
+        &self.vnodes
+    }
+
+    /// The cluster as last set (a cluster of one until the runtime says
+    /// otherwise).
+    pub fn cluster_view(&self) -> Arc<ClusterView> {
+        self.replicas.view()
+    }
+
+    /// The cluster runtime's new view (ring, reachable nodes, transfers).
+    pub fn set_cluster_view(&self, view: ClusterView) {
+        self.replicas.set_view(view)
+    }
+
+    /// Connects the node to its cluster runtime (once).
+    pub fn attach_remote(&self, remote: Arc<dyn Remote>) {
+        self.replicas.attach_remote(remote)
     }
 
     pub fn stats(&self) -> NodeStats {
         let c = &self.counters;
         let l = |a: &AtomicU64| a.load(Ordering::Relaxed);
-        let m = self.res.scheduler.as_ref().map(|s| s.metrics());
+        let res = &self.vnodes.res;
+        let m = res.scheduler.as_ref().map(|s| s.metrics());
         NodeStats {
             gets: l(&c.gets),
             puts: l(&c.puts),
@@ -275,67 +281,38 @@ impl Node {
             dt_fetches: l(&c.dt_fetches),
             errors: l(&c.errors),
             vnodes: self.vnodes.len() as u32,
-            storage_bytes: self.vnodes.iter().map(|v| v.backend().size_bytes()).sum(),
-            disk_usage: self.res.scheduler.as_ref().map(|s| s.usage()),
+            storage_bytes: self.vnodes.storage_bytes(),
+            disk_usage: res.scheduler.as_ref().map(|s| s.usage()),
             merges: m.as_ref().map_or(0, |m| m.merges),
             files_deleted_unread: m.as_ref().map_or(0, |m| m.files_deleted_unread),
             merge_bytes_read: m.as_ref().map_or(0, |m| m.merge_bytes_read),
             merge_bytes_written: m.as_ref().map_or(0, |m| m.merge_bytes_written),
             merge_take_threshold: m.as_ref().map_or(1.0, |m| m.take_threshold),
-            throttle_delay_ms: self
-                .res
+            throttle_delay_ms: res
                 .scheduler
                 .as_ref()
                 .map_or(0.0, |s| s.throttle().current().as_secs_f64() * 1000.0),
-            out_of_space_refusals: self
-                .res
+            out_of_space_refusals: res
                 .space
                 .as_ref()
                 .map_or(0, |s| s.refusals.load(Ordering::Relaxed))
-                + self
-                    .res
+                + res
                     .free_space
                     .as_ref()
                     .map_or(0, |f| f.refusals.load(Ordering::Relaxed)),
-            space_reserve_released: self.res.space.as_ref().is_some_and(|s| s.is_low())
-                || self
-                    .res
+            space_reserve_released: res.space.as_ref().is_some_and(|s| s.is_low())
+                || res
                     .free_space
                     .as_ref()
-                    .is_some_and(|f| f.is_low(&|| self.res.leveldb_table_bytes())),
-            leveldb_damaged_reads: self
-                .res
-                .leveldb
-                .iter()
-                .map(|(_, l)| l.damaged_reads())
-                .sum(),
-            leveldb_held_writes: self.res.leveldb.iter().map(|(_, l)| l.held_writes()).sum(),
+                    .is_some_and(|f| f.is_low(&|| res.leveldb_table_bytes())),
+            leveldb_damaged_reads: res.leveldb.iter().map(|(_, l)| l.damaged_reads()).sum(),
+            leveldb_held_writes: res.leveldb.iter().map(|(_, l)| l.held_writes()).sum(),
         }
     }
 
     /// Makes every acknowledged write durable.
     pub fn sync(&self) -> Result<(), KvError> {
-        for v in &self.vnodes {
-            v.backend().sync()?;
-        }
-        Ok(())
-    }
-
-    /// Admits a write that adds data, or refuses it for space (the
-    /// space of the backends a migration copies to as well).
-    pub(crate) fn admit_write(&self) -> Result<(), KvError> {
-        self.res.admit_write()?;
-        self.migration.admit_write()
-    }
-
-    /// A write met a full disk; true when room was released for a retry.
-    pub(crate) fn disk_full(&self) -> bool {
-        self.res.space.as_ref().is_some_and(|s| s.disk_full())
-    }
-
-    /// How many times the space reserve has been released.
-    pub(crate) fn space_releases(&self) -> u64 {
-        self.res.space.as_ref().map_or(0, |s| s.releases())
+        self.vnodes.sync()
     }
 
     /// For tests: when dropped, this node records no clean shutdown, as
@@ -422,7 +399,7 @@ impl Drop for Node {
         // Then the LSM databases write their memtables out to tables, so
         // the next start replays no journal into memory (everything is
         // durable already: a stop killed meanwhile loses nothing).
-        for (_, db) in &self.res.leveldb {
+        for (_, db) in &self.vnodes.res.leveldb {
             if let Err(e) = db.flush() {
                 tracing::warn!(error = %e, "writing leveldb memtables out at shutdown failed: the next start replays the journal");
             }

@@ -4,9 +4,9 @@
 
 use crate::backends::BackendsError;
 use crate::error::KvError;
-use crate::identity::IdentityError;
 use crate::meta::MetaError;
 use crate::migrate::RecordError;
+use crate::vnode::identity::IdentityError;
 use std::io;
 use std::path::PathBuf;
 

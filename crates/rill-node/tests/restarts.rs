@@ -5,7 +5,7 @@
 //! restart, and vclock pruning bounds them.
 
 use rill_node::crdt::{Crdt, Op};
-use rill_node::lease::LeaseFile;
+use rill_node::vnode::lease::LeaseFile;
 use rill_node::{
     BackendKind, Content, DtFetchAnswer, DtFetchRequest, DtUpdateRequest, GetAnswer, GetRequest,
     Metadata, Node, NodeConfig, Object, PutRequest,

@@ -6,8 +6,8 @@
 //! never waits behind a large value.
 
 use crate::runtime::{Peer, Pending};
-use rill_node::cluster::{Remote, ReplyTx};
-use rill_node::vnode_msg::{VnodeReply, VnodeRequest};
+use rill_node::replicas::{Remote, ReplyTx};
+use rill_node::vnode::msg::{VnodeReply, VnodeRequest};
 use rill_node::wire::{self, Route};
 use rill_node::KvError;
 use rill_transport::{Lane, SendError};
@@ -128,7 +128,7 @@ impl Peer {
     }
 
     pub(crate) fn serve_decoded(&self, from: &str, route: Route, request: VnodeRequest) {
-        let reply = self.node.serve(route.partition, request);
+        let reply = self.node.vnodes().serve(route.partition, request);
         self.reply_to(from, route, &reply);
     }
 
@@ -137,7 +137,7 @@ impl Peer {
     /// gives it back, decoded, to be served where blocking is allowed.
     pub(crate) fn try_serve(&self, from: &str, b: &bytes::Bytes) -> Option<(Route, VnodeRequest)> {
         let (route, request) = decode_request(from, b)?;
-        match self.node.try_serve(route.partition, &request) {
+        match self.node.vnodes().try_serve(route.partition, &request) {
             Some(reply) => {
                 self.reply_to(from, route, &reply);
                 None

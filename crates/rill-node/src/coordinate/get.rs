@@ -14,12 +14,12 @@
 //! all, and replies of other nodes wake the request's own task.
 
 use super::{overloaded, quorum_error, unexpected, Read, ReadMode, Replies};
-use crate::cluster::ReplyTx;
 use crate::error::KvError;
-use crate::head::{HeadStep, Heads};
 use crate::node::Node;
 use crate::quorum::ReadQuorum;
-use crate::vnode_msg::{VnodeReply, VnodeRequest};
+use crate::replicas::ReplyTx;
+use crate::vnode::head::{HeadStep, Heads};
+use crate::vnode::msg::{VnodeReply, VnodeRequest};
 use rill_backend::BKey;
 use rill_coord::{CoordError, GetEffect, GetFsm, GetOutcome, GetParams, GetReply};
 use rill_object::Object;
@@ -128,7 +128,7 @@ impl Node {
     ) -> Result<Read, KvError> {
         let (mut run, mut rx) = self.get_begin(k, preflist, q, mode, Driver::Blocking);
         while !self.get_pump(&mut run) {
-            match self.wait(&mut rx, run.deadline) {
+            match self.replicas.wait(&mut rx, run.deadline) {
                 Some(got) => self.take_get_reply(&mut run, got),
                 None => run.time_out(),
             }
@@ -173,7 +173,7 @@ impl Node {
         mode: ReadMode,
         driver: Driver,
     ) -> (GetRun, Replies) {
-        let all_local = preflist.iter().all(|e| self.is_local(e));
+        let all_local = preflist.iter().all(|e| self.replicas.is_local(e));
         let params = GetParams {
             n: preflist.len() as u32,
             r: q.r,
@@ -218,7 +218,7 @@ impl Node {
                     // This node's vnode is asked for the object, another
                     // node's for its head.
                     let key = run.job.key.clone();
-                    let request = if self.is_local(&run.job.preflist[i]) {
+                    let request = if self.replicas.is_local(&run.job.preflist[i]) {
                         VnodeRequest::Get { key }
                     } else {
                         VnodeRequest::Head { key }
@@ -241,8 +241,8 @@ impl Node {
     /// the run's channel.
     fn ask_run(&self, run: &mut GetRun, i: usize, request: VnodeRequest) -> Option<VnodeReply> {
         let e = &run.job.preflist[i];
-        if run.driver == Driver::Task && self.is_local(e) {
-            let quick = self.try_serve(e.partition.0, &request);
+        if run.driver == Driver::Task && self.replicas.is_local(e) {
+            let quick = self.vnodes.try_serve(e.partition.0, &request);
             if quick.is_none() {
                 self.counters
                     .get_local_waits
@@ -256,7 +256,7 @@ impl Node {
             }
             return quick;
         }
-        self.ask(e, request, i, &run.job.tx)
+        self.replicas.ask(e, request, i, &run.job.tx)
     }
 
     /// Task driver: the reads that would wait, and the repairs and reaps,
@@ -283,7 +283,7 @@ impl Node {
         let job = run.job.clone();
         tokio::task::spawn_blocking(move || {
             for (partition, request, tag) in waiting {
-                let _ = tx.send((tag, node.serve(partition, request)));
+                let _ = tx.send((tag, node.vnodes.serve(partition, request)));
                 unsent.tags.retain(|t| *t != tag);
             }
             for e in work {
@@ -356,7 +356,7 @@ impl Node {
     /// on the runtime, and carries out the repairs and reaps they call
     /// for (on a blocking thread).
     fn finish_get(&self, mut run: GetRun, mut rx: Replies) {
-        let (Some(remote), Some(node)) = (self.remote(), self.this.upgrade()) else {
+        let (Some(remote), Some(node)) = (self.replicas.remote(), self.this.upgrade()) else {
             return;
         };
         run.driver = Driver::Task;
@@ -399,7 +399,7 @@ impl Node {
         };
         // Another node's repair is sent and not awaited (its reply, if
         // any, is dropped with the request's channel or passed over).
-        match self.ask(e, request, REPAIR, tx) {
+        match self.replicas.ask(e, request, REPAIR, tx) {
             Some(VnodeReply::Failed(err)) => {
                 tracing::warn!(partition = e.partition.0, error = %err, "read repair failed")
             }
@@ -480,7 +480,7 @@ mod tests {
             for quick in [true, false] {
                 let dir = tempfile::tempdir().unwrap();
                 let n = node(dir.path(), backend);
-                n.quick_reads.store(quick, Ordering::Relaxed);
+                n.vnodes.quick_reads.store(quick, Ordering::Relaxed);
                 on_thread(&n, put_v).await;
                 on_thread(&n, |n| {
                     put_kv(n, b"gone", b"x");
@@ -529,12 +529,12 @@ mod tests {
         for quick in [true, false] {
             let dir = tempfile::tempdir().unwrap();
             let n = crate::testing::memory_node(dir.path());
-            n.quick_reads.store(quick, Ordering::Relaxed);
+            n.vnodes.quick_reads.store(quick, Ordering::Relaxed);
             on_thread(&n, put_v).await;
             let pl = n.preflist(b"", b"b", b"k", 3);
             let k = Node::bkey(b"", b"b", b"k");
             for e in &pl[..2] {
-                n.vnode(e).backend().delete(&k, &[]).unwrap();
+                n.vnodes.at(e).backend().delete(&k, &[]).unwrap();
             }
             let mut one = ask(b"k", false);
             one.r = Some(rill_bucket::Quorum::N(1));
@@ -547,7 +547,7 @@ mod tests {
             }
             for e in &pl {
                 assert!(
-                    n.vnode(e).get(&k).unwrap().is_some(),
+                    n.vnodes.at(e).get(&k).unwrap().is_some(),
                     "{:?} repaired",
                     e.partition
                 );

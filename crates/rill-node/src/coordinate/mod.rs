@@ -16,18 +16,15 @@ mod get;
 mod put;
 
 use crate::error::KvError;
-use crate::node::Node;
-use crate::vnode_msg::VnodeReply;
+use crate::vnode::msg::VnodeReply;
 use rill_coord::CoordError;
 use rill_object::{Object, VClock};
-use std::time::Instant;
-use tokio::sync::mpsc::UnboundedReceiver;
 
 /// The tag of the coordinating write's reply (replies of replicas are
 /// tagged with their index).
 pub(super) const COORDINATOR: usize = usize::MAX;
 
-pub(super) type Replies = UnboundedReceiver<(usize, VnodeReply)>;
+pub(super) use crate::replicas::Replies;
 
 /// What a write is, for `write_replicas`.
 #[derive(Clone, Copy, Debug)]
@@ -82,25 +79,6 @@ pub(super) fn quorum_error(e: CoordError) -> KvError {
     }
 }
 
-impl Node {
-    /// Waits for the reply of one request to another node.
-    pub(crate) fn wait_one(&self, rx: &mut Replies, deadline: Instant) -> Option<VnodeReply> {
-        self.wait(rx, deadline).map(|(_, r)| r)
-    }
-
-    /// Waits, on a thread that may block, for the next reply of another
-    /// node until `deadline`.
-    fn wait(&self, rx: &mut Replies, deadline: Instant) -> Option<(usize, VnodeReply)> {
-        let remote = self.remote()?;
-        let deadline = tokio::time::Instant::from_std(deadline);
-        remote
-            .runtime()
-            .block_on(async { tokio::time::timeout_at(deadline, rx.recv()).await })
-            .ok()
-            .flatten()
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use crate::{GetAnswer, GetRequest, Node};
@@ -114,7 +92,7 @@ mod tests {
         let k = Node::bkey(b"", b"b", b"k");
         // The first two replicas lose it; R = 1 still finds it on the third.
         for e in &pl[..2] {
-            n.vnode(e).backend().delete(&k, &[]).unwrap();
+            n.vnodes.at(e).backend().delete(&k, &[]).unwrap();
         }
         let got = n
             .get(&GetRequest {
@@ -127,7 +105,7 @@ mod tests {
         assert!(matches!(got, GetAnswer::Found(o) if o.contents[0].value == b"v"[..]));
         for e in &pl {
             assert!(
-                n.vnode(e).get(&k).unwrap().is_some(),
+                n.vnodes.at(e).get(&k).unwrap().is_some(),
                 "{:?} repaired",
                 e.partition
             );

@@ -8,8 +8,8 @@ use crate::error::{KvError, OUT_OF_SPACE_RETRY_SECS};
 use crate::kv::{prune_rules, put_mode};
 use crate::node::Node;
 use crate::quorum::WriteQuorum;
-use crate::step::CoordinateStep;
-use crate::vnode_msg::{VnodeReply, VnodeRequest};
+use crate::vnode::msg::{VnodeReply, VnodeRequest};
+use crate::vnode::step::CoordinateStep;
 use rill_backend::BKey;
 use rill_bucket::Props;
 use rill_coord::{CoordError, PutEffect, PutFsm, PutParams, PutReply};
@@ -36,7 +36,7 @@ impl Node {
         how: WriteKind,
         step: CoordinateStep,
     ) -> Result<(Object, bool), KvError> {
-        let view = self.cluster_view();
+        let view = self.replicas.view();
         let mut preflist = self.preflist(&k.bucket_type, &k.bucket, &k.key, n);
         let need = q.w.max(q.dw).max(q.pw).max(1);
         if (preflist.len() as u32) < need {
@@ -46,12 +46,12 @@ impl Node {
             });
         }
         // Coordinate on this node when it holds a replica (no extra hop).
-        if let Some(i) = preflist.iter().position(|e| self.is_local(e)) {
+        if let Some(i) = preflist.iter().position(|e| self.replicas.is_local(e)) {
             let e = preflist.remove(i);
             preflist.insert(0, e);
         }
         if how.adds {
-            self.admit_write()?;
+            self.vnodes.admit_write()?;
         }
         let allow_mult = put_mode(props).allow_mult;
         let prune = prune_rules(props);
@@ -80,7 +80,9 @@ impl Node {
                             step: Box::new(step.take().expect("one coordination")),
                             prune,
                         };
-                        if let Some(reply) = self.ask(&preflist[0], request, COORDINATOR, &tx) {
+                        if let Some(reply) =
+                            self.replicas.ask(&preflist[0], request, COORDINATOR, &tx)
+                        {
                             effects.extend(self.on_coordinated(
                                 &mut fsm,
                                 reply,
@@ -103,7 +105,7 @@ impl Node {
                             prune: Some(prune),
                             return_object: how.return_body,
                         };
-                        if let Some(reply) = self.ask(&preflist[idx], request, idx, &tx) {
+                        if let Some(reply) = self.replicas.ask(&preflist[idx], request, idx, &tx) {
                             effects.extend(on_stored(
                                 &mut fsm,
                                 &preflist,
@@ -120,7 +122,7 @@ impl Node {
             if answer.is_some() {
                 break;
             }
-            match self.wait(&mut rx, deadline) {
+            match self.replicas.wait(&mut rx, deadline) {
                 Some((COORDINATOR, reply)) => effects.extend(self.on_coordinated(
                     &mut fsm,
                     reply,
@@ -141,7 +143,7 @@ impl Node {
             self.to_next_owner(&view, &preflist[0], k, o, allow_mult);
         }
         if out_of_space {
-            self.disk_full();
+            self.vnodes.disk_full();
         }
         if let Some(e) = coordinator_error {
             return Err(e);
@@ -163,7 +165,7 @@ impl Node {
     /// written during the handoff is missing there at the switch.
     fn to_next_owner(
         &self,
-        view: &crate::cluster::ClusterView,
+        view: &crate::replicas::ClusterView,
         e: &PreflistEntry,
         k: &BKey,
         object: &Object,
@@ -188,7 +190,7 @@ impl Node {
             return_object: false,
         };
         let (tx, _rx) = unbounded_channel();
-        if let Some(VnodeReply::Failed(err)) = self.ask(&target, request, 0, &tx) {
+        if let Some(VnodeReply::Failed(err)) = self.replicas.ask(&target, request, 0, &tx) {
             tracing::debug!(partition = e.partition.0, error = %err, "a write to a partition's next owner failed; handoff carries it");
         }
     }
@@ -207,7 +209,7 @@ impl Node {
             }
             VnodeReply::Failed(e) => {
                 if matches!(e, KvError::OutOfSpace { .. }) {
-                    self.disk_full();
+                    self.vnodes.disk_full();
                 }
                 let effects = fsm.coordinated(Err(CoordError::Failed(e.to_string())));
                 *coordinator_error = Some(e);

@@ -2,10 +2,10 @@
 //! shows the text; `rill admin backend-migrate TO` resumes it).
 
 use super::record::RecordError;
-use super::switch::CopyError;
 use crate::backends::BackendsError;
 use crate::error::KvError;
 use crate::meta::MetaError;
+use crate::vnode::switch::CopyError;
 
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]

@@ -20,13 +20,12 @@
 
 mod error;
 mod record;
-mod switch;
 
+pub use crate::vnode::switch::CopyError;
+pub(crate) use crate::vnode::switch::SwitchError;
 pub use error::MigrateError;
 pub(crate) use record::Record;
 pub use record::RecordError;
-pub use switch::CopyError;
-pub(crate) use switch::{SwitchError, Switchable};
 
 use crate::backends::{Opening, Resources};
 use crate::config::{BackendKind, NodeConfig};
@@ -199,12 +198,13 @@ impl Node {
             }
             _ => {}
         }
-        let mut s = self.migration.state();
+        let mut s = self.vnodes.migration.state();
         if s.running {
             return bad("a backend migration is already running on this node".into());
         }
         // The target opened in this run and its migration done.
-        if self.migration.target.get().is_some() && s.record.as_ref().is_some_and(|r| r.done) {
+        if self.vnodes.migration.target.get().is_some() && s.record.as_ref().is_some_and(|r| r.done)
+        {
             return bad("a backend migration finished on this node since it started: restart the node before moving its data again".into());
         }
         let resume = s.record.as_ref().is_some_and(|r| !r.done && r.to == to);
@@ -226,7 +226,7 @@ impl Node {
                 return bad(format!("{to} would keep its data where this node's backends keep theirs ({name:?} in the data directory or its configured root): set {to}'s data_root apart first"));
             }
             let res = Resources::open(&target).map_err(|e| KvError::Backend(e.to_string()))?;
-            let _ = self.migration.target.set((target, res));
+            let _ = self.vnodes.migration.target.set((target, res));
             s.record = Some(Record::new(self.config.backend.name(), to));
         }
         if let Some(r) = s.record.as_mut() {
@@ -234,7 +234,8 @@ impl Node {
             r.save(&self.meta)
                 .map_err(|e| KvError::Backend(e.to_string()))?;
         }
-        self.migration
+        self.vnodes
+            .migration
             .rate
             .store(keys_per_second, Ordering::Relaxed);
         s.running = true;
@@ -245,17 +246,18 @@ impl Node {
     }
 
     pub fn backend_migration_status(&self) -> MigrationStatus {
-        self.migration.status(self.ring.size())
+        self.vnodes.migration.status(self.ring.size())
     }
 
     /// Resumes an unfinished migration found at start.
     pub(crate) fn resume_backend_migration(self: &Arc<Self>) -> Result<(), KvError> {
         {
-            let mut s = self.migration.state();
+            let mut s = self.vnodes.migration.state();
             let Some(r) = s.record.as_ref().filter(|r| !r.done) else {
                 return Ok(());
             };
-            self.migration
+            self.vnodes
+                .migration
                 .rate
                 .store(r.keys_per_second, Ordering::Relaxed);
             s.running = true;
@@ -270,7 +272,7 @@ impl Node {
             .name("rill-migrate".into())
             .spawn(move || {
                 let result = node.run_migration();
-                let mut s = node.migration.state();
+                let mut s = node.vnodes.migration.state();
                 s.running = false;
                 s.copying = None;
                 match result {
@@ -287,6 +289,7 @@ impl Node {
 
     fn run_migration(&self) -> Result<(), MigrateError> {
         let (tc, tr) = self
+            .vnodes
             .migration
             .target
             .get()
@@ -294,7 +297,7 @@ impl Node {
         let source = Opening {
             config: &self.config,
             ring: &self.ring,
-            res: &self.res,
+            res: &self.vnodes.res,
             registry: &self.registry,
         };
         let target = Opening {
@@ -305,6 +308,7 @@ impl Node {
         };
         for p in self.ring.partitions() {
             let moved = self
+                .vnodes
                 .migration
                 .state()
                 .record
@@ -315,10 +319,10 @@ impl Node {
                 source.drop_data(p)?;
                 continue;
             }
-            self.migration.state().copying = Some(p.0);
+            self.vnodes.migration.state().copying = Some(p.0);
             self.migrate_partition(p, &source, &target)?;
         }
-        let mut s = self.migration.state();
+        let mut s = self.vnodes.migration.state();
         let r = s.record.as_mut().ok_or(MigrateError::NoRecord)?;
         r.done = true;
         Ok(r.save(&self.meta)?)
@@ -330,7 +334,7 @@ impl Node {
         source: &Opening,
         target: &Opening,
     ) -> Result<(), MigrateError> {
-        let vnode = self.vnodes[p.0 as usize].clone();
+        let vnode = self.vnodes.at_partition(p).clone();
         let sw = vnode.switchable();
         // A copy left attached by a failed commit, and the target's
         // leftovers of an attempt that did not finish, are not this copy.
@@ -347,7 +351,7 @@ impl Node {
         drop(to);
         let meta = &self.meta;
         let old = sw.switch_to_copy(|| {
-            let mut s = self.migration.state();
+            let mut s = self.vnodes.migration.state();
             let mut next = s.record.clone().ok_or(MigrateError::NoRecord)?;
             next.moved.insert(p.0);
             next.save(meta)?;
@@ -402,7 +406,7 @@ impl Node {
                 true
             })
             .map_err(|source| MigrateError::ListBuckets { partition, source })?;
-        let progress = &self.migration.progress;
+        let progress = &self.vnodes.migration.progress;
         let started = Instant::now();
         let start_keys = progress.keys.load(Ordering::Relaxed);
         for (t, b) in buckets {
@@ -437,7 +441,7 @@ impl Node {
 
     /// Waits as long as `keys` copied since `started` run ahead of the rate.
     fn pace(&self, started: Instant, keys: u64) {
-        let rate = self.migration.rate.load(Ordering::Relaxed);
+        let rate = self.vnodes.migration.rate.load(Ordering::Relaxed);
         if rate == 0 {
             return;
         }

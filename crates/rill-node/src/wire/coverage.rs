@@ -2,7 +2,7 @@
 //! index pages): docs/format.md, "Vnode messages".
 
 use super::{put_long, put_short, Reader, WireError};
-use crate::vnode_msg::KeysQuery;
+use crate::vnode::msg::KeysQuery;
 use rill_backend::{IndexQuery, IndexRange, Term};
 
 fn put_term(b: &mut Vec<u8>, t: &Term) {

@@ -7,8 +7,8 @@ mod coverage;
 mod op;
 
 use crate::error::KvError;
-use crate::step::CoordinateStep;
-use crate::vnode_msg::{VnodeReply, VnodeRequest};
+use crate::vnode::msg::{VnodeReply, VnodeRequest};
+use crate::vnode::step::CoordinateStep;
 use bytes::Bytes;
 use rill_backend::BKey;
 use rill_crdt::Clock;

@@ -1,5 +1,5 @@
 use super::*;
-use crate::step::CoordinateStep;
+use crate::vnode::step::CoordinateStep;
 use rill_backend::Term;
 use rill_object::{Content, Metadata, Object, PutMode, VClock};
 
@@ -81,7 +81,7 @@ fn requests_and_replies_round_trip_and_refuse_every_cut() {
         VnodeRequest::Buckets {
             bucket_type: b"maps".to_vec(),
         },
-        VnodeRequest::Keys(Box::new(crate::vnode_msg::KeysQuery {
+        VnodeRequest::Keys(Box::new(crate::vnode::msg::KeysQuery {
             bucket_type: vec![],
             bucket: b"b".to_vec(),
             lo: b"a".to_vec(),
@@ -90,7 +90,7 @@ fn requests_and_replies_round_trip_and_refuse_every_cut() {
             limit: 10,
             first_of: Some((64, vec![0, 3, 63])),
         })),
-        VnodeRequest::Keys(Box::new(crate::vnode_msg::KeysQuery {
+        VnodeRequest::Keys(Box::new(crate::vnode::msg::KeysQuery {
             bucket_type: vec![],
             bucket: b"b".to_vec(),
             lo: vec![],

@@ -99,7 +99,7 @@ impl Peer {
                             .collect();
                         let stored = decoded
                             .and_then(|items| {
-                                peer.node.handoff_store(tid.partition, items).map_err(|e| e.to_string())
+                                peer.node.vnodes().handoff_store(tid.partition, items).map_err(|e| e.to_string())
                             })
                             .and_then(|()| peer.save_cursor(&tid, &cursor).map_err(|e| e.to_string()));
                         if let Err(e) = stored {

@@ -52,7 +52,7 @@ impl Peer {
         };
         for (p, sent) in switched {
             let peer = self.clone();
-            self.rt.spawn_blocking(move || match peer.node.handoff_drop(p, &sent) {
+            self.rt.spawn_blocking(move || match peer.node.vnodes().handoff_drop(p, &sent) {
                 Ok(n) => tracing::info!(partition = p, removed = n, "partition handed off; its data here is removed"),
                 Err(e) => tracing::warn!(partition = p, error = %e, "removing handed-off data failed; it will be handed off again"),
             });
@@ -75,7 +75,7 @@ impl Peer {
             let mut held = 0;
             for (p, owner) in owners.iter().enumerate() {
                 let p = p as u32;
-                if owner == &self.me || !self.node.holds_data(p).unwrap_or(false) {
+                if owner == &self.me || !self.node.vnodes().holds_data(p).unwrap_or(false) {
                     continue;
                 }
                 held += 1;

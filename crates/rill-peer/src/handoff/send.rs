@@ -54,7 +54,7 @@ impl Peer {
         }
         let listed = match keys {
             Some(k) => Ok(k),
-            None => self.node.handoff_keys(partition),
+            None => self.node.vnodes().handoff_keys(partition),
         };
         let keys = match listed {
             Ok(k) => Arc::new(k),
@@ -129,6 +129,7 @@ impl Peer {
                             end += 1;
                             match peer
                                 .node
+                                .vnodes()
                                 .handoff_read(tid.partition, std::slice::from_ref(key))
                             {
                                 Ok(found) => {
@@ -216,7 +217,7 @@ impl Peer {
                 let sent_map = o.sent;
                 let (to, topups) = (o.to, o.topups);
                 self.rt.spawn_blocking(move || {
-                    let unsent: Vec<(Vec<u8>, Key)> = match peer.node.handoff_keys(tid.partition) {
+                    let unsent: Vec<(Vec<u8>, Key)> = match peer.node.vnodes().handoff_keys(tid.partition) {
                         Ok(all) => all.into_iter().filter(|(k, _)| !sent_map.contains_key(k)).collect(),
                         Err(e) => {
                             tracing::warn!(partition = tid.partition, error = %e, "cannot list a partition after its handoff; it will be handed off again");
@@ -240,7 +241,7 @@ impl Peer {
                 let peer = self.clone();
                 let p = tid.partition;
                 self.rt.spawn_blocking(move || {
-                    if let Err(e) = peer.node.handoff_drop(p, &sent) {
+                    if let Err(e) = peer.node.vnodes().handoff_drop(p, &sent) {
                         tracing::warn!(partition = p, error = %e, "removing handed-off data failed; it will be handed off again");
                     }
                 });

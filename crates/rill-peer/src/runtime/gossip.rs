@@ -5,7 +5,7 @@
 use super::{Inner, Peer};
 use crate::msg::PeerMsg;
 use rill_cluster::{codec, Status};
-use rill_node::cluster::ClusterView;
+use rill_node::replicas::ClusterView;
 use rill_ring::Ring;
 use rill_transport::Lane;
 use std::collections::{BTreeMap, BTreeSet};

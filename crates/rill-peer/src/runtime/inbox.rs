@@ -19,7 +19,7 @@ const READS_TOGETHER: usize = 64;
 type Reads = Vec<(
     String,
     rill_node::wire::Route,
-    rill_node::vnode_msg::VnodeRequest,
+    rill_node::vnode::msg::VnodeRequest,
 )>;
 
 impl Peer {

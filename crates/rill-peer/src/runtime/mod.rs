@@ -20,7 +20,7 @@ use crate::store::StateFile;
 use crate::StartError;
 use rill_cluster::gossip::{Gossip, DEFAULT_REFILL_MS, DEFAULT_TOKENS};
 use rill_cluster::{ClusterState, Plan, Staged, Status};
-use rill_node::cluster::ReplyTx;
+use rill_node::replicas::ReplyTx;
 use rill_node::Node;
 use rill_transport::{LinkHook, Transport, TransportConfig};
 use std::collections::HashMap;

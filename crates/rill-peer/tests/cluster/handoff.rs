@@ -6,7 +6,7 @@ use std::sync::Arc;
 
 fn count_local(node: &Arc<Node>) -> usize {
     (0..node.ring_size())
-        .map(|p| node.handoff_keys(p).unwrap().len())
+        .map(|p| node.vnodes().handoff_keys(p).unwrap().len())
         .sum()
 }
 
@@ -74,7 +74,7 @@ async fn a_join_hands_partitions_off_and_the_old_owner_keeps_only_its_own() {
         let view = na.cluster_view();
         (0..16u32).all(|p| {
             view.ring.owner(rill_ring::Partition(p)) == "a@127.0.0.1"
-                || na.handoff_keys(p).unwrap().is_empty()
+                || na.vnodes().handoff_keys(p).unwrap().is_empty()
         })
     })
     .await;

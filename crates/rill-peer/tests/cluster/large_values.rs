@@ -22,7 +22,7 @@ fn big_keys_without_local_replica(n: &Node) -> u64 {
 /// wins, and the others are repaired.
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn large_values_are_read_by_heads_and_fetched_once() {
-    use rill_node::vnode_msg::{VnodeReply, VnodeRequest};
+    use rill_node::vnode::msg::{VnodeReply, VnodeRequest};
     let (a, b, c) = three_settled().await;
     let big = |k: u32, tag: u8| vec![tag.wrapping_add(k as u8); 300 << 10];
     // n_val 2 on 3 nodes: a third of the keys have no replica on a
@@ -63,7 +63,8 @@ async fn large_values_are_read_by_heads_and_fetched_once() {
         pl.iter().all(|e| {
             let n = members.iter().find(|n| n.nodename() == e.node).unwrap();
             matches!(
-                n.serve(e.partition.0, VnodeRequest::Get { key: key.clone() }),
+                n.vnodes()
+                    .serve(e.partition.0, VnodeRequest::Get { key: key.clone() }),
                 VnodeReply::Found(Some(_))
             )
         })
@@ -158,7 +159,7 @@ async fn large_values_are_read_by_heads_and_fetched_once() {
         let e = pl.iter().find(|e| e.node != na.nodename()).unwrap();
         let other = nodes.iter().find(|n| n.nodename() == e.node).unwrap();
         let VnodeReply::Found(Some(old)) =
-            other.serve(e.partition.0, VnodeRequest::Get { key: key.clone() })
+            other.vnodes().serve(e.partition.0, VnodeRequest::Get { key: key.clone() })
         else {
             panic!("the replica holds the key");
         };
@@ -181,7 +182,7 @@ async fn large_values_are_read_by_heads_and_fetched_once() {
             return_object: true,
         };
         assert!(matches!(
-            other.serve(e.partition.0, merge),
+            other.vnodes().serve(e.partition.0, merge),
             VnodeReply::Stored(_)
         ));
         let before = na.stats().get_fetches;
@@ -206,7 +207,7 @@ async fn large_values_are_read_by_heads_and_fetched_once() {
         let start = Instant::now();
         loop {
             let repaired = matches!(
-                na.serve(mine.partition.0, VnodeRequest::Get { key: key.clone() }),
+                na.vnodes().serve(mine.partition.0, VnodeRequest::Get { key: key.clone() }),
                 VnodeReply::Found(Some(o)) if o.contents[0].value == big(k, 2)
             );
             if repaired {

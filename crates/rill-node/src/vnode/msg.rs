@@ -5,7 +5,7 @@
 //! (`CoordinateStep`), so it runs wherever the key's first replica is.
 
 use crate::error::KvError;
-use crate::step::CoordinateStep;
+use crate::vnode::step::CoordinateStep;
 use crate::vnode::{Limits, Vnode};
 use rill_backend::{BKey, IndexQuery, Term};
 use rill_object::{Object, PruneRules, VClock};
@@ -188,9 +188,9 @@ impl Vnode {
                         tracing::error!(partition = self.partition.0, error = %e, "stored object head does not decode");
                         KvError::Backend(format!("stored object head does not decode: {e}"))
                     })?;
-                    if h.value_bytes() > crate::head::HEAD_WHOLE_BYTES as u64 {
+                    if h.value_bytes() > crate::vnode::head::HEAD_WHOLE_BYTES as u64 {
                         return Ok(VnodeReply::Head {
-                            fingerprint: crate::head::fingerprint_with(
+                            fingerprint: crate::vnode::head::fingerprint_with(
                                 &h.object,
                                 h.value_lengths.iter().copied(),
                             ),
@@ -208,9 +208,9 @@ impl Vnode {
 /// its clock and fingerprint.
 fn head_reply(o: Option<Object>) -> VnodeReply {
     match o {
-        Some(o) if crate::head::value_bytes(&o) > crate::head::HEAD_WHOLE_BYTES => {
+        Some(o) if crate::vnode::head::value_bytes(&o) > crate::vnode::head::HEAD_WHOLE_BYTES => {
             VnodeReply::Head {
-                fingerprint: crate::head::fingerprint(&o),
+                fingerprint: crate::vnode::head::fingerprint(&o),
                 clock: o.clock,
             }
         }
@@ -275,13 +275,13 @@ mod tests {
     fn a_leveled_head_answers_as_the_object_does() {
         let dir = tempfile::tempdir().unwrap();
         let n = crate::testing::node(dir.path(), BackendKind::Leveled);
-        let large = vec![7u8; crate::head::HEAD_WHOLE_BYTES + 1];
+        let large = vec![7u8; crate::vnode::head::HEAD_WHOLE_BYTES + 1];
         crate::testing::put_kv(&n, b"large", &large);
         crate::testing::put_kv(&n, b"small", b"v");
-        let limits = n.limits;
+        let limits = n.vnodes.limits;
         for key in [&b"large"[..], b"small", b"none"] {
             let e = &n.preflist(b"", b"b", key, 1)[0];
-            let vnode = n.vnode(e);
+            let vnode = n.vnodes.at(e);
             let k = Node::bkey(b"", b"b", key);
             assert!(vnode.backend().keeps_heads());
             let from_head = vnode.handle(VnodeRequest::Head { key: k.clone() }, &limits);
@@ -300,13 +300,13 @@ mod tests {
     /// reads the object and fails.
     #[test]
     fn a_write_that_replaces_the_stored_version_reads_only_its_head() {
-        use crate::step::CoordinateStep;
+        use crate::vnode::step::CoordinateStep;
         use rill_object::{Content, Metadata, Object, PutMode, VClock};
         let dir = tempfile::tempdir().unwrap();
         let n = crate::testing::node(dir.path(), BackendKind::Leveled);
-        let limits = n.limits;
+        let limits = n.vnodes.limits;
         let e = &n.preflist(b"", b"b", b"k", 1)[0];
-        let vnode = n.vnode(e);
+        let vnode = n.vnodes.at(e);
         let k = Node::bkey(b"", b"b", b"k");
         let mode = PutMode {
             allow_mult: true,

@@ -1,19 +1,24 @@
-//! What the node needs of its cluster, and nothing more: the ring as the
-//! cluster state last said, which nodes are reachable, and a way to ask a
-//! vnode of another node. The cluster runtime (`rill-peer`) keeps the view
+//! A key's replicas and how to reach them: what the node needs of its
+//! cluster, and nothing more: the ring as the cluster state last said,
+//! which nodes are reachable, this node's vnodes, and a way to ask a vnode
+//! of another node. The cluster runtime (`rill-peer`) keeps the view
 //! current and carries the messages; without it the node is a cluster of
 //! one and every replica is its own.
 
-use crate::node::Node;
-use crate::vnode_msg::{VnodeReply, VnodeRequest};
-use rill_ring::{PreflistEntry, Ring};
+use crate::vnode::msg::{VnodeReply, VnodeRequest};
+use crate::vnodes::Vnodes;
+use rill_ring::{key_hash, PreflistEntry, Ring};
 use std::collections::{BTreeMap, BTreeSet};
-use std::sync::Arc;
-use tokio::sync::mpsc::UnboundedSender;
+use std::sync::{Arc, OnceLock, RwLock};
+use std::time::Instant;
+use tokio::sync::mpsc::{UnboundedReceiver, UnboundedSender};
 
 /// Where replies of replicas go: each tagged with the index of the
 /// replica in the request's preference list.
 pub type ReplyTx = UnboundedSender<(usize, VnodeReply)>;
+
+/// Where a coordinator receives its replicas' replies.
+pub(crate) type Replies = UnboundedReceiver<(usize, VnodeReply)>;
 
 /// The cluster as the node sees it.
 #[derive(Clone, Debug)]
@@ -56,59 +61,68 @@ pub trait Remote: Send + Sync {
     fn runtime(&self) -> &tokio::runtime::Handle;
 }
 
-impl Node {
+/// A key's replicas: this node's vnodes and, through the cluster
+/// runtime, other nodes' (a cluster of one until the runtime attaches).
+pub(crate) struct Replicas {
+    me: String,
+    pub vnodes: Arc<Vnodes>,
+    /// The cluster as the runtime last said.
+    view: RwLock<Arc<ClusterView>>,
+    remote: OnceLock<Arc<dyn Remote>>,
+}
+
+impl Replicas {
+    pub fn new(me: &str, vnodes: Arc<Vnodes>, view: ClusterView) -> Replicas {
+        Replicas {
+            me: me.to_string(),
+            vnodes,
+            view: RwLock::new(Arc::new(view)),
+            remote: OnceLock::new(),
+        }
+    }
+
     /// The cluster as last set (a cluster of one until the runtime says
     /// otherwise).
-    pub fn cluster_view(&self) -> Arc<ClusterView> {
+    pub fn view(&self) -> Arc<ClusterView> {
         self.view.read().unwrap_or_else(|e| e.into_inner()).clone()
     }
 
     /// The cluster runtime's new view (ring, reachable nodes, transfers).
-    pub fn set_cluster_view(&self, view: ClusterView) {
+    pub fn set_view(&self, view: ClusterView) {
         *self.view.write().unwrap_or_else(|e| e.into_inner()) = Arc::new(view);
     }
 
-    /// Connects the node to its cluster runtime (once).
+    /// Connects to the cluster runtime (once).
     pub fn attach_remote(&self, remote: Arc<dyn Remote>) {
         let _ = self.remote.set(remote);
     }
 
-    pub(crate) fn remote(&self) -> Option<&Arc<dyn Remote>> {
+    pub fn remote(&self) -> Option<&Arc<dyn Remote>> {
         self.remote.get()
     }
 
-    pub(crate) fn is_local(&self, e: &PreflistEntry) -> bool {
-        e.node == self.config.nodename
+    pub fn is_local(&self, e: &PreflistEntry) -> bool {
+        e.node == self.me
     }
 
-    /// A request of another node's coordinator for one of this node's
-    /// vnodes.
-    pub fn serve(&self, partition: u32, request: VnodeRequest) -> VnodeReply {
-        let Some(vnode) = self.vnodes.get(partition as usize) else {
-            return VnodeReply::Failed(crate::KvError::Backend(format!(
-                "no partition {partition} on this node's ring"
-            )));
-        };
-        let reply = vnode.handle(request, &self.limits);
-        if let VnodeReply::Failed(crate::KvError::OutOfSpace { .. }) = &reply {
-            self.disk_full();
-        }
-        reply
-    }
-
-    /// [`Node::serve`] for a read the vnode can answer without waiting
-    /// (from memory or the page cache); `None` when it would wait or is
-    /// not a read: then `serve` it on a thread that may block.
-    pub fn try_serve(&self, partition: u32, request: &VnodeRequest) -> Option<VnodeReply> {
-        if !self.quick_reads.load(std::sync::atomic::Ordering::Relaxed) {
-            return None;
-        }
-        self.vnodes.get(partition as usize)?.try_handle(request)
+    /// The preference list of a key for `n` replicas: primaries whose
+    /// node is up, then fallbacks for those that are not (Riak's sloppy
+    /// quorum).
+    pub fn preflist(
+        &self,
+        bucket_type: &[u8],
+        bucket: &[u8],
+        key: &[u8],
+        n: u32,
+    ) -> Vec<PreflistEntry> {
+        let h = key_hash(bucket_type, bucket, key);
+        let view = self.view();
+        view.ring.preflist(&h, n, |node| view.is_up(node), true)
     }
 
     /// Asks replica `e` (tagged `tag`): a vnode of this node answers at
     /// once; another node's answers later on `tx`.
-    pub(crate) fn ask(
+    pub fn ask(
         &self,
         e: &PreflistEntry,
         request: VnodeRequest,
@@ -116,7 +130,7 @@ impl Node {
         tx: &ReplyTx,
     ) -> Option<VnodeReply> {
         if self.is_local(e) {
-            return Some(self.vnode(e).handle(request, &self.limits));
+            return Some(self.vnodes.handle(e, request));
         }
         match self.remote() {
             Some(r) => {
@@ -129,13 +143,30 @@ impl Node {
             )))),
         }
     }
+
+    /// Waits for the reply of one request to another node.
+    pub fn wait_one(&self, rx: &mut Replies, deadline: Instant) -> Option<VnodeReply> {
+        self.wait(rx, deadline).map(|(_, r)| r)
+    }
+
+    /// Waits, on a thread that may block, for the next reply of another
+    /// node until `deadline`.
+    pub fn wait(&self, rx: &mut Replies, deadline: Instant) -> Option<(usize, VnodeReply)> {
+        let remote = self.remote()?;
+        let deadline = tokio::time::Instant::from_std(deadline);
+        remote
+            .runtime()
+            .block_on(async { tokio::time::timeout_at(deadline, rx.recv()).await })
+            .ok()
+            .flatten()
+    }
 }
 
 #[cfg(test)]
 mod tests {
     use crate::config::BackendKind;
     use crate::testing::{node, put_v};
-    use crate::vnode_msg::{VnodeReply, VnodeRequest};
+    use crate::vnode::msg::{VnodeReply, VnodeRequest};
     use crate::Node;
 
     /// A read served without waiting answers as one served on a thread
@@ -153,11 +184,11 @@ mod tests {
                     VnodeRequest::Get { key: key.clone() },
                     VnodeRequest::Head { key: key.clone() },
                 ] {
-                    let Some(quick) = n.try_serve(p, &request) else {
+                    let Some(quick) = n.vnodes().try_serve(p, &request) else {
                         continue;
                     };
                     answered += 1;
-                    let slow = n.serve(p, request);
+                    let slow = n.vnodes().serve(p, request);
                     assert_eq!(format!("{quick:?}"), format!("{slow:?}"));
                     assert!(matches!(quick, VnodeReply::Found(_)), "{quick:?}");
                 }
@@ -169,8 +200,9 @@ mod tests {
             key: Node::bkey(b"", b"b", b"k"),
             clock: Default::default(),
         };
-        assert!(n.try_serve(pl[0].partition.0, &reap).is_none());
+        assert!(n.vnodes().try_serve(pl[0].partition.0, &reap).is_none());
         assert!(n
+            .vnodes()
             .try_serve(
                 999,
                 &VnodeRequest::Get {

@@ -1,14 +1,25 @@
-//! One partition's replica store: objects in a backend, read-merge-write
-//! under a striped lock.
+//! One partition's replica on this node: its objects in a backend (which
+//! a backend migration may switch, `switch`), read-merge-write under a
+//! striped lock, its id and key epochs (`identity`, `lease`), the
+//! requests it answers (`msg`), the coordinating write it computes
+//! (`step`) and the fingerprints a read sends instead of a large value
+//! (`head`).
+
+pub(crate) mod head;
+pub(crate) mod identity;
+pub mod lease;
+pub mod msg;
+pub mod step;
+pub(crate) mod switch;
 
 use crate::error::KvError;
-use crate::lease::LeaseFile;
-use crate::migrate::Switchable;
+use crate::vnode::lease::LeaseFile;
 use rill_backend::{BKey, Backend, IndexEntry, Term};
 use rill_object::{decode_object_shared, encode_object, Object, PruneRules, VClock};
 use rill_ring::Partition;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
+use switch::Switchable;
 
 const STRIPES: usize = 64;
 

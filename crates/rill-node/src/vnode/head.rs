@@ -12,7 +12,7 @@
 //! Pure: replies in, what to feed the get machine and which replicas to
 //! fetch from out.
 
-use crate::vnode_msg::VnodeReply;
+use crate::vnode::msg::VnodeReply;
 use rill_object::{Object, VClock};
 
 /// A replica's object is sent whole when its values total at most this

@@ -17,8 +17,8 @@
 //! it wrote, and rewriting `node.json` as format 2.
 
 use crate::config::NodeConfig;
-use crate::lease::{boot_id, LeaseFile, LeaseTable, LEASE_SIZE};
 use crate::meta::{MetaDir, MetaError};
+use crate::vnode::lease::{boot_id, LeaseFile, LeaseTable, LEASE_SIZE};
 use crate::vnode::Epochs;
 use serde_json::json;
 use std::path::PathBuf;

@@ -1,0 +1,217 @@
+//! This node's vnodes, one per partition of the ring, and what they
+//! share: the size limits of objects, the backends' resources (merge
+//! scheduler, disk space, LSM databases) and a backend migration's
+//! target. Other nodes' coordinators reach a vnode through `serve`;
+//! handoff reads, takes in and drops a vnode's data through the
+//! `handoff_*` calls (the protocol is `rill-handoff`'s; the cluster
+//! runtime, `rill-peer`, carries it).
+
+use crate::backends::Resources;
+use crate::error::KvError;
+use crate::migrate::Migrations;
+use crate::vnode::msg::{VnodeReply, VnodeRequest};
+use crate::vnode::{Limits, Vnode};
+use rill_backend::BKey;
+use rill_object::{Object, VClock};
+use rill_ring::PreflistEntry;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+
+pub struct Vnodes {
+    list: Vec<Arc<Vnode>>,
+    pub(crate) limits: Limits,
+    /// What the backends share (merge scheduler, space, LSM databases).
+    pub(crate) res: Resources,
+    /// A backend migration of this node, if one was asked.
+    pub(crate) migration: Migrations,
+    /// Reads answered in place when a backend can without waiting (on
+    /// by default; tests turn it off to take the path of reads that
+    /// wait).
+    pub(crate) quick_reads: AtomicBool,
+}
+
+impl Vnodes {
+    pub(crate) fn new(
+        list: Vec<Arc<Vnode>>,
+        limits: Limits,
+        res: Resources,
+        migration: Migrations,
+    ) -> Vnodes {
+        Vnodes {
+            list,
+            limits,
+            res,
+            migration,
+            quick_reads: AtomicBool::new(true),
+        }
+    }
+
+    pub(crate) fn iter(&self) -> std::slice::Iter<'_, Arc<Vnode>> {
+        self.list.iter()
+    }
+
+    pub(crate) fn len(&self) -> usize {
+        self.list.len()
+    }
+
+    /// The vnode of `partition`.
+    pub(crate) fn of(&self, partition: u32) -> Result<&Arc<Vnode>, KvError> {
+        self.list
+            .get(partition as usize)
+            .ok_or_else(|| KvError::Backend(format!("no partition {partition} on this ring")))
+    }
+
+    /// The vnode of a preference list entry of this node.
+    pub(crate) fn at(&self, e: &PreflistEntry) -> &Arc<Vnode> {
+        &self.list[e.partition.0 as usize]
+    }
+
+    /// The vnode of a partition of this node's ring.
+    pub(crate) fn at_partition(&self, p: rill_ring::Partition) -> &Arc<Vnode> {
+        &self.list[p.0 as usize]
+    }
+
+    /// A request of a coordinator of this node.
+    pub(crate) fn handle(&self, e: &PreflistEntry, request: VnodeRequest) -> VnodeReply {
+        self.at(e).handle(request, &self.limits)
+    }
+
+    /// A request of another node's coordinator for one of this node's
+    /// vnodes.
+    pub fn serve(&self, partition: u32, request: VnodeRequest) -> VnodeReply {
+        let Some(vnode) = self.list.get(partition as usize) else {
+            return VnodeReply::Failed(KvError::Backend(format!(
+                "no partition {partition} on this node's ring"
+            )));
+        };
+        let reply = vnode.handle(request, &self.limits);
+        if let VnodeReply::Failed(KvError::OutOfSpace { .. }) = &reply {
+            self.disk_full();
+        }
+        reply
+    }
+
+    /// [`Vnodes::serve`] for a read the vnode can answer without waiting
+    /// (from memory or the page cache); `None` when it would wait or is
+    /// not a read: then `serve` it on a thread that may block.
+    pub fn try_serve(&self, partition: u32, request: &VnodeRequest) -> Option<VnodeReply> {
+        if !self.quick_reads.load(Ordering::Relaxed) {
+            return None;
+        }
+        self.list.get(partition as usize)?.try_handle(request)
+    }
+
+    /// Makes every acknowledged write durable.
+    pub fn sync(&self) -> Result<(), KvError> {
+        for v in &self.list {
+            v.backend().sync()?;
+        }
+        Ok(())
+    }
+
+    /// Bytes the vnodes' backends hold.
+    pub(crate) fn storage_bytes(&self) -> u64 {
+        self.list.iter().map(|v| v.backend().size_bytes()).sum()
+    }
+
+    /// Admits a write that adds data, or refuses it for space (the
+    /// space of the backends a migration copies to as well).
+    pub(crate) fn admit_write(&self) -> Result<(), KvError> {
+        self.res.admit_write()?;
+        self.migration.admit_write()
+    }
+
+    /// A write met a full disk; true when room was released for a retry.
+    pub(crate) fn disk_full(&self) -> bool {
+        self.res.space.as_ref().is_some_and(|s| s.disk_full())
+    }
+
+    /// How many times the space reserve has been released.
+    pub(crate) fn space_releases(&self) -> u64 {
+        self.res.space.as_ref().map_or(0, |s| s.releases())
+    }
+
+    /// Whether this node's vnode of `partition` holds any key.
+    pub fn holds_data(&self, partition: u32) -> Result<bool, KvError> {
+        Ok(self.of(partition)?.backend().holds_objects()?)
+    }
+
+    /// Every key the vnode of `partition` holds, sorted by their wire
+    /// encoding (`wire::encode_key`), the order handoff cursors follow.
+    pub fn handoff_keys(&self, partition: u32) -> Result<Vec<(Vec<u8>, BKey)>, KvError> {
+        let b = self.of(partition)?.backend();
+        let mut buckets = Vec::new();
+        b.fold_buckets(&mut |t, bucket| {
+            buckets.push((t.to_vec(), bucket.to_vec()));
+            true
+        })?;
+        let mut keys = Vec::new();
+        for (t, bucket) in buckets {
+            b.fold_keys(&t, &bucket, &mut |k| {
+                let key = BKey::new(&t, &bucket, k);
+                keys.push((crate::wire::encode_key(&key), key));
+                true
+            })?;
+        }
+        keys.sort_by(|a, b| a.0.cmp(&b.0));
+        keys.dedup_by(|a, b| a.0 == b.0);
+        Ok(keys)
+    }
+
+    /// The stored objects of `keys` (keys gone since are left out).
+    pub fn handoff_read(
+        &self,
+        partition: u32,
+        keys: &[BKey],
+    ) -> Result<Vec<(BKey, Object)>, KvError> {
+        let v = self.of(partition)?;
+        let mut out = Vec::with_capacity(keys.len());
+        for k in keys {
+            if let Some(o) = v.get(k)? {
+                out.push((k.clone(), o));
+            }
+        }
+        Ok(out)
+    }
+
+    /// Merges handed-off objects into the vnode of `partition` (siblings
+    /// kept, as riak_kv's handoff merges), then makes them durable.
+    pub fn handoff_store(&self, partition: u32, items: Vec<(BKey, Object)>) -> Result<(), KvError> {
+        let v = self.of(partition)?;
+        for (key, object) in items {
+            let request = VnodeRequest::Merge {
+                key,
+                object,
+                allow_mult: true,
+                prune: None,
+                return_object: false,
+            };
+            if let VnodeReply::Failed(e) = v.handle(request, &self.limits) {
+                if matches!(e, KvError::OutOfSpace { .. }) {
+                    self.disk_full();
+                }
+                return Err(e);
+            }
+        }
+        v.backend().sync()?;
+        Ok(())
+    }
+
+    /// After the receiver stored them: retires the vnode's epochs
+    /// (durably), then removes each key still stored with the clock it
+    /// was handed off with. Returns how many were removed.
+    pub fn handoff_drop(&self, partition: u32, sent: &[(BKey, VClock)]) -> Result<usize, KvError> {
+        let v = self.of(partition)?;
+        if sent.is_empty() {
+            return Ok(0);
+        }
+        v.retire_epochs()?;
+        let mut removed = 0;
+        for (k, clock) in sent {
+            if v.drop_if_unchanged(k, clock)? {
+                removed += 1;
+            }
+        }
+        Ok(removed)
+    }
+}
