@@ -2,12 +2,56 @@
 //! for every request, changed one change at a time (written to
 //! `meta/buckets.json` before it is put in force), merged from peers.
 
+use crate::config::{BackendKind, NodeConfig};
 use crate::error::KvError;
-use crate::node::{registry_error, Node};
+use crate::meta::MetaDir;
 use rill_bucket::{Props, Registry, RegistryError, TypeStatus};
 use serde_json::Value;
+use std::sync::{Arc, Mutex, RwLock};
 
-impl Node {
+pub struct Buckets {
+    /// Shared with a multi backend, which routes by a bucket's `backend`.
+    pub(crate) registry: Arc<RwLock<Registry>>,
+    /// Held while the registry changes (one change at a time, written to
+    /// disk before it is put in force).
+    change: Mutex<()>,
+    meta: MetaDir,
+    /// This node's name: the claimant a typed bucket's properties name.
+    nodename: String,
+    backend: BackendKind,
+    /// The names of a multi backend's backends.
+    multi: Vec<String>,
+}
+
+/// What a registry change's refusal says to a client.
+pub(crate) fn registry_error(e: RegistryError) -> KvError {
+    match e {
+        RegistryError::NoSuchType(t) => KvError::NoSuchType(t),
+        RegistryError::Props(p) => KvError::Props(p.to_string()),
+        RegistryError::DefaultType => {
+            KvError::Props("Invalid bucket properties: no_default_update".into())
+        }
+        other => KvError::Props(other.to_string()),
+    }
+}
+
+impl Buckets {
+    /// The registry kept in `meta` (empty when there is none yet).
+    pub(crate) fn load(meta: MetaDir, config: &NodeConfig) -> Result<Buckets, crate::OpenError> {
+        let registry = match meta.read("buckets.json")? {
+            Some(v) => Registry::from_json(&v).map_err(crate::OpenError::Buckets)?,
+            None => Registry::new(),
+        };
+        Ok(Buckets {
+            registry: Arc::new(RwLock::new(registry)),
+            change: Mutex::new(()),
+            meta,
+            nodename: config.nodename.clone(),
+            backend: config.backend,
+            multi: config.multi.iter().map(|b| b.name.clone()).collect(),
+        })
+    }
+
     pub(crate) fn registry(&self) -> std::sync::RwLockReadGuard<'_, Registry> {
         self.registry.read().unwrap_or_else(|e| e.into_inner())
     }
@@ -18,16 +62,13 @@ impl Node {
     ) -> Result<(), KvError> {
         // Changes are made one at a time; readers (every request) take
         // the lock only to copy out, never across the write to disk.
-        let _one = self
-            .registry_change
-            .lock()
-            .unwrap_or_else(|e| e.into_inner());
+        let _one = self.change.lock().unwrap_or_else(|e| e.into_inner());
         let reg = self.registry().clone();
         let mut next = reg.clone();
         f(&mut next).map_err(registry_error)?;
         // Stamped, so the change wins over older copies when the cluster
         // runtime gossips the registry.
-        next.stamp_changes(&reg, &self.config.nodename);
+        next.stamp_changes(&reg, &self.nodename);
         self.persist_registry(next)
     }
 
@@ -54,10 +95,7 @@ impl Node {
     pub fn merge_registry(&self, theirs: &Value) -> Result<bool, KvError> {
         let theirs = Registry::from_json(theirs)
             .map_err(|e| KvError::BadRequest(format!("a peer's bucket registry: {e}")))?;
-        let _one = self
-            .registry_change
-            .lock()
-            .unwrap_or_else(|e| e.into_inner());
+        let _one = self.change.lock().unwrap_or_else(|e| e.into_inner());
         let mut next = self.registry().clone();
         if !next.merge(&theirs) {
             return Ok(false);
@@ -88,7 +126,7 @@ impl Node {
         );
         if !(bucket_type.is_empty() || bucket_type == "default") {
             p.insert("active".into(), true.into());
-            p.insert("claimant".into(), self.config.nodename.clone().into());
+            p.insert("claimant".into(), self.nodename.clone().into());
         }
         Ok(p)
     }
@@ -110,20 +148,15 @@ impl Node {
         let Some(v) = props.get("backend") else {
             return Ok(());
         };
-        if self.config.backend != crate::config::BackendKind::Multi {
+        if self.backend != BackendKind::Multi {
             return Ok(());
         }
-        let known = |n: &str| self.config.multi.iter().any(|b| b.name == n);
+        let known = |n: &str| self.multi.iter().any(|b| b == n);
         match v.as_str() {
             Some(n) if known(n) => Ok(()),
             _ => Err(KvError::BadRequest(format!(
                 "{{undefined_backend,{v}}}: backend must name one of this node's backends: {}",
-                self.config
-                    .multi
-                    .iter()
-                    .map(|b| b.name.as_str())
-                    .collect::<Vec<_>>()
-                    .join(", ")
+                self.multi.join(", ")
             ))),
         }
     }
@@ -139,7 +172,7 @@ impl Node {
             Some((mut p, TypeStatus::Active)) => {
                 if !(name.is_empty() || name == "default") {
                     p.insert("active".into(), true.into());
-                    p.insert("claimant".into(), self.config.nodename.clone().into());
+                    p.insert("claimant".into(), self.nodename.clone().into());
                 }
                 Ok(p)
             }

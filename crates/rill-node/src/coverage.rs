@@ -58,7 +58,7 @@ impl Node {
     /// bucket name), for a coverage plan.
     pub(crate) fn coverage_n(&self, t: &[u8], bucket: &[u8]) -> Result<u32, KvError> {
         let t: &[u8] = if t.is_empty() { b"default" } else { t };
-        Ok(crate::kv::n_val(&self.props_for_kv(t, bucket)?))
+        Ok(crate::kv::n_val(&self.buckets.props_for_kv(t, bucket)?))
     }
 
     /// For keys of n_val `n`: which vnode reports the keys starting at
@@ -279,7 +279,9 @@ mod tests {
         assert_eq!(keys, vec![b"k".to_vec()]);
         let mut props = rill_bucket::Props::new();
         props.insert("n_val".into(), 1.into());
-        n.set_bucket_props("default", b"one", &props).unwrap();
+        n.buckets
+            .set_bucket_props("default", b"one", &props)
+            .unwrap();
         let r = n.list_keys(b"", b"one", None, &mut |_| true);
         assert!(matches!(r, Err(KvError::NoCoverage)), "{r:?}");
         assert!(n.list_buckets(b"", None).is_ok());

@@ -70,9 +70,12 @@ impl Node {
         bucket: &[u8],
         fetch: bool,
     ) -> Result<(Props, String), KvError> {
-        let props = self.props_for_kv(bucket_type, bucket).map_err(|_| {
-            KvError::Datatype(format!("Error no bucket type `{}`", erl_bin(bucket_type)))
-        })?;
+        let props = self
+            .buckets
+            .props_for_kv(bucket_type, bucket)
+            .map_err(|_| {
+                KvError::Datatype(format!("Error no bucket type `{}`", erl_bin(bucket_type)))
+            })?;
         if props.get("allow_mult").and_then(|v| v.as_bool()) != Some(true) {
             return Err(KvError::Datatype(
                 "\"Bucket must be allow_mult=true\"".into(),
@@ -97,7 +100,10 @@ impl Node {
         check_names(&req.bucket_type, &req.bucket, Some(&req.key))?;
         let (props, dt) = if req.bucket_type.is_empty() || req.bucket_type == b"default" {
             // Riak's 1.4 counters live in default-type buckets.
-            (self.props_for_kv(b"", &req.bucket)?, "counter".to_string())
+            (
+                self.buckets.props_for_kv(b"", &req.bucket)?,
+                "counter".to_string(),
+            )
         } else {
             self.datatype_of(&req.bucket_type, &req.bucket, true)?
         };
@@ -117,7 +123,7 @@ impl Node {
         check_names(&req.bucket_type, &req.bucket, req.key.as_deref())?;
         let legacy = req.bucket_type.is_empty() || req.bucket_type == b"default";
         let (props, dt) = if legacy {
-            let props = self.props_for_kv(b"", &req.bucket)?;
+            let props = self.buckets.props_for_kv(b"", &req.bucket)?;
             if !matches!(req.op, Op::Counter(_)) {
                 return Err(KvError::Datatype(
                     "\"non-counter operation on default bucket\"".into(),

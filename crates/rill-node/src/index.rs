@@ -197,7 +197,7 @@ impl Node {
         self.counters.index_queries.fetch_add(1, Ordering::Relaxed);
         crate::kv::check_names(&req.bucket_type, &req.bucket, None)?;
         // The bucket type must exist and be active.
-        self.props_for_kv(&req.bucket_type, &req.bucket)?;
+        self.buckets.props_for_kv(&req.bucket_type, &req.bucket)?;
         let field = req.index.to_ascii_lowercase();
         let after = match &req.continuation {
             Some(c) if !c.is_empty() => Some(

@@ -295,7 +295,7 @@ impl Node {
         req: &GetRequest,
     ) -> Result<(BKey, Vec<PreflistEntry>, ReadQuorum, ReadMode), KvError> {
         check_names(&req.bucket_type, &req.bucket, Some(&req.key))?;
-        let props = self.props_for_kv(&req.bucket_type, &req.bucket)?;
+        let props = self.buckets.props_for_kv(&req.bucket_type, &req.bucket)?;
         let n = request_n(&props, req.n_val)?;
         let q = read_quorum(&props, n, req.r, req.pr, req.notfound_ok)?;
         let k = Node::bkey(&req.bucket_type, &req.bucket, &req.key);
@@ -393,7 +393,7 @@ impl Node {
 
     fn put_inner(&self, mut req: PutRequest) -> Result<PutAnswer, KvError> {
         check_names(&req.bucket_type, &req.bucket, req.key.as_deref())?;
-        let props = self.props_for_kv(&req.bucket_type, &req.bucket)?;
+        let props = self.buckets.props_for_kv(&req.bucket_type, &req.bucket)?;
         let n = request_n(&props, req.n_val)?;
         let wq = write_quorum(&props, n, req.w, req.dw, req.pw)?;
         normalise_indexes(&mut req.content)?;
@@ -456,7 +456,7 @@ impl Node {
 
     fn delete_inner(&self, req: &DeleteRequest) -> Result<(), KvError> {
         check_names(&req.bucket_type, &req.bucket, Some(&req.key))?;
-        let props = self.props_for_kv(&req.bucket_type, &req.bucket)?;
+        let props = self.buckets.props_for_kv(&req.bucket_type, &req.bucket)?;
         let n = request_n(&props, req.n_val)?;
         let context = match &req.vclock {
             Some(v) if !v.is_empty() => {

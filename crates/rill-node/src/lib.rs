@@ -41,6 +41,7 @@ mod vnodes;
 pub mod wire;
 
 pub use backends::{check_leveldb, BackendsError, LeveldbCheck};
+pub use buckets::Buckets;
 pub use config::{BackendKind, DeleteMode, MergePolicyKind, NamedBackend, NodeConfig};
 pub use dt::{DtFetchAnswer, DtFetchRequest, DtUpdateAnswer, DtUpdateRequest};
 pub use error::{erl_bin, KvError, StorageFailure};

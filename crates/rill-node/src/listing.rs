@@ -58,6 +58,7 @@ impl Node {
         let t = std::str::from_utf8(bucket_type)
             .map_err(|_| KvError::NoSuchType(String::from_utf8_lossy(bucket_type).into()))?;
         if !self
+            .buckets
             .type_status(t)
             .is_some_and(|(_, s)| s == rill_bucket::TypeStatus::Active)
         {
@@ -114,7 +115,7 @@ impl Node {
         let mut pending = Vec::with_capacity(KEY_BATCH);
         let deadline = timeout.map(|d| Instant::now() + d);
         if !self.owns_all() {
-            let n = crate::kv::n_val(&self.props_for_kv(bucket_type, bucket)?);
+            let n = crate::kv::n_val(&self.buckets.props_for_kv(bucket_type, bucket)?);
             let mut stopped = false;
             self.cover_keys(&t, bucket, n, b"", None, deadline, &mut |k| {
                 pending.push(k.to_vec());

@@ -37,6 +37,7 @@ pub enum MetaError {
     },
 }
 
+#[derive(Clone)]
 pub(crate) struct MetaDir {
     dir: PathBuf,
 }

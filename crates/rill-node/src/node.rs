@@ -1,6 +1,7 @@
 //! The node: its vnodes, ring, bucket registry and background work.
 
 use crate::backends::{Opening, Resources};
+use crate::buckets::Buckets;
 use crate::bulk::BulkPool;
 use crate::config::{DeleteMode, NodeConfig};
 use crate::error::KvError;
@@ -13,10 +14,9 @@ use crate::vnode::lease::LeaseFile;
 use crate::vnode::{Limits, Vnode};
 use crate::vnodes::Vnodes;
 use rill_backend::BKey;
-use rill_bucket::{Registry, RegistryError};
 use rill_ring::{PreflistEntry, Ring};
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, OnceLock, RwLock, Weak};
+use std::sync::{Arc, OnceLock, Weak};
 use std::time::{Duration, Instant};
 
 /// Counters an operator reads through `/stats` and `rill admin status`.
@@ -87,10 +87,8 @@ pub struct Node {
     pub(crate) config: NodeConfig,
     pub(crate) ring: Ring,
     pub(crate) vnodes: Arc<Vnodes>,
-    pub(crate) registry: Arc<RwLock<Registry>>,
-    /// Held while the registry changes (one change at a time, written to
-    /// disk before it is put in force).
-    pub(crate) registry_change: std::sync::Mutex<()>,
+    /// Bucket types and properties.
+    pub(crate) buckets: Arc<Buckets>,
     pub(crate) meta: MetaDir,
     pub(crate) reaper: Reaper,
     pub(crate) counters: Counters,
@@ -117,16 +115,13 @@ impl Node {
         })?;
         let meta = MetaDir::open(&config.data_dir).map_err(OpenError::CreateMeta)?;
         let ids = NodeIds::load(&meta, &config)?;
-        let registry = match meta.read("buckets.json")? {
-            Some(v) => Registry::from_json(&v).map_err(OpenError::Buckets)?,
-            None => Registry::new(),
-        };
+        let buckets = Arc::new(Buckets::load(meta.clone(), &config)?);
+        let registry = &buckets.registry;
         let record = crate::migrate::Record::load(&meta)?;
         let (config, target) = crate::migrate::effective(config, record.as_ref())?;
         // Before anything else is written: at a full disk the reserve
         // makes room for the stores to open.
         let res = Resources::open(&config)?;
-        let registry = Arc::new(RwLock::new(registry));
         let target = match target {
             Some(t) => {
                 let r = Resources::open(&t)?;
@@ -138,13 +133,13 @@ impl Node {
             config: &config,
             ring: &ring,
             res: &res,
-            registry: &registry,
+            registry,
         };
         let target_opening = target.as_ref().map(|(t, r)| Opening {
             config: t,
             ring: &ring,
             res: r,
-            registry: &registry,
+            registry,
         });
         let mut vnodes = Vec::with_capacity(config.ring_size as usize);
         for p in ring.partitions() {
@@ -175,8 +170,7 @@ impl Node {
             config,
             ring,
             vnodes: vnodes.clone(),
-            registry,
-            registry_change: Default::default(),
+            buckets,
             meta,
             reaper: Reaper::default(),
             counters: Counters::default(),
@@ -258,6 +252,11 @@ impl Node {
     /// Connects the node to its cluster runtime (once).
     pub fn attach_remote(&self, remote: Arc<dyn Remote>) {
         self.replicas.attach_remote(remote)
+    }
+
+    /// Bucket types and properties.
+    pub fn buckets(&self) -> &Arc<Buckets> {
+        &self.buckets
     }
 
     pub fn stats(&self) -> NodeStats {
@@ -404,17 +403,6 @@ impl Drop for Node {
                 tracing::warn!(error = %e, "writing leveldb memtables out at shutdown failed: the next start replays the journal");
             }
         }
-    }
-}
-
-pub(crate) fn registry_error(e: RegistryError) -> KvError {
-    match e {
-        RegistryError::NoSuchType(t) => KvError::NoSuchType(t),
-        RegistryError::Props(p) => KvError::Props(p.to_string()),
-        RegistryError::DefaultType => {
-            KvError::Props("Invalid bucket properties: no_default_update".into())
-        }
-        other => KvError::Props(other.to_string()),
     }
 }
 

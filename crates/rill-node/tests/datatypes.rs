@@ -57,15 +57,18 @@ fn set_op(adds: &[&str], removes: &[&str]) -> Op {
 fn refusals_use_riaks_words() {
     let dir = tempfile::tempdir().unwrap();
     let n = node(dir.path());
-    n.create_type("sets", json!({"datatype": "set"}).as_object().unwrap())
+    n.buckets()
+        .create_type("sets", json!({"datatype": "set"}).as_object().unwrap())
         .unwrap();
-    n.activate_type("sets").unwrap();
-    n.create_type("plain", json!({}).as_object().unwrap())
+    n.buckets().activate_type("sets").unwrap();
+    n.buckets()
+        .create_type("plain", json!({}).as_object().unwrap())
         .unwrap();
-    n.activate_type("plain").unwrap();
-    n.create_type("nomult", json!({"allow_mult": false}).as_object().unwrap())
+    n.buckets().activate_type("plain").unwrap();
+    n.buckets()
+        .create_type("nomult", json!({"allow_mult": false}).as_object().unwrap())
         .unwrap();
-    n.activate_type("nomult").unwrap();
+    n.buckets().activate_type("nomult").unwrap();
     assert_eq!(
         update(&n, "sets", "k", Op::Counter(1), None).unwrap_err(),
         "Operation type is `counter` but  bucket type is `set`."
@@ -103,9 +106,10 @@ fn sets_remove_what_the_context_saw_and_survive_a_restart() {
     let dir = tempfile::tempdir().unwrap();
     {
         let n = node(dir.path());
-        n.create_type("sets", json!({"datatype": "set"}).as_object().unwrap())
+        n.buckets()
+            .create_type("sets", json!({"datatype": "set"}).as_object().unwrap())
             .unwrap();
-        n.activate_type("sets").unwrap();
+        n.buckets().activate_type("sets").unwrap();
         let a = update(&n, "sets", "k", set_op(&["a", "b"], &[]), None).unwrap();
         let ctx = a.value.context().unwrap().encode();
         update(&n, "sets", "k", set_op(&["c"], &[]), None).unwrap();

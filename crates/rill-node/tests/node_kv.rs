@@ -92,7 +92,8 @@ fn default_bucket_keeps_the_newest_and_allow_mult_keeps_siblings() {
     put(&n, "", "b", "k", "one", None);
     put(&n, "", "b", "k", "two", None);
     assert_eq!(values(&get(&n, "", "b", "k")), ["two"]);
-    n.set_bucket_props("default", b"sibs", &props(json!({"allow_mult": true})))
+    n.buckets()
+        .set_bucket_props("default", b"sibs", &props(json!({"allow_mult": true})))
         .unwrap();
     let first = put(&n, "", "sibs", "k", "one", None);
     put(&n, "", "sibs", "k", "two", None);
@@ -134,8 +135,8 @@ fn typed_buckets_need_an_active_type() {
         })
         .unwrap_err();
     assert_eq!(e, KvError::NoType);
-    n.create_type("plain", &props(json!({}))).unwrap();
-    n.activate_type("plain").unwrap();
+    n.buckets().create_type("plain", &props(json!({}))).unwrap();
+    n.buckets().activate_type("plain").unwrap();
     put(&n, "plain", "b", "k", "x", None);
     put(&n, "plain", "b", "k", "y", None);
     assert_eq!(
@@ -147,7 +148,7 @@ fn typed_buckets_need_an_active_type() {
     assert!(n.list_buckets(b"default", None).unwrap().is_empty());
     drop(n);
     let n = node(dir.path());
-    assert_eq!(n.type_props("plain").unwrap()["allow_mult"], true);
+    assert_eq!(n.buckets().type_props("plain").unwrap()["allow_mult"], true);
 }
 
 #[test]
@@ -383,7 +384,8 @@ fn limits_are_enforced_with_clear_errors() {
         .unwrap_err();
     assert!(matches!(e, KvError::TooLarge { .. }), "{e}");
     assert!(e.to_string().contains("object.size.maximum"), "{e}");
-    n.set_bucket_props("default", b"sibs", &props(json!({"allow_mult": true})))
+    n.buckets()
+        .set_bucket_props("default", b"sibs", &props(json!({"allow_mult": true})))
         .unwrap();
     for v in ["a", "b", "c"] {
         put(&n, "", "sibs", "k", v, None);

@@ -77,9 +77,10 @@ fn fetch(n: &Node, t: &str, key: &str) -> Crdt {
 
 fn make_types(n: &Node) {
     for (name, dt) in [("counters", "counter"), ("sets", "set")] {
-        n.create_type(name, json!({ "datatype": dt }).as_object().unwrap())
+        n.buckets()
+            .create_type(name, json!({ "datatype": dt }).as_object().unwrap())
             .unwrap();
-        n.activate_type(name).unwrap();
+        n.buckets().activate_type(name).unwrap();
     }
 }
 
@@ -168,14 +169,15 @@ fn after_possible_loss_each_key_takes_one_new_epoch_and_pruning_bounds_clocks() 
     {
         let n = open(dir.path());
         // Prune whatever exceeds 3 entries, however young.
-        n.set_bucket_props(
-            "default",
-            b"p",
-            json!({"small_vclock": 3, "big_vclock": 3, "young_vclock": 0})
-                .as_object()
-                .unwrap(),
-        )
-        .unwrap();
+        n.buckets()
+            .set_bucket_props(
+                "default",
+                b"p",
+                json!({"small_vclock": 3, "big_vclock": 3, "young_vclock": 0})
+                    .as_object()
+                    .unwrap(),
+            )
+            .unwrap();
     }
     let mut lens = Vec::new();
     for round in 0..12 {

@@ -22,6 +22,7 @@ fn status_name(st: TypeStatus) -> &'static str {
 pub(crate) fn admin_list_types(ctx: &Arc<Ctx>) -> Response {
     let types: Vec<Value> = ctx
         .node
+        .buckets()
         .list_types()
         .into_iter()
         .map(|(n, st)| json!({"name": n, "status": status_name(st)}))
@@ -34,7 +35,7 @@ pub(crate) fn admin_list_types(ctx: &Arc<Ctx>) -> Response {
 pub(crate) async fn admin_type(ctx: &Arc<Ctx>, req: &Req, t: &[u8]) -> Response {
     let name = s(t);
     match req.method {
-        Method::GET => match ctx.node.type_status(&name) {
+        Method::GET => match ctx.node.buckets().type_status(&name) {
             Some((props, st)) => json(
                 StatusCode::OK,
                 &json!({"name": name, "status": status_name(st), "props": props}),
@@ -54,7 +55,7 @@ pub(crate) async fn admin_type(ctx: &Arc<Ctx>, req: &Req, t: &[u8]) -> Response 
                 }
             };
             let node = ctx.node.clone();
-            match blocking(move || node.create_type(&name, &props)).await {
+            match blocking(move || node.buckets().create_type(&name, &props)).await {
                 Ok(()) => empty(StatusCode::CREATED),
                 Err(e) => text(StatusCode::BAD_REQUEST, format!("{e}\n")),
             }
@@ -69,7 +70,7 @@ pub(crate) async fn admin_activate(ctx: &Arc<Ctx>, req: &Req, t: &[u8]) -> Respo
     }
     let name = s(t);
     let node = ctx.node.clone();
-    match blocking(move || node.activate_type(&name)).await {
+    match blocking(move || node.buckets().activate_type(&name)).await {
         Ok(()) => empty(StatusCode::NO_CONTENT),
         Err(KvError::NoSuchType(n)) => text(
             StatusCode::NOT_FOUND,

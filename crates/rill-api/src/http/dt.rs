@@ -214,7 +214,7 @@ fn datatype_of(ctx: &Ctx, t: &[u8], b: &[u8]) -> Result<String, Response> {
     } else {
         s(t)
     };
-    let props = ctx.node.bucket_props(&name, b).map_err(|_| {
+    let props = ctx.node.buckets().bucket_props(&name, b).map_err(|_| {
         text(
             StatusCode::NOT_FOUND,
             format!("Unknown bucket type: {name}\n"),

@@ -10,7 +10,7 @@ use serde_json::{json, Value};
 use std::sync::Arc;
 
 pub(crate) fn preflist(ctx: &Arc<Ctx>, t: &[u8], b: &[u8], k: &[u8]) -> Response {
-    let props = match ctx.node.bucket_props(&type_name(t), b) {
+    let props = match ctx.node.buckets().bucket_props(&type_name(t), b) {
         Ok(p) => p,
         Err(e) => return kv_error(e),
     };

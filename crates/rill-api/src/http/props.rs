@@ -25,7 +25,7 @@ pub(super) fn props_body(req: &Req) -> Result<Props, Response> {
 pub(crate) async fn type_props(ctx: &Arc<Ctx>, req: &Req, t: &[u8]) -> Response {
     let name = s(t);
     match req.method {
-        Method::GET => match ctx.node.type_props(&name) {
+        Method::GET => match ctx.node.buckets().type_props(&name) {
             Ok(p) => json(StatusCode::OK, &json!({ "props": p })),
             Err(e) => kv_error(e),
         },
@@ -35,7 +35,7 @@ pub(crate) async fn type_props(ctx: &Arc<Ctx>, req: &Req, t: &[u8]) -> Response 
                 Err(e) => return e,
             };
             let node = ctx.node.clone();
-            match blocking(move || node.update_type(&name, &props)).await {
+            match blocking(move || node.buckets().update_type(&name, &props)).await {
                 Ok(()) => empty(StatusCode::NO_CONTENT),
                 Err(e) => kv_error(e),
             }
@@ -49,7 +49,7 @@ pub(crate) async fn bucket_props(ctx: &Arc<Ctx>, req: &Req, t: &[u8], b: &[u8]) 
     let b = b.to_vec();
     let node = ctx.node.clone();
     match req.method {
-        Method::GET => match node.bucket_props(&t, &b) {
+        Method::GET => match node.buckets().bucket_props(&t, &b) {
             Ok(p) => json(StatusCode::OK, &json!({ "props": p })),
             Err(e) => kv_error(e),
         },
@@ -58,12 +58,12 @@ pub(crate) async fn bucket_props(ctx: &Arc<Ctx>, req: &Req, t: &[u8], b: &[u8]) 
                 Ok(p) => p,
                 Err(e) => return e,
             };
-            match blocking(move || node.set_bucket_props(&t, &b, &props)).await {
+            match blocking(move || node.buckets().set_bucket_props(&t, &b, &props)).await {
                 Ok(()) => empty(StatusCode::NO_CONTENT),
                 Err(e) => kv_error(e),
             }
         }
-        Method::DELETE => match blocking(move || node.reset_bucket_props(&t, &b)).await {
+        Method::DELETE => match blocking(move || node.buckets().reset_bucket_props(&t, &b)).await {
             Ok(()) => empty(StatusCode::NO_CONTENT),
             Err(e) => kv_error(e),
         },

@@ -129,7 +129,7 @@ impl Session {
                     Ok(t) => type_name(&t),
                     Err(e) => return e,
                 };
-                match node.bucket_props(&t, &r.bucket) {
+                match node.buckets().bucket_props(&t, &r.bucket) {
                     Ok(p) => Response::GetBucket(RpbGetBucketResp {
                         props: props_to_pb(&p),
                     }),
@@ -142,7 +142,8 @@ impl Session {
                     Err(e) => return e,
                 };
                 let props = props_from_pb(&r.props);
-                match blocking(move || node.set_bucket_props(&t, &r.bucket, &props)).await {
+                match blocking(move || node.buckets().set_bucket_props(&t, &r.bucket, &props)).await
+                {
                     Ok(()) => Response::SetBucket,
                     Err(e) => err(e),
                 }
@@ -152,12 +153,14 @@ impl Session {
                     Ok(t) => type_name(&t),
                     Err(e) => return e,
                 };
-                match blocking(move || node.reset_bucket_props(&t, &r.bucket)).await {
+                match blocking(move || node.buckets().reset_bucket_props(&t, &r.bucket)).await {
                     Ok(()) => Response::ResetBucket,
                     Err(e) => err(e),
                 }
             }
-            Request::GetBucketType(r) => match node.type_props(&String::from_utf8_lossy(&r.r#type))
+            Request::GetBucketType(r) => match node
+                .buckets()
+                .type_props(&String::from_utf8_lossy(&r.r#type))
             {
                 Ok(p) => Response::GetBucket(RpbGetBucketResp {
                     props: props_to_pb(&p),
@@ -167,7 +170,7 @@ impl Session {
             Request::SetBucketType(r) => {
                 let name = String::from_utf8_lossy(&r.r#type).into_owned();
                 let props = props_from_pb(&r.props);
-                match blocking(move || node.update_type(&name, &props)).await {
+                match blocking(move || node.buckets().update_type(&name, &props)).await {
                     Ok(()) => Response::SetBucket,
                     Err(e) => err(e),
                 }
@@ -183,7 +186,7 @@ impl Session {
                 if r.key.is_empty() {
                     return Response::error("Key cannot be zero-length");
                 }
-                let props = match node.bucket_props(&type_name(&t), &r.bucket) {
+                let props = match node.buckets().bucket_props(&type_name(&t), &r.bucket) {
                     Ok(p) => p,
                     Err(_) => return err(KvError::NoType),
                 };

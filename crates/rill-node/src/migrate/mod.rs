@@ -298,13 +298,13 @@ impl Node {
             config: &self.config,
             ring: &self.ring,
             res: &self.vnodes.res,
-            registry: &self.registry,
+            registry: &self.buckets.registry,
         };
         let target = Opening {
             config: tc,
             ring: &self.ring,
             res: tr,
-            registry: &self.registry,
+            registry: &self.buckets.registry,
         };
         for p in self.ring.partitions() {
             let moved = self

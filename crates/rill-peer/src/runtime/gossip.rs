@@ -104,7 +104,7 @@ impl Peer {
         if to.is_empty() {
             return;
         }
-        let (json, _) = self.node.registry_json();
+        let (json, _) = self.node.buckets().registry_json();
         let body = json.to_string().into_bytes();
         for p in to {
             self.send_to(inner, p, Lane::Control, PeerMsg::Metadata(body.clone()));

@@ -137,7 +137,7 @@ impl Peer {
                 tokio::task::spawn_blocking(move || {
                     let merged = serde_json::from_slice(&b)
                         .map_err(|e| e.to_string())
-                        .and_then(|v| node.merge_registry(&v).map_err(|e| e.to_string()));
+                        .and_then(|v| node.buckets().merge_registry(&v).map_err(|e| e.to_string()));
                     if let Err(e) = merged {
                         tracing::warn!(from = %from, error = %e, "a peer's bucket types were not taken in");
                     }

@@ -51,7 +51,7 @@ impl Peer {
             }
             // Bucket types and properties changed here: every peer is
             // told (they merge entry by entry).
-            let (_, version) = peer.node.registry_json();
+            let (_, version) = peer.node.buckets().registry_json();
             if version != metadata_sent {
                 metadata_sent = version;
                 peer.send_metadata(&inner, &peers);

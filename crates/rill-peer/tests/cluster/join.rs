@@ -54,15 +54,18 @@ async fn three_nodes_join_plan_commit_and_serve_each_others_keys() {
     let na = a.node.clone();
     tokio::task::spawn_blocking(move || {
         let props = serde_json::json!({"datatype": "set"});
-        na.create_type("sets", props.as_object().unwrap()).unwrap();
-        na.activate_type("sets").unwrap();
+        na.buckets()
+            .create_type("sets", props.as_object().unwrap())
+            .unwrap();
+        na.buckets().activate_type("sets").unwrap();
     })
     .await
     .unwrap();
     let nb = b.node.clone();
     tokio::task::spawn_blocking(move || {
         let props = serde_json::json!({"n_val": 2});
-        nb.set_bucket_props("default", b"two", props.as_object().unwrap())
+        nb.buckets()
+            .set_bucket_props("default", b"two", props.as_object().unwrap())
             .unwrap();
     })
     .await
@@ -72,9 +75,10 @@ async fn three_nodes_join_plan_commit_and_serve_each_others_keys() {
         || {
             [&a, &b, &c].iter().all(|m| {
                 m.node
+                    .buckets()
                     .type_status("sets")
                     .is_some_and(|(_, s)| s == rill_node::TypeStatus::Active)
-                    && m.node.bucket_props("default", b"two").unwrap()["n_val"] == 2
+                    && m.node.buckets().bucket_props("default", b"two").unwrap()["n_val"] == 2
             })
         },
     )

@@ -30,7 +30,8 @@ async fn large_values_are_read_by_heads_and_fetched_once() {
     let na = a.node.clone();
     tokio::task::spawn_blocking(move || {
         let props = serde_json::json!({"n_val": 2});
-        na.set_bucket_props("default", b"two", props.as_object().unwrap())
+        na.buckets()
+            .set_bucket_props("default", b"two", props.as_object().unwrap())
             .unwrap();
     })
     .await
@@ -38,7 +39,7 @@ async fn large_values_are_read_by_heads_and_fetched_once() {
     until("n_val 2 reaches every node", || {
         [&a, &b, &c]
             .iter()
-            .all(|m| m.node.bucket_props("default", b"two").unwrap()["n_val"] == 2)
+            .all(|m| m.node.buckets().bucket_props("default", b"two").unwrap()["n_val"] == 2)
     })
     .await;
     let na = a.node.clone();
