@@ -11,29 +11,40 @@
 //! - writes to one key on one vnode are serialised (read, merge, write
 //!   under a striped lock), so concurrent writers never lose a sibling;
 //! - bucket types and properties are on disk before a change returns.
+//!
+//! Its parts, each a struct holding what it needs, none importing the
+//! node (`Node` opens them and answers for them):
+//! - `vnode`: one partition's replica (its backend, identity and key
+//!   epochs, the requests it answers); `vnodes`: this node's vnodes and
+//!   what they share (limits, disk space), reached by other nodes and by
+//!   handoff;
+//! - `replicas`: a key's replicas, here and through the cluster runtime;
+//! - `buckets`: bucket types and properties; `params`: a request's
+//!   parameters resolved against them;
+//! - `coordinate`: clients' gets, puts, deletes and data-type operations
+//!   run through `rill-coord`'s machines, and the reaping of tombstones;
+//! - `query`: listings and index queries over a covering set of vnodes;
+//! - `migrate`: a backend migration; `backends`: opening the stores;
+//!   `stats`: the counters of `/stats`; `wire`: the messages between
+//!   nodes.
 
 mod backends;
 mod buckets;
 pub mod bulk;
 mod config;
 mod coordinate;
-mod coverage;
-mod dt;
 pub mod error;
 mod free_space;
 mod ids;
-mod index;
-mod index_scan;
-mod kv;
-mod listing;
 mod meta;
 mod migrate;
 mod node;
 mod open_error;
-mod quorum;
-mod reaper;
+mod params;
+mod query;
 pub mod replicas;
 mod space;
+mod stats;
 #[cfg(test)]
 mod testing;
 pub mod vnode;
@@ -43,21 +54,22 @@ pub mod wire;
 pub use backends::{check_leveldb, BackendsError, LeveldbCheck};
 pub use buckets::Buckets;
 pub use config::{BackendKind, DeleteMode, MergePolicyKind, NamedBackend, NodeConfig};
-pub use dt::{DtFetchAnswer, DtFetchRequest, DtUpdateAnswer, DtUpdateRequest};
+pub use coordinate::dt::{DtFetchAnswer, DtFetchRequest, DtUpdateAnswer, DtUpdateRequest};
+pub use coordinate::kv::{DeleteRequest, GetAnswer, GetRequest, PutAnswer, PutRequest};
 pub use error::{erl_bin, KvError, StorageFailure};
-#[doc(hidden)]
-pub use index::{decode_continuation, encode_continuation};
-pub use index::{IndexAnswer, IndexHit, IndexPlan, IndexRequest, IndexSpec, INDEX_BATCH};
-pub use kv::{DeleteRequest, GetAnswer, GetRequest, PutAnswer, PutRequest};
 pub use meta::MetaError;
 pub use migrate::{CopyError, MigrateError, MigrationStatus, RecordError};
-pub use node::{Node, NodeStats};
+pub use node::Node;
 pub use open_error::OpenError;
+#[doc(hidden)]
+pub use query::index::{decode_continuation, encode_continuation};
+pub use query::index::{IndexAnswer, IndexHit, IndexPlan, IndexRequest, IndexSpec, INDEX_BATCH};
 pub use rill_backend::{BKey, Term};
 pub use rill_bucket::{Props, Quorum, TypeStatus};
 pub use rill_coord::QuorumError;
 pub use rill_crdt as crdt;
 pub use rill_object::{decode_object, encode_object, Content, Link, Metadata, Object, VClock};
+pub use stats::NodeStats;
 pub use vnode::identity::IdentityError;
 pub use vnodes::Vnodes;
 

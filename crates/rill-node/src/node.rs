@@ -4,102 +4,50 @@ use crate::backends::{Opening, Resources};
 use crate::buckets::Buckets;
 use crate::bulk::BulkPool;
 use crate::config::{DeleteMode, NodeConfig};
+use crate::coordinate::dt::{DtFetchAnswer, DtFetchRequest, DtUpdateAnswer, DtUpdateRequest};
+use crate::coordinate::kv::{DeleteRequest, GetAnswer, GetRequest, PutAnswer, PutRequest};
+use crate::coordinate::Coordinator;
 use crate::error::KvError;
 use crate::meta::MetaDir;
+use crate::migrate::{MigrationStatus, Migrator};
 use crate::open_error::OpenError;
-use crate::reaper::Reaper;
+use crate::query::index::{IndexAnswer, IndexHit, IndexPlan, IndexRequest};
+use crate::query::Queries;
 use crate::replicas::{ClusterView, Remote, Replicas};
+use crate::stats::{Counters, NodeStats};
 use crate::vnode::identity::NodeIds;
 use crate::vnode::lease::LeaseFile;
 use crate::vnode::{Limits, Vnode};
 use crate::vnodes::Vnodes;
-use rill_backend::BKey;
 use rill_ring::{PreflistEntry, Ring};
-use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, OnceLock, Weak};
+use std::sync::atomic::Ordering;
+use std::sync::{Arc, OnceLock};
 use std::time::{Duration, Instant};
 
-/// Counters an operator reads through `/stats` and `rill admin status`.
-#[derive(Default)]
-pub(crate) struct Counters {
-    pub gets: AtomicU64,
-    pub puts: AtomicU64,
-    pub deletes: AtomicU64,
-    pub get_us: AtomicU64,
-    pub put_us: AtomicU64,
-    pub read_repairs: AtomicU64,
-    /// Replicas on other nodes that answered a get with a clock alone
-    /// (their value was too large to send unasked).
-    pub get_head_clocks: AtomicU64,
-    /// Whole objects fetched after such a clock stood for no object the
-    /// get already had.
-    pub get_fetches: AtomicU64,
-    /// Reads of this node's replicas for a get run as a task that could
-    /// not be answered in place (would wait for the disk) and went to a
-    /// blocking thread.
-    pub get_local_waits: AtomicU64,
-    pub index_queries: AtomicU64,
-    pub list_keys: AtomicU64,
-    pub dt_updates: AtomicU64,
-    pub dt_fetches: AtomicU64,
-    pub errors: AtomicU64,
-}
-
-#[derive(Clone, Debug, Default)]
-pub struct NodeStats {
-    pub gets: u64,
-    pub puts: u64,
-    pub deletes: u64,
-    pub get_us_total: u64,
-    pub put_us_total: u64,
-    pub read_repairs: u64,
-    pub get_head_clocks: u64,
-    pub get_fetches: u64,
-    pub get_local_waits: u64,
-    pub index_queries: u64,
-    pub list_keys: u64,
-    pub dt_updates: u64,
-    pub dt_fetches: u64,
-    pub errors: u64,
-    pub vnodes: u32,
-    pub storage_bytes: u64,
-    pub disk_usage: Option<f64>,
-    pub merges: u64,
-    pub files_deleted_unread: u64,
-    pub merge_bytes_read: u64,
-    pub merge_bytes_written: u64,
-    /// The Fisherman's current take threshold D_m.
-    pub merge_take_threshold: f64,
-    pub throttle_delay_ms: f64,
-    /// Puts refused because the disk is full.
-    pub out_of_space_refusals: u64,
-    /// True while the space reserve is released and puts are refused.
-    pub space_reserve_released: bool,
-    /// Reads that met a damaged leveldb block (their keys answered with an
-    /// error, the rest of the vnode serving).
-    pub leveldb_damaged_reads: u64,
-    /// Writes that waited for the leveldb write buffers (over the budget's
-    /// share for them) to be written out to tables.
-    pub leveldb_held_writes: u64,
-}
-
+/// A node, made of parts that each hold what they need: its vnodes
+/// (`Vnodes`), a key's replicas here and elsewhere (`Replicas`), bucket
+/// types and properties (`Buckets`), the coordination of clients'
+/// requests (`Coordinator`), queries over the ring (`Queries`) and a
+/// backend migration (`Migrator`). The node opens them and answers for
+/// them.
 pub struct Node {
     pub(crate) config: NodeConfig,
-    pub(crate) ring: Ring,
+    ring: Ring,
     pub(crate) vnodes: Arc<Vnodes>,
+    /// A key's replicas, here and on other nodes.
+    pub(crate) replicas: Arc<Replicas>,
     /// Bucket types and properties.
     pub(crate) buckets: Arc<Buckets>,
-    pub(crate) meta: MetaDir,
-    pub(crate) reaper: Reaper,
-    pub(crate) counters: Counters,
+    pub(crate) counters: Arc<Counters>,
+    /// Clients' gets, puts, deletes and data-type operations.
+    pub(crate) kv: Arc<Coordinator>,
+    /// Listings and index queries over the whole ring.
+    pub(crate) queries: Queries,
+    migrator: Arc<Migrator>,
     leases: Arc<LeaseFile>,
     /// Tests: stop as a crash of the process would (no clean record).
     forget_clean_stop: std::sync::atomic::AtomicBool,
     started: Instant,
-    /// A key's replicas, here and on other nodes.
-    pub(crate) replicas: Arc<Replicas>,
-    /// This node, for work that outlives a request (finishing a get).
-    pub(crate) this: Weak<Node>,
     /// Work on large values (`bulk`), made on first use.
     bulk: OnceLock<(BulkPool, BulkPool)>,
 }
@@ -166,36 +114,59 @@ impl Node {
         let migration = crate::migrate::Migrations::new(record, target);
         let vnodes = Arc::new(Vnodes::new(vnodes, limits, res, migration));
         let nodename = config.nodename.clone();
-        let node = Arc::new_cyclic(|this| Node {
-            config,
-            ring,
-            vnodes: vnodes.clone(),
-            buckets,
-            meta,
-            reaper: Reaper::default(),
-            counters: Counters::default(),
-            leases: ids.leases.clone(),
-            forget_clean_stop: Default::default(),
-            started: Instant::now(),
-            replicas: Arc::new(Replicas::new(&nodename, vnodes.clone(), view)),
-            this: this.clone(),
-            bulk: OnceLock::new(),
-        });
-        let weak = Arc::downgrade(&node);
-        let reaper = node.reaper.clone();
+        let replicas = Arc::new(Replicas::new(&nodename, vnodes.clone(), view));
+        let counters = Arc::new(Counters::default());
+        let kv = Coordinator::new(
+            replicas.clone(),
+            buckets.clone(),
+            counters.clone(),
+            config.request_timeout,
+            config.delete_mode,
+        );
+        let weak = Arc::downgrade(&kv);
+        let reaper = kv.reaper.clone();
         std::thread::Builder::new()
             .name("rill-reaper".into())
             .spawn(move || {
                 reaper.run(|job| {
-                    let Some(node) = weak.upgrade() else { return };
+                    let Some(kv) = weak.upgrade() else { return };
                     for e in &job.replicas {
-                        node.reap(&job.key, &job.clock, e);
+                        kv.reap(&job.key, &job.clock, e);
                     }
                 })
             })
             .map_err(OpenError::Reaper)?;
-        node.resume_backend_migration()
+        let queries = Queries::new(
+            replicas.clone(),
+            buckets.clone(),
+            counters.clone(),
+            config.request_timeout,
+        );
+        let migrator = Migrator::new(
+            config.clone(),
+            ring.clone(),
+            meta,
+            buckets.clone(),
+            vnodes.clone(),
+        );
+        migrator
+            .resume_backend_migration()
             .map_err(OpenError::ResumeMigration)?;
+        let node = Arc::new(Node {
+            config,
+            ring,
+            vnodes,
+            replicas,
+            buckets,
+            counters,
+            kv,
+            queries,
+            migrator,
+            leases: ids.leases.clone(),
+            forget_clean_stop: Default::default(),
+            started: Instant::now(),
+            bulk: OnceLock::new(),
+        });
         Ok(node)
     }
 
@@ -215,8 +186,85 @@ impl Node {
         self.started.elapsed()
     }
 
-    pub(crate) fn delete_mode(&self) -> DeleteMode {
-        self.config.delete_mode
+    /// Starts moving this node's data to backend `to` (`rill admin
+    /// backend-migrate`); `keys_per_second` paces the copy (0: unpaced).
+    pub fn start_backend_migration(
+        &self,
+        to: &str,
+        keys_per_second: u64,
+    ) -> Result<MigrationStatus, KvError> {
+        self.migrator.start_backend_migration(to, keys_per_second)
+    }
+
+    pub fn backend_migration_status(&self) -> MigrationStatus {
+        self.migrator.backend_migration_status()
+    }
+
+    /// Reads a key by Riak's quorum rules (on a thread that may block).
+    pub fn get(&self, req: &GetRequest) -> Result<GetAnswer, KvError> {
+        self.kv.get(req)
+    }
+
+    /// [`Node::get`] as a task of the runtime: it never waits for the
+    /// disk on the calling thread.
+    pub async fn get_task(&self, req: &GetRequest) -> Result<GetAnswer, KvError> {
+        self.kv.get_task(req).await
+    }
+
+    pub fn put(&self, req: PutRequest) -> Result<PutAnswer, KvError> {
+        self.kv.put(req)
+    }
+
+    pub fn delete(&self, req: &DeleteRequest) -> Result<(), KvError> {
+        self.kv.delete(req)
+    }
+
+    pub fn dt_fetch(&self, req: &DtFetchRequest) -> Result<DtFetchAnswer, KvError> {
+        self.kv.dt_fetch(req)
+    }
+
+    pub fn dt_update(&self, req: DtUpdateRequest) -> Result<DtUpdateAnswer, KvError> {
+        self.kv.dt_update(req)
+    }
+
+    /// The buckets of a type that hold keys (`timeout`: at most that long).
+    pub fn list_buckets(
+        &self,
+        bucket_type: &[u8],
+        timeout: Option<Duration>,
+    ) -> Result<Vec<Vec<u8>>, KvError> {
+        self.queries.list_buckets(bucket_type, timeout)
+    }
+
+    /// The keys of a bucket, in batches to `batch` (which returns false to
+    /// stop).
+    pub fn list_keys(
+        &self,
+        bucket_type: &[u8],
+        bucket: &[u8],
+        timeout: Option<Duration>,
+        batch: &mut dyn FnMut(Vec<Vec<u8>>) -> bool,
+    ) -> Result<(), KvError> {
+        self.queries.list_keys(bucket_type, bucket, timeout, batch)
+    }
+
+    /// How a secondary-index query is answered, checked.
+    pub fn index_plan(&self, req: &IndexRequest) -> Result<IndexPlan, KvError> {
+        self.queries.index_plan(req)
+    }
+
+    /// Answers `plan` in batches to `emit` (false stops); the
+    /// continuation when a page ended it.
+    pub fn index_stream(
+        &self,
+        plan: &IndexPlan,
+        emit: &mut dyn FnMut(Vec<IndexHit>) -> bool,
+    ) -> Result<Option<Vec<u8>>, KvError> {
+        self.queries.index_stream(plan, emit)
+    }
+
+    pub fn index_query(&self, req: &IndexRequest) -> Result<IndexAnswer, KvError> {
+        self.queries.index_query(req)
     }
 
     /// The preference list of a key for `n` replicas: primaries whose
@@ -260,53 +308,7 @@ impl Node {
     }
 
     pub fn stats(&self) -> NodeStats {
-        let c = &self.counters;
-        let l = |a: &AtomicU64| a.load(Ordering::Relaxed);
-        let res = &self.vnodes.res;
-        let m = res.scheduler.as_ref().map(|s| s.metrics());
-        NodeStats {
-            gets: l(&c.gets),
-            puts: l(&c.puts),
-            deletes: l(&c.deletes),
-            get_us_total: l(&c.get_us),
-            put_us_total: l(&c.put_us),
-            read_repairs: l(&c.read_repairs),
-            get_head_clocks: l(&c.get_head_clocks),
-            get_fetches: l(&c.get_fetches),
-            get_local_waits: l(&c.get_local_waits),
-            index_queries: l(&c.index_queries),
-            list_keys: l(&c.list_keys),
-            dt_updates: l(&c.dt_updates),
-            dt_fetches: l(&c.dt_fetches),
-            errors: l(&c.errors),
-            vnodes: self.vnodes.len() as u32,
-            storage_bytes: self.vnodes.storage_bytes(),
-            disk_usage: res.scheduler.as_ref().map(|s| s.usage()),
-            merges: m.as_ref().map_or(0, |m| m.merges),
-            files_deleted_unread: m.as_ref().map_or(0, |m| m.files_deleted_unread),
-            merge_bytes_read: m.as_ref().map_or(0, |m| m.merge_bytes_read),
-            merge_bytes_written: m.as_ref().map_or(0, |m| m.merge_bytes_written),
-            merge_take_threshold: m.as_ref().map_or(1.0, |m| m.take_threshold),
-            throttle_delay_ms: res
-                .scheduler
-                .as_ref()
-                .map_or(0.0, |s| s.throttle().current().as_secs_f64() * 1000.0),
-            out_of_space_refusals: res
-                .space
-                .as_ref()
-                .map_or(0, |s| s.refusals.load(Ordering::Relaxed))
-                + res
-                    .free_space
-                    .as_ref()
-                    .map_or(0, |f| f.refusals.load(Ordering::Relaxed)),
-            space_reserve_released: res.space.as_ref().is_some_and(|s| s.is_low())
-                || res
-                    .free_space
-                    .as_ref()
-                    .is_some_and(|f| f.is_low(&|| res.leveldb_table_bytes())),
-            leveldb_damaged_reads: res.leveldb.iter().map(|(_, l)| l.damaged_reads()).sum(),
-            leveldb_held_writes: res.leveldb.iter().map(|(_, l)| l.held_writes()).sum(),
-        }
+        NodeStats::of(&self.counters, &self.vnodes)
     }
 
     /// Makes every acknowledged write durable.
@@ -365,20 +367,11 @@ impl Node {
         reap.min(Duration::from_secs(2))
             .min(self.config.request_timeout)
     }
-
-    pub(crate) fn bkey(bucket_type: &[u8], bucket: &[u8], key: &[u8]) -> BKey {
-        let t: &[u8] = if bucket_type == b"default" {
-            b""
-        } else {
-            bucket_type
-        };
-        BKey::new(t, bucket, key)
-    }
 }
 
 impl Drop for Node {
     fn drop(&mut self) {
-        self.reaper.stop();
+        self.kv.reaper.stop();
         if self.forget_clean_stop.load(Ordering::Relaxed) {
             return; // as a crash: no sync, no clean record
         }

@@ -167,7 +167,6 @@ mod tests {
     use crate::config::BackendKind;
     use crate::testing::{node, put_v};
     use crate::vnode::msg::{VnodeReply, VnodeRequest};
-    use crate::Node;
 
     /// A read served without waiting answers as one served on a thread
     /// that may block; other requests are never served that way.
@@ -177,7 +176,10 @@ mod tests {
         put_v(&n);
         let pl = n.preflist(b"", b"b", b"k", 3);
         let mut answered = 0;
-        for key in [Node::bkey(b"", b"b", b"k"), Node::bkey(b"", b"b", b"none")] {
+        for key in [
+            crate::vnode::bkey(b"", b"b", b"k"),
+            crate::vnode::bkey(b"", b"b", b"none"),
+        ] {
             for e in &pl {
                 let p = e.partition.0;
                 for request in [
@@ -197,7 +199,7 @@ mod tests {
         // Just written: memory, the write buffer or the page cache.
         assert!(answered > 0);
         let reap = VnodeRequest::Reap {
-            key: Node::bkey(b"", b"b", b"k"),
+            key: crate::vnode::bkey(b"", b"b", b"k"),
             clock: Default::default(),
         };
         assert!(n.vnodes().try_serve(pl[0].partition.0, &reap).is_none());
@@ -206,7 +208,7 @@ mod tests {
             .try_serve(
                 999,
                 &VnodeRequest::Get {
-                    key: Node::bkey(b"", b"b", b"k")
+                    key: crate::vnode::bkey(b"", b"b", b"k")
                 }
             )
             .is_none());

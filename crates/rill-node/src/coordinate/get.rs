@@ -4,8 +4,8 @@
 //! behind the merge and reaping a tombstone every replica holds.
 //!
 //! The same run has two drivers. On a thread that may block
-//! ([`Node::coordinate_get`]) this node's replicas are read in place. As
-//! a task of the runtime ([`Node::coordinate_get_task`], the PB and HTTP
+//! ([`Coordinator::coordinate_get`](super::Coordinator::coordinate_get)) this node's replicas are read in place. As
+//! a task of the runtime ([`Coordinator::coordinate_get_task`](super::Coordinator::coordinate_get_task), the PB and HTTP
 //! gets) no step may wait for the disk: this node's replicas answer in
 //! place only when their backend can without waiting (memory, the write
 //! buffer, the page cache); the reads that would wait go together to one
@@ -15,8 +15,7 @@
 
 use super::{overloaded, quorum_error, unexpected, Read, ReadMode, Replies};
 use crate::error::KvError;
-use crate::node::Node;
-use crate::quorum::ReadQuorum;
+use crate::params::ReadQuorum;
 use crate::replicas::ReplyTx;
 use crate::vnode::head::{HeadStep, Heads};
 use crate::vnode::msg::{VnodeReply, VnodeRequest};
@@ -114,7 +113,7 @@ fn get_reply(reply: VnodeReply, last_error: &mut Option<KvError>) -> GetReply {
     }
 }
 
-impl Node {
+impl super::Coordinator {
     /// Reads the key from every replica of `preflist` through a get
     /// machine, on a thread that may block: answers by Riak's quorum
     /// rules, repairs replicas behind the merge, reaps a tombstone every
@@ -136,7 +135,7 @@ impl Node {
         self.get_end(run, rx)
     }
 
-    /// [`Node::coordinate_get`] as a task of the runtime: never waits
+    /// [`Coordinator::coordinate_get`](super::Coordinator::coordinate_get) as a task of the runtime: never waits
     /// for the disk on the calling thread.
     pub(crate) async fn coordinate_get_task(
         &self,
@@ -203,7 +202,7 @@ impl Node {
             last_error: None,
             waiting: Vec::new(),
             work: Vec::new(),
-            deadline: Instant::now() + self.config.request_timeout,
+            deadline: Instant::now() + self.request_timeout,
             fed: vec![false; preflist.len()],
         };
         (run, rx)
@@ -414,7 +413,7 @@ impl Node {
 /// (its client went away) still collects the replies and repairs, as an
 /// answered one does.
 struct Unfinished<'a> {
-    node: &'a Node,
+    node: &'a super::Coordinator,
     parts: Option<(GetRun, Replies)>,
 }
 
@@ -532,7 +531,7 @@ mod tests {
             n.vnodes.quick_reads.store(quick, Ordering::Relaxed);
             on_thread(&n, put_v).await;
             let pl = n.preflist(b"", b"b", b"k", 3);
-            let k = Node::bkey(b"", b"b", b"k");
+            let k = crate::vnode::bkey(b"", b"b", b"k");
             for e in &pl[..2] {
                 n.vnodes.at(e).backend().delete(&k, &[]).unwrap();
             }

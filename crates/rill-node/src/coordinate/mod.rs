@@ -12,13 +12,60 @@
 //! that may block or as tasks of the runtime (`get`); writes run on a
 //! thread that may block (`put`).
 
+pub(crate) mod dt;
 mod get;
+pub(crate) mod kv;
 mod put;
+pub(crate) mod reaper;
 
+use crate::buckets::Buckets;
+use crate::config::DeleteMode;
 use crate::error::KvError;
+use crate::replicas::Replicas;
+use crate::stats::Counters;
 use crate::vnode::msg::VnodeReply;
+use crate::vnodes::Vnodes;
+use reaper::Reaper;
 use rill_coord::CoordError;
 use rill_object::{Object, VClock};
+use std::sync::{Arc, Weak};
+use std::time::Duration;
+
+/// Coordinates clients' gets, puts, deletes and data-type operations
+/// over the replicas of their keys.
+pub(crate) struct Coordinator {
+    pub vnodes: Arc<Vnodes>,
+    pub replicas: Arc<Replicas>,
+    pub buckets: Arc<Buckets>,
+    pub counters: Arc<Counters>,
+    /// Tombstones waiting out `delete_mode`.
+    pub reaper: Reaper,
+    request_timeout: Duration,
+    delete_mode: DeleteMode,
+    /// Itself, for work that outlives a request (finishing a get).
+    this: Weak<Coordinator>,
+}
+
+impl Coordinator {
+    pub fn new(
+        replicas: Arc<Replicas>,
+        buckets: Arc<Buckets>,
+        counters: Arc<Counters>,
+        request_timeout: Duration,
+        delete_mode: DeleteMode,
+    ) -> Arc<Coordinator> {
+        Arc::new_cyclic(|this| Coordinator {
+            vnodes: replicas.vnodes.clone(),
+            replicas,
+            buckets,
+            counters,
+            reaper: Reaper::default(),
+            request_timeout,
+            delete_mode,
+            this: this.clone(),
+        })
+    }
+}
 
 /// The tag of the coordinating write's reply (replies of replicas are
 /// tagged with their index).
@@ -81,7 +128,7 @@ pub(super) fn quorum_error(e: CoordError) -> KvError {
 
 #[cfg(test)]
 mod tests {
-    use crate::{GetAnswer, GetRequest, Node};
+    use crate::{GetAnswer, GetRequest};
 
     #[test]
     fn a_get_repairs_a_replica_that_lost_the_key_and_answers_from_all() {
@@ -89,7 +136,7 @@ mod tests {
         let n = crate::testing::memory_node(dir.path());
         crate::testing::put_v(&n);
         let pl = n.preflist(b"", b"b", b"k", 3);
-        let k = Node::bkey(b"", b"b", b"k");
+        let k = crate::vnode::bkey(b"", b"b", b"k");
         // The first two replicas lose it; R = 1 still finds it on the third.
         for e in &pl[..2] {
             n.vnodes.at(e).backend().delete(&k, &[]).unwrap();

@@ -5,9 +5,8 @@
 
 use super::{overloaded, quorum_error, unexpected, WriteKind, COORDINATOR};
 use crate::error::{KvError, OUT_OF_SPACE_RETRY_SECS};
-use crate::kv::{prune_rules, put_mode};
-use crate::node::Node;
-use crate::quorum::WriteQuorum;
+use crate::params::WriteQuorum;
+use crate::params::{prune_rules, put_mode};
 use crate::vnode::msg::{VnodeReply, VnodeRequest};
 use crate::vnode::step::CoordinateStep;
 use rill_backend::BKey;
@@ -19,7 +18,7 @@ use std::collections::VecDeque;
 use std::time::Instant;
 use tokio::sync::mpsc::unbounded_channel;
 
-impl Node {
+impl super::Coordinator {
     /// The coordinating vnode (this node's replica if it holds one, else
     /// the first of the preference list) makes the new object from what
     /// it holds (`step`) and stores it; the others merge it in; a put
@@ -37,7 +36,7 @@ impl Node {
         step: CoordinateStep,
     ) -> Result<(Object, bool), KvError> {
         let view = self.replicas.view();
-        let mut preflist = self.preflist(&k.bucket_type, &k.bucket, &k.key, n);
+        let mut preflist = self.replicas.preflist(&k.bucket_type, &k.bucket, &k.key, n);
         let need = q.w.max(q.dw).max(q.pw).max(1);
         if (preflist.len() as u32) < need {
             return Err(KvError::InsufficientVnodes {
@@ -65,7 +64,7 @@ impl Node {
         };
         let (mut fsm, first) = PutFsm::start(params, preflist.iter().map(|e| e.primary).collect());
         let (tx, mut rx) = unbounded_channel();
-        let deadline = Instant::now() + self.config.request_timeout;
+        let deadline = Instant::now() + self.request_timeout;
         let mut effects: VecDeque<PutEffect> = first.into();
         let mut step = Some(step);
         let (mut answer, mut everywhere) = (None, false);

@@ -28,11 +28,14 @@ pub(crate) use record::Record;
 pub use record::RecordError;
 
 use crate::backends::{Opening, Resources};
+use crate::buckets::Buckets;
 use crate::config::{BackendKind, NodeConfig};
 use crate::error::KvError;
-use crate::node::Node;
+use crate::meta::MetaDir;
+use crate::vnodes::Vnodes;
 use rill_backend::{BKey, Backend};
 use rill_ring::Partition;
+use rill_ring::Ring;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, OnceLock};
 use std::time::{Duration, Instant};
@@ -175,9 +178,35 @@ impl Migrations {
     }
 }
 
-impl Node {
-    /// Starts moving this node's data to backend `to` (`rill admin
-    /// backend-migrate`); `keys_per_second` paces the copy (0: unpaced).
+/// Moves this node's data to another backend while it serves (`rill
+/// admin backend-migrate`), partition by partition.
+pub(crate) struct Migrator {
+    config: NodeConfig,
+    ring: Ring,
+    meta: MetaDir,
+    buckets: Arc<Buckets>,
+    vnodes: Arc<Vnodes>,
+}
+
+impl Migrator {
+    pub fn new(
+        config: NodeConfig,
+        ring: Ring,
+        meta: MetaDir,
+        buckets: Arc<Buckets>,
+        vnodes: Arc<Vnodes>,
+    ) -> Arc<Migrator> {
+        Arc::new(Migrator {
+            config,
+            ring,
+            meta,
+            buckets,
+            vnodes,
+        })
+    }
+
+    /// Starts moving this node's data to backend `to`; `keys_per_second`
+    /// paces the copy (0: unpaced).
     pub fn start_backend_migration(
         self: &Arc<Self>,
         to: &str,

@@ -51,6 +51,17 @@ pub(crate) struct Vnode {
     stripes: Vec<Mutex<()>>,
 }
 
+/// The key a vnode stores `key` of `bucket` of `bucket_type` under (the
+/// default type stored as the empty one).
+pub(crate) fn bkey(bucket_type: &[u8], bucket: &[u8], key: &[u8]) -> BKey {
+    let t: &[u8] = if bucket_type == b"default" {
+        b""
+    } else {
+        bucket_type
+    };
+    BKey::new(t, bucket, key)
+}
+
 /// Bytes of an actor: vnode id (8) and key epoch (8, big-endian).
 pub(crate) const ACTOR_BYTES: usize = 16;
 

@@ -266,7 +266,6 @@ impl Vnode {
 mod tests {
     use super::*;
     use crate::config::BackendKind;
-    use crate::Node;
 
     /// A leveled vnode answers a head from its ledger: the same reply the
     /// whole object gives (a large value's clock and fingerprint, a small
@@ -282,7 +281,7 @@ mod tests {
         for key in [&b"large"[..], b"small", b"none"] {
             let e = &n.preflist(b"", b"b", key, 1)[0];
             let vnode = n.vnodes.at(e);
-            let k = Node::bkey(b"", b"b", key);
+            let k = crate::vnode::bkey(b"", b"b", key);
             assert!(vnode.backend().keeps_heads());
             let from_head = vnode.handle(VnodeRequest::Head { key: k.clone() }, &limits);
             let from_object = vnode.get(&k).map(head_reply).unwrap();
@@ -307,7 +306,7 @@ mod tests {
         let limits = n.vnodes.limits;
         let e = &n.preflist(b"", b"b", b"k", 1)[0];
         let vnode = n.vnodes.at(e);
-        let k = Node::bkey(b"", b"b", b"k");
+        let k = crate::vnode::bkey(b"", b"b", b"k");
         let mode = PutMode {
             allow_mult: true,
             last_write_wins: false,

@@ -7,7 +7,6 @@
 //! vnodes directly (`listing`, `index_scan`).
 
 use crate::error::KvError;
-use crate::node::Node;
 use crate::vnode::msg::{KeysQuery, VnodeReply, VnodeRequest};
 use rill_backend::{IndexQuery, Term};
 use rill_ring::{Partition, PreflistEntry};
@@ -24,7 +23,7 @@ pub(crate) type EntriesPage = (Vec<(Term, Vec<u8>)>, bool);
 /// Keys asked of one vnode at a time.
 pub(crate) const KEYS_PAGE: u32 = 10_000;
 
-impl Node {
+impl super::Queries {
     /// Whether this node owns every partition (a cluster of one): then
     /// its own vnodes answer coverage queries.
     pub(crate) fn owns_all(&self) -> bool {
@@ -58,7 +57,7 @@ impl Node {
     /// bucket name), for a coverage plan.
     pub(crate) fn coverage_n(&self, t: &[u8], bucket: &[u8]) -> Result<u32, KvError> {
         let t: &[u8] = if t.is_empty() { b"default" } else { t };
-        Ok(crate::kv::n_val(&self.buckets.props_for_kv(t, bucket)?))
+        Ok(crate::params::n_val(&self.buckets.props_for_kv(t, bucket)?))
     }
 
     /// For keys of n_val `n`: which vnode reports the keys starting at
@@ -79,7 +78,7 @@ impl Node {
         let reply = match self.replicas.ask(e, request, 0, &tx) {
             Some(r) => r,
             None => {
-                let deadline = Instant::now() + self.config.request_timeout;
+                let deadline = Instant::now() + self.request_timeout;
                 self.replicas
                     .wait_one(&mut rx, deadline)
                     .ok_or(KvError::Timeout)?
@@ -260,12 +259,12 @@ mod tests {
             moving: Default::default(),
         };
         n.set_cluster_view(view(&[&me, "a", "b"]));
-        assert_eq!(n.coverage(1).unwrap().len(), 8);
+        assert_eq!(n.queries.coverage(1).unwrap().len(), 8);
         // a and b down: partitions 1 and 2 together hold no replica up.
         n.set_cluster_view(view(&[&me]));
-        assert!(matches!(n.coverage(1), Err(KvError::NoCoverage)));
-        assert!(matches!(n.key_plan(2), Err(KvError::NoCoverage)));
-        let plan = n.key_plan(3).unwrap();
+        assert!(matches!(n.queries.coverage(1), Err(KvError::NoCoverage)));
+        assert!(matches!(n.queries.key_plan(2), Err(KvError::NoCoverage)));
+        let plan = n.queries.key_plan(3).unwrap();
         assert_eq!(plan.iter().map(|(_, f)| f.len()).sum::<usize>(), 8);
         assert!(plan.iter().all(|(e, _)| e.node == me));
         // Through the node's API: n_val 3 is answered from this node's

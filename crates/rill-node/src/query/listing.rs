@@ -3,7 +3,6 @@
 //! it, so keys stream without a set of those seen.
 
 use crate::error::KvError;
-use crate::node::Node;
 use std::collections::BTreeSet;
 use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
@@ -12,7 +11,7 @@ use std::time::{Duration, Instant};
 /// vnode batch).
 pub const KEY_BATCH: usize = 100;
 
-impl Node {
+impl super::Queries {
     /// Whether the vnode of `partition` reports `key` when every vnode is
     /// folded: the first vnode holding the key, walking the ring from the
     /// key's first partition (the start of its preference list). Normally
@@ -30,6 +29,7 @@ impl Node {
         partition: rill_ring::Partition,
     ) -> bool {
         let Some(first) = self
+            .replicas
             .preflist(bucket_type, bucket, key, 1)
             .first()
             .map(|e| e.partition.0)
@@ -115,7 +115,7 @@ impl Node {
         let mut pending = Vec::with_capacity(KEY_BATCH);
         let deadline = timeout.map(|d| Instant::now() + d);
         if !self.owns_all() {
-            let n = crate::kv::n_val(&self.buckets.props_for_kv(bucket_type, bucket)?);
+            let n = crate::params::n_val(&self.buckets.props_for_kv(bucket_type, bucket)?);
             let mut stopped = false;
             self.cover_keys(&t, bucket, n, b"", None, deadline, &mut |k| {
                 pending.push(k.to_vec());
@@ -161,7 +161,7 @@ impl Node {
 
 #[cfg(test)]
 mod tests {
-    use crate::{Content, IndexRequest, IndexSpec, Metadata, Node, PutRequest};
+    use crate::{Content, IndexRequest, IndexSpec, Metadata, PutRequest};
     use std::collections::BTreeMap;
 
     #[test]
@@ -184,7 +184,7 @@ mod tests {
             let pl = n.preflist(b"", b"b", k, 3);
             let lost = if i == 0 { &pl[..2] } else { &pl[..1] };
             for e in lost {
-                let bk = Node::bkey(b"", b"b", k);
+                let bk = crate::vnode::bkey(b"", b"b", k);
                 n.vnodes.at(e).backend().delete(&bk, &[]).unwrap();
             }
         }

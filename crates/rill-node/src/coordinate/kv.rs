@@ -3,15 +3,17 @@
 
 use crate::config::DeleteMode;
 use crate::coordinate::{Read, ReadMode, WriteKind};
-use crate::error::{erl_bin, KvError};
+use crate::error::KvError;
 use crate::ids;
-use crate::node::Node;
-use crate::quorum::{ReadQuorum, WriteQuorum};
+use crate::params::{
+    check_names, n_val, normalise_indexes, prop_bool, put_mode, read_quorum, request_n,
+    write_quorum, ReadQuorum,
+};
 use crate::vnode::msg::{VnodeReply, VnodeRequest};
 use crate::vnode::step::CoordinateStep;
 use rill_backend::BKey;
-use rill_bucket::{Props, Quorum};
-use rill_object::{decode_vclock, Content, Object, PruneRules, PutMode, VClock};
+use rill_bucket::Quorum;
+use rill_object::{decode_vclock, Content, Object, VClock};
 use rill_ring::PreflistEntry;
 use std::sync::atomic::Ordering;
 use std::time::Instant;
@@ -84,150 +86,6 @@ pub struct DeleteRequest {
     pub n_val: Option<u32>,
 }
 
-fn prop_bool(p: &Props, name: &str) -> bool {
-    p.get(name).and_then(|v| v.as_bool()).unwrap_or(false)
-}
-
-fn prop_quorum(p: &Props, name: &str) -> Quorum {
-    p.get(name)
-        .and_then(Quorum::from_json)
-        .unwrap_or(Quorum::Quorum)
-}
-
-/// The bucket's vclock pruning rules (Riak's properties and defaults).
-pub(crate) fn prune_rules(p: &Props) -> PruneRules {
-    let d = PruneRules::default();
-    let num = |name: &str, default: u64| p.get(name).and_then(|v| v.as_u64()).unwrap_or(default);
-    PruneRules {
-        small: num("small_vclock", d.small as u64) as usize,
-        big: num("big_vclock", d.big as u64) as usize,
-        young_secs: num("young_vclock", d.young_secs),
-        old_secs: num("old_vclock", d.old_secs),
-    }
-}
-
-pub(crate) fn n_val(p: &Props) -> u32 {
-    p.get("n_val").and_then(|v| v.as_u64()).unwrap_or(3) as u32
-}
-
-/// The request's n (at most the bucket's) and its quorum value resolved.
-pub(crate) fn resolve(
-    name: &'static str,
-    asked: Option<Quorum>,
-    props: &Props,
-    n: u32,
-    zero_ok: bool,
-) -> Result<u32, KvError> {
-    let bucket = prop_quorum(props, name);
-    let v = asked.unwrap_or(Quorum::Default).resolve(n, bucket);
-    if v == 0 && !zero_ok {
-        return Err(KvError::QuorumViolation { name, value: 0 });
-    }
-    if v > n {
-        return Err(KvError::NValViolation(n));
-    }
-    Ok(v)
-}
-
-/// R, PR and notfound_ok of a read, from the request over the bucket.
-pub(crate) fn read_quorum(
-    props: &Props,
-    n: u32,
-    r: Option<Quorum>,
-    pr: Option<Quorum>,
-    notfound_ok: Option<bool>,
-) -> Result<ReadQuorum, KvError> {
-    Ok(ReadQuorum {
-        r: resolve("r", r, props, n, false)?,
-        pr: resolve("pr", pr, props, n, true)?,
-        notfound_ok: notfound_ok.unwrap_or_else(|| {
-            props
-                .get("notfound_ok")
-                .and_then(|v| v.as_bool())
-                .unwrap_or(true)
-        }),
-    })
-}
-
-/// W, DW (at least 1, as Riak) and PW of a write.
-pub(crate) fn write_quorum(
-    props: &Props,
-    n: u32,
-    w: Option<Quorum>,
-    dw: Option<Quorum>,
-    pw: Option<Quorum>,
-) -> Result<WriteQuorum, KvError> {
-    Ok(WriteQuorum {
-        w: resolve("w", w, props, n, false)?,
-        dw: resolve("dw", dw, props, n, true)?.max(1).min(n),
-        pw: resolve("pw", pw, props, n, true)?,
-    })
-}
-
-pub(crate) fn request_n(props: &Props, asked: Option<u32>) -> Result<u32, KvError> {
-    let n = n_val(props);
-    match asked {
-        None => Ok(n),
-        Some(a) if a > 0 && a <= n => Ok(a),
-        Some(a) => Err(KvError::NValViolation(a)),
-    }
-}
-
-pub(crate) fn check_names(
-    bucket_type: &[u8],
-    bucket: &[u8],
-    key: Option<&[u8]>,
-) -> Result<(), KvError> {
-    if bucket.is_empty() {
-        return Err(KvError::BadRequest("Bucket cannot be zero-length".into()));
-    }
-    if key.is_some_and(|k| k.is_empty()) {
-        return Err(KvError::BadRequest("Key cannot be zero-length".into()));
-    }
-    if key.is_some_and(|k| k.len() > 65535) || bucket.len() > 65535 || bucket_type.len() > 65535 {
-        return Err(KvError::BadRequest(
-            "key_too_large: bucket types, buckets and keys are at most 65535 bytes".into(),
-        ));
-    }
-    Ok(())
-}
-
-/// Lower-cases index fields, checks their suffix and makes `_int` terms
-/// canonical integers; sorted and unique, as Riak's precommit hook does.
-pub(crate) fn normalise_indexes(c: &mut Content) -> Result<(), KvError> {
-    let mut errors = Vec::new();
-    let mut out = Vec::with_capacity(c.meta.indexes.len());
-    for (field, term) in c.meta.indexes.drain(..) {
-        let field = field.to_ascii_lowercase();
-        if field.ends_with(b"_int") {
-            match crate::index::parse_int_term(&field, &term) {
-                Ok(i) => out.push((field, i.to_string().into_bytes())),
-                Err(e) => errors.push(e.message),
-            }
-        } else if field.ends_with(b"_bin") {
-            out.push((field, term));
-        } else {
-            errors.push(format!("{{unknown_field_type,{}}}", erl_bin(&field)));
-        }
-    }
-    if !errors.is_empty() {
-        errors.sort();
-        errors.dedup();
-        return Err(KvError::PrecommitFail(errors.join(",")));
-    }
-    out.sort();
-    out.dedup();
-    c.meta.indexes = out;
-    Ok(())
-}
-
-pub(crate) fn put_mode(props: &Props) -> PutMode {
-    PutMode {
-        allow_mult: prop_bool(props, "allow_mult"),
-        last_write_wins: prop_bool(props, "last_write_wins"),
-    }
-}
-
 /// A get's answer from what the replicas read.
 fn get_answer(req: &GetRequest, read: Result<Read, KvError>) -> Result<GetAnswer, KvError> {
     let obj = match read? {
@@ -244,7 +102,7 @@ fn get_answer(req: &GetRequest, read: Result<Read, KvError>) -> Result<GetAnswer
     Ok(GetAnswer::Found(obj))
 }
 
-impl Node {
+impl super::Coordinator {
     fn record<T>(&self, r: &Result<T, KvError>) {
         if r.is_err() {
             self.counters.errors.fetch_add(1, Ordering::Relaxed);
@@ -267,7 +125,7 @@ impl Node {
         self.record(r);
     }
 
-    /// [`Node::get`] as a task of the runtime: it never waits for the
+    /// [`Self::get`] as a task of the runtime: it never waits for the
     /// disk on the calling thread (reads that would go to a blocking
     /// thread), and needs no thread hand-off when the replicas answer
     /// from memory or the page cache.
@@ -298,8 +156,10 @@ impl Node {
         let props = self.buckets.props_for_kv(&req.bucket_type, &req.bucket)?;
         let n = request_n(&props, req.n_val)?;
         let q = read_quorum(&props, n, req.r, req.pr, req.notfound_ok)?;
-        let k = Node::bkey(&req.bucket_type, &req.bucket, &req.key);
-        let preflist = self.preflist(&k.bucket_type, &req.bucket, &req.key, n);
+        let k = crate::vnode::bkey(&req.bucket_type, &req.bucket, &req.key);
+        let preflist = self
+            .replicas
+            .preflist(&k.bucket_type, &req.bucket, &req.key, n);
         if (preflist.len() as u32) < q.r {
             return Err(KvError::InsufficientVnodes {
                 have: preflist.len() as u32,
@@ -350,7 +210,7 @@ impl Node {
         {
             return;
         }
-        match self.delete_mode() {
+        match self.delete_mode {
             DeleteMode::Keep => {}
             DeleteMode::Immediate => {
                 for e in preflist {
@@ -429,7 +289,7 @@ impl Node {
         content.meta.last_modified_us = ids::now_us();
         content.meta.vtag = Some(ids::vtag());
         content.dot = None;
-        let k = Node::bkey(&req.bucket_type, &req.bucket, &key);
+        let k = crate::vnode::bkey(&req.bucket_type, &req.bucket, &key);
         let how = WriteKind {
             adds: true,
             return_body: req.return_body,
@@ -482,7 +342,7 @@ impl Node {
             }
         };
         let wq = write_quorum(&props, n, req.w.or(req.rw), req.dw, req.pw)?;
-        let k = Node::bkey(&req.bucket_type, &req.bucket, &req.key);
+        let k = crate::vnode::bkey(&req.bucket_type, &req.bucket, &req.key);
         let tombstone = Content::tombstone(ids::now_us(), ids::vtag());
         let write = || {
             let how = WriteKind {
@@ -517,7 +377,7 @@ impl Node {
             && req.n_val.is_none_or(|v| v == n)
             && n == n_val(&props)
         {
-            let preflist = self.preflist(&k.bucket_type, &k.bucket, &k.key, n);
+            let preflist = self.replicas.preflist(&k.bucket_type, &k.bucket, &k.key, n);
             self.reap_later(&k, &object.clock, &preflist);
         }
         Ok(())
@@ -527,6 +387,7 @@ impl Node {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::Node;
     use rill_object::Metadata;
 
     fn put(n: &Node, v: &str) {
@@ -565,7 +426,7 @@ mod tests {
         }
         // The coordinator loses the key (eviction, expiry); the replicas
         // keep v5 with the coordinator's count at 5.
-        let k = Node::bkey(b"", b"b", b"k");
+        let k = crate::vnode::bkey(b"", b"b", b"k");
         let first = &n.preflist(b"", b"b", b"k", 3)[0];
         n.vnodes.at(first).backend().delete(&k, &[]).unwrap();
         put(&n, "v6");

@@ -3,7 +3,7 @@
 //! return_terms, term_regex, max_results with continuations.
 
 use crate::error::{erl_bin, KvError};
-use crate::node::Node;
+use crate::params::{parse_int_term, BadIntTerm};
 use base64::Engine;
 use rill_backend::{IndexRange, Term};
 use std::sync::atomic::Ordering;
@@ -106,44 +106,6 @@ fn int_term(field: &[u8], t: &[u8]) -> Result<Term, KvError> {
     }
 }
 
-/// An `_int` term that is not one: Riak's words, and for an integer
-/// outside 64 bits the end of the range it passes.
-pub(crate) struct BadIntTerm {
-    pub message: String,
-    pub clamped: Option<i64>,
-}
-
-/// An `_int` term as clients send it (decimal, an optional sign, spaces
-/// around). Not an integer: Riak's `field_parsing_failed`. An integer
-/// outside the signed 64-bit range (Riak takes any size; index keys hold
-/// 64 bits): the same words, and why.
-pub(crate) fn parse_int_term(field: &[u8], t: &[u8]) -> Result<i64, BadIntTerm> {
-    let text = std::str::from_utf8(t).map(str::trim).unwrap_or("");
-    let e = match text.parse::<i64>() {
-        Ok(i) => return Ok(i),
-        Err(e) => e,
-    };
-    let failed = format!(
-        "{{field_parsing_failed,{{{},{}}}}}",
-        erl_bin(field),
-        erl_bin(t)
-    );
-    let clamped = match e.kind() {
-        std::num::IntErrorKind::PosOverflow => Some(i64::MAX),
-        std::num::IntErrorKind::NegOverflow => Some(i64::MIN),
-        _ => None,
-    };
-    let message = match clamped {
-        Some(_) => format!(
-            "{failed}: integer index terms must lie between {} and {}",
-            i64::MIN,
-            i64::MAX
-        ),
-        None => failed,
-    };
-    Err(BadIntTerm { message, clamped })
-}
-
 /// A validated query, ready to run: see [`Node::index_plan`].
 #[derive(Clone, Debug)]
 pub struct IndexPlan {
@@ -189,13 +151,13 @@ impl IndexPlan {
 /// Results handed to a stream's consumer at a time, at most.
 pub const INDEX_BATCH: usize = 100;
 
-impl Node {
+impl super::Queries {
     /// Checks a query (bucket type, field, terms, continuation, regex)
     /// before any result is sent, so a streamed answer can still begin
     /// with a clear error.
     pub fn index_plan(&self, req: &IndexRequest) -> Result<IndexPlan, KvError> {
         self.counters.index_queries.fetch_add(1, Ordering::Relaxed);
-        crate::kv::check_names(&req.bucket_type, &req.bucket, None)?;
+        crate::params::check_names(&req.bucket_type, &req.bucket, None)?;
         // The bucket type must exist and be active.
         self.buckets.props_for_kv(&req.bucket_type, &req.bucket)?;
         let field = req.index.to_ascii_lowercase();

@@ -23,8 +23,7 @@
 //! lock, whole, but writes between pages are seen or not.
 
 use crate::error::KvError;
-use crate::index::IndexPlan;
-use crate::node::Node;
+use crate::query::index::IndexPlan;
 use rill_backend::{IndexQuery, IndexRange, Term};
 use std::collections::BTreeSet;
 
@@ -38,7 +37,7 @@ pub(crate) const KEY_PAGE: usize = 10_000;
 /// Receives one result; returns false when no more are wanted.
 pub(crate) type Take<'a> = dyn FnMut(&Term, &[u8]) -> bool + 'a;
 
-impl Node {
+impl super::Queries {
     pub(crate) fn scan_terms(
         &self,
         plan: &IndexPlan,
@@ -198,7 +197,7 @@ impl Node {
     }
 }
 
-impl Node {
+impl super::Queries {
     /// `$key`/`$bucket` across a cluster: with `max_results`, rounds of
     /// the owners' smallest keys past a cursor, complete up to the
     /// smallest last key of an owner that had more; without, each key
@@ -291,17 +290,18 @@ mod tests {
                 .collect();
             for page in [1, 7, 250, 10_000] {
                 let mut got = Vec::new();
-                n.scan_keys_paged(
-                    &plan,
-                    b"",
-                    None,
-                    &mut |_, k| {
-                        got.push(k.to_vec());
-                        true
-                    },
-                    page,
-                )
-                .unwrap();
+                n.queries
+                    .scan_keys_paged(
+                        &plan,
+                        b"",
+                        None,
+                        &mut |_, k| {
+                            got.push(k.to_vec());
+                            true
+                        },
+                        page,
+                    )
+                    .unwrap();
                 assert_eq!(got, want, "max_results {max}, after {after:?}, page {page}");
             }
         }

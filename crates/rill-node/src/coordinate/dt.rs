@@ -5,8 +5,7 @@
 
 use crate::error::{erl_bin, KvError};
 use crate::ids;
-use crate::kv::{check_names, read_quorum, request_n, write_quorum};
-use crate::node::Node;
+use crate::params::{check_names, read_quorum, request_n, write_quorum};
 use crate::vnode::step::{crdt_of, CoordinateStep};
 use rill_bucket::{Props, Quorum};
 use rill_crdt::{Clock, Crdt, Op};
@@ -62,7 +61,7 @@ fn hll_precision(props: &Props) -> u8 {
         .unwrap_or(14) as u8
 }
 
-impl Node {
+impl super::Coordinator {
     /// The bucket's datatype, with Riak's refusals.
     fn datatype_of(
         &self,
@@ -109,8 +108,8 @@ impl Node {
         };
         let n = request_n(&props, req.n_val)?;
         let q = read_quorum(&props, n, req.r, req.pr, req.notfound_ok)?;
-        let k = Node::bkey(&req.bucket_type, &req.bucket, &req.key);
-        let preflist = self.preflist(&k.bucket_type, &k.bucket, &k.key, n);
+        let k = crate::vnode::bkey(&req.bucket_type, &req.bucket, &req.key);
+        let preflist = self.replicas.preflist(&k.bucket_type, &k.bucket, &k.key, n);
         let merged = self.read_replicas_merged(&k, &preflist, q)?;
         match crdt_of(merged.as_ref())? {
             Some(value) => Ok(DtFetchAnswer::Found { value }),
@@ -157,7 +156,7 @@ impl Node {
             Some(k) => (k, false),
             None => (ids::generated_key(), true),
         };
-        let k = Node::bkey(&req.bucket_type, &req.bucket, &key);
+        let k = crate::vnode::bkey(&req.bucket_type, &req.bucket, &key);
         let how = crate::coordinate::WriteKind {
             adds: true,
             return_body: false,
