@@ -103,6 +103,7 @@ impl Source for NodeSource {
                 // the others in case one of them has it.
                 r: Some(Quorum::One),
                 pr: None,
+                node_confirms: None,
                 basic_quorum: Some(false),
                 notfound_ok: Some(false),
                 deletedvclock: false,

@@ -16,6 +16,13 @@ pub enum QuorumError {
     DwUnsatisfied { need: u32, got: u32 },
     #[error("{{pw_val_unsatisfied,{need},{got}}}")]
     PwUnsatisfied { need: u32, got: u32 },
+    /// A put stored on fewer distinct physical nodes than `node_confirms`.
+    #[error("{{node_confirms_val_unsatisfied,{need},{got}}}")]
+    NodeConfirmsUnsatisfied { need: u32, got: u32 },
+    /// A get answered by fewer distinct physical nodes than
+    /// `node_confirms` (Riak's words for it on a get).
+    #[error("{{insufficient_nodes,{got},need,{need}}}")]
+    InsufficientNodes { need: u32, got: u32 },
 }
 
 #[derive(Clone, Debug, thiserror::Error, PartialEq, Eq)]

@@ -10,14 +10,17 @@
 //! - a client gets exactly one answer, and only once the quorum rules
 //!   allow it (or a timeout ends the wait);
 //! - replicas are identified by their index in the preference list, each
-//!   marked primary or fallback; a reply for an index already heard, or
+//!   marked primary or fallback and with the physical node that holds it
+//!   (for `node_confirms`); a reply for an index already heard, or
 //!   outside the list, is ignored;
 //! - no clock, randomness or I/O: timeouts are events.
 
 pub mod error;
 pub mod get;
 pub mod put;
+mod replica;
 
 pub use error::{CoordError, QuorumError};
 pub use get::{GetCore, GetEffect, GetFsm, GetOutcome, GetParams, GetReply, ReadRepair};
 pub use put::{PutCore, PutEffect, PutFsm, PutParams, PutReply};
+pub use replica::Replica;

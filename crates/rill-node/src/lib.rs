@@ -55,7 +55,9 @@ pub use backends::{check_leveldb, BackendsError, LeveldbCheck};
 pub use buckets::Buckets;
 pub use config::{BackendKind, DeleteMode, MergePolicyKind, NamedBackend, NodeConfig};
 pub use coordinate::dt::{DtFetchAnswer, DtFetchRequest, DtUpdateAnswer, DtUpdateRequest};
-pub use coordinate::kv::{DeleteRequest, GetAnswer, GetRequest, PutAnswer, PutRequest};
+pub use coordinate::kv::{
+    DeleteAnswer, DeleteRequest, GetAnswer, GetRequest, PutAnswer, PutRequest,
+};
 pub use error::{erl_bin, KvError, StorageFailure};
 pub use meta::MetaError;
 pub use migrate::{CopyError, MigrateError, MigrationStatus, RecordError};

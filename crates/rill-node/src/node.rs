@@ -5,7 +5,9 @@ use crate::buckets::Buckets;
 use crate::bulk::BulkPool;
 use crate::config::{DeleteMode, NodeConfig};
 use crate::coordinate::dt::{DtFetchAnswer, DtFetchRequest, DtUpdateAnswer, DtUpdateRequest};
-use crate::coordinate::kv::{DeleteRequest, GetAnswer, GetRequest, PutAnswer, PutRequest};
+use crate::coordinate::kv::{
+    DeleteAnswer, DeleteRequest, GetAnswer, GetRequest, PutAnswer, PutRequest,
+};
 use crate::coordinate::Coordinator;
 use crate::error::KvError;
 use crate::meta::MetaDir;
@@ -215,7 +217,7 @@ impl Node {
         self.kv.put(req)
     }
 
-    pub fn delete(&self, req: &DeleteRequest) -> Result<(), KvError> {
+    pub fn delete(&self, req: &DeleteRequest) -> Result<DeleteAnswer, KvError> {
         self.kv.delete(req)
     }
 

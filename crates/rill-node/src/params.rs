@@ -1,6 +1,6 @@
 //! A request's parameters as its bucket's properties and Riak's rules
-//! resolve them: n_val, the quorum values (R, PR, W, DW, PW and
-//! notfound_ok), the put mode and vclock pruning, and checks of names and
+//! resolve them: n_val, the quorum values (R, PR, W, DW, PW,
+//! node_confirms and notfound_ok), the put mode and vclock pruning, and checks of names and
 //! index terms. The rules that judge replies by the quorum values are
 //! `rill-coord`'s machines.
 
@@ -12,6 +12,8 @@ use rill_object::{Content, PruneRules, PutMode};
 pub(crate) struct ReadQuorum {
     pub r: u32,
     pub pr: u32,
+    /// Distinct physical nodes that must answer.
+    pub node_confirms: u32,
     pub notfound_ok: bool,
 }
 
@@ -20,6 +22,8 @@ pub(crate) struct WriteQuorum {
     pub w: u32,
     pub dw: u32,
     pub pw: u32,
+    /// Distinct physical nodes that must store the write.
+    pub node_confirms: u32,
 }
 
 pub(crate) fn prop_bool(p: &Props, name: &str) -> bool {
@@ -27,9 +31,12 @@ pub(crate) fn prop_bool(p: &Props, name: &str) -> bool {
 }
 
 fn prop_quorum(p: &Props, name: &str) -> Quorum {
-    p.get(name)
-        .and_then(Quorum::from_json)
-        .unwrap_or(Quorum::Quorum)
+    let unset = match name {
+        // Off unless asked (Riak's default of 0).
+        "node_confirms" => Quorum::N(0),
+        _ => Quorum::Quorum,
+    };
+    p.get(name).and_then(Quorum::from_json).unwrap_or(unset)
 }
 
 /// The bucket's vclock pruning rules (Riak's properties and defaults).
@@ -67,17 +74,20 @@ pub(crate) fn resolve(
     Ok(v)
 }
 
-/// R, PR and notfound_ok of a read, from the request over the bucket.
+/// R, PR, node_confirms and notfound_ok of a read, from the request
+/// over the bucket.
 pub(crate) fn read_quorum(
     props: &Props,
     n: u32,
     r: Option<Quorum>,
     pr: Option<Quorum>,
+    node_confirms: Option<Quorum>,
     notfound_ok: Option<bool>,
 ) -> Result<ReadQuorum, KvError> {
     Ok(ReadQuorum {
         r: resolve("r", r, props, n, false)?,
         pr: resolve("pr", pr, props, n, true)?,
+        node_confirms: resolve("node_confirms", node_confirms, props, n, true)?,
         notfound_ok: notfound_ok.unwrap_or_else(|| {
             props
                 .get("notfound_ok")
@@ -87,18 +97,20 @@ pub(crate) fn read_quorum(
     })
 }
 
-/// W, DW (at least 1, as Riak) and PW of a write.
+/// W, DW (at least 1, as Riak), PW and node_confirms of a write.
 pub(crate) fn write_quorum(
     props: &Props,
     n: u32,
     w: Option<Quorum>,
     dw: Option<Quorum>,
     pw: Option<Quorum>,
+    node_confirms: Option<Quorum>,
 ) -> Result<WriteQuorum, KvError> {
     Ok(WriteQuorum {
         w: resolve("w", w, props, n, false)?,
         dw: resolve("dw", dw, props, n, true)?.max(1).min(n),
         pw: resolve("pw", pw, props, n, true)?,
+        node_confirms: resolve("node_confirms", node_confirms, props, n, true)?,
     })
 }
 

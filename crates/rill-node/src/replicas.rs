@@ -61,6 +61,37 @@ pub trait Remote: Send + Sync {
     fn runtime(&self) -> &tokio::runtime::Handle;
 }
 
+/// The preference list as the coordination machines see it: each
+/// replica primary or fallback, on its node (numbered in order of first
+/// appearance).
+pub(crate) fn as_replicas(preflist: &[PreflistEntry]) -> Vec<rill_coord::Replica> {
+    let mut nodes: Vec<&str> = Vec::new();
+    preflist
+        .iter()
+        .map(|e| {
+            let node = match nodes.iter().position(|n| *n == e.node) {
+                Some(i) => i,
+                None => {
+                    nodes.push(&e.node);
+                    nodes.len() - 1
+                }
+            };
+            rill_coord::Replica {
+                primary: e.primary,
+                node: node as u32,
+            }
+        })
+        .collect()
+}
+
+/// Distinct nodes of a preference list.
+pub(crate) fn distinct_nodes(preflist: &[PreflistEntry]) -> u32 {
+    let mut nodes: Vec<&str> = preflist.iter().map(|e| e.node.as_str()).collect();
+    nodes.sort_unstable();
+    nodes.dedup();
+    nodes.len() as u32
+}
+
 /// A key's replicas: this node's vnodes and, through the cluster
 /// runtime, other nodes' (a cluster of one until the runtime attaches).
 pub(crate) struct Replicas {

@@ -31,6 +31,7 @@ fn update(
         w: None,
         dw: None,
         pw: None,
+        node_confirms: None,
         n_val: None,
     })
     .map_err(|e| e.to_string())

@@ -2,8 +2,8 @@
 //! listing, 2i, deletes, restarts.
 
 use rill_node::{
-    BackendKind, Content, DeleteMode, DeleteRequest, GetAnswer, GetRequest, IndexRequest,
-    IndexSpec, KvError, Metadata, Node, NodeConfig, PutRequest, Quorum,
+    BackendKind, Content, DeleteAnswer, DeleteMode, DeleteRequest, GetAnswer, GetRequest,
+    IndexRequest, IndexSpec, KvError, Metadata, Node, NodeConfig, PutRequest, Quorum,
 };
 use serde_json::json;
 use std::sync::Arc;
@@ -218,13 +218,16 @@ fn deletes_leave_nothing_behind_in_immediate_mode() {
     })
     .unwrap();
     assert!(keys.is_empty(), "{keys:?}");
-    // Deleting what is not there succeeds.
-    n.delete(&DeleteRequest {
-        bucket: b"b".to_vec(),
-        key: b"never".to_vec(),
-        ..DeleteRequest::default()
-    })
-    .unwrap();
+    // Deleting what is not there writes nothing and says so.
+    let answer = n
+        .delete(&DeleteRequest {
+            bucket: b"b".to_vec(),
+            key: b"never".to_vec(),
+            ..DeleteRequest::default()
+        })
+        .unwrap();
+    assert_eq!(answer, DeleteAnswer::NotFound);
+    assert_eq!(get(&n, "", "b", "never"), GetAnswer::NotFound);
 }
 
 #[test]

@@ -55,6 +55,7 @@ fn dt(n: &Node, t: &str, key: &str, op: Op) {
         w: None,
         dw: None,
         pw: None,
+        node_confirms: None,
         n_val: None,
     })
     .unwrap();

@@ -23,7 +23,15 @@ pub enum Liveness {
 pub struct Detector {
     suspect_ms: u64,
     down_ms: u64,
-    last_heard: BTreeMap<String, u64>,
+    /// When each member was last heard from, and whether a connect to it
+    /// was refused (or its connection closed) since.
+    last_heard: BTreeMap<String, Heard>,
+}
+
+#[derive(Clone, Copy, Debug)]
+struct Heard {
+    at: u64,
+    refused: bool,
 }
 
 impl Detector {
@@ -40,33 +48,43 @@ impl Detector {
     pub fn track(&mut self, members: &[String], now_ms: u64) {
         self.last_heard.retain(|n, _| members.contains(n));
         for m in members {
-            self.last_heard.entry(m.clone()).or_insert(now_ms);
+            self.last_heard.entry(m.clone()).or_insert(Heard {
+                at: now_ms,
+                refused: false,
+            });
         }
     }
 
     /// A message came from `node`. True when it was unreachable until now.
     pub fn heard(&mut self, node: &str, now_ms: u64) -> bool {
         let was = self.liveness(node, now_ms);
-        if let Some(t) = self.last_heard.get_mut(node) {
-            *t = (*t).max(now_ms);
+        if let Some(h) = self.last_heard.get_mut(node) {
+            if now_ms >= h.at {
+                *h = Heard {
+                    at: now_ms,
+                    refused: false,
+                };
+            }
         }
         was == Liveness::Unreachable
     }
 
-    /// Sending to `node` failed at once (its connect was refused): it is
-    /// unreachable now, without waiting for the silence to pass.
+    /// A connect to `node` was refused, or its connection closed: it is
+    /// unreachable now, without waiting for the silence to pass, until
+    /// it is heard from again.
     pub fn refused(&mut self, node: &str, now_ms: u64) {
-        if let Some(t) = self.last_heard.get_mut(node) {
-            *t = (*t).min(now_ms.saturating_sub(self.down_ms));
+        if let Some(h) = self.last_heard.get_mut(node) {
+            h.refused = true;
+            h.at = h.at.min(now_ms);
         }
     }
 
     pub fn liveness(&self, node: &str, now_ms: u64) -> Liveness {
-        let Some(t) = self.last_heard.get(node) else {
+        let Some(h) = self.last_heard.get(node) else {
             return Liveness::Unreachable;
         };
-        let silent = now_ms.saturating_sub(*t);
-        if silent >= self.down_ms {
+        let silent = now_ms.saturating_sub(h.at);
+        if h.refused || silent >= self.down_ms {
             Liveness::Unreachable
         } else if silent >= self.suspect_ms {
             Liveness::Suspect
@@ -114,6 +132,14 @@ mod tests {
         d.track(&names(&["a"]), 10_000);
         d.refused("a", 10_500);
         assert_eq!(d.liveness("a", 10_500), Liveness::Unreachable);
+        assert!(d.heard("a", 10_600), "back at its next message");
+        assert_eq!(d.liveness("a", 10_600), Liveness::Alive);
+        // Refused in the first moments of this node's run (the clock
+        // below the silence that would take it down): still at once.
+        let mut d = Detector::new(3_000, 6_000);
+        d.track(&names(&["a"]), 0);
+        d.refused("a", 100);
+        assert_eq!(d.liveness("a", 100), Liveness::Unreachable);
         assert_eq!(d.liveness("zz", 10_500), Liveness::Unreachable);
         d.heard("zz", 10_600);
         assert_eq!(

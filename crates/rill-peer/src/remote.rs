@@ -45,7 +45,14 @@ impl Link {
 fn send_failed(peer: &Peer, node: &str, id: u64, e: SendError) {
     if matches!(e, SendError::Unreachable(_)) {
         let now = peer.now();
-        peer.lock().detector.refused(node, now);
+        let mut inner = peer.lock();
+        let was = inner.detector.liveness(node, now);
+        inner.detector.refused(node, now);
+        // Requests from now on go to fallbacks, not only from the next
+        // tick.
+        if was != crate::detector::Liveness::Unreachable {
+            peer.publish_view(&inner);
+        }
     }
     let p = peer
         .pending

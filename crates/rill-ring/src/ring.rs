@@ -105,9 +105,14 @@ impl Ring {
 
     /// The preference list of Riak's `get_apl_ann`: the first `n`
     /// partitions whose owner is up, as primaries, then for each primary
-    /// whose owner is down the next partition past the first `n` whose
-    /// owner is up, as a fallback standing in for it. With
-    /// `sloppy_quorum` false no fallbacks are taken.
+    /// whose owner is down a fallback standing in for it: the owner of the
+    /// next partition past the first `n` whose owner is up and serves no
+    /// replica of the list yet, or, where every such node does (a cluster
+    /// with fewer nodes up than `n`), the next whose owner is up. So
+    /// replicas land on distinct machines wherever the cluster allows
+    /// (Riak takes the next partition alone, and may put two replicas on
+    /// one machine while another is idle). With `sloppy_quorum` false no
+    /// fallbacks are taken.
     pub fn preflist(
         &self,
         hash: &KeyHash,
@@ -134,18 +139,30 @@ impl Ring {
         }
         if sloppy_quorum {
             let mut next = n;
+            // Partitions passed over because their owner serves the list.
+            let mut passed: std::collections::VecDeque<Partition> = Default::default();
             for p in down {
+                let mut found = None;
                 while next < self.size {
                     let q = Partition((first + next) % self.size);
                     next += 1;
-                    if is_up(self.owner(q)) {
-                        out.push(PreflistEntry {
-                            partition: p,
-                            node: self.owner(q).to_string(),
-                            primary: false,
-                        });
+                    let owner = self.owner(q);
+                    if !is_up(owner) {
+                        continue;
+                    }
+                    if out.iter().any(|e| e.node == owner) {
+                        passed.push_back(q);
+                    } else {
+                        found = Some(q);
                         break;
                     }
+                }
+                if let Some(q) = found.or_else(|| passed.pop_front()) {
+                    out.push(PreflistEntry {
+                        partition: p,
+                        node: self.owner(q).to_string(),
+                        primary: false,
+                    });
                 }
             }
         }
@@ -291,5 +308,37 @@ mod tests {
                 .collect();
             assert_eq!(&got, want, "up {up:?} sloppy {sloppy}");
         }
+    }
+
+    // A fallback goes to a machine that serves no replica of the list
+    // when there is one, though the next partition's owner is up.
+    #[test]
+    fn fallbacks_go_to_machines_the_list_does_not_use() {
+        let owners: Vec<String> = ["a", "b", "c", "d", "b", "e", "a", "c"]
+            .iter()
+            .map(|s| s.to_string())
+            .collect();
+        let ring = Ring::new(owners).unwrap();
+        let h = [0u8; 20]; // responsible partition 1 (owner b)
+        let pl = |up: &[&str]| -> Vec<(u32, String, bool)> {
+            ring.preflist(&h, 3, |n| up.contains(&n), true)
+                .into_iter()
+                .map(|e| (e.partition.0, e.node, e.primary))
+                .collect()
+        };
+        let s = |p: u32, n: &str, primary: bool| (p, n.to_string(), primary);
+        // d down: partition 4 (b) is next, but b holds a primary; e
+        // stands in.
+        assert_eq!(
+            pl(&["a", "b", "c", "e"]),
+            vec![s(1, "b", true), s(2, "c", true), s(3, "e", false)]
+        );
+        // c and d down: the fallbacks are e and a, not b twice.
+        assert_eq!(
+            pl(&["a", "b", "e"]),
+            vec![s(1, "b", true), s(2, "e", false), s(3, "a", false)]
+        );
+        // Only b up: every replica on b, as before.
+        assert_eq!(pl(&["b"]), vec![s(1, "b", true), s(2, "b", false)]);
     }
 }

@@ -37,4 +37,6 @@ mod transport;
 
 pub use hook::FixedLink;
 pub use lane::Lane;
-pub use transport::{Incoming, LinkHook, SendError, Transport, TransportConfig, Verdict};
+pub use transport::{
+    Incoming, LinkEvent, LinkHook, SendError, Transport, TransportConfig, Verdict,
+};

@@ -3,7 +3,7 @@
 
 use crate::frame::{decode, Frame, FrameError, CHUNK_BYTES};
 use crate::lane::Lane;
-use crate::transport::Incoming;
+use crate::transport::{Events, Incoming, LinkEvent};
 use bytes::{Buf, BytesMut};
 use std::collections::HashMap;
 use std::net::SocketAddr;
@@ -39,16 +39,23 @@ pub(crate) async fn run(
     inbox: mpsc::Sender<Incoming>,
     max_message_bytes: usize,
     background: Option<tokio::runtime::Handle>,
+    events: Events,
 ) {
     let mut buf = BytesMut::with_capacity(128 << 10);
     let (from, lane) = match hello(&mut stream, &mut buf).await {
         Ok(h) => h,
         Err(e) => return report(peer, e),
     };
+    // However the reading ends, the runtime hears of it.
+    let closed = Closed {
+        from: from.clone(),
+        events,
+    };
     if let (true, Some(h)) = (lane.is_background(), background) {
         match stream.into_std() {
             Ok(std) => {
                 h.spawn(async move {
+                    let _closed = closed;
                     match TcpStream::from_std(std) {
                         Ok(mut s) => {
                             let r = read(&mut s, buf, from, lane, &inbox, max_message_bytes).await;
@@ -66,6 +73,21 @@ pub(crate) async fn run(
     }
     if let Err(e) = read(&mut stream, buf, from, lane, &inbox, max_message_bytes).await {
         report(peer, e);
+    }
+    drop(closed);
+}
+
+/// Reports the end of a connection from a named peer when dropped.
+struct Closed {
+    from: String,
+    events: Events,
+}
+
+impl Drop for Closed {
+    fn drop(&mut self) {
+        let _ = self
+            .events
+            .try_send(LinkEvent::Closed(std::mem::take(&mut self.from)));
     }
 }
 

@@ -4,6 +4,7 @@
 use crate::frame::{chunk_header, encode_hello};
 use crate::lane::Lane;
 use crate::schedule::Schedule;
+use crate::transport::{Events, LinkEvent};
 use bytes::Bytes;
 use std::collections::{HashMap, VecDeque};
 use std::net::SocketAddr;
@@ -100,7 +101,9 @@ pub(crate) async fn run(
     name: String,
     mut rx: mpsc::Receiver<Outgoing>,
     unreachable: Unreachable,
+    events: Events,
 ) {
+    let unreachable = (unreachable, events);
     let Some(mut stream) = connect(to, lane, &name, &unreachable).await else {
         return;
     };
@@ -179,12 +182,13 @@ pub(crate) async fn run(
 }
 
 /// Connects to `to` and says hello; `None` (logged, and `to` marked
-/// unreachable for a while when the connect failed) if that fails.
+/// unreachable for a while, and reported, when the connect failed) if
+/// that fails.
 async fn connect(
     to: SocketAddr,
     lane: Lane,
     name: &str,
-    unreachable: &Unreachable,
+    unreachable: &(Unreachable, Events),
 ) -> Option<TcpStream> {
     let connected = tokio::time::timeout(CONNECT_TIMEOUT, TcpStream::connect(to)).await;
     let mut stream = match connected {
@@ -231,11 +235,12 @@ fn peer_closed(stream: &TcpStream) -> bool {
         )
 }
 
-fn mark_unreachable(unreachable: &Unreachable, to: SocketAddr) {
+fn mark_unreachable((unreachable, events): &(Unreachable, Events), to: SocketAddr) {
     unreachable
         .lock()
         .unwrap_or_else(|e| e.into_inner())
         .insert(to, Instant::now() + RETRY_AFTER);
+    let _ = events.try_send(LinkEvent::Refused(to));
 }
 
 async fn write_all_vectored(

@@ -20,6 +20,25 @@ pub struct Incoming {
     pub data: Bytes,
 }
 
+/// A change in a link seen by the transport, for the failure detector:
+/// a node whose connections close or refuse is down now, not after a
+/// silence (as Riak notices a dead node when its distribution
+/// connection closes).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum LinkEvent {
+    /// A connection from this node (its hello's name) ended: it stopped,
+    /// crashed, or dropped the connection.
+    Closed(String),
+    /// A connect to this address was refused or timed out.
+    Refused(SocketAddr),
+}
+
+/// Link events waiting for the runtime at most; more are dropped (the
+/// detector's silence rule still finds the node).
+const EVENTS: usize = 1024;
+
+pub(crate) type Events = mpsc::Sender<LinkEvent>;
+
 /// What the test hook does to a message on a link.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Verdict {
@@ -89,6 +108,8 @@ pub struct Transport {
     local: SocketAddr,
     links: Mutex<Links>,
     unreachable: send::Unreachable,
+    events: Events,
+    events_rx: Mutex<Option<mpsc::Receiver<LinkEvent>>>,
     background: Option<Background>,
 }
 
@@ -135,12 +156,21 @@ impl Transport {
         let max = config.max_message_bytes;
         let background = Background::start(config.background_threads)?;
         let bg = background.as_ref().and_then(Background::handle);
+        let (events, events_rx) = mpsc::channel(EVENTS);
+        let closed = events.clone();
         tokio::spawn(async move {
             loop {
                 match listener.accept().await {
                     Ok((stream, peer)) => {
                         let _ = stream.set_nodelay(true);
-                        let run = crate::recv::run(stream, peer, inbox.clone(), max, bg.clone());
+                        let run = crate::recv::run(
+                            stream,
+                            peer,
+                            inbox.clone(),
+                            max,
+                            bg.clone(),
+                            closed.clone(),
+                        );
                         tokio::spawn(run);
                     }
                     Err(e) => {
@@ -158,9 +188,19 @@ impl Transport {
             local,
             links: Mutex::new(HashMap::new()),
             unreachable: Default::default(),
+            events,
+            events_rx: Mutex::new(Some(events_rx)),
             background,
         };
         Ok((Arc::new(t), rx))
+    }
+
+    /// The link events (taken once, by the runtime that watches peers).
+    pub fn take_events(&self) -> Option<mpsc::Receiver<LinkEvent>> {
+        self.events_rx
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .take()
     }
 
     /// The address peers reach this node on.
@@ -186,6 +226,7 @@ impl Transport {
             self.config.name.clone(),
             rx,
             self.unreachable.clone(),
+            self.events.clone(),
         );
         match self.background.as_ref().and_then(Background::handle) {
             Some(h) if lane.is_background() => drop(h.spawn(writer)),
@@ -257,6 +298,15 @@ impl Transport {
             }
         }
         Ok(Some(Outgoing { data, not_before }))
+    }
+
+    /// `to` was heard from: sends to it are tried again at once, not only
+    /// after the wait that follows a failed connect.
+    pub fn reachable_again(&self, to: SocketAddr) {
+        self.unreachable
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .remove(&to);
     }
 
     /// Queues `data` for `to` on `lane`; waits while that lane's queue is

@@ -282,11 +282,14 @@ fn pages_of_every_size_join_while_writes_go_on() {
                 "{backend}, pages of {size}: an entry never written: {joined:?}"
             );
             met += joined.iter().filter(|e| written.contains(e)).count();
-            for (_, key) in &written {
+            for (i, (_, key)) in written.iter().enumerate() {
                 let r = n
                     .http("DELETE", &format!("/buckets/o/keys/{key}"), &[], b"")
                     .unwrap();
-                assert_eq!(r.status, 204);
+                // Every third round deleted the key three rounds back
+                // already: its second delete finds nothing (Riak's 404).
+                let deleted_already = i.is_multiple_of(3) && i + 3 <= written.len();
+                assert_eq!(r.status, if deleted_already { 404 } else { 204 }, "{key}");
             }
         }
         assert!(met > 0, "{backend}: no write met by a page");

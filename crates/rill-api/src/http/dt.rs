@@ -248,7 +248,14 @@ pub(crate) async fn datatype(
                 key: k.to_vec(),
                 ..Default::default()
             };
-            if let Err(e) = quorum_params(&req.query, &mut [("r", &mut fr.r), ("pr", &mut fr.pr)]) {
+            if let Err(e) = quorum_params(
+                &req.query,
+                &mut [
+                    ("r", &mut fr.r),
+                    ("pr", &mut fr.pr),
+                    ("node_confirms", &mut fr.node_confirms),
+                ],
+            ) {
                 return e;
             }
             let node = ctx.node.clone();
@@ -304,11 +311,17 @@ async fn update(
         w: None,
         dw: None,
         pw: None,
+        node_confirms: None,
         n_val: None,
     };
     if let Err(e) = quorum_params(
         &req.query,
-        &mut [("w", &mut ur.w), ("dw", &mut ur.dw), ("pw", &mut ur.pw)],
+        &mut [
+            ("w", &mut ur.w),
+            ("dw", &mut ur.dw),
+            ("pw", &mut ur.pw),
+            ("node_confirms", &mut ur.node_confirms),
+        ],
     ) {
         return e;
     }
@@ -376,6 +389,7 @@ pub(crate) async fn counter(ctx: &Arc<Ctx>, req: &Req, b: &[u8], k: &[u8]) -> Re
                 w: None,
                 dw: None,
                 pw: None,
+                node_confirms: None,
                 n_val: None,
             };
             let returnvalue = req.query.get("returnvalue").map(String::as_str) == Some("true");

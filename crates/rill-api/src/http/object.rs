@@ -10,7 +10,8 @@ use axum::http::{HeaderMap, HeaderValue, Method, StatusCode};
 use axum::response::Response;
 use base64::Engine;
 use rill_node::{
-    Content, DeleteRequest, GetAnswer, GetRequest, KvError, Link, Metadata, Object, PutRequest,
+    Content, DeleteAnswer, DeleteRequest, GetAnswer, GetRequest, KvError, Link, Metadata, Object,
+    PutRequest,
 };
 use std::sync::Arc;
 
@@ -225,6 +226,10 @@ async fn fetch(ctx: &Arc<Ctx>, req: &Req, t: &[u8], b: &[u8], k: &[u8]) -> Respo
             Ok(v) => v,
             Err(e) => return e,
         },
+        node_confirms: match quorum_param(q, "node_confirms") {
+            Ok(v) => v,
+            Err(e) => return e,
+        },
         basic_quorum: match bool_param(q, "basic_quorum") {
             Ok(v) => v,
             Err(e) => return e,
@@ -429,7 +434,12 @@ pub(crate) async fn store(
     };
     if let Err(e) = quorum_params(
         q,
-        &mut [("w", &mut put.w), ("dw", &mut put.dw), ("pw", &mut put.pw)],
+        &mut [
+            ("w", &mut put.w),
+            ("dw", &mut put.dw),
+            ("pw", &mut put.pw),
+            ("node_confirms", &mut put.node_confirms),
+        ],
     ) {
         return e;
     }
@@ -573,7 +583,9 @@ async fn delete(ctx: &Arc<Ctx>, req: &Req, t: &[u8], b: &[u8], k: &[u8]) -> Resp
     }
     let node = ctx.node.clone();
     match crate::blocking(move || node.delete(&d)).await {
-        Ok(()) => empty(StatusCode::NO_CONTENT),
+        Ok(DeleteAnswer::Deleted) => empty(StatusCode::NO_CONTENT),
+        // riak_kv_wm_object: the delete's read found nothing.
+        Ok(DeleteAnswer::NotFound) => text(StatusCode::NOT_FOUND, "not found\n"),
         Err(KvError::NoType) => text(
             StatusCode::NOT_FOUND,
             format!("Unknown bucket type: {}\n", String::from_utf8_lossy(t)),

@@ -223,6 +223,9 @@ pub fn kv_error(e: KvError) -> Response {
         KvError::Quorum(QuorumError::PwUnsatisfied { need, got }) => {
             format!("PW-value unsatisfied: {got}/{need}\n")
         }
+        KvError::Quorum(QuorumError::NodeConfirmsUnsatisfied { need, got }) => {
+            format!("node_confirms-value unsatisfied: {got}/{need}\n")
+        }
         KvError::Timeout => "request timed out\n".into(),
         KvError::NoType => "Unknown bucket type\n".into(),
         other => format!("{other}\n"),

@@ -167,6 +167,7 @@ pub async fn fetch(node: Arc<Node>, r: DtFetchReq) -> Response {
         key: r.key.to_vec(),
         r: quorum(r.r),
         pr: quorum(r.pr),
+        node_confirms: quorum(r.node_confirms),
         notfound_ok: r.notfound_ok,
         n_val: r.n_val,
     };
@@ -201,6 +202,7 @@ pub async fn update(node: Arc<Node>, r: DtUpdateReq) -> Response {
         w: quorum(r.w),
         dw: quorum(r.dw),
         pw: quorum(r.pw),
+        node_confirms: quorum(r.node_confirms),
         n_val: r.n_val,
     };
     match blocking(move || node.dt_update(req)).await {
@@ -236,6 +238,7 @@ pub async fn counter_update(node: Arc<Node>, r: RpbCounterUpdateReq) -> Response
         w: quorum(r.w),
         dw: quorum(r.dw),
         pw: quorum(r.pw),
+        node_confirms: quorum(r.node_confirms),
         n_val: None,
     };
     match blocking(move || node.dt_update(req)).await {
@@ -256,6 +259,7 @@ pub async fn counter_get(node: Arc<Node>, r: RpbCounterGetReq) -> Response {
         key: r.key.to_vec(),
         r: quorum(r.r),
         pr: quorum(r.pr),
+        node_confirms: quorum(r.node_confirms),
         notfound_ok: r.notfound_ok,
         n_val: None,
     };

@@ -387,6 +387,7 @@ async fn get(node: Arc<Node>, r: RpbGetReq) -> Result<Response, Response> {
         key: r.key.to_vec(),
         r: quorum(r.r),
         pr: quorum(r.pr),
+        node_confirms: quorum(r.node_confirms),
         basic_quorum: r.basic_quorum,
         notfound_ok: r.notfound_ok,
         deletedvclock: r.deletedvclock == Some(true),
@@ -432,6 +433,7 @@ async fn put(node: Arc<Node>, r: RpbPutReq) -> Result<Response, Response> {
         w: quorum(r.w),
         dw: quorum(r.dw),
         pw: quorum(r.pw),
+        node_confirms: quorum(r.node_confirms),
         return_body,
         if_not_modified: r.if_not_modified == Some(true),
         if_none_match: r.if_none_match == Some(true),
@@ -472,6 +474,8 @@ async fn del(node: Arc<Node>, r: RpbDelReq) -> Result<Response, Response> {
         dw: quorum(r.dw),
         n_val: r.n_val,
     };
+    // A delete whose read found nothing answers success, as Riak's PB
+    // API does ("delete succeeds if already deleted").
     blocking(move || node.delete(&req)).await.map_err(err)?;
     Ok(Response::Del)
 }

@@ -14,6 +14,7 @@
 //! reaped.
 
 use crate::error::{CoordError, QuorumError};
+use crate::replica::{distinct_nodes, Replica};
 use rill_object::{Object, VClock};
 
 /// The quorum rules of one get.
@@ -23,6 +24,8 @@ pub struct GetParams {
     pub n: u32,
     pub r: u32,
     pub pr: u32,
+    /// Distinct physical nodes that must answer (0: no such rule).
+    pub node_confirms: u32,
     pub notfound_ok: bool,
     pub basic_quorum: bool,
     pub allow_mult: bool,
@@ -86,7 +89,7 @@ pub enum FinalAction {
 #[derive(Clone, Debug)]
 pub struct GetCore {
     params: GetParams,
-    primaries: Vec<bool>,
+    replicas: Vec<Replica>,
     results: Vec<Option<GetReply>>,
     num_ok: u32,
     num_pok: u32,
@@ -97,14 +100,14 @@ pub struct GetCore {
 }
 
 impl GetCore {
-    /// `primaries[i]`: whether replica `i` is a primary; `params.n` is
-    /// taken as their number.
-    pub fn new(mut params: GetParams, primaries: Vec<bool>) -> GetCore {
-        params.n = primaries.len() as u32;
+    /// `replicas[i]`: whether replica `i` is a primary, and its node;
+    /// `params.n` is taken as their number.
+    pub fn new(mut params: GetParams, replicas: Vec<Replica>) -> GetCore {
+        params.n = replicas.len() as u32;
         GetCore {
             params,
-            results: vec![None; primaries.len()],
-            primaries,
+            results: vec![None; replicas.len()],
+            replicas,
             num_ok: 0,
             num_pok: 0,
             num_notfound: 0,
@@ -121,7 +124,7 @@ impl GetCore {
             Some(None) => {}
             _ => return false,
         }
-        let primary = self.primaries[idx];
+        let primary = self.replicas[idx].primary;
         match &reply {
             GetReply::Found(o) => {
                 self.num_ok += 1;
@@ -141,7 +144,31 @@ impl GetCore {
     }
 
     fn met(&self) -> bool {
-        self.num_ok >= self.params.r && self.num_pok >= self.params.pr
+        self.num_ok >= self.params.r
+            && self.num_pok >= self.params.pr
+            && self.confirmed_nodes() >= self.params.node_confirms
+    }
+
+    /// A reply that counts toward R (an object, or a not found with
+    /// notfound_ok).
+    fn counts(&self, r: &Option<GetReply>) -> bool {
+        match r {
+            Some(GetReply::Found(_)) => true,
+            Some(GetReply::NotFound) => self.params.notfound_ok,
+            _ => false,
+        }
+    }
+
+    /// Distinct nodes whose replies count toward R.
+    fn confirmed_nodes(&self) -> u32 {
+        distinct_nodes(&self.replicas, |i| self.counts(&self.results[i]))
+    }
+
+    /// Distinct nodes that counted or may still.
+    fn nodes_possible(&self) -> u32 {
+        distinct_nodes(&self.replicas, |i| {
+            self.results[i].is_none() || self.counts(&self.results[i])
+        })
     }
 
     fn heard(&self) -> u32 {
@@ -150,10 +177,10 @@ impl GetCore {
 
     /// Primaries not heard yet.
     fn primaries_pending(&self) -> u32 {
-        self.primaries
+        self.replicas
             .iter()
             .zip(&self.results)
-            .filter(|(p, r)| **p && r.is_none())
+            .filter(|(p, r)| p.primary && r.is_none())
             .count() as u32
     }
 
@@ -167,6 +194,7 @@ impl GetCore {
         self.met()
             || self.num_notfound + self.num_fail >= self.params.fail_threshold()
             || self.num_pok + self.primaries_pending() < self.params.pr
+            || self.nodes_possible() < self.params.node_confirms
             || self.heard() >= self.params.n
     }
 
@@ -201,6 +229,13 @@ impl GetCore {
     /// `response`).
     pub fn response(&self) -> GetOutcome {
         let p = &self.params;
+        // riak_kv_get_core checks the nodes first.
+        if self.confirmed_nodes() < p.node_confirms {
+            return GetOutcome::Err(CoordError::Quorum(QuorumError::InsufficientNodes {
+                need: p.node_confirms,
+                got: self.confirmed_nodes(),
+            }));
+        }
         if self.met() {
             return match self.merged() {
                 Some(m) if !m.is_tombstone() => GetOutcome::Found(m.clone()),
@@ -282,7 +317,10 @@ impl GetCore {
         // Only when every replica is a primary (riak_kv's rule): a
         // primary that is down may still hold the value, and would bring
         // it back once the tombstone is gone everywhere else.
-        if m.is_tombstone() && found == self.primaries.len() && self.primaries.iter().all(|p| *p) {
+        if m.is_tombstone()
+            && found == self.replicas.len()
+            && self.replicas.iter().all(|r| r.primary)
+        {
             return FinalAction::Reap(m.clock.clone());
         }
         FinalAction::Nop
@@ -313,12 +351,12 @@ pub struct GetFsm {
 }
 
 impl GetFsm {
-    /// A get over replicas `primaries` (primary or fallback each): ask
-    /// them all.
-    pub fn start(params: GetParams, primaries: Vec<bool>) -> (GetFsm, Vec<GetEffect>) {
-        let n = primaries.len();
+    /// A get over `replicas` (primary or fallback each, on their nodes):
+    /// ask them all.
+    pub fn start(params: GetParams, replicas: Vec<Replica>) -> (GetFsm, Vec<GetEffect>) {
+        let n = replicas.len();
         let fsm = GetFsm {
-            core: GetCore::new(params, primaries),
+            core: GetCore::new(params, replicas),
             answered: false,
             done: false,
         };

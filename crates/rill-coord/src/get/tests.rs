@@ -55,6 +55,7 @@ fn params(r: u32, pr: u32, notfound_ok: bool, basic_quorum: bool) -> GetParams {
         n: 3,
         r,
         pr,
+        node_confirms: 0,
         notfound_ok,
         basic_quorum,
         allow_mult: true,
@@ -98,8 +99,11 @@ fn answers_from_a_table() {
     ];
     for (r, pr, nfok, bq, replies, after, want) in table {
         let codes: Vec<&str> = replies.split(' ').collect();
-        let primaries = codes.iter().map(|c| !c.ends_with('*')).collect();
-        let (mut fsm, effects) = GetFsm::start(params(*r, *pr, *nfok, *bq), primaries);
+        let primaries: Vec<bool> = codes.iter().map(|c| !c.ends_with('*')).collect();
+        let (mut fsm, effects) = GetFsm::start(
+            params(*r, *pr, *nfok, *bq),
+            Replica::each_on_own_node(&primaries),
+        );
         assert_eq!(effects.len(), 3);
         let mut answer = None;
         for (i, code) in codes.iter().enumerate() {
@@ -135,7 +139,10 @@ fn answers_from_a_table() {
 fn replicas_behind_the_merge_are_repaired_once_all_have_answered() {
     let v1 = obj("a", "v1", None);
     let v2 = obj("a", "v2", Some(&v1));
-    let (mut fsm, _) = GetFsm::start(params(2, 0, true, false), vec![true; 3]);
+    let (mut fsm, _) = GetFsm::start(
+        params(2, 0, true, false),
+        Replica::each_on_own_node(&[true; 3]),
+    );
     assert!(fsm.reply(0, GetReply::Found(v2.clone())).is_empty());
     let e = fsm.reply(1, GetReply::Found(v1.clone()));
     assert_eq!(e, vec![GetEffect::Answer(GetOutcome::Found(v2.clone()))]);
@@ -164,7 +171,10 @@ fn concurrent_writes_come_back_as_siblings_and_both_sides_are_repaired() {
     let v1 = obj("a", "v1", None);
     let b = obj("b", "vb", Some(&v1));
     let c = obj("c", "vc", Some(&v1));
-    let (mut fsm, _) = GetFsm::start(params(2, 0, true, false), vec![true; 3]);
+    let (mut fsm, _) = GetFsm::start(
+        params(2, 0, true, false),
+        Replica::each_on_own_node(&[true; 3]),
+    );
     fsm.reply(0, GetReply::Found(b.clone()));
     let e = fsm.reply(1, GetReply::Found(c.clone()));
     let GetEffect::Answer(GetOutcome::Found(m)) = &e[0] else {
@@ -188,7 +198,7 @@ fn a_tombstone_on_every_replica_is_reaped_and_deletedvclock_shows_it() {
     let t = tomb(&v1);
     let mut p = params(2, 0, true, false);
     p.deletedvclock = true;
-    let (mut fsm, _) = GetFsm::start(p, vec![true; 3]);
+    let (mut fsm, _) = GetFsm::start(p, Replica::each_on_own_node(&[true; 3]));
     fsm.reply(0, GetReply::Found(t.clone()));
     let e = fsm.reply(1, GetReply::Found(t.clone()));
     assert_eq!(
@@ -198,7 +208,7 @@ fn a_tombstone_on_every_replica_is_reaped_and_deletedvclock_shows_it() {
     let e = fsm.reply(2, GetReply::Found(t.clone()));
     assert_eq!(e, vec![GetEffect::Reap(t.clock.clone()), GetEffect::Done]);
     // A replica that missed the tombstone is repaired, not reaped.
-    let (mut fsm, _) = GetFsm::start(p, vec![true; 3]);
+    let (mut fsm, _) = GetFsm::start(p, Replica::each_on_own_node(&[true; 3]));
     fsm.reply(0, GetReply::Found(t.clone()));
     fsm.reply(1, GetReply::Found(v1.clone()));
     let e = fsm.reply(2, GetReply::Found(t.clone()));
@@ -218,7 +228,10 @@ fn a_tombstone_on_every_replica_is_reaped_and_deletedvclock_shows_it() {
 fn a_timeout_answers_once_and_repairs_what_answered() {
     let v1 = obj("a", "v1", None);
     let v2 = obj("a", "v2", Some(&v1));
-    let (mut fsm, _) = GetFsm::start(params(3, 0, true, false), vec![true; 3]);
+    let (mut fsm, _) = GetFsm::start(
+        params(3, 0, true, false),
+        Replica::each_on_own_node(&[true; 3]),
+    );
     fsm.reply(0, GetReply::Found(v2.clone()));
     fsm.reply(1, GetReply::Found(v1.clone()));
     let e = fsm.timeout();
@@ -234,7 +247,10 @@ fn a_timeout_answers_once_and_repairs_what_answered() {
         ]
     );
     // An answer already given is not taken back by a timeout.
-    let (mut fsm, _) = GetFsm::start(params(1, 0, true, false), vec![true; 3]);
+    let (mut fsm, _) = GetFsm::start(
+        params(1, 0, true, false),
+        Replica::each_on_own_node(&[true; 3]),
+    );
     let e = fsm.reply(0, GetReply::Found(v2.clone()));
     assert!(matches!(e[0], GetEffect::Answer(GetOutcome::Found(_))));
     assert_eq!(fsm.timeout(), vec![GetEffect::Done]);
@@ -243,7 +259,10 @@ fn a_timeout_answers_once_and_repairs_what_answered() {
 #[test]
 fn replies_out_of_range_or_repeated_are_ignored() {
     let v1 = obj("a", "v1", None);
-    let (mut fsm, _) = GetFsm::start(params(2, 0, true, false), vec![true; 3]);
+    let (mut fsm, _) = GetFsm::start(
+        params(2, 0, true, false),
+        Replica::each_on_own_node(&[true; 3]),
+    );
     assert!(fsm.reply(7, GetReply::Found(v1.clone())).is_empty());
     assert!(fsm.reply(0, GetReply::Found(v1.clone())).is_empty());
     assert!(fsm.reply(0, GetReply::Found(v1.clone())).is_empty());
@@ -257,6 +276,7 @@ fn fail_thresholds() {
             n,
             r,
             pr: 0,
+            node_confirms: 0,
             notfound_ok: false,
             basic_quorum: bq,
             allow_mult: true,
@@ -278,7 +298,7 @@ fn waiting_for_all_answers_from_every_reply() {
     let v2 = obj("a", "v2", Some(&v1));
     let mut p = params(1, 0, true, false);
     p.wait_for_all = true;
-    let (mut fsm, _) = GetFsm::start(p, vec![true; 3]);
+    let (mut fsm, _) = GetFsm::start(p, Replica::each_on_own_node(&[true; 3]));
     // R = 1 is met by the first reply, but the answer waits for the
     // newer value the third replica holds.
     assert!(fsm.reply(0, GetReply::Found(v1.clone())).is_empty());
@@ -288,7 +308,7 @@ fn waiting_for_all_answers_from_every_reply() {
     // Errors count every reply.
     let mut p = params(3, 0, true, false);
     p.wait_for_all = true;
-    let (mut fsm, _) = GetFsm::start(p, vec![true; 3]);
+    let (mut fsm, _) = GetFsm::start(p, Replica::each_on_own_node(&[true; 3]));
     fsm.reply(
         0,
         GetReply::Failed {
@@ -310,7 +330,10 @@ fn waiting_for_all_answers_from_every_reply() {
 fn a_tombstone_is_not_reaped_when_a_fallback_answered() {
     let v1 = obj("a", "v1", None);
     let t = tomb(&v1);
-    let (mut fsm, _) = GetFsm::start(params(2, 0, true, false), vec![true, true, false]);
+    let (mut fsm, _) = GetFsm::start(
+        params(2, 0, true, false),
+        Replica::each_on_own_node(&[true, true, false]),
+    );
     fsm.reply(0, GetReply::Found(t.clone()));
     fsm.reply(1, GetReply::Found(t.clone()));
     let e = fsm.reply(2, GetReply::Found(t.clone()));
@@ -330,7 +353,10 @@ fn a_replica_level_with_the_merge_but_different_is_repaired() {
     let mut level = both.clone();
     level.contents.retain(|x| x.value != b"vb"[..]);
     assert_eq!(level.clock, both.clock);
-    let (mut fsm, _) = GetFsm::start(params(2, 0, true, false), vec![true; 3]);
+    let (mut fsm, _) = GetFsm::start(
+        params(2, 0, true, false),
+        Replica::each_on_own_node(&[true; 3]),
+    );
     fsm.reply(0, GetReply::Found(level.clone()));
     fsm.reply(1, GetReply::Found(level.clone()));
     let e = fsm.reply(2, GetReply::Found(both.clone()));
@@ -341,4 +367,42 @@ fn a_replica_level_with_the_merge_but_different_is_repaired() {
         }),
         "{e:?}"
     );
+}
+
+/// node_confirms on a get: replies of one machine's replicas count as
+/// one node; Riak answers `insufficient_nodes` when too few nodes
+/// answered.
+#[test]
+fn node_confirms_counts_the_nodes_that_answered() {
+    let v = obj("a", "v1", None);
+    let mut p = params(2, 0, true, false);
+    p.node_confirms = 2;
+    let on = |nodes: [u32; 3]| {
+        (0..3)
+            .map(|i| Replica {
+                primary: i == 0,
+                node: nodes[i],
+            })
+            .collect::<Vec<_>>()
+    };
+    // Replicas 0 and 1 on one node: R = 2 is met at the second reply,
+    // node_confirms only at the third.
+    let (mut fsm, _) = GetFsm::start(p, on([0, 0, 1]));
+    assert!(fsm.reply(0, GetReply::Found(v.clone())).is_empty());
+    assert!(fsm.reply(1, GetReply::Found(v.clone())).is_empty());
+    let e = fsm.reply(2, GetReply::Found(v.clone()));
+    assert!(
+        matches!(&e[0], GetEffect::Answer(GetOutcome::Found(_))),
+        "{e:?}"
+    );
+    // Every replica on one node: out of reach, answered at the first
+    // reply, by the nodes.
+    let (mut fsm, _) = GetFsm::start(p, on([0, 0, 0]));
+    let e = fsm.reply(0, GetReply::Found(v.clone()));
+    match &e[0] {
+        GetEffect::Answer(GetOutcome::Err(err)) => {
+            assert_eq!(err.to_string(), "{insufficient_nodes,1,need,2}")
+        }
+        other => panic!("{other:?}"),
+    }
 }

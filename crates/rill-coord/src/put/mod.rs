@@ -6,14 +6,17 @@
 //! the object then goes to the other replicas, which merge it into what
 //! they hold. Each replica acknowledges twice: `W` when it has the
 //! request, `DW` when it has stored it (as durably as its backend's sync
-//! strategy makes it); a primary's `DW` counts for PW too.
+//! strategy makes it); a primary's `DW` counts for PW too, and the node
+//! of a replica's `DW` for `node_confirms` (distinct physical nodes).
 //!
-//! The client is answered as soon as W, DW and PW are met; or when so
-//! many replicas failed that W, DW or PW can no longer be met (N - X + 1
-//! failures); or when every replica has stored or failed while PW is
-//! still short.
+//! The client is answered as soon as W, DW, PW and node_confirms are
+//! met; or when so many replicas failed that one of them can no longer be
+//! met (N - X + 1 failures, or too few primaries or nodes left to store);
+//! or when every replica has stored or failed while PW or node_confirms
+//! is still short. The error names the quorum that was missed.
 
 use crate::error::{CoordError, QuorumError};
+use crate::replica::{distinct_nodes, Replica};
 use rill_object::Object;
 
 /// The quorum rules of one put.
@@ -24,6 +27,8 @@ pub struct PutParams {
     pub w: u32,
     pub dw: u32,
     pub pw: u32,
+    /// Distinct physical nodes that must store it (0: no such rule).
+    pub node_confirms: u32,
     pub allow_mult: bool,
     pub return_body: bool,
 }
@@ -54,7 +59,7 @@ enum Heard {
 #[derive(Clone, Debug)]
 pub struct PutCore {
     params: PutParams,
-    primaries: Vec<bool>,
+    replicas: Vec<Replica>,
     heard: Vec<Heard>,
     objects: Vec<Object>,
     num_w: u32,
@@ -66,12 +71,12 @@ pub struct PutCore {
 }
 
 impl PutCore {
-    pub fn new(mut params: PutParams, primaries: Vec<bool>) -> PutCore {
-        params.n = primaries.len() as u32;
+    pub fn new(mut params: PutParams, replicas: Vec<Replica>) -> PutCore {
+        params.n = replicas.len() as u32;
         PutCore {
             params,
-            heard: vec![Heard::Nothing; primaries.len()],
-            primaries,
+            heard: vec![Heard::Nothing; replicas.len()],
+            replicas,
             objects: Vec::new(),
             num_w: 0,
             num_dw: 0,
@@ -99,7 +104,7 @@ impl PutCore {
                     self.num_w += 1;
                 }
                 self.num_dw += 1;
-                self.num_pw += u32::from(self.primaries[idx]);
+                self.num_pw += u32::from(self.replicas[idx].primary);
                 self.objects.extend(obj);
                 self.heard[idx] = Heard::Dw;
             }
@@ -116,7 +121,32 @@ impl PutCore {
 
     fn met(&self) -> bool {
         let p = &self.params;
-        self.num_w >= p.w && self.num_dw >= p.dw && self.num_pw >= p.pw
+        self.num_w >= p.w
+            && self.num_dw >= p.dw
+            && self.num_pw >= p.pw
+            && self.num_nc() >= p.node_confirms
+    }
+
+    /// Distinct nodes that stored it.
+    fn num_nc(&self) -> u32 {
+        distinct_nodes(&self.replicas, |i| self.heard[i] == Heard::Dw)
+    }
+
+    /// Distinct nodes that stored it or still may.
+    fn nodes_possible(&self) -> u32 {
+        distinct_nodes(&self.replicas, |i| {
+            matches!(self.heard[i], Heard::Nothing | Heard::W | Heard::Dw)
+        })
+    }
+
+    /// PW can no longer be met: too few primaries left that may store.
+    fn pw_out_of_reach(&self) -> bool {
+        self.num_pw + self.primaries_pending() < self.params.pw
+    }
+
+    /// node_confirms can no longer be met: too few nodes left.
+    fn nc_out_of_reach(&self) -> bool {
+        self.nodes_possible() < self.params.node_confirms
     }
 
     fn pw_fail_threshold(&self) -> u32 {
@@ -139,17 +169,18 @@ impl PutCore {
             || self.num_fail >= self.pw_fail_threshold()
             || self.num_fail >= self.dw_fail_threshold()
             || self.num_fail >= self.w_fail_threshold()
-            || self.num_pw + self.primaries_pending() < self.params.pw
-            || (self.num_dw + self.num_fail >= self.params.n && self.num_pw < self.params.pw)
+            || self.pw_out_of_reach()
+            || self.nc_out_of_reach()
+            || self.has_all()
     }
 
     /// Primaries that may still store (PW cannot be met once those and
     /// the primaries that stored are too few).
     fn primaries_pending(&self) -> u32 {
-        self.primaries
+        self.replicas
             .iter()
             .zip(&self.heard)
-            .filter(|(p, h)| **p && matches!(h, Heard::Nothing | Heard::W))
+            .filter(|(r, h)| r.primary && matches!(h, Heard::Nothing | Heard::W))
             .count() as u32
     }
 
@@ -160,7 +191,7 @@ impl PutCore {
 
     /// Every replica stored it, primaries all.
     pub fn everywhere(&self) -> bool {
-        self.num_dw == self.params.n && self.primaries.iter().all(|p| *p)
+        self.num_dw == self.params.n && self.replicas.iter().all(|r| r.primary)
     }
 
     /// The client's answer (riak_kv_put_core's `response`): the object
@@ -186,17 +217,26 @@ impl PutCore {
         if self.overload {
             return Err(CoordError::Overload);
         }
+        let pw = Err(CoordError::Quorum(QuorumError::PwUnsatisfied {
+            need: p.pw,
+            got: self.num_pw,
+        }));
+        let nc = Err(CoordError::Quorum(QuorumError::NodeConfirmsUnsatisfied {
+            need: p.node_confirms,
+            got: self.num_nc(),
+        }));
+        // W and DW met: what is short is PW or node_confirms (in
+        // riak_kv_put_core's order).
         if self.num_w >= p.w && self.num_dw >= p.dw {
-            return Err(CoordError::Quorum(QuorumError::PwUnsatisfied {
-                need: p.pw,
-                got: self.num_pw,
-            }));
+            return if self.num_pw < p.pw { pw } else { nc };
         }
-        if self.num_fail > p.n.saturating_sub(p.pw) && p.pw >= p.dw {
-            return Err(CoordError::Quorum(QuorumError::PwUnsatisfied {
-                need: p.pw,
-                got: self.num_pw,
-            }));
+        if (self.num_fail > p.n.saturating_sub(p.pw) && p.pw >= p.dw) || self.pw_out_of_reach() {
+            return pw;
+        }
+        if (self.num_fail > p.n.saturating_sub(p.node_confirms) && p.node_confirms >= p.dw)
+            || self.nc_out_of_reach()
+        {
+            return nc;
         }
         if self.num_dw == 0 && self.num_fail >= p.n {
             if let Some(reason) = &self.last_failure {
@@ -244,9 +284,9 @@ pub struct PutFsm {
 }
 
 impl PutFsm {
-    pub fn start(params: PutParams, primaries: Vec<bool>) -> (PutFsm, Vec<PutEffect>) {
+    pub fn start(params: PutParams, replicas: Vec<Replica>) -> (PutFsm, Vec<PutEffect>) {
         let fsm = PutFsm {
-            core: PutCore::new(params, primaries),
+            core: PutCore::new(params, replicas),
             answered: false,
             done: false,
         };

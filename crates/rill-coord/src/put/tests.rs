@@ -19,6 +19,7 @@ fn params(w: u32, dw: u32, pw: u32) -> PutParams {
         w,
         dw,
         pw,
+        node_confirms: 0,
         allow_mult: true,
         return_body: false,
     }
@@ -28,8 +29,13 @@ fn params(w: u32, dw: u32, pw: u32) -> PutParams {
 /// request arrived, `dw` stored, `x` failed, `busy` overloaded; a `*`
 /// marks a fallback (replica 0, the coordinator, is a primary).
 fn run(p: PutParams, replies: &str) -> (usize, String, Option<bool>) {
+    run_on(p, [0, 1, 2], replies)
+}
+
+/// [`run`] with replica `i` on node `nodes[i]`.
+fn run_on(p: PutParams, nodes: [u32; 3], replies: &str) -> (usize, String, Option<bool>) {
     let codes: Vec<&str> = replies.split(' ').filter(|c| !c.is_empty()).collect();
-    let mut primaries = vec![true, true, true];
+    let mut primaries = [true, true, true];
     let mut steps: Vec<(usize, PutReply)> = Vec::new();
     for c in &codes {
         let (c, fallback) = match c.strip_suffix('*') {
@@ -56,7 +62,13 @@ fn run(p: PutParams, replies: &str) -> (usize, String, Option<bool>) {
         };
         steps.push((idx, r));
     }
-    let (mut fsm, e) = PutFsm::start(p, primaries);
+    let replicas = (0..3)
+        .map(|i| Replica {
+            primary: primaries[i],
+            node: nodes[i],
+        })
+        .collect();
+    let (mut fsm, e) = PutFsm::start(p, replicas);
     assert_eq!(e, vec![PutEffect::Coordinate]);
     let mut answer = None;
     let mut everywhere = None;
@@ -142,8 +154,75 @@ fn answers_from_a_table() {
 }
 
 #[test]
+fn node_confirms_counts_distinct_nodes_from_a_table() {
+    // (w, dw, node_confirms, node of each replica, replies of replicas 1
+    // and 2, answered after step #, answer, stored everywhere)
+    type Row = (
+        u32,
+        u32,
+        u32,
+        [u32; 3],
+        &'static str,
+        usize,
+        &'static str,
+        Option<bool>,
+    );
+    let table: &[Row] = &[
+        // Three replicas on three nodes: two stores are two nodes.
+        (2, 2, 2, [0, 1, 2], "1dw 2dw", 1, "ok", Some(true)),
+        // Two fallbacks on the coordinator's node: W and DW are met by
+        // one machine, node_confirms is not (Riak's words).
+        (
+            2,
+            2,
+            2,
+            [0, 0, 0],
+            "1dw* 2dw*",
+            0,
+            "{node_confirms_val_unsatisfied,2,1}",
+            Some(false),
+        ),
+        // Replicas 0 and 1 on one node: the second node's store is
+        // awaited.
+        (2, 2, 2, [0, 0, 1], "1dw 2dw", 2, "ok", Some(true)),
+        // ... and its failure ends the wait.
+        (
+            2,
+            2,
+            2,
+            [0, 0, 1],
+            "1dw 2x",
+            2,
+            "{node_confirms_val_unsatisfied,2,1}",
+            Some(false),
+        ),
+        // node_confirms out of reach while DW is still to come: named.
+        (
+            3,
+            3,
+            3,
+            [0, 1, 1],
+            "1w",
+            0,
+            "{node_confirms_val_unsatisfied,3,1}",
+            None,
+        ),
+    ];
+    for (w, dw, nc, nodes, replies, at, want, everywhere) in table {
+        let mut p = params(*w, *dw, 0);
+        p.node_confirms = *nc;
+        let got = run_on(p, *nodes, replies);
+        assert_eq!(
+            got,
+            (*at, want.to_string(), *everywhere),
+            "w {w} dw {dw} nc {nc} nodes {nodes:?}: {replies}"
+        );
+    }
+}
+
+#[test]
 fn the_coordinators_failure_is_the_answer() {
-    let (mut fsm, _) = PutFsm::start(params(2, 2, 0), vec![true; 3]);
+    let (mut fsm, _) = PutFsm::start(params(2, 2, 0), Replica::each_on_own_node(&[true; 3]));
     let e = fsm.coordinated(Err(CoordError::Failed("out_of_space".into())));
     assert_eq!(
         e,
@@ -159,7 +238,7 @@ fn the_coordinators_failure_is_the_answer() {
 fn the_body_is_the_merge_of_what_the_replicas_hold() {
     let mut p = params(3, 3, 0);
     p.return_body = true;
-    let (mut fsm, _) = PutFsm::start(p, vec![true; 3]);
+    let (mut fsm, _) = PutFsm::start(p, Replica::each_on_own_node(&[true; 3]));
     let v = obj("v");
     let e = fsm.coordinated(Ok(v.clone()));
     assert_eq!(e.len(), 2, "sent to replicas 1 and 2: {e:?}");
@@ -181,7 +260,7 @@ fn the_body_is_the_merge_of_what_the_replicas_hold() {
 
 #[test]
 fn a_timeout_answers_once() {
-    let (mut fsm, _) = PutFsm::start(params(3, 3, 0), vec![true; 3]);
+    let (mut fsm, _) = PutFsm::start(params(3, 3, 0), Replica::each_on_own_node(&[true; 3]));
     fsm.coordinated(Ok(obj("v")));
     assert_eq!(
         fsm.timeout(),

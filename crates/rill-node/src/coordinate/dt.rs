@@ -18,6 +18,7 @@ pub struct DtFetchRequest {
     pub key: Vec<u8>,
     pub r: Option<Quorum>,
     pub pr: Option<Quorum>,
+    pub node_confirms: Option<Quorum>,
     pub notfound_ok: Option<bool>,
     pub n_val: Option<u32>,
 }
@@ -44,6 +45,7 @@ pub struct DtUpdateRequest {
     pub w: Option<Quorum>,
     pub dw: Option<Quorum>,
     pub pw: Option<Quorum>,
+    pub node_confirms: Option<Quorum>,
     pub n_val: Option<u32>,
 }
 
@@ -107,7 +109,7 @@ impl super::Coordinator {
             self.datatype_of(&req.bucket_type, &req.bucket, true)?
         };
         let n = request_n(&props, req.n_val)?;
-        let q = read_quorum(&props, n, req.r, req.pr, req.notfound_ok)?;
+        let q = read_quorum(&props, n, req.r, req.pr, req.node_confirms, req.notfound_ok)?;
         let k = crate::vnode::bkey(&req.bucket_type, &req.bucket, &req.key);
         let preflist = self.replicas.preflist(&k.bucket_type, &k.bucket, &k.key, n);
         let merged = self.read_replicas_merged(&k, &preflist, q)?;
@@ -145,6 +147,7 @@ impl super::Coordinator {
             req.w.filter(|q| *q != Quorum::N(0)),
             req.dw,
             req.pw,
+            req.node_confirms,
         )?;
         let context = match &req.context {
             Some(c) if !c.is_empty() => Some(Clock::decode(c).ok_or_else(|| {

@@ -16,7 +16,7 @@
 use super::{overloaded, quorum_error, unexpected, Read, ReadMode, Replies};
 use crate::error::KvError;
 use crate::params::ReadQuorum;
-use crate::replicas::ReplyTx;
+use crate::replicas::{as_replicas, ReplyTx};
 use crate::vnode::head::{HeadStep, Heads};
 use crate::vnode::msg::{VnodeReply, VnodeRequest};
 use rill_backend::BKey;
@@ -177,6 +177,7 @@ impl super::Coordinator {
             n: preflist.len() as u32,
             r: q.r,
             pr: q.pr,
+            node_confirms: q.node_confirms,
             notfound_ok: q.notfound_ok,
             basic_quorum: mode.basic_quorum,
             allow_mult: mode.allow_mult,
@@ -185,7 +186,7 @@ impl super::Coordinator {
             // all; with other nodes' replicas it comes at R.
             wait_for_all: all_local,
         };
-        let (fsm, first) = GetFsm::start(params, preflist.iter().map(|e| e.primary).collect());
+        let (fsm, first) = GetFsm::start(params, as_replicas(preflist));
         let (tx, rx) = unbounded_channel();
         let run = GetRun {
             fsm,

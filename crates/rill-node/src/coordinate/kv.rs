@@ -9,10 +9,12 @@ use crate::params::{
     check_names, n_val, normalise_indexes, prop_bool, put_mode, read_quorum, request_n,
     write_quorum, ReadQuorum,
 };
+use crate::replicas::distinct_nodes;
 use crate::vnode::msg::{VnodeReply, VnodeRequest};
 use crate::vnode::step::CoordinateStep;
 use rill_backend::BKey;
 use rill_bucket::Quorum;
+use rill_coord::QuorumError;
 use rill_object::{decode_vclock, Content, Object, VClock};
 use rill_ring::PreflistEntry;
 use std::sync::atomic::Ordering;
@@ -25,6 +27,8 @@ pub struct GetRequest {
     pub key: Vec<u8>,
     pub r: Option<Quorum>,
     pub pr: Option<Quorum>,
+    /// Distinct physical nodes that must answer (Riak's node_confirms).
+    pub node_confirms: Option<Quorum>,
     pub basic_quorum: Option<bool>,
     pub notfound_ok: Option<bool>,
     /// Answer `Deleted` with the tombstone's clock instead of `NotFound`.
@@ -56,6 +60,8 @@ pub struct PutRequest {
     pub w: Option<Quorum>,
     pub dw: Option<Quorum>,
     pub pw: Option<Quorum>,
+    /// Distinct physical nodes that must store it (Riak's node_confirms).
+    pub node_confirms: Option<Quorum>,
     pub return_body: bool,
     pub if_not_modified: bool,
     pub if_none_match: bool,
@@ -69,6 +75,17 @@ pub struct PutAnswer {
     /// The object after the write (always set; the API decides whether to
     /// return it).
     pub object: Object,
+}
+
+/// What a delete did.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum DeleteAnswer {
+    /// A tombstone was written through the write quorum.
+    Deleted,
+    /// Sent without a vclock, its read found no value (not found, or a
+    /// tombstone): nothing was written. Riak's HTTP API answers 404, its
+    /// PB API success.
+    NotFound,
 }
 
 #[derive(Clone, Debug, Default)]
@@ -100,6 +117,32 @@ fn get_answer(req: &GetRequest, read: Result<Read, KvError>) -> Result<GetAnswer
         }
     }
     Ok(GetAnswer::Found(obj))
+}
+
+/// Refuses a read its preference list cannot satisfy before any replica
+/// is asked (riak_kv_get_fsm's checks, in its order).
+fn check_read_quorum(preflist: &[PreflistEntry], q: ReadQuorum) -> Result<(), KvError> {
+    let primaries = preflist.iter().filter(|e| e.primary).count() as u32;
+    if primaries < q.pr {
+        return Err(KvError::Quorum(QuorumError::PrUnsatisfied {
+            need: q.pr,
+            got: primaries,
+        }));
+    }
+    if (preflist.len() as u32) < q.r {
+        return Err(KvError::InsufficientVnodes {
+            have: preflist.len() as u32,
+            need: q.r,
+        });
+    }
+    let nodes = distinct_nodes(preflist);
+    if nodes < q.node_confirms {
+        return Err(KvError::Quorum(QuorumError::InsufficientNodes {
+            need: q.node_confirms,
+            got: nodes,
+        }));
+    }
+    Ok(())
 }
 
 impl super::Coordinator {
@@ -155,17 +198,12 @@ impl super::Coordinator {
         check_names(&req.bucket_type, &req.bucket, Some(&req.key))?;
         let props = self.buckets.props_for_kv(&req.bucket_type, &req.bucket)?;
         let n = request_n(&props, req.n_val)?;
-        let q = read_quorum(&props, n, req.r, req.pr, req.notfound_ok)?;
+        let q = read_quorum(&props, n, req.r, req.pr, req.node_confirms, req.notfound_ok)?;
         let k = crate::vnode::bkey(&req.bucket_type, &req.bucket, &req.key);
         let preflist = self
             .replicas
             .preflist(&k.bucket_type, &req.bucket, &req.key, n);
-        if (preflist.len() as u32) < q.r {
-            return Err(KvError::InsufficientVnodes {
-                have: preflist.len() as u32,
-                need: q.r,
-            });
-        }
+        check_read_quorum(&preflist, q)?;
         let mode = ReadMode {
             basic_quorum: req
                 .basic_quorum
@@ -255,7 +293,7 @@ impl super::Coordinator {
         check_names(&req.bucket_type, &req.bucket, req.key.as_deref())?;
         let props = self.buckets.props_for_kv(&req.bucket_type, &req.bucket)?;
         let n = request_n(&props, req.n_val)?;
-        let wq = write_quorum(&props, n, req.w, req.dw, req.pw)?;
+        let wq = write_quorum(&props, n, req.w, req.dw, req.pw, req.node_confirms)?;
         normalise_indexes(&mut req.content)?;
         let (key, generated_key) = match req.key.take() {
             Some(k) => (k, false),
@@ -307,14 +345,14 @@ impl super::Coordinator {
         })
     }
 
-    pub fn delete(&self, req: &DeleteRequest) -> Result<(), KvError> {
+    pub fn delete(&self, req: &DeleteRequest) -> Result<DeleteAnswer, KvError> {
         let r = self.delete_inner(req);
         self.counters.deletes.fetch_add(1, Ordering::Relaxed);
         self.record(&r);
         r
     }
 
-    fn delete_inner(&self, req: &DeleteRequest) -> Result<(), KvError> {
+    fn delete_inner(&self, req: &DeleteRequest) -> Result<DeleteAnswer, KvError> {
         check_names(&req.bucket_type, &req.bucket, Some(&req.key))?;
         let props = self.buckets.props_for_kv(&req.bucket_type, &req.bucket)?;
         let n = request_n(&props, req.n_val)?;
@@ -335,13 +373,16 @@ impl super::Coordinator {
                     ..GetRequest::default()
                 })? {
                     GetAnswer::Found(o) => o.clock,
+                    // Nothing to delete: writing a tombstone without the
+                    // clock of a value it should cover would cover none.
                     GetAnswer::Deleted(_) | GetAnswer::NotFound | GetAnswer::Unchanged => {
-                        return Ok(())
+                        return Ok(DeleteAnswer::NotFound)
                     }
                 }
             }
         };
-        let wq = write_quorum(&props, n, req.w.or(req.rw), req.dw, req.pw)?;
+        // Riak's delete takes node_confirms from the bucket alone.
+        let wq = write_quorum(&props, n, req.w.or(req.rw), req.dw, req.pw, None)?;
         let k = crate::vnode::bkey(&req.bucket_type, &req.bucket, &req.key);
         let tombstone = Content::tombstone(ids::now_us(), ids::vtag());
         let write = || {
@@ -380,7 +421,7 @@ impl super::Coordinator {
             let preflist = self.replicas.preflist(&k.bucket_type, &k.bucket, &k.key, n);
             self.reap_later(&k, &object.clock, &preflist);
         }
-        Ok(())
+        Ok(DeleteAnswer::Deleted)
     }
 }
 

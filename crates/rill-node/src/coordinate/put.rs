@@ -7,16 +7,45 @@ use super::{overloaded, quorum_error, unexpected, WriteKind, COORDINATOR};
 use crate::error::{KvError, OUT_OF_SPACE_RETRY_SECS};
 use crate::params::WriteQuorum;
 use crate::params::{prune_rules, put_mode};
+use crate::replicas::{as_replicas, distinct_nodes};
 use crate::vnode::msg::{VnodeReply, VnodeRequest};
 use crate::vnode::step::CoordinateStep;
 use rill_backend::BKey;
 use rill_bucket::Props;
-use rill_coord::{CoordError, PutEffect, PutFsm, PutParams, PutReply};
+use rill_coord::{CoordError, PutEffect, PutFsm, PutParams, PutReply, QuorumError};
 use rill_object::Object;
 use rill_ring::PreflistEntry;
 use std::collections::VecDeque;
 use std::time::Instant;
 use tokio::sync::mpsc::unbounded_channel;
+
+/// Refuses a write its preference list cannot satisfy before anything
+/// is written (riak_kv_put_fsm's checks): too few replicas, too few
+/// primaries for PW, too few distinct nodes for node_confirms.
+fn check_write_quorum(preflist: &[PreflistEntry], q: WriteQuorum) -> Result<(), KvError> {
+    let need = q.w.max(q.dw).max(q.pw).max(1);
+    if (preflist.len() as u32) < need {
+        return Err(KvError::InsufficientVnodes {
+            have: preflist.len() as u32,
+            need,
+        });
+    }
+    let primaries = preflist.iter().filter(|e| e.primary).count() as u32;
+    if primaries < q.pw {
+        return Err(KvError::Quorum(QuorumError::PwUnsatisfied {
+            need: q.pw,
+            got: primaries,
+        }));
+    }
+    let nodes = distinct_nodes(preflist);
+    if nodes < q.node_confirms {
+        return Err(KvError::Quorum(QuorumError::NodeConfirmsUnsatisfied {
+            need: q.node_confirms,
+            got: nodes,
+        }));
+    }
+    Ok(())
+}
 
 impl super::Coordinator {
     /// The coordinating vnode (this node's replica if it holds one, else
@@ -37,13 +66,7 @@ impl super::Coordinator {
     ) -> Result<(Object, bool), KvError> {
         let view = self.replicas.view();
         let mut preflist = self.replicas.preflist(&k.bucket_type, &k.bucket, &k.key, n);
-        let need = q.w.max(q.dw).max(q.pw).max(1);
-        if (preflist.len() as u32) < need {
-            return Err(KvError::InsufficientVnodes {
-                have: preflist.len() as u32,
-                need,
-            });
-        }
+        check_write_quorum(&preflist, q)?;
         // Coordinate on this node when it holds a replica (no extra hop).
         if let Some(i) = preflist.iter().position(|e| self.replicas.is_local(e)) {
             let e = preflist.remove(i);
@@ -59,10 +82,11 @@ impl super::Coordinator {
             w: q.w,
             dw: q.dw,
             pw: q.pw,
+            node_confirms: q.node_confirms,
             allow_mult,
             return_body: how.return_body,
         };
-        let (mut fsm, first) = PutFsm::start(params, preflist.iter().map(|e| e.primary).collect());
+        let (mut fsm, first) = PutFsm::start(params, as_replicas(&preflist));
         let (tx, mut rx) = unbounded_channel();
         let deadline = Instant::now() + self.request_timeout;
         let mut effects: VecDeque<PutEffect> = first.into();

@@ -40,13 +40,11 @@ impl Peer {
         };
         let (members, unreachable, pending) = {
             let inner = self.lock();
-            let now = self.now();
             let members = inner.state.with_status(rill_cluster::Status::is_member);
-            let reachable = inner.detector.reachable(now);
-            let unreachable = members
-                .iter()
-                .filter(|m| **m != self.me && !reachable.contains(m))
-                .count();
+            // As the node routes requests: a member counted unreachable
+            // here has its replicas taken by fallbacks already.
+            let view = self.node.cluster_view();
+            let unreachable = members.iter().filter(|m| !view.is_up(m)).count();
             let s = &inner.state;
             let pending = s.ring().next.iter().filter(|t| !s.is_done(t)).count();
             (members.len() as u64, unreachable as u64, pending as u64)

@@ -96,7 +96,16 @@ impl Peer {
         {
             let mut inner = self.lock();
             let now = self.now();
-            if inner.detector.heard(&m.from, now) {
+            let was_unreachable = inner.detector.heard(&m.from, now);
+            // A node that speaks is listening: a connect to it that failed
+            // before (it was starting, or restarting) is tried again at
+            // once. Pings come every second, so this costs little.
+            if was_unreachable || matches!(msg, PeerMsg::Ping) {
+                if let Some(addr) = inner.addrs.get(&m.from) {
+                    self.transport.reachable_again(*addr);
+                }
+            }
+            if was_unreachable {
                 tracing::info!(node = %m.from, "a node is reachable again");
                 self.publish_view(&inner);
             }

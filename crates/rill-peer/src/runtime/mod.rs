@@ -209,6 +209,9 @@ impl Peer {
         node.attach_remote(Arc::new(crate::remote::Link::new(&peer)));
         tokio::spawn(Peer::inbox(Arc::downgrade(&peer), inbox));
         tokio::spawn(Peer::ticks(Arc::downgrade(&peer)));
+        if let Some(events) = transport.take_events() {
+            tokio::spawn(Peer::watch_links(Arc::downgrade(&peer), events));
+        }
         tokio::spawn(Peer::handoff_loop(Arc::downgrade(&peer)));
         tracing::info!(node = %me, cluster = %transport.local_addr(), advertised = %peer.advertised(), "cluster listener ready");
         Ok(peer)

@@ -1,13 +1,50 @@
 //! The runtime's periodic loops: pings, gossip and bucket types to
 //! peers, the failure detector's view (every 250 ms), and the handoff
-//! round (every 500 ms).
+//! round (every 500 ms); and the watch on the transport's links, which
+//! takes a node whose connection closed or refused for down at once.
 
 use super::Peer;
 use crate::msg::PeerMsg;
-use rill_transport::Lane;
+use rill_transport::{Lane, LinkEvent};
 use std::time::Duration;
+use tokio::sync::mpsc;
 
 impl Peer {
+    /// A node whose connection to this one closed, or that refused a
+    /// connect, is unreachable now: its replicas go to fallbacks from the
+    /// next request, and requests waiting on it fail at once (Riak takes
+    /// a node down when its distribution connection closes). It is back
+    /// at its next message.
+    pub(super) async fn watch_links(
+        peer: std::sync::Weak<Peer>,
+        mut events: mpsc::Receiver<LinkEvent>,
+    ) {
+        while let Some(event) = events.recv().await {
+            let Some(peer) = peer.upgrade() else { return };
+            let mut inner = peer.lock();
+            let node = match event {
+                LinkEvent::Closed(name) => Some(name),
+                LinkEvent::Refused(addr) => inner
+                    .addrs
+                    .iter()
+                    .find(|(_, a)| **a == addr)
+                    .map(|(n, _)| n.clone()),
+            };
+            let Some(node) = node.filter(|n| *n != peer.me && inner.addrs.contains_key(n)) else {
+                continue;
+            };
+            let now = peer.now();
+            if inner.detector.liveness(&node, now) == crate::detector::Liveness::Unreachable {
+                continue;
+            }
+            inner.detector.refused(&node, now);
+            tracing::warn!(node = %node, "a node's connection closed: its replicas go to fallbacks");
+            peer.publish_view(&inner);
+            drop(inner);
+            peer.fail_pending_of_unreachable();
+        }
+    }
+
     pub(super) async fn handoff_loop(peer: std::sync::Weak<Peer>) {
         let mut every = tokio::time::interval(Duration::from_millis(500));
         every.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);

@@ -62,13 +62,14 @@ impl KvSim {
             n: pl.len() as u32,
             r: self.cfg.r,
             pr: 0,
+            node_confirms: 0,
             notfound_ok: true,
             basic_quorum: false,
             allow_mult: true,
             deletedvclock: true,
             wait_for_all: false,
         };
-        let (fsm, effects) = GetFsm::start(params, pl.iter().map(|t| t.2).collect());
+        let (fsm, effects) = GetFsm::start(params, replicas(&pl));
         let op = self.next_op;
         self.next_op += 1;
         for e in effects {
@@ -115,10 +116,11 @@ impl KvSim {
             w: self.cfg.w,
             dw: self.cfg.w,
             pw: 0,
+            node_confirms: 0,
             allow_mult: true,
             return_body: true,
         };
-        let (fsm, _) = PutFsm::start(params, pl.iter().map(|t| t.2).collect());
+        let (fsm, _) = PutFsm::start(params, replicas(&pl));
         if let Some(v) = &value {
             self.written.insert(v.clone());
         }
@@ -284,4 +286,14 @@ impl KvSim {
             }
         }
     }
+}
+
+/// A preference list (node, partition, primary) as the machines see it.
+fn replicas(pl: &[(usize, u32, bool)]) -> Vec<rill_coord::Replica> {
+    pl.iter()
+        .map(|&(node, _, primary)| rill_coord::Replica {
+            primary,
+            node: node as u32,
+        })
+        .collect()
 }

@@ -1,0 +1,196 @@
+//! The cluster's promises through the real binary, one test each (see
+//! docs/cluster.md, "What the cluster promises"): quorums that count
+//! machines and primaries are refused, not ignored, when the machines
+//! are gone; a delete whose read finds nothing says so instead of
+//! answering success and writing nothing.
+
+mod common;
+
+use common::cluster::{form, Member};
+use common::until;
+use serde_json::Value;
+use std::time::Duration;
+
+fn http(m: &Member, method: &str, path: &str, body: &[u8]) -> (u16, String) {
+    let r = m
+        .node()
+        .http(method, path, &[("Content-Type", "text/plain")], body)
+        .expect("an answer");
+    (r.status, String::from_utf8_lossy(&r.body).into_owned())
+}
+
+fn set_props(m: &Member, bucket: &str, props: Value) {
+    let body = serde_json::json!({ "props": props }).to_string();
+    let r = m
+        .node()
+        .http(
+            "PUT",
+            &format!("/buckets/{bucket}/props"),
+            &[("Content-Type", "application/json")],
+            body.as_bytes(),
+        )
+        .expect("an answer");
+    assert_eq!(r.status, 204, "{}", String::from_utf8_lossy(&r.body));
+}
+
+/// Waits until `m` counts `n` members unreachable.
+fn unreachable(m: &Member, n: u64) {
+    until(
+        &format!("{} sees {n} members unreachable", m.name),
+        Duration::from_secs(30),
+        || m.stat("cluster_unreachable_members") == n,
+    );
+}
+
+/// With two of three nodes dead, every replica is on the one machine
+/// left: W and DW are met there (as in Riak), but `node_confirms` (as a
+/// request option and as a bucket property) and PW are refused with
+/// Riak's words before anything is written, and so are PR and
+/// node_confirms on a read.
+#[test]
+fn node_confirms_and_pw_are_refused_with_one_node_alive() {
+    let a = Member::start(1, "");
+    let mut b = Member::start(2, "");
+    let mut c = Member::start(3, "");
+    form(&a, &[&b, &c]);
+    set_props(&a, "confirmed", serde_json::json!({ "node_confirms": 2 }));
+    until(
+        "the property reaches every node",
+        Duration::from_secs(30),
+        || {
+            [&b, &c].iter().all(|m| {
+                let (_, props) = http(m, "GET", "/buckets/confirmed/props", b"");
+                props.contains("\"node_confirms\":2")
+            })
+        },
+    );
+    b.node.take().unwrap().kill();
+    c.node.take().unwrap().kill();
+    unreachable(&a, 2);
+
+    // One machine holds every replica: W = DW = 2 is met on it.
+    let (status, body) = http(&a, "PUT", "/buckets/b/keys/w2?w=2&dw=2", b"v");
+    assert_eq!(status, 204, "{body}");
+
+    let refused = [
+        (
+            "/buckets/b/keys/nc?node_confirms=2",
+            "node_confirms-value unsatisfied: 1/2",
+        ),
+        (
+            "/buckets/confirmed/keys/nc",
+            "node_confirms-value unsatisfied: 1/2",
+        ),
+        ("/buckets/b/keys/pw?pw=2", "PW-value unsatisfied: 1/2"),
+    ];
+    for (path, words) in refused {
+        let (status, body) = http(&a, "PUT", path, b"v");
+        assert_eq!((status, body.trim()), (503, words), "PUT {path}");
+        // Refused before any replica took it.
+        let key = path.split('?').next().unwrap();
+        let (status, body) = http(&a, "GET", &format!("{key}?r=1&node_confirms=0"), b"");
+        assert_eq!(status, 404, "{path} was written: {body}");
+    }
+
+    let (status, body) = http(&a, "GET", "/buckets/b/keys/w2?pr=2", b"");
+    assert_eq!((status, body.trim()), (503, "PR-value unsatisfied: 1/2"));
+    let (status, body) = http(&a, "GET", "/buckets/b/keys/w2?node_confirms=2", b"");
+    assert_eq!(
+        (status, body.trim()),
+        (503, "{insufficient_nodes,1,need,2}")
+    );
+    let (status, _) = http(&a, "GET", "/buckets/b/keys/w2", b"");
+    assert_eq!(status, 200);
+
+    // Back to three machines: the same requests succeed.
+    b.restart();
+    c.restart();
+    unreachable(&a, 0);
+    for (path, _) in refused {
+        let (status, body) = http(&a, "PUT", path, b"v");
+        assert_eq!(status, 204, "PUT {path}: {body}");
+    }
+    let (status, body) = http(&a, "GET", "/buckets/b/keys/w2?pr=2&node_confirms=2", b"");
+    assert_eq!(status, 200, "{body}");
+}
+
+/// A key whose primaries missed it while a fallback held it: a delete
+/// without a vclock reads the primaries, finds nothing, and answers 404
+/// (as Riak's HTTP API does), writing nothing. Once the fallback hands
+/// the value home it is there, and a delete then removes it.
+#[test]
+fn a_delete_whose_read_finds_nothing_answers_404() {
+    let a = Member::start(1, "");
+    let mut b = Member::start(2, "");
+    let mut c = Member::start(3, "");
+    form(&a, &[&b, &c]);
+    set_props(&a, "two", serde_json::json!({ "n_val": 2 }));
+    // Keys whose two primaries are b and c.
+    let keys: Vec<String> = (0..200)
+        .map(|i| format!("k{i}"))
+        .filter(|k| {
+            let (_, pl) = http(&a, "GET", &format!("/buckets/two/keys/{k}/preflist"), b"");
+            let pl: Value = serde_json::from_str(&pl).unwrap();
+            let pl = pl["preflist"].as_array().unwrap().clone();
+            pl.len() == 2 && pl.iter().all(|e| e["node"] != a.name.as_str())
+        })
+        .take(5)
+        .collect();
+    assert!(!keys.is_empty(), "no key with both primaries off dev1");
+    until(
+        "n_val 2 reaches every node",
+        Duration::from_secs(30),
+        || {
+            [&b, &c].iter().all(|m| {
+                let (_, props) = http(m, "GET", "/buckets/two/props", b"");
+                props.contains("\"n_val\":2")
+            })
+        },
+    );
+    // a keeps what it holds for others until it is restarted below.
+    let mut a = a;
+    a.extra = "transfer_limit = 0\n".into();
+    a.node.take().unwrap().stop();
+    a.restart();
+    b.node.take().unwrap().kill();
+    c.node.take().unwrap().kill();
+    unreachable(&a, 2);
+    for k in &keys {
+        let (status, body) = http(&a, "PUT", &format!("/buckets/two/keys/{k}"), b"held");
+        assert_eq!(status, 204, "{k}: {body}");
+    }
+    b.restart();
+    c.restart();
+    unreachable(&a, 0);
+    for m in [&b, &c] {
+        unreachable(m, 0);
+    }
+    for k in &keys {
+        let path = format!("/buckets/two/keys/{k}");
+        let (status, body) = http(&b, "GET", &path, b"");
+        assert_eq!(
+            status, 404,
+            "{k}: the primaries have not got it yet: {body}"
+        );
+        let (status, body) = http(&b, "DELETE", &path, b"");
+        assert_eq!(
+            (status, body.as_str()),
+            (404, "not found\n"),
+            "{k}: a delete that found nothing"
+        );
+    }
+    // Handoff from a brings the values home; they were never deleted.
+    a.extra = String::new();
+    a.node.take().unwrap().stop();
+    a.restart();
+    for k in &keys {
+        let path = format!("/buckets/two/keys/{k}");
+        until(&format!("{k} handed home"), Duration::from_secs(60), || {
+            http(&b, "GET", &format!("{path}?r=2"), b"").0 == 200
+        });
+        let (status, body) = http(&b, "DELETE", &path, b"");
+        assert_eq!(status, 204, "{k}: {body}");
+        let (status, _) = http(&c, "GET", &path, b"");
+        assert_eq!(status, 404, "{k} deleted");
+    }
+}
