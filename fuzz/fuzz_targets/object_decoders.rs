@@ -24,10 +24,10 @@ fuzz_target!(|data: &[u8]| {
     }
     // A node's counter lease file, for each ring size a node may have.
     for n in [0usize, 1, 8, 64, 1024] {
-        if let Some(t) = rill_node::lease::decode_file(data, n) {
+        if let Some(t) = rill_node::vnode::lease::decode_file(data, n) {
             assert_eq!(t.ends.len(), n);
-            let slot = rill_node::lease::encode_slot(&t);
-            assert_eq!(rill_node::lease::decode_slot(&slot), Some(t));
+            let slot = rill_node::vnode::lease::encode_slot(&t);
+            assert_eq!(rill_node::vnode::lease::decode_slot(&slot), Some(t));
         }
     }
     // A 2i continuation, as a client sends it back.

@@ -22,6 +22,7 @@
 //! order.
 
 pub mod codec;
+pub mod holdings;
 pub mod receiver;
 pub mod sender;
 pub mod slots;

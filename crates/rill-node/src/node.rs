@@ -131,9 +131,8 @@ impl Node {
             .name("rill-reaper".into())
             .spawn(move || {
                 reaper.run(|job| {
-                    let Some(kv) = weak.upgrade() else { return };
-                    for e in &job.replicas {
-                        kv.reap(&job.key, &job.clock, e);
+                    if let Some(kv) = weak.upgrade() {
+                        kv.reap_job(job);
                     }
                 })
             })

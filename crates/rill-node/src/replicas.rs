@@ -59,6 +59,11 @@ pub trait Remote: Send + Sync {
     /// The runtime on which a coordinator waits for replies and finishes
     /// the work left after answering its client.
     fn runtime(&self) -> &tokio::runtime::Handle;
+    /// Whether a tombstone on `partitions` may be reaped now: every
+    /// member is reachable, none of the partitions is moving, and no node
+    /// but their owners holds data of them, as each member reported since
+    /// `asked`.
+    fn may_reap(&self, partitions: &[u32], asked: Instant) -> bool;
 }
 
 /// The preference list as the coordination machines see it: each
@@ -173,6 +178,11 @@ impl Replicas {
                 e.node
             )))),
         }
+    }
+
+    /// [`Remote::may_reap`]; in a cluster of one, every replica is here.
+    pub fn may_reap(&self, partitions: &[u32], asked: Instant) -> bool {
+        self.remote().is_none_or(|r| r.may_reap(partitions, asked))
     }
 
     /// Waits for the reply of one request to another node.

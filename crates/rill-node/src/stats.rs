@@ -13,6 +13,14 @@ pub(crate) struct Counters {
     pub get_us: AtomicU64,
     pub put_us: AtomicU64,
     pub read_repairs: AtomicU64,
+    /// Tombstones reaped (every replica asked to drop it).
+    pub tombstones_reaped: AtomicU64,
+    /// Reaps put off because a node other than the owners may hold data
+    /// of the key's partitions, or a member cannot be asked (tried again).
+    pub reaps_put_off: AtomicU64,
+    /// Tombstones kept after every try (another delete or read asks
+    /// again).
+    pub reaps_given_up: AtomicU64,
     /// Replicas on other nodes that answered a get with a clock alone
     /// (their value was too large to send unasked).
     pub get_head_clocks: AtomicU64,
@@ -38,6 +46,9 @@ pub struct NodeStats {
     pub get_us_total: u64,
     pub put_us_total: u64,
     pub read_repairs: u64,
+    pub tombstones_reaped: u64,
+    pub reaps_put_off: u64,
+    pub reaps_given_up: u64,
     pub get_head_clocks: u64,
     pub get_fetches: u64,
     pub get_local_waits: u64,
@@ -80,6 +91,9 @@ impl NodeStats {
             get_us_total: l(&c.get_us),
             put_us_total: l(&c.put_us),
             read_repairs: l(&c.read_repairs),
+            tombstones_reaped: l(&c.tombstones_reaped),
+            reaps_put_off: l(&c.reaps_put_off),
+            reaps_given_up: l(&c.reaps_given_up),
             get_head_clocks: l(&c.get_head_clocks),
             get_fetches: l(&c.get_fetches),
             get_local_waits: l(&c.get_local_waits),

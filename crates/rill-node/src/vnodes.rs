@@ -133,7 +133,7 @@ impl Vnodes {
 
     /// Whether this node's vnode of `partition` holds any key.
     pub fn holds_data(&self, partition: u32) -> Result<bool, KvError> {
-        Ok(self.of(partition)?.backend().holds_objects()?)
+        self.of(partition)?.holds_data()
     }
 
     /// Every key the vnode of `partition` holds, sorted by their wire

@@ -21,6 +21,7 @@ mod admin;
 pub mod detector;
 mod error;
 pub mod handoff;
+mod holdings;
 pub mod msg;
 mod remote;
 mod runtime;

@@ -32,6 +32,10 @@ pub enum PeerMsg {
     /// The sender's bucket types and properties (UTF-8 JSON, stamped
     /// entries: cluster metadata).
     Metadata(Vec<u8>),
+    /// The partitions the sender holds data of without owning them (as a
+    /// fallback, an old owner, or a next owner), found `age_ms` before it
+    /// sent this: tombstones of those partitions are not reaped.
+    Holdings { age_ms: u64, partitions: Vec<u32> },
 }
 
 #[derive(Debug, thiserror::Error, PartialEq, Eq)]
@@ -61,6 +65,7 @@ const ADMIN_REPLY: u8 = 7;
 const PING: u8 = 8;
 const HANDOFF: u8 = 9;
 const METADATA: u8 = 10;
+const HOLDINGS: u8 = 11;
 
 /// The first bytes of a vnode request (or reply) message: its body (a
 /// vnode message) is written after them, in the same buffer.
@@ -85,6 +90,7 @@ pub fn vnode_kind(b: &[u8]) -> Option<bool> {
 
 impl PeerMsg {
     pub fn encode(&self) -> Vec<u8> {
+        let listed: Vec<u8>;
         let (kind, id, body): (u8, Option<u64>, &[u8]) = match self {
             PeerMsg::Gossip(b) => (GOSSIP, None, b),
             PeerMsg::VnodeRequest(b) => (VNODE_REQUEST, None, b),
@@ -96,6 +102,10 @@ impl PeerMsg {
             PeerMsg::Ping => (PING, None, &[]),
             PeerMsg::Handoff(b) => (HANDOFF, None, b),
             PeerMsg::Metadata(b) => (METADATA, None, b),
+            PeerMsg::Holdings { age_ms, partitions } => {
+                listed = partitions.iter().flat_map(|p| p.to_be_bytes()).collect();
+                (HOLDINGS, Some(*age_ms), &listed)
+            }
         };
         let mut out = Vec::with_capacity(4 + 8 + body.len());
         out.extend_from_slice(MAGIC);
@@ -153,6 +163,17 @@ impl PeerMsg {
             PING => return Err(MsgError::Trailing),
             HANDOFF => PeerMsg::Handoff(rest.to_vec()),
             METADATA => PeerMsg::Metadata(rest.to_vec()),
+            HOLDINGS => {
+                let (age_ms, b) = with_id(rest)?;
+                if b.len() % 4 != 0 {
+                    return Err(MsgError::Trailing);
+                }
+                let partitions = b
+                    .chunks_exact(4)
+                    .map(|c| u32::from_be_bytes(c.try_into().expect("4")))
+                    .collect();
+                PeerMsg::Holdings { age_ms, partitions }
+            }
             other => return Err(MsgError::Kind(other)),
         })
     }
@@ -187,6 +208,14 @@ mod tests {
             PeerMsg::Ping,
             PeerMsg::Handoff(b"RH".to_vec()),
             PeerMsg::Metadata(b"{}".to_vec()),
+            PeerMsg::Holdings {
+                age_ms: 250,
+                partitions: vec![0, 7, u32::MAX],
+            },
+            PeerMsg::Holdings {
+                age_ms: 0,
+                partitions: vec![],
+            },
         ];
         for m in &all {
             let b = m.encode();
@@ -214,5 +243,12 @@ mod tests {
         .encode();
         *bad.last_mut().unwrap() = 0xff;
         assert_eq!(PeerMsg::decode(&bad), Err(MsgError::Text));
+        let mut odd = PeerMsg::Holdings {
+            age_ms: 1,
+            partitions: vec![1],
+        }
+        .encode();
+        odd.push(0);
+        assert_eq!(PeerMsg::decode(&odd), Err(MsgError::Trailing));
     }
 }

@@ -123,6 +123,12 @@ impl Remote for Link {
     fn runtime(&self) -> &tokio::runtime::Handle {
         &self.rt
     }
+
+    fn may_reap(&self, partitions: &[u32], asked: Instant) -> bool {
+        self.peer
+            .upgrade()
+            .is_some_and(|p| p.may_reap(partitions, asked))
+    }
 }
 
 impl Peer {

@@ -2,7 +2,8 @@
 //! docs/cluster.md, "What the cluster promises"): quorums that count
 //! machines and primaries are refused, not ignored, when the machines
 //! are gone; a delete whose read finds nothing says so instead of
-//! answering success and writing nothing.
+//! answering success and writing nothing; a tombstone is not reaped
+//! while a fallback that is away holds the value.
 
 mod common;
 
@@ -193,4 +194,98 @@ fn a_delete_whose_read_finds_nothing_answers_404() {
         let (status, _) = http(&c, "GET", &path, b"");
         assert_eq!(status, 404, "{k} deleted");
     }
+}
+
+/// The keys (of `candidates`) whose preference list, all nodes up,
+/// includes `with` and not `without`.
+fn keys_on(m: &Member, with: &str, without: &str, candidates: usize) -> Vec<String> {
+    (0..candidates)
+        .map(|i| format!("k{i}"))
+        .filter(|k| {
+            let (_, pl) = http(m, "GET", &format!("/buckets/b/keys/{k}/preflist"), b"");
+            let pl: Value = serde_json::from_str(&pl).unwrap();
+            let nodes: Vec<&str> = pl["preflist"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|e| e["node"].as_str().unwrap())
+                .collect();
+            nodes.contains(&with) && !nodes.contains(&without)
+        })
+        .collect()
+}
+
+/// A fallback takes writes for a dead node, then dies itself before
+/// handing them home; the keys are deleted (with their vclocks) while it
+/// is away. Its holdings were reported before it died, so the tombstones
+/// wait for it instead of being reaped after `delete_mode`; when it
+/// returns and hands the old values home, the tombstones cover them and
+/// nothing comes back. Then the tombstones go.
+#[test]
+fn a_tombstone_waits_for_a_fallback_that_holds_the_value() {
+    let extra = "delete_mode = 200ms\n";
+    let a = Member::start(1, extra);
+    let b = Member::start(2, extra);
+    let mut c = Member::start(3, extra);
+    let mut d = Member::start(4, extra);
+    form(&a, &[&b, &c, &d]);
+    let keys = keys_on(&a, &c.name, &d.name, 60);
+    assert!(keys.len() >= 5, "{keys:?}");
+    c.node.take().unwrap().kill();
+    unreachable(&a, 1);
+    for k in &keys {
+        let (status, body) = http(&a, "PUT", &format!("/buckets/b/keys/{k}"), b"old");
+        assert_eq!(status, 204, "{k}: {body}");
+    }
+    // d stood in for c (the one machine outside these preference lists).
+    until(
+        "d reports what it holds for c",
+        Duration::from_secs(30),
+        || d.stat("partitions_held_not_owned") > 0,
+    );
+    d.node.take().unwrap().kill();
+    c.restart();
+    until("c back, d away", Duration::from_secs(30), || {
+        let s = a.stats();
+        s["cluster_unreachable_members"] == 1 && b.stat("cluster_unreachable_members") == 1
+    });
+    let reaped_before = a.stat("tombstones_reaped_total") + b.stat("tombstones_reaped_total");
+    for k in &keys {
+        let path = format!("/buckets/b/keys/{k}");
+        let r = a.node().http("GET", &path, &[], b"").expect("an answer");
+        assert_eq!(r.status, 200, "{k}");
+        let vclock = r.header("x-riak-vclock").expect("a vclock").to_string();
+        let r = a
+            .node()
+            .http("DELETE", &path, &[("X-Riak-Vclock", vclock.as_str())], b"")
+            .expect("an answer");
+        assert_eq!(r.status, 204, "{k}");
+        // A read that finds the tombstone on every replica asks for its
+        // reap (as Riak's delete does with its read at R = all).
+        let (status, _) = http(&a, "GET", &format!("{path}?r=3"), b"");
+        assert_eq!(status, 404, "{k}");
+    }
+    // Every reap has come due: put off (d may hold the values), or done.
+    let reaped = || a.stat("tombstones_reaped_total") + b.stat("tombstones_reaped_total");
+    until("the reaps come due", Duration::from_secs(30), || {
+        a.stat("reaps_put_off_total") + reaped() - reaped_before >= keys.len() as u64
+    });
+    d.restart();
+    until("d hands its data home", Duration::from_secs(60), || {
+        let s = d.stats();
+        s["handoffs_completed_total"].as_u64() >= Some(1)
+            && s["partitions_held_not_owned"] == 0
+            && a.stat("cluster_unreachable_members") == 0
+    });
+    for k in &keys {
+        let path = format!("/buckets/b/keys/{k}?r=3");
+        for m in [&a, &b, &c, &d] {
+            let (status, body) = http(m, "GET", &path, b"");
+            assert_eq!(status, 404, "{k} came back through {}: {body}", m.name);
+        }
+    }
+    // With everyone back and nothing held elsewhere, the tombstones go.
+    until("the tombstones are reaped", Duration::from_secs(90), || {
+        reaped() >= reaped_before + keys.len() as u64
+    });
 }

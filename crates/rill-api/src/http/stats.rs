@@ -60,6 +60,15 @@ fn stats_json(ctx: &Ctx) -> Value {
         "leveldb_held_writes_total": st.leveldb_held_writes,
         "uptime_seconds": ctx.node.uptime().as_secs(),
     });
+    if let Value::Object(m) = &mut v {
+        for (k, n) in [
+            ("tombstones_reaped_total", st.tombstones_reaped),
+            ("reaps_put_off_total", st.reaps_put_off),
+            ("reaps_given_up_total", st.reaps_given_up),
+        ] {
+            m.insert(k.into(), n.into());
+        }
+    }
     if let (Some(engine), Value::Object(m)) = (&ctx.sensors, &mut v) {
         let s = engine.stats();
         for (k, n) in [

@@ -2,6 +2,7 @@
 //! Riak's quorum rules.
 
 use crate::config::DeleteMode;
+use crate::coordinate::reaper::Job;
 use crate::coordinate::{Read, ReadMode, WriteKind};
 use crate::error::KvError;
 use crate::ids;
@@ -18,7 +19,7 @@ use rill_coord::QuorumError;
 use rill_object::{decode_vclock, Content, Object, VClock};
 use rill_ring::PreflistEntry;
 use std::sync::atomic::Ordering;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 #[derive(Clone, Debug, Default)]
 pub struct GetRequest {
@@ -118,6 +119,11 @@ fn get_answer(req: &GetRequest, read: Result<Read, KvError>) -> Result<GetAnswer
     }
     Ok(GetAnswer::Found(obj))
 }
+
+/// How often, and how many times, a reap waits for the cluster to say
+/// that no other node holds data of the key's partitions.
+const REAP_RETRY: Duration = Duration::from_secs(1);
+const REAP_TRIES: u32 = 60;
 
 /// Refuses a read its preference list cannot satisfy before any replica
 /// is asked (riak_kv_get_fsm's checks, in its order).
@@ -248,18 +254,51 @@ impl super::Coordinator {
         {
             return;
         }
+        let now = Instant::now();
+        let job = |due| Job {
+            due,
+            key: k.clone(),
+            clock: clock.clone(),
+            replicas: preflist.to_vec(),
+            asked: now,
+            tries: 0,
+        };
         match self.delete_mode {
             DeleteMode::Keep => {}
-            DeleteMode::Immediate => {
-                for e in preflist {
-                    self.reap(k, clock, e);
-                }
-            }
-            DeleteMode::After(d) => {
-                self.reaper
-                    .schedule(k.clone(), clock.clone(), preflist.to_vec(), d)
-            }
+            // At once where it may be (a node alone); else the reaper
+            // tries again when the other nodes' reports are newer.
+            DeleteMode::Immediate => self.reap_job(job(now)),
+            DeleteMode::After(d) => self.reaper.schedule_job(job(now + d)),
         }
+    }
+
+    /// A reap whose time has come: done only when no node other than the
+    /// owners holds data of the key's partitions, as every member reported
+    /// since the reap was asked (a fallback or an old owner holding the
+    /// value would hand it back after the tombstone is gone, and the value
+    /// would come back). Not yet: tried again each second, for a minute;
+    /// then the tombstone stays (harmless: the next delete or read of the
+    /// key asks again).
+    pub(crate) fn reap_job(&self, mut job: Job) {
+        let partitions: Vec<u32> = job.replicas.iter().map(|e| e.partition.0).collect();
+        if self.replicas.may_reap(&partitions, job.asked) {
+            for e in &job.replicas {
+                self.reap(&job.key, &job.clock, e);
+            }
+            self.counters
+                .tombstones_reaped
+                .fetch_add(1, Ordering::Relaxed);
+            return;
+        }
+        self.counters.reaps_put_off.fetch_add(1, Ordering::Relaxed);
+        job.tries += 1;
+        if job.tries >= REAP_TRIES {
+            self.counters.reaps_given_up.fetch_add(1, Ordering::Relaxed);
+            tracing::debug!(bucket = %String::from_utf8_lossy(&job.key.bucket), key = %String::from_utf8_lossy(&job.key.key), "tombstone kept: other nodes hold data of its partitions");
+            return;
+        }
+        job.due = Instant::now() + REAP_RETRY;
+        self.reaper.schedule_job(job);
     }
 
     /// Asks replica `e` to drop the tombstone if it is still `clock`'s

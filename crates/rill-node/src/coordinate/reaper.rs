@@ -1,6 +1,8 @@
 //! Tombstone removal after a delete (Riak's `delete_mode`): a timer
 //! thread takes each tombstone out of every replica once its delay has
-//! passed, if it is still the same tombstone.
+//! passed, if it is still the same tombstone and the cluster says no
+//! other node holds data of its partitions (else it tries again later,
+//! and in the end keeps the tombstone: see `Coordinator::reap_job`).
 
 use rill_backend::BKey;
 use rill_object::VClock;
@@ -8,7 +10,7 @@ use rill_ring::PreflistEntry;
 use std::cmp::Reverse;
 use std::collections::BinaryHeap;
 use std::sync::{Arc, Condvar, Mutex};
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
 /// Pending reaps are bounded; past this, tombstones stay until the next
 /// delete of the key (they are harmless, only listed).
@@ -19,6 +21,11 @@ pub(crate) struct Job {
     pub key: BKey,
     pub clock: VClock,
     pub replicas: Vec<PreflistEntry>,
+    /// When the reap was asked (after the tombstone was written on every
+    /// replica): reports of other nodes' holdings must be newer.
+    pub asked: Instant,
+    /// Tries so far (a reap the cluster is not ready for waits).
+    pub tries: u32,
 }
 
 impl PartialEq for Job {
@@ -50,22 +57,12 @@ pub(crate) struct Reaper {
 }
 
 impl Reaper {
-    pub fn schedule(
-        &self,
-        key: BKey,
-        clock: VClock,
-        replicas: Vec<PreflistEntry>,
-        delay: Duration,
-    ) {
+    /// Schedules `job` (again) for its `due` time.
+    pub fn schedule_job(&self, job: Job) {
         let (m, cv) = &*self.state;
         let mut s = m.lock().unwrap_or_else(|e| e.into_inner());
         if s.jobs.len() < MAX_PENDING {
-            s.jobs.push(Reverse(Job {
-                due: Instant::now() + delay,
-                key,
-                clock,
-                replicas,
-            }));
+            s.jobs.push(Reverse(job));
             cv.notify_one();
         }
     }

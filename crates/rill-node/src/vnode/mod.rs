@@ -48,6 +48,9 @@ pub(crate) struct Vnode {
     leases: Arc<LeaseFile>,
     /// The backend, which a backend migration may replace while it serves.
     backend: Switchable,
+    /// False only when the backend was found empty and nothing was
+    /// written since (`Vnodes::holds_data` then needs no look at it).
+    may_hold: std::sync::atomic::AtomicBool,
     stripes: Vec<Mutex<()>>,
 }
 
@@ -107,6 +110,7 @@ impl Vnode {
             fresh_from: AtomicU64::new(epochs.fresh_from),
             leases: epochs.leases,
             backend: Switchable::new(backend),
+            may_hold: std::sync::atomic::AtomicBool::new(true),
             stripes: (0..STRIPES).map(|_| Mutex::new(())).collect(),
         }
     }
@@ -308,7 +312,25 @@ impl Vnode {
         } else {
             self.backend.put(k, &bytes, &add, &remove)?;
         }
+        self.may_hold.store(true, Ordering::SeqCst);
         Ok(Some(new))
+    }
+
+    /// Whether the vnode holds any key. A vnode found empty and not
+    /// written since answers without a look at its backend (the handoff
+    /// round asks every second for the partitions a node does not own).
+    pub fn holds_data(&self) -> Result<bool, KvError> {
+        if !self.may_hold.load(Ordering::SeqCst) {
+            return Ok(false);
+        }
+        // Cleared before the look: a write meanwhile sets it again after
+        // it stored, so it is never lost.
+        self.may_hold.store(false, Ordering::SeqCst);
+        let holds = self.backend().holds_objects()?;
+        if holds {
+            self.may_hold.store(true, Ordering::SeqCst);
+        }
+        Ok(holds)
     }
 
     /// What a write starts from: the stored head where the backend keeps

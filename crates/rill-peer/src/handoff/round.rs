@@ -71,13 +71,14 @@ impl Peer {
             }
             due
         };
+        // What this node holds without owning it: reported with every
+        // ping (tombstones of those partitions are not reaped), and handed
+        // home at each scan.
+        let holding = self.look_at_holdings(&owners);
         if scan {
             let mut held = 0;
-            for (p, owner) in owners.iter().enumerate() {
-                let p = p as u32;
-                if owner == &self.me || !self.node.vnodes().holds_data(p).unwrap_or(false) {
-                    continue;
-                }
+            for p in holding {
+                let owner = &owners[p as usize];
                 held += 1;
                 let incoming_here = moving.contains(&p)
                     || self.handoffs().incoming.keys().any(|t| t.partition == p);

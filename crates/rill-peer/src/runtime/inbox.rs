@@ -112,6 +112,9 @@ impl Peer {
         }
         match msg {
             PeerMsg::Ping => {}
+            PeerMsg::Holdings { age_ms, partitions } => {
+                self.holdings_in(&m.from, age_ms, partitions)
+            }
             PeerMsg::Gossip(b) => self.gossip_in(&m.from, &b),
             PeerMsg::VnodeRequest(_) if body.len() > rill_node::bulk::BULK_BYTES => {
                 // A large value: served by the node's bulk pool (lower CPU

@@ -82,6 +82,9 @@ pub(crate) struct Inner {
     pub detector: Detector,
     rng: u64,
     pub addrs: HashMap<String, SocketAddr>,
+    /// What each node (this one too) last said it holds of partitions it
+    /// does not own (`holdings`).
+    pub holdings: std::collections::BTreeMap<String, rill_handoff::holdings::Report>,
 }
 
 impl Inner {
@@ -118,7 +121,7 @@ pub struct Peer {
     pub(crate) waiters: Mutex<HashMap<u64, oneshot::Sender<PeerMsg>>>,
     pub(crate) next_id: AtomicU64,
     file: StateFile,
-    started: Instant,
+    pub(crate) started: Instant,
     /// Bounds the vnode requests of peers served at once.
     serving: Arc<Semaphore>,
     pub(crate) handoffs: Mutex<crate::handoff::Handoffs>,
@@ -181,6 +184,7 @@ impl Peer {
             ),
             rng: seed,
             addrs: HashMap::new(),
+            holdings: Default::default(),
         };
         let peer = Arc::new(Peer {
             node: node.clone(),

@@ -80,6 +80,7 @@ impl Peer {
                 for p in &peers {
                     peer.send_to(&inner, p, Lane::Control, PeerMsg::Ping);
                 }
+                peer.send_holdings(&inner, &peers);
             }
             let r = inner.random();
             if let Some(to) = inner.gossip.tick(now, &peers, r).cloned() {
