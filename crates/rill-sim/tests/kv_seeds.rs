@@ -40,18 +40,20 @@ fn the_checks_catch_a_lost_write() {
     assert!(caught);
 }
 
-/// Found by the key-value simulation at seed 3285: a vnode that had handed its
-/// hinted data off later took in an older copy by a merge and continued
-/// that epoch's count, issuing a dot a second time; an acknowledged write
-/// was lost. With the floor raised at handoff it holds.
+/// Found by the key-value simulation (at seed 3285 then; the fallbacks'
+/// choice of distinct machines changed the runs, and seed 2498 is the
+/// first that meets it now): a vnode that had handed its hinted data off
+/// later took in an older copy by a merge and continued that epoch's
+/// count, issuing a dot a second time; an acknowledged write was lost.
+/// With the floor raised at handoff it holds.
 #[test]
 fn a_vnode_that_handed_off_does_not_continue_its_old_epochs() {
-    let mut cfg = KvConfig::new(3285);
+    let mut cfg = KvConfig::new(2498);
     cfg.keep_epochs_after_handoff = true;
     let failed = KvSim::new(cfg).run();
     assert!(
         matches!(&failed, Err(e) if e.to_string().contains("was lost")),
         "{failed:?}"
     );
-    KvSim::new(KvConfig::new(3285)).run().unwrap();
+    KvSim::new(KvConfig::new(2498)).run().unwrap();
 }
