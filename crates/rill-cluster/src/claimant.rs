@@ -4,16 +4,21 @@
 //! ready, changes ownership.
 //!
 //! One step, in order:
-//! 1. when the claimant is no longer valid or leaving, the first valid or
-//!    leaving member by name takes over (it alone writes, so no two
-//!    nodes race to do it);
+//! 1. when the claimant is no longer valid or leaving, or this node has
+//!    not reached it for longer than the claimant's grace, the first
+//!    valid or leaving member by name that this node reaches takes over
+//!    (it alone writes; should two nodes on two sides of a partition both
+//!    take over, the ring register resolves them the same way
+//!    everywhere);
 //! 2. transfers to or from a member that is gone (invalid) or down are
 //!    dropped: they cannot finish;
 //! 3. transfers done (the data is at the new owner) change the owner;
 //! 4. partitions still owned by a removed member go to the others at once
 //!    (force-remove: no one holds their data to hand off);
-//! 5. leaving members that own nothing and hand nothing off become
-//!    exiting, and exiting members are removed (invalid);
+//! 5. leaving members that own nothing, hand nothing off and hold no
+//!    data of partitions they do not own (a fallback's hinted data, an
+//!    old owner's writes) become exiting, and exiting members are removed
+//!    (invalid);
 //! 6. when nothing is moving, the ring is claimed for the members that
 //!    claim (valid ones, and down ones, which keep what they own until
 //!    removed); every partition whose owner changes becomes a transfer.
@@ -21,6 +26,7 @@
 use crate::member::Status;
 use crate::state::{ClusterState, Transfer};
 use rill_ring::claim;
+use std::collections::BTreeSet;
 
 /// What one step did, for logs and the operator.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
@@ -52,27 +58,41 @@ pub fn claiming_members(state: &ClusterState) -> Vec<String> {
     state.with_status(|s| matches!(s, Status::Valid | Status::Down))
 }
 
+/// What the step knows beyond the state, from this node's runtime.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Context {
+    /// Members this node has not reached for longer than the claimant's
+    /// grace.
+    pub unreachable: BTreeSet<String>,
+    /// Nodes that hold, or may hold, data of partitions they do not own
+    /// (a node that has not said otherwise may): a leaving one does not
+    /// exit while it does.
+    pub holding: BTreeSet<String>,
+}
+
 /// Runs the claimant's step as `me`.
-pub fn step(state: &mut ClusterState, me: &str, target_n_val: u32) -> Step {
+pub fn step(state: &mut ClusterState, me: &str, target_n_val: u32, cx: &Context) -> Step {
     let mut out = Step::default();
+    let claimant = state.claimant();
     let claimant_ok = state
-        .status(state.claimant())
-        .is_some_and(|s| matches!(s, Status::Valid | Status::Leaving));
+        .status(claimant)
+        .is_some_and(|s| matches!(s, Status::Valid | Status::Leaving))
+        && !cx.unreachable.contains(claimant);
     if !claimant_ok {
         let next = state
             .with_status(|s| matches!(s, Status::Valid | Status::Leaving))
             .into_iter()
-            .next();
+            .find(|n| !cx.unreachable.contains(n));
         if next.as_deref() != Some(me) {
             return out;
         }
         state.write_ring(me, |r| r.claimant = me.to_string());
         out.became_claimant = true;
     }
-    if state.claimant() != me || !state.ring_ready() {
+    if state.claimant() != me || !state.ring_ready_without(&cx.unreachable) {
         return out;
     }
-    advance(state, me, target_n_val, out)
+    advance(state, me, target_n_val, cx, out)
 }
 
 /// Steps 2-6, without the checks: a commit runs them at once.
@@ -80,6 +100,7 @@ pub(crate) fn advance(
     state: &mut ClusterState,
     me: &str,
     target_n_val: u32,
+    cx: &Context,
     mut out: Step,
 ) -> Step {
     let mut ring = state.ring().clone();
@@ -126,11 +147,12 @@ pub(crate) fn advance(
             }
         }
     }
-    // A leaving member goes once it owns nothing and nothing moves from
-    // or to it (a transfer to it would make it an owner again).
+    // A leaving member goes once it owns nothing, nothing moves from or
+    // to it (a transfer to it would make it an owner again), and it holds
+    // no data it would take with it.
     let pending = |n: &str, next: &[Transfer]| next.iter().any(|t| t.from == n || t.to == n);
     for n in state.with_status(|s| s == Status::Leaving) {
-        if !ring.owners.contains(&n) && !pending(&n, &ring.next) {
+        if !ring.owners.contains(&n) && !pending(&n, &ring.next) && !cx.holding.contains(&n) {
             out.exited.push(n);
         }
     }

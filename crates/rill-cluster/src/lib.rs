@@ -21,7 +21,7 @@ pub mod render;
 pub mod staged;
 pub mod state;
 
-pub use claimant::{claiming_members, step};
+pub use claimant::{claiming_members, step, Context};
 pub use member::{Member, Status};
 pub use staged::{Change, Plan, StageError, Staged, Transition};
 pub use state::{ClusterState, RingRegister, Seen, StateError, Transfer, TransferKey};

@@ -9,6 +9,7 @@
 //! node asked to join becomes `joining` in the state, and every joining
 //! member is part of the next plan.
 
+use crate::claimant::Context;
 use crate::claimant::{self, Step};
 use crate::digest::Digest;
 use crate::member::Status;
@@ -226,8 +227,9 @@ impl Staged {
         state: &ClusterState,
         me: &str,
         target_n_val: u32,
+        cx: &Context,
     ) -> Result<Plan, StageError> {
-        if !state.ring_ready() {
+        if !state.ring_ready_without(&cx.unreachable) {
             return Err(StageError::NotReadyToPlan);
         }
         let changes = self.effective(state);
@@ -235,7 +237,13 @@ impl Staged {
             return Err(StageError::NoChanges);
         }
         let mut s = state.clone();
-        let (step, reassigned) = apply(&mut s, me, &changes, target_n_val);
+        // The preview lets every transfer finish and every hinted
+        // partition go home.
+        let preview = Context {
+            holding: Default::default(),
+            ..cx.clone()
+        };
+        let (step, reassigned) = apply(&mut s, me, &changes, target_n_val, &preview);
         let mut transitions = vec![transition(state, &s, &step, reassigned)];
         // Let every transfer finish, and see whether the claimant moves
         // more (a leave is followed by a rebalance, say). Bounded: each
@@ -246,9 +254,9 @@ impl Staged {
             for t in &pending {
                 s.mark_done(t);
             }
-            let step = claimant::advance(&mut s, me, target_n_val, Step::default());
+            let step = claimant::advance(&mut s, me, target_n_val, &preview, Step::default());
             // A second pass applies the exits and removals the first made.
-            let step2 = claimant::advance(&mut s, me, target_n_val, Step::default());
+            let step2 = claimant::advance(&mut s, me, target_n_val, &preview, Step::default());
             if step.planned == 0 && step2.planned == 0 {
                 break;
             }
@@ -276,18 +284,19 @@ impl Staged {
         me: &str,
         planned: Option<&Plan>,
         target_n_val: u32,
+        cx: &Context,
     ) -> Result<Step, StageError> {
         let Some(planned) = planned else {
             return Err(StageError::NothingPlanned);
         };
-        if !state.ring_ready() {
+        if !state.ring_ready_without(&cx.unreachable) {
             return Err(StageError::NotReadyToCommit);
         }
         let changes = self.effective(state);
         if fingerprint(state, &changes) != planned.fingerprint {
             return Err(StageError::PlanChanged);
         }
-        let (step, _) = apply(state, me, &changes, target_n_val);
+        let (step, _) = apply(state, me, &changes, target_n_val, cx);
         self.changes.clear();
         Ok(step)
     }
@@ -313,6 +322,7 @@ fn apply(
     me: &str,
     changes: &[(String, Change)],
     target_n_val: u32,
+    cx: &Context,
 ) -> (Step, BTreeMap<(String, String), usize>) {
     let mut reassigned: BTreeMap<(String, String), usize> = BTreeMap::new();
     let mut owners = s.owners().to_vec();
@@ -367,7 +377,7 @@ fn apply(
             r.next = next;
         });
     }
-    let step = claimant::advance(s, me, target_n_val, Step::default());
+    let step = claimant::advance(s, me, target_n_val, cx, Step::default());
     for (p, o) in before_owners.iter().enumerate() {
         if s.status(o) == Some(Status::Invalid) {
             *reassigned

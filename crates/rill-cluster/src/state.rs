@@ -208,10 +208,17 @@ impl ClusterState {
     /// Every member that must see the ring (valid, leaving, exiting) has
     /// seen this version of it (riak_core's `ring_ready`).
     pub fn ring_ready(&self) -> bool {
+        self.ring_ready_without(&BTreeSet::new())
+    }
+
+    /// [`ClusterState::ring_ready`], not waiting for the members in
+    /// `unreachable` (not reached for longer than the claimant's grace:
+    /// they take the state when they return, and it merges).
+    pub fn ring_ready_without(&self, unreachable: &BTreeSet<String>) -> bool {
         let digest = self.digest();
         self.members
             .iter()
-            .filter(|(_, m)| m.status.must_see_the_ring())
+            .filter(|(n, m)| m.status.must_see_the_ring() && !unreachable.contains(*n))
             .all(|(n, _)| self.seen.get(n).is_some_and(|s| s.digest == digest))
     }
 

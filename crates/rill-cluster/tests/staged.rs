@@ -3,7 +3,7 @@
 //! gossiping their states and running the claimant's step, as a cluster
 //! of pure states (no network).
 
-use rill_cluster::{step, Change, ClusterState, StageError, Staged, Status};
+use rill_cluster::{step, Change, ClusterState, Context, StageError, Staged, Status};
 use std::collections::BTreeMap;
 
 const Q: u32 = 64;
@@ -66,12 +66,18 @@ impl Cluster {
     }
 
     fn plan(&self, staged: &Staged) -> Result<rill_cluster::Plan, StageError> {
-        staged.plan(self.state(), &self.claimant(), N)
+        staged.plan(self.state(), &self.claimant(), N, &Context::default())
     }
 
     fn commit(&mut self, staged: &mut Staged, plan: &rill_cluster::Plan) -> Result<(), StageError> {
         let c = self.claimant();
-        staged.commit(self.nodes.get_mut(&c).unwrap(), &c, Some(plan), N)?;
+        staged.commit(
+            self.nodes.get_mut(&c).unwrap(),
+            &c,
+            Some(plan),
+            N,
+            &Context::default(),
+        )?;
         self.gossip();
         Ok(())
     }
@@ -85,7 +91,7 @@ impl Cluster {
             let names: Vec<String> = self.nodes.keys().cloned().collect();
             for n in names {
                 let s = self.nodes.get_mut(&n).unwrap();
-                changed |= step(s, &n, N).changed();
+                changed |= step(s, &n, N, &Context::default()).changed();
             }
             if !changed {
                 self.gossip();
@@ -173,7 +179,13 @@ fn a_commit_is_refused_when_the_cluster_changed_since_the_plan() {
     assert_eq!(plan.changes.len(), 2);
     c.commit(&mut staged, &plan).unwrap();
     assert_eq!(
-        staged.commit(c.nodes.get_mut(&name(1)).unwrap(), &name(1), None, N),
+        staged.commit(
+            c.nodes.get_mut(&name(1)).unwrap(),
+            &name(1),
+            None,
+            N,
+            &Context::default()
+        ),
         Err(StageError::NothingPlanned)
     );
 }
@@ -270,7 +282,10 @@ fn staging_refuses_what_riak_refuses() {
         staged.stage(&s, &name(7), Change::Leave),
         Err(StageError::NotMember(name(7)))
     );
-    assert_eq!(staged.plan(&s, &name(1), N), Err(StageError::NoChanges));
+    assert_eq!(
+        staged.plan(&s, &name(1), N, &Context::default()),
+        Err(StageError::NoChanges)
+    );
     let (c3, _) = Cluster::new(3);
     let s3 = c3.state().clone();
     assert_eq!(
@@ -297,7 +312,10 @@ fn staging_refuses_what_riak_refuses() {
     staged.clear(c.nodes.get_mut(&me).unwrap(), &me);
     c.gossip();
     assert_eq!(c.state().status(&name(2)), Some(Status::Invalid));
-    assert_eq!(staged.plan(c.state(), &me, N), Err(StageError::NoChanges));
+    assert_eq!(
+        staged.plan(c.state(), &me, N, &Context::default()),
+        Err(StageError::NoChanges)
+    );
 }
 
 #[test]
@@ -309,7 +327,7 @@ fn a_plan_waits_for_the_ring_to_converge() {
     s.set_status(&name(1), &name(2), Status::Leaving).unwrap();
     s.see(&name(1));
     assert_eq!(
-        staged.plan(&s, &name(1), N),
+        staged.plan(&s, &name(1), N, &Context::default()),
         Err(StageError::NotReadyToPlan)
     );
     c.gossip();
@@ -385,7 +403,7 @@ fn a_leaving_node_with_a_transfer_to_it_does_not_exit() {
     s.see(&name(1));
     s.see(&name(2));
     s.see(&name(3));
-    let step = rill_cluster::step(&mut s, &name(1), N);
+    let step = rill_cluster::step(&mut s, &name(1), N, &Context::default());
     assert!(step.exited.is_empty(), "{step:?}");
     assert_eq!(s.status(&name(3)), Some(Status::Leaving));
 }
@@ -427,7 +445,9 @@ fn more_members_than_partitions_plan_without_panic() {
         s.set_status(&name(n), &name(n), Status::Joining).unwrap();
     }
     s.see(&name(1));
-    let plan = Staged::default().plan(&s, &name(1), N).unwrap();
+    let plan = Staged::default()
+        .plan(&s, &name(1), N, &Context::default())
+        .unwrap();
     let owners: std::collections::BTreeSet<&String> =
         plan.transitions[0].owners_after.iter().collect();
     assert_eq!(owners.len(), 4, "four partitions, four owners");
@@ -458,4 +478,74 @@ fn a_done_mark_counts_only_for_its_own_transfer() {
     let mut m2 = b.clone();
     m2.merge(&a).unwrap();
     assert_eq!(m, m2);
+}
+
+/// A claimant this node has not reached past the grace is replaced by
+/// the first valid member it reaches; the ring's readiness does not wait
+/// for the unreachable one, so a staged change commits without it.
+#[test]
+fn an_unreachable_claimant_is_replaced_and_changes_commit_without_it() {
+    let (mut c, mut staged) = Cluster::new(3);
+    assert_eq!(c.claimant(), name(1));
+    c.nodes.remove(&name(1));
+    let cx = Context {
+        unreachable: [name(1)].into(),
+        holding: Default::default(),
+    };
+    let mut s = c.nodes[&name(2)].clone();
+    // Without the context nothing changes: the claimant is a valid member.
+    assert!(!step(&mut s.clone(), &name(2), N, &Context::default()).became_claimant);
+    // Not the first reachable member: waits.
+    let mut s3 = c.nodes[&name(3)].clone();
+    assert!(!step(&mut s3, &name(3), N, &cx).became_claimant);
+    assert!(step(&mut s, &name(2), N, &cx).became_claimant);
+    assert_eq!(s.claimant(), name(2));
+    s.see(&name(2));
+    c.nodes.insert(name(2), s);
+    c.gossip();
+    staged.stage(c.state(), &name(1), Change::Remove).unwrap();
+    let plan = staged.plan(c.state(), &name(2), N, &cx).unwrap();
+    let me = name(2);
+    staged
+        .commit(c.nodes.get_mut(&me).unwrap(), &me, Some(&plan), N, &cx)
+        .unwrap();
+    assert_eq!(c.nodes[&me].status(&name(1)), Some(Status::Invalid));
+}
+
+/// A leaving member that owns nothing and hands nothing off still holds
+/// hinted data: it exits only once it says it holds none.
+#[test]
+fn a_leaving_member_that_holds_data_does_not_exit() {
+    let (mut c, mut staged) = Cluster::new(3);
+    staged.stage(c.state(), &name(3), Change::Leave).unwrap();
+    let plan = c.plan(&staged).unwrap();
+    c.commit(&mut staged, &plan).unwrap();
+    c.finish_transfers();
+    // finish_transfers ran the step with an empty context: name(3) is gone.
+    assert_eq!(c.state().status(&name(3)), Some(Status::Invalid));
+
+    let (mut c, mut staged) = Cluster::new(3);
+    staged.stage(c.state(), &name(3), Change::Leave).unwrap();
+    let plan = c.plan(&staged).unwrap();
+    c.commit(&mut staged, &plan).unwrap();
+    let holding = Context {
+        unreachable: Default::default(),
+        holding: [name(3)].into(),
+    };
+    for _ in 0..10 {
+        let pending = c.state().ring().next.clone();
+        for t in pending {
+            if let Some(s) = c.nodes.get_mut(&t.from) {
+                s.mark_done(&t);
+            }
+        }
+        c.gossip();
+        let names: Vec<String> = c.nodes.keys().cloned().collect();
+        for n in names {
+            step(c.nodes.get_mut(&n).unwrap(), &n, N, &holding);
+        }
+    }
+    c.gossip();
+    assert!(!c.state().owners().contains(&name(3)), "owns nothing");
+    assert_eq!(c.state().status(&name(3)), Some(Status::Leaving));
 }

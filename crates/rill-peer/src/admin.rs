@@ -227,7 +227,12 @@ impl Peer {
                 Change::ForceReplace(new.clone()),
                 format!("Success: staged forced replacement of '{node}' with '{new}'"),
             ),
-            "plan" => match inner.staged.plan(&inner.state, &self.me, target_n_val) {
+            "plan" => match inner.staged.plan(
+                &inner.state,
+                &self.me,
+                target_n_val,
+                &self.claimant_context(inner),
+            ) {
                 Ok(plan) => {
                     let text = render::plan(&plan, target_n_val);
                     inner.plan = Some(plan);
@@ -237,10 +242,14 @@ impl Peer {
             },
             "commit" => {
                 let plan = inner.plan.clone();
-                match inner
-                    .staged
-                    .commit(&mut inner.state, &self.me, plan.as_ref(), target_n_val)
-                {
+                let cx = self.claimant_context(inner);
+                match inner.staged.commit(
+                    &mut inner.state,
+                    &self.me,
+                    plan.as_ref(),
+                    target_n_val,
+                    &cx,
+                ) {
                     Ok(_) => {
                         inner.plan = None;
                         match self.changed(inner) {

@@ -55,8 +55,12 @@ impl Detector {
         }
     }
 
-    /// A message came from `node`. True when it was unreachable until now.
+    /// A message came from `node`. True when it was unreachable until now
+    /// (a node not tracked, not a member, stays as it is).
     pub fn heard(&mut self, node: &str, now_ms: u64) -> bool {
+        if !self.last_heard.contains_key(node) {
+            return false;
+        }
         let was = self.liveness(node, now_ms);
         if let Some(h) = self.last_heard.get_mut(node) {
             if now_ms >= h.at {
@@ -91,6 +95,14 @@ impl Detector {
         } else {
             Liveness::Alive
         }
+    }
+
+    /// How long `node` has been silent (since its last message, or since
+    /// it was first tracked); `None` when it is not tracked.
+    pub fn silent_ms(&self, node: &str, now_ms: u64) -> Option<u64> {
+        self.last_heard
+            .get(node)
+            .map(|h| now_ms.saturating_sub(h.at))
     }
 
     /// The tracked nodes not unreachable.

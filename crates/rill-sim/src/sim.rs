@@ -139,7 +139,12 @@ impl Sim {
         }
         let _ = n.state.merge(state);
         n.state.see(to);
-        step(&mut n.state, to, target_n_val);
+        step(
+            &mut n.state,
+            to,
+            target_n_val,
+            &rill_cluster::Context::default(),
+        );
         n.state.see(to);
         if n.state.status(to) == Some(Status::Invalid) {
             // Removed from the cluster: it stops, as a Riak node does.
@@ -255,7 +260,10 @@ impl Sim {
         if n.state.claimant() != a {
             return;
         }
-        let plan = match n.staged.plan(&n.state, a, target_n_val) {
+        let plan = match n
+            .staged
+            .plan(&n.state, a, target_n_val, &rill_cluster::Context::default())
+        {
             Ok(p) => p,
             Err(e) => {
                 let line = format!(
@@ -273,7 +281,13 @@ impl Sim {
             .filter(|(_, c)| *c == Change::Leave)
             .map(|(who, _)| who.clone())
             .collect();
-        match n.staged.commit(&mut n.state, a, Some(&plan), target_n_val) {
+        match n.staged.commit(
+            &mut n.state,
+            a,
+            Some(&plan),
+            target_n_val,
+            &rill_cluster::Context::default(),
+        ) {
             Ok(_) => {
                 n.state.see(a);
                 self.left.extend(leaving);

@@ -10,13 +10,23 @@ use rill_ring::Ring;
 use rill_transport::Lane;
 use std::collections::{BTreeMap, BTreeSet};
 
+/// Writes sent to a partition's old owner just before its owner changed
+/// have landed by this long after.
+const SETTLE_MS: u64 = 2_000;
+
 impl Peer {
     /// The state changed here: the claimant's step, record having seen
     /// it, keep it on disk, tell the node and one peer.
     pub(crate) fn changed(&self, inner: &mut Inner) -> Result<(), crate::StateError> {
         let before = inner.state.digest();
+        self.note_released(inner);
+        let cx = self.claimant_context(inner);
+        inner.last_cx = cx.clone();
         for _ in 0..4 {
-            let step = rill_cluster::step(&mut inner.state, &self.me, self.cfg.target_n_val);
+            let step = rill_cluster::step(&mut inner.state, &self.me, self.cfg.target_n_val, &cx);
+            if step.became_claimant {
+                tracing::warn!(node = %self.me, "this node is the claimant now (the last one was unreachable or gone)");
+            }
             let saw = inner.state.see(&self.me);
             if !step.changed() && !saw {
                 break;
@@ -64,6 +74,52 @@ impl Peer {
             self.send_gossip(inner, &p);
         }
         Ok(())
+    }
+
+    /// Notes which nodes stopped owning a partition since the last look.
+    fn note_released(&self, inner: &mut Inner) {
+        let owners = inner.state.owners().to_vec();
+        if owners.len() == inner.last_owners.len() {
+            let now = self.now();
+            for (old, new) in inner.last_owners.iter().zip(&owners) {
+                if old != new {
+                    inner.released_ms.insert(old.clone(), now);
+                }
+            }
+        }
+        inner.last_owners = owners;
+    }
+
+    /// What the claimant's step knows beyond the state: members silent
+    /// for longer than the claimant's grace (twice the silence that makes
+    /// a node unreachable), and nodes that hold, or may hold, data of
+    /// partitions they do not own: no report yet, a report that lists
+    /// some, or one looked at before writes in flight when the node last
+    /// stopped owning a partition could have landed (`SETTLE_MS` after).
+    pub(crate) fn claimant_context(&self, inner: &Inner) -> rill_cluster::Context {
+        let now = self.now();
+        let grace = 2 * self.cfg.down_after.as_millis() as u64;
+        let members = inner.state.with_status(Status::is_member);
+        rill_cluster::Context {
+            unreachable: members
+                .iter()
+                .filter(|m| **m != self.me)
+                // A member not tracked yet (this node just started) has its
+                // grace from when it is.
+                .filter(|m| inner.detector.silent_ms(m, now).is_some_and(|s| s >= grace))
+                .cloned()
+                .collect(),
+            holding: members
+                .into_iter()
+                .filter(|m| {
+                    let settled = inner.released_ms.get(m).map_or(0, |t| t + SETTLE_MS);
+                    inner
+                        .holdings
+                        .get(m)
+                        .is_none_or(|r| !r.partitions.is_empty() || r.looked_ms <= settled)
+                })
+                .collect(),
+        }
     }
 
     /// Tells the node the ring and which nodes are up.

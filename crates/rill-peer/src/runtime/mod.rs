@@ -85,6 +85,15 @@ pub(crate) struct Inner {
     /// What each node (this one too) last said it holds of partitions it
     /// does not own (`holdings`).
     pub holdings: std::collections::BTreeMap<String, rill_handoff::holdings::Report>,
+    /// The claimant's context at its last step: a change of it (the
+    /// claimant silent too long, a leaving node's holdings gone) runs the
+    /// step again.
+    pub last_cx: rill_cluster::Context,
+    /// The owners of the ring as this node last saw them, and when each
+    /// node last stopped owning a partition (this node's clock): writes
+    /// in flight then may still land on it.
+    pub last_owners: Vec<String>,
+    pub released_ms: std::collections::BTreeMap<String, u64>,
 }
 
 impl Inner {
@@ -185,6 +194,9 @@ impl Peer {
             rng: seed,
             addrs: HashMap::new(),
             holdings: Default::default(),
+            last_cx: Default::default(),
+            last_owners: Vec::new(),
+            released_ms: Default::default(),
         };
         let peer = Arc::new(Peer {
             node: node.clone(),

@@ -103,6 +103,13 @@ impl Peer {
                 peer.send_metadata(&inner, &new);
             }
             told = peers.iter().cloned().collect();
+            // The claimant silent too long, or a leaving node's holdings
+            // gone: the claimant's step runs again.
+            if peer.claimant_context(&inner) != inner.last_cx {
+                if let Err(e) = peer.changed(&mut inner) {
+                    tracing::error!(error = %e, "the cluster state was not kept");
+                }
+            }
             let now_reachable = inner.detector.reachable(now);
             if now_reachable != reachable {
                 for n in reachable.iter().filter(|n| !now_reachable.contains(n)) {
