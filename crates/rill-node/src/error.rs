@@ -92,9 +92,14 @@ pub enum KvError {
     /// Storage failed; nothing was acknowledged.
     #[error("backend error: {0}")]
     Storage(StorageFailure),
-    /// Something else failed inside the node or between nodes (a replica
-    /// unreachable, a stored object that does not decode); nothing was
-    /// acknowledged. The text names no file.
+    /// A replica's node could not be reached (not connected, or its
+    /// connection closed while the request waited): the coordinator may
+    /// ask another replica instead.
+    #[error("{node} cannot be reached{why}")]
+    Unreachable { node: String, why: String },
+    /// Something else failed inside the node or between nodes (a stored
+    /// object that does not decode); nothing was acknowledged. The text
+    /// names no file.
     #[error("backend error: {0}")]
     Backend(String),
     #[error("timeout")]

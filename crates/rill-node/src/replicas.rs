@@ -156,6 +156,22 @@ impl Replicas {
         view.ring.preflist(&h, n, |node| view.is_up(node), true)
     }
 
+    /// [`Replicas::preflist`] with the nodes of `avoid` taken for down
+    /// (they could not be reached by this request).
+    pub fn preflist_avoiding(
+        &self,
+        bucket_type: &[u8],
+        bucket: &[u8],
+        key: &[u8],
+        n: u32,
+        avoid: &[String],
+    ) -> Vec<PreflistEntry> {
+        let h = key_hash(bucket_type, bucket, key);
+        let view = self.view();
+        let up = |node: &str| view.is_up(node) && !avoid.iter().any(|a| a == node);
+        view.ring.preflist(&h, n, up, true)
+    }
+
     /// Asks replica `e` (tagged `tag`): a vnode of this node answers at
     /// once; another node's answers later on `tx`.
     pub fn ask(
@@ -173,10 +189,10 @@ impl Replicas {
                 r.call(&e.node, e.partition.0, request, tag, tx.clone());
                 None
             }
-            None => Some(VnodeReply::Failed(crate::KvError::Backend(format!(
-                "{} is not reachable from this node",
-                e.node
-            )))),
+            None => Some(VnodeReply::Failed(crate::KvError::Unreachable {
+                node: e.node.clone(),
+                why: ": this node has no cluster runtime".into(),
+            })),
         }
     }
 

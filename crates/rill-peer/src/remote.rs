@@ -60,7 +60,10 @@ fn send_failed(peer: &Peer, node: &str, id: u64, e: SendError) {
         .unwrap_or_else(|e| e.into_inner())
         .remove(&id);
     if let Some(p) = p {
-        let reply = VnodeReply::Failed(KvError::Backend(format!("{node} cannot be reached: {e}")));
+        let reply = VnodeReply::Failed(KvError::Unreachable {
+            node: node.to_string(),
+            why: format!(": {e}"),
+        });
         let _ = p.tx.send((p.tag, reply));
     }
 }
@@ -76,7 +79,10 @@ fn decode_request(from: &str, b: &bytes::Bytes) -> Option<(Route, VnodeRequest)>
 }
 
 fn unreachable(node: &str) -> VnodeReply {
-    VnodeReply::Failed(KvError::Backend(format!("{node} cannot be reached")))
+    VnodeReply::Failed(KvError::Unreachable {
+        node: node.to_string(),
+        why: String::new(),
+    })
 }
 
 impl Remote for Link {

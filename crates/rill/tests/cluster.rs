@@ -145,8 +145,11 @@ fn a_leave_hands_everything_off_and_loses_nothing() {
         ok && out.contains("Success: staged leave request for 'dev3@127.0.0.1'"),
         "{out}"
     );
-    let (ok, plan) = a.admin(&["cluster", "plan"]);
-    assert!(ok && plan.contains("leave"), "{plan}");
+    // A plan waits for the cluster to converge on the staged change.
+    until("the leave is planned", Duration::from_secs(30), || {
+        let (ok, plan) = a.admin(&["cluster", "plan"]);
+        ok && plan.contains("leave")
+    });
     let (ok, out) = b.admin(&["cluster", "commit"]);
     assert!(ok, "{out}");
     until("c has left", Duration::from_secs(120), || {

@@ -3,7 +3,8 @@
 //! machines and primaries are refused, not ignored, when the machines
 //! are gone; a delete whose read finds nothing says so instead of
 //! answering success and writing nothing; a tombstone is not reaped
-//! while a fallback that is away holds the value.
+//! while a fallback that is away holds the value; a node killed under
+//! load fails only the requests in flight at the kill.
 
 mod common;
 
@@ -288,4 +289,118 @@ fn a_tombstone_waits_for_a_fallback_that_holds_the_value() {
     until("the tombstones are reaped", Duration::from_secs(90), || {
         reaped() >= reaped_before + keys.len() as u64
     });
+}
+
+/// One request of the load: when it began, and whether it was answered
+/// as it should be.
+struct Done {
+    began: std::time::Instant,
+    ok: bool,
+    what: String,
+}
+
+/// Puts of new keys (W = 2) and gets of acknowledged ones (R = 2)
+/// through `addr` until `stop`.
+fn load(
+    addr: std::net::SocketAddr,
+    tag: usize,
+    stop: std::sync::Arc<std::sync::atomic::AtomicBool>,
+) -> std::thread::JoinHandle<Vec<Done>> {
+    std::thread::spawn(move || {
+        let mut done = Vec::new();
+        let mut acked: Vec<String> = Vec::new();
+        let mut i = 0usize;
+        while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+            let began = std::time::Instant::now();
+            if i.is_multiple_of(2) || acked.is_empty() {
+                let key = format!("l{tag}-{i}");
+                let r = common::http(
+                    addr,
+                    "PUT",
+                    &format!("/buckets/b/keys/{key}?w=2"),
+                    &[("Content-Type", "text/plain")],
+                    key.as_bytes(),
+                );
+                let ok = r.as_ref().is_some_and(|r| r.status == 204);
+                if ok {
+                    acked.push(key.clone());
+                }
+                let got = r.map_or("no answer".into(), |r| {
+                    format!("{} {}", r.status, String::from_utf8_lossy(&r.body))
+                });
+                done.push(Done {
+                    began,
+                    ok,
+                    what: format!("PUT {key}: {got}"),
+                });
+            } else {
+                let key = acked[(i * 7919) % acked.len()].clone();
+                let r = common::http(addr, "GET", &format!("/buckets/b/keys/{key}?r=2"), &[], b"");
+                let ok = r
+                    .as_ref()
+                    .is_some_and(|r| r.status == 200 && r.body == key.as_bytes());
+                let got = r.map_or("no answer".into(), |r| {
+                    format!("{} {}", r.status, String::from_utf8_lossy(&r.body))
+                });
+                done.push(Done {
+                    began,
+                    ok,
+                    what: format!("GET {key}: {got}"),
+                });
+            }
+            i += 1;
+        }
+        done
+    })
+}
+
+/// `kill -9` of one of three nodes under puts (W = 2) and gets (R = 2)
+/// through the other two: the node's connections close, the others take
+/// it for down at once, a put whose coordinating replica was on it is
+/// coordinated by the next replica, and every request that began after
+/// the kill is answered as it should be (only those in flight may fail).
+#[test]
+fn a_node_killed_under_load_fails_only_the_requests_in_flight() {
+    let a = Member::start(1, "");
+    let b = Member::start(2, "");
+    let mut c = Member::start(3, "");
+    form(&a, &[&b, &c]);
+    let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let loads: Vec<_> = [a.node().http, a.node().http, b.node().http, b.node().http]
+        .into_iter()
+        .enumerate()
+        .map(|(t, addr)| load(addr, t, stop.clone()))
+        .collect();
+    until("the load runs", Duration::from_secs(30), || {
+        a.stat("node_puts_total") + b.stat("node_puts_total") >= 400
+    });
+    let killed = std::time::Instant::now();
+    c.node.take().unwrap().kill();
+    until(
+        "the load goes on for three seconds",
+        Duration::from_secs(30),
+        || killed.elapsed() >= Duration::from_secs(3),
+    );
+    stop.store(true, std::sync::atomic::Ordering::Relaxed);
+    let done: Vec<Done> = loads.into_iter().flat_map(|l| l.join().unwrap()).collect();
+    let after: Vec<&Done> = done.iter().filter(|d| d.began > killed).collect();
+    let failed_after: Vec<&str> = after
+        .iter()
+        .filter(|d| !d.ok)
+        .map(|d| d.what.as_str())
+        .collect();
+    let in_flight_failed = done.iter().filter(|d| d.began <= killed && !d.ok).count();
+    eprintln!(
+        "{} requests, {} after the kill; {in_flight_failed} failed in flight",
+        done.len(),
+        after.len()
+    );
+    assert!(after.len() > 100, "too little load after the kill");
+    assert!(
+        failed_after.is_empty(),
+        "{} of {} requests begun after the kill failed: {:?}",
+        failed_after.len(),
+        after.len(),
+        &failed_after[..failed_after.len().min(5)]
+    );
 }

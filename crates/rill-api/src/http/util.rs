@@ -200,6 +200,7 @@ pub fn kv_error(e: KvError) -> Response {
         }
         KvError::TooLarge { .. } => StatusCode::PAYLOAD_TOO_LARGE,
         KvError::Quorum(_)
+        | KvError::Unreachable { .. }
         | KvError::InsufficientVnodes { .. }
         | KvError::NoCoverage
         | KvError::Timeout

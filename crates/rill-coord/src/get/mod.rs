@@ -94,6 +94,9 @@ pub struct GetCore {
     num_ok: u32,
     num_pok: u32,
     num_notfound: u32,
+    /// Not-founds of fallbacks (with notfound_ok) not counted yet: they
+    /// count once every primary has answered.
+    fallback_notfounds: u32,
     num_deleted: u32,
     num_fail: u32,
     merged: std::cell::OnceCell<Option<Object>>,
@@ -111,6 +114,7 @@ impl GetCore {
             num_ok: 0,
             num_pok: 0,
             num_notfound: 0,
+            fallback_notfounds: 0,
             num_deleted: 0,
             num_fail: 0,
             merged: std::cell::OnceCell::new(),
@@ -131,14 +135,25 @@ impl GetCore {
                 self.num_pok += u32::from(primary);
                 self.num_deleted += u32::from(o.is_tombstone());
             }
+            // A fallback stands in for a replica that is down and knows
+            // only what was written since: its not-found counts toward R
+            // once every primary has answered, so two fallbacks'
+            // not-founds never answer for a key a primary holds.
+            GetReply::NotFound if self.params.notfound_ok && !primary => {
+                self.fallback_notfounds += 1;
+            }
             GetReply::NotFound if self.params.notfound_ok => {
                 self.num_ok += 1;
-                self.num_pok += u32::from(primary);
+                self.num_pok += 1;
             }
             GetReply::NotFound => self.num_notfound += 1,
             GetReply::Failed { .. } => self.num_fail += 1,
         }
         self.results[idx] = Some(reply);
+        if self.fallback_notfounds > 0 && self.primaries_pending() == 0 {
+            self.num_ok += self.fallback_notfounds;
+            self.fallback_notfounds = 0;
+        }
         self.merged = std::cell::OnceCell::new();
         true
     }
@@ -149,30 +164,35 @@ impl GetCore {
             && self.confirmed_nodes() >= self.params.node_confirms
     }
 
-    /// A reply that counts toward R (an object, or a not found with
-    /// notfound_ok).
-    fn counts(&self, r: &Option<GetReply>) -> bool {
-        match r {
+    /// Whether replica `i`'s reply counts toward R (an object, or a not
+    /// found with notfound_ok: a fallback's once every primary answered).
+    fn counts(&self, i: usize) -> bool {
+        match &self.results[i] {
             Some(GetReply::Found(_)) => true,
-            Some(GetReply::NotFound) => self.params.notfound_ok,
+            Some(GetReply::NotFound) => {
+                self.params.notfound_ok
+                    && (self.replicas[i].primary || self.primaries_pending() == 0)
+            }
             _ => false,
         }
     }
 
     /// Distinct nodes whose replies count toward R.
     fn confirmed_nodes(&self) -> u32 {
-        distinct_nodes(&self.replicas, |i| self.counts(&self.results[i]))
+        distinct_nodes(&self.replicas, |i| self.counts(i))
     }
 
     /// Distinct nodes that counted or may still.
     fn nodes_possible(&self) -> u32 {
         distinct_nodes(&self.replicas, |i| {
-            self.results[i].is_none() || self.counts(&self.results[i])
+            self.results[i].is_none()
+                || self.counts(i)
+                || matches!(self.results[i], Some(GetReply::NotFound))
         })
     }
 
     fn heard(&self) -> u32 {
-        self.num_ok + self.num_notfound + self.num_fail
+        self.num_ok + self.num_notfound + self.num_fail + self.fallback_notfounds
     }
 
     /// Primaries not heard yet.

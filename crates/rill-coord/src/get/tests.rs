@@ -93,6 +93,14 @@ fn answers_from_a_table() {
         // (Riak waits for every reply to say so).
         (1, 3, true, false, "ok ok* ok", 1, "pr_val_unsatisfied 3 1"),
         (2, 2, true, false, "ok* ok* x", 1, "pr_val_unsatisfied 2 0"),
+        // A fallback's not-found counts toward R once every primary has
+        // answered: two fallbacks standing in for a dead node do not
+        // answer for a key the one primary holds ...
+        (2, 0, true, false, "nf* nf* ok", 3, "v1"),
+        (2, 0, true, false, "nf* nf* nf", 3, "notfound"),
+        // ... and count when the primary cannot answer.
+        (2, 0, true, false, "nf* nf* x", 3, "notfound"),
+        (2, 0, true, false, "nf* ok nf*", 2, "v1"),
         // Tombstones read as not found.
         (2, 0, true, false, "tomb tomb tomb", 2, "notfound"),
         (2, 0, true, false, "new tomb ok", 2, "notfound"),

@@ -61,6 +61,8 @@ pub(super) struct GetRun {
     /// The last typed error of a replica (a full disk, a busy node), for
     /// an answer where every replica failed.
     last_error: Option<KvError>,
+    /// Nodes whose replicas could not be reached by this get.
+    unreachable: Vec<String>,
     /// Requests to this node's vnodes that would wait (task driver):
     /// partition, request, tag.
     waiting: Vec<(u32, VnodeRequest, usize)>,
@@ -94,7 +96,7 @@ impl GetRun {
     }
 }
 
-fn get_reply(reply: VnodeReply, last_error: &mut Option<KvError>) -> GetReply {
+fn get_reply(reply: VnodeReply, run: &mut GetRun) -> GetReply {
     match reply {
         VnodeReply::Found(Some(o)) => GetReply::Found(o),
         VnodeReply::Found(None) => GetReply::NotFound,
@@ -103,7 +105,12 @@ fn get_reply(reply: VnodeReply, last_error: &mut Option<KvError>) -> GetReply {
                 reason: e.to_string(),
                 overload: overloaded(&e),
             };
-            *last_error = Some(e);
+            if let KvError::Unreachable { node, .. } = &e {
+                if !run.unreachable.contains(node) {
+                    run.unreachable.push(node.clone());
+                }
+            }
+            run.last_error = Some(e);
             r
         }
         other => GetReply::Failed {
@@ -118,6 +125,12 @@ impl super::Coordinator {
     /// machine, on a thread that may block: answers by Riak's quorum
     /// rules, repairs replicas behind the merge, reaps a tombstone every
     /// replica holds.
+    ///
+    /// A get that fails because replicas could not be reached (their
+    /// node died as it was asked, before the cluster took it for down) is
+    /// asked again of the preference list without those nodes, at most
+    /// once per replica: a read is safe to repeat, and the client gets
+    /// the answer of the replicas that can answer.
     pub(crate) fn coordinate_get(
         &self,
         k: &BKey,
@@ -125,14 +138,44 @@ impl super::Coordinator {
         q: ReadQuorum,
         mode: ReadMode,
     ) -> Result<Read, KvError> {
-        let (mut run, mut rx) = self.get_begin(k, preflist, q, mode, Driver::Blocking);
-        while !self.get_pump(&mut run) {
-            match self.replicas.wait(&mut rx, run.deadline) {
-                Some(got) => self.take_get_reply(&mut run, got),
-                None => run.time_out(),
+        let mut avoid: Vec<String> = Vec::new();
+        let mut preflist = preflist.to_vec();
+        loop {
+            let (mut run, mut rx) = self.get_begin(k, &preflist, q, mode, Driver::Blocking);
+            while !self.get_pump(&mut run) {
+                match self.replicas.wait(&mut rx, run.deadline) {
+                    Some(got) => self.take_get_reply(&mut run, got),
+                    None => run.time_out(),
+                }
+            }
+            let unreachable = run.unreachable.clone();
+            let r = self.get_end(run, rx);
+            match self.retry_without(k, &preflist, &r, unreachable, &mut avoid) {
+                Some(p) => preflist = p,
+                None => return r,
             }
         }
-        self.get_end(run, rx)
+    }
+
+    /// The preference list to ask again when a get failed because the
+    /// nodes of `unreachable` could not be reached; `None` when it stands.
+    fn retry_without(
+        &self,
+        k: &BKey,
+        preflist: &[PreflistEntry],
+        result: &Result<Read, KvError>,
+        unreachable: Vec<String>,
+        avoid: &mut Vec<String>,
+    ) -> Option<Vec<PreflistEntry>> {
+        if result.is_ok() || unreachable.is_empty() || avoid.len() >= preflist.len() {
+            return None;
+        }
+        avoid.extend(unreachable);
+        let n = preflist.len() as u32;
+        let next = self
+            .replicas
+            .preflist_avoiding(&k.bucket_type, &k.bucket, &k.key, n, avoid);
+        (!next.is_empty()).then_some(next)
     }
 
     /// [`Coordinator::coordinate_get`](super::Coordinator::coordinate_get) as a task of the runtime: never waits
@@ -144,24 +187,33 @@ impl super::Coordinator {
         q: ReadQuorum,
         mode: ReadMode,
     ) -> Result<Read, KvError> {
-        let (run, rx) = self.get_begin(k, preflist, q, mode, Driver::Task);
-        let deadline = tokio::time::Instant::from_std(run.deadline);
-        let mut guard = Unfinished {
-            node: self,
-            parts: Some((run, rx)),
-        };
+        let mut avoid: Vec<String> = Vec::new();
+        let mut preflist = preflist.to_vec();
         loop {
-            let (run, rx) = guard.parts.as_mut().expect("held until the answer");
-            if self.get_pump(run) {
-                break;
+            let (run, rx) = self.get_begin(k, &preflist, q, mode, Driver::Task);
+            let deadline = tokio::time::Instant::from_std(run.deadline);
+            let mut guard = Unfinished {
+                node: self,
+                parts: Some((run, rx)),
+            };
+            loop {
+                let (run, rx) = guard.parts.as_mut().expect("held until the answer");
+                if self.get_pump(run) {
+                    break;
+                }
+                match tokio::time::timeout_at(deadline, rx.recv()).await {
+                    Ok(Some(got)) => self.take_get_reply(run, got),
+                    _ => run.time_out(),
+                }
             }
-            match tokio::time::timeout_at(deadline, rx.recv()).await {
-                Ok(Some(got)) => self.take_get_reply(run, got),
-                _ => run.time_out(),
+            let (run, rx) = guard.parts.take().expect("held until the answer");
+            let unreachable = run.unreachable.clone();
+            let r = self.get_end(run, rx);
+            match self.retry_without(k, &preflist, &r, unreachable, &mut avoid) {
+                Some(p) => preflist = p,
+                None => return r,
             }
         }
-        let (run, rx) = guard.parts.take().expect("held until the answer");
-        self.get_end(run, rx)
     }
 
     fn get_begin(
@@ -201,6 +253,7 @@ impl super::Coordinator {
             effects: first.into(),
             answer: None,
             last_error: None,
+            unreachable: Vec::new(),
             waiting: Vec::new(),
             work: Vec::new(),
             deadline: Instant::now() + self.request_timeout,
@@ -311,7 +364,7 @@ impl super::Coordinator {
                         if let Some(fed) = run.fed.get_mut(i) {
                             *fed = true;
                         }
-                        let r = get_reply(r, &mut run.last_error);
+                        let r = get_reply(r, run);
                         run.effects.extend(run.fsm.reply(i, r));
                     }
                     HeadStep::Fetch(i) => {

@@ -55,6 +55,13 @@ impl super::Coordinator {
     /// `return_body`, merged from what the replicas hold once stored;
     /// else the coordinator's) and whether every replica, all primaries,
     /// stored it before the answer.
+    ///
+    /// A coordinating replica whose node cannot be reached (not
+    /// connected, or its connection closed while it was asked) is passed
+    /// over: the next replica coordinates, as if that node were down, at
+    /// most once per replica. Had the node stored the version before it
+    /// went, that version returns with it as a sibling of this one (or is
+    /// replaced by it, last write wins), as after a client's retry.
     pub(crate) fn write_replicas(
         &self,
         k: &BKey,
@@ -64,8 +71,71 @@ impl super::Coordinator {
         how: WriteKind,
         step: CoordinateStep,
     ) -> Result<(Object, bool), KvError> {
+        let mut avoid: Vec<String> = Vec::new();
+        let mut step = step;
+        loop {
+            let attempt = self.write_once(k, n, q, props, how, step.clone(), &avoid);
+            match attempt.result {
+                Err(KvError::Unreachable { node, .. }) if avoid.len() < n as usize => {
+                    tracing::debug!(node = %node, "the coordinating replica cannot be reached; the next one coordinates");
+                    avoid.push(node);
+                }
+                // Replicas that could not be reached left the quorum
+                // short: again on the preference list without them. The
+                // version made here is taken into the new one's context
+                // (one write, not two siblings); a data-type operation is
+                // not made twice (it would count twice).
+                Err(_) if !attempt.unreachable.is_empty() && avoid.len() < n as usize => {
+                    match (&mut step, attempt.coordinated) {
+                        (CoordinateStep::Put { context, .. }, Some(made)) => {
+                            *context = context.merge(&made)
+                        }
+                        (CoordinateStep::Dt { .. }, Some(_)) => return attempt.result,
+                        _ => {}
+                    }
+                    avoid.extend(attempt.unreachable);
+                }
+                r => return r,
+            }
+        }
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    fn write_once(
+        &self,
+        k: &BKey,
+        n: u32,
+        q: WriteQuorum,
+        props: &Props,
+        how: WriteKind,
+        step: CoordinateStep,
+        avoid: &[String],
+    ) -> Attempt {
+        let mut failures = Failures::default();
+        let result = self.write_with(k, n, q, props, how, step, avoid, &mut failures);
+        Attempt {
+            result,
+            coordinated: failures.coordinated,
+            unreachable: failures.unreachable,
+        }
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    fn write_with(
+        &self,
+        k: &BKey,
+        n: u32,
+        q: WriteQuorum,
+        props: &Props,
+        how: WriteKind,
+        step: CoordinateStep,
+        avoid: &[String],
+        failures: &mut Failures,
+    ) -> Result<(Object, bool), KvError> {
         let view = self.replicas.view();
-        let mut preflist = self.replicas.preflist(&k.bucket_type, &k.bucket, &k.key, n);
+        let mut preflist =
+            self.replicas
+                .preflist_avoiding(&k.bucket_type, &k.bucket, &k.key, n, avoid);
         check_write_quorum(&preflist, q)?;
         // Coordinate on this node when it holds a replica (no extra hop).
         if let Some(i) = preflist.iter().position(|e| self.replicas.is_local(e)) {
@@ -93,7 +163,6 @@ impl super::Coordinator {
         let mut step = Some(step);
         let (mut answer, mut everywhere) = (None, false);
         let (mut coordinated, mut coordinator_error) = (None, None);
-        let mut out_of_space = false;
         loop {
             while let Some(effect) = effects.pop_front() {
                 match effect {
@@ -129,13 +198,7 @@ impl super::Coordinator {
                             return_object: how.return_body,
                         };
                         if let Some(reply) = self.replicas.ask(&preflist[idx], request, idx, &tx) {
-                            effects.extend(on_stored(
-                                &mut fsm,
-                                &preflist,
-                                idx,
-                                reply,
-                                &mut out_of_space,
-                            ));
+                            effects.extend(on_stored(&mut fsm, &preflist, idx, reply, failures));
                         }
                     }
                     PutEffect::Answer(a) => answer = Some(a),
@@ -152,20 +215,17 @@ impl super::Coordinator {
                     &mut coordinated,
                     &mut coordinator_error,
                 )),
-                Some((idx, reply)) => effects.extend(on_stored(
-                    &mut fsm,
-                    &preflist,
-                    idx,
-                    reply,
-                    &mut out_of_space,
-                )),
+                Some((idx, reply)) => {
+                    effects.extend(on_stored(&mut fsm, &preflist, idx, reply, failures))
+                }
                 None => effects.extend(fsm.timeout()),
             }
         }
         if let (1, Some(o)) = (preflist.len(), &coordinated) {
             self.to_next_owner(&view, &preflist[0], k, o, allow_mult);
         }
-        if out_of_space {
+        failures.coordinated = coordinated.as_ref().map(|o: &Object| o.clock.clone());
+        if failures.out_of_space {
             self.vnodes.disk_full();
         }
         if let Some(e) = coordinator_error {
@@ -176,7 +236,7 @@ impl super::Coordinator {
                 let object = body.or(coordinated).expect("a stored put has an object");
                 Ok((object, everywhere))
             }
-            Err(_) if out_of_space => Err(KvError::OutOfSpace {
+            Err(_) if failures.out_of_space => Err(KvError::OutOfSpace {
                 retry_after_secs: OUT_OF_SPACE_RETRY_SECS,
             }),
             Err(e) => Err(quorum_error(e)),
@@ -243,13 +303,30 @@ impl super::Coordinator {
     }
 }
 
+/// One attempt of a put: its result, the clock of the version its
+/// coordinator made (if it made one), and the nodes whose replicas could
+/// not be reached.
+struct Attempt {
+    result: Result<(Object, bool), KvError>,
+    coordinated: Option<rill_object::VClock>,
+    unreachable: Vec<String>,
+}
+
+/// What went wrong at the replicas of an attempt.
+#[derive(Default)]
+struct Failures {
+    out_of_space: bool,
+    unreachable: Vec<String>,
+    coordinated: Option<rill_object::VClock>,
+}
+
 /// A replica's answer to a put's merge.
 fn on_stored(
     fsm: &mut PutFsm,
     preflist: &[PreflistEntry],
     idx: usize,
     reply: VnodeReply,
-    out_of_space: &mut bool,
+    failures: &mut Failures,
 ) -> Vec<PutEffect> {
     let reply = match reply {
         VnodeReply::Stored(stored) => {
@@ -264,7 +341,12 @@ fn on_stored(
         }
         VnodeReply::Failed(err) => {
             tracing::warn!(partition = preflist[idx].partition.0, node = %preflist[idx].node, error = %err, "replica write failed");
-            *out_of_space |= matches!(err, KvError::OutOfSpace { .. });
+            failures.out_of_space |= matches!(err, KvError::OutOfSpace { .. });
+            if let KvError::Unreachable { node, .. } = &err {
+                if !failures.unreachable.contains(node) {
+                    failures.unreachable.push(node.clone());
+                }
+            }
             PutReply::Failed {
                 reason: err.to_string(),
                 overload: overloaded(&err),

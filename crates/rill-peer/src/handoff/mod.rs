@@ -11,7 +11,10 @@
 //! - **Hinted**: a partition this node does not own holds data (it stood
 //!   in for a down owner, or kept writes after an ownership switch):
 //!   once the owner is reachable, the data goes to it and what was sent
-//!   unchanged is removed.
+//!   unchanged is removed. A hinted transfer's id is 0, so it is named by
+//!   its partition and sender alone and resumes after the receiver's
+//!   cursor when either side restarted (keys before the cursor that this
+//!   run did not send stay here, and go in the next pass).
 //!
 //! Before anything is removed the vnode retires its epochs (durably), so
 //! it never continues an old count. At most `transfer_limit` transfers
@@ -21,7 +24,8 @@
 //! a switch made safe to remove), `send` (a sender: reading batches,
 //! top-up passes, completion), `receive` (messages from peers, and a
 //! receiver storing batches), `cursor` (where a receiver keeps its
-//! place) and `admin` (what an operator reads and sets).
+//! place, and the removal of cursors no transfer will use) and `admin`
+//! (what an operator reads and sets).
 
 mod admin;
 mod cursor;
@@ -39,7 +43,7 @@ use rill_transport::Lane;
 use std::collections::{BTreeMap, HashMap};
 use std::sync::atomic::AtomicU64;
 use std::sync::Arc;
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use std::time::Duration;
 
 type Key = rill_node::BKey;
 
@@ -95,22 +99,17 @@ pub(crate) struct Handoffs {
     incoming: HashMap<TransferId, In>,
     /// Ownership transfers done: what to remove once the owner changed.
     retained: BTreeMap<u32, Vec<(Key, VClock)>>,
-    next_hinted: u64,
     last_hinted_scan: u64,
     next_gen: u64,
 }
 
 impl Handoffs {
     pub fn new(limit: usize) -> Handoffs {
-        let base = SystemTime::now()
-            .duration_since(UNIX_EPOCH)
-            .map_or(1, |d| d.as_millis() as u64);
         Handoffs {
             slots: Slots::new(limit),
             out: HashMap::new(),
             incoming: HashMap::new(),
             retained: BTreeMap::new(),
-            next_hinted: base << 8,
             last_hinted_scan: 0,
             next_gen: 1,
         }

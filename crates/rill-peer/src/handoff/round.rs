@@ -91,6 +91,7 @@ impl Peer {
             self.handoff_stats
                 .hinted_partitions
                 .store(held, Ordering::Relaxed);
+            self.clean_cursors();
         }
         for (p, kind, to) in want {
             self.start_out(p, kind, to, now);

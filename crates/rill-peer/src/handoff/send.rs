@@ -31,17 +31,14 @@ impl Peer {
         topups: u32,
     ) {
         let id = {
-            let mut h = self.handoffs();
+            let h = self.handoffs();
             let running = h.out.iter().any(|(t, _)| t.partition == partition);
             if running {
                 return;
             }
             match &kind {
                 Kind::Ownership(t) => t.id,
-                Kind::Hinted => {
-                    h.next_hinted += 1;
-                    h.next_hinted
-                }
+                Kind::Hinted => 0,
             }
         };
         let tid = TransferId {

@@ -92,10 +92,11 @@ impl Peer {
 
     /// What the claimant's step knows beyond the state: members silent
     /// for longer than the claimant's grace (twice the silence that makes
-    /// a node unreachable), and nodes that hold, or may hold, data of
-    /// partitions they do not own: no report yet, a report that lists
-    /// some, or one looked at before writes in flight when the node last
-    /// stopped owning a partition could have landed (`SETTLE_MS` after).
+    /// a node unreachable), and leaving members that hold, or may hold,
+    /// data of partitions they do not own: no report yet, a report that
+    /// lists some, or one looked at before writes in flight when the node
+    /// last stopped owning a partition could have landed (`SETTLE_MS`
+    /// after).
     pub(crate) fn claimant_context(&self, inner: &Inner) -> rill_cluster::Context {
         let now = self.now();
         let grace = 2 * self.cfg.down_after.as_millis() as u64;
@@ -109,7 +110,11 @@ impl Peer {
                 .filter(|m| inner.detector.silent_ms(m, now).is_some_and(|s| s >= grace))
                 .cloned()
                 .collect(),
-            holding: members
+            // Only a leaving member's holdings matter to the step (and a
+            // change of them runs it again).
+            holding: inner
+                .state
+                .with_status(|s| s == Status::Leaving)
                 .into_iter()
                 .filter(|m| {
                     let settled = inner.released_ms.get(m).map_or(0, |t| t + SETTLE_MS);
