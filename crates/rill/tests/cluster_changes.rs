@@ -2,7 +2,8 @@
 //! binary (docs/cluster.md, "What the cluster promises"): a claimant that
 //! dies is replaced without an operator, and a staged change then
 //! commits; a node that leaves while writes go on, after another node was
-//! down, goes only once everything it held is where it belongs.
+//! down, goes only once everything it held is where it belongs; a join
+//! under steady inserts finishes its transfers.
 
 mod common;
 
@@ -202,4 +203,71 @@ fn a_leave_under_writes_after_a_node_was_down_loses_nothing() {
         .map(|(_, k)| k.clone())
         .collect();
     on_all_primaries(&a, &checked);
+}
+
+/// A node joins while inserts go on at full speed: every transfer ends
+/// (writes during a move reach the next owner, so the top-up passes find
+/// little), and every acknowledged key is on all its primaries.
+#[test]
+fn a_join_under_steady_inserts_finishes_its_transfers() {
+    let a = Member::start(1, "");
+    let b = Member::start(2, "");
+    let c = Member::start(3, "");
+    form(&a, &[&b, &c]);
+    let d = Member::start(4, "");
+    let stop = Arc::new(AtomicBool::new(false));
+    let acked = Arc::new(Mutex::new(Vec::new()));
+    let count = || acked.lock().unwrap().len();
+    let writers = vec![
+        writer(&a, "a", stop.clone(), acked.clone()),
+        writer(&b, "b", stop.clone(), acked.clone()),
+        writer(&c, "c", stop.clone(), acked.clone()),
+    ];
+    until("writes flow", Duration::from_secs(30), || count() >= 300);
+    let (ok, out) = d.admin(&["cluster", "join", &a.cluster_addr()]);
+    assert!(ok && out.contains("Success: staged join request"), "{out}");
+    until("the join is seen", Duration::from_secs(30), || {
+        a.stat("cluster_members") == 4
+    });
+    let mut committed = false;
+    until("plan and commit the join", Duration::from_secs(60), || {
+        let (ok, _) = a.admin(&["cluster", "plan"]);
+        if ok {
+            let (ok, out) = a.admin(&["cluster", "commit"]);
+            committed = ok && out.contains("Cluster changes committed");
+        }
+        committed
+    });
+    until(
+        "the join's transfers finish under inserts",
+        Duration::from_secs(180),
+        || {
+            [&a, &b, &c, &d]
+                .iter()
+                .all(|m| m.stat("cluster_members") == 4 && m.stat("ring_pending_transfers") == 0)
+        },
+    );
+    assert!(d.stat("handoff_items_received_total") > 0);
+    let during = count();
+    until(
+        "inserts go on after the join",
+        Duration::from_secs(30),
+        || count() >= during + 100,
+    );
+    stop.store(true, Ordering::Relaxed);
+    for w in writers {
+        w.join().unwrap();
+    }
+    until(
+        "nothing held away from its owner",
+        Duration::from_secs(120),
+        || {
+            [&a, &b, &c, &d]
+                .iter()
+                .all(|m| m.stat("partitions_held_not_owned") == 0)
+        },
+    );
+    let acked = acked.lock().unwrap().clone();
+    eprintln!("{} writes acknowledged", acked.len());
+    on_all_primaries(&d, &acked);
 }
