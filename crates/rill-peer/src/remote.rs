@@ -60,11 +60,16 @@ fn send_failed(peer: &Peer, node: &str, id: u64, e: SendError) {
         .unwrap_or_else(|e| e.into_inner())
         .remove(&id);
     if let Some(p) = p {
-        let reply = VnodeReply::Failed(KvError::Unreachable {
-            node: node.to_string(),
-            why: format!(": {e}"),
-        });
-        let _ = p.tx.send((p.tag, reply));
+        let error = match e {
+            // Overload, not absence: the coordinator answers so and does
+            // not ask another replica instead.
+            SendError::Overloaded(_) => KvError::Busy(format!("{e}")),
+            _ => KvError::Unreachable {
+                node: node.to_string(),
+                why: format!(": {e}"),
+            },
+        };
+        let _ = p.tx.send((p.tag, VnodeReply::Failed(error)));
     }
 }
 

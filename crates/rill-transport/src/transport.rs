@@ -99,6 +99,10 @@ pub enum SendError {
     Closed(SocketAddr),
     #[error("{0} cannot be reached (its last connect failed); try again later")]
     Unreachable(SocketAddr),
+    /// The caller's bound on sends waiting for room was reached: the link
+    /// to this peer is overloaded.
+    #[error("the link to {0} is overloaded; try again later")]
+    Overloaded(SocketAddr),
 }
 
 type Links = HashMap<(SocketAddr, Lane), mpsc::Sender<Outgoing>>;

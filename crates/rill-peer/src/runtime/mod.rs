@@ -118,6 +118,11 @@ impl Inner {
     }
 }
 
+/// Sends waiting for room in a full lane, at most: each holds one
+/// message (up to the transport's message limit, 256 MiB, for a large
+/// value; a bulk lane's queue holds 64 before it is full).
+const WAITING_SENDS: usize = 1024;
+
 pub struct Peer {
     pub(crate) node: Arc<Node>,
     pub(crate) me: String,
@@ -133,6 +138,8 @@ pub struct Peer {
     pub(crate) started: Instant,
     /// Bounds the vnode requests of peers served at once.
     serving: Arc<Semaphore>,
+    /// Bounds the sends waiting for room in a full lane (`send`).
+    pub(crate) waiting_sends: Arc<Semaphore>,
     pub(crate) handoffs: Mutex<crate::handoff::Handoffs>,
     pub(crate) handoff_cfg: crate::handoff::HandoffConfig,
     /// Serialises the storing of received handoff batches.
@@ -211,6 +218,7 @@ impl Peer {
             file,
             started,
             serving: Arc::new(Semaphore::new(64)),
+            waiting_sends: Arc::new(Semaphore::new(WAITING_SENDS)),
             handoffs: Mutex::new(crate::handoff::Handoffs::new(cfg_handoff.transfer_limit)),
             handoff_cfg: cfg_handoff,
             handoff_store: Mutex::new(()),

@@ -1,6 +1,7 @@
 //! Messages to peers, sent without waiting: queued at once when the
-//! lane has room, else by a task, so no caller waits on a peer's queue
-//! while holding the state.
+//! lane has room, else by a task (at most `WAITING_SENDS` at once, then
+//! the send fails as overload), so no caller waits on a peer's queue
+//! while holding the state and memory stays bounded.
 
 use super::{Inner, Peer};
 use crate::msg::PeerMsg;
@@ -45,8 +46,16 @@ impl Peer {
                 Err(e) => return failed(e),
             }
         };
+        // The lane's queue is full: a task waits for room, within the
+        // bound on waiting sends; beyond it the send fails at once as
+        // overload (a request's coordinator answers its client so, as
+        // Riak does), never a task per message without end.
+        let Ok(permit) = self.waiting_sends.clone().try_acquire_owned() else {
+            return failed(SendError::Overloaded(addr));
+        };
         let t = self.transport.clone();
         self.rt.spawn(async move {
+            let _permit = permit;
             if let Err(e) = t.send(addr, lane, msg).await {
                 failed(e);
             }
