@@ -1,5 +1,5 @@
 //! The stored object, data type, client-held context, 2i continuation,
-//! counter lease and vnode message decoders on arbitrary bytes: they must reject, never panic; what
+//! counter lease, Tictac tree and vnode message decoders on arbitrary bytes: they must reject, never panic; what
 //! decodes re-encodes to the same bytes.
 #![no_main]
 
@@ -29,6 +29,10 @@ fuzz_target!(|data: &[u8]| {
             let slot = rill_node::vnode::lease::encode_slot(&t);
             assert_eq!(rill_node::vnode::lease::decode_slot(&slot), Some(t));
         }
+    }
+    // A vnode's persisted Tictac tree: what decodes encodes the same.
+    if let Ok(t) = rill_aae::TictacTree::decode(data) {
+        assert_eq!(rill_aae::TictacTree::decode(&t.encode()), Ok(t));
     }
     // A 2i continuation, as a client sends it back.
     if let Some((term, key)) = rill_node::decode_continuation(data) {

@@ -1,0 +1,24 @@
+//! Active anti-entropy after Riak 3's Tictac AAE (leveled's
+//! `leveled_tictac`, kv_index_tictactree): every vnode keeps, per n_val,
+//! a tree of hashes over its keys and their clocks, updated on every
+//! write; two replicas compare trees root first, then the branches that
+//! differ, then the keys and clocks of the segments that differ, and
+//! repair what differs. Pure: no I/O, no clock (docs/cluster.md, "Active
+//! anti-entropy"; docs/format.md, "Tictac tree").
+//!
+//! - [`tree`]: the tree (Riak's "large" size: 4,096 branches of 256
+//!   segments), changed by XOR so the order of writes does not matter,
+//!   compared level by level, and its persisted form.
+//!
+//! Invariants:
+//! - a tree is the XOR over its keys of `hash(key) ^ hash(clock)`, so two
+//!   replicas holding the same keys at the same clocks have equal trees
+//!   whatever the order they were written in;
+//! - a write changes exactly one segment, its branch and nothing else.
+
+pub mod tree;
+
+pub use tree::{
+    clock_hash, segment_of, Contribution, DecodeError, TictacTree, BRANCHES, SEGMENTS,
+    SEGMENTS_PER_BRANCH,
+};

@@ -1,0 +1,313 @@
+//! One Tictac tree: 2^20 segments in 4,096 branches of 256 (Riak 3's
+//! "large" tree). A segment holds the XOR of its keys' contributions; a
+//! branch the XOR of its segments; the root is the 4,096 branch hashes
+//! (16 KiB), compared whole, as kv_index_tictactree exchanges it.
+//!
+//! A key's segment and its own half of the contribution come from the
+//! key's ring hash (SHA-1, already made to find its partition): the ring
+//! takes its first bits, so a partition's keys differ in its later bytes,
+//! and bytes 12..16 give the segment, 16..20 the key hash. A clock hashes
+//! (xxh3, its entries in actor order, counters only) to the other half.
+//! Riak hashes the key with MD5 and the clock with Erlang's `phash2`;
+//! Rill's trees are compared only with Rill's, so it keeps the shape and
+//! uses what it has.
+
+/// Branches of a tree.
+pub const BRANCHES: usize = 4096;
+/// Segments of a branch.
+pub const SEGMENTS_PER_BRANCH: usize = 256;
+/// Segments of a tree (2^20).
+pub const SEGMENTS: usize = BRANCHES * SEGMENTS_PER_BRANCH;
+
+/// The segment of a key, from its ring hash.
+pub fn segment_of(key_hash: &[u8; 20]) -> u32 {
+    let b = &key_hash[12..16];
+    u32::from_be_bytes([b[0], b[1], b[2], b[3]]) & (SEGMENTS as u32 - 1)
+}
+
+fn key_half(key_hash: &[u8; 20]) -> u32 {
+    let b = &key_hash[16..20];
+    u32::from_be_bytes([b[0], b[1], b[2], b[3]])
+}
+
+/// The hash of a clock from its entries (actor, counter), in any order:
+/// they are sorted by actor first, so replicas agree however their
+/// clocks list them. An empty clock hashes to 0 like an absent one.
+pub fn clock_hash<'a>(entries: impl IntoIterator<Item = (&'a [u8], u64)>) -> u32 {
+    let mut e: Vec<(&[u8], u64)> = entries.into_iter().collect();
+    if e.is_empty() {
+        return 0;
+    }
+    e.sort_unstable();
+    let mut bytes = Vec::with_capacity(e.len() * 32);
+    for (actor, counter) in e {
+        bytes.extend_from_slice(&(actor.len() as u32).to_be_bytes());
+        bytes.extend_from_slice(actor);
+        bytes.extend_from_slice(&counter.to_be_bytes());
+    }
+    xxhash_rust::xxh3::xxh3_64(&bytes) as u32
+}
+
+/// What one key at one clock adds to its segment.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Contribution {
+    pub segment: u32,
+    pub hash: u32,
+}
+
+impl Contribution {
+    /// A key (by its ring hash) at a clock (by [`clock_hash`]).
+    pub fn of(key_hash: &[u8; 20], clock_hash: u32) -> Contribution {
+        Contribution {
+            segment: segment_of(key_hash),
+            hash: key_half(key_hash) ^ clock_hash,
+        }
+    }
+}
+
+/// A Tictac tree. Branches are made on first use, so a tree over few
+/// keys is small; one over many is 4 MiB of segments and 16 KiB of
+/// branches.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct TictacTree {
+    branches: Vec<u32>,
+    segments: Vec<Option<Box<[u32; SEGMENTS_PER_BRANCH]>>>,
+}
+
+impl Default for TictacTree {
+    fn default() -> Self {
+        TictacTree::new()
+    }
+}
+
+impl TictacTree {
+    pub fn new() -> TictacTree {
+        TictacTree {
+            branches: vec![0; BRANCHES],
+            segments: vec![None; BRANCHES],
+        }
+    }
+
+    /// XORs `c` in: a key written (or, the same again, removed).
+    pub fn toggle(&mut self, c: Contribution) {
+        let s = c.segment as usize % SEGMENTS;
+        let (b, i) = (s / SEGMENTS_PER_BRANCH, s % SEGMENTS_PER_BRANCH);
+        let leaves = self.segments[b].get_or_insert_with(|| Box::new([0; SEGMENTS_PER_BRANCH]));
+        leaves[i] ^= c.hash;
+        self.branches[b] ^= c.hash;
+    }
+
+    /// A key's clock changed from `old` to `new` (`None`: absent): one
+    /// segment and its branch change.
+    pub fn replace(&mut self, key_hash: &[u8; 20], old: Option<u32>, new: Option<u32>) {
+        if let Some(o) = old {
+            self.toggle(Contribution::of(key_hash, o));
+        }
+        if let Some(n) = new {
+            self.toggle(Contribution::of(key_hash, n));
+        }
+    }
+
+    /// The root: every branch's hash.
+    pub fn root(&self) -> &[u32] {
+        &self.branches
+    }
+
+    /// The segments of branch `b`.
+    pub fn branch(&self, b: usize) -> [u32; SEGMENTS_PER_BRANCH] {
+        self.segments
+            .get(b)
+            .and_then(|s| s.as_deref().copied())
+            .unwrap_or([0; SEGMENTS_PER_BRANCH])
+    }
+
+    /// A segment's hash.
+    pub fn segment(&self, segment: u32) -> u32 {
+        let s = segment as usize % SEGMENTS;
+        self.segments[s / SEGMENTS_PER_BRANCH]
+            .as_ref()
+            .map_or(0, |l| l[s % SEGMENTS_PER_BRANCH])
+    }
+
+    /// The branches whose hashes differ between two roots.
+    pub fn dirty_branches(mine: &[u32], theirs: &[u32]) -> Vec<u32> {
+        (0..mine.len().max(theirs.len()))
+            .filter(|&b| mine.get(b).copied().unwrap_or(0) != theirs.get(b).copied().unwrap_or(0))
+            .map(|b| b as u32)
+            .collect()
+    }
+
+    /// The segments (tree-wide numbers) of branch `b` whose hashes differ.
+    pub fn dirty_segments(
+        b: u32,
+        mine: &[u32; SEGMENTS_PER_BRANCH],
+        theirs: &[u32; SEGMENTS_PER_BRANCH],
+    ) -> Vec<u32> {
+        (0..SEGMENTS_PER_BRANCH)
+            .filter(|&i| mine[i] != theirs[i])
+            .map(|i| b * SEGMENTS_PER_BRANCH as u32 + i as u32)
+            .collect()
+    }
+
+    /// The tree's persisted form (docs/format.md, "Tictac tree"): magic,
+    /// version, the branches that hold anything with their segments, and
+    /// a CRC32 of all before it.
+    pub fn encode(&self) -> Vec<u8> {
+        let used: Vec<usize> = (0..BRANCHES)
+            .filter(|&b| self.segments[b].is_some())
+            .collect();
+        let mut out = Vec::with_capacity(16 + used.len() * (4 + SEGMENTS_PER_BRANCH * 4));
+        out.extend_from_slice(MAGIC);
+        out.push(VERSION);
+        out.extend_from_slice(&(used.len() as u32).to_be_bytes());
+        for b in used {
+            out.extend_from_slice(&(b as u32).to_be_bytes());
+            for s in self.segments[b].as_deref().expect("used").iter() {
+                out.extend_from_slice(&s.to_be_bytes());
+            }
+        }
+        let crc = crc32fast::hash(&out);
+        out.extend_from_slice(&crc.to_be_bytes());
+        out
+    }
+
+    /// A tree from its persisted form; the branch hashes are made again
+    /// from the segments. Refuses anything not whole and exact.
+    pub fn decode(b: &[u8]) -> Result<TictacTree, DecodeError> {
+        if b.len() < 13 || &b[..4] != MAGIC {
+            return Err(DecodeError::NotATree);
+        }
+        let (body, crc) = b.split_at(b.len() - 4);
+        if crc32fast::hash(body) != u32::from_be_bytes(crc.try_into().expect("4")) {
+            return Err(DecodeError::Checksum);
+        }
+        if body[4] != VERSION {
+            return Err(DecodeError::Version(body[4]));
+        }
+        let count = u32::from_be_bytes(body[5..9].try_into().expect("4")) as usize;
+        let per = 4 + SEGMENTS_PER_BRANCH * 4;
+        if count > BRANCHES || body.len() != 9 + count * per {
+            return Err(DecodeError::Length);
+        }
+        let mut t = TictacTree::new();
+        let mut last = None;
+        for chunk in body[9..].chunks_exact(per) {
+            let b = u32::from_be_bytes(chunk[..4].try_into().expect("4")) as usize;
+            if b >= BRANCHES || last.is_some_and(|l| b <= l) {
+                return Err(DecodeError::Branch(b as u32));
+            }
+            last = Some(b);
+            let mut leaves = Box::new([0u32; SEGMENTS_PER_BRANCH]);
+            for (i, s) in chunk[4..].chunks_exact(4).enumerate() {
+                leaves[i] = u32::from_be_bytes(s.try_into().expect("4"));
+            }
+            t.branches[b] = leaves.iter().fold(0, |a, x| a ^ x);
+            t.segments[b] = Some(leaves);
+        }
+        Ok(t)
+    }
+}
+
+const MAGIC: &[u8; 4] = b"RTTT";
+const VERSION: u8 = 1;
+
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum DecodeError {
+    #[error("not a Tictac tree (bad magic bytes or too short)")]
+    NotATree,
+    #[error("the Tictac tree's checksum does not match (damaged)")]
+    Checksum,
+    #[error("Tictac tree version {0}; this release reads 1")]
+    Version(u8),
+    #[error("the Tictac tree's length does not match its branch count")]
+    Length,
+    #[error("branch {0} is out of range or out of order")]
+    Branch(u32),
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn key(i: u32) -> [u8; 20] {
+        // Spread like a hash: a cheap mix of i.
+        let mut h = [0u8; 20];
+        let mut x = (i as u64).wrapping_mul(0x9e37_79b9_7f4a_7c15) ^ 0x1234_5678;
+        for b in h.iter_mut() {
+            x ^= x >> 29;
+            x = x.wrapping_mul(0xbf58_476d_1ce4_e5b9);
+            *b = (x >> 56) as u8;
+        }
+        h
+    }
+
+    fn clock(n: u64) -> u32 {
+        clock_hash([(&b"actor-a"[..], n), (&b"actor-b"[..], 1)])
+    }
+
+    #[test]
+    fn the_order_of_writes_does_not_matter_and_removal_undoes() {
+        let mut a = TictacTree::new();
+        let mut b = TictacTree::new();
+        for i in 0..1000 {
+            a.replace(&key(i), None, Some(clock(1)));
+        }
+        for i in (0..1000).rev() {
+            b.replace(&key(i), None, Some(clock(1)));
+        }
+        assert_eq!(a, b);
+        for i in 0..1000 {
+            a.replace(&key(i), Some(clock(1)), None);
+        }
+        assert!(a.root().iter().all(|h| *h == 0));
+    }
+
+    #[test]
+    fn a_clock_hash_ignores_the_order_of_entries() {
+        let one = clock_hash([(&b"x"[..], 3), (&b"y"[..], 4)]);
+        let other = clock_hash([(&b"y"[..], 4), (&b"x"[..], 3)]);
+        assert_eq!(one, other);
+        assert_ne!(one, clock_hash([(&b"x"[..], 3), (&b"y"[..], 5)]));
+        assert_eq!(clock_hash(std::iter::empty::<(&[u8], u64)>()), 0);
+    }
+
+    #[test]
+    fn a_changed_key_shows_in_its_branch_and_segment_only() {
+        let mut a = TictacTree::new();
+        for i in 0..5000 {
+            a.replace(&key(i), None, Some(clock(1)));
+        }
+        let mut b = a.clone();
+        b.replace(&key(77), Some(clock(1)), Some(clock(2)));
+        let branches = TictacTree::dirty_branches(a.root(), b.root());
+        let seg = segment_of(&key(77));
+        assert_eq!(branches, vec![seg / SEGMENTS_PER_BRANCH as u32]);
+        let segs = TictacTree::dirty_segments(
+            branches[0],
+            &a.branch(branches[0] as usize),
+            &b.branch(branches[0] as usize),
+        );
+        assert_eq!(segs, vec![seg]);
+        assert_ne!(a.segment(seg), b.segment(seg));
+    }
+
+    #[test]
+    fn the_persisted_form_round_trips_and_refuses_damage() {
+        let mut t = TictacTree::new();
+        for i in 0..300 {
+            t.replace(&key(i), None, Some(clock(i as u64)));
+        }
+        let bytes = t.encode();
+        assert_eq!(TictacTree::decode(&bytes), Ok(t.clone()));
+        assert_eq!(
+            TictacTree::decode(&TictacTree::new().encode()),
+            Ok(TictacTree::new())
+        );
+        let mut flipped = bytes.clone();
+        flipped[20] ^= 1;
+        assert_eq!(TictacTree::decode(&flipped), Err(DecodeError::Checksum));
+        for cut in [0, 5, 12, bytes.len() - 1] {
+            assert!(TictacTree::decode(&bytes[..cut]).is_err());
+        }
+    }
+}
