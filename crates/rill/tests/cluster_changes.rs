@@ -7,7 +7,7 @@
 
 mod common;
 
-use common::cluster::{form, Member};
+use common::cluster::{form, plan_and_commit, Member};
 use common::until;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
@@ -100,16 +100,7 @@ fn a_killed_claimant_is_replaced_and_a_staged_change_commits() {
     );
     let (ok, out) = b.admin(&["cluster", "force-remove", &old]);
     assert!(ok && out.contains("Success"), "{out}");
-    let mut committed = false;
-    until("plan and commit", Duration::from_secs(60), || {
-        let (ok, plan) = c.admin(&["cluster", "plan"]);
-        if ok {
-            assert!(plan.contains("force-remove"), "{plan}");
-            let (ok, out) = c.admin(&["cluster", "commit"]);
-            committed = ok && out.contains("Cluster changes committed");
-        }
-        committed
-    });
+    plan_and_commit(c, "force-remove");
     until("the two members settle", Duration::from_secs(120), || {
         [b, c].iter().all(|m| {
             let s = m.stats();
@@ -157,15 +148,7 @@ fn a_leave_under_writes_after_a_node_was_down_loses_nothing() {
     // necessarily handed back yet.
     let (ok, out) = d.admin(&["cluster", "leave"]);
     assert!(ok && out.contains("Success"), "{out}");
-    let mut committed = false;
-    until("plan and commit the leave", Duration::from_secs(60), || {
-        let (ok, _) = a.admin(&["cluster", "plan"]);
-        if ok {
-            let (ok, out) = a.admin(&["cluster", "commit"]);
-            committed = ok && out.contains("Cluster changes committed");
-        }
-        committed
-    });
+    plan_and_commit(&a, "leave");
     until("d has left", Duration::from_secs(180), || {
         [&a, &b, &c]
             .iter()
@@ -229,15 +212,7 @@ fn a_join_under_steady_inserts_finishes_its_transfers() {
     until("the join is seen", Duration::from_secs(30), || {
         a.stat("cluster_members") == 4
     });
-    let mut committed = false;
-    until("plan and commit the join", Duration::from_secs(60), || {
-        let (ok, _) = a.admin(&["cluster", "plan"]);
-        if ok {
-            let (ok, out) = a.admin(&["cluster", "commit"]);
-            committed = ok && out.contains("Cluster changes committed");
-        }
-        committed
-    });
+    plan_and_commit(&a, "join");
     until(
         "the join's transfers finish under inserts",
         Duration::from_secs(180),

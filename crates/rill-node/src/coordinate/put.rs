@@ -74,8 +74,9 @@ impl super::Coordinator {
         let mut avoid: Vec<String> = Vec::new();
         let mut step = step;
         loop {
-            let attempt = self.write_once(k, n, q, props, how, step.clone(), &avoid);
-            match attempt.result {
+            let mut failures = Failures::default();
+            let result = self.write_with(k, n, q, props, how, step.clone(), &avoid, &mut failures);
+            match result {
                 Err(KvError::Unreachable { node, .. }) if avoid.len() < n as usize => {
                     tracing::debug!(node = %node, "the coordinating replica cannot be reached; the next one coordinates");
                     avoid.push(node);
@@ -85,38 +86,18 @@ impl super::Coordinator {
                 // version made here is taken into the new one's context
                 // (one write, not two siblings); a data-type operation is
                 // not made twice (it would count twice).
-                Err(_) if !attempt.unreachable.is_empty() && avoid.len() < n as usize => {
-                    match (&mut step, attempt.coordinated) {
+                Err(_) if !failures.unreachable.is_empty() && avoid.len() < n as usize => {
+                    match (&mut step, failures.coordinated) {
                         (CoordinateStep::Put { context, .. }, Some(made)) => {
                             *context = context.merge(&made)
                         }
-                        (CoordinateStep::Dt { .. }, Some(_)) => return attempt.result,
+                        (CoordinateStep::Dt { .. }, Some(_)) => return result,
                         _ => {}
                     }
-                    avoid.extend(attempt.unreachable);
+                    avoid.extend(failures.unreachable);
                 }
                 r => return r,
             }
-        }
-    }
-
-    #[allow(clippy::too_many_arguments)]
-    fn write_once(
-        &self,
-        k: &BKey,
-        n: u32,
-        q: WriteQuorum,
-        props: &Props,
-        how: WriteKind,
-        step: CoordinateStep,
-        avoid: &[String],
-    ) -> Attempt {
-        let mut failures = Failures::default();
-        let result = self.write_with(k, n, q, props, how, step, avoid, &mut failures);
-        Attempt {
-            result,
-            coordinated: failures.coordinated,
-            unreachable: failures.unreachable,
         }
     }
 
@@ -303,16 +284,8 @@ impl super::Coordinator {
     }
 }
 
-/// One attempt of a put: its result, the clock of the version its
-/// coordinator made (if it made one), and the nodes whose replicas could
-/// not be reached.
-struct Attempt {
-    result: Result<(Object, bool), KvError>,
-    coordinated: Option<rill_object::VClock>,
-    unreachable: Vec<String>,
-}
-
-/// What went wrong at the replicas of an attempt.
+/// What went wrong at the replicas of one attempt of a put, and the
+/// clock of the version its coordinator made (if it made one).
 #[derive(Default)]
 struct Failures {
     out_of_space: bool,

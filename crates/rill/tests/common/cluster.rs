@@ -128,16 +128,26 @@ pub fn join_and_commit(first: &Member, others: &[&Member]) {
     until("the joins are seen", Duration::from_secs(30), || {
         first.stat("cluster_members") == n
     });
+    plan_and_commit(first, "join");
+}
+
+/// Plans through `m` until the plan shows `what` (the cluster converges
+/// on the staged change first), then commits it.
+pub fn plan_and_commit(m: &Member, what: &str) {
     let mut committed = false;
-    until("plan and commit", Duration::from_secs(30), || {
-        let (ok, plan) = first.admin(&["cluster", "plan"]);
-        if ok {
-            assert!(plan.contains("join"), "{plan}");
-            let (ok, out) = first.admin(&["cluster", "commit"]);
-            committed = ok && out.contains("Cluster changes committed");
-        }
-        committed
-    });
+    until(
+        &format!("plan and commit the {what}"),
+        Duration::from_secs(60),
+        || {
+            let (ok, plan) = m.admin(&["cluster", "plan"]);
+            if ok {
+                assert!(plan.contains(what), "{plan}");
+                let (ok, out) = m.admin(&["cluster", "commit"]);
+                committed = ok && out.contains("Cluster changes committed");
+            }
+            committed
+        },
+    );
 }
 
 pub fn settle(all: &[&Member], members: u64) {
