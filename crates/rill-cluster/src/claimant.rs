@@ -152,7 +152,15 @@ pub(crate) fn advance(
     // no data it would take with it.
     let pending = |n: &str, next: &[Transfer]| next.iter().any(|t| t.from == n || t.to == n);
     for n in state.with_status(|s| s == Status::Leaving) {
-        if !ring.owners.contains(&n) && !pending(&n, &ring.next) && !cx.holding.contains(&n) {
+        // Not in the step that takes its last partition away: writes sent
+        // to it as the owner may still land, and its holdings report must
+        // come after that (the runtime notes the release).
+        let owned_before = state.ring().owners.contains(&n);
+        if !ring.owners.contains(&n)
+            && !owned_before
+            && !pending(&n, &ring.next)
+            && !cx.holding.contains(&n)
+        {
             out.exited.push(n);
         }
     }

@@ -92,11 +92,16 @@ pub enum KvError {
     /// Storage failed; nothing was acknowledged.
     #[error("backend error: {0}")]
     Storage(StorageFailure),
-    /// A replica's node could not be reached (not connected, or its
-    /// connection closed while the request waited): the coordinator may
-    /// ask another replica instead.
+    /// A replica's node could not be reached. `sent`: the request had
+    /// left (the node went down while it was asked), so it may have been
+    /// carried out; else it never left. A coordinator may ask another
+    /// replica instead, repeating only what is safe to repeat.
     #[error("{node} cannot be reached{why}")]
-    Unreachable { node: String, why: String },
+    Unreachable {
+        node: String,
+        why: String,
+        sent: bool,
+    },
     /// Something else failed inside the node or between nodes (a stored
     /// object that does not decode); nothing was acknowledged. The text
     /// names no file.

@@ -192,6 +192,7 @@ impl Replicas {
             None => Some(VnodeReply::Failed(crate::KvError::Unreachable {
                 node: e.node.clone(),
                 why: ": this node has no cluster runtime".into(),
+                sent: false,
             })),
         }
     }

@@ -64,9 +64,15 @@ fn send_failed(peer: &Peer, node: &str, id: u64, e: SendError) {
             // Overload, not absence: the coordinator answers so and does
             // not ask another replica instead.
             SendError::Overloaded(_) => KvError::Busy(format!("{e}")),
+            SendError::TooLarge { len, max } => KvError::TooLarge {
+                size_bytes: len,
+                max_bytes: max,
+            },
+            // The message never left this node.
             _ => KvError::Unreachable {
                 node: node.to_string(),
                 why: format!(": {e}"),
+                sent: false,
             },
         };
         let _ = p.tx.send((p.tag, VnodeReply::Failed(error)));
@@ -83,21 +89,24 @@ fn decode_request(from: &str, b: &bytes::Bytes) -> Option<(Route, VnodeRequest)>
     }
 }
 
-fn unreachable(node: &str) -> VnodeReply {
+/// A request to `node` failed: it never left (`sent` false), or it left
+/// and the node went down before answering.
+fn unreachable(node: &str, sent: bool) -> VnodeReply {
     VnodeReply::Failed(KvError::Unreachable {
         node: node.to_string(),
         why: String::new(),
+        sent,
     })
 }
 
 impl Remote for Link {
     fn call(&self, node: &str, partition: u32, request: VnodeRequest, tag: usize, tx: ReplyTx) {
         let Some(peer) = self.peer.upgrade() else {
-            let _ = tx.send((tag, unreachable(node)));
+            let _ = tx.send((tag, unreachable(node, false)));
             return;
         };
         let Some(addr) = peer.lock().addrs.get(node).copied() else {
-            let _ = tx.send((tag, unreachable(node)));
+            let _ = tx.send((tag, unreachable(node, false)));
             return;
         };
         let id = peer.id();
@@ -224,7 +233,7 @@ impl Peer {
             .collect();
         for id in gone {
             if let Some(p) = pending.remove(&id) {
-                let _ = p.tx.send((p.tag, unreachable(&p.node)));
+                let _ = p.tx.send((p.tag, unreachable(&p.node, true)));
             }
         }
     }

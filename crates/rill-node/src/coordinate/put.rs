@@ -56,12 +56,15 @@ impl super::Coordinator {
     /// else the coordinator's) and whether every replica, all primaries,
     /// stored it before the answer.
     ///
-    /// A coordinating replica whose node cannot be reached (not
-    /// connected, or its connection closed while it was asked) is passed
-    /// over: the next replica coordinates, as if that node were down, at
-    /// most once per replica. Had the node stored the version before it
-    /// went, that version returns with it as a sibling of this one (or is
-    /// replaced by it, last write wins), as after a client's retry.
+    /// A coordinating replica whose request never left this node (its
+    /// node known down, or no connection) is passed over: the next
+    /// replica coordinates, as if that node were down, at most once per
+    /// replica. One whose node went down after the request left may have
+    /// made the version: the put fails, as Riak's does, and the client
+    /// decides. When other replicas could not be reached and the quorum
+    /// fell short, the version this put made goes, as it is, to the
+    /// preference list without them (merged, not made again: nothing it
+    /// did not cover is covered, and a data-type operation counts once).
     pub(crate) fn write_replicas(
         &self,
         k: &BKey,
@@ -72,27 +75,20 @@ impl super::Coordinator {
         step: CoordinateStep,
     ) -> Result<(Object, bool), KvError> {
         let mut avoid: Vec<String> = Vec::new();
-        let mut step = step;
+        let mut what = Write::Coordinate(Box::new(step));
         loop {
             let mut failures = Failures::default();
-            let result = self.write_with(k, n, q, props, how, step.clone(), &avoid, &mut failures);
+            let result = self.write_with(k, n, q, props, how, what.clone(), &avoid, &mut failures);
             match result {
-                Err(KvError::Unreachable { node, .. }) if avoid.len() < n as usize => {
+                Err(KvError::Unreachable {
+                    node, sent: false, ..
+                }) if avoid.len() < n as usize => {
                     tracing::debug!(node = %node, "the coordinating replica cannot be reached; the next one coordinates");
                     avoid.push(node);
                 }
-                // Replicas that could not be reached left the quorum
-                // short: again on the preference list without them. The
-                // version made here is taken into the new one's context
-                // (one write, not two siblings); a data-type operation is
-                // not made twice (it would count twice).
                 Err(_) if !failures.unreachable.is_empty() && avoid.len() < n as usize => {
-                    match (&mut step, failures.coordinated) {
-                        (CoordinateStep::Put { context, .. }, Some(made)) => {
-                            *context = context.merge(&made)
-                        }
-                        (CoordinateStep::Dt { .. }, Some(_)) => return result,
-                        _ => {}
+                    if let Some(made) = failures.made {
+                        what = Write::Made(made);
                     }
                     avoid.extend(failures.unreachable);
                 }
@@ -109,7 +105,7 @@ impl super::Coordinator {
         q: WriteQuorum,
         props: &Props,
         how: WriteKind,
-        step: CoordinateStep,
+        what: Write,
         avoid: &[String],
         failures: &mut Failures,
     ) -> Result<(Object, bool), KvError> {
@@ -141,17 +137,28 @@ impl super::Coordinator {
         let (tx, mut rx) = unbounded_channel();
         let deadline = Instant::now() + self.request_timeout;
         let mut effects: VecDeque<PutEffect> = first.into();
-        let mut step = Some(step);
+        let mut what = Some(what);
         let (mut answer, mut everywhere) = (None, false);
         let (mut coordinated, mut coordinator_error) = (None, None);
         loop {
             while let Some(effect) = effects.pop_front() {
                 match effect {
                     PutEffect::Coordinate => {
-                        let request = VnodeRequest::Coordinate {
-                            key: k.clone(),
-                            step: Box::new(step.take().expect("one coordination")),
-                            prune,
+                        let request = match what.take().expect("one coordination") {
+                            Write::Coordinate(step) => VnodeRequest::Coordinate {
+                                key: k.clone(),
+                                step,
+                                prune,
+                            },
+                            // Made before: the first replica merges it and
+                            // answers with what it holds, as a coordinator.
+                            Write::Made(object) => VnodeRequest::Merge {
+                                key: k.clone(),
+                                object,
+                                allow_mult,
+                                prune: Some(prune),
+                                return_object: true,
+                            },
                         };
                         if let Some(reply) =
                             self.replicas.ask(&preflist[0], request, COORDINATOR, &tx)
@@ -205,7 +212,7 @@ impl super::Coordinator {
         if let (1, Some(o)) = (preflist.len(), &coordinated) {
             self.to_next_owner(&view, &preflist[0], k, o, allow_mult);
         }
-        failures.coordinated = coordinated.as_ref().map(|o: &Object| o.clock.clone());
+        failures.made = coordinated.clone();
         if failures.out_of_space {
             self.vnodes.disk_full();
         }
@@ -284,13 +291,21 @@ impl super::Coordinator {
     }
 }
 
+/// What a put's attempt writes: a version to make at its first replica
+/// (the client's step), or one an earlier attempt made, to merge.
+#[derive(Clone)]
+enum Write {
+    Coordinate(Box<CoordinateStep>),
+    Made(Object),
+}
+
 /// What went wrong at the replicas of one attempt of a put, and the
-/// clock of the version its coordinator made (if it made one).
+/// version its coordinator made (if it made one).
 #[derive(Default)]
 struct Failures {
     out_of_space: bool,
     unreachable: Vec<String>,
-    coordinated: Option<rill_object::VClock>,
+    made: Option<Object>,
 }
 
 /// A replica's answer to a put's merge.

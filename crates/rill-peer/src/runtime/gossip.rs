@@ -32,6 +32,7 @@ impl Peer {
                 break;
             }
         }
+        self.note_released(inner);
         self.file
             .save(&inner.state)
             .map_err(crate::StateError::Write)?;
