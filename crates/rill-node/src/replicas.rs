@@ -151,9 +151,7 @@ impl Replicas {
         key: &[u8],
         n: u32,
     ) -> Vec<PreflistEntry> {
-        let h = key_hash(bucket_type, bucket, key);
-        let view = self.view();
-        view.ring.preflist(&h, n, |node| view.is_up(node), true)
+        self.preflist_avoiding(bucket_type, bucket, key, n, &[])
     }
 
     /// [`Replicas::preflist`] with the nodes of `avoid` taken for down

@@ -50,6 +50,28 @@ fn writer(
     })
 }
 
+/// Stops the writers, then waits until no member holds data away from
+/// its owner (hinted and retained data handed home).
+fn stop_and_drain(
+    stop: &AtomicBool,
+    writers: Vec<std::thread::JoinHandle<()>>,
+    members: &[&Member],
+) {
+    stop.store(true, Ordering::Relaxed);
+    for w in writers {
+        w.join().unwrap();
+    }
+    until(
+        "nothing held away from its owner",
+        Duration::from_secs(120),
+        || {
+            members
+                .iter()
+                .all(|m| m.stat("partitions_held_not_owned") == 0)
+        },
+    );
+}
+
 /// Every key of `acked` is on all three of its primaries: the first read
 /// of each (nothing repaired it yet) finds it on every one.
 fn on_all_primaries(m: &Member, acked: &[String]) {
@@ -154,19 +176,7 @@ fn a_leave_under_writes_after_a_node_was_down_loses_nothing() {
             .iter()
             .all(|m| m.stat("cluster_members") == 3 && m.stat("ring_pending_transfers") == 0)
     });
-    stop.store(true, Ordering::Relaxed);
-    for w in writers {
-        w.join().unwrap();
-    }
-    until(
-        "nothing held away from its owner",
-        Duration::from_secs(120),
-        || {
-            [&a, &b, &c]
-                .iter()
-                .all(|m| m.stat("partitions_held_not_owned") == 0)
-        },
-    );
+    stop_and_drain(&stop, writers, &[&a, &b, &c]);
     let acked = acked.lock().unwrap().clone();
     eprintln!("{} writes acknowledged", acked.len());
     // A write acknowledged just before the kill may have been on its way
@@ -229,19 +239,7 @@ fn a_join_under_steady_inserts_finishes_its_transfers() {
         Duration::from_secs(30),
         || count() >= during + 100,
     );
-    stop.store(true, Ordering::Relaxed);
-    for w in writers {
-        w.join().unwrap();
-    }
-    until(
-        "nothing held away from its owner",
-        Duration::from_secs(120),
-        || {
-            [&a, &b, &c, &d]
-                .iter()
-                .all(|m| m.stat("partitions_held_not_owned") == 0)
-        },
-    );
+    stop_and_drain(&stop, writers, &[&a, &b, &c, &d]);
     let acked = acked.lock().unwrap().clone();
     eprintln!("{} writes acknowledged", acked.len());
     on_all_primaries(&d, &acked);
