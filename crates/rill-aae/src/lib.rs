@@ -9,6 +9,10 @@
 //! - [`tree`]: the tree (Riak's "large" size: 4,096 branches of 256
 //!   segments), changed by XOR so the order of writes does not matter,
 //!   compared level by level, and its persisted form.
+//! - [`exchange`]: one exchange between two replicas, root to keys.
+//! - [`trees`]: a vnode's trees, one per preference list, rebuilt
+//!   while writes go on.
+//! - [`schedule`]: which replicas a vnode exchanges with, per n_val.
 //!
 //! Invariants:
 //! - a tree is the XOR over its keys of `hash(key) ^ hash(clock)`, so two
@@ -16,8 +20,14 @@
 //!   whatever the order they were written in;
 //! - a write changes exactly one segment, its branch and nothing else.
 
+pub mod exchange;
+pub mod schedule;
 pub mod tree;
+pub mod trees;
 
+pub use exchange::{Answer, Ask, Exchange, Outcome, Stage, Step, WrongAnswer};
+pub use schedule::{pairwise, IndexN, Pair};
+pub use trees::{Status, Trees};
 pub use tree::{
     clock_hash, segment_of, Contribution, DecodeError, TictacTree, BRANCHES, SEGMENTS,
     SEGMENTS_PER_BRANCH,
