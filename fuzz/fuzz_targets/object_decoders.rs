@@ -34,6 +34,12 @@ fuzz_target!(|data: &[u8]| {
     if let Ok(t) = rill_aae::TictacTree::decode(data) {
         assert_eq!(rill_aae::TictacTree::decode(&t.encode()), Ok(t));
     }
+    // A vnode's tree set kept across a clean stop.
+    if let Ok(t) = rill_aae::Trees::decode(data) {
+        let bytes = t.encode().expect("decoded trees are built");
+        let again = rill_aae::Trees::decode(&bytes).expect("re-decodes");
+        assert_eq!(again.encode(), Some(bytes));
+    }
     // A 2i continuation, as a client sends it back.
     if let Some((term, key)) = rill_node::decode_continuation(data) {
         let again = rill_node::encode_continuation(&term, &key);

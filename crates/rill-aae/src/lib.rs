@@ -27,8 +27,8 @@ pub mod trees;
 
 pub use exchange::{Answer, Ask, Exchange, Outcome, Stage, Step, WrongAnswer};
 pub use schedule::{pairwise, IndexN, Pair};
-pub use trees::{Status, Trees};
 pub use tree::{
     clock_hash, segment_of, Contribution, DecodeError, TictacTree, BRANCHES, SEGMENTS,
     SEGMENTS_PER_BRANCH,
 };
+pub use trees::{Status, Trees};

@@ -97,7 +97,10 @@ impl Trees {
         if old == new {
             return;
         }
-        self.live.entry(index_n).or_default().replace(hash, old, new);
+        self.live
+            .entry(index_n)
+            .or_default()
+            .replace(hash, old, new);
         if let Some(r) = &mut self.rebuild {
             if r.taken.contains(id) {
                 r.trees.entry(index_n).or_default().replace(hash, old, new);
@@ -135,7 +138,10 @@ impl Trees {
         let Some(r) = &mut self.rebuild else { return };
         if r.taken.insert(id.to_vec()) {
             if let Some(c) = current {
-                r.trees.entry(index_n).or_default().replace(hash, None, Some(c));
+                r.trees
+                    .entry(index_n)
+                    .or_default()
+                    .replace(hash, None, Some(c));
             }
         }
     }
@@ -286,7 +292,11 @@ mod tests {
             // and removals.
             for w in [step as u32 * 7 % 600, step as u32 * 13 % 600] {
                 let old = store.get(&w).copied().and_then(c);
-                let next = if step % 5 == 0 { None } else { Some(step as u64 + 2) };
+                let next = if step % 5 == 0 {
+                    None
+                } else {
+                    Some(step as u64 + 2)
+                };
                 match next {
                     Some(n) => store.insert(w, n),
                     None => store.remove(&w),

@@ -164,6 +164,24 @@ impl Registry {
         t.props.get(name).cloned()
     }
 
+    /// Every n_val a key may be stored with: the default type's, each
+    /// active type's and each bucket's own (anti-entropy keeps a tree per
+    /// n_val in use). Sorted, no repeats.
+    pub fn n_vals_in_use(&self) -> Vec<u32> {
+        let n = |p: &Props| p.get("n_val").and_then(|v| v.as_u64()).map(|v| v as u32);
+        let mut out: Vec<u32> = n(&default_type_props()).into_iter().collect();
+        out.extend(
+            self.types
+                .values()
+                .filter(|t| t.status == TypeStatus::Active)
+                .filter_map(|t| n(&t.props)),
+        );
+        out.extend(self.buckets.values().filter_map(n));
+        out.sort_unstable();
+        out.dedup();
+        out
+    }
+
     pub fn set_bucket(
         &mut self,
         bucket_type: &str,

@@ -104,6 +104,17 @@ impl Buckets {
         Ok(true)
     }
 
+    /// The n_val of a stored key's bucket (`bucket_type` as a vnode
+    /// stores it: empty for the default type); 3 when unset or when the
+    /// type is gone.
+    pub(crate) fn n_val_of(&self, bucket_type: &[u8], bucket: &[u8]) -> u32 {
+        let t = std::str::from_utf8(bucket_type).unwrap_or("");
+        self.registry()
+            .bucket_prop(t, bucket, "n_val")
+            .and_then(|v| v.as_u64())
+            .map_or(3, |n| n as u32)
+    }
+
     /// The properties in force for a bucket, for KV requests (`no_type`
     /// when the type is missing or inactive).
     pub(crate) fn props_for_kv(&self, bucket_type: &[u8], bucket: &[u8]) -> Result<Props, KvError> {

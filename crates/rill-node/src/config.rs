@@ -126,6 +126,57 @@ pub struct NodeConfig {
     /// How long a coordinator waits for other nodes' replicas (Riak's
     /// default request timeout: 60 s).
     pub request_timeout: Duration,
+    /// `tictacaae_*`: active anti-entropy.
+    pub tictacaae: TictacConfig,
+}
+
+/// Active anti-entropy's settings, Riak 3's `tictacaae_*` names
+/// (docs/cluster.md, "Active anti-entropy").
+#[derive(Clone, Debug, PartialEq)]
+pub struct TictacConfig {
+    /// `tictacaae_active`: keep trees and exchange them (`active`), or
+    /// not (`passive`). Riak's default is passive; Rill's is active.
+    pub active: bool,
+    /// `tictacaae_exchangetick`: how often each vnode starts an exchange
+    /// with one of its neighbours (Riak: 480,000 ms).
+    pub exchange_tick: Duration,
+    /// `tictacaae_rebuildtick`: how often a vnode looks whether its trees
+    /// are due to be built again (Riak: 3,600,000 ms).
+    pub rebuild_tick: Duration,
+    /// `tictacaae_rebuildwait`: the least time between two builds of a
+    /// vnode's trees (Riak: 336 hours).
+    pub rebuild_wait: Duration,
+    /// `tictacaae_rebuilddelay`: a random delay up to this added to the
+    /// wait, so vnodes do not rebuild together (Riak: 345,600 s).
+    pub rebuild_delay: Duration,
+    /// `tictacaae_maxresults`: branches and segments an exchange takes
+    /// at most (Riak: 64).
+    pub max_results: u32,
+    /// `tictacaae_rangeboost`: how many times `max_results` the follow-up
+    /// exchanges of a repair take (Riak: 2).
+    pub range_boost: u32,
+    /// `tictacaae_repairloops`: follow-up exchanges after one that found
+    /// differences (Riak: 4).
+    pub repair_loops: u32,
+    /// `tictacaae_exchangepause`: the pause between an exchange's stages
+    /// (Riak: 1,000 ms).
+    pub exchange_pause: Duration,
+}
+
+impl Default for TictacConfig {
+    fn default() -> Self {
+        TictacConfig {
+            active: true,
+            exchange_tick: Duration::from_millis(480_000),
+            rebuild_tick: Duration::from_millis(3_600_000),
+            rebuild_wait: Duration::from_secs(336 * 3600),
+            rebuild_delay: Duration::from_secs(345_600),
+            max_results: 64,
+            range_boost: 2,
+            repair_loops: 4,
+            exchange_pause: Duration::from_millis(1000),
+        }
+    }
 }
 
 #[derive(Clone, Copy, Debug, PartialEq)]
@@ -191,6 +242,7 @@ impl NodeConfig {
             siblings_warning: 25,
             siblings_max: 100,
             request_timeout: Duration::from_secs(60),
+            tictacaae: TictacConfig::default(),
         }
     }
 }

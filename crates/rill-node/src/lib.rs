@@ -24,10 +24,13 @@
 //! - `coordinate`: clients' gets, puts, deletes and data-type operations
 //!   run through `rill-coord`'s machines, and the reaping of tombstones;
 //! - `query`: listings and index queries over a covering set of vnodes;
+//! - `aae`: active anti-entropy (the vnodes keep the trees; this part
+//!   builds them, runs the exchanges and repairs);
 //! - `migrate`: a backend migration; `backends`: opening the stores;
 //!   `stats`: the counters of `/stats`; `wire`: the messages between
 //!   nodes.
 
+mod aae;
 mod backends;
 mod buckets;
 pub mod bulk;
@@ -51,9 +54,12 @@ pub mod vnode;
 mod vnodes;
 pub mod wire;
 
+pub use aae::{Aae, TreeStatus};
 pub use backends::{check_leveldb, BackendsError, LeveldbCheck};
 pub use buckets::Buckets;
-pub use config::{BackendKind, DeleteMode, MergePolicyKind, NamedBackend, NodeConfig};
+pub use config::{
+    BackendKind, DeleteMode, MergePolicyKind, NamedBackend, NodeConfig, TictacConfig,
+};
 pub use coordinate::dt::{DtFetchAnswer, DtFetchRequest, DtUpdateAnswer, DtUpdateRequest};
 pub use coordinate::kv::{
     DeleteAnswer, DeleteRequest, GetAnswer, GetRequest, PutAnswer, PutRequest,
@@ -71,7 +77,7 @@ pub use rill_bucket::{Props, Quorum, TypeStatus};
 pub use rill_coord::QuorumError;
 pub use rill_crdt as crdt;
 pub use rill_object::{decode_object, encode_object, Content, Link, Metadata, Object, VClock};
-pub use stats::NodeStats;
+pub use stats::{AaeStats, NodeStats};
 pub use vnode::identity::IdentityError;
 pub use vnodes::Vnodes;
 

@@ -1,5 +1,6 @@
 //! The node: its vnodes, ring, bucket registry and background work.
 
+use crate::aae::{files as aae_files, Aae};
 use crate::backends::{Opening, Resources};
 use crate::buckets::Buckets;
 use crate::bulk::BulkPool;
@@ -46,6 +47,7 @@ pub struct Node {
     /// Listings and index queries over the whole ring.
     pub(crate) queries: Queries,
     migrator: Arc<Migrator>,
+    aae: Arc<Aae>,
     leases: Arc<LeaseFile>,
     /// Tests: stop as a crash of the process would (no clean record).
     forget_clean_stop: std::sync::atomic::AtomicBool,
@@ -91,6 +93,11 @@ impl Node {
             res: r,
             registry,
         });
+        let aae_dir = config.data_dir.join("tictacaae");
+        let place = Arc::new(crate::vnode::aae::KeyPlace {
+            ring_size: config.ring_size,
+            buckets: buckets.clone(),
+        });
         let mut vnodes = Vec::with_capacity(config.ring_size as usize);
         for p in ring.partitions() {
             let moved = record.as_ref().is_some_and(|r| r.moved.contains(&p.0));
@@ -98,13 +105,28 @@ impl Node {
                 Some(t) if moved => t.backend(p)?,
                 _ => opening.backend(p)?,
             };
+            // Trees kept at a clean stop are taken off the disk whether
+            // used or not: a crash later must not find them.
+            let kept = aae_files::take(&aae_dir, &ring.index_decimal(p));
+            let aae = if config.tictacaae.active {
+                let trees = match kept {
+                    Some(t) => t,
+                    None if backend.holds_objects().unwrap_or(true) => rill_aae::Trees::unbuilt(),
+                    None => rill_aae::Trees::empty(crate::ids::now_us() / 1000),
+                };
+                Some(crate::vnode::aae::VnodeAae::new(trees, place.clone()))
+            } else {
+                None
+            };
             vnodes.push(Arc::new(Vnode::new(
                 p,
                 ids.ids[p.0 as usize],
                 ids.epochs(p.0 as usize),
                 backend,
+                aae,
             )));
         }
+        aae_files::sync_dir(&aae_dir);
         log_stores_opened(&config, &res, started.elapsed());
         let limits = Limits {
             size_warning_bytes: config.object_size_warning_bytes,
@@ -137,6 +159,16 @@ impl Node {
                 })
             })
             .map_err(OpenError::Reaper)?;
+        let aae = Aae::new(
+            config.tictacaae.clone(),
+            vnodes.clone(),
+            replicas.clone(),
+            Arc::downgrade(&kv),
+            aae_dir,
+        );
+        if config.tictacaae.active {
+            crate::aae::spawn(&aae).map_err(OpenError::AntiEntropy)?;
+        }
         let queries = Queries::new(
             replicas.clone(),
             buckets.clone(),
@@ -163,6 +195,7 @@ impl Node {
             kv,
             queries,
             migrator,
+            aae,
             leases: ids.leases.clone(),
             forget_clean_stop: Default::default(),
             started: Instant::now(),
@@ -309,7 +342,12 @@ impl Node {
     }
 
     pub fn stats(&self) -> NodeStats {
-        NodeStats::of(&self.counters, &self.vnodes)
+        NodeStats::of(&self.counters, &self.vnodes, &self.aae.counters)
+    }
+
+    /// Active anti-entropy: its trees, settings and schedule.
+    pub fn tictacaae(&self) -> &Aae {
+        &self.aae
     }
 
     /// Makes every acknowledged write durable.
@@ -373,6 +411,7 @@ impl Node {
 impl Drop for Node {
     fn drop(&mut self) {
         self.kv.reaper.stop();
+        self.aae.stop();
         if self.forget_clean_stop.load(Ordering::Relaxed) {
             return; // as a crash: no sync, no clean record
         }
@@ -380,6 +419,8 @@ impl Drop for Node {
             tracing::error!(error = %e, "sync at shutdown failed");
             return;
         }
+        // The trees match the stores now: the next start uses them.
+        self.aae.save_trees(&self.ring);
         // Every acknowledged write is durable: the next start may trust
         // the stored clocks, and continues each vnode's epochs exactly.
         let next: Vec<u64> = self.vnodes.iter().map(|v| v.next_epoch()).collect();

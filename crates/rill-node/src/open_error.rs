@@ -31,6 +31,8 @@ pub enum OpenError {
     Backends(#[from] BackendsError),
     #[error("cannot start the reaper thread: {0}")]
     Reaper(#[source] io::Error),
+    #[error("cannot start the anti-entropy thread: {0}")]
+    AntiEntropy(#[source] io::Error),
     /// The backend migration found unfinished could not resume.
     #[error(transparent)]
     ResumeMigration(KvError),

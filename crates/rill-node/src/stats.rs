@@ -57,6 +57,8 @@ pub struct NodeStats {
     pub dt_updates: u64,
     pub dt_fetches: u64,
     pub errors: u64,
+    /// Anti-entropy's figures.
+    pub aae: AaeStats,
     pub vnodes: u32,
     pub storage_bytes: u64,
     pub disk_usage: Option<f64>,
@@ -79,8 +81,30 @@ pub struct NodeStats {
     pub leveldb_held_writes: u64,
 }
 
+/// Anti-entropy's figures in `/stats` (Riak's `tictacaae_*` names).
+#[derive(Clone, Debug, Default)]
+pub struct AaeStats {
+    /// Exchanges that ended at the roots (in sync).
+    pub root_compare: u64,
+    /// Exchanges that ended at the branches (in sync).
+    pub branch_compare: u64,
+    /// Exchanges that compared keys.
+    pub clock_compare: u64,
+    /// Exchanges a replica could not take part in (trees not built).
+    pub not_supported: u64,
+    /// Exchanges that failed (a replica unreachable or too slow).
+    pub error: u64,
+    /// Keys exchanges found different (each read to repair it).
+    pub exchange_deltas: u64,
+    /// Builds of a vnode's trees.
+    pub rebuilds: u64,
+    /// Vnodes whose trees are built / not yet.
+    pub trees_built: u32,
+    pub trees_unbuilt: u32,
+}
+
 impl NodeStats {
-    pub(crate) fn of(c: &Counters, vnodes: &Vnodes) -> NodeStats {
+    pub(crate) fn of(c: &Counters, vnodes: &Vnodes, a: &crate::aae::AaeCounters) -> NodeStats {
         let l = |a: &AtomicU64| a.load(Ordering::Relaxed);
         let res = &vnodes.res;
         let m = res.scheduler.as_ref().map(|s| s.metrics());
@@ -102,6 +126,23 @@ impl NodeStats {
             dt_updates: l(&c.dt_updates),
             dt_fetches: l(&c.dt_fetches),
             errors: l(&c.errors),
+            aae: AaeStats {
+                root_compare: l(&a.root_compare),
+                branch_compare: l(&a.branch_compare),
+                clock_compare: l(&a.clock_compare),
+                not_supported: l(&a.not_supported),
+                error: l(&a.error),
+                exchange_deltas: l(&a.exchange_deltas),
+                rebuilds: l(&a.rebuilds),
+                trees_built: vnodes
+                    .iter()
+                    .filter(|v| v.aae().is_some_and(|t| t.trees().is_built()))
+                    .count() as u32,
+                trees_unbuilt: vnodes
+                    .iter()
+                    .filter(|v| v.aae().is_some_and(|t| !t.trees().is_built()))
+                    .count() as u32,
+            },
             vnodes: vnodes.len() as u32,
             storage_bytes: vnodes.storage_bytes(),
             disk_usage: res.scheduler.as_ref().map(|s| s.usage()),

@@ -139,22 +139,13 @@ impl Vnodes {
     /// Every key the vnode of `partition` holds, sorted by their wire
     /// encoding (`wire::encode_key`), the order handoff cursors follow.
     pub fn handoff_keys(&self, partition: u32) -> Result<Vec<(Vec<u8>, BKey)>, KvError> {
-        let b = self.of(partition)?.backend();
-        let mut buckets = Vec::new();
-        b.fold_buckets(&mut |t, bucket| {
-            buckets.push((t.to_vec(), bucket.to_vec()));
-            true
-        })?;
-        let mut keys = Vec::new();
-        for (t, bucket) in buckets {
-            b.fold_keys(&t, &bucket, &mut |k| {
-                let key = BKey::new(&t, &bucket, k);
-                keys.push((crate::wire::encode_key(&key), key));
-                true
-            })?;
-        }
+        let mut keys: Vec<(Vec<u8>, BKey)> = self
+            .of(partition)?
+            .all_keys()?
+            .into_iter()
+            .map(|k| (crate::wire::encode_key(&k), k))
+            .collect();
         keys.sort_by(|a, b| a.0.cmp(&b.0));
-        keys.dedup_by(|a, b| a.0 == b.0);
         Ok(keys)
     }
 

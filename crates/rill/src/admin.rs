@@ -265,3 +265,68 @@ fn migration_line(v: &Value) -> String {
     }
     line
 }
+
+/// `rill admin tictacaae ...`: the node's anti-entropy trees and
+/// settings, Riak 3.4's words.
+pub fn tictacaae(addr: SocketAddr, args: &[String]) -> Result<()> {
+    let a: Vec<&str> = args.iter().map(String::as_str).collect();
+    let answer = |r: Reply| -> Result<Value> {
+        if r.status != 200 {
+            bail!("{}", r.body.trim_end());
+        }
+        serde_json::from_str(&r.body).context("the node's answer is not JSON")
+    };
+    const SETTINGS: [&str; 5] = [
+        "exchangetick",
+        "rebuildtick",
+        "maxresults",
+        "rangeboost",
+        "repairloops",
+    ];
+    match a.as_slice() {
+        ["treestatus", rest @ ..] => {
+            let v = answer(request(addr, "GET", "/rill/tictacaae", None)?)?;
+            if rest == ["--format", "json"] {
+                println!("{}", serde_json::to_string_pretty(&v["trees"])?);
+                return Ok(());
+            }
+            if !rest.is_empty() && rest != ["--format", "table"] {
+                bail!("usage: rill admin tictacaae treestatus [--format table|json]");
+            }
+            println!("{:<10} {:<11} {:<24} {:>5}", "Partition", "Status", "Last Rebuild Date", "Trees");
+            for t in v["trees"].as_array().into_iter().flatten() {
+                let built = t["built_at"].as_str().unwrap_or("never");
+                println!(
+                    "{:<10} {:<11} {:<24} {:>5}",
+                    t["partition"], t["status"].as_str().unwrap_or(""), built, t["trees"]
+                );
+            }
+            Ok(())
+        }
+        ["rebuild-now"] => {
+            let body = serde_json::json!({"op": "rebuild-now"}).to_string();
+            let v = answer(request(addr, "POST", "/rill/tictacaae", Some(&body))?)?;
+            println!("{}", v["text"].as_str().unwrap_or_default());
+            Ok(())
+        }
+        [name] if SETTINGS.contains(name) => {
+            let v = answer(request(addr, "GET", "/rill/tictacaae", None)?)?;
+            println!(
+                "tictacaae_{name} on {} is: {}",
+                v["node"].as_str().unwrap_or_default(),
+                v["settings"][format!("tictacaae_{name}")]
+            );
+            Ok(())
+        }
+        [name, value] if SETTINGS.contains(name) => {
+            let value: u64 = value
+                .parse()
+                .with_context(|| format!("tictacaae_{name} takes a whole number, not {value:?}"))?;
+            let body = serde_json::json!({"op": "set", "name": name, "value": value}).to_string();
+            let v = answer(request(addr, "POST", "/rill/tictacaae", Some(&body))?)?;
+            println!("{}", v["text"].as_str().unwrap_or_default());
+            Ok(())
+        }
+        _ => bail!("usage: rill admin tictacaae treestatus [--format table|json] | rebuild-now | exchangetick|rebuildtick|maxresults|rangeboost|repairloops [VALUE]"),
+    }
+}

@@ -159,6 +159,13 @@ enum AdminCommand {
     /// Set how many handoffs may leave this node at once (Riak's
     /// transfer_limit; default 2).
     TransferLimit { limit: u64 },
+    /// Active anti-entropy, as Riak 3.4's: treestatus [--format
+    /// table|json] | rebuild-now | exchangetick|rebuildtick|maxresults|
+    /// rangeboost|repairloops [VALUE] (show, or set while the node runs).
+    Tictacaae {
+        #[arg(trailing_var_arg = true, allow_hyphen_values = true)]
+        args: Vec<String>,
+    },
     /// With the node stopped: `verify` reads every entry of its leveldb
     /// and leveled partitions and lists damaged ranges (exit status 1 if
     /// any); `repair` rebuilds the damaged partitions without them and
@@ -310,6 +317,7 @@ fn main() -> Result<()> {
                     addr,
                     serde_json::json!({"op": "transfer-limit", "limit": limit}),
                 ),
+                AdminCommand::Tictacaae { args } => admin::tictacaae(addr, args),
                 AdminCommand::Down { node } => {
                     admin::cluster_op(addr, serde_json::json!({"op": "down", "node": node}))
                 }

@@ -108,7 +108,9 @@ fn a_difference_that_does_not_last_is_not_repaired() {
     assert_eq!(step, Step::Ask(Ask::Root));
     // The write reaches a before the second look.
     a.write(3, 2);
-    let step = x.answered(a.answer(&Ask::Root), b.answer(&Ask::Root)).unwrap();
+    let step = x
+        .answered(a.answer(&Ask::Root), b.answer(&Ask::Root))
+        .unwrap();
     assert_eq!(
         step,
         Step::Done(Outcome {
@@ -127,7 +129,11 @@ fn an_exchange_is_capped_and_later_exchanges_take_the_rest() {
     }
     let (o, _) = run(&a, &b, 16, 3);
     assert_eq!(o.stage, Stage::ClockCompare);
-    assert!(!o.deltas.is_empty() && o.deltas.len() <= 16, "{}", o.deltas.len());
+    assert!(
+        !o.deltas.is_empty() && o.deltas.len() <= 16,
+        "{}",
+        o.deltas.len()
+    );
     // Repairing what each exchange finds converges.
     let mut b = b;
     for round in 0..1000 {

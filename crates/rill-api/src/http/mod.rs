@@ -25,6 +25,7 @@ mod query_thread;
 mod sensor;
 mod stats;
 mod stream;
+mod tictacaae;
 pub mod util;
 
 use axum::body::{Body, Bytes};
@@ -134,6 +135,7 @@ async fn route(ctx: &Arc<Ctx>, req: &Req, segs: &[&[u8]]) -> Response {
         [b"rill", b"sensors", b"m4"] => page::m4(ctx, req).await,
         [b"rill", b"bucket-types"] => bucket_types::admin_list_types(ctx),
         [b"rill", b"backend-migration"] => migrate::backend_migration(ctx, req).await,
+        [b"rill", b"tictacaae"] => tictacaae::tictacaae(ctx, req).await,
         [b"rill", b"cluster"] if req.method == Method::POST => {
             cluster::admin_cluster(ctx, req).await
         }

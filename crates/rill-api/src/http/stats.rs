@@ -65,6 +65,15 @@ fn stats_json(ctx: &Ctx) -> Value {
             ("tombstones_reaped_total", st.tombstones_reaped),
             ("reaps_put_off_total", st.reaps_put_off),
             ("reaps_given_up_total", st.reaps_given_up),
+            ("tictacaae_root_compare_total", st.aae.root_compare),
+            ("tictacaae_branch_compare_total", st.aae.branch_compare),
+            ("tictacaae_clock_compare_total", st.aae.clock_compare),
+            ("tictacaae_not_supported_total", st.aae.not_supported),
+            ("tictacaae_error_total", st.aae.error),
+            ("tictacaae_exchange_total", st.aae.exchange_deltas),
+            ("tictacaae_rebuilds_total", st.aae.rebuilds),
+            ("tictacaae_trees_built", u64::from(st.aae.trees_built)),
+            ("tictacaae_trees_unbuilt", u64::from(st.aae.trees_unbuilt)),
         ] {
             m.insert(k.into(), n.into());
         }

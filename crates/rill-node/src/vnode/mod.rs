@@ -5,6 +5,7 @@
 //! (`step`) and the fingerprints a read sends instead of a large value
 //! (`head`).
 
+pub(crate) mod aae;
 pub(crate) mod head;
 pub(crate) mod identity;
 pub mod lease;
@@ -52,6 +53,8 @@ pub(crate) struct Vnode {
     /// written since (`Vnodes::holds_data` then needs no look at it).
     may_hold: std::sync::atomic::AtomicBool,
     stripes: Vec<Mutex<()>>,
+    /// The anti-entropy trees, when `tictacaae_active` is on.
+    aae: Option<aae::VnodeAae>,
 }
 
 /// The key a vnode stores `key` of `bucket` of `bucket_type` under (the
@@ -101,6 +104,7 @@ impl Vnode {
         id: [u8; 8],
         epochs: Epochs,
         backend: Box<dyn Backend>,
+        aae: Option<aae::VnodeAae>,
     ) -> Vnode {
         Vnode {
             partition,
@@ -112,6 +116,7 @@ impl Vnode {
             backend: Switchable::new(backend),
             may_hold: std::sync::atomic::AtomicBool::new(true),
             stripes: (0..STRIPES).map(|_| Mutex::new(())).collect(),
+            aae,
         }
     }
 
@@ -313,6 +318,7 @@ impl Vnode {
             self.backend.put(k, &bytes, &add, &remove)?;
         }
         self.may_hold.store(true, Ordering::SeqCst);
+        self.tree_changed(k, stored.as_ref(), Some(&new));
         Ok(Some(new))
     }
 
@@ -386,6 +392,7 @@ impl Vnode {
         match self.get(k)? {
             Some(o) if &o.clock == clock => {
                 self.backend.delete(k, &index_terms(&o))?;
+                self.tree_changed(k, Some(&o), None);
                 Ok(true)
             }
             _ => Ok(false),
@@ -398,6 +405,7 @@ impl Vnode {
         match self.get(k)? {
             Some(o) if o.is_tombstone() && &o.clock == clock => {
                 self.backend.delete(k, &index_terms(&o))?;
+                self.tree_changed(k, Some(&o), None);
                 Ok(true)
             }
             _ => Ok(false),

@@ -50,6 +50,12 @@ pub enum VnodeRequest {
         step: Box<CoordinateStep>,
         prune: PruneRules,
     },
+    /// An anti-entropy exchange's question about the tree of the
+    /// preference list `index_n`.
+    Aae {
+        index_n: rill_aae::IndexN,
+        ask: rill_aae::Ask,
+    },
 }
 
 /// What a `Keys` request asks.
@@ -92,6 +98,9 @@ pub enum VnodeReply {
         entries: Vec<(Term, Vec<u8>)>,
         filled: bool,
     },
+    /// An exchange's answer; `None`: anti-entropy is not active here or
+    /// the trees are not built yet (Riak's `not_supported`).
+    Aae(Option<rill_aae::Answer>),
 }
 
 impl Vnode {
@@ -169,6 +178,9 @@ impl Vnode {
                     |stored| step.apply(stored, &self.actor_for(stored)?).map(Some),
                 )
                 .map(|o| VnodeReply::Stored(o.expect("the coordinator always writes"))),
+            VnodeRequest::Aae { index_n, ask } => {
+                self.aae_answer(index_n, &ask).map(VnodeReply::Aae)
+            }
         };
         result.unwrap_or_else(VnodeReply::Failed)
     }
@@ -226,6 +238,13 @@ impl Vnode {
         let (key, head) = match request {
             VnodeRequest::Get { key } => (key, false),
             VnodeRequest::Head { key } => (key, true),
+            // A tree's levels are in memory; clocks read the store.
+            VnodeRequest::Aae { index_n, ask } if !matches!(ask, rill_aae::Ask::Clocks(_)) => {
+                return Some(match self.aae_answer(*index_n, ask) {
+                    Ok(a) => VnodeReply::Aae(a),
+                    Err(e) => VnodeReply::Failed(e),
+                });
+            }
             _ => return None,
         };
         let read = self.try_get(key)?;

@@ -3,6 +3,7 @@
 //! objects and clocks in their stored formats. Every decoder refuses
 //! what it cannot read whole, and is fuzzed.
 
+mod aae;
 mod coverage;
 mod op;
 
@@ -28,6 +29,7 @@ const BUCKETS: u8 = 5;
 const KEYS: u8 = 6;
 const INDEX_PAGE: u8 = 7;
 const HEAD: u8 = 8;
+const AAE: u8 = 9;
 const FOUND: u8 = 16;
 const STORED: u8 = 17;
 const REAPED: u8 = 18;
@@ -37,6 +39,7 @@ const KEY_LIST: u8 = 21;
 const ENTRIES: u8 = 22;
 const HEAD_CLOCK: u8 = 23;
 const MERGED: u8 = 24;
+const AAE_ANSWER: u8 = 25;
 
 // Error kinds a replica's failure keeps across the wire.
 const ERR_BACKEND: u8 = 0;
@@ -231,6 +234,11 @@ pub fn encode_request_after(prefix: &[u8], route: Route, r: &VnodeRequest) -> Ve
             put_long(&mut b, &encode_vclock(clock));
             b
         }
+        VnodeRequest::Aae { index_n, ask } => {
+            let mut b = head(prefix, AAE, route);
+            aae::put_ask(&mut b, *index_n, ask);
+            b
+        }
     }
 }
 
@@ -255,6 +263,11 @@ pub fn encode_reply_after(prefix: &[u8], route: Route, r: &VnodeReply) -> Vec<u8
             b
         }
         VnodeReply::Merged => head(prefix, MERGED, route),
+        VnodeReply::Aae(a) => {
+            let mut b = head(prefix, AAE_ANSWER, route);
+            aae::put_answer(&mut b, a);
+            b
+        }
         VnodeReply::Head { clock, fingerprint } => {
             let mut b = head(prefix, HEAD_CLOCK, route);
             put_long(&mut b, &encode_vclock(clock));
@@ -412,6 +425,10 @@ fn decode_request_in(b: &[u8], shared: Option<&Bytes>) -> Result<(Route, VnodeRe
     let req = match kind {
         GET => VnodeRequest::Get { key: r.key()? },
         HEAD => VnodeRequest::Head { key: r.key()? },
+        AAE => {
+            let (index_n, ask) = r.aae_ask()?;
+            VnodeRequest::Aae { index_n, ask }
+        }
         MERGE => {
             let key = r.key()?;
             let flags = r.u8()?;
@@ -521,6 +538,7 @@ fn decode_reply_in(b: &[u8], shared: Option<&Bytes>) -> Result<(Route, VnodeRepl
         },
         STORED => VnodeReply::Stored(r.object()?),
         MERGED => VnodeReply::Merged,
+        AAE_ANSWER => VnodeReply::Aae(r.aae_answer()?),
         HEAD_CLOCK => VnodeReply::Head {
             clock: decode_vclock(r.long()?)
                 .map_err(|e| WireError::Malformed(format!("clock: {e}")))?,

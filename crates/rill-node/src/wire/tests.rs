@@ -22,8 +22,21 @@ fn requests_and_replies_round_trip_and_refuse_every_cut() {
         request_id: 42,
         partition: 7,
     };
+    let ixn = rill_aae::IndexN { first: 3, n: 3 };
     let requests = [
         VnodeRequest::Get { key: key() },
+        VnodeRequest::Aae {
+            index_n: ixn,
+            ask: rill_aae::Ask::Root,
+        },
+        VnodeRequest::Aae {
+            index_n: ixn,
+            ask: rill_aae::Ask::Branches(vec![0, 4095]),
+        },
+        VnodeRequest::Aae {
+            index_n: ixn,
+            ask: rill_aae::Ask::Clocks(vec![7, (1 << 20) - 1]),
+        },
         VnodeRequest::Head { key: key() },
         VnodeRequest::Merge {
             key: key(),
@@ -130,6 +143,13 @@ fn requests_and_replies_round_trip_and_refuse_every_cut() {
     }
     let replies = [
         VnodeReply::Found(None),
+        VnodeReply::Aae(None),
+        VnodeReply::Aae(Some(rill_aae::Answer::Root(vec![1, 2, 3]))),
+        VnodeReply::Aae(Some(rill_aae::Answer::Branches(vec![(9, vec![5; 256])]))),
+        VnodeReply::Aae(Some(rill_aae::Answer::Clocks(vec![
+            (b"key".to_vec(), 77),
+            (vec![], 0),
+        ]))),
         VnodeReply::Found(Some(object())),
         VnodeReply::Stored(object()),
         VnodeReply::Head {
@@ -253,4 +273,28 @@ fn maps_nested_past_the_limit_are_refused() {
         decode_request(&encode_request(route, &r)),
         Err(WireError::Malformed(_))
     ));
+}
+
+#[test]
+fn anti_entropy_questions_out_of_range_are_refused() {
+    let route = Route {
+        request_id: 1,
+        partition: 0,
+    };
+    let b = encode_request(
+        route,
+        &VnodeRequest::Aae {
+            index_n: rill_aae::IndexN { first: 0, n: 3 },
+            ask: rill_aae::Ask::Branches(vec![4096]),
+        },
+    );
+    assert!(matches!(decode_request(&b), Err(WireError::Malformed(_))));
+    let b = encode_request(
+        route,
+        &VnodeRequest::Aae {
+            index_n: rill_aae::IndexN { first: 0, n: 3 },
+            ask: rill_aae::Ask::Clocks(vec![1 << 20]),
+        },
+    );
+    assert!(matches!(decode_request(&b), Err(WireError::Malformed(_))));
 }

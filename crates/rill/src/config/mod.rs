@@ -8,6 +8,7 @@
 //! ([`Config::defaults`] applies every table default), the parser, `rill
 //! chkconfig --keys` and docs/settings.md all come from those tables.
 
+mod aae;
 mod backends;
 mod cluster;
 mod memory;

@@ -305,6 +305,7 @@ pub fn all() -> impl Iterator<Item = &'static Setting> {
         .chain(super::cluster::SETTINGS)
         .chain(super::backends::SETTINGS)
         .chain(super::sensor::SETTINGS)
+        .chain(super::aae::SETTINGS)
 }
 
 /// The setting `key` names, with the name its pattern matched (or, for

@@ -216,6 +216,7 @@ impl std::fmt::Debug for Summary<'_> {
             (n.memory_max_bytes, n.memory_ttl),
             (n.object_size_warning_bytes, n.object_size_max_bytes),
             (n.siblings_warning, n.siblings_max),
+            &n.tictacaae,
         );
         let binary = (
             (

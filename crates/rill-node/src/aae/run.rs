@@ -1,0 +1,397 @@
+//! The schedule: builds trees that are missing or due (one vnode at a
+//! time), and starts each owned vnode's next exchange when its tick
+//! comes (at most one per vnode, `MAX_RUNNING` on the node). An exchange
+//! asks both replicas through `Replicas` (this node's vnode at once,
+//! another node's through the cluster runtime), pauses between stages,
+//! and repairs what differs with a read that repairs its replicas
+//! (Riak's `riak_kv_tictacaae_repairs`: a get per key). An exchange that
+//! found differences is followed, after the pause, by up to
+//! `tictacaae_repairloops` more between the same replicas, each taking
+//! `tictacaae_rangeboost` times as many branches and segments.
+
+use super::{Aae, Plan, MAX_RUNNING};
+use crate::error::KvError;
+use crate::vnode::msg::{VnodeReply, VnodeRequest};
+use crate::GetRequest;
+use rill_aae::{pairwise, Answer, Ask, Exchange, IndexN, Outcome, Pair, Stage, Status, Step};
+use rill_ring::{Partition, PreflistEntry};
+use std::sync::atomic::Ordering;
+use std::sync::{Arc, Weak};
+use std::time::{Duration, Instant};
+
+/// How long a replica may take to answer for a tree level, and for the
+/// keys and clocks of segments (a scan of the vnode's keys).
+const TREE_TIMEOUT: Duration = Duration::from_secs(60);
+const CLOCKS_TIMEOUT: Duration = Duration::from_secs(600);
+
+pub(super) fn schedule(weak: Weak<Aae>) {
+    loop {
+        let Some(aae) = weak.upgrade() else { return };
+        if aae.stopped() {
+            return;
+        }
+        aae.start_rebuild();
+        aae.start_exchanges();
+        let s = aae.state();
+        let _ = aae
+            .wake
+            .wait_timeout(s, Duration::from_millis(200))
+            .unwrap_or_else(|e| e.into_inner());
+    }
+}
+
+fn mix(mut x: u64) -> u64 {
+    x ^= x >> 33;
+    x = x.wrapping_mul(0xff51_afd7_ed55_8ccd);
+    x ^= x >> 33;
+    x = x.wrapping_mul(0xc4ce_b9fe_1a85_ec53);
+    x ^ (x >> 33)
+}
+
+fn next_random(s: &mut u64) -> u64 {
+    *s = s.wrapping_add(0x9e37_79b9_7f4a_7c15);
+    mix(*s)
+}
+
+impl Aae {
+    /// Starts building one vnode's trees if any is unbuilt, asked for,
+    /// or due (`tictacaae_rebuildwait` plus its share of
+    /// `tictacaae_rebuilddelay` after its last build).
+    fn start_rebuild(self: &Arc<Self>) {
+        let cfg = self.config();
+        let now = Instant::now();
+        let now_ms = crate::ids::now_us() / 1000;
+        let mut s = self.state();
+        if s.rebuilding {
+            return;
+        }
+        let check_due = now >= s.next_rebuild_check;
+        if check_due {
+            s.next_rebuild_check = now + cfg.rebuild_tick;
+        }
+        let delay_ms = cfg.rebuild_delay.as_millis().max(1) as u64;
+        let wait_ms = cfg.rebuild_wait.as_millis() as u64;
+        let pick = self.vnodes.iter().find(|v| {
+            let Some(a) = v.aae() else { return false };
+            match a.trees().status() {
+                Status::Unbuilt => true,
+                Status::Built { at_ms } => {
+                    s.rebuild_asked.contains(&v.partition.0)
+                        || (check_due
+                            && at_ms + wait_ms + mix(u64::from(v.partition.0)) % delay_ms <= now_ms)
+                }
+                Status::Building | Status::Rebuilding { .. } => false,
+            }
+        });
+        let Some(v) = pick.cloned() else { return };
+        s.rebuild_asked.retain(|p| *p != v.partition.0);
+        s.rebuilding = true;
+        drop(s);
+        let aae = self.clone();
+        let spawned = self.spawn_thread("rill-aae-build", move || {
+                let started = Instant::now();
+                let keep_going = || !aae.stopped();
+                match v.rebuild_trees(|| crate::ids::now_us() / 1000, keep_going) {
+                    Ok(true) => {
+                        aae.counters.rebuilds.fetch_add(1, Ordering::Relaxed);
+                        tracing::info!(partition = v.partition.0, took_ms = started.elapsed().as_millis() as u64, "anti-entropy trees built");
+                    }
+                    Ok(false) => {}
+                    Err(e) => {
+                        tracing::warn!(partition = v.partition.0, error = %e, "building the anti-entropy trees failed; tried again at the next look");
+                    }
+                }
+                aae.state().rebuilding = false;
+                aae.wake.notify_all();
+            });
+        if spawned.is_err() {
+            self.state().rebuilding = false;
+        }
+    }
+
+    /// Starts the exchanges whose tick has come.
+    fn start_exchanges(self: &Arc<Self>) {
+        let cfg = self.config();
+        let Some(kv) = self.coordinator.upgrade() else {
+            return;
+        };
+        let n_vals: Vec<u8> = kv
+            .buckets
+            .registry()
+            .n_vals_in_use()
+            .into_iter()
+            .map(|n| n.min(255) as u8)
+            .collect();
+        let view = self.replicas.view();
+        let me = view.me.clone();
+        let size = view.ring.size();
+        let now = Instant::now();
+        let mut s = self.state();
+        for p in 0..self.vnodes.len() as u32 {
+            if s.running >= MAX_RUNNING {
+                return;
+            }
+            let owned = view.ring.owner(Partition(p)) == me;
+            let built = self
+                .vnodes
+                .iter()
+                .nth(p as usize)
+                .and_then(|v| v.aae())
+                .is_some_and(|a| a.trees().is_built());
+            let tick = cfg.exchange_tick;
+            let rng = next_random(&mut s.rng);
+            let plan = &mut s.plans[p as usize];
+            if !owned || !built || plan.running {
+                continue;
+            }
+            let Some(at) = plan.next_at else {
+                // The first exchange: a tick, and a share of another,
+                // after the start (Riak staggers vnodes the same way).
+                let first = (self.opened + tick).max(now);
+                plan.next_at = Some(first + tick / 256 * (mix(u64::from(p)) % 256) as u32);
+                continue;
+            };
+            if at > now {
+                continue;
+            }
+            let (pair, boost) = match (plan.follow, plan.follow_ups) {
+                (Some(pair), left) if left > 0 => (pair, cfg.range_boost.max(1)),
+                _ => {
+                    if plan.queue.is_empty() {
+                        plan.queue = pairwise(p, &n_vals, size);
+                        shuffle(&mut plan.queue, rng);
+                    }
+                    let Some(pair) = plan.queue.pop() else {
+                        plan.next_at = Some(now + tick);
+                        continue;
+                    };
+                    (pair, 1)
+                }
+            };
+            let remote = view.ring.owner(Partition(pair.remote)).to_string();
+            if !view.is_up(&remote) {
+                // Primaries only (Riak's tictacaae_primaryonly): the next
+                // pair at the next tick.
+                plan.next_at = Some(now + tick);
+                plan.follow = None;
+                plan.follow_ups = 0;
+                continue;
+            }
+            plan.running = true;
+            s.running += 1;
+            let aae = self.clone();
+            let max_results = (cfg.max_results.max(1) * boost) as usize;
+            let job = Job {
+                partition: p,
+                pair,
+                remote,
+                max_results,
+                seed: rng,
+                pause: cfg.exchange_pause,
+            };
+            let spawned = self.spawn_thread("rill-aae-exchange", move || {
+                let outcome = aae.exchange(&job);
+                aae.finished(&job, outcome);
+            });
+            if spawned.is_err() {
+                s.running -= 1;
+                s.plans[p as usize].running = false;
+                s.plans[p as usize].next_at = Some(now + tick);
+            }
+        }
+    }
+
+    /// After an exchange: counts its end, schedules the next.
+    fn finished(&self, job: &Job, outcome: Result<Outcome, ExchangeError>) {
+        let cfg = self.config();
+        let c = &self.counters;
+        let found = match &outcome {
+            Ok(o) => {
+                match o.stage {
+                    Stage::RootCompare => &c.root_compare,
+                    Stage::BranchCompare => &c.branch_compare,
+                    Stage::ClockCompare => &c.clock_compare,
+                }
+                .fetch_add(1, Ordering::Relaxed);
+                c.exchange_deltas
+                    .fetch_add(o.deltas.len() as u64, Ordering::Relaxed);
+                o.deltas.len()
+            }
+            Err(ExchangeError::NotSupported) => {
+                c.not_supported.fetch_add(1, Ordering::Relaxed);
+                0
+            }
+            Err(ExchangeError::Stopped) => 0,
+            Err(e) => {
+                c.error.fetch_add(1, Ordering::Relaxed);
+                tracing::debug!(partition = job.partition, remote = job.pair.remote, error = %e, "anti-entropy exchange failed");
+                0
+            }
+        };
+        if let Ok(o) = &outcome {
+            if !o.deltas.is_empty() {
+                tracing::info!(partition = job.partition, remote_partition = job.pair.remote, remote = %job.remote, n_val = job.pair.index_n.n, keys = o.deltas.len(), "anti-entropy exchange found keys to repair");
+            }
+        }
+        let now = Instant::now();
+        let mut s = self.state();
+        s.running -= 1;
+        let plan: &mut Plan = &mut s.plans[job.partition as usize];
+        plan.running = false;
+        let was_follow_up = plan.follow == Some(job.pair) && plan.follow_ups > 0;
+        if found > 0 && (was_follow_up || cfg.repair_loops > 0) {
+            plan.follow_ups = if was_follow_up {
+                plan.follow_ups - 1
+            } else {
+                cfg.repair_loops
+            };
+            plan.follow = (plan.follow_ups > 0).then_some(job.pair);
+        } else {
+            plan.follow_ups = 0;
+            plan.follow = None;
+        }
+        plan.next_at = Some(if plan.follow_ups > 0 {
+            now + cfg.exchange_pause
+        } else {
+            now + cfg.exchange_tick
+        });
+        drop(s);
+        self.wake.notify_all();
+    }
+
+    /// Runs one exchange and repairs what it finds.
+    fn exchange(&self, job: &Job) -> Result<Outcome, ExchangeError> {
+        let view = self.replicas.view();
+        let local = PreflistEntry {
+            partition: Partition(job.partition),
+            node: view.me.clone(),
+            primary: true,
+        };
+        let remote = PreflistEntry {
+            partition: Partition(job.pair.remote),
+            node: job.remote.clone(),
+            primary: true,
+        };
+        let (mut x, mut ask) = Exchange::new(job.max_results, job.seed);
+        let outcome = loop {
+            if self.stopped() {
+                return Err(ExchangeError::Stopped);
+            }
+            let (a, b) = self.ask_both(&local, &remote, job.pair.index_n, &ask)?;
+            match x
+                .answered(a, b)
+                .map_err(|e| ExchangeError::Failed(e.to_string()))?
+            {
+                Step::Ask(next) => {
+                    ask = next;
+                    // Riak's pause, jittered to [T/2, 3T/2).
+                    let t = job.pause.as_millis() as u64;
+                    if t > 0 {
+                        let j = mix(job.seed ^ t) % t;
+                        std::thread::sleep(Duration::from_millis(t / 2 + j));
+                    }
+                }
+                Step::Done(o) => break o,
+            }
+        };
+        self.repair(&outcome.deltas);
+        Ok(outcome)
+    }
+
+    /// Reads each key through its preference list: the read repairs the
+    /// replicas that are behind (after its answer).
+    fn repair(&self, keys: &[Vec<u8>]) {
+        let Some(kv) = self.coordinator.upgrade() else {
+            return;
+        };
+        for k in keys {
+            if self.stopped() {
+                return;
+            }
+            let Ok(k) = crate::wire::decode_key(k) else {
+                continue;
+            };
+            let req = GetRequest {
+                bucket_type: k.bucket_type.clone(),
+                bucket: k.bucket.clone(),
+                key: k.key.clone(),
+                ..GetRequest::default()
+            };
+            if let Err(e) = kv.get(&req) {
+                tracing::debug!(error = %e, "an anti-entropy repair read failed; a later exchange finds the key again");
+            }
+        }
+    }
+
+    /// Asks both replicas the same question; `NotSupported` when either
+    /// has no built trees.
+    fn ask_both(
+        &self,
+        local: &PreflistEntry,
+        remote: &PreflistEntry,
+        index_n: IndexN,
+        ask: &Ask,
+    ) -> Result<(Answer, Answer), ExchangeError> {
+        let request = VnodeRequest::Aae {
+            index_n,
+            ask: ask.clone(),
+        };
+        let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel();
+        let mut got: [Option<VnodeReply>; 2] = [None, None];
+        for (tag, e) in [local, remote].into_iter().enumerate() {
+            got[tag] = self.replicas.ask(e, request.clone(), tag, &tx);
+        }
+        let timeout = match ask {
+            Ask::Clocks(_) => CLOCKS_TIMEOUT,
+            _ => TREE_TIMEOUT,
+        };
+        let deadline = Instant::now() + timeout;
+        while got.iter().any(Option::is_none) {
+            match self.replicas.wait(&mut rx, deadline) {
+                Some((tag, r)) if tag < 2 => got[tag] = Some(r),
+                Some(_) => {}
+                None => return Err(ExchangeError::Timeout),
+            }
+        }
+        let [a, b] = got.map(|r| match r {
+            Some(VnodeReply::Aae(Some(a))) => Ok(a),
+            Some(VnodeReply::Aae(None)) => Err(ExchangeError::NotSupported),
+            Some(VnodeReply::Failed(e)) => Err(ExchangeError::Replica(e)),
+            other => Err(ExchangeError::Failed(format!(
+                "unexpected answer {other:?}"
+            ))),
+        });
+        Ok((a?, b?))
+    }
+}
+
+fn shuffle(v: &mut [Pair], mut seed: u64) {
+    for i in (1..v.len()).rev() {
+        let j = (next_random(&mut seed) % (i as u64 + 1)) as usize;
+        v.swap(i, j);
+    }
+}
+
+/// One exchange to run.
+struct Job {
+    partition: u32,
+    pair: Pair,
+    remote: String,
+    max_results: usize,
+    seed: u64,
+    pause: Duration,
+}
+
+#[derive(Debug, thiserror::Error)]
+enum ExchangeError {
+    #[error("a replica has no anti-entropy trees built (not_supported)")]
+    NotSupported,
+    #[error("a replica did not answer in time")]
+    Timeout,
+    #[error("a replica failed: {0}")]
+    Replica(KvError),
+    #[error("{0}")]
+    Failed(String),
+    #[error("the node is stopping")]
+    Stopped,
+}

@@ -1,0 +1,185 @@
+//! A vnode's anti-entropy trees (`rill_aae::Trees`): changed by every
+//! write of the vnode under the key's lock, answering exchanges (root,
+//! branches, and the keys and clocks of segments), rebuilt from the
+//! store while writes go on, kept on disk only across a clean stop
+//! (docs/cluster.md, "Active anti-entropy").
+
+use crate::buckets::Buckets;
+use crate::error::KvError;
+use crate::vnode::Vnode;
+use rill_aae::{clock_hash, segment_of, Answer, Ask, IndexN, Trees};
+use rill_backend::BKey;
+use rill_object::{Object, VClock};
+use rill_ring::Ring;
+use std::collections::HashSet;
+use std::sync::{Arc, Mutex, MutexGuard};
+
+/// Where a key's tree is: its preference list (first partition, n_val)
+/// and its ring hash.
+pub(crate) struct KeyPlace {
+    pub ring_size: u32,
+    pub buckets: Arc<Buckets>,
+}
+
+impl KeyPlace {
+    pub fn of(&self, k: &BKey) -> (IndexN, [u8; 20]) {
+        let hash = rill_ring::key_hash(&k.bucket_type, &k.bucket, &k.key);
+        let first = Ring::responsible_in(self.ring_size, &hash).0;
+        let n = self
+            .buckets
+            .n_val_of(&k.bucket_type, &k.bucket)
+            .clamp(1, self.ring_size.min(255));
+        (IndexN { first, n: n as u8 }, hash)
+    }
+}
+
+/// A clock's hash as the trees take it.
+pub(crate) fn clock_of(c: &VClock) -> u32 {
+    clock_hash(c.entries().map(|(a, n, _)| (a.as_slice(), n)))
+}
+
+/// A vnode's trees and how it places keys in them.
+pub(crate) struct VnodeAae {
+    trees: Mutex<Trees>,
+    place: Arc<KeyPlace>,
+}
+
+impl VnodeAae {
+    pub fn new(trees: Trees, place: Arc<KeyPlace>) -> VnodeAae {
+        VnodeAae {
+            trees: Mutex::new(trees),
+            place,
+        }
+    }
+
+    pub fn trees(&self) -> MutexGuard<'_, Trees> {
+        self.trees.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// `k` changed from `old` to `new` in the store (called under the
+    /// key's lock, after the store took it).
+    pub fn changed(&self, k: &BKey, old: Option<&VClock>, new: Option<&VClock>) {
+        let (index_n, hash) = self.place.of(k);
+        let id = crate::wire::encode_key(k);
+        self.trees()
+            .write(&id, index_n, &hash, old.map(clock_of), new.map(clock_of));
+    }
+}
+
+impl Vnode {
+    /// Tells the trees, if kept, that `k` changed.
+    pub(crate) fn tree_changed(&self, k: &BKey, old: Option<&Object>, new: Option<&Object>) {
+        if let Some(a) = &self.aae {
+            a.changed(k, old.map(|o| &o.clock), new.map(|o| &o.clock));
+        }
+    }
+
+    /// The vnode's trees, when anti-entropy is active.
+    pub(crate) fn aae(&self) -> Option<&VnodeAae> {
+        self.aae.as_ref()
+    }
+
+    /// An exchange's question; `None` when anti-entropy is not active
+    /// here or the trees are not built yet (Riak's `not_supported`).
+    pub(crate) fn aae_answer(&self, index_n: IndexN, ask: &Ask) -> Result<Option<Answer>, KvError> {
+        let Some(a) = &self.aae else { return Ok(None) };
+        match ask {
+            Ask::Root => Ok(a.trees().root(index_n).map(Answer::Root)),
+            Ask::Branches(ids) => Ok(a.trees().branches(index_n, ids).map(Answer::Branches)),
+            Ask::Clocks(segments) => {
+                if !a.trees().is_built() {
+                    return Ok(None);
+                }
+                let wanted: HashSet<u32> = segments.iter().copied().collect();
+                let mut out = Vec::new();
+                for k in self.all_keys()? {
+                    let (i, hash) = a.place.of(&k);
+                    if i != index_n || !wanted.contains(&segment_of(&hash)) {
+                        continue;
+                    }
+                    if let Some(clock) = self.stored_clock(&k)? {
+                        out.push((crate::wire::encode_key(&k), clock_of(&clock)));
+                    }
+                }
+                Ok(Some(Answer::Clocks(out)))
+            }
+        }
+    }
+
+    /// Builds the trees again from the store while writes go on; the
+    /// old trees answer meanwhile (if built). `now_ms` stamps the build;
+    /// the build is given up (false) when `keep_going` says so.
+    pub(crate) fn rebuild_trees(
+        &self,
+        now_ms: impl FnOnce() -> u64,
+        keep_going: impl Fn() -> bool,
+    ) -> Result<bool, KvError> {
+        let Some(a) = &self.aae else { return Ok(false) };
+        a.trees().start_rebuild();
+        let keys = match self.all_keys() {
+            Ok(k) => k,
+            Err(e) => {
+                a.trees().abandon_rebuild();
+                return Err(e);
+            }
+        };
+        for k in keys {
+            if !keep_going() {
+                a.trees().abandon_rebuild();
+                return Ok(false);
+            }
+            let _guard = self.lock(&k);
+            let clock = match self.stored_clock(&k) {
+                Ok(c) => c,
+                Err(e) => {
+                    a.trees().abandon_rebuild();
+                    return Err(e);
+                }
+            };
+            let (index_n, hash) = a.place.of(&k);
+            let id = crate::wire::encode_key(&k);
+            a.trees()
+                .rebuild_visit(&id, index_n, &hash, clock.as_ref().map(clock_of));
+        }
+        a.trees().finish_rebuild(now_ms());
+        Ok(true)
+    }
+
+    /// Every key the vnode holds, each once.
+    pub(crate) fn all_keys(&self) -> Result<Vec<BKey>, KvError> {
+        let b = self.backend();
+        let mut buckets = Vec::new();
+        b.fold_buckets(&mut |t, bucket| {
+            buckets.push((t.to_vec(), bucket.to_vec()));
+            true
+        })?;
+        let mut keys = Vec::new();
+        for (t, bucket) in buckets {
+            b.fold_keys(&t, &bucket, &mut |k| {
+                keys.push(BKey::new(&t, &bucket, k));
+                true
+            })?;
+        }
+        keys.sort_unstable_by(|a, b| {
+            (&a.bucket_type, &a.bucket, &a.key).cmp(&(&b.bucket_type, &b.bucket, &b.key))
+        });
+        keys.dedup();
+        Ok(keys)
+    }
+
+    /// A stored key's clock, from its head where the backend keeps one.
+    fn stored_clock(&self, k: &BKey) -> Result<Option<VClock>, KvError> {
+        if let Some(read) = self.backend().get_head(k) {
+            match read? {
+                None => return Ok(None),
+                Some(bytes) if bytes.is_empty() => {}
+                Some(bytes) => {
+                    if let Ok(h) = rill_object::decode_head(&bytes) {
+                        return Ok(Some(h.object.clock));
+                    }
+                }
+            }
+        }
+        Ok(self.get(k)?.map(|o| o.clock))
+    }
+}

@@ -1,0 +1,119 @@
+//! Active anti-entropy on real processes: a node whose stored data is
+//! wiped gets every key back from its neighbours by exchanges alone, with
+//! no client reading anything until it is checked (docs/cluster.md, "What
+//! the cluster promises").
+
+mod common;
+
+use common::cluster::{form, put, Member};
+use common::until;
+use serde_json::Value;
+use std::time::Duration;
+
+/// Exchanges every 200 ms per vnode, 20 ms between their stages.
+const FAST_AAE: &str = "tictacaae_exchangetick = 200\ntictacaae_exchangepause = 20\n";
+
+/// Each member's (keys found different, exchanges that found the
+/// replicas in sync).
+fn aae_figures(all: &[&Member]) -> Vec<(u64, u64)> {
+    all.iter()
+        .map(|m| {
+            (
+                m.stat("tictacaae_exchange_total"),
+                m.stat("tictacaae_root_compare_total") + m.stat("tictacaae_branch_compare_total"),
+            )
+        })
+        .collect()
+}
+
+#[test]
+fn a_wiped_node_gets_every_key_back_by_anti_entropy_alone() {
+    let m1 = Member::start(1, FAST_AAE);
+    let m2 = Member::start(2, FAST_AAE);
+    let mut m3 = Member::start(3, FAST_AAE);
+    form(&m1, &[&m2, &m3]);
+
+    let keys: Vec<String> = (0..300).map(|i| format!("k{i}")).collect();
+    for k in &keys {
+        assert!(put(m1.node(), k, &format!("v-{k}"), "?w=3&dw=3"), "{k}");
+    }
+    // The keys a vnode of m3 is a primary replica of.
+    let on_m3: Vec<&String> = keys
+        .iter()
+        .filter(|k| {
+            let r = m1
+                .node()
+                .http("GET", &format!("/buckets/b/keys/{k}/preflist"), &[], b"")
+                .unwrap();
+            let v: Value = serde_json::from_slice(&r.body).unwrap();
+            v["preflist"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .any(|e| e["node"] == m3.name.as_str() && e["primary"] == true)
+        })
+        .collect();
+    assert!(
+        on_m3.len() > 200,
+        "{} keys have a replica on m3",
+        on_m3.len()
+    );
+
+    // m3 loses its stored data (and its trees) while stopped.
+    m3.node.take().unwrap().stop();
+    let data = m3.home.path().join("data");
+    for d in ["bitcask", "tictacaae"] {
+        let _ = std::fs::remove_dir_all(data.join(d));
+    }
+    m3.restart();
+
+    // No client reads: exchanges find the missing keys and repair them,
+    // until every member has seen a run of exchanges in sync after the
+    // last difference found.
+    let all = [&m1, &m2, &m3];
+    let mut last = aae_figures(&all);
+    let mut since_change = last.clone();
+    until(
+        "anti-entropy repairs m3 and then finds the replicas in sync",
+        Duration::from_secs(240),
+        || {
+            let now = aae_figures(&all);
+            let deltas_changed = now.iter().zip(&last).any(|(a, b)| a.0 != b.0);
+            last = now.clone();
+            if deltas_changed {
+                since_change = now;
+                return false;
+            }
+            let repaired: u64 = now.iter().map(|f| f.0).sum();
+            repaired > 0 && now.iter().zip(&since_change).all(|(a, b)| a.1 >= b.1 + 30)
+        },
+    );
+    assert!(
+        m3.stat("tictacaae_exchange_total") + m1.stat("tictacaae_exchange_total") > 0,
+        "exchanges found the missing keys"
+    );
+
+    // Only m3 left: each key it is a primary of reads from its own vnodes.
+    drop(m1);
+    drop(m2);
+    for k in on_m3 {
+        let want = format!("v-{k}");
+        until(
+            &format!("{k} on m3 alone"),
+            Duration::from_secs(30),
+            || match m3.node().http(
+                "GET",
+                &format!("/buckets/b/keys/{k}?r=1&pr=1&notfound_ok=false&basic_quorum=false"),
+                &[],
+                b"",
+            ) {
+                Some(r) if r.status == 200 => {
+                    assert_eq!(r.body, want.as_bytes(), "{k}");
+                    true
+                }
+                Some(r) if r.status == 404 => panic!("{k} is not back on m3"),
+                _ => false,
+            },
+        );
+    }
+}
