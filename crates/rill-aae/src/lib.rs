@@ -26,7 +26,7 @@ pub mod tree;
 pub mod trees;
 
 pub use exchange::{Answer, Ask, Exchange, Outcome, Stage, Step, WrongAnswer};
-pub use schedule::{pairwise, IndexN, Pair};
+pub use schedule::{pairwise, FollowUps, IndexN, Pair, MAX_BOOST};
 pub use tree::{
     clock_hash, segment_of, Contribution, DecodeError, TictacTree, BRANCHES, SEGMENTS,
     SEGMENTS_PER_BRANCH,

@@ -67,9 +67,92 @@ pub fn pairwise(partition: u32, n_vals: &[u8], ring_size: u32) -> Vec<Pair> {
     out
 }
 
+/// How far `tictacaae_rangeboost` may grow for replicas far apart: 64
+/// times `tictacaae_maxresults` (4,096 branches and segments at the
+/// default).
+pub const MAX_BOOST: u32 = 64;
+
+/// The exchanges that follow one that found differences, between the
+/// same replicas, after the pause instead of the tick.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct FollowUps {
+    /// Follow-ups left, this one included.
+    pub left: u32,
+    /// Times `tictacaae_maxresults` each takes.
+    pub boost: u32,
+}
+
+impl FollowUps {
+    /// What follows an exchange that capped its ids at `asked` and found
+    /// `found` keys different; `was`: the follow-ups it was one of, if
+    /// any. As Riak's repair loops: after an exchange that found keys, up
+    /// to `repair_loops` more, each taking `range_boost` times as many
+    /// ids. Beyond Riak, for replicas far apart (a node replaced or
+    /// wiped): an exchange that found keys for half the ids it could
+    /// take or more is followed again whatever the count, and its
+    /// follow-up takes twice as many, up to [`MAX_BOOST`] times; so a
+    /// replica that lost everything catches up at a rate bounded by one
+    /// exchange at a time per vnode, not by the tick. `repair_loops = 0`
+    /// turns follow-ups off.
+    pub fn after(
+        was: Option<FollowUps>,
+        asked: usize,
+        found: usize,
+        repair_loops: u32,
+        range_boost: u32,
+    ) -> Option<FollowUps> {
+        if found == 0 || repair_loops == 0 {
+            return None;
+        }
+        let saturated = found.saturating_mul(2) >= asked;
+        let (mut left, mut boost) = match was {
+            None => (repair_loops, range_boost.max(1)),
+            Some(w) => (w.left.saturating_sub(1), w.boost),
+        };
+        if saturated {
+            left = left.max(1);
+            if was.is_some() {
+                boost = boost.saturating_mul(2);
+            }
+        }
+        (left > 0).then_some(FollowUps {
+            left,
+            boost: boost.clamp(1, MAX_BOOST),
+        })
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn follow_ups_are_riaks_repair_loops_unless_replicas_are_far_apart() {
+        // A few keys found: four follow-ups at twice the ids, then none.
+        let mut f = FollowUps::after(None, 64, 3, 4, 2);
+        assert_eq!(f, Some(FollowUps { left: 4, boost: 2 }));
+        for left in [3, 2, 1] {
+            f = FollowUps::after(f, 128, 3, 4, 2);
+            assert_eq!(f, Some(FollowUps { left, boost: 2 }));
+        }
+        assert_eq!(FollowUps::after(f, 128, 3, 4, 2), None);
+        // Nothing found ends them; repair_loops = 0 turns them off.
+        assert_eq!(
+            FollowUps::after(Some(FollowUps { left: 3, boost: 2 }), 128, 0, 4, 2),
+            None
+        );
+        assert_eq!(FollowUps::after(None, 64, 64, 0, 2), None);
+        // Saturated: they go on and take twice as many, up to the cap.
+        let mut f = FollowUps::after(None, 64, 64, 4, 2);
+        let mut boosts = vec![];
+        for _ in 0..10 {
+            let asked = 64 * f.unwrap().boost as usize;
+            f = FollowUps::after(f, asked, asked, 4, 2);
+            boosts.push(f.unwrap().boost);
+        }
+        assert_eq!(boosts, vec![4, 8, 16, 32, 64, 64, 64, 64, 64, 64]);
+        assert!(f.unwrap().left >= 1);
+    }
 
     #[test]
     fn n_val_three_makes_six_exchanges_with_four_neighbours() {

@@ -2,6 +2,7 @@
 //! prints its figures as it measures them (with the machine named) and ends
 //! with one JSON line of all figures; `--quick` runs a short version for CI.
 
+mod aae;
 mod child;
 mod claim;
 mod engine;
@@ -62,6 +63,10 @@ enum Command {
     /// CPU-second, bytes per sample, one-sensor day and month query
     /// latency, answers compared; and the block codecs compared.
     Tsdb(tsdb::Args),
+    /// Active anti-entropy: exchanges between two replicas of a vnode
+    /// set in sync and out of sync (time, CPU, bytes), and keys repaired
+    /// per minute.
+    Aae(aae::Args),
 }
 
 fn main() -> anyhow::Result<()> {
@@ -74,5 +79,6 @@ fn main() -> anyhow::Result<()> {
         Command::Mixed(args) => mixed::run(args),
         Command::Footprint(args) => footprint::run(args),
         Command::Tsdb(args) => tsdb::run(args),
+        Command::Aae(args) => aae::run(args),
     }
 }

@@ -44,10 +44,9 @@ struct Plan {
     queue: Vec<Pair>,
     next_at: Option<Instant>,
     running: bool,
-    /// Follow-up exchanges left after one that found differences.
-    follow_ups: u32,
-    /// The pair those follow-ups repeat.
-    follow: Option<Pair>,
+    /// The follow-ups of an exchange that found differences, and the
+    /// pair they repeat.
+    follow: Option<(Pair, rill_aae::FollowUps)>,
 }
 
 struct State {

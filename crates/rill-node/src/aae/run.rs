@@ -5,9 +5,9 @@
 //! another node's through the cluster runtime), pauses between stages,
 //! and repairs what differs with a read that repairs its replicas
 //! (Riak's `riak_kv_tictacaae_repairs`: a get per key). An exchange that
-//! found differences is followed, after the pause, by up to
-//! `tictacaae_repairloops` more between the same replicas, each taking
-//! `tictacaae_rangeboost` times as many branches and segments.
+//! found differences is followed, after the pause, by more between the
+//! same replicas (`rill_aae::FollowUps`: Riak's repair loops, and more
+//! for replicas far apart).
 
 use super::{Aae, Plan, MAX_RUNNING};
 use crate::error::KvError;
@@ -154,9 +154,9 @@ impl Aae {
             if at > now {
                 continue;
             }
-            let (pair, boost) = match (plan.follow, plan.follow_ups) {
-                (Some(pair), left) if left > 0 => (pair, cfg.range_boost.max(1)),
-                _ => {
+            let (pair, boost) = match plan.follow {
+                Some((pair, f)) => (pair, f.boost),
+                None => {
                     if plan.queue.is_empty() {
                         plan.queue = pairwise(p, &n_vals, size);
                         shuffle(&mut plan.queue, rng);
@@ -174,7 +174,6 @@ impl Aae {
                 // pair at the next tick.
                 plan.next_at = Some(now + tick);
                 plan.follow = None;
-                plan.follow_ups = 0;
                 continue;
             }
             plan.running = true;
@@ -238,19 +237,16 @@ impl Aae {
         s.running -= 1;
         let plan: &mut Plan = &mut s.plans[job.partition as usize];
         plan.running = false;
-        let was_follow_up = plan.follow == Some(job.pair) && plan.follow_ups > 0;
-        if found > 0 && (was_follow_up || cfg.repair_loops > 0) {
-            plan.follow_ups = if was_follow_up {
-                plan.follow_ups - 1
-            } else {
-                cfg.repair_loops
-            };
-            plan.follow = (plan.follow_ups > 0).then_some(job.pair);
-        } else {
-            plan.follow_ups = 0;
-            plan.follow = None;
-        }
-        plan.next_at = Some(if plan.follow_ups > 0 {
+        let was = plan.follow.filter(|(p, _)| *p == job.pair).map(|(_, f)| f);
+        plan.follow = rill_aae::FollowUps::after(
+            was,
+            job.max_results,
+            found,
+            cfg.repair_loops,
+            cfg.range_boost,
+        )
+        .map(|f| (job.pair, f));
+        plan.next_at = Some(if plan.follow.is_some() {
             now + cfg.exchange_pause
         } else {
             now + cfg.exchange_tick
