@@ -182,6 +182,32 @@ impl Registry {
         out
     }
 
+    /// A digest of every n_val set on a type or a bucket: when it
+    /// changes, keys may belong to other preference lists' trees.
+    pub fn n_val_digest(&self) -> u64 {
+        let mut h: u64 = 0xcbf2_9ce4_8422_2325;
+        let mut eat = |bytes: &[u8]| {
+            for b in bytes.iter().chain(&[0xff]) {
+                h = (h ^ u64::from(*b)).wrapping_mul(0x0100_0000_01b3);
+            }
+        };
+        let n = |p: &Props| p.get("n_val").and_then(|v| v.as_u64());
+        for (name, t) in &self.types {
+            if let Some(v) = n(&t.props) {
+                eat(name.as_bytes());
+                eat(&v.to_be_bytes());
+            }
+        }
+        for ((t, b), props) in &self.buckets {
+            if let Some(v) = n(props) {
+                eat(t.as_bytes());
+                eat(b);
+                eat(&v.to_be_bytes());
+            }
+        }
+        h
+    }
+
     pub fn set_bucket(
         &mut self,
         bucket_type: &str,

@@ -21,6 +21,9 @@ pub struct Buckets {
     backend: BackendKind,
     /// The names of a multi backend's backends.
     multi: Vec<String>,
+    /// Counts the registry's changes (anti-entropy looks whether an n_val
+    /// changed when it moves).
+    generation: std::sync::atomic::AtomicU64,
 }
 
 /// What a registry change's refusal says to a client.
@@ -49,6 +52,7 @@ impl Buckets {
             nodename: config.nodename.clone(),
             backend: config.backend,
             multi: config.multi.iter().map(|b| b.name.clone()).collect(),
+            generation: Default::default(),
         })
     }
 
@@ -79,7 +83,14 @@ impl Buckets {
             .write("buckets.json", &next.to_json())
             .map_err(|e| KvError::Backend(format!("cannot persist bucket properties: {e}")))?;
         *self.registry.write().unwrap_or_else(|e| e.into_inner()) = next;
+        self.generation
+            .fetch_add(1, std::sync::atomic::Ordering::SeqCst);
         Ok(())
+    }
+
+    /// How many times the registry changed in this run.
+    pub(crate) fn generation(&self) -> u64 {
+        self.generation.load(std::sync::atomic::Ordering::SeqCst)
     }
 
     /// The bucket types and properties as JSON (what `buckets.json`

@@ -208,6 +208,27 @@ impl MergePolicyKind {
 }
 
 impl NodeConfig {
+    /// Whether a vnode's store keeps everything across a restart (no
+    /// memory backend anywhere): only then are anti-entropy trees kept
+    /// across a clean stop.
+    pub(crate) fn stores_last(&self) -> bool {
+        self.backend != BackendKind::Memory
+            && !(self.backend == BackendKind::Multi
+                && self.multi.iter().any(|b| b.kind == BackendKind::Memory))
+    }
+
+    /// Whether stores drop keys on their own (expiry, a memory limit),
+    /// which anti-entropy's trees do not see until their next build.
+    pub(crate) fn stores_drop_keys(&self) -> bool {
+        self.memory_ttl.is_some()
+            || self.memory_max_bytes.is_some()
+            || self.bitcask.default_ttl.is_some()
+            || self
+                .multi
+                .iter()
+                .any(|b| b.memory_ttl.is_some() || b.memory_max_bytes.is_some())
+    }
+
     /// Riak's defaults, data under `data_dir`.
     pub fn new(data_dir: impl Into<PathBuf>) -> NodeConfig {
         NodeConfig {

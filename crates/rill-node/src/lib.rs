@@ -54,7 +54,7 @@ pub mod vnode;
 mod vnodes;
 pub mod wire;
 
-pub use aae::{Aae, TreeStatus};
+pub use aae::{Aae, FoldAnswer, FoldQuery, TreeStatus};
 pub use backends::{check_leveldb, BackendsError, LeveldbCheck};
 pub use buckets::Buckets;
 pub use config::{

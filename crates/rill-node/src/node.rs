@@ -106,13 +106,17 @@ impl Node {
                 _ => opening.backend(p)?,
             };
             // Trees kept at a clean stop are taken off the disk whether
-            // used or not: a crash later must not find them.
-            let kept = aae_files::take(&aae_dir, &ring.index_decimal(p));
+            // used or not: a crash later must not find them. They stand
+            // for the store only if it kept everything and is not found
+            // empty (a wiped store: its trees would hide the loss).
+            let kept = aae_files::take(&aae_dir, &ring.index_decimal(p))
+                .map_err(OpenError::AntiEntropy)?;
             let aae = if config.tictacaae.active {
+                let holds = backend.holds_objects().unwrap_or(true);
                 let trees = match kept {
-                    Some(t) => t,
-                    None if backend.holds_objects().unwrap_or(true) => rill_aae::Trees::unbuilt(),
-                    None => rill_aae::Trees::empty(crate::ids::now_us() / 1000),
+                    Some(t) if holds && config.stores_last() => t,
+                    _ if holds => rill_aae::Trees::unbuilt(),
+                    _ => rill_aae::Trees::empty(crate::ids::now_us() / 1000),
                 };
                 Some(crate::vnode::aae::VnodeAae::new(trees, place.clone()))
             } else {
@@ -126,7 +130,10 @@ impl Node {
                 aae,
             )));
         }
-        aae_files::sync_dir(&aae_dir);
+        aae_files::sync_dir(&aae_dir).map_err(OpenError::AntiEntropy)?;
+        if config.tictacaae.active && config.stores_drop_keys() {
+            tracing::warn!("keys that expire or are evicted leave anti-entropy's trees unchanged until they are built again (tictacaae_rebuildwait): exchanges may compare keys they then find alike");
+        }
         log_stores_opened(&config, &res, started.elapsed());
         let limits = Limits {
             size_warning_bytes: config.object_size_warning_bytes,
@@ -166,9 +173,6 @@ impl Node {
             Arc::downgrade(&kv),
             aae_dir,
         );
-        if config.tictacaae.active {
-            crate::aae::spawn(&aae).map_err(OpenError::AntiEntropy)?;
-        }
         let queries = Queries::new(
             replicas.clone(),
             buckets.clone(),
@@ -185,6 +189,10 @@ impl Node {
         migrator
             .resume_backend_migration()
             .map_err(OpenError::ResumeMigration)?;
+        // Last, once nothing can fail: its threads hold the vnodes.
+        if config.tictacaae.active {
+            crate::aae::spawn(&aae).map_err(OpenError::AntiEntropy)?;
+        }
         let node = Arc::new(Node {
             config,
             ring,

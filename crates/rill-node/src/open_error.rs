@@ -31,7 +31,7 @@ pub enum OpenError {
     Backends(#[from] BackendsError),
     #[error("cannot start the reaper thread: {0}")]
     Reaper(#[source] io::Error),
-    #[error("cannot start the anti-entropy thread: {0}")]
+    #[error("anti-entropy trees (tictacaae/ under the data directory) or thread: {0}")]
     AntiEntropy(#[source] io::Error),
     /// The backend migration found unfinished could not resume.
     #[error(transparent)]

@@ -74,6 +74,10 @@ pub enum Request {
     DtFetch(DtFetchReq),
     DtUpdate(DtUpdateReq),
     MapRed(RpbMapRedReq),
+    AaeFoldMergeRoot(RpbAaeFoldMergeRootNValReq),
+    AaeFoldMergeBranch(RpbAaeFoldMergeBranchNValReq),
+    AaeFoldFetchClocks(RpbAaeFoldFetchClocksNValReq),
+    AaeFoldListBuckets(RpbAaeFoldListBucketsReq),
     /// A message Riak knows that Rill does not serve (search,
     /// TS, AAE folds, TLS, ...): answered with an error naming it.
     Unsupported(u8),
@@ -105,6 +109,10 @@ impl Request {
             c::DT_FETCH_REQ => Request::DtFetch(body(f)?),
             c::DT_UPDATE_REQ => Request::DtUpdate(body(f)?),
             c::MAP_RED_REQ => Request::MapRed(body(f)?),
+            c::AAE_FOLD_MERGE_ROOT_NVAL_REQ => Request::AaeFoldMergeRoot(body(f)?),
+            c::AAE_FOLD_MERGE_BRANCH_NVAL_REQ => Request::AaeFoldMergeBranch(body(f)?),
+            c::AAE_FOLD_FETCH_CLOCKS_NVAL_REQ => Request::AaeFoldFetchClocks(body(f)?),
+            c::AAE_FOLD_LIST_BUCKETS_REQ => Request::AaeFoldListBuckets(body(f)?),
             c::SEARCH_QUERY_REQ
             | c::YZ_INDEX_GET_REQ
             | c::YZ_INDEX_PUT_REQ
@@ -146,6 +154,14 @@ impl Request {
             Request::DtFetch(m) => (c::DT_FETCH_REQ, m.encode_to_vec()),
             Request::DtUpdate(m) => (c::DT_UPDATE_REQ, m.encode_to_vec()),
             Request::MapRed(m) => (c::MAP_RED_REQ, m.encode_to_vec()),
+            Request::AaeFoldMergeRoot(m) => (c::AAE_FOLD_MERGE_ROOT_NVAL_REQ, m.encode_to_vec()),
+            Request::AaeFoldMergeBranch(m) => {
+                (c::AAE_FOLD_MERGE_BRANCH_NVAL_REQ, m.encode_to_vec())
+            }
+            Request::AaeFoldFetchClocks(m) => {
+                (c::AAE_FOLD_FETCH_CLOCKS_NVAL_REQ, m.encode_to_vec())
+            }
+            Request::AaeFoldListBuckets(m) => (c::AAE_FOLD_LIST_BUCKETS_REQ, m.encode_to_vec()),
             Request::Unsupported(code) => (*code, Vec::new()),
         };
         encode_frame(code, &bytes, out);
@@ -182,6 +198,9 @@ pub enum Response {
     DtUpdate(DtUpdateResp),
     /// A part of a MapReduce job's results; the last has `done` set.
     MapRed(RpbMapRedResp),
+    AaeFoldTree(RpbAaeFoldTreeResp),
+    AaeFoldKeyValue(RpbAaeFoldKeyValueResp),
+    AaeFoldListBuckets(RpbAaeFoldListBucketsResp),
 }
 
 impl Response {
@@ -217,6 +236,9 @@ impl Response {
             c::DT_FETCH_RESP => Response::DtFetch(body(f)?),
             c::DT_UPDATE_RESP => Response::DtUpdate(body(f)?),
             c::MAP_RED_RESP => Response::MapRed(body(f)?),
+            c::AAE_FOLD_TREE_RESP => Response::AaeFoldTree(body(f)?),
+            c::AAE_FOLD_KEY_VALUE_RESP => Response::AaeFoldKeyValue(body(f)?),
+            c::AAE_FOLD_LIST_BUCKETS_RESP => Response::AaeFoldListBuckets(body(f)?),
             other => return Err(DecodeError::UnknownCode(other)),
         })
     }
@@ -247,6 +269,9 @@ impl Response {
             Response::DtFetch(m) => (c::DT_FETCH_RESP, m.encode_to_vec()),
             Response::DtUpdate(m) => (c::DT_UPDATE_RESP, m.encode_to_vec()),
             Response::MapRed(m) => (c::MAP_RED_RESP, m.encode_to_vec()),
+            Response::AaeFoldTree(m) => (c::AAE_FOLD_TREE_RESP, m.encode_to_vec()),
+            Response::AaeFoldKeyValue(m) => (c::AAE_FOLD_KEY_VALUE_RESP, m.encode_to_vec()),
+            Response::AaeFoldListBuckets(m) => (c::AAE_FOLD_LIST_BUCKETS_RESP, m.encode_to_vec()),
         };
         encode_frame(code, &bytes, out);
     }

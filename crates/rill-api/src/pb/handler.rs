@@ -62,6 +62,7 @@ fn unsupported(code: u8) -> Response {
         codes::AUTH_REQ => "authentication (security is not enabled)",
         codes::START_TLS => "TLS (security is not enabled)",
         90..=104 => "Riak TS",
+        200..=231 => "Rill answers the aae_fold operations merge_root_nval, merge_branch_nval, fetch_clocks_nval and list_buckets; this one",
         _ => "this request",
     };
     Response::error(format!(
@@ -222,6 +223,10 @@ impl Session {
             Request::DtUpdate(r) => super::dt::update(node, r).await,
             Request::CounterUpdate(r) => super::dt::counter_update(node, r).await,
             Request::CounterGet(r) => super::dt::counter_get(node, r).await,
+            Request::AaeFoldMergeRoot(_)
+            | Request::AaeFoldMergeBranch(_)
+            | Request::AaeFoldFetchClocks(_)
+            | Request::AaeFoldListBuckets(_) => super::aae_fold::fold(node, req).await,
             Request::Unsupported(code) => unsupported(code),
             Request::ListKeys(_) | Request::MapRed(_) => unreachable!("streamed above"),
         }

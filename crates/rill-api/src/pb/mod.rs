@@ -3,6 +3,7 @@
 // Handlers return `Result<Response, Response>`: the error is the answer.
 #![allow(clippy::result_large_err)]
 
+mod aae_fold;
 mod convert;
 mod dt;
 mod handler;

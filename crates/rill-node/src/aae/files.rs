@@ -13,43 +13,42 @@ fn path(dir: &Path, index: &str) -> PathBuf {
 }
 
 /// A vnode's trees as the last clean stop left them, removed from disk
-/// (whether or not they are used): `None` when there are none or they
-/// cannot be read (then they are built again).
-pub(crate) fn take(dir: &Path, index: &str) -> Option<Trees> {
+/// (whether or not they are used): `None` when there are none or they do
+/// not decode (then they are built again). A file that cannot be read
+/// or removed stops the start: left in place, it could be taken by a
+/// later start after writes it does not know of.
+pub(crate) fn take(dir: &Path, index: &str) -> std::io::Result<Option<Trees>> {
     let p = path(dir, index);
     let bytes = match std::fs::read(&p) {
         Ok(b) => b,
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return None,
-        Err(e) => {
-            tracing::warn!(file = %p.display(), error = %e, "cannot read the anti-entropy trees; they are built again");
-            return None;
-        }
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
+        Err(e) => return Err(e),
     };
-    if let Err(e) = std::fs::remove_file(&p) {
-        tracing::warn!(file = %p.display(), error = %e, "cannot remove the anti-entropy trees read; they are built again");
-        return None;
-    }
+    std::fs::remove_file(&p)?;
     match Trees::decode(&bytes) {
-        Ok(t) => Some(t),
+        Ok(t) => Ok(Some(t)),
         Err(e) => {
             tracing::warn!(file = %p.display(), error = %e, "the anti-entropy trees on disk do not read; they are built again");
-            None
+            Ok(None)
         }
     }
 }
 
 /// Makes the removals of `take` durable (before anything is written, so
 /// a crash cannot bring old trees back).
-pub(crate) fn sync_dir(dir: &Path) {
-    if let Ok(d) = std::fs::File::open(dir) {
-        let _ = d.sync_all();
+pub(crate) fn sync_dir(dir: &Path) -> std::io::Result<()> {
+    match std::fs::File::open(dir) {
+        Ok(d) => d.sync_all(),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(()),
+        Err(e) => Err(e),
     }
 }
 
-/// Writes a vnode's built trees (a temporary file, synced, renamed).
-pub(crate) fn save(dir: &Path, index: &str, trees: &Trees) -> std::io::Result<()> {
+/// Writes a vnode's built trees (a temporary file, synced, renamed);
+/// returns where, if they were built.
+pub(crate) fn save(dir: &Path, index: &str, trees: &Trees) -> std::io::Result<Option<PathBuf>> {
     let Some(bytes) = trees.encode() else {
-        return Ok(());
+        return Ok(None);
     };
     std::fs::create_dir_all(dir)?;
     let p = path(dir, index);
@@ -58,5 +57,5 @@ pub(crate) fn save(dir: &Path, index: &str, trees: &Trees) -> std::io::Result<()
     f.write_all(&bytes)?;
     f.sync_all()?;
     std::fs::rename(&tmp, &p)?;
-    Ok(())
+    Ok(Some(p))
 }

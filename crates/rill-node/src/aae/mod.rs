@@ -7,7 +7,10 @@
 //! "Active anti-entropy").
 
 pub(crate) mod files;
+mod fold;
 mod run;
+
+pub use fold::{FoldAnswer, FoldQuery};
 
 use crate::config::TictacConfig;
 use crate::coordinate::Coordinator;
@@ -21,7 +24,15 @@ use std::time::{Duration, Instant};
 
 /// Exchanges running at once on a node, at most (each on its own
 /// thread, at most one per vnode).
-const MAX_RUNNING: usize = 4;
+/// Exchanges mostly wait (the pauses between stages, the other
+/// replica); what they cost is the repairs they find.
+const MAX_RUNNING: usize = 8;
+
+/// The first exchanges after a start are spread over at most this (or
+/// the tick, if shorter): an exchange between replicas in sync reads two
+/// 16 KiB roots, and a replica that lost data (a wiped or replaced disk)
+/// is found at once instead of a tick later.
+const FIRST_WITHIN: Duration = Duration::from_secs(60);
 
 /// What `/stats` shows of anti-entropy (Riak's `tictacaae_*` names).
 #[derive(Default)]
@@ -38,7 +49,6 @@ pub(crate) struct AaeCounters {
 }
 
 /// A vnode's place in the exchange schedule.
-#[derive(Default)]
 struct Plan {
     /// The loop's exchanges still to run (shuffled; refilled when empty).
     queue: Vec<Pair>,
@@ -47,11 +57,40 @@ struct Plan {
     /// The follow-ups of an exchange that found differences, and the
     /// pair they repeat.
     follow: Option<(Pair, rill_aae::FollowUps)>,
+    /// An exchange found differences: the rest of the loop runs at the
+    /// pause instead of the tick, until a whole loop finds none.
+    catch_up: bool,
+    /// Whether this loop found differences so far.
+    loop_found: bool,
+    /// Whether a loop ran before this one.
+    looped: bool,
+}
+
+impl Default for Plan {
+    /// The first loop after a start runs at the pause: a vnode that lost
+    /// data (a wiped disk) compares itself with every neighbour at once,
+    /// not one neighbour a tick (its first might be on the same node,
+    /// as empty as itself).
+    fn default() -> Self {
+        Plan {
+            queue: Vec::new(),
+            next_at: None,
+            running: false,
+            follow: None,
+            catch_up: true,
+            loop_found: false,
+            looped: false,
+        }
+    }
 }
 
 struct State {
     plans: Vec<Plan>,
     running: usize,
+    /// A vnode whose build failed is tried again after this.
+    build_retry_at: Vec<Option<Instant>>,
+    /// The bucket registry's generation and n_val digest last seen.
+    registry_seen: (u64, u64),
     /// Partitions asked to rebuild (`rebuild-now`), or unbuilt.
     rebuild_asked: Vec<u32>,
     rebuilding: bool,
@@ -71,8 +110,6 @@ pub struct Aae {
     stop: AtomicBool,
     /// Where the trees are kept across a clean stop.
     pub(crate) dir: PathBuf,
-    /// When the node opened (the first exchanges wait a tick after it).
-    opened: Instant,
     /// The schedule's threads, joined when the node stops (they hold
     /// vnodes, whose stores must be closed when `Node` is gone).
     threads: Mutex<Vec<std::thread::JoinHandle<()>>>,
@@ -97,6 +134,8 @@ impl Aae {
             state: Mutex::new(State {
                 plans: (0..n).map(|_| Plan::default()).collect(),
                 running: 0,
+                build_retry_at: vec![None; n],
+                registry_seen: (u64::MAX, 0),
                 rebuild_asked: Vec::new(),
                 rebuilding: false,
                 next_rebuild_check: Instant::now(),
@@ -105,7 +144,6 @@ impl Aae {
             wake: Condvar::new(),
             stop: AtomicBool::new(false),
             dir,
-            opened: Instant::now(),
             threads: Mutex::new(Vec::new()),
         })
     }
@@ -260,11 +298,18 @@ impl Aae {
         for v in self.vnodes.iter() {
             let Some(a) = v.aae() else { continue };
             let index = ring.index_decimal(v.partition);
-            if let Err(e) = files::save(&self.dir, &index, &a.trees()) {
-                tracing::warn!(partition = v.partition.0, error = %e, "cannot keep the anti-entropy trees; the next start builds them again");
+            let saved = files::save(&self.dir, &index, &a.trees());
+            match saved {
+                Ok(Some(path)) => a.saved_to(path),
+                Ok(None) => {}
+                Err(e) => {
+                    tracing::warn!(partition = v.partition.0, error = %e, "cannot keep the anti-entropy trees; the next start builds them again");
+                }
             }
         }
-        files::sync_dir(&self.dir);
+        if let Err(e) = files::sync_dir(&self.dir) {
+            tracing::warn!(error = %e, "cannot sync the anti-entropy trees' directory; the next start may build them again");
+        }
     }
 }
 

@@ -7,9 +7,11 @@
 //! (Riak's `riak_kv_tictacaae_repairs`: a get per key). An exchange that
 //! found differences is followed, after the pause, by more between the
 //! same replicas (`rill_aae::FollowUps`: Riak's repair loops, and more
-//! for replicas far apart).
+//! for replicas far apart), and the vnode then runs the rest of its loop
+//! at the pause, until a whole loop finds nothing. The first exchanges
+//! after a start come within a minute, not a tick.
 
-use super::{Aae, Plan, MAX_RUNNING};
+use super::{Aae, Plan, FIRST_WITHIN, MAX_RUNNING};
 use crate::error::KvError;
 use crate::vnode::msg::{VnodeReply, VnodeRequest};
 use crate::GetRequest;
@@ -23,6 +25,14 @@ use std::time::{Duration, Instant};
 /// keys and clocks of segments (a scan of the vnode's keys).
 const TREE_TIMEOUT: Duration = Duration::from_secs(60);
 const CLOCKS_TIMEOUT: Duration = Duration::from_secs(600);
+
+/// A vnode whose build failed waits this long before the next try (the
+/// others are built meanwhile).
+const BUILD_RETRY: Duration = Duration::from_secs(60);
+
+/// Waits for a replica's answer in slices this long, so a stop is not
+/// held up by an exchange.
+const WAIT_SLICE: Duration = Duration::from_millis(200);
 
 pub(super) fn schedule(weak: Weak<Aae>) {
     loop {
@@ -71,8 +81,12 @@ impl Aae {
         }
         let delay_ms = cfg.rebuild_delay.as_millis().max(1) as u64;
         let wait_ms = cfg.rebuild_wait.as_millis() as u64;
+        let retry = s.build_retry_at.clone();
         let pick = self.vnodes.iter().find(|v| {
             let Some(a) = v.aae() else { return false };
+            if retry[v.partition.0 as usize].is_some_and(|at| at > now) {
+                return false;
+            }
             match a.trees().status() {
                 Status::Unbuilt => true,
                 Status::Built { at_ms } => {
@@ -98,7 +112,9 @@ impl Aae {
                     }
                     Ok(false) => {}
                     Err(e) => {
-                        tracing::warn!(partition = v.partition.0, error = %e, "building the anti-entropy trees failed; tried again at the next look");
+                        tracing::warn!(partition = v.partition.0, error = %e, "building the anti-entropy trees failed; tried again in a minute");
+                        aae.state().build_retry_at[v.partition.0 as usize] =
+                            Some(Instant::now() + BUILD_RETRY);
                     }
                 }
                 aae.state().rebuilding = false;
@@ -115,6 +131,7 @@ impl Aae {
         let Some(kv) = self.coordinator.upgrade() else {
             return;
         };
+        self.rebuild_if_n_val_changed(&kv.buckets);
         let n_vals: Vec<u8> = kv
             .buckets
             .registry()
@@ -145,10 +162,10 @@ impl Aae {
                 continue;
             }
             let Some(at) = plan.next_at else {
-                // The first exchange: a tick, and a share of another,
-                // after the start (Riak staggers vnodes the same way).
-                let first = (self.opened + tick).max(now);
-                plan.next_at = Some(first + tick / 256 * (mix(u64::from(p)) % 256) as u32);
+                // The first exchange: spread by partition over a minute
+                // (or the tick) after the start or a change of settings.
+                let spread = FIRST_WITHIN.min(tick);
+                plan.next_at = Some(now + spread / 256 * (mix(u64::from(p)) % 256) as u32);
                 continue;
             };
             if at > now {
@@ -158,6 +175,11 @@ impl Aae {
                 Some((pair, f)) => (pair, f.boost),
                 None => {
                     if plan.queue.is_empty() {
+                        // A new loop: catching up ends with a loop that
+                        // found nothing.
+                        plan.catch_up &= plan.loop_found || !plan.looped;
+                        plan.loop_found = false;
+                        plan.looped = true;
                         plan.queue = pairwise(p, &n_vals, size);
                         shuffle(&mut plan.queue, rng);
                     }
@@ -189,7 +211,12 @@ impl Aae {
                 pause: cfg.exchange_pause,
             };
             let spawned = self.spawn_thread("rill-aae-exchange", move || {
-                let outcome = aae.exchange(&job);
+                // A panic must not leave the vnode marked running.
+                let outcome =
+                    std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| aae.exchange(&job)))
+                        .unwrap_or_else(|_| {
+                            Err(ExchangeError::Failed("the exchange panicked".into()))
+                        });
                 aae.finished(&job, outcome);
             });
             if spawned.is_err() {
@@ -197,6 +224,26 @@ impl Aae {
                 s.plans[p as usize].running = false;
                 s.plans[p as usize].next_at = Some(now + tick);
             }
+        }
+    }
+
+    /// A bucket's or a type's n_val changed (here or by gossip): its keys
+    /// now belong to other preference lists' trees, so every vnode holding
+    /// data builds its trees again.
+    fn rebuild_if_n_val_changed(&self, buckets: &crate::buckets::Buckets) {
+        let generation = buckets.generation();
+        let seen = self.state().registry_seen;
+        if seen.0 == generation {
+            return;
+        }
+        let digest = buckets.registry().n_val_digest();
+        self.state().registry_seen = (generation, digest);
+        if seen.0 != u64::MAX && seen.1 != digest {
+            let n = self.rebuild_now();
+            tracing::info!(
+                vnodes = n,
+                "an n_val changed: anti-entropy trees are built again"
+            );
         }
     }
 
@@ -246,7 +293,11 @@ impl Aae {
             cfg.range_boost,
         )
         .map(|f| (job.pair, f));
-        plan.next_at = Some(if plan.follow.is_some() {
+        if found > 0 {
+            plan.catch_up = true;
+            plan.loop_found = true;
+        }
+        plan.next_at = Some(if plan.follow.is_some() || plan.catch_up {
             now + cfg.exchange_pause
         } else {
             now + cfg.exchange_tick
@@ -284,7 +335,7 @@ impl Aae {
                     let t = job.pause.as_millis() as u64;
                     if t > 0 {
                         let j = mix(job.seed ^ t) % t;
-                        std::thread::sleep(Duration::from_millis(t / 2 + j));
+                        self.pause(Duration::from_millis(t / 2 + j));
                     }
                 }
                 Step::Done(o) => break o,
@@ -292,6 +343,23 @@ impl Aae {
         };
         self.repair(&outcome.deltas);
         Ok(outcome)
+    }
+
+    /// Waits `d`, or until the node stops.
+    fn pause(&self, d: Duration) {
+        let until = Instant::now() + d;
+        let mut s = self.state();
+        while !self.stopped() {
+            let now = Instant::now();
+            if now >= until {
+                return;
+            }
+            s = self
+                .wake
+                .wait_timeout(s, until - now)
+                .unwrap_or_else(|e| e.into_inner())
+                .0;
+        }
     }
 
     /// Reads each key through its preference list: the read repairs the
@@ -343,10 +411,16 @@ impl Aae {
         };
         let deadline = Instant::now() + timeout;
         while got.iter().any(Option::is_none) {
-            match self.replicas.wait(&mut rx, deadline) {
+            if self.stopped() {
+                return Err(ExchangeError::Stopped);
+            }
+            let now = Instant::now();
+            if now >= deadline {
+                return Err(ExchangeError::Timeout);
+            }
+            match self.replicas.wait(&mut rx, deadline.min(now + WAIT_SLICE)) {
                 Some((tag, r)) if tag < 2 => got[tag] = Some(r),
-                Some(_) => {}
-                None => return Err(ExchangeError::Timeout),
+                _ => {}
             }
         }
         let [a, b] = got.map(|r| match r {

@@ -23,15 +23,33 @@ pub(crate) struct KeyPlace {
 
 impl KeyPlace {
     pub fn of(&self, k: &BKey) -> (IndexN, [u8; 20]) {
+        let n = self.buckets.n_val_of(&k.bucket_type, &k.bucket);
+        self.with_n(k, n)
+    }
+
+    /// [`KeyPlace::of`] for the keys of a scan, each bucket's n_val
+    /// looked up once.
+    fn of_in_scan(&self, k: &BKey, seen: &mut NvalCache) -> (IndexN, [u8; 20]) {
+        let n = match seen.get(&(k.bucket_type.clone(), k.bucket.clone())) {
+            Some(n) => *n,
+            None => {
+                let n = self.buckets.n_val_of(&k.bucket_type, &k.bucket);
+                seen.insert((k.bucket_type.clone(), k.bucket.clone()), n);
+                n
+            }
+        };
+        self.with_n(k, n)
+    }
+
+    fn with_n(&self, k: &BKey, n: u32) -> (IndexN, [u8; 20]) {
         let hash = rill_ring::key_hash(&k.bucket_type, &k.bucket, &k.key);
         let first = Ring::responsible_in(self.ring_size, &hash).0;
-        let n = self
-            .buckets
-            .n_val_of(&k.bucket_type, &k.bucket)
-            .clamp(1, self.ring_size.min(255));
+        let n = n.clamp(1, self.ring_size.min(255));
         (IndexN { first, n: n as u8 }, hash)
     }
 }
+
+type NvalCache = std::collections::HashMap<(Vec<u8>, Vec<u8>), u32>;
 
 /// A clock's hash as the trees take it.
 pub(crate) fn clock_of(c: &VClock) -> u32 {
@@ -42,6 +60,11 @@ pub(crate) fn clock_of(c: &VClock) -> u32 {
 pub(crate) struct VnodeAae {
     trees: Mutex<Trees>,
     place: Arc<KeyPlace>,
+    /// Where the trees were written at a stop; a write after that (a
+    /// read repair finishing late) removes the file, which no longer
+    /// matches the store.
+    saved: Mutex<Option<std::path::PathBuf>>,
+    any_saved: std::sync::atomic::AtomicBool,
 }
 
 impl VnodeAae {
@@ -49,7 +72,16 @@ impl VnodeAae {
         VnodeAae {
             trees: Mutex::new(trees),
             place,
+            saved: Mutex::new(None),
+            any_saved: Default::default(),
         }
+    }
+
+    /// The trees were written to `path` at a stop.
+    pub fn saved_to(&self, path: std::path::PathBuf) {
+        *self.saved.lock().unwrap_or_else(|e| e.into_inner()) = Some(path);
+        self.any_saved
+            .store(true, std::sync::atomic::Ordering::SeqCst);
     }
 
     pub fn trees(&self) -> MutexGuard<'_, Trees> {
@@ -60,9 +92,21 @@ impl VnodeAae {
     /// key's lock, after the store took it).
     pub fn changed(&self, k: &BKey, old: Option<&VClock>, new: Option<&VClock>) {
         let (index_n, hash) = self.place.of(k);
-        let id = crate::wire::encode_key(k);
-        self.trees()
-            .write(&id, index_n, &hash, old.map(clock_of), new.map(clock_of));
+        let mut trees = self.trees();
+        // The key's identity matters only to a running build.
+        let id = if trees.rebuilding() {
+            crate::wire::encode_key(k)
+        } else {
+            Vec::new()
+        };
+        trees.write(&id, index_n, &hash, old.map(clock_of), new.map(clock_of));
+        drop(trees);
+        if self.any_saved.load(std::sync::atomic::Ordering::SeqCst) {
+            if let Some(p) = self.saved.lock().unwrap_or_else(|e| e.into_inner()).take() {
+                tracing::info!(file = %p.display(), "a write after the anti-entropy trees were kept: they are removed and built again at the next start");
+                let _ = std::fs::remove_file(p);
+            }
+        }
     }
 }
 
@@ -86,24 +130,41 @@ impl Vnode {
         match ask {
             Ask::Root => Ok(a.trees().root(index_n).map(Answer::Root)),
             Ask::Branches(ids) => Ok(a.trees().branches(index_n, ids).map(Answer::Branches)),
-            Ask::Clocks(segments) => {
-                if !a.trees().is_built() {
-                    return Ok(None);
-                }
-                let wanted: HashSet<u32> = segments.iter().copied().collect();
-                let mut out = Vec::new();
-                for k in self.all_keys()? {
-                    let (i, hash) = a.place.of(&k);
-                    if i != index_n || !wanted.contains(&segment_of(&hash)) {
-                        continue;
-                    }
-                    if let Some(clock) = self.stored_clock(&k)? {
-                        out.push((crate::wire::encode_key(&k), clock_of(&clock)));
-                    }
-                }
-                Ok(Some(Answer::Clocks(out)))
+            Ask::Clocks(segments) => Ok(self.segment_clocks(index_n, segments)?.map(|keys| {
+                Answer::Clocks(
+                    keys.iter()
+                        .map(|(k, c)| (crate::wire::encode_key(k), clock_of(c)))
+                        .collect(),
+                )
+            })),
+        }
+    }
+
+    /// The keys of `index_n`'s tree in `segments`, with their clocks,
+    /// sorted; `None` when anti-entropy is not active here or the trees
+    /// are not built yet. A scan of the vnode's keys.
+    pub(crate) fn segment_clocks(
+        &self,
+        index_n: IndexN,
+        segments: &[u32],
+    ) -> Result<Option<Vec<(BKey, VClock)>>, KvError> {
+        let Some(a) = &self.aae else { return Ok(None) };
+        if !a.trees().is_built() {
+            return Ok(None);
+        }
+        let wanted: HashSet<u32> = segments.iter().copied().collect();
+        let mut out = Vec::new();
+        let mut seen = NvalCache::new();
+        for k in self.all_keys()? {
+            let (i, hash) = a.place.of_in_scan(&k, &mut seen);
+            if i != index_n || !wanted.contains(&segment_of(&hash)) {
+                continue;
+            }
+            if let Some(clock) = self.stored_clock(&k)? {
+                out.push((k, clock));
             }
         }
+        Ok(Some(out))
     }
 
     /// Builds the trees again from the store while writes go on; the
@@ -123,11 +184,13 @@ impl Vnode {
                 return Err(e);
             }
         };
+        let mut seen = NvalCache::new();
         for k in keys {
             if !keep_going() {
                 a.trees().abandon_rebuild();
                 return Ok(false);
             }
+            let (index_n, hash) = a.place.of_in_scan(&k, &mut seen);
             let _guard = self.lock(&k);
             let clock = match self.stored_clock(&k) {
                 Ok(c) => c,
@@ -136,7 +199,6 @@ impl Vnode {
                     return Err(e);
                 }
             };
-            let (index_n, hash) = a.place.of(&k);
             let id = crate::wire::encode_key(&k);
             a.trees()
                 .rebuild_visit(&id, index_n, &hash, clock.as_ref().map(clock_of));
@@ -168,6 +230,9 @@ impl Vnode {
     }
 
     /// A stored key's clock, from its head where the backend keeps one.
+    /// An object that does not decode is left out of the trees (with a
+    /// warning): its clock is unknown, and a read of it fails as it
+    /// would without anti-entropy.
     fn stored_clock(&self, k: &BKey) -> Result<Option<VClock>, KvError> {
         if let Some(read) = self.backend().get_head(k) {
             match read? {
@@ -180,6 +245,15 @@ impl Vnode {
                 }
             }
         }
-        Ok(self.get(k)?.map(|o| o.clock))
+        let Some(bytes) = self.backend().get(k)? else {
+            return Ok(None);
+        };
+        match rill_object::decode_object_shared(&bytes) {
+            Ok(o) => Ok(Some(o.clock)),
+            Err(e) => {
+                tracing::warn!(partition = self.partition.0, error = %e, "a stored object that does not decode is left out of the anti-entropy trees");
+                Ok(None)
+            }
+        }
     }
 }

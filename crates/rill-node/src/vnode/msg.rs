@@ -56,6 +56,12 @@ pub enum VnodeRequest {
         index_n: rill_aae::IndexN,
         ask: rill_aae::Ask,
     },
+    /// The keys of the tree of `index_n` in these segments, with their
+    /// clocks (an aae_fold's fetch_clocks).
+    AaeClocks {
+        index_n: rill_aae::IndexN,
+        segments: Vec<u32>,
+    },
 }
 
 /// What a `Keys` request asks.
@@ -101,6 +107,8 @@ pub enum VnodeReply {
     /// An exchange's answer; `None`: anti-entropy is not active here or
     /// the trees are not built yet (Riak's `not_supported`).
     Aae(Option<rill_aae::Answer>),
+    /// Keys with their clocks, sorted.
+    Clocks(Vec<(BKey, VClock)>),
 }
 
 impl Vnode {
@@ -181,6 +189,9 @@ impl Vnode {
             VnodeRequest::Aae { index_n, ask } => {
                 self.aae_answer(index_n, &ask).map(VnodeReply::Aae)
             }
+            VnodeRequest::AaeClocks { index_n, segments } => self
+                .segment_clocks(index_n, &segments)
+                .map(|c| c.map_or(VnodeReply::Aae(None), VnodeReply::Clocks)),
         };
         result.unwrap_or_else(VnodeReply::Failed)
     }

@@ -32,6 +32,12 @@ pub(super) fn put_ask(b: &mut Vec<u8>, index_n: IndexN, ask: &Ask) {
     }
 }
 
+pub(super) fn put_segments(b: &mut Vec<u8>, index_n: IndexN, segments: &[u32]) {
+    b.extend_from_slice(&index_n.first.to_be_bytes());
+    b.push(index_n.n);
+    put_ids(b, segments);
+}
+
 pub(super) fn put_answer(b: &mut Vec<u8>, a: &Option<Answer>) {
     match a {
         None => b.push(NONE),
@@ -84,6 +90,12 @@ impl Reader<'_> {
             x => return Err(WireError::Malformed(format!("anti-entropy question {x}"))),
         };
         Ok((IndexN { first, n }, ask))
+    }
+
+    pub(super) fn aae_segments(&mut self) -> Result<(IndexN, Vec<u32>), WireError> {
+        let first = self.u32()?;
+        let n = self.u8()?;
+        Ok((IndexN { first, n }, self.ids(SEGMENTS, SEGMENTS)?))
     }
 
     pub(super) fn aae_answer(&mut self) -> Result<Option<Answer>, WireError> {

@@ -30,6 +30,7 @@ const KEYS: u8 = 6;
 const INDEX_PAGE: u8 = 7;
 const HEAD: u8 = 8;
 const AAE: u8 = 9;
+const AAE_CLOCKS: u8 = 10;
 const FOUND: u8 = 16;
 const STORED: u8 = 17;
 const REAPED: u8 = 18;
@@ -40,6 +41,7 @@ const ENTRIES: u8 = 22;
 const HEAD_CLOCK: u8 = 23;
 const MERGED: u8 = 24;
 const AAE_ANSWER: u8 = 25;
+const CLOCK_LIST: u8 = 26;
 
 // Error kinds a replica's failure keeps across the wire.
 const ERR_BACKEND: u8 = 0;
@@ -239,6 +241,11 @@ pub fn encode_request_after(prefix: &[u8], route: Route, r: &VnodeRequest) -> Ve
             aae::put_ask(&mut b, *index_n, ask);
             b
         }
+        VnodeRequest::AaeClocks { index_n, segments } => {
+            let mut b = head(prefix, AAE_CLOCKS, route);
+            aae::put_segments(&mut b, *index_n, segments);
+            b
+        }
     }
 }
 
@@ -266,6 +273,15 @@ pub fn encode_reply_after(prefix: &[u8], route: Route, r: &VnodeReply) -> Vec<u8
         VnodeReply::Aae(a) => {
             let mut b = head(prefix, AAE_ANSWER, route);
             aae::put_answer(&mut b, a);
+            b
+        }
+        VnodeReply::Clocks(list) => {
+            let mut b = head(prefix, CLOCK_LIST, route);
+            b.extend_from_slice(&(list.len() as u32).to_be_bytes());
+            for (k, c) in list {
+                put_key(&mut b, k);
+                put_long(&mut b, &encode_vclock(c));
+            }
             b
         }
         VnodeReply::Head { clock, fingerprint } => {
@@ -429,6 +445,10 @@ fn decode_request_in(b: &[u8], shared: Option<&Bytes>) -> Result<(Route, VnodeRe
             let (index_n, ask) = r.aae_ask()?;
             VnodeRequest::Aae { index_n, ask }
         }
+        AAE_CLOCKS => {
+            let (index_n, segments) = r.aae_segments()?;
+            VnodeRequest::AaeClocks { index_n, segments }
+        }
         MERGE => {
             let key = r.key()?;
             let flags = r.u8()?;
@@ -539,6 +559,17 @@ fn decode_reply_in(b: &[u8], shared: Option<&Bytes>) -> Result<(Route, VnodeRepl
         STORED => VnodeReply::Stored(r.object()?),
         MERGED => VnodeReply::Merged,
         AAE_ANSWER => VnodeReply::Aae(r.aae_answer()?),
+        CLOCK_LIST => {
+            let n = r.count(10)?;
+            let mut list = Vec::with_capacity(n);
+            for _ in 0..n {
+                let k = r.key()?;
+                let c = decode_vclock(r.long()?)
+                    .map_err(|e| WireError::Malformed(format!("clock: {e}")))?;
+                list.push((k, c));
+            }
+            VnodeReply::Clocks(list)
+        }
         HEAD_CLOCK => VnodeReply::Head {
             clock: decode_vclock(r.long()?)
                 .map_err(|e| WireError::Malformed(format!("clock: {e}")))?,

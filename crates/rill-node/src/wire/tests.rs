@@ -37,6 +37,10 @@ fn requests_and_replies_round_trip_and_refuse_every_cut() {
             index_n: ixn,
             ask: rill_aae::Ask::Clocks(vec![7, (1 << 20) - 1]),
         },
+        VnodeRequest::AaeClocks {
+            index_n: ixn,
+            segments: vec![1, 2],
+        },
         VnodeRequest::Head { key: key() },
         VnodeRequest::Merge {
             key: key(),
@@ -144,6 +148,7 @@ fn requests_and_replies_round_trip_and_refuse_every_cut() {
     let replies = [
         VnodeReply::Found(None),
         VnodeReply::Aae(None),
+        VnodeReply::Clocks(vec![(key(), object().clock), (key(), VClock::new())]),
         VnodeReply::Aae(Some(rill_aae::Answer::Root(vec![1, 2, 3]))),
         VnodeReply::Aae(Some(rill_aae::Answer::Branches(vec![(9, vec![5; 256])]))),
         VnodeReply::Aae(Some(rill_aae::Answer::Clocks(vec![
