@@ -15,7 +15,7 @@
 //! - [`schedule`]: which replicas a vnode exchanges with, per n_val.
 //!
 //! Invariants:
-//! - a tree is the XOR over its keys of `hash(key) ^ hash(clock)`, so two
+//! - a tree is the XOR over its keys of `hash(key, clock)`, so two
 //!   replicas holding the same keys at the same clocks have equal trees
 //!   whatever the order they were written in;
 //! - a write changes exactly one segment, its branch and nothing else.
@@ -28,7 +28,7 @@ pub mod trees;
 pub use exchange::{Answer, Ask, Exchange, Outcome, Stage, Step, WrongAnswer};
 pub use schedule::{pairwise, FollowUps, IndexN, Pair, MAX_BOOST};
 pub use tree::{
-    clock_hash, segment_of, Contribution, DecodeError, TictacTree, BRANCHES, SEGMENTS,
-    SEGMENTS_PER_BRANCH,
+    clock_hash, segment_of, sorted_clock_hash, Contribution, DecodeError, TictacTree, BRANCHES,
+    SEGMENTS, SEGMENTS_PER_BRANCH,
 };
 pub use trees::{Status, Trees};

@@ -3,14 +3,14 @@
 //! branch the XOR of its segments; the root is the 4,096 branch hashes
 //! (16 KiB), compared whole, as kv_index_tictactree exchanges it.
 //!
-//! A key's segment and its own half of the contribution come from the
-//! key's ring hash (SHA-1, already made to find its partition): the ring
-//! takes its first bits, so a partition's keys differ in its later bytes,
-//! and bytes 12..16 give the segment, 16..20 the key hash. A clock hashes
-//! (xxh3, its entries in actor order, counters only) to the other half.
-//! Riak hashes the key with MD5 and the clock with Erlang's `phash2`;
-//! Rill's trees are compared only with Rill's, so it keeps the shape and
-//! uses what it has.
+//! A key's segment comes from the key's ring hash (SHA-1, already made to
+//! find its partition): the ring takes its first bits, so a partition's
+//! keys differ in its later bytes, and bytes 12..16 give the segment. A
+//! clock hashes (xxh3, its entries in actor order, counters only) to 32
+//! bits, and the key's contribution is one hash (xxh3) of its ring hash
+//! and its clock's. Riak hashes the key with MD5 and the clock with
+//! Erlang's `phash2` and XORs the two; Rill's trees are compared only
+//! with Rill's, so it keeps the shape and uses what it has.
 
 /// Branches of a tree.
 pub const BRANCHES: usize = 4096;
@@ -25,27 +25,31 @@ pub fn segment_of(key_hash: &[u8; 20]) -> u32 {
     u32::from_be_bytes([b[0], b[1], b[2], b[3]]) & (SEGMENTS as u32 - 1)
 }
 
-fn key_half(key_hash: &[u8; 20]) -> u32 {
-    let b = &key_hash[16..20];
-    u32::from_be_bytes([b[0], b[1], b[2], b[3]])
-}
-
 /// The hash of a clock from its entries (actor, counter), in any order:
 /// they are sorted by actor first, so replicas agree however their
 /// clocks list them. An empty clock hashes to 0 like an absent one.
 pub fn clock_hash<'a>(entries: impl IntoIterator<Item = (&'a [u8], u64)>) -> u32 {
     let mut e: Vec<(&[u8], u64)> = entries.into_iter().collect();
-    if e.is_empty() {
-        return 0;
-    }
     e.sort_unstable();
-    let mut bytes = Vec::with_capacity(e.len() * 32);
-    for (actor, counter) in e {
-        bytes.extend_from_slice(&(actor.len() as u32).to_be_bytes());
-        bytes.extend_from_slice(actor);
-        bytes.extend_from_slice(&counter.to_be_bytes());
+    sorted_clock_hash(e)
+}
+
+/// [`clock_hash`] of entries already in actor order (a clock kept
+/// sorted), without copying them: the put path's.
+pub fn sorted_clock_hash<'a>(entries: impl IntoIterator<Item = (&'a [u8], u64)>) -> u32 {
+    let mut h = xxhash_rust::xxh3::Xxh3::new();
+    let mut any = false;
+    for (actor, counter) in entries {
+        any = true;
+        h.update(&(actor.len() as u32).to_be_bytes());
+        h.update(actor);
+        h.update(&counter.to_be_bytes());
     }
-    xxhash_rust::xxh3::xxh3_64(&bytes) as u32
+    if any {
+        h.digest() as u32
+    } else {
+        0
+    }
 }
 
 /// What one key at one clock adds to its segment.
@@ -56,11 +60,19 @@ pub struct Contribution {
 }
 
 impl Contribution {
-    /// A key (by its ring hash) at a clock (by [`clock_hash`]).
+    /// A key (by its ring hash) at a clock (by [`clock_hash`]): one hash
+    /// of both, so that two keys moved from one clock to another change
+    /// their segments by different amounts. (Riak XORs a hash of the key
+    /// with one of the clock, so such changes cancel in a branch or a
+    /// segment holding both: a bulk rewrite of keys by one actor can hide
+    /// from its trees.)
     pub fn of(key_hash: &[u8; 20], clock_hash: u32) -> Contribution {
+        let mut b = [0u8; 24];
+        b[..20].copy_from_slice(key_hash);
+        b[20..].copy_from_slice(&clock_hash.to_be_bytes());
         Contribution {
             segment: segment_of(key_hash),
-            hash: key_half(key_hash) ^ clock_hash,
+            hash: xxhash_rust::xxh3::xxh3_64(&b) as u32,
         }
     }
 }
@@ -289,6 +301,46 @@ mod tests {
         );
         assert_eq!(segs, vec![seg]);
         assert_ne!(a.segment(seg), b.segment(seg));
+    }
+
+    #[test]
+    fn a_sorted_clock_hashes_as_it_would_sorted_anew() {
+        let e = [(&b"a"[..], 3u64), (&b"bb"[..], 1), (&b"c"[..], 9)];
+        assert_eq!(sorted_clock_hash(e), clock_hash(e.iter().rev().copied()));
+        // The streamed bytes are the documented ones.
+        let mut bytes = Vec::new();
+        for (a, c) in e {
+            bytes.extend_from_slice(&(a.len() as u32).to_be_bytes());
+            bytes.extend_from_slice(a);
+            bytes.extend_from_slice(&c.to_be_bytes());
+        }
+        assert_eq!(
+            sorted_clock_hash(e),
+            xxhash_rust::xxh3::xxh3_64(&bytes) as u32
+        );
+    }
+
+    #[test]
+    fn keys_moved_between_the_same_clocks_do_not_cancel() {
+        // Two keys of one branch, both rewritten from one clock to
+        // another (a bulk rewrite by one actor).
+        let (a, b) = (0..100_000u32)
+            .map(key)
+            .find_map(|x| {
+                (100_000..200_000u32).map(key).find_map(|y| {
+                    (segment_of(&x) / SEGMENTS_PER_BRANCH as u32
+                        == segment_of(&y) / SEGMENTS_PER_BRANCH as u32)
+                        .then_some((x, y))
+                })
+            })
+            .unwrap();
+        let mut before = TictacTree::new();
+        before.replace(&a, None, Some(clock(1)));
+        before.replace(&b, None, Some(clock(1)));
+        let mut after = before.clone();
+        after.replace(&a, Some(clock(1)), Some(clock(2)));
+        after.replace(&b, Some(clock(1)), Some(clock(2)));
+        assert_ne!(before.root(), after.root());
     }
 
     #[test]

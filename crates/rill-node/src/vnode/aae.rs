@@ -7,7 +7,7 @@
 use crate::buckets::Buckets;
 use crate::error::KvError;
 use crate::vnode::Vnode;
-use rill_aae::{clock_hash, segment_of, Answer, Ask, IndexN, Trees};
+use rill_aae::{segment_of, sorted_clock_hash, Answer, Ask, IndexN, Trees};
 use rill_backend::BKey;
 use rill_object::{Object, VClock};
 use rill_ring::Ring;
@@ -22,11 +22,6 @@ pub(crate) struct KeyPlace {
 }
 
 impl KeyPlace {
-    pub fn of(&self, k: &BKey) -> (IndexN, [u8; 20]) {
-        let n = self.buckets.n_val_of(&k.bucket_type, &k.bucket);
-        self.with_n(k, n)
-    }
-
     /// [`KeyPlace::of`] for the keys of a scan, each bucket's n_val
     /// looked up once.
     fn of_in_scan(&self, k: &BKey, seen: &mut NvalCache) -> (IndexN, [u8; 20]) {
@@ -51,9 +46,50 @@ impl KeyPlace {
 
 type NvalCache = std::collections::HashMap<(Vec<u8>, Vec<u8>), u32>;
 
-/// A clock's hash as the trees take it.
+/// The n_vals of the buckets a vnode was last written in, while the
+/// bucket registry does not change: a write looks its bucket up here
+/// instead of in the registry.
+#[derive(Default)]
+struct NvalMemo {
+    generation: u64,
+    entries: Vec<(Vec<u8>, Vec<u8>, u32)>,
+}
+
+/// Buckets a memo keeps (then it starts again).
+const MEMO_BUCKETS: usize = 32;
+
+impl KeyPlace {
+    fn of_memo(&self, k: &BKey, memo: &Mutex<NvalMemo>) -> (IndexN, [u8; 20]) {
+        let generation = self.buckets.generation();
+        let mut m = memo.lock().unwrap_or_else(|e| e.into_inner());
+        if m.generation != generation {
+            m.generation = generation;
+            m.entries.clear();
+        }
+        let n = match m
+            .entries
+            .iter()
+            .find(|(t, b, _)| *t == k.bucket_type && *b == k.bucket)
+        {
+            Some((_, _, n)) => *n,
+            None => {
+                let n = self.buckets.n_val_of(&k.bucket_type, &k.bucket);
+                if m.entries.len() >= MEMO_BUCKETS {
+                    m.entries.clear();
+                }
+                m.entries.push((k.bucket_type.clone(), k.bucket.clone(), n));
+                n
+            }
+        };
+        drop(m);
+        self.with_n(k, n)
+    }
+}
+
+/// A clock's hash as the trees take it (a clock keeps its entries in
+/// actor order).
 pub(crate) fn clock_of(c: &VClock) -> u32 {
-    clock_hash(c.entries().map(|(a, n, _)| (a.as_slice(), n)))
+    sorted_clock_hash(c.entries().map(|(a, n, _)| (a.as_slice(), n)))
 }
 
 /// A vnode's trees and how it places keys in them.
@@ -65,6 +101,7 @@ pub(crate) struct VnodeAae {
     /// matches the store.
     saved: Mutex<Option<std::path::PathBuf>>,
     any_saved: std::sync::atomic::AtomicBool,
+    nvals: Mutex<NvalMemo>,
 }
 
 impl VnodeAae {
@@ -74,6 +111,7 @@ impl VnodeAae {
             place,
             saved: Mutex::new(None),
             any_saved: Default::default(),
+            nvals: Mutex::default(),
         }
     }
 
@@ -91,7 +129,7 @@ impl VnodeAae {
     /// `k` changed from `old` to `new` in the store (called under the
     /// key's lock, after the store took it).
     pub fn changed(&self, k: &BKey, old: Option<&VClock>, new: Option<&VClock>) {
-        let (index_n, hash) = self.place.of(k);
+        let (index_n, hash) = self.place.of_memo(k, &self.nvals);
         let mut trees = self.trees();
         // The key's identity matters only to a running build.
         let id = if trees.rebuilding() {
