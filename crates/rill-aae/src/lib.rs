@@ -1,6 +1,6 @@
 //! Active anti-entropy after Riak 3's Tictac AAE (leveled's
-//! `leveled_tictac`, kv_index_tictactree): every vnode keeps, per n_val,
-//! a tree of hashes over its keys and their clocks, updated on every
+//! `leveled_tictac`, kv_index_tictactree): every vnode keeps, per
+//! preference list it is in (n of them for each n_val), a tree of hashes over its keys and their clocks, updated on every
 //! write; two replicas compare trees root first, then the branches that
 //! differ, then the keys and clocks of the segments that differ, and
 //! repair what differs. Pure: no I/O, no clock (docs/cluster.md, "Active

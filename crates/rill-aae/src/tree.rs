@@ -27,7 +27,8 @@ pub fn segment_of(key_hash: &[u8; 20]) -> u32 {
 
 /// The hash of a clock from its entries (actor, counter), in any order:
 /// they are sorted by actor first, so replicas agree however their
-/// clocks list them. An empty clock hashes to 0 like an absent one.
+/// clocks list them. An empty clock hashes to 0 (an absent key adds
+/// nothing to a tree).
 pub fn clock_hash<'a>(entries: impl IntoIterator<Item = (&'a [u8], u64)>) -> u32 {
     let mut e: Vec<(&[u8], u64)> = entries.into_iter().collect();
     e.sort_unstable();

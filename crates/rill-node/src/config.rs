@@ -146,8 +146,9 @@ pub struct TictacConfig {
     /// `tictacaae_rebuildwait`: the least time between two builds of a
     /// vnode's trees (Riak: 336 hours).
     pub rebuild_wait: Duration,
-    /// `tictacaae_rebuilddelay`: a random delay up to this added to the
-    /// wait, so vnodes do not rebuild together (Riak: 345,600 s).
+    /// `tictacaae_rebuilddelay`: a delay up to this added to the wait, a
+    /// share fixed by partition, so vnodes do not rebuild together (Riak:
+    /// 345,600 s, a random slot).
     pub rebuild_delay: Duration,
     /// `tictacaae_maxresults`: branches and segments an exchange takes
     /// at most (Riak: 64).

@@ -19,6 +19,11 @@ fn path(dir: &Path, index: &str) -> PathBuf {
 /// later start after writes it does not know of.
 pub(crate) fn take(dir: &Path, index: &str) -> std::io::Result<Option<Trees>> {
     let p = path(dir, index);
+    // A stop that failed while it wrote them may have left this.
+    std::fs::remove_file(p.with_extension("trees.tmp")).or_else(|e| match e.kind() {
+        std::io::ErrorKind::NotFound => Ok(()),
+        _ => Err(e),
+    })?;
     let bytes = match std::fs::read(&p) {
         Ok(b) => b,
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),

@@ -91,7 +91,7 @@ struct State {
     build_retry_at: Vec<Option<Instant>>,
     /// The bucket registry's generation and n_val digest last seen.
     registry_seen: (u64, u64),
-    /// Partitions asked to rebuild (`rebuild-now`), or unbuilt.
+    /// Partitions asked to rebuild (`rebuild-now`, an n_val changed).
     rebuild_asked: Vec<u32>,
     rebuilding: bool,
     next_rebuild_check: Instant,
@@ -217,8 +217,8 @@ impl Aae {
     }
 
     /// Changes a setting while the node runs (`rill admin tictacaae
-    /// exchangetick VAL` and the like); the new tick applies from each
-    /// vnode's next exchange.
+    /// exchangetick VAL` and the like); every vnode's next exchange is
+    /// spread again as after a start (within a minute, or the tick).
     pub fn set(&self, name: &str, value: u64) -> Result<(), String> {
         let mut c = self.config.lock().unwrap_or_else(|e| e.into_inner());
         match name {

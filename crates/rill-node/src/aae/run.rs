@@ -331,7 +331,8 @@ impl Aae {
             {
                 Step::Ask(next) => {
                     ask = next;
-                    // Riak's pause, jittered to [T/2, 3T/2).
+                    // Riak's pause, jittered to [T/2, 3T/2) (one draw an
+                    // exchange).
                     let t = job.pause.as_millis() as u64;
                     if t > 0 {
                         let j = mix(job.seed ^ t) % t;

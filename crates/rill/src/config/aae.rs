@@ -65,7 +65,7 @@ pub static SETTINGS: &[Setting] = &[
         },
         words: &[],
         default: Initial::Value("345600"),
-        help: "seconds of random delay added to the wait, so vnodes build at different times (as Riak)",
+        help: "seconds of delay at most added to the wait, a share fixed by partition, so vnodes build at different times (as Riak, whose share is random)",
         apply: |c, a| {
             c.node.tictacaae.rebuild_delay = Duration::from_secs(a.count());
             Ok(())
