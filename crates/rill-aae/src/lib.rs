@@ -22,6 +22,8 @@
 
 pub mod exchange;
 pub mod schedule;
+#[cfg(test)]
+mod testing;
 pub mod tree;
 pub mod trees;
 

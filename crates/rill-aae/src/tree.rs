@@ -179,24 +179,14 @@ impl TictacTree {
                 out.extend_from_slice(&s.to_be_bytes());
             }
         }
-        let crc = crc32fast::hash(&out);
-        out.extend_from_slice(&crc.to_be_bytes());
+        seal(&mut out);
         out
     }
 
     /// A tree from its persisted form; the branch hashes are made again
     /// from the segments. Refuses anything not whole and exact.
     pub fn decode(b: &[u8]) -> Result<TictacTree, DecodeError> {
-        if b.len() < 13 || &b[..4] != MAGIC {
-            return Err(DecodeError::NotATree);
-        }
-        let (body, crc) = b.split_at(b.len() - 4);
-        if crc32fast::hash(body) != u32::from_be_bytes(crc.try_into().expect("4")) {
-            return Err(DecodeError::Checksum);
-        }
-        if body[4] != VERSION {
-            return Err(DecodeError::Version(body[4]));
-        }
+        let body = framed_body(b, MAGIC, VERSION, 9)?;
         let count = u32::from_be_bytes(body[5..9].try_into().expect("4")) as usize;
         let per = 4 + SEGMENTS_PER_BRANCH * 4;
         if count > BRANCHES || body.len() != 9 + count * per {
@@ -224,6 +214,33 @@ impl TictacTree {
 const MAGIC: &[u8; 4] = b"RTTT";
 const VERSION: u8 = 1;
 
+/// Appends the CRC32 of everything in `out` (the files' last 4 bytes).
+pub(crate) fn seal(out: &mut Vec<u8>) {
+    let crc = crc32fast::hash(out);
+    out.extend_from_slice(&crc.to_be_bytes());
+}
+
+/// The bytes of a sealed file before its CRC, after checking its magic,
+/// its CRC and its version (byte 4); `min_body` bytes at least.
+pub(crate) fn framed_body<'a>(
+    b: &'a [u8],
+    magic: &[u8; 4],
+    version: u8,
+    min_body: usize,
+) -> Result<&'a [u8], DecodeError> {
+    if b.len() < min_body + 4 || &b[..4] != magic {
+        return Err(DecodeError::NotATree);
+    }
+    let (body, crc) = b.split_at(b.len() - 4);
+    if crc32fast::hash(body) != u32::from_be_bytes(crc.try_into().expect("4")) {
+        return Err(DecodeError::Checksum);
+    }
+    if body[4] != version {
+        return Err(DecodeError::Version(body[4]));
+    }
+    Ok(body)
+}
+
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
 pub enum DecodeError {
     #[error("not a Tictac tree (bad magic bytes or too short)")]
@@ -243,15 +260,7 @@ mod tests {
     use super::*;
 
     fn key(i: u32) -> [u8; 20] {
-        // Spread like a hash: a cheap mix of i.
-        let mut h = [0u8; 20];
-        let mut x = (i as u64).wrapping_mul(0x9e37_79b9_7f4a_7c15) ^ 0x1234_5678;
-        for b in h.iter_mut() {
-            x ^= x >> 29;
-            x = x.wrapping_mul(0xbf58_476d_1ce4_e5b9);
-            *b = (x >> 56) as u8;
-        }
-        h
+        crate::testing::spread_hash(i)
     }
 
     fn clock(n: u64) -> u32 {

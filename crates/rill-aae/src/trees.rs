@@ -166,7 +166,7 @@ impl Trees {
         Some(
             self.live
                 .get(&index_n)
-                .map_or_else(|| TictacTree::new().root().to_vec(), |t| t.root().to_vec()),
+                .map_or_else(|| vec![0; crate::tree::BRANCHES], |t| t.root().to_vec()),
         )
     }
 
@@ -174,12 +174,17 @@ impl Trees {
     /// while the trees are not built.
     pub fn branches(&self, index_n: IndexN, ids: &[u32]) -> Option<Vec<(u32, Vec<u32>)>> {
         self.built_at?;
-        let empty = TictacTree::new();
-        let t = self.live.get(&index_n).unwrap_or(&empty);
+        let t = self.live.get(&index_n);
         Some(
             ids.iter()
                 .filter(|b| (**b as usize) < crate::tree::BRANCHES)
-                .map(|&b| (b, t.branch(b as usize).to_vec()))
+                .map(|&b| {
+                    let segs = t.map_or_else(
+                        || vec![0; crate::tree::SEGMENTS_PER_BRANCH],
+                        |t| t.branch(b as usize).to_vec(),
+                    );
+                    (b, segs)
+                })
                 .collect(),
         )
     }
@@ -205,23 +210,13 @@ impl Trees {
             out.extend_from_slice(&(bytes.len() as u32).to_be_bytes());
             out.extend_from_slice(&bytes);
         }
-        let crc = crc32fast::hash(&out);
-        out.extend_from_slice(&crc.to_be_bytes());
+        crate::tree::seal(&mut out);
         Some(out)
     }
 
     /// Built trees from their persisted form.
     pub fn decode(b: &[u8]) -> Result<Trees, DecodeError> {
-        if b.len() < 21 || &b[..4] != SET_MAGIC {
-            return Err(DecodeError::NotATree);
-        }
-        let (body, crc) = b.split_at(b.len() - 4);
-        if crc32fast::hash(body) != u32::from_be_bytes(crc.try_into().expect("4")) {
-            return Err(DecodeError::Checksum);
-        }
-        if body[4] != SET_VERSION {
-            return Err(DecodeError::Version(body[4]));
-        }
+        let body = crate::tree::framed_body(b, SET_MAGIC, SET_VERSION, 17)?;
         let at = u64::from_be_bytes(body[5..13].try_into().expect("8"));
         let count = u32::from_be_bytes(body[13..17].try_into().expect("4")) as usize;
         let mut rest = &body[17..];
@@ -262,14 +257,7 @@ mod tests {
     use crate::tree::clock_hash;
 
     fn hash(i: u32) -> [u8; 20] {
-        let mut h = [0u8; 20];
-        let mut x = (i as u64).wrapping_mul(0x9e37_79b9_7f4a_7c15) ^ 0xabc;
-        for b in h.iter_mut() {
-            x ^= x >> 29;
-            x = x.wrapping_mul(0xbf58_476d_1ce4_e5b9);
-            *b = (x >> 56) as u8;
-        }
-        h
+        crate::testing::spread_hash(i)
     }
 
     const L: IndexN = IndexN { first: 4, n: 3 };

@@ -195,6 +195,37 @@ impl Replicas {
         }
     }
 
+    /// Asks each replica its request at once and waits, on a thread that
+    /// may block, for every answer, in the order asked; `None` when
+    /// `deadline` passes or `keep_going` says to stop first (looked at
+    /// every 200 ms).
+    pub fn ask_all(
+        &self,
+        asks: Vec<(PreflistEntry, VnodeRequest)>,
+        deadline: Instant,
+        keep_going: impl Fn() -> bool,
+    ) -> Option<Vec<VnodeReply>> {
+        let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel();
+        let mut got: Vec<Option<VnodeReply>> = asks
+            .into_iter()
+            .enumerate()
+            .map(|(tag, (e, request))| self.ask(&e, request, tag, &tx))
+            .collect();
+        while got.iter().any(Option::is_none) {
+            let now = Instant::now();
+            if now >= deadline || !keep_going() {
+                return None;
+            }
+            let slice = deadline.min(now + std::time::Duration::from_millis(200));
+            if let Some((tag, r)) = self.wait(&mut rx, slice) {
+                if let Some(slot) = got.get_mut(tag) {
+                    *slot = Some(r);
+                }
+            }
+        }
+        Some(got.into_iter().flatten().collect())
+    }
+
     /// [`Remote::may_reap`]; in a cluster of one, every replica is here.
     pub fn may_reap(&self, partitions: &[u32], asked: Instant) -> bool {
         self.remote().is_none_or(|r| r.may_reap(partitions, asked))

@@ -108,6 +108,18 @@ impl NodeStats {
         let l = |a: &AtomicU64| a.load(Ordering::Relaxed);
         let res = &vnodes.res;
         let m = res.scheduler.as_ref().map(|s| s.metrics());
+        let (mut trees_built, mut trees_unbuilt) = (0, 0);
+        for built in vnodes
+            .iter()
+            .filter_map(|v| v.aae())
+            .map(|a| a.trees().is_built())
+        {
+            if built {
+                trees_built += 1;
+            } else {
+                trees_unbuilt += 1;
+            }
+        }
         NodeStats {
             gets: l(&c.gets),
             puts: l(&c.puts),
@@ -134,14 +146,8 @@ impl NodeStats {
                 error: l(&a.error),
                 exchange_deltas: l(&a.exchange_deltas),
                 rebuilds: l(&a.rebuilds),
-                trees_built: vnodes
-                    .iter()
-                    .filter(|v| v.aae().is_some_and(|t| t.trees().is_built()))
-                    .count() as u32,
-                trees_unbuilt: vnodes
-                    .iter()
-                    .filter(|v| v.aae().is_some_and(|t| !t.trees().is_built()))
-                    .count() as u32,
+                trees_built,
+                trees_unbuilt,
             },
             vnodes: vnodes.len() as u32,
             storage_bytes: vnodes.storage_bytes(),

@@ -38,14 +38,7 @@ impl Replica {
 }
 
 fn key_hash(i: u32) -> [u8; 20] {
-    let mut h = [0u8; 20];
-    let mut x = (i as u64).wrapping_mul(0x9e37_79b9_7f4a_7c15) ^ 0xfeed;
-    for b in h.iter_mut() {
-        x ^= x >> 29;
-        x = x.wrapping_mul(0xbf58_476d_1ce4_e5b9);
-        *b = (x >> 56) as u8;
-    }
-    h
+    crate::testing::spread_hash(i)
 }
 
 /// Runs an exchange to its end; also returns how many asks it made.

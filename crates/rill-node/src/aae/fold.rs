@@ -61,8 +61,7 @@ impl Aae {
                 )));
             }
         }
-        let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel();
-        let mut answers: Vec<Option<VnodeReply>> = Vec::with_capacity(size as usize);
+        let mut asks = Vec::with_capacity(size as usize);
         for first in 0..size {
             let index_n = IndexN {
                 first,
@@ -95,16 +94,12 @@ impl Aae {
                     segments: segments.clone(),
                 },
             };
-            answers.push(self.replicas.ask(&e, request, first as usize, &tx));
+            asks.push((e, request));
         }
-        let deadline = Instant::now() + FOLD_TIMEOUT;
-        while answers.iter().any(Option::is_none) {
-            match self.replicas.wait(&mut rx, deadline) {
-                Some((tag, r)) if tag < answers.len() => answers[tag] = Some(r),
-                Some(_) => {}
-                None => return Err(KvError::Timeout),
-            }
-        }
+        let answers = self
+            .replicas
+            .ask_all(asks, Instant::now() + FOLD_TIMEOUT, || true)
+            .ok_or(KvError::Timeout)?;
         let mut root = vec![0u32; BRANCHES];
         let mut branches: Vec<(u32, Vec<u32>)> = match q {
             FoldQuery::MergeBranches { branches, .. } => branches
@@ -114,7 +109,7 @@ impl Aae {
             _ => Vec::new(),
         };
         let mut clocks = Vec::new();
-        for a in answers.into_iter().flatten() {
+        for a in answers {
             match a {
                 VnodeReply::Aae(Some(Answer::Root(r))) => {
                     for (x, y) in root.iter_mut().zip(r) {

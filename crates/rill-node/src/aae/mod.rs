@@ -84,13 +84,23 @@ impl Default for Plan {
     }
 }
 
+/// What the schedule last read of the bucket registry.
+#[derive(Clone)]
+struct RegistrySeen {
+    generation: u64,
+    /// `Registry::n_val_digest`.
+    digest: u64,
+    /// The n_vals in use (one loop of pairs per n_val).
+    n_vals: Vec<u8>,
+}
+
 struct State {
     plans: Vec<Plan>,
     running: usize,
     /// A vnode whose build failed is tried again after this.
     build_retry_at: Vec<Option<Instant>>,
-    /// The bucket registry's generation and n_val digest last seen.
-    registry_seen: (u64, u64),
+    /// The bucket registry as last seen.
+    registry_seen: RegistrySeen,
     /// Partitions asked to rebuild (`rebuild-now`, an n_val changed).
     rebuild_asked: Vec<u32>,
     rebuilding: bool,
@@ -135,7 +145,11 @@ impl Aae {
                 plans: (0..n).map(|_| Plan::default()).collect(),
                 running: 0,
                 build_retry_at: vec![None; n],
-                registry_seen: (u64::MAX, 0),
+                registry_seen: RegistrySeen {
+                    generation: u64::MAX,
+                    digest: 0,
+                    n_vals: Vec::new(),
+                },
                 rebuild_asked: Vec::new(),
                 rebuilding: false,
                 next_rebuild_check: Instant::now(),

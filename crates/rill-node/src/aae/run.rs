@@ -30,10 +30,6 @@ const CLOCKS_TIMEOUT: Duration = Duration::from_secs(600);
 /// others are built meanwhile).
 const BUILD_RETRY: Duration = Duration::from_secs(60);
 
-/// Waits for a replica's answer in slices this long, so a stop is not
-/// held up by an exchange.
-const WAIT_SLICE: Duration = Duration::from_millis(200);
-
 pub(super) fn schedule(weak: Weak<Aae>) {
     loop {
         let Some(aae) = weak.upgrade() else { return };
@@ -131,14 +127,7 @@ impl Aae {
         let Some(kv) = self.coordinator.upgrade() else {
             return;
         };
-        self.rebuild_if_n_val_changed(&kv.buckets);
-        let n_vals: Vec<u8> = kv
-            .buckets
-            .registry()
-            .n_vals_in_use()
-            .into_iter()
-            .map(|n| n.min(255) as u8)
-            .collect();
+        let n_vals = self.n_vals_in_use(&kv.buckets);
         let view = self.replicas.view();
         let me = view.me.clone();
         let size = view.ring.size();
@@ -151,9 +140,8 @@ impl Aae {
             let owned = view.ring.owner(Partition(p)) == me;
             let built = self
                 .vnodes
-                .iter()
-                .nth(p as usize)
-                .and_then(|v| v.aae())
+                .at_partition(Partition(p))
+                .aae()
                 .is_some_and(|a| a.trees().is_built());
             let tick = cfg.exchange_tick;
             let rng = next_random(&mut s.rng);
@@ -227,24 +215,38 @@ impl Aae {
         }
     }
 
-    /// A bucket's or a type's n_val changed (here or by gossip): its keys
-    /// now belong to other preference lists' trees, so every vnode holding
+    /// The n_vals in use, looked up again only when the bucket registry
+    /// changed (here or by gossip). When an n_val changed, its keys now
+    /// belong to other preference lists' trees, so every vnode holding
     /// data builds its trees again.
-    fn rebuild_if_n_val_changed(&self, buckets: &crate::buckets::Buckets) {
+    fn n_vals_in_use(&self, buckets: &crate::buckets::Buckets) -> Vec<u8> {
         let generation = buckets.generation();
-        let seen = self.state().registry_seen;
-        if seen.0 == generation {
-            return;
+        let seen = self.state().registry_seen.clone();
+        if seen.generation == generation {
+            return seen.n_vals;
         }
-        let digest = buckets.registry().n_val_digest();
-        self.state().registry_seen = (generation, digest);
-        if seen.0 != u64::MAX && seen.1 != digest {
+        let (digest, n_vals) = {
+            let r = buckets.registry();
+            let n_vals: Vec<u8> = r
+                .n_vals_in_use()
+                .into_iter()
+                .map(|n| n.min(255) as u8)
+                .collect();
+            (r.n_val_digest(), n_vals)
+        };
+        self.state().registry_seen = super::RegistrySeen {
+            generation,
+            digest,
+            n_vals: n_vals.clone(),
+        };
+        if seen.generation != u64::MAX && seen.digest != digest {
             let n = self.rebuild_now();
             tracing::info!(
                 vnodes = n,
                 "an n_val changed: anti-entropy trees are built again"
             );
         }
+        n_vals
     }
 
     /// After an exchange: counts its end, schedules the next.
@@ -401,33 +403,26 @@ impl Aae {
             index_n,
             ask: ask.clone(),
         };
-        let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel();
-        let mut got: [Option<VnodeReply>; 2] = [None, None];
-        for (tag, e) in [local, remote].into_iter().enumerate() {
-            got[tag] = self.replicas.ask(e, request.clone(), tag, &tx);
-        }
         let timeout = match ask {
             Ask::Clocks(_) => CLOCKS_TIMEOUT,
             _ => TREE_TIMEOUT,
         };
-        let deadline = Instant::now() + timeout;
-        while got.iter().any(Option::is_none) {
-            if self.stopped() {
-                return Err(ExchangeError::Stopped);
-            }
-            let now = Instant::now();
-            if now >= deadline {
-                return Err(ExchangeError::Timeout);
-            }
-            match self.replicas.wait(&mut rx, deadline.min(now + WAIT_SLICE)) {
-                Some((tag, r)) if tag < 2 => got[tag] = Some(r),
-                _ => {}
-            }
-        }
+        let asks = vec![(local.clone(), request.clone()), (remote.clone(), request)];
+        let Some(got) = self
+            .replicas
+            .ask_all(asks, Instant::now() + timeout, || !self.stopped())
+        else {
+            return Err(if self.stopped() {
+                ExchangeError::Stopped
+            } else {
+                ExchangeError::Timeout
+            });
+        };
+        let got: [VnodeReply; 2] = got.try_into().expect("two asked, two answered");
         let [a, b] = got.map(|r| match r {
-            Some(VnodeReply::Aae(Some(a))) => Ok(a),
-            Some(VnodeReply::Aae(None)) => Err(ExchangeError::NotSupported),
-            Some(VnodeReply::Failed(e)) => Err(ExchangeError::Replica(e)),
+            VnodeReply::Aae(Some(a)) => Ok(a),
+            VnodeReply::Aae(None) => Err(ExchangeError::NotSupported),
+            VnodeReply::Failed(e) => Err(ExchangeError::Replica(e)),
             other => Err(ExchangeError::Failed(format!(
                 "unexpected answer {other:?}"
             ))),

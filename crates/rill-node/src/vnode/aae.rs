@@ -22,20 +22,6 @@ pub(crate) struct KeyPlace {
 }
 
 impl KeyPlace {
-    /// [`KeyPlace::of`] for the keys of a scan, each bucket's n_val
-    /// looked up once.
-    fn of_in_scan(&self, k: &BKey, seen: &mut NvalCache) -> (IndexN, [u8; 20]) {
-        let n = match seen.get(&(k.bucket_type.clone(), k.bucket.clone())) {
-            Some(n) => *n,
-            None => {
-                let n = self.buckets.n_val_of(&k.bucket_type, &k.bucket);
-                seen.insert((k.bucket_type.clone(), k.bucket.clone()), n);
-                n
-            }
-        };
-        self.with_n(k, n)
-    }
-
     fn with_n(&self, k: &BKey, n: u32) -> (IndexN, [u8; 20]) {
         let hash = rill_ring::key_hash(&k.bucket_type, &k.bucket, &k.key);
         let first = Ring::responsible_in(self.ring_size, &hash).0;
@@ -43,8 +29,6 @@ impl KeyPlace {
         (IndexN { first, n: n as u8 }, hash)
     }
 }
-
-type NvalCache = std::collections::HashMap<(Vec<u8>, Vec<u8>), u32>;
 
 /// The n_vals of the buckets a vnode was last written in, while the
 /// bucket registry does not change: a write looks its bucket up here
@@ -128,8 +112,13 @@ impl VnodeAae {
 
     /// `k` changed from `old` to `new` in the store (called under the
     /// key's lock, after the store took it).
+    /// Where `k` is: its preference list and ring hash.
+    fn place(&self, k: &BKey) -> (IndexN, [u8; 20]) {
+        self.place.of_memo(k, &self.nvals)
+    }
+
     pub fn changed(&self, k: &BKey, old: Option<&VClock>, new: Option<&VClock>) {
-        let (index_n, hash) = self.place.of_memo(k, &self.nvals);
+        let (index_n, hash) = self.place(k);
         let mut trees = self.trees();
         // The key's identity matters only to a running build.
         let id = if trees.rebuilding() {
@@ -192,9 +181,8 @@ impl Vnode {
         }
         let wanted: HashSet<u32> = segments.iter().copied().collect();
         let mut out = Vec::new();
-        let mut seen = NvalCache::new();
         for k in self.all_keys()? {
-            let (i, hash) = a.place.of_in_scan(&k, &mut seen);
+            let (i, hash) = a.place(&k);
             if i != index_n || !wanted.contains(&segment_of(&hash)) {
                 continue;
             }
@@ -222,13 +210,12 @@ impl Vnode {
                 return Err(e);
             }
         };
-        let mut seen = NvalCache::new();
         for k in keys {
             if !keep_going() {
                 a.trees().abandon_rebuild();
                 return Ok(false);
             }
-            let (index_n, hash) = a.place.of_in_scan(&k, &mut seen);
+            let (index_n, hash) = a.place(&k);
             let _guard = self.lock(&k);
             let clock = match self.stored_clock(&k) {
                 Ok(c) => c,
