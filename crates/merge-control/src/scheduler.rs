@@ -21,7 +21,7 @@ pub enum UsageSource {
     /// statvfs of this directory, as `df` reports it.
     Filesystem(PathBuf),
     /// The stores' own bytes against a configured capacity
-    /// (`bitcask.capacity`).
+    /// (`bitcask.capacity`, `sensor.capacity`).
     Capacity { bytes: u64 },
 }
 

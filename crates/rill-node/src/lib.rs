@@ -79,6 +79,7 @@ pub use rill_crdt as crdt;
 pub use rill_object::{decode_object, encode_object, Content, Link, Metadata, Object, VClock};
 pub use stats::{AaeStats, NodeStats};
 pub use vnode::identity::IdentityError;
+pub use vnode::standalone::StandaloneVnodes;
 pub use vnodes::Vnodes;
 
 /// A fresh multipart boundary (base 62, unique).

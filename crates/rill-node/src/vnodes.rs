@@ -192,17 +192,6 @@ impl Vnodes {
     /// (durably), then removes each key still stored with the clock it
     /// was handed off with. Returns how many were removed.
     pub fn handoff_drop(&self, partition: u32, sent: &[(BKey, VClock)]) -> Result<usize, KvError> {
-        let v = self.of(partition)?;
-        if sent.is_empty() {
-            return Ok(0);
-        }
-        v.retire_epochs()?;
-        let mut removed = 0;
-        for (k, clock) in sent {
-            if v.drop_if_unchanged(k, clock)? {
-                removed += 1;
-            }
-        }
-        Ok(removed)
+        self.of(partition)?.handed_off(sent)
     }
 }

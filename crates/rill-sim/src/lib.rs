@@ -20,6 +20,7 @@
 //! [`Sim::trace`] is the same on every replay.
 
 mod check;
+pub mod cluster;
 pub mod kv;
 mod kv_check;
 pub mod rng;

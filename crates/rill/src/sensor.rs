@@ -35,7 +35,10 @@ pub fn open(node: &NodeConfig, s: &SensorConfig) -> Result<Option<Sensors>> {
     let data = dir.join("data");
     std::fs::create_dir_all(&data).with_context(|| format!("cannot create {}", data.display()))?;
     let merges = Arc::new(MergeScheduler::start(SchedulerSettings {
-        usage: UsageSource::Filesystem(data.clone()),
+        usage: match s.capacity_bytes {
+            Some(bytes) => UsageSource::Capacity { bytes },
+            None => UsageSource::Filesystem(data.clone()),
+        },
         policy: node.merge_policy.policy(),
         throttle: node.throttle,
         workers: 1,

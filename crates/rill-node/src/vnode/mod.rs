@@ -10,6 +10,7 @@ pub(crate) mod head;
 pub(crate) mod identity;
 pub mod lease;
 pub mod msg;
+pub mod standalone;
 pub mod step;
 pub(crate) mod switch;
 
@@ -383,6 +384,23 @@ impl Vnode {
             .map_err(|e| KvError::Backend(format!("cannot record the vnode's epoch floor: {e}")))?;
         self.fresh_from.fetch_max(floor, Ordering::SeqCst);
         Ok(())
+    }
+
+    /// After a handoff's receiver stored `sent`: retires the epochs
+    /// (durably), then removes each key still stored with the clock it
+    /// was handed off with. Returns how many were removed.
+    pub fn handed_off(&self, sent: &[(BKey, VClock)]) -> Result<usize, KvError> {
+        if sent.is_empty() {
+            return Ok(0);
+        }
+        self.retire_epochs()?;
+        let mut removed = 0;
+        for (k, clock) in sent {
+            if self.drop_if_unchanged(k, clock)? {
+                removed += 1;
+            }
+        }
+        Ok(removed)
     }
 
     /// Removes `k` if its stored clock is still `clock` (it was handed

@@ -32,6 +32,9 @@ pub struct SensorConfig {
     /// `sensor.block_cache`: memory for blocks written or read lately
     /// (0: none).
     pub block_cache_bytes: u64,
+    /// `sensor.capacity`: usage U of the block stores measured against
+    /// this many bytes instead of the filesystem holding them.
+    pub capacity_bytes: Option<u64>,
     /// `sensor.listener.line`: the collection port, line protocol over
     /// TCP (`off`: none).
     pub line_listener: Option<std::net::SocketAddr>,
@@ -70,6 +73,7 @@ impl Default for SensorConfig {
             max_file_bytes: 64 << 20,
             log_segment_bytes: 64 << 20,
             block_cache_bytes: rill_tsdb::engine::DEFAULT_BLOCK_CACHE_BYTES as u64,
+            capacity_bytes: None,
             line_listener: None,
             line_db: "sensors".into(),
             line_precision: rill_sensor::Precision::Ns,
@@ -210,6 +214,17 @@ pub static SETTINGS: &[Setting] = &[
         help: "memory for sensor blocks written or read lately, so a dashboard's refresh reads its blocks from memory; 0 keeps none",
         apply: |c, a| {
             c.sensor.block_cache_bytes = a.bytes();
+            Ok(())
+        },
+    },
+    Setting {
+        key: "sensor.capacity",
+        kind: Kind::Size { min: 1 << 20, max: 1 << 60 },
+        words: &["off"],
+        default: Initial::Value("off"),
+        help: "a capacity for the usage U that drives merges of the sensor block stores (the stores' own bytes against it) instead of the filesystem's",
+        apply: |c, a| {
+            c.sensor.capacity_bytes = a.word().is_none().then(|| a.bytes());
             Ok(())
         },
     },

@@ -1,0 +1,86 @@
+//! What must hold once the cluster simulation has settled, with no
+//! client read since the heal:
+//! - no fallback still holds data (hinted handoff finished);
+//! - anti-entropy reached a loop that found nothing, and the primaries of
+//!   every key hold the same object (they converged by themselves);
+//! - every acknowledged write is there, as the value or a sibling with
+//!   its dot, unless an acknowledged write's context had seen its dot
+//!   (strict: a write that was not acknowledged forgives nothing, since
+//!   clients sent those again until acknowledged);
+//! - nothing an acknowledged write's context had seen (deleted or
+//!   overwritten) is there: no delete comes back;
+//! - nothing is there that no client wrote.
+
+use super::ClusterSim;
+
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum ClusterViolation {
+    #[error("{count} objects were left on fallbacks")]
+    HintsLeft { count: usize },
+    #[error("anti-entropy still found differences after its last loop")]
+    NotQuiet,
+    /// `replicas` is the primaries' objects as Rust's `Debug` shows them.
+    #[error("{key}: the primaries did not converge: {replicas}")]
+    NotConverged { key: String, replicas: String },
+    #[error("{key}: {value} was never written")]
+    NeverWritten { key: String, value: String },
+    #[error("{key}: acknowledged {value} was lost")]
+    AckedLost { key: String, value: String },
+    #[error("{key}: {value} came back although an acknowledged write had seen it")]
+    CameBack { key: String, value: String },
+}
+
+pub(super) fn check(sim: &ClusterSim, quiet: bool) -> Result<(), ClusterViolation> {
+    let left = sim.hinted_left();
+    if left > 0 {
+        return Err(ClusterViolation::HintsLeft { count: left });
+    }
+    for key in sim.keys() {
+        let replicas = sim.replicas(&key);
+        if replicas.iter().any(|r| *r != replicas[0]) {
+            return Err(ClusterViolation::NotConverged {
+                replicas: format!("{replicas:?}"),
+                key,
+            });
+        }
+        let live: Vec<&rill_object::Content> = replicas[0]
+            .as_ref()
+            .map(|o| o.contents.iter().filter(|c| !c.meta.deleted).collect())
+            .unwrap_or_default();
+        for c in &live {
+            if !sim.was_written(&c.value) {
+                return Err(ClusterViolation::NeverWritten {
+                    value: String::from_utf8_lossy(&c.value).into_owned(),
+                    key,
+                });
+            }
+        }
+        let acked: Vec<_> = sim.acked().iter().filter(|a| a.key == key).collect();
+        for a in &acked {
+            let (Some(value), Some(dot)) = (&a.value, &a.dot) else {
+                continue;
+            };
+            let covered = acked.iter().any(|b| b.context.covers(dot));
+            let present = live
+                .iter()
+                .any(|c| c.value == value.as_bytes() && c.dot.as_ref() == Some(dot));
+            if !covered && !present {
+                return Err(ClusterViolation::AckedLost {
+                    key: key.clone(),
+                    value: value.clone(),
+                });
+            }
+            if covered && present {
+                return Err(ClusterViolation::CameBack {
+                    key: key.clone(),
+                    value: value.clone(),
+                });
+            }
+        }
+    }
+    if !quiet {
+        return Err(ClusterViolation::NotQuiet);
+    }
+    Ok(())
+}

@@ -1,0 +1,484 @@
+//! The cluster simulated with its real parts: every node holds
+//! `rill-node`'s vnodes (`StandaloneVnodes`: the stores, key epochs,
+//! anti-entropy trees and request handling a node serves), clients' gets,
+//! puts and deletes are coordinated by `rill-coord`'s machines over
+//! preference lists with fallbacks (sloppy quorum), fallbacks hand their
+//! data home through the vnodes' handoff drop, and `rill-aae`'s exchanges
+//! compare replicas' trees and repair what differs by a read. Messages
+//! are the vnode requests and replies a node sends, over a network that
+//! delays (so they reorder), loses and partitions; nodes stop and start
+//! with their data.
+//!
+//! After the events, everything heals, clients send again the writes that
+//! were not acknowledged (as clients retry), hinted data goes home, and
+//! then only anti-entropy runs, loop after loop until a whole loop finds
+//! nothing: no client reads anything. The check is strict (`check`).
+//!
+//! One seed gives one run: the only randomness is [`Rng`], the only time
+//! the simulation's ticks, every collection is ordered, and the vnodes
+//! read no clock, so [`ClusterSim::trace`] is the same on every replay.
+
+mod aae;
+mod check;
+mod client;
+mod handoff;
+
+pub use check::ClusterViolation;
+
+use crate::rng::Rng;
+use rill_node::vnode::msg::{VnodeReply, VnodeRequest};
+use rill_node::vnode::standalone::StandaloneVnodes;
+use rill_node::BKey;
+use rill_object::Object;
+use rill_ring::{key_hash, Ring};
+use std::collections::{BTreeMap, BTreeSet};
+
+#[derive(Clone, Debug)]
+pub struct ClusterConfig {
+    pub seed: u64,
+    pub nodes: usize,
+    pub ring_size: u32,
+    pub n: u32,
+    pub r: u32,
+    pub w: u32,
+    pub keys: usize,
+    pub steps: usize,
+    pub drop_per_mille: u64,
+    pub max_delay_ticks: u64,
+    pub timeout_ticks: u64,
+    /// Ticks an exchange waits between its questions (Riak's exchange
+    /// pause: a write in flight at the first look has landed by the
+    /// second).
+    pub exchange_pause_ticks: u64,
+    /// Anti-entropy loops after the heal before the check gives up on
+    /// convergence.
+    pub max_settle_loops: usize,
+    pub faults: Faults,
+}
+
+/// Deliberate faults, each making the check fail on some seed: they show
+/// the check sees what it is for.
+#[derive(Clone, Debug, Default)]
+pub struct Faults {
+    /// Exchanges find differences but repair nothing.
+    pub no_repair: bool,
+    /// A fallback drops its hinted data instead of handing it off.
+    pub drop_hinted_data: bool,
+}
+
+impl ClusterConfig {
+    pub fn new(seed: u64) -> ClusterConfig {
+        ClusterConfig {
+            seed,
+            nodes: 5,
+            ring_size: 16,
+            n: 3,
+            r: 2,
+            w: 2,
+            keys: 12,
+            steps: 600,
+            drop_per_mille: 50,
+            max_delay_ticks: 5,
+            timeout_ticks: 30,
+            exchange_pause_ticks: 8,
+            max_settle_loops: 8,
+            faults: Faults::default(),
+        }
+    }
+}
+
+/// Why a request is sent, so its reply finds its way.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Tag {
+    /// A replica's answer to get `op`, as replica `idx`.
+    Get { op: u64, idx: usize },
+    /// A replica's answer to put `op`, as replica `idx`.
+    Put { op: u64, idx: usize },
+    /// Side 0 (the exchange's own vnode) or 1 of exchange `id`.
+    Exchange { id: u64, side: usize },
+    /// The owner stored item `item` of handoff `id`.
+    Handoff { id: u64, item: usize },
+    /// Nothing waits (read repair).
+    None,
+}
+
+enum Body {
+    Request {
+        tag: Tag,
+        partition: u32,
+        request: VnodeRequest,
+    },
+    Reply {
+        tag: Tag,
+        reply: VnodeReply,
+    },
+}
+
+struct Envelope {
+    at: u64,
+    seq: u64,
+    from: usize,
+    to: usize,
+    body: Body,
+}
+
+struct Node {
+    up: bool,
+    vnodes: StandaloneVnodes,
+}
+
+/// A replica of a preference list: node, partition, primary.
+type Target = (usize, u32, bool);
+
+pub struct ClusterSim {
+    cfg: ClusterConfig,
+    rng: Rng,
+    now: u64,
+    ring: Ring,
+    nodes: Vec<Node>,
+    /// Holds the vnodes' lease files (removed with the simulation).
+    _dir: tempfile::TempDir,
+    net: Vec<Envelope>,
+    seq: u64,
+    next_id: u64,
+    side: Option<BTreeSet<usize>>,
+    clients: client::Clients,
+    exchanges: BTreeMap<u64, aae::Running>,
+    handoffs: BTreeMap<u64, handoff::Running>,
+    counts: Counts,
+    pub trace: Vec<String>,
+}
+
+/// What happened, for the trace's last line and the tests.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Counts {
+    pub acked: usize,
+    pub exchanges: usize,
+    pub deltas: usize,
+    pub handed_off: usize,
+}
+
+fn node_name(i: usize) -> String {
+    format!("n{i}@sim")
+}
+
+/// Where lease files go: memory where the machine has it (a seed opens
+/// a file per node).
+fn scratch() -> tempfile::TempDir {
+    let shm = std::path::Path::new("/dev/shm");
+    if shm.is_dir() {
+        if let Ok(d) = tempfile::Builder::new().prefix("rill-sim").tempdir_in(shm) {
+            return d;
+        }
+    }
+    tempfile::tempdir().expect("a temporary directory")
+}
+
+pub(crate) fn bkey(key: &str) -> BKey {
+    BKey::new(b"", b"b", key.as_bytes())
+}
+
+impl ClusterSim {
+    pub fn new(cfg: ClusterConfig) -> ClusterSim {
+        let names: Vec<String> = (0..cfg.nodes).map(node_name).collect();
+        let owners = vec![names[0].clone(); cfg.ring_size as usize];
+        let c = rill_ring::claim(&owners, &names, cfg.n).expect("a claim");
+        let ring = Ring::new(c.owners).expect("a ring");
+        let dir = scratch();
+        let nodes = (0..cfg.nodes)
+            .map(|i| {
+                let d = dir.path().join(node_name(i));
+                std::fs::create_dir(&d).expect("a node directory");
+                let id = |p: u32| {
+                    let mut id = [0u8; 8];
+                    id[..4].copy_from_slice(&(i as u32).to_be_bytes());
+                    id[4..].copy_from_slice(&p.to_be_bytes());
+                    id
+                };
+                Node {
+                    up: true,
+                    vnodes: StandaloneVnodes::open(&d, cfg.ring_size, id, true, 0).expect("vnodes"),
+                }
+            })
+            .collect();
+        ClusterSim {
+            rng: Rng::new(cfg.seed),
+            clients: client::Clients::default(),
+            cfg,
+            now: 0,
+            ring,
+            nodes,
+            _dir: dir,
+            net: Vec::new(),
+            seq: 0,
+            next_id: 0,
+            side: None,
+            exchanges: BTreeMap::new(),
+            handoffs: BTreeMap::new(),
+            counts: Counts::default(),
+            trace: Vec::new(),
+        }
+    }
+
+    pub fn counts(&self) -> &Counts {
+        &self.counts
+    }
+
+    fn log(&mut self, s: String) {
+        self.trace.push(format!("{:>5} {s}", self.now));
+    }
+
+    fn id(&mut self) -> u64 {
+        self.next_id += 1;
+        self.next_id
+    }
+
+    fn reachable(&self, a: usize, b: usize) -> bool {
+        self.nodes[a].up
+            && self.nodes[b].up
+            && self
+                .side
+                .as_ref()
+                .is_none_or(|s| s.contains(&a) == s.contains(&b))
+    }
+
+    fn index_of(&self, name: &str) -> usize {
+        (0..self.cfg.nodes)
+            .find(|&i| node_name(i) == name)
+            .expect("a node")
+    }
+
+    fn owner(&self, partition: u32) -> usize {
+        self.index_of(self.ring.owner(rill_ring::Partition(partition)))
+    }
+
+    /// Sends `body` from `from` to `to`: lost (`drop_per_mille`, or the
+    /// two cannot reach each other) or delivered after 0 to
+    /// `max_delay_ticks` ticks. A node's message to itself is a call:
+    /// never lost, delivered at the next delivery.
+    fn send(&mut self, from: usize, to: usize, body: Body) {
+        self.send_after(from, to, body, 0);
+    }
+
+    fn send_after(&mut self, from: usize, to: usize, body: Body, wait: u64) {
+        let delay = if from == to {
+            0
+        } else {
+            if self.rng.chance(self.cfg.drop_per_mille) || !self.reachable(from, to) {
+                return;
+            }
+            self.rng.below(self.cfg.max_delay_ticks + 1)
+        };
+        self.seq += 1;
+        self.net.push(Envelope {
+            at: self.now + delay + wait,
+            seq: self.seq,
+            from,
+            to,
+            body,
+        });
+    }
+
+    fn ask(&mut self, from: usize, to: Target, tag: Tag, request: VnodeRequest) {
+        let (node, partition, _) = to;
+        let body = Body::Request {
+            tag,
+            partition,
+            request,
+        };
+        self.send(from, node, body);
+    }
+
+    /// The preference list as node `c` sees the cluster.
+    fn preflist(&self, c: usize, key: &str) -> Vec<Target> {
+        let h = key_hash(b"", b"b", key.as_bytes());
+        self.ring
+            .preflist(
+                &h,
+                self.cfg.n,
+                |n| self.reachable(c, self.index_of(n)),
+                true,
+            )
+            .into_iter()
+            .map(|e| (self.index_of(&e.node), e.partition.0, e.primary))
+            .collect()
+    }
+
+    /// The primaries of `key`.
+    fn primaries(&self, key: &str) -> Vec<Target> {
+        let h = key_hash(b"", b"b", key.as_bytes());
+        self.ring
+            .primaries(&h, self.cfg.n)
+            .into_iter()
+            .map(|p| (self.owner(p.0), p.0, true))
+            .collect()
+    }
+
+    fn deliver(&mut self) {
+        self.net.sort_by_key(|m| (m.at, m.seq));
+        while self.net.first().is_some_and(|m| m.at <= self.now) {
+            let env = self.net.remove(0);
+            // A message in flight to or from a node that stopped is lost
+            // with its connection.
+            if !self.nodes[env.to].up || !self.nodes[env.from].up {
+                continue;
+            }
+            match env.body {
+                Body::Request {
+                    tag,
+                    partition,
+                    request,
+                } => {
+                    let reply = self.nodes[env.to].vnodes.handle(partition, request);
+                    if tag != Tag::None {
+                        self.send(env.to, env.from, Body::Reply { tag, reply });
+                    }
+                }
+                Body::Reply { tag, reply } => self.replied(env.to, tag, reply),
+            }
+        }
+    }
+
+    fn replied(&mut self, at: usize, tag: Tag, reply: VnodeReply) {
+        match tag {
+            Tag::Get { op, idx } => self.get_replied(at, op, idx, reply),
+            Tag::Put { op, idx } => self.put_replied(at, op, idx, reply),
+            Tag::Exchange { id, side } => self.exchange_replied(id, side, reply),
+            Tag::Handoff { id, item } => self.handoff_replied(id, item, reply),
+            Tag::None => {}
+        }
+    }
+
+    fn step_time(&mut self) {
+        self.now += 1;
+        self.deliver();
+        self.timeouts();
+        self.exchange_timeouts();
+        self.handoff_timeouts();
+    }
+
+    fn tick(&mut self) {
+        self.step_time();
+        let up: Vec<usize> = (0..self.nodes.len())
+            .filter(|&i| self.nodes[i].up)
+            .collect();
+        let Some(&c) = self.rng.pick(&up) else {
+            return;
+        };
+        let key = format!("k{}", self.rng.below(self.cfg.keys as u64));
+        match self.rng.below(100) {
+            0..=34 => self.start_put(c, key, false),
+            35..=59 => self.start_get(c, key),
+            60..=67 => self.start_put(c, key, true),
+            68..=75 => self.hand_off(c),
+            76..=85 => self.start_exchange(c),
+            86..=93 => self.stop_or_start(),
+            _ => {
+                if self.side.take().is_some() {
+                    self.log("healed".into());
+                } else {
+                    let side: BTreeSet<usize> = (0..self.nodes.len())
+                        .filter(|_| self.rng.chance(500))
+                        .collect();
+                    self.log(format!("partition {side:?}"));
+                    self.side = Some(side);
+                }
+            }
+        }
+    }
+
+    fn stop_or_start(&mut self) {
+        let x = self.rng.below(self.nodes.len() as u64) as usize;
+        let up_count = self.nodes.iter().filter(|n| n.up).count();
+        if self.nodes[x].up && up_count > 1 {
+            self.nodes[x].up = false;
+            // What it coordinated dies with it.
+            self.clients.node_stopped(x);
+            self.exchanges.retain(|_, e| e.node != x);
+            self.handoffs.retain(|_, h| h.from != x);
+            self.log(format!("{} stops", node_name(x)));
+        } else if !self.nodes[x].up {
+            self.nodes[x].up = true;
+            self.log(format!("{} starts", node_name(x)));
+        }
+    }
+
+    /// Runs the ticks until nothing is in flight (bounded).
+    fn quiesce(&mut self) {
+        for _ in 0..10_000 {
+            if self.net.is_empty()
+                && self.clients.idle()
+                && self.exchanges.is_empty()
+                && self.handoffs.is_empty()
+            {
+                return;
+            }
+            self.step_time();
+        }
+        panic!("the simulation did not quiesce");
+    }
+
+    pub fn run(&mut self) -> Result<(), ClusterViolation> {
+        for _ in 0..self.cfg.steps {
+            self.tick();
+        }
+        // Heal: every node up, no more losses; what is open ends.
+        self.side = None;
+        for n in &mut self.nodes {
+            n.up = true;
+        }
+        self.cfg.drop_per_mille = 0;
+        self.log("heal".into());
+        self.quiesce();
+        self.retry_unacknowledged();
+        for x in 0..self.nodes.len() {
+            self.hand_off(x);
+        }
+        self.quiesce();
+        self.log("anti-entropy only".into());
+        let mut quiet = false;
+        for _ in 0..self.cfg.max_settle_loops {
+            let found = self.exchange_loop();
+            if found == 0 {
+                quiet = true;
+                break;
+            }
+        }
+        let c = self.counts.clone();
+        self.log(format!(
+            "settled: {} writes acknowledged, {} exchanges, {} keys found by them, {} objects handed off",
+            c.acked, c.exchanges, c.deltas, c.handed_off
+        ));
+        check::check(self, quiet)
+    }
+
+    /// The objects `key`'s primaries hold.
+    pub(crate) fn replicas(&self, key: &str) -> Vec<Option<Object>> {
+        self.primaries(key)
+            .into_iter()
+            .map(|(node, p, _)| {
+                self.nodes[node]
+                    .vnodes
+                    .get(p, &bkey(key))
+                    .expect("a memory store reads")
+            })
+            .collect()
+    }
+
+    pub(crate) fn keys(&self) -> Vec<String> {
+        (0..self.cfg.keys).map(|k| format!("k{k}")).collect()
+    }
+
+    /// Objects held by vnodes of partitions their node does not own.
+    pub(crate) fn hinted_left(&self) -> usize {
+        let mut left = 0;
+        for (x, n) in self.nodes.iter().enumerate() {
+            for p in 0..self.cfg.ring_size {
+                if self.owner(p) != x {
+                    left += n.vnodes.keys(p).map_or(0, |k| k.len());
+                }
+            }
+        }
+        left
+    }
+}
