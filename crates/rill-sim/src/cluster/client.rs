@@ -382,8 +382,36 @@ impl ClusterSim {
                 GetEffect::Done => {
                     self.clients.ops.remove(&op);
                 }
-                GetEffect::Answer(_) | GetEffect::Reap(_) => {}
+                GetEffect::Reap(clock) => self.reap(c, &key, clock, &targets),
+                GetEffect::Answer(_) => {}
             }
+        }
+    }
+
+    /// Every replica holds the same tombstone: it is reaped from each
+    /// (Riak's `delete_mode` immediate) unless a node other than the
+    /// owners holds data of the key's partitions, which could hand the
+    /// value back once the tombstone is gone (the rule of `rill-node`'s
+    /// `reap_job`, here with every node's holdings as they are now).
+    fn reap(&mut self, c: usize, key: &str, clock: VClock, targets: &[Target]) {
+        if targets.iter().any(|t| !t.2) {
+            return;
+        }
+        let partitions: Vec<u32> = targets.iter().map(|t| t.1).collect();
+        if !self.cfg.faults.reap_despite_fallbacks && self.held_elsewhere(&partitions) {
+            self.log(format!(
+                "{key}: reap put off (other nodes hold its partitions)"
+            ));
+            return;
+        }
+        self.log(format!("{key}: tombstone reaped"));
+        self.counts.reaps += 1;
+        for &t in targets {
+            let request = VnodeRequest::Reap {
+                key: bkey(key),
+                clock: clock.clone(),
+            };
+            self.ask(c, t, Tag::None, request);
         }
     }
 

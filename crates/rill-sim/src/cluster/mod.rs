@@ -5,7 +5,8 @@
 //! preference lists with fallbacks (sloppy quorum), fallbacks hand their
 //! data home through the vnodes' handoff drop, and `rill-aae`'s exchanges
 //! compare replicas' trees and repair what differs by a read. Messages
-//! are the vnode requests and replies a node sends, over a network that
+//! are the vnode requests and replies a node sends, crossing as the
+//! bytes of `rill-node`'s wire format, over a network that
 //! delays (so they reorder), loses and partitions; nodes stop and start
 //! with their data.
 //!
@@ -64,6 +65,9 @@ pub struct Faults {
     pub no_repair: bool,
     /// A fallback drops its hinted data instead of handing it off.
     pub drop_hinted_data: bool,
+    /// Tombstones are reaped while fallbacks hold data of their
+    /// partitions (the resurrection `rill-node`'s reap rule prevents).
+    pub reap_despite_fallbacks: bool,
 }
 
 impl ClusterConfig {
@@ -156,6 +160,7 @@ pub struct Counts {
     pub exchanges: usize,
     pub deltas: usize,
     pub handed_off: usize,
+    pub reaps: usize,
 }
 
 fn node_name(i: usize) -> String {
@@ -176,6 +181,36 @@ fn scratch() -> tempfile::TempDir {
 
 pub(crate) fn bkey(key: &str) -> BKey {
     BKey::new(b"", b"b", key.as_bytes())
+}
+
+/// `body` as another node reads it: encoded as `rill-node`'s wire
+/// carries vnode messages, and decoded.
+fn through_wire(body: Body) -> Body {
+    use rill_node::wire::{decode_reply, decode_request, encode_reply, encode_request, Route};
+    let route = Route {
+        request_id: 0,
+        partition: 0,
+    };
+    match body {
+        Body::Request {
+            tag,
+            partition,
+            request,
+        } => {
+            let bytes = encode_request(route, &request);
+            let (_, request) = decode_request(&bytes).expect("a request decodes");
+            Body::Request {
+                tag,
+                partition,
+                request,
+            }
+        }
+        Body::Reply { tag, reply } => {
+            let bytes = encode_reply(route, &reply);
+            let (_, reply) = decode_reply(&bytes).expect("a reply decodes");
+            Body::Reply { tag, reply }
+        }
+    }
 }
 
 impl ClusterSim {
@@ -261,13 +296,16 @@ impl ClusterSim {
     }
 
     fn send_after(&mut self, from: usize, to: usize, body: Body, wait: u64) {
-        let delay = if from == to {
-            0
+        let (delay, body) = if from == to {
+            (0, body)
         } else {
             if self.rng.chance(self.cfg.drop_per_mille) || !self.reachable(from, to) {
                 return;
             }
-            self.rng.below(self.cfg.max_delay_ticks + 1)
+            (
+                self.rng.below(self.cfg.max_delay_ticks + 1),
+                through_wire(body),
+            )
         };
         self.seq += 1;
         self.net.push(Envelope {
@@ -446,8 +484,8 @@ impl ClusterSim {
         }
         let c = self.counts.clone();
         self.log(format!(
-            "settled: {} writes acknowledged, {} exchanges, {} keys found by them, {} objects handed off",
-            c.acked, c.exchanges, c.deltas, c.handed_off
+            "settled: {} writes acknowledged, {} exchanges, {} keys found by them, {} objects handed off, {} tombstones reaped",
+            c.acked, c.exchanges, c.deltas, c.handed_off, c.reaps
         ));
         check::check(self, quiet)
     }
@@ -467,6 +505,18 @@ impl ClusterSim {
 
     pub(crate) fn keys(&self) -> Vec<String> {
         (0..self.cfg.keys).map(|k| format!("k{k}")).collect()
+    }
+
+    /// Whether a node other than the owner holds data of any of
+    /// `partitions`.
+    fn held_elsewhere(&self, partitions: &[u32]) -> bool {
+        partitions.iter().any(|&p| {
+            let owner = self.owner(p);
+            self.nodes
+                .iter()
+                .enumerate()
+                .any(|(x, n)| x != owner && n.vnodes.keys(p).is_ok_and(|k| !k.is_empty()))
+        })
     }
 
     /// Objects held by vnodes of partitions their node does not own.
