@@ -3,7 +3,8 @@
 //! anti-entropy trees and request handling a node serves), clients' gets,
 //! puts and deletes are coordinated by `rill-coord`'s machines over
 //! preference lists with fallbacks (sloppy quorum), fallbacks hand their
-//! data home through the vnodes' handoff drop, and `rill-aae`'s exchanges
+//! data home by `rill-handoff`'s sender and receiver machines and drop it
+//! by the vnodes' handoff drop, and `rill-aae`'s exchanges
 //! compare replicas' trees and repair what differs by a read. Messages
 //! are the vnode requests and replies a node sends, crossing as the
 //! bytes of `rill-node`'s wire format, over a network that
@@ -100,8 +101,6 @@ enum Tag {
     Put { op: u64, idx: usize },
     /// Side 0 (the exchange's own vnode) or 1 of exchange `id`.
     Exchange { id: u64, side: usize },
-    /// The owner stored item `item` of handoff `id`.
-    Handoff { id: u64, item: usize },
     /// Nothing waits (read repair).
     None,
 }
@@ -116,6 +115,8 @@ enum Body {
         tag: Tag,
         reply: VnodeReply,
     },
+    /// A handoff message, as `rill-handoff`'s codec writes it.
+    Handoff(Vec<u8>),
 }
 
 struct Envelope {
@@ -148,7 +149,7 @@ pub struct ClusterSim {
     side: Option<BTreeSet<usize>>,
     clients: client::Clients,
     exchanges: BTreeMap<u64, aae::Running>,
-    handoffs: BTreeMap<u64, handoff::Running>,
+    handoffs: handoff::Handoffs,
     counts: Counts,
     pub trace: Vec<String>,
 }
@@ -210,6 +211,7 @@ fn through_wire(body: Body) -> Body {
             let (_, reply) = decode_reply(&bytes).expect("a reply decodes");
             Body::Reply { tag, reply }
         }
+        Body::Handoff(bytes) => Body::Handoff(bytes),
     }
 }
 
@@ -249,7 +251,7 @@ impl ClusterSim {
             next_id: 0,
             side: None,
             exchanges: BTreeMap::new(),
-            handoffs: BTreeMap::new(),
+            handoffs: handoff::Handoffs::default(),
             counts: Counts::default(),
             trace: Vec::new(),
         }
@@ -373,6 +375,7 @@ impl ClusterSim {
                     }
                 }
                 Body::Reply { tag, reply } => self.replied(env.to, tag, reply),
+                Body::Handoff(bytes) => self.handoff_in(env.to, &bytes),
             }
         }
     }
@@ -382,7 +385,6 @@ impl ClusterSim {
             Tag::Get { op, idx } => self.get_replied(at, op, idx, reply),
             Tag::Put { op, idx } => self.put_replied(at, op, idx, reply),
             Tag::Exchange { id, side } => self.exchange_replied(id, side, reply),
-            Tag::Handoff { id, item } => self.handoff_replied(id, item, reply),
             Tag::None => {}
         }
     }
@@ -392,7 +394,7 @@ impl ClusterSim {
         self.deliver();
         self.timeouts();
         self.exchange_timeouts();
-        self.handoff_timeouts();
+        self.handoff_ticks();
     }
 
     fn tick(&mut self) {
@@ -433,7 +435,7 @@ impl ClusterSim {
             // What it coordinated dies with it.
             self.clients.node_stopped(x);
             self.exchanges.retain(|_, e| e.node != x);
-            self.handoffs.retain(|_, h| h.from != x);
+            self.handoffs.node_stopped(x);
             self.log(format!("{} stops", node_name(x)));
         } else if !self.nodes[x].up {
             self.nodes[x].up = true;
@@ -447,7 +449,7 @@ impl ClusterSim {
             if self.net.is_empty()
                 && self.clients.idle()
                 && self.exchanges.is_empty()
-                && self.handoffs.is_empty()
+                && self.handoffs.idle()
             {
                 return;
             }
@@ -469,10 +471,18 @@ impl ClusterSim {
         self.log("heal".into());
         self.quiesce();
         self.retry_unacknowledged();
-        for x in 0..self.nodes.len() {
-            self.hand_off(x);
+        // Handoff rounds, as a node runs one every second: a transfer
+        // that resumed after a cursor kept from an abandoned one sent only
+        // the keys after it; the next round sends the rest.
+        for _ in 0..10 {
+            if self.hinted_left() == 0 {
+                break;
+            }
+            for x in 0..self.nodes.len() {
+                self.hand_off(x);
+            }
+            self.quiesce();
         }
-        self.quiesce();
         self.log("anti-entropy only".into());
         let mut quiet = false;
         for _ in 0..self.cfg.max_settle_loops {
