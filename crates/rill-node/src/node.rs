@@ -363,6 +363,15 @@ impl Node {
         self.vnodes.sync()
     }
 
+    /// Stops the work the node does by itself (anti-entropy's schedule
+    /// and exchanges, the tombstone reaper) and joins its threads; done
+    /// again, harmlessly, when the node is dropped. Call it on a thread
+    /// that may block, while the runtime the node's waits use still runs.
+    pub fn stop_background(&self) {
+        self.kv.reaper.stop();
+        self.aae.stop();
+    }
+
     /// For tests: when dropped, this node records no clean shutdown, as
     /// after `kill -9` (its appends are in the kernel all the same).
     #[doc(hidden)]
@@ -418,8 +427,7 @@ impl Node {
 
 impl Drop for Node {
     fn drop(&mut self) {
-        self.kv.reaper.stop();
-        self.aae.stop();
+        self.stop_background();
         if self.forget_clean_stop.load(Ordering::Relaxed) {
             return; // as a crash: no sync, no clean record
         }

@@ -98,6 +98,8 @@ pub struct AaeStats {
     pub exchange_deltas: u64,
     /// Builds of a vnode's trees.
     pub rebuilds: u64,
+    /// Exchanges running now (at most 8).
+    pub exchanges_running: u64,
     /// Vnodes whose trees are built / not yet.
     pub trees_built: u32,
     pub trees_unbuilt: u32,
@@ -146,6 +148,7 @@ impl NodeStats {
                 error: l(&a.error),
                 exchange_deltas: l(&a.exchange_deltas),
                 rebuilds: l(&a.rebuilds),
+                exchanges_running: l(&a.running),
                 trees_built,
                 trees_unbuilt,
             },

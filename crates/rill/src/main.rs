@@ -468,6 +468,13 @@ fn console(cfg: Config) -> Result<()> {
             r = pb_task => tracing::error!(result = ?r, "the PB listener stopped"),
             r = http_task => tracing::error!(result = ?r, "the HTTP listener stopped"),
         }
+        // Anti-entropy's exchanges and the reaper stop first, while the
+        // runtime whose timers their waits use runs, on a thread that may
+        // block: the node's last holder may go only as the runtime shuts
+        // down, on one of its workers, where joining a thread that waits
+        // for those timers would never end.
+        let background = node.clone();
+        tokio::task::spawn_blocking(move || background.stop_background()).await?;
         drop(peer);
         for t in sensor_tasks {
             t.abort();

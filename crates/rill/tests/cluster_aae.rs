@@ -117,3 +117,45 @@ fn a_wiped_node_gets_every_key_back_by_anti_entropy_alone() {
         );
     }
 }
+
+/// A node stopped while its exchanges wait for a peer that does not
+/// answer (frozen by SIGSTOP) exits: the exchanges see the stop while
+/// the runtime whose timers their waits use still runs. Before, the
+/// node logged "node stopped" and then hung for ever: the last holder
+/// of the node (a client's connection) was dropped as the runtime shut
+/// down, and the stop joined exchange threads waiting on its timers.
+#[test]
+fn a_node_stops_while_its_exchanges_wait_for_a_frozen_peer() {
+    let mut m1 = Member::start(1, FAST_AAE);
+    let mut m2 = Member::start(2, FAST_AAE);
+    form(&m1, &[&m2]);
+    for i in 0..20 {
+        assert!(put(m1.node(), &format!("k{i}"), "v", "?w=2"), "k{i}");
+    }
+    m2.node().signal(19);
+    // Exchanges with m2 wait (for a minute) and hold every slot.
+    until(
+        "every exchange slot of m1 waits for the frozen m2",
+        Duration::from_secs(60),
+        || m1.stat("tictacaae_exchanges_running") == 8,
+    );
+    // A client's read waits for m2 at the stop (r = all).
+    let pb = m1.node().pb;
+    let reader = std::thread::spawn(move || {
+        let mut c = rill_client::Client::connect(pb).unwrap();
+        let _ = c.get_with(rill_pb::pb::RpbGetReq {
+            bucket: bytes::Bytes::from_static(b"b"),
+            key: bytes::Bytes::from_static(b"k1"),
+            r: Some(u32::MAX - 3),
+            ..Default::default()
+        });
+    });
+    until("the reader is connected", Duration::from_secs(30), || {
+        m1.stat("pbc_active") > 0
+    });
+    let stopped = m1.node.take().unwrap().stop_within(Duration::from_secs(30));
+    let _ = reader.join();
+    m2.node().signal(18);
+    m2.node.take().unwrap().stop();
+    assert!(stopped, "m1 did not exit within 30 s of SIGTERM");
+}

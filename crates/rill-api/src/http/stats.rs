@@ -72,6 +72,7 @@ fn stats_json(ctx: &Ctx) -> Value {
             ("tictacaae_error_total", st.aae.error),
             ("tictacaae_exchange_total", st.aae.exchange_deltas),
             ("tictacaae_rebuilds_total", st.aae.rebuilds),
+            ("tictacaae_exchanges_running", st.aae.exchanges_running),
             ("tictacaae_trees_built", u64::from(st.aae.trees_built)),
             ("tictacaae_trees_unbuilt", u64::from(st.aae.trees_unbuilt)),
         ] {

@@ -22,6 +22,10 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Condvar, Mutex, Weak};
 use std::time::{Duration, Instant};
 
+/// How long a stop waits for the schedule's threads (an exchange sees
+/// the stop within 200 ms of its wait, a build between two keys).
+const STOP_WITHIN: std::time::Duration = std::time::Duration::from_secs(30);
+
 /// Exchanges running at once on a node, at most (each on its own
 /// thread, at most one per vnode).
 /// Exchanges mostly wait (the pauses between stages, the other
@@ -46,6 +50,8 @@ pub(crate) struct AaeCounters {
     pub exchange_deltas: AtomicU64,
     /// Trees built or built again.
     pub rebuilds: AtomicU64,
+    /// Exchanges running now.
+    pub running: AtomicU64,
 }
 
 /// A vnode's place in the exchange schedule.
@@ -176,9 +182,14 @@ impl Aae {
 
     /// Stops the schedule and waits for its threads (an exchange ends at
     /// its next stage or key, a build at its next key).
+    /// Stops the schedule and waits for its threads, at most
+    /// [`STOP_WITHIN`]: a thread still waiting then (a wait whose timer
+    /// no runtime drives any more) is left behind with a warning rather
+    /// than holding up the node's stop for ever.
     pub(crate) fn stop(&self) {
         self.stop.store(true, Ordering::SeqCst);
         self.wake.notify_all();
+        let deadline = std::time::Instant::now() + STOP_WITHIN;
         loop {
             let taken =
                 std::mem::take(&mut *self.threads.lock().unwrap_or_else(|e| e.into_inner()));
@@ -186,7 +197,14 @@ impl Aae {
                 return;
             }
             for t in taken {
-                let _ = t.join();
+                while !t.is_finished() && std::time::Instant::now() < deadline {
+                    std::thread::sleep(std::time::Duration::from_millis(10));
+                }
+                if t.is_finished() {
+                    let _ = t.join();
+                } else {
+                    tracing::warn!(thread = ?t.thread().name(), "an anti-entropy thread did not stop in time; the node stops without it");
+                }
             }
         }
     }

@@ -188,6 +188,9 @@ impl Aae {
             }
             plan.running = true;
             s.running += 1;
+            self.counters
+                .running
+                .store(s.running as u64, Ordering::Relaxed);
             let aae = self.clone();
             let max_results = (cfg.max_results.max(1) * boost) as usize;
             let job = Job {
@@ -209,6 +212,12 @@ impl Aae {
             });
             if spawned.is_err() {
                 s.running -= 1;
+                self.counters
+                    .running
+                    .store(s.running as u64, Ordering::Relaxed);
+                self.counters
+                    .running
+                    .store(s.running as u64, Ordering::Relaxed);
                 s.plans[p as usize].running = false;
                 s.plans[p as usize].next_at = Some(now + tick);
             }

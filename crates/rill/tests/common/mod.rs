@@ -117,6 +117,30 @@ impl Node {
         );
     }
 
+    /// Sends signal `sig` to the process (SIGSTOP 19 freezes it, SIGCONT
+    /// 18 lets it go on).
+    pub fn signal(&self, sig: i32) {
+        let c = self.child.as_ref().expect("running");
+        unsafe { libc_kill(c.id() as i32, sig) };
+    }
+
+    /// SIGTERM, then waits for the process to exit, at most `within`;
+    /// false when it did not (it is then killed).
+    pub fn stop_within(mut self, within: Duration) -> bool {
+        let mut c = self.child.take().unwrap();
+        unsafe { libc_kill(c.id() as i32, 15) };
+        let deadline = Instant::now() + within;
+        while Instant::now() < deadline {
+            if c.try_wait().unwrap().is_some() {
+                return true;
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        let _ = c.kill();
+        let _ = c.wait();
+        false
+    }
+
     /// SIGKILL: a crash.
     pub fn kill(mut self) {
         let mut c = self.child.take().unwrap();
