@@ -60,7 +60,16 @@ pub fn run_seeds<E: std::fmt::Display>(
     let show = std::env::var("RILL_SIM_TRACE").is_ok();
     let mut counted = 0;
     for seed in seeds {
-        let (trace, result) = run(seed);
+        // A panic inside a run names its seed before it goes on.
+        let (trace, result) = match std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+            run(seed)
+        })) {
+            Ok(r) => r,
+            Err(p) => {
+                eprintln!("seed {seed} panicked (replay: RILL_SIM_SEED={seed} RILL_SIM_TRACE=1)");
+                std::panic::resume_unwind(p);
+            }
+        };
         counted += trace.iter().filter(|l| count(l)).count();
         if show {
             for line in &trace {

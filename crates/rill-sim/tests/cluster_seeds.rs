@@ -65,16 +65,16 @@ fn fallbacks_that_drop_hinted_data_lose_writes() {
 
 /// The resurrection found on real processes: a tombstone reaped while a
 /// fallback still held the value, which it handed back afterwards. With
-/// the reap rule removed, seed 44 (the first that meets it)
-/// brings a deleted value back; with the rule it holds.
+/// the reap rule removed, some seed brings a deleted value back (the
+/// first of them, with the rule, passes like every seed).
 #[test]
 fn a_reap_while_fallbacks_hold_data_brings_values_back() {
-    let mut cfg = ClusterConfig::new(44);
-    cfg.faults.reap_despite_fallbacks = true;
-    let failed = run_cfg(cfg).1;
-    assert!(
-        matches!(failed, Err(ClusterViolation::CameBack { .. })),
-        "{failed:?}"
-    );
-    run(44).1.unwrap();
+    let caught = (0..400).find(|&seed| {
+        let mut cfg = ClusterConfig::new(seed);
+        cfg.faults.reap_despite_fallbacks = true;
+        matches!(run_cfg(cfg).1, Err(ClusterViolation::CameBack { .. }))
+    });
+    let seed = caught.expect("no seed of 400 brought a value back");
+    eprintln!("seed {seed} brings a value back without the reap rule");
+    run(seed).1.unwrap();
 }

@@ -3,7 +3,9 @@
 //! and their lease, anti-entropy trees, the requests of `msg`, the
 //! handoff's drop), on the memory backend, with the default bucket
 //! properties and ids the caller chooses, so a seed gives the same run.
-//! Nothing here starts a thread or reads a clock.
+//! Nothing here starts a thread; the clocks the vnode code reads (for
+//! clock pruning, for the memory store's time to live) change nothing
+//! when pruning is off and there is no time to live.
 
 use crate::buckets::Buckets;
 use crate::config::{BackendKind, NodeConfig};

@@ -6,7 +6,8 @@
 //! read through the key's preference list, as a node repairs them.
 
 use super::client::Purpose;
-use super::{ClusterSim, Tag};
+use super::net::{Body, Tag};
+use super::ClusterSim;
 use rill_aae::{pairwise, Answer, Exchange, IndexN, Pair, Step};
 use rill_node::vnode::msg::{VnodeReply, VnodeRequest};
 
@@ -42,10 +43,10 @@ impl ClusterSim {
         self.exchange(c, p, pair);
     }
 
-    fn exchange(&mut self, c: usize, partition: u32, pair: Pair) -> Option<u64> {
+    fn exchange(&mut self, c: usize, partition: u32, pair: Pair) {
         let remote = self.owner(pair.remote);
         if !self.reachable(c, remote) {
-            return None;
+            return;
         }
         let seed = self.rng.next_u64();
         let (machine, ask) = Exchange::new(MAX_RESULTS, seed);
@@ -64,7 +65,6 @@ impl ClusterSim {
         );
         self.counts.exchanges += 1;
         self.ask_both(id, ask, 0);
-        Some(id)
     }
 
     fn ask_both(&mut self, id: u64, ask: rill_aae::Ask, wait: u64) {
@@ -74,7 +74,7 @@ impl ClusterSim {
         x.deadline = self.now + wait + self.cfg.timeout_ticks;
         let (c, local, (remote, remote_p), index_n) = (x.node, x.partition, x.remote, x.index_n);
         for (side, (to, partition)) in [(c, local), (remote, remote_p)].into_iter().enumerate() {
-            let body = super::Body::Request {
+            let body = Body::Request {
                 tag: Tag::Exchange { id, side },
                 partition,
                 request: VnodeRequest::Aae {

@@ -3,13 +3,14 @@
 //! - no fallback still holds data (hinted handoff finished);
 //! - anti-entropy reached a loop that found nothing, and the primaries of
 //!   every key hold the same object (they converged by themselves);
-//! - every acknowledged write is there, as the value or a sibling with
-//!   its dot, unless an acknowledged write's context had seen its dot
-//!   (strict: a write that was not acknowledged forgives nothing, since
-//!   clients sent those again until acknowledged);
+//! - every value there is one a vnode coordinated, with the dot that
+//!   vnode gave it (no dot issued twice, none lost from its value);
 //! - nothing an acknowledged write's context had seen (deleted or
-//!   overwritten) is there: no delete comes back;
-//! - nothing is there that no client wrote.
+//!   overwritten, acknowledged or not) is there: nothing comes back;
+//! - every acknowledged write is there, its value with its dot, unless an
+//!   acknowledged write's context had seen the dot (strict: a write that
+//!   was not acknowledged forgives nothing, since clients sent those
+//!   again until acknowledged).
 
 use super::ClusterSim;
 
@@ -23,8 +24,12 @@ pub enum ClusterViolation {
     /// `replicas` is the primaries' objects as Rust's `Debug` shows them.
     #[error("{key}: the primaries did not converge: {replicas}")]
     NotConverged { key: String, replicas: String },
-    #[error("{key}: {value} was never written")]
+    #[error("{key}: {value} was never coordinated")]
     NeverWritten { key: String, value: String },
+    #[error("{key}: {value} is there with a dot its coordinator did not give it")]
+    WrongDot { key: String, value: String },
+    #[error("{key}: acknowledged {value} has no dot from its coordinator")]
+    NoDot { key: String, value: String },
     #[error("{key}: acknowledged {value} was lost")]
     AckedLost { key: String, value: String },
     #[error("{key}: {value} came back although an acknowledged write had seen it")]
@@ -48,18 +53,37 @@ pub(super) fn check(sim: &ClusterSim, quiet: bool) -> Result<(), ClusterViolatio
             .as_ref()
             .map(|o| o.contents.iter().filter(|c| !c.meta.deleted).collect())
             .unwrap_or_default();
+        let acked: Vec<_> = sim.acked().iter().filter(|a| a.key == key).collect();
+        let text = |v: &[u8]| String::from_utf8_lossy(v).into_owned();
         for c in &live {
-            if !sim.was_written(&c.value) {
+            let Some(dot) = sim.dot_of(&c.value) else {
                 return Err(ClusterViolation::NeverWritten {
-                    value: String::from_utf8_lossy(&c.value).into_owned(),
+                    value: text(&c.value),
+                    key,
+                });
+            };
+            if c.dot.as_ref() != Some(dot) {
+                return Err(ClusterViolation::WrongDot {
+                    value: text(&c.value),
+                    key,
+                });
+            }
+            if acked.iter().any(|b| b.context.covers(dot)) {
+                return Err(ClusterViolation::CameBack {
+                    value: text(&c.value),
                     key,
                 });
             }
         }
-        let acked: Vec<_> = sim.acked().iter().filter(|a| a.key == key).collect();
         for a in &acked {
-            let (Some(value), Some(dot)) = (&a.value, &a.dot) else {
+            let Some(value) = &a.value else {
                 continue;
+            };
+            let Some(dot) = &a.dot else {
+                return Err(ClusterViolation::NoDot {
+                    key: key.clone(),
+                    value: value.clone(),
+                });
             };
             let covered = acked.iter().any(|b| b.context.covers(dot));
             let present = live
@@ -67,12 +91,6 @@ pub(super) fn check(sim: &ClusterSim, quiet: bool) -> Result<(), ClusterViolatio
                 .any(|c| c.value == value.as_bytes() && c.dot.as_ref() == Some(dot));
             if !covered && !present {
                 return Err(ClusterViolation::AckedLost {
-                    key: key.clone(),
-                    value: value.clone(),
-                });
-            }
-            if covered && present {
-                return Err(ClusterViolation::CameBack {
                     key: key.clone(),
                     value: value.clone(),
                 });

@@ -5,14 +5,15 @@
 //! (the vnode's `Coordinate` request, with its own actor and epochs), as
 //! on a node.
 
-use super::{bkey, ClusterSim, Tag, Target};
+use super::net::Tag;
+use super::{bkey, ClusterSim, Target};
 use rill_coord::{
     GetEffect, GetFsm, GetOutcome, GetParams, GetReply, PutEffect, PutFsm, PutParams, PutReply,
 };
 use rill_node::vnode::msg::{VnodeReply, VnodeRequest};
 use rill_node::vnode::step::CoordinateStep;
 use rill_object::{Content, Dot, Metadata, PruneRules, PutMode, VClock};
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeMap;
 
 const MODE: PutMode = PutMode {
     allow_mult: true,
@@ -33,8 +34,8 @@ const NO_PRUNING: PruneRules = PruneRules {
 pub(super) enum Purpose {
     /// A client's read: its answer becomes the client's context.
     Client,
-    /// Anti-entropy's repair of a key it found: only the read repair
-    /// counts.
+    /// Anti-entropy's repair of a key it found: its read repairs (and
+    /// reaps), not its answer, count.
     Repair,
 }
 
@@ -55,13 +56,15 @@ pub(super) enum Op {
     },
 }
 
-/// A client's write: a value (or a delete) with the context it read.
+/// A client's write: a value (or a delete) with the context it read,
+/// and the dot its coordinating vnode gave the value.
 #[derive(Clone, Debug)]
 pub(super) struct Write {
     pub key: String,
     pub value: Option<String>,
     pub context: VClock,
     pub targets: Vec<Target>,
+    pub dot: Option<Dot>,
 }
 
 /// An acknowledged write.
@@ -73,8 +76,14 @@ pub(crate) struct Acked {
     pub context: VClock,
 }
 
-/// A write not acknowledged yet: key, value (`None`: a delete), context.
-type Unacked = (String, Option<String>, VClock);
+/// A write not acknowledged yet, to be sent again after the heal.
+#[derive(Clone, Debug)]
+pub(super) struct Unacked {
+    key: String,
+    /// `None`: a delete.
+    value: Option<String>,
+    context: VClock,
+}
 
 #[derive(Default)]
 pub(super) struct Clients {
@@ -84,7 +93,8 @@ pub(super) struct Clients {
     pub acked: Vec<Acked>,
     /// Writes not (yet) acknowledged, by op: sent again after the heal.
     unacked: BTreeMap<u64, Unacked>,
-    pub written: BTreeSet<String>,
+    /// The dot each value was given by the vnode that coordinated it.
+    pub dots: BTreeMap<String, Dot>,
 }
 
 impl Clients {
@@ -145,12 +155,14 @@ impl ClusterSim {
 
     fn put(&mut self, c: usize, op: u64, key: String, value: Option<String>, context: VClock) {
         let pl = self.preflist(c, &key);
-        if let Some(v) = &value {
-            self.clients.written.insert(v.clone());
-        }
-        self.clients
-            .unacked
-            .insert(op, (key.clone(), value.clone(), context.clone()));
+        self.clients.unacked.insert(
+            op,
+            Unacked {
+                key: key.clone(),
+                value: value.clone(),
+                context: context.clone(),
+            },
+        );
         if (pl.len() as u32) < self.cfg.w {
             return;
         }
@@ -195,11 +207,25 @@ impl ClusterSim {
                 "the coordinating write failed: {other:?}"
             ))),
         };
+        // The dot the new value got: every replica must keep it with the
+        // value, and nothing may give the value another.
+        let dot = match (&made, &value) {
+            (Ok(o), Some(v)) => o
+                .contents
+                .iter()
+                .find(|c| c.value == v.as_bytes())
+                .and_then(|c| c.dot.clone()),
+            _ => None,
+        };
+        if let (Some(v), Some(d)) = (&value, &dot) {
+            self.clients.dots.insert(v.clone(), d.clone());
+        }
         let write = Write {
             key,
             value,
             context,
             targets: pl,
+            dot,
         };
         self.clients.ops.insert(
             op,
@@ -229,7 +255,15 @@ impl ClusterSim {
             if todo.is_empty() {
                 return;
             }
-            for (op, (key, value, context)) in todo {
+            for (
+                op,
+                Unacked {
+                    key,
+                    value,
+                    context,
+                },
+            ) in todo
+            {
                 self.log(format!("op {op}: sent again"));
                 let again = self.id();
                 let value = value.map(|v| format!("{v}+"));
@@ -313,15 +347,8 @@ impl ClusterSim {
                     };
                     self.ask(c, write.targets[idx], Tag::Put { op, idx }, request);
                 }
-                PutEffect::Answer(Ok(body)) => {
-                    let dot = match (&write.value, &body) {
-                        (Some(v), Some(b)) => b
-                            .contents
-                            .iter()
-                            .find(|x| x.value == v.as_bytes())
-                            .and_then(|x| x.dot.clone()),
-                        _ => None,
-                    };
+                PutEffect::Answer(Ok(_)) => {
+                    let dot = write.dot.clone();
                     self.log(format!(
                         "op {op}: {} {:?} acknowledged",
                         write.key, write.value
@@ -449,8 +476,12 @@ impl ClusterSim {
         &self.clients.acked
     }
 
-    pub(crate) fn was_written(&self, value: &[u8]) -> bool {
-        std::str::from_utf8(value).is_ok_and(|v| self.clients.written.contains(v))
+    /// The dot the vnode that coordinated `value` gave it (`None`: no
+    /// client wrote it, or its coordination failed).
+    pub(crate) fn dot_of(&self, value: &[u8]) -> Option<&Dot> {
+        std::str::from_utf8(value)
+            .ok()
+            .and_then(|v| self.clients.dots.get(v))
     }
 }
 

@@ -9,7 +9,8 @@
 //! own handoff drop (epochs retired first, each key only if unchanged).
 //! Messages cross as the bytes of `rill-handoff`'s codec.
 
-use super::{Body, ClusterSim};
+use super::net::Body;
+use super::ClusterSim;
 use rill_handoff::codec::HandoffMsg;
 use rill_handoff::{
     Cursor, Item, Receiver, ReceiverConfig, ReceiverEffect, Sender, SenderConfig, SenderEffect,
@@ -68,10 +69,6 @@ fn sender_config(timeout_ticks: u64) -> SenderConfig {
 impl ClusterSim {
     fn now_ms(&self) -> u64 {
         self.now * TICK_MS
-    }
-
-    fn name_index(&self, name: &str) -> usize {
-        self.index_of(name)
     }
 
     /// Node `x` starts a transfer of every partition it holds data of but
@@ -249,13 +246,14 @@ impl ClusterSim {
     }
 
     fn drive_in(&mut self, at: usize, tid: &TransferId, effects: Vec<ReceiverEffect>) {
-        let from = self.name_index(&tid.from);
+        let from = self.index_of(&tid.from);
         for e in effects {
             match e {
                 ReceiverEffect::Send(m) => {
                     self.send_handoff(at, from, HandoffMsg::ToSender(tid.clone(), m))
                 }
                 ReceiverEffect::Store { seq, items, cursor } => {
+                    let now_ms = self.now_ms();
                     for i in items {
                         let key = wire::decode_key(&i.key).expect("a key the sender encoded");
                         let object = rill_node::decode_object(&i.value)
@@ -273,7 +271,7 @@ impl ClusterSim {
                     let Some(r) = self.handoffs.incoming.get_mut(&(at, tid.clone())) else {
                         return;
                     };
-                    let next = r.stored(seq, self.now * TICK_MS);
+                    let next = r.stored(seq, now_ms);
                     self.drive_in(at, tid, next);
                 }
                 ReceiverEffect::Finished => {

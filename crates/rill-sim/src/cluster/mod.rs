@@ -17,18 +17,20 @@
 //! nothing: no client reads anything. The check is strict (`check`).
 //!
 //! One seed gives one run: the only randomness is [`Rng`], the only time
-//! the simulation's ticks, every collection is ordered, and the vnodes
-//! read no clock, so [`ClusterSim::trace`] is the same on every replay.
+//! the simulation's ticks, every collection is ordered, and nothing the
+//! vnodes do depends on the clock they read (pruning is off, the memory
+//! store has no time to live), so [`ClusterSim::trace`] is the same on
+//! every replay.
 
 mod aae;
 mod check;
 mod client;
 mod handoff;
+mod net;
 
 pub use check::ClusterViolation;
 
 use crate::rng::Rng;
-use rill_node::vnode::msg::{VnodeReply, VnodeRequest};
 use rill_node::vnode::standalone::StandaloneVnodes;
 use rill_node::BKey;
 use rill_object::Object;
@@ -92,41 +94,6 @@ impl ClusterConfig {
     }
 }
 
-/// Why a request is sent, so its reply finds its way.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-enum Tag {
-    /// A replica's answer to get `op`, as replica `idx`.
-    Get { op: u64, idx: usize },
-    /// A replica's answer to put `op`, as replica `idx`.
-    Put { op: u64, idx: usize },
-    /// Side 0 (the exchange's own vnode) or 1 of exchange `id`.
-    Exchange { id: u64, side: usize },
-    /// Nothing waits (read repair).
-    None,
-}
-
-enum Body {
-    Request {
-        tag: Tag,
-        partition: u32,
-        request: VnodeRequest,
-    },
-    Reply {
-        tag: Tag,
-        reply: VnodeReply,
-    },
-    /// A handoff message, as `rill-handoff`'s codec writes it.
-    Handoff(Vec<u8>),
-}
-
-struct Envelope {
-    at: u64,
-    seq: u64,
-    from: usize,
-    to: usize,
-    body: Body,
-}
-
 struct Node {
     up: bool,
     vnodes: StandaloneVnodes,
@@ -143,7 +110,8 @@ pub struct ClusterSim {
     nodes: Vec<Node>,
     /// Holds the vnodes' lease files (removed with the simulation).
     _dir: tempfile::TempDir,
-    net: Vec<Envelope>,
+    /// Messages on their way, by (due tick, sequence).
+    net: BTreeMap<(u64, u64), net::Envelope>,
     seq: u64,
     next_id: u64,
     side: Option<BTreeSet<usize>>,
@@ -184,37 +152,6 @@ pub(crate) fn bkey(key: &str) -> BKey {
     BKey::new(b"", b"b", key.as_bytes())
 }
 
-/// `body` as another node reads it: encoded as `rill-node`'s wire
-/// carries vnode messages, and decoded.
-fn through_wire(body: Body) -> Body {
-    use rill_node::wire::{decode_reply, decode_request, encode_reply, encode_request, Route};
-    let route = Route {
-        request_id: 0,
-        partition: 0,
-    };
-    match body {
-        Body::Request {
-            tag,
-            partition,
-            request,
-        } => {
-            let bytes = encode_request(route, &request);
-            let (_, request) = decode_request(&bytes).expect("a request decodes");
-            Body::Request {
-                tag,
-                partition,
-                request,
-            }
-        }
-        Body::Reply { tag, reply } => {
-            let bytes = encode_reply(route, &reply);
-            let (_, reply) = decode_reply(&bytes).expect("a reply decodes");
-            Body::Reply { tag, reply }
-        }
-        Body::Handoff(bytes) => Body::Handoff(bytes),
-    }
-}
-
 impl ClusterSim {
     pub fn new(cfg: ClusterConfig) -> ClusterSim {
         let names: Vec<String> = (0..cfg.nodes).map(node_name).collect();
@@ -246,7 +183,7 @@ impl ClusterSim {
             ring,
             nodes,
             _dir: dir,
-            net: Vec::new(),
+            net: BTreeMap::new(),
             seq: 0,
             next_id: 0,
             side: None,
@@ -289,46 +226,6 @@ impl ClusterSim {
         self.index_of(self.ring.owner(rill_ring::Partition(partition)))
     }
 
-    /// Sends `body` from `from` to `to`: lost (`drop_per_mille`, or the
-    /// two cannot reach each other) or delivered after 0 to
-    /// `max_delay_ticks` ticks. A node's message to itself is a call:
-    /// never lost, delivered at the next delivery.
-    fn send(&mut self, from: usize, to: usize, body: Body) {
-        self.send_after(from, to, body, 0);
-    }
-
-    fn send_after(&mut self, from: usize, to: usize, body: Body, wait: u64) {
-        let (delay, body) = if from == to {
-            (0, body)
-        } else {
-            if self.rng.chance(self.cfg.drop_per_mille) || !self.reachable(from, to) {
-                return;
-            }
-            (
-                self.rng.below(self.cfg.max_delay_ticks + 1),
-                through_wire(body),
-            )
-        };
-        self.seq += 1;
-        self.net.push(Envelope {
-            at: self.now + delay + wait,
-            seq: self.seq,
-            from,
-            to,
-            body,
-        });
-    }
-
-    fn ask(&mut self, from: usize, to: Target, tag: Tag, request: VnodeRequest) {
-        let (node, partition, _) = to;
-        let body = Body::Request {
-            tag,
-            partition,
-            request,
-        };
-        self.send(from, node, body);
-    }
-
     /// The preference list as node `c` sees the cluster.
     fn preflist(&self, c: usize, key: &str) -> Vec<Target> {
         let h = key_hash(b"", b"b", key.as_bytes());
@@ -352,41 +249,6 @@ impl ClusterSim {
             .into_iter()
             .map(|p| (self.owner(p.0), p.0, true))
             .collect()
-    }
-
-    fn deliver(&mut self) {
-        self.net.sort_by_key(|m| (m.at, m.seq));
-        while self.net.first().is_some_and(|m| m.at <= self.now) {
-            let env = self.net.remove(0);
-            // A message in flight to or from a node that stopped is lost
-            // with its connection.
-            if !self.nodes[env.to].up || !self.nodes[env.from].up {
-                continue;
-            }
-            match env.body {
-                Body::Request {
-                    tag,
-                    partition,
-                    request,
-                } => {
-                    let reply = self.nodes[env.to].vnodes.handle(partition, request);
-                    if tag != Tag::None {
-                        self.send(env.to, env.from, Body::Reply { tag, reply });
-                    }
-                }
-                Body::Reply { tag, reply } => self.replied(env.to, tag, reply),
-                Body::Handoff(bytes) => self.handoff_in(env.to, &bytes),
-            }
-        }
-    }
-
-    fn replied(&mut self, at: usize, tag: Tag, reply: VnodeReply) {
-        match tag {
-            Tag::Get { op, idx } => self.get_replied(at, op, idx, reply),
-            Tag::Put { op, idx } => self.put_replied(at, op, idx, reply),
-            Tag::Exchange { id, side } => self.exchange_replied(id, side, reply),
-            Tag::None => {}
-        }
     }
 
     fn step_time(&mut self) {
