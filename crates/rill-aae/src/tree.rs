@@ -78,14 +78,33 @@ impl Contribution {
     }
 }
 
-/// A Tictac tree. Branches are made on first use, so a tree over few
-/// keys is small; one over many is 4 MiB of segments and 16 KiB of
-/// branches.
-#[derive(Clone, Debug, PartialEq, Eq)]
+/// A Tictac tree. A branch's segments are made on its first use, so a
+/// tree over few keys is small; one over many is 4 MiB of segments and
+/// 16 KiB of branches. The segments of used branches lie in one growing
+/// array rather than an allocation each: a node holds hundreds of trees,
+/// and a million long-lived 1 KiB allocations made between the put
+/// path's own fragmented the allocator's heap (a 3-node devrel's puts
+/// spent 6 % more of their CPU in malloc and free with trees kept than
+/// without).
+#[derive(Clone, Debug)]
 pub struct TictacTree {
     branches: Vec<u32>,
-    segments: Vec<Option<Box<[u32; SEGMENTS_PER_BRANCH]>>>,
+    /// Per branch: 0 when unused, else 1 + its place in `segments`.
+    slot: Vec<u16>,
+    segments: Vec<[u32; SEGMENTS_PER_BRANCH]>,
 }
+
+impl PartialEq for TictacTree {
+    /// Equal branches and equal segments, wherever they lie.
+    fn eq(&self, o: &TictacTree) -> bool {
+        self.branches == o.branches
+            && (0..BRANCHES).all(|b| {
+                (self.slot[b] == 0) == (o.slot[b] == 0) && self.branch(b) == o.branch(b)
+            })
+    }
+}
+
+impl Eq for TictacTree {}
 
 impl Default for TictacTree {
     fn default() -> Self {
@@ -97,7 +116,24 @@ impl TictacTree {
     pub fn new() -> TictacTree {
         TictacTree {
             branches: vec![0; BRANCHES],
-            segments: vec![None; BRANCHES],
+            slot: vec![0; BRANCHES],
+            segments: Vec::new(),
+        }
+    }
+
+    /// Branch `b`'s segments, made if unused.
+    fn leaves_mut(&mut self, b: usize) -> &mut [u32; SEGMENTS_PER_BRANCH] {
+        if self.slot[b] == 0 {
+            self.segments.push([0; SEGMENTS_PER_BRANCH]);
+            self.slot[b] = self.segments.len() as u16;
+        }
+        &mut self.segments[usize::from(self.slot[b]) - 1]
+    }
+
+    fn leaves(&self, b: usize) -> Option<&[u32; SEGMENTS_PER_BRANCH]> {
+        match self.slot.get(b) {
+            None | Some(0) => None,
+            Some(&at) => Some(&self.segments[usize::from(at) - 1]),
         }
     }
 
@@ -105,8 +141,7 @@ impl TictacTree {
     pub fn toggle(&mut self, c: Contribution) {
         let s = c.segment as usize % SEGMENTS;
         let (b, i) = (s / SEGMENTS_PER_BRANCH, s % SEGMENTS_PER_BRANCH);
-        let leaves = self.segments[b].get_or_insert_with(|| Box::new([0; SEGMENTS_PER_BRANCH]));
-        leaves[i] ^= c.hash;
+        self.leaves_mut(b)[i] ^= c.hash;
         self.branches[b] ^= c.hash;
     }
 
@@ -128,17 +163,13 @@ impl TictacTree {
 
     /// The segments of branch `b`.
     pub fn branch(&self, b: usize) -> [u32; SEGMENTS_PER_BRANCH] {
-        self.segments
-            .get(b)
-            .and_then(|s| s.as_deref().copied())
-            .unwrap_or([0; SEGMENTS_PER_BRANCH])
+        self.leaves(b).copied().unwrap_or([0; SEGMENTS_PER_BRANCH])
     }
 
     /// A segment's hash.
     pub fn segment(&self, segment: u32) -> u32 {
         let s = segment as usize % SEGMENTS;
-        self.segments[s / SEGMENTS_PER_BRANCH]
-            .as_ref()
+        self.leaves(s / SEGMENTS_PER_BRANCH)
             .map_or(0, |l| l[s % SEGMENTS_PER_BRANCH])
     }
 
@@ -166,16 +197,14 @@ impl TictacTree {
     /// version, the branches that hold anything with their segments, and
     /// a CRC32 of all before it.
     pub fn encode(&self) -> Vec<u8> {
-        let used: Vec<usize> = (0..BRANCHES)
-            .filter(|&b| self.segments[b].is_some())
-            .collect();
+        let used: Vec<usize> = (0..BRANCHES).filter(|&b| self.slot[b] != 0).collect();
         let mut out = Vec::with_capacity(16 + used.len() * (4 + SEGMENTS_PER_BRANCH * 4));
         out.extend_from_slice(MAGIC);
         out.push(VERSION);
         out.extend_from_slice(&(used.len() as u32).to_be_bytes());
         for b in used {
             out.extend_from_slice(&(b as u32).to_be_bytes());
-            for s in self.segments[b].as_deref().expect("used").iter() {
+            for s in self.leaves(b).expect("used").iter() {
                 out.extend_from_slice(&s.to_be_bytes());
             }
         }
@@ -200,12 +229,11 @@ impl TictacTree {
                 return Err(DecodeError::Branch(b as u32));
             }
             last = Some(b);
-            let mut leaves = Box::new([0u32; SEGMENTS_PER_BRANCH]);
+            let leaves = t.leaves_mut(b);
             for (i, s) in chunk[4..].chunks_exact(4).enumerate() {
                 leaves[i] = u32::from_be_bytes(s.try_into().expect("4"));
             }
             t.branches[b] = leaves.iter().fold(0, |a, x| a ^ x);
-            t.segments[b] = Some(leaves);
         }
         Ok(t)
     }
