@@ -98,9 +98,8 @@ impl PartialEq for TictacTree {
     /// Equal branches and equal segments, wherever they lie.
     fn eq(&self, o: &TictacTree) -> bool {
         self.branches == o.branches
-            && (0..BRANCHES).all(|b| {
-                (self.slot[b] == 0) == (o.slot[b] == 0) && self.branch(b) == o.branch(b)
-            })
+            && (0..BRANCHES)
+                .all(|b| (self.slot[b] == 0) == (o.slot[b] == 0) && self.branch(b) == o.branch(b))
     }
 }
 

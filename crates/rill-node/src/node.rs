@@ -363,10 +363,11 @@ impl Node {
         self.vnodes.sync()
     }
 
-    /// Stops the work the node does by itself (anti-entropy's schedule
-    /// and exchanges, the tombstone reaper) and joins its threads; done
-    /// again, harmlessly, when the node is dropped. Call it on a thread
-    /// that may block, while the runtime the node's waits use still runs.
+    /// Stops the work the node does by itself: anti-entropy's schedule
+    /// and exchanges (their threads joined) and the tombstone reaper
+    /// (told to stop; a reap under way finishes). Done again, harmlessly,
+    /// when the node is dropped. Call it on a thread that may block,
+    /// while the runtime the node's waits use still runs.
     pub fn stop_background(&self) {
         self.kv.reaper.stop();
         self.aae.stop();

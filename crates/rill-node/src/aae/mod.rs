@@ -181,11 +181,11 @@ impl Aae {
     }
 
     /// Stops the schedule and waits for its threads (an exchange ends at
-    /// its next stage or key, a build at its next key).
-    /// Stops the schedule and waits for its threads, at most
+    /// its next stage or key, a build at its next key), at most
     /// [`STOP_WITHIN`]: a thread still waiting then (a wait whose timer
-    /// no runtime drives any more) is left behind with a warning rather
-    /// than holding up the node's stop for ever.
+    /// no runtime drives any more, or a scan of a very large vnode) is
+    /// left behind with a warning rather than holding up the node's stop
+    /// for ever.
     pub(crate) fn stop(&self) {
         self.stop.store(true, Ordering::SeqCst);
         self.wake.notify_all();

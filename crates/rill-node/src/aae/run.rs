@@ -215,9 +215,6 @@ impl Aae {
                 self.counters
                     .running
                     .store(s.running as u64, Ordering::Relaxed);
-                self.counters
-                    .running
-                    .store(s.running as u64, Ordering::Relaxed);
                 s.plans[p as usize].running = false;
                 s.plans[p as usize].next_at = Some(now + tick);
             }
@@ -293,6 +290,9 @@ impl Aae {
         let now = Instant::now();
         let mut s = self.state();
         s.running -= 1;
+        self.counters
+            .running
+            .store(s.running as u64, Ordering::Relaxed);
         let plan: &mut Plan = &mut s.plans[job.partition as usize];
         plan.running = false;
         let was = plan.follow.filter(|(p, _)| *p == job.pair).map(|(_, f)| f);
