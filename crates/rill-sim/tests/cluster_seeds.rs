@@ -17,6 +17,20 @@ fn run(seed: u64) -> (Vec<String>, Result<(), ClusterViolation>) {
     run_cfg(ClusterConfig::new(seed))
 }
 
+/// The first seed below `seeds` whose run with `fault` set ends in a
+/// violation `caught` accepts.
+fn first_caught(
+    seeds: u64,
+    fault: impl Fn(&mut rill_sim::cluster::Faults),
+    caught: impl Fn(&ClusterViolation) -> bool,
+) -> Option<u64> {
+    (0..seeds).find(|&seed| {
+        let mut cfg = ClusterConfig::new(seed);
+        fault(&mut cfg.faults);
+        run_cfg(cfg).1.as_ref().err().is_some_and(&caught)
+    })
+}
+
 #[test]
 fn cluster_many_seeds() {
     let found = rill_sim::run_seeds(100, run, |l| {
@@ -40,14 +54,16 @@ fn a_cluster_seed_replays_exactly() {
 /// check sees replicas that did not converge.
 #[test]
 fn without_anti_entropy_repairs_replicas_stay_apart() {
-    let caught = (0..40).find(|&seed| {
-        let mut cfg = ClusterConfig::new(seed);
-        cfg.faults.no_repair = true;
-        matches!(
-            run_cfg(cfg).1,
-            Err(ClusterViolation::NotConverged { .. } | ClusterViolation::NotQuiet)
-        )
-    });
+    let caught = first_caught(
+        40,
+        |f| f.no_repair = true,
+        |v| {
+            matches!(
+                v,
+                ClusterViolation::NotConverged { .. } | ClusterViolation::NotQuiet
+            )
+        },
+    );
     assert!(caught.is_some(), "no seed of 40 left replicas apart");
 }
 
@@ -55,11 +71,11 @@ fn without_anti_entropy_repairs_replicas_stay_apart() {
 /// the acknowledged writes that only fallbacks held: the check says so.
 #[test]
 fn fallbacks_that_drop_hinted_data_lose_writes() {
-    let caught = (0..200).find(|&seed| {
-        let mut cfg = ClusterConfig::new(seed);
-        cfg.faults.drop_hinted_data = true;
-        matches!(run_cfg(cfg).1, Err(ClusterViolation::AckedLost { .. }))
-    });
+    let caught = first_caught(
+        200,
+        |f| f.drop_hinted_data = true,
+        |v| matches!(v, ClusterViolation::AckedLost { .. }),
+    );
     assert!(caught.is_some(), "no seed of 200 lost a write");
 }
 
@@ -69,11 +85,11 @@ fn fallbacks_that_drop_hinted_data_lose_writes() {
 /// first of them, with the rule, passes like every seed).
 #[test]
 fn a_reap_while_fallbacks_hold_data_brings_values_back() {
-    let caught = (0..400).find(|&seed| {
-        let mut cfg = ClusterConfig::new(seed);
-        cfg.faults.reap_despite_fallbacks = true;
-        matches!(run_cfg(cfg).1, Err(ClusterViolation::CameBack { .. }))
-    });
+    let caught = first_caught(
+        400,
+        |f| f.reap_despite_fallbacks = true,
+        |v| matches!(v, ClusterViolation::CameBack { .. }),
+    );
     let seed = caught.expect("no seed of 400 brought a value back");
     eprintln!("seed {seed} brings a value back without the reap rule");
     run(seed).1.unwrap();

@@ -143,15 +143,7 @@ impl NodeIds {
             (None, Some(_), Some(epoch)) => {
                 // Format 1: continue above every actor the old runs wrote.
                 let start = (epoch + 1) << 32;
-                let t = LeaseTable {
-                    seq: 1,
-                    clean: false,
-                    o_sync: false,
-                    unbuffered: false,
-                    boot_id: [0; 16],
-                    ends: vec![start; n],
-                    floors: vec![0; n],
-                };
+                let t = LeaseTable::fresh(n, start, false);
                 (Lease::Create, t, false)
             }
             (_, had_ids, _) => {
@@ -162,15 +154,7 @@ impl NodeIds {
                 }
                 ids = Some(random_ids(config.ring_size));
                 write_meta = true;
-                let t = LeaseTable {
-                    seq: 1,
-                    clean: true,
-                    o_sync: false,
-                    unbuffered: false,
-                    boot_id: [0; 16],
-                    ends: vec![0; n],
-                    floors: vec![0; n],
-                };
+                let t = LeaseTable::fresh(n, 0, true);
                 (Lease::Create, t, true)
             }
         };

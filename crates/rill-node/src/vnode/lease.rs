@@ -55,6 +55,22 @@ pub struct LeaseTable {
     pub floors: Vec<u64>,
 }
 
+impl LeaseTable {
+    /// A first table for `n` vnodes: every counter from `start`, no
+    /// floors, not written by a clean stop unless `clean`.
+    pub fn fresh(n: usize, start: u64, clean: bool) -> LeaseTable {
+        LeaseTable {
+            seq: 1,
+            clean,
+            o_sync: false,
+            unbuffered: false,
+            boot_id: [0; 16],
+            ends: vec![start; n],
+            floors: vec![0; n],
+        }
+    }
+}
+
 /// Bytes of one slot for `n` vnodes: a whole number of 4 KiB pages
 /// (ends and floors).
 pub fn slot_bytes(n: usize) -> usize {

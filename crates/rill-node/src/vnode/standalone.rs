@@ -46,21 +46,7 @@ impl StandaloneVnodes {
         let buckets =
             Arc::new(Buckets::load(meta, &config).map_err(|e| KvError::Backend(e.to_string()))?);
         let n = ring_size as usize;
-        let leases = Arc::new(
-            LeaseFile::create(
-                dir,
-                &LeaseTable {
-                    seq: 1,
-                    clean: false,
-                    o_sync: false,
-                    unbuffered: false,
-                    boot_id: [0; 16],
-                    ends: vec![0; n],
-                    floors: vec![0; n],
-                },
-            )
-            .map_err(io)?,
-        );
+        let leases = Arc::new(LeaseFile::create(dir, &LeaseTable::fresh(n, 0, false)).map_err(io)?);
         let place = Arc::new(KeyPlace { ring_size, buckets });
         let vnodes = (0..ring_size)
             .map(|p| {
