@@ -94,8 +94,9 @@ pub enum KvError {
     Storage(StorageFailure),
     /// A replica's node could not be reached. `sent`: the request had
     /// left (the node went down while it was asked), so it may have been
-    /// carried out; else it never left. A coordinator may ask another
-    /// replica instead, repeating only what is safe to repeat.
+    /// carried out; else it never left, or (a coordination) the node
+    /// never took it. A coordinator may ask another replica instead,
+    /// repeating only what is safe to repeat.
     #[error("{node} cannot be reached{why}")]
     Unreachable {
         node: String,

@@ -13,6 +13,9 @@ pub(crate) struct Counters {
     pub get_us: AtomicU64,
     pub put_us: AtomicU64,
     pub read_repairs: AtomicU64,
+    /// Writes coordinated by a replica on another node (this node held
+    /// none of the key's replicas): Riak's `coord_redirs_total`.
+    pub coord_redirs: AtomicU64,
     /// Tombstones reaped (every replica asked to drop it).
     pub tombstones_reaped: AtomicU64,
     /// Reaps put off because a node other than the owners may hold data
@@ -46,6 +49,7 @@ pub struct NodeStats {
     pub get_us_total: u64,
     pub put_us_total: u64,
     pub read_repairs: u64,
+    pub coord_redirs: u64,
     pub tombstones_reaped: u64,
     pub reaps_put_off: u64,
     pub reaps_given_up: u64,
@@ -129,6 +133,7 @@ impl NodeStats {
             get_us_total: l(&c.get_us),
             put_us_total: l(&c.put_us),
             read_repairs: l(&c.read_repairs),
+            coord_redirs: l(&c.coord_redirs),
             tombstones_reaped: l(&c.tombstones_reaped),
             reaps_put_off: l(&c.reaps_put_off),
             reaps_given_up: l(&c.reaps_given_up),

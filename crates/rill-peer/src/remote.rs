@@ -89,8 +89,8 @@ fn decode_request(from: &str, b: &bytes::Bytes) -> Option<(Route, VnodeRequest)>
     }
 }
 
-/// A request to `node` failed: it never left (`sent` false), or it left
-/// and the node went down before answering.
+/// A request to `node` failed: it never left or was never taken (`sent`
+/// false), or it left and the node went down before answering.
 fn unreachable(node: &str, sent: bool) -> VnodeReply {
     VnodeReply::Failed(KvError::Unreachable {
         node: node.to_string(),
@@ -110,6 +110,7 @@ impl Remote for Link {
             return;
         };
         let id = peer.id();
+        let accepted = matches!(request, VnodeRequest::Coordinate { .. }).then_some(false);
         let msg = wire::encode_request_after(
             &crate::msg::vnode_prefix(false),
             Route {
@@ -129,6 +130,7 @@ impl Remote for Link {
                     tx,
                     node: node.to_string(),
                     sent: Instant::now(),
+                    accepted,
                 },
             );
         let weak = self.peer.clone();
@@ -161,6 +163,14 @@ impl Peer {
     }
 
     pub(crate) fn serve_decoded(&self, from: &str, route: Route, request: VnodeRequest) {
+        if matches!(request, VnodeRequest::Coordinate { .. }) {
+            // Taken: the coordinator must not ask another replica to make
+            // this version if this node dies from here on. (Were this
+            // node killed after making the version but before this left
+            // its send queue, the coordinator would have it made twice,
+            // two versions of one write, as Riak's forwarded puts can.)
+            self.reply_to(from, route, &VnodeReply::Accepted);
+        }
         let reply = self.node.vnodes().serve(route.partition, request);
         self.reply_to(from, route, &reply);
     }
@@ -205,11 +215,15 @@ impl Peer {
                 return;
             }
         };
-        let p = self
-            .pending
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .remove(&route.request_id);
+        let mut pending = self.pending.lock().unwrap_or_else(|e| e.into_inner());
+        if let VnodeReply::Accepted = reply {
+            if let Some(p) = pending.get_mut(&route.request_id) {
+                p.accepted = Some(true);
+            }
+            return;
+        }
+        let p = pending.remove(&route.request_id);
+        drop(pending);
         // A reply after its coordinator gave up finds nothing waiting.
         if let Some(p) = p {
             let _ = p.tx.send((p.tag, reply));
@@ -233,7 +247,7 @@ impl Peer {
             .collect();
         for id in gone {
             if let Some(p) = pending.remove(&id) {
-                let _ = p.tx.send((p.tag, unreachable(&p.node, true)));
+                let _ = p.tx.send((p.tag, unreachable(&p.node, p.may_have_run())));
             }
         }
     }

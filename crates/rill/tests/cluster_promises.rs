@@ -374,8 +374,10 @@ fn a_node_killed_under_load_fails_only_the_requests_in_flight() {
     until("the load runs", Duration::from_secs(30), || {
         a.stat("node_puts_total") + b.stat("node_puts_total") >= 400
     });
-    let killed = std::time::Instant::now();
     c.node.take().unwrap().kill();
+    // The kill is done when the process is: a request that began before
+    // (while it still ran) may have been taken by it and be in flight.
+    let killed = std::time::Instant::now();
     until(
         "the load goes on for three seconds",
         Duration::from_secs(30),
@@ -403,4 +405,48 @@ fn a_node_killed_under_load_fails_only_the_requests_in_flight() {
         after.len(),
         &failed_after[..failed_after.len().min(5)]
     );
+}
+
+/// A put through a node that holds none of its key's replicas is
+/// coordinated by the key's replica on another node. When that node dies
+/// after the request left but before it took the request (here: frozen,
+/// then killed), the request was never carried out, so the next replica
+/// (a fallback) coordinates and the put is acknowledged, instead of
+/// failing as a request the dead node may have carried out.
+#[test]
+fn a_put_whose_coordinator_dies_before_taking_it_is_coordinated_elsewhere() {
+    let a = Member::start(1, "");
+    let b = Member::start(2, "");
+    let mut c = Member::start(3, "");
+    form(&a, &[&b, &c]);
+    set_props(&a, "one", serde_json::json!({ "n_val": 1 }));
+    let key = (0..200)
+        .map(|i| format!("k{i}"))
+        .find(|k| {
+            let (_, pl) = http(&a, "GET", &format!("/buckets/one/keys/{k}/preflist"), b"");
+            let pl: Value = serde_json::from_str(&pl).unwrap();
+            pl["preflist"][0]["node"] == c.name.as_str()
+        })
+        .expect("a key whose one replica is on the third node");
+    c.node().signal(19); // SIGSTOP: its connections stay open.
+    let redirs = a.stat("coord_redirs_total");
+    let addr = a.node().http;
+    let path = format!("/buckets/one/keys/{key}");
+    let put = std::thread::spawn(move || {
+        common::http(addr, "PUT", &path, &[("Content-Type", "text/plain")], b"v")
+            .map(|r| (r.status, String::from_utf8_lossy(&r.body).into_owned()))
+    });
+    until(
+        "the put is sent to the frozen node to coordinate",
+        Duration::from_secs(30),
+        || a.stat("coord_redirs_total") > redirs,
+    );
+    c.node.take().unwrap().kill();
+    let answer = put.join().unwrap();
+    assert_eq!(answer.as_ref().map(|a| a.0), Some(204), "{answer:?}");
+    let r = a
+        .node()
+        .http("GET", &format!("/buckets/one/keys/{key}"), &[], b"")
+        .expect("an answer");
+    assert_eq!((r.status, r.body.as_slice()), (200, &b"v"[..]));
 }

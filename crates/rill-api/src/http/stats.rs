@@ -35,6 +35,7 @@ fn stats_json(ctx: &Ctx) -> Value {
         "node_get_fsm_time_mean": mean(st.get_us_total, st.gets),
         "node_put_fsm_time_mean": mean(st.put_us_total, st.puts),
         "read_repairs_total": st.read_repairs,
+        "coord_redirs_total": st.coord_redirs,
         "get_head_clocks_total": st.get_head_clocks,
         "get_fetches_total": st.get_fetches,
         "get_local_waits_total": st.get_local_waits,

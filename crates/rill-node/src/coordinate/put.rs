@@ -16,6 +16,7 @@ use rill_coord::{CoordError, PutEffect, PutFsm, PutParams, PutReply, QuorumError
 use rill_object::Object;
 use rill_ring::PreflistEntry;
 use std::collections::VecDeque;
+use std::sync::atomic::Ordering;
 use std::time::Instant;
 use tokio::sync::mpsc::unbounded_channel;
 
@@ -57,11 +58,12 @@ impl super::Coordinator {
     /// stored it before the answer.
     ///
     /// A coordinating replica whose request never left this node (its
-    /// node known down, or no connection) is passed over: the next
-    /// replica coordinates, as if that node were down, at most once per
-    /// replica. One whose node went down after the request left may have
-    /// made the version: the put fails, as Riak's does, and the client
-    /// decides. When other replicas could not be reached and the quorum
+    /// node known down, or no connection), or whose node went down before
+    /// it took the request (Riak's forward acknowledgement), is passed
+    /// over: the next replica coordinates, as if that node were down, at
+    /// most once per replica. One whose node went down after taking the
+    /// request may have made the version: the put fails, as Riak's does,
+    /// and the client decides. When other replicas could not be reached and the quorum
     /// fell short, the version this put made goes, as it is, to the
     /// preference list without them (merged, not made again: nothing it
     /// did not cover is covered, and a data-type operation counts once).
@@ -160,6 +162,9 @@ impl super::Coordinator {
                                 return_object: true,
                             },
                         };
+                        if !self.replicas.is_local(&preflist[0]) {
+                            self.counters.coord_redirs.fetch_add(1, Ordering::Relaxed);
+                        }
                         if let Some(reply) =
                             self.replicas.ask(&preflist[0], request, COORDINATOR, &tx)
                         {

@@ -109,6 +109,12 @@ pub enum VnodeReply {
     Aae(Option<rill_aae::Answer>),
     /// Keys with their clocks, sorted.
     Clocks(Vec<(BKey, VClock)>),
+    /// Not an answer: a replica took a `Coordinate` request from the
+    /// queue and is carrying it out (Riak's forward acknowledgement,
+    /// `now_executing`). A coordinator that loses the replica's node
+    /// before this came has a request that was never carried out, and
+    /// may ask another replica to coordinate.
+    Accepted,
 }
 
 impl Vnode {

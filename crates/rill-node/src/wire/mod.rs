@@ -42,6 +42,7 @@ const HEAD_CLOCK: u8 = 23;
 const MERGED: u8 = 24;
 const AAE_ANSWER: u8 = 25;
 const CLOCK_LIST: u8 = 26;
+const ACCEPTED: u8 = 27;
 
 // Error kinds a replica's failure keeps across the wire.
 const ERR_BACKEND: u8 = 0;
@@ -270,6 +271,7 @@ pub fn encode_reply_after(prefix: &[u8], route: Route, r: &VnodeReply) -> Vec<u8
             b
         }
         VnodeReply::Merged => head(prefix, MERGED, route),
+        VnodeReply::Accepted => head(prefix, ACCEPTED, route),
         VnodeReply::Aae(a) => {
             let mut b = head(prefix, AAE_ANSWER, route);
             aae::put_answer(&mut b, a);
@@ -558,6 +560,7 @@ fn decode_reply_in(b: &[u8], shared: Option<&Bytes>) -> Result<(Route, VnodeRepl
         },
         STORED => VnodeReply::Stored(r.object()?),
         MERGED => VnodeReply::Merged,
+        ACCEPTED => VnodeReply::Accepted,
         AAE_ANSWER => VnodeReply::Aae(r.aae_answer()?),
         CLOCK_LIST => {
             let n = r.count(10)?;

@@ -162,6 +162,7 @@ fn requests_and_replies_round_trip_and_refuse_every_cut() {
             fingerprint: 0x0102_0304_0506_0708,
         },
         VnodeReply::Merged,
+        VnodeReply::Accepted,
         VnodeReply::Reaped(true),
         VnodeReply::Failed(KvError::OutOfSpace {
             retry_after_secs: 2,

@@ -72,6 +72,18 @@ pub(crate) struct Pending {
     pub tx: ReplyTx,
     pub node: String,
     pub sent: Instant,
+    /// For a `Coordinate` request: whether the replica's node said it
+    /// took it (`VnodeReply::Accepted`). `None`: another request.
+    pub accepted: Option<bool>,
+}
+
+impl Pending {
+    /// Whether the request may have been carried out when its node is
+    /// lost before answering: a coordination the node never took was
+    /// not, and another replica may coordinate in its place.
+    pub fn may_have_run(&self) -> bool {
+        self.accepted.unwrap_or(true)
+    }
 }
 
 pub(crate) struct Inner {
