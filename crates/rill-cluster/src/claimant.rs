@@ -10,15 +10,17 @@
 //!    (it alone writes; should two nodes on two sides of a partition both
 //!    take over, the ring register resolves them the same way
 //!    everywhere);
-//! 2. transfers to or from a member that is gone (invalid) or down are
+//! 2. when every member is leaving (two claimants on two sides of a
+//!    partition each committed leaves), the claimant stays (valid);
+//!    transfers to or from a member that is gone (invalid) or down are
 //!    dropped: they cannot finish;
 //! 3. transfers done (the data is at the new owner) change the owner;
 //! 4. partitions still owned by a removed member go to the others at once
 //!    (force-remove: no one holds their data to hand off);
 //! 5. leaving members that own nothing, hand nothing off and hold no
 //!    data of partitions they do not own (a fallback's hinted data, an
-//!    old owner's writes) become exiting, and exiting members are removed
-//!    (invalid);
+//!    old owner's writes) become exiting, and exiting members that still
+//!    hold none are removed (invalid);
 //! 6. when nothing is moving, the ring is claimed for the members that
 //!    claim (valid ones, and down ones, which keep what they own until
 //!    removed); every partition whose owner changes becomes a transfer.
@@ -38,6 +40,8 @@ pub struct Step {
     pub exited: Vec<String>,
     pub removed: Vec<String>,
     pub planned: usize,
+    /// The claimant undid its own leave: every member was leaving.
+    pub stayed: bool,
     /// Pairs of partitions closer than target_n_val on one node after a
     /// claim (0 unless the cluster is too small to avoid them).
     pub violations: usize,
@@ -103,6 +107,19 @@ pub(crate) fn advance(
     cx: &Context,
     mut out: Step,
 ) -> Step {
+    // Commits on two sides of a partition (two claimants) may each have
+    // made members leave until every member is leaving, which neither
+    // could stage alone (`StageError::LastMember`): then no one would own
+    // the ring. The claimant stays instead.
+    let stays = !state
+        .with_status(|s| matches!(s, Status::Valid | Status::Joining))
+        .is_empty();
+    if !stays && state.status(me) == Some(Status::Leaving) {
+        state
+            .set_status(me, me, Status::Valid)
+            .expect("a leaving member may become valid");
+        out.stayed = true;
+    }
     let mut ring = state.ring().clone();
     let gone = |n: &str| {
         state
@@ -164,8 +181,12 @@ pub(crate) fn advance(
             out.exited.push(n);
         }
     }
+    // An exiting member is removed (and stops) once it holds no data of
+    // partitions it does not own: a write that took it for a fallback
+    // before every node knew it was exiting goes home first (the cluster
+    // simulation's seed 19 saw such a write stranded on a removed node).
     for n in state.with_status(|s| s == Status::Exiting) {
-        if n != me {
+        if n != me && !cx.holding.contains(&n) {
             out.removed.push(n);
         }
     }

@@ -76,8 +76,10 @@ impl Status {
             (Valid, Leaving | Invalid | Down) => true,
             // A leaving node that cannot be reached stays leaving (marking
             // it down and its return would undo the operator's leave);
-            // force-remove is the way to give up on it.
-            (Leaving, Exiting | Invalid) => true,
+            // force-remove is the way to give up on it. A leave is undone
+            // only by the claimant, when every member is leaving (see
+            // `claimant::step`).
+            (Leaving, Exiting | Invalid | Valid) => true,
             (Exiting, Invalid) => true,
             (Down, Valid | Leaving | Invalid) => true,
             (Invalid, Joining) => true,
@@ -149,6 +151,7 @@ mod tests {
             (Valid, Down),
             (Leaving, Exiting),
             (Leaving, Invalid),
+            (Leaving, Valid),
             (Exiting, Invalid),
             (Down, Valid),
             (Down, Leaving),

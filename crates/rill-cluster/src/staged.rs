@@ -108,6 +108,29 @@ pub struct Staged {
     changes: BTreeMap<String, Change>,
 }
 
+/// Refuses changes after which no member would own the ring: a leave
+/// staged while others stayed, who have left since (the cluster
+/// simulation's seed 62: a claimant committed the last member's leave,
+/// and the ring was left to no one).
+fn no_one_left(state: &ClusterState, changes: &[(String, Change)]) -> Result<(), StageError> {
+    let going = |n: &str| {
+        changes
+            .iter()
+            .any(|(m, c)| m == n && !matches!(c, Change::Join))
+    };
+    let stays = state
+        .with_status(|s| matches!(s, Status::Valid | Status::Joining))
+        .into_iter()
+        .any(|m| !going(&m));
+    match changes
+        .iter()
+        .find(|(_, c)| matches!(c, Change::Leave | Change::Remove))
+    {
+        Some((n, _)) if !stays => Err(StageError::LastMember(n.clone())),
+        _ => Ok(()),
+    }
+}
+
 impl Staged {
     /// Stages `change` for `node`, replacing what was staged for it.
     pub fn stage(
@@ -236,6 +259,7 @@ impl Staged {
         if changes.is_empty() {
             return Err(StageError::NoChanges);
         }
+        no_one_left(state, &changes)?;
         let mut s = state.clone();
         // The preview lets every transfer finish and every hinted
         // partition go home.
@@ -293,6 +317,7 @@ impl Staged {
             return Err(StageError::NotReadyToCommit);
         }
         let changes = self.effective(state);
+        no_one_left(state, &changes)?;
         if fingerprint(state, &changes) != planned.fingerprint {
             return Err(StageError::PlanChanged);
         }

@@ -119,6 +119,22 @@ impl Cluster {
         panic!("transfers never finished");
     }
 
+    /// Every pending transfer's sender marks it done, gossip, and every
+    /// node runs the claimant's step with `cx`.
+    fn round(&mut self, cx: &Context) {
+        let pending = self.state().ring().next.clone();
+        for t in pending {
+            if let Some(s) = self.nodes.get_mut(&t.from) {
+                s.mark_done(&t);
+            }
+        }
+        self.gossip();
+        let names: Vec<String> = self.nodes.keys().cloned().collect();
+        for n in names {
+            step(self.nodes.get_mut(&n).unwrap(), &n, N, cx);
+        }
+    }
+
     fn counts(&self) -> BTreeMap<String, usize> {
         let mut c = BTreeMap::new();
         for o in self.state().owners() {
@@ -306,6 +322,25 @@ fn staging_refuses_what_riak_refuses() {
         st.stage(&s2, &name(1), Change::Leave),
         Err(StageError::LastMember(name(1)))
     );
+    // Found by the cluster simulation (seed 62): a leave staged while
+    // another member stayed, that member gone since, is refused at the
+    // plan and at the commit instead of leaving the ring to no one.
+    let mut gone = s2.clone();
+    gone.set_status(&name(1), &name(1), Status::Leaving)
+        .unwrap();
+    gone.see(&name(1));
+    gone.see(&name(2));
+    let me = gone.claimant().to_string();
+    assert_eq!(
+        st.plan(&gone, &me, N, &Context::default()),
+        Err(StageError::LastMember(name(2)))
+    );
+    let plan = st.plan(&s2, &me, N, &Context::default()).unwrap();
+    assert_eq!(
+        st.clone()
+            .commit(&mut gone, &me, Some(&plan), N, &Context::default()),
+        Err(StageError::LastMember(name(2)))
+    );
     // Joining members are turned away by clear.
     c.join(&name(2));
     let me = c.claimant();
@@ -316,6 +351,48 @@ fn staging_refuses_what_riak_refuses() {
         staged.plan(c.state(), &me, N, &Context::default()),
         Err(StageError::NoChanges)
     );
+}
+
+/// Found by the cluster simulation (seed 174 with a fault that made its
+/// run go this way): on two sides of a partition, the claimant had one
+/// member leave and a new claimant on the other side had the other
+/// leave; once merged, every member was leaving and no one could own the
+/// ring. The claimant stays instead, and the other leave completes.
+#[test]
+fn when_two_claimants_made_every_member_leave_the_claimant_stays() {
+    let (c, _) = Cluster::new(2);
+    let (a, b) = (name(1), name(2));
+    let cut = |n: &str| Context {
+        unreachable: [n.to_string()].into(),
+        ..Context::default()
+    };
+    // a's side: a, the claimant, commits b's leave.
+    let mut sa = c.state().clone();
+    let mut st = Staged::default();
+    st.stage(&sa, &b, Change::Leave).unwrap();
+    let plan = st.plan(&sa, &a, N, &cut(&b)).unwrap();
+    st.commit(&mut sa, &a, Some(&plan), N, &cut(&b)).unwrap();
+    // b's side: b takes over as claimant and commits a's leave.
+    let mut sb = c.state().clone();
+    assert!(step(&mut sb, &b, N, &cut(&a)).became_claimant);
+    sb.see(&b);
+    let mut st = Staged::default();
+    st.stage(&sb, &a, Change::Leave).unwrap();
+    let plan = st.plan(&sb, &b, N, &cut(&a)).unwrap();
+    st.commit(&mut sb, &b, Some(&plan), N, &cut(&a)).unwrap();
+    // The partition heals.
+    let mut c = Cluster {
+        nodes: [(a.clone(), sa), (b.clone(), sb)].into(),
+    };
+    c.gossip();
+    assert_eq!(c.state().status(&a), Some(Status::Leaving));
+    assert_eq!(c.state().status(&b), Some(Status::Leaving));
+    c.finish_transfers();
+    let claimant = c.claimant();
+    let other = if claimant == a { &b } else { &a };
+    assert_eq!(c.state().status(&claimant), Some(Status::Valid));
+    assert_eq!(c.state().status(other), Some(Status::Invalid));
+    assert!(c.state().owners().iter().all(|o| *o == claimant));
 }
 
 #[test]
@@ -533,19 +610,43 @@ fn a_leaving_member_that_holds_data_does_not_exit() {
         holding: [name(3)].into(),
     };
     for _ in 0..10 {
-        let pending = c.state().ring().next.clone();
-        for t in pending {
-            if let Some(s) = c.nodes.get_mut(&t.from) {
-                s.mark_done(&t);
-            }
-        }
-        c.gossip();
-        let names: Vec<String> = c.nodes.keys().cloned().collect();
-        for n in names {
-            step(c.nodes.get_mut(&n).unwrap(), &n, N, &holding);
-        }
+        c.round(&holding);
     }
     c.gossip();
     assert!(!c.state().owners().contains(&name(3)), "owns nothing");
     assert_eq!(c.state().status(&name(3)), Some(Status::Leaving));
+}
+
+/// An exiting member that holds data of partitions it does not own (a
+/// fallback write sent by a node that did not know it was exiting) is
+/// removed only once it holds none.
+#[test]
+fn an_exiting_member_that_holds_data_is_not_removed() {
+    let (mut c, mut staged) = Cluster::new(3);
+    staged.stage(c.state(), &name(3), Change::Leave).unwrap();
+    let plan = c.plan(&staged).unwrap();
+    c.commit(&mut staged, &plan).unwrap();
+    let none = Context::default();
+    let holding = Context {
+        unreachable: Default::default(),
+        holding: [name(3)].into(),
+    };
+    // Transfers done and applied until name(3) exits.
+    for _ in 0..10 {
+        if c.state().status(&name(3)) == Some(Status::Exiting) {
+            break;
+        }
+        c.round(&none);
+        c.gossip();
+    }
+    assert_eq!(c.state().status(&name(3)), Some(Status::Exiting));
+    let me = c.claimant();
+    for _ in 0..3 {
+        step(c.nodes.get_mut(&me).unwrap(), &me, N, &holding);
+        c.gossip();
+    }
+    assert_eq!(c.state().status(&name(3)), Some(Status::Exiting));
+    step(c.nodes.get_mut(&me).unwrap(), &me, N, &none);
+    c.gossip();
+    assert_eq!(c.state().status(&name(3)), Some(Status::Invalid));
 }

@@ -1,19 +1,37 @@
 //! Who holds a partition's data besides its owner, and what follows for
-//! tombstones: a tombstone is reaped only when no other node may hand the
-//! value back after it is gone. Each node reports, with every ping, the
-//! partitions it holds data of without owning them (a fallback's hinted
-//! data, an old owner's data not yet dropped, a next owner's data taken
-//! in); this rule reads those reports. Pure: times are the caller's
-//! milliseconds.
+//! tombstones and leaving members: a tombstone is reaped only when no
+//! other node may hand the value back after it is gone, and a leaving
+//! member exits only when it holds nothing it does not own. Each node
+//! reports, with every ping, the partitions it holds data of, owned or
+//! not; the reader decides which of them a member does not own, by its
+//! own ring (a report interpreted by the sender's ring would omit a
+//! partition the sender still thinks it owns after the claimant gave it
+//! away: the cluster simulation saw a leaving member exit so, with data
+//! no one else had). Pure: times are the caller's milliseconds.
 
 use std::collections::{BTreeMap, BTreeSet};
 
-/// What a node last reported: the partitions it holds without owning
-/// them, and when it looked (the caller's clock).
+/// What a node last reported: the partitions it holds data of, and when
+/// it looked (the caller's clock).
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct Report {
     pub partitions: BTreeSet<u32>,
     pub looked_ms: u64,
+}
+
+impl Report {
+    /// The partitions of the report that `member` does not own in the
+    /// ring `owners` (the reader's: each partition's owner).
+    pub fn not_owned<'a>(
+        &'a self,
+        member: &'a str,
+        owners: &'a [String],
+    ) -> impl Iterator<Item = u32> + 'a {
+        self.partitions
+            .iter()
+            .copied()
+            .filter(move |p| owners.get(*p as usize).is_none_or(|o| o != member))
+    }
 }
 
 /// A member as the reap rule sees it.
@@ -24,15 +42,16 @@ pub struct Member {
 }
 
 /// Whether a tombstone on `partitions`, whose reap was asked at
-/// `asked_ms`, may be reaped: every member is reachable (a member that
-/// cannot be asked may hold the value), none of the partitions is moving
-/// between owners, and every member looked at what it holds after
-/// `asked_ms` and holds none of them. A value a fallback took before the
-/// delete is in its holdings from then on, so a look after the delete
-/// sees it.
+/// `asked_ms`, may be reaped, by the reader's ring `owners`: every member
+/// is reachable (a member that cannot be asked may hold the value), none
+/// of the partitions is moving between owners, and every member looked
+/// at what it holds after `asked_ms` and holds none of them without
+/// owning it. A value a fallback took before the delete is in its
+/// holdings from then on, so a look after the delete sees it.
 pub fn may_reap(
     members: &[Member],
     reports: &BTreeMap<String, Report>,
+    owners: &[String],
     moving: &BTreeSet<u32>,
     partitions: &[u32],
     asked_ms: u64,
@@ -43,9 +62,26 @@ pub fn may_reap(
     members.iter().all(|m| {
         m.reachable
             && reports.get(&m.name).is_some_and(|r| {
-                r.looked_ms > asked_ms && !partitions.iter().any(|p| r.partitions.contains(p))
+                r.looked_ms > asked_ms
+                    && !r
+                        .not_owned(&m.name, owners)
+                        .any(|p| partitions.contains(&p))
             })
     })
+}
+
+/// Whether leaving member `name` holds, or may hold, data of partitions
+/// it does not own in the claimant's ring `owners`: no report yet, a
+/// report that lists some, or one looked at no later than `settled_ms`
+/// (before writes in flight when it last gave a partition up could have
+/// landed). While it may, it does not exit.
+pub fn may_still_hold(
+    name: &str,
+    report: Option<&Report>,
+    owners: &[String],
+    settled_ms: u64,
+) -> bool {
+    report.is_none_or(|r| r.looked_ms <= settled_ms || r.not_owned(name, owners).next().is_some())
 }
 
 #[cfg(test)]
@@ -77,24 +113,59 @@ mod tests {
             ("c".to_string(), report(&[], 200)),
         ]
         .into();
+        // a owns 1, b owns 2, c owns 3 and the rest.
+        let owners: Vec<String> = ["c", "a", "b", "c", "c", "c", "c", "c", "c", "c"]
+            .iter()
+            .map(|s| s.to_string())
+            .collect();
         let none = BTreeSet::new();
-        assert!(may_reap(&all_up, &fresh, &none, &[1, 2, 3], 100));
-        // b holds partition 2 (a fallback's hinted data, an old owner's).
+        assert!(may_reap(&all_up, &fresh, &owners, &none, &[1, 2, 3], 100));
+        // b holds partition 3 (a fallback's hinted data, an old owner's).
         let mut held = fresh.clone();
-        held.get_mut("b").unwrap().partitions.insert(2);
-        assert!(!may_reap(&all_up, &held, &none, &[1, 2, 3], 100));
+        held.get_mut("b").unwrap().partitions.insert(3);
+        assert!(!may_reap(&all_up, &held, &owners, &none, &[1, 2, 3], 100));
+        // b holding its own partition 2 is no reason to wait.
+        let mut own = fresh.clone();
+        own.get_mut("b").unwrap().partitions.insert(2);
+        assert!(may_reap(&all_up, &own, &owners, &none, &[1, 2, 3], 100));
         // A member down may hold it.
         let c_down = members(&[("a", true), ("b", true), ("c", false)]);
-        assert!(!may_reap(&c_down, &fresh, &none, &[1, 2, 3], 100));
+        assert!(!may_reap(&c_down, &fresh, &owners, &none, &[1, 2, 3], 100));
         // A report older than the reap's ask may miss a value taken
         // just before the delete.
-        assert!(!may_reap(&all_up, &fresh, &none, &[1, 2, 3], 200));
+        assert!(!may_reap(&all_up, &fresh, &owners, &none, &[1, 2, 3], 200));
         // No report at all.
         let mut missing = fresh.clone();
         missing.remove("c");
-        assert!(!may_reap(&all_up, &missing, &none, &[1, 2, 3], 100));
+        assert!(!may_reap(
+            &all_up,
+            &missing,
+            &owners,
+            &none,
+            &[1, 2, 3],
+            100
+        ));
         // A partition moving between owners.
         let moving: BTreeSet<u32> = [3].into();
-        assert!(!may_reap(&all_up, &fresh, &moving, &[1, 2, 3], 100));
+        assert!(!may_reap(
+            &all_up,
+            &fresh,
+            &owners,
+            &moving,
+            &[1, 2, 3],
+            100
+        ));
+    }
+
+    #[test]
+    fn a_leaving_member_holds_what_the_claimants_ring_says_it_does_not_own() {
+        let owners: Vec<String> = ["a", "b"].iter().map(|s| s.to_string()).collect();
+        // b reports holding 0 and 1: by its own stale ring it may still
+        // own 0, but the claimant's ring gave 0 to a.
+        let r = report(&[0, 1], 500);
+        assert!(may_still_hold("b", Some(&r), &owners, 100));
+        assert!(!may_still_hold("b", Some(&report(&[1], 500)), &owners, 100));
+        assert!(may_still_hold("b", Some(&report(&[1], 100)), &owners, 100));
+        assert!(may_still_hold("b", None, &owners, 0));
     }
 }

@@ -23,6 +23,7 @@
 
 pub mod codec;
 pub mod holdings;
+pub mod plan;
 pub mod receiver;
 pub mod sender;
 pub mod slots;

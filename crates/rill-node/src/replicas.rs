@@ -47,6 +47,23 @@ impl ClusterView {
     pub fn is_up(&self, node: &str) -> bool {
         node == self.me || self.up.contains(node)
     }
+
+    /// While primary `e`'s partition is being handed to a new owner, the
+    /// replica there that takes `e`'s writes too (not counted for W, as
+    /// riak_core forwards them), so nothing written during the handoff is
+    /// missing there at the switch; `None` when it is not moving, `e` is
+    /// a fallback, or the next owner is down (handoff carries it).
+    pub fn next_owner(&self, e: &PreflistEntry) -> Option<PreflistEntry> {
+        let next = self.moving.get(&e.partition.0)?;
+        if !e.primary || next == &e.node || !self.is_up(next) {
+            return None;
+        }
+        Some(PreflistEntry {
+            partition: e.partition,
+            node: next.clone(),
+            primary: false,
+        })
+    }
 }
 
 /// Carries vnode requests to other nodes (implemented by the cluster

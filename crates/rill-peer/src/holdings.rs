@@ -1,6 +1,7 @@
-//! What this node holds of partitions it does not own, reported to every
-//! peer with each ping, the peers' reports kept, and the reap rule
-//! (`rill_handoff::holdings`) asked with them for the node's reaper.
+//! Which partitions this node holds data of, reported to every peer with
+//! each ping, the peers' reports kept, and the rules of
+//! `rill_handoff::holdings` asked with them (by this node's ring) for the
+//! node's reaper and the claimant.
 
 use crate::msg::PeerMsg;
 use crate::runtime::{Inner, Peer};
@@ -11,27 +12,22 @@ use std::collections::BTreeSet;
 use std::time::Instant;
 
 impl Peer {
-    /// Looks at which partitions this node holds data of without owning
-    /// them, and keeps it as this node's report (the handoff round, on a
-    /// thread that may block: a vnode not found empty is looked at).
+    /// Looks at which partitions this node holds data of, owned or not,
+    /// and keeps it as this node's report; returns those it does not own
+    /// in `owners` (the handoff round, on a thread that may block: a
+    /// vnode not found empty is looked at).
     pub(crate) fn look_at_holdings(&self, owners: &[String]) -> BTreeSet<u32> {
         let looked_ms = self.now();
-        let held: BTreeSet<u32> = owners
-            .iter()
-            .enumerate()
-            .filter(|(_, owner)| **owner != self.me)
-            .map(|(p, _)| p as u32)
-            // A failed look counts as holding: a reap waits.
-            .filter(|p| self.node.vnodes().holds_data(*p).unwrap_or(true))
-            .collect();
-        self.lock().holdings.insert(
-            self.me.clone(),
-            Report {
-                partitions: held.clone(),
-                looked_ms,
-            },
-        );
-        held
+        let report = Report {
+            partitions: (0..owners.len() as u32)
+                // A failed look counts as holding: a reap waits.
+                .filter(|p| self.node.vnodes().holds_data(*p).unwrap_or(true))
+                .collect(),
+            looked_ms,
+        };
+        let not_owned = report.not_owned(&self.me, owners).collect();
+        self.lock().holdings.insert(self.me.clone(), report);
+        not_owned
     }
 
     /// Sends this node's last report to `peers` (with the ping).
@@ -90,6 +86,13 @@ impl Peer {
             })
             .collect();
         let moving: BTreeSet<u32> = s.ring().next.iter().map(|t| t.partition).collect();
-        may_reap(&members, &inner.holdings, &moving, partitions, asked_ms)
+        may_reap(
+            &members,
+            &inner.holdings,
+            s.owners(),
+            &moving,
+            partitions,
+            asked_ms,
+        )
     }
 }

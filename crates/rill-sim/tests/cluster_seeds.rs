@@ -94,3 +94,16 @@ fn a_reap_while_fallbacks_hold_data_brings_values_back() {
     eprintln!("seed {seed} brings a value back without the reap rule");
     run(seed).1.unwrap();
 }
+
+/// A handoff receiver that acknowledges batches without storing them
+/// loses, once the old owners let go at the switch, the writes of every
+/// partition a ring change moved: the check says so.
+#[test]
+fn a_receiver_that_acknowledges_without_storing_loses_writes() {
+    let caught = first_caught(
+        100,
+        |f| f.handoff_stores_nothing = true,
+        |v| matches!(v, ClusterViolation::AckedLost { .. }),
+    );
+    assert!(caught.is_some(), "no seed of 100 lost a write");
+}

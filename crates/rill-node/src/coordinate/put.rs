@@ -247,16 +247,8 @@ impl super::Coordinator {
         object: &Object,
         allow_mult: bool,
     ) {
-        let Some(next) = view.moving.get(&e.partition.0) else {
+        let Some(target) = view.next_owner(e) else {
             return;
-        };
-        if !e.primary || next == &e.node || !view.is_up(next) {
-            return;
-        }
-        let target = PreflistEntry {
-            partition: e.partition,
-            node: next.clone(),
-            primary: false,
         };
         let request = VnodeRequest::Merge {
             key: k.clone(),

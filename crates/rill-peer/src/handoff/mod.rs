@@ -1,7 +1,8 @@
-//! Handoff at run time, over `rill-handoff`'s machines: which partitions
-//! this node must hand off, and to whom; reading them in batches from a
-//! sorted key snapshot; storing what arrives; removing what was handed
-//! off once that is safe.
+//! Handoff at run time, over `rill-handoff`'s planner and machines: the
+//! planner (`rill_handoff::plan`) says which partitions this node hands
+//! off, to whom, and when what it handed off may go; here they are read
+//! in batches from a sorted key snapshot, stored where they arrive, and
+//! removed.
 //!
 //! - **Ownership**: a transfer of the ring from this node. When the
 //!   receiver has everything, the transfer is marked done in the cluster
@@ -37,6 +38,7 @@ use crate::msg::PeerMsg;
 use crate::runtime::Peer;
 use rill_cluster::Transfer;
 use rill_handoff::codec::HandoffMsg;
+use rill_handoff::plan::Kind;
 use rill_handoff::{Receiver, ReceiverConfig, Sender, SenderConfig, Slots, TransferId};
 use rill_node::VClock;
 use rill_transport::Lane;
@@ -46,12 +48,6 @@ use std::sync::Arc;
 use std::time::Duration;
 
 type Key = rill_node::BKey;
-
-#[derive(Clone, Debug)]
-enum Kind {
-    Ownership(Transfer),
-    Hinted,
-}
 
 struct Out {
     sender: Sender,
@@ -75,10 +71,6 @@ struct In {
     gen: u64,
 }
 
-/// Top-up passes of an ownership transfer at most, before it is marked
-/// done anyway (what is left goes by hinted handoff after the switch).
-const MAX_TOPUPS: u32 = 3;
-
 /// Progress an operator reads (`rill admin transfers`, `/stats`).
 #[derive(Default)]
 pub struct HandoffStats {
@@ -98,7 +90,7 @@ pub(crate) struct Handoffs {
     out: HashMap<TransferId, Out>,
     incoming: HashMap<TransferId, In>,
     /// Ownership transfers done: what to remove once the owner changed.
-    retained: BTreeMap<u32, Vec<(Key, VClock)>>,
+    retained: BTreeMap<u32, (Transfer, Vec<(Key, VClock)>)>,
     last_hinted_scan: u64,
     next_gen: u64,
 }

@@ -1,11 +1,11 @@
-//! One round of the handoff loop: which transfers start (ownership
-//! transfers of the ring, hinted handoff of partitions held but not
-//! owned), what an owner's switch made safe to remove, and the
-//! machines' ticks.
+//! One round of the handoff loop, planned by `rill_handoff::plan`: which
+//! transfers start (ownership transfers of the ring, hinted handoff of
+//! partitions held but not owned), what an owner's switch made safe to
+//! remove, and the machines' ticks.
 
-use super::{Key, Kind};
+use super::Key;
 use crate::runtime::Peer;
-use rill_cluster::Transfer;
+use rill_handoff::plan::{plan_round, Local};
 use rill_node::VClock;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
@@ -15,53 +15,10 @@ impl Peer {
     /// runs, remove what a switch made safe to remove.
     pub(crate) fn handoff_round(self: &Arc<Self>) {
         let now = self.now();
-        let (owners, pending, moving, reachable) = {
+        let (state, reachable) = {
             let inner = self.lock();
-            let s = &inner.state;
-            let pending: Vec<Transfer> = s
-                .ring()
-                .next
-                .iter()
-                .filter(|t| !s.is_done(t))
-                .cloned()
-                .collect();
-            // Every partition the ring is moving, its transfer done or not:
-            // until the owner switches, neither side hands it anywhere else.
-            let moving: std::collections::BTreeSet<u32> =
-                s.ring().next.iter().map(|t| t.partition).collect();
-            (
-                s.owners().to_vec(),
-                pending,
-                moving,
-                inner.detector.reachable(now),
-            )
+            (inner.state.clone(), inner.detector.reachable(now))
         };
-        let up = |n: &str| n == self.me || reachable.iter().any(|r| r == n);
-        // Owners changed: what ownership handoffs sent may go.
-        let switched: Vec<(u32, Vec<(Key, VClock)>)> = {
-            let mut h = self.handoffs();
-            let done: Vec<u32> = h
-                .retained
-                .keys()
-                .copied()
-                .filter(|p| owners[*p as usize] != self.me)
-                .collect();
-            done.into_iter()
-                .filter_map(|p| h.retained.remove(&p).map(|s| (p, s)))
-                .collect()
-        };
-        for (p, sent) in switched {
-            let peer = self.clone();
-            self.rt.spawn_blocking(move || match peer.node.vnodes().handoff_drop(p, &sent) {
-                Ok(n) => tracing::info!(partition = p, removed = n, "partition handed off; its data here is removed"),
-                Err(e) => tracing::warn!(partition = p, error = %e, "removing handed-off data failed; it will be handed off again"),
-            });
-        }
-        let mut want: Vec<(u32, Kind, String)> = pending
-            .iter()
-            .filter(|t| t.from == self.me && up(&t.to))
-            .map(|t| (t.partition, Kind::Ownership(t.clone()), t.to.clone()))
-            .collect();
         let scan = {
             let mut h = self.handoffs();
             let due = now.saturating_sub(h.last_hinted_scan)
@@ -74,27 +31,51 @@ impl Peer {
         // What this node holds without owning it: reported with every
         // ping (tombstones of those partitions are not reaped), and handed
         // home at each scan.
-        let holding = self.look_at_holdings(&owners);
+        let holding = self.look_at_holdings(state.owners());
         if scan {
-            let mut held = 0;
-            for p in holding {
-                let owner = &owners[p as usize];
-                held += 1;
-                let incoming_here = moving.contains(&p)
-                    || self.handoffs().incoming.keys().any(|t| t.partition == p);
-                let retained = self.handoffs().retained.contains_key(&p);
-                let running = want.iter().any(|(q, _, _)| *q == p);
-                if !(incoming_here || retained || running || !up(owner)) {
-                    want.push((p, Kind::Hinted, owner.clone()));
-                }
-            }
             self.handoff_stats
                 .hinted_partitions
-                .store(held, Ordering::Relaxed);
+                .store(holding.len() as u64, Ordering::Relaxed);
             self.clean_cursors();
         }
-        for (p, kind, to) in want {
-            self.start_out(p, kind, to, now);
+        let local = {
+            let h = self.handoffs();
+            Local {
+                holding: scan.then_some(holding),
+                sending: h.out.keys().map(|t| t.partition).collect(),
+                receiving: h.incoming.keys().map(|t| t.partition).collect(),
+                retained: h
+                    .retained
+                    .iter()
+                    .map(|(p, (t, _))| (*p, t.clone()))
+                    .collect(),
+            }
+        };
+        let plan = plan_round(
+            &state,
+            &self.me,
+            |n| reachable.iter().any(|r| r == n),
+            &local,
+        );
+        // Owners changed: what ownership handoffs sent may go.
+        for p in plan.release {
+            let Some((_, sent)) = self.handoffs().retained.remove(&p) else {
+                continue;
+            };
+            let peer = self.clone();
+            self.rt.spawn_blocking(move || drop_sent(&peer, p, &sent));
+        }
+        if !plan.mark_again.is_empty() {
+            let mut inner = self.lock();
+            for t in &plan.mark_again {
+                inner.state.mark_done(t);
+            }
+            if let Err(e) = self.changed(&mut inner) {
+                tracing::error!(error = %e, "a transfer is done but the cluster state was not kept");
+            }
+        }
+        for s in plan.start {
+            self.start_out(s.partition, s.kind, s.to, now);
         }
         // Time for the machines.
         let mut sender_effects = Vec::new();
@@ -113,6 +94,22 @@ impl Peer {
         }
         for (t, e) in receiver_effects {
             self.drive_in(&t, e);
+        }
+    }
+}
+
+/// Removes the keys of `partition` handed off, those still as sent.
+fn drop_sent(peer: &Peer, p: u32, sent: &[(Key, VClock)]) {
+    match peer.node.vnodes().handoff_drop(p, sent) {
+        Ok(n) => {
+            tracing::info!(
+                partition = p,
+                removed = n,
+                "partition handed off; its data here is removed"
+            )
+        }
+        Err(e) => {
+            tracing::warn!(partition = p, error = %e, "removing handed-off data failed; it will be handed off again")
         }
     }
 }

@@ -2,10 +2,11 @@
 //! batches read off the async threads, top-up passes for keys written
 //! during the transfer, and what happens when it completes or fails.
 
-use super::{Key, Kind, Out, MAX_TOPUPS};
+use super::{Key, Kind, Out};
 use crate::runtime::Peer;
 use rill_cluster::Transfer;
 use rill_handoff::codec::HandoffMsg;
+use rill_handoff::plan::{after_listing, after_sent, AfterSent};
 use rill_handoff::{Item, Sender, SenderEffect, TransferId};
 use rill_node::VClock;
 use std::collections::BTreeMap;
@@ -36,10 +37,7 @@ impl Peer {
             if running {
                 return;
             }
-            match &kind {
-                Kind::Ownership(t) => t.id,
-                Kind::Hinted => 0,
-            }
+            kind.id()
         };
         let tid = TransferId {
             partition,
@@ -203,8 +201,8 @@ impl Peer {
         };
         self.handoff_stats.completed.fetch_add(1, Ordering::Relaxed);
         tracing::info!(partition = tid.partition, to = %o.to, items = o.sender.items_sent, "handoff complete");
-        match o.kind {
-            Kind::Ownership(t) if o.topups < MAX_TOPUPS => {
+        match after_sent(o.kind, o.topups) {
+            AfterSent::ListUnsent(t) => {
                 // Keys the snapshot did not have (written since, on this
                 // node only) go in a top-up pass before the transfer is
                 // marked done. The receiver removed its cursor when it
@@ -221,7 +219,7 @@ impl Peer {
                             return;
                         }
                     };
-                    if unsent.is_empty() {
+                    if !after_listing(unsent.len()) {
                         peer.ownership_done(&t, sent_map.into_values().collect());
                     } else {
                         tracing::info!(partition = tid.partition, keys = unsent.len(), "handoff tops up keys written during it");
@@ -230,10 +228,10 @@ impl Peer {
                     }
                 });
             }
-            Kind::Ownership(t) => {
+            AfterSent::MarkDone(t) => {
                 self.ownership_done(&t, o.sent.into_values().collect());
             }
-            Kind::Hinted => {
+            AfterSent::DropSent => {
                 let sent: Vec<(Key, VClock)> = o.sent.into_values().collect();
                 let peer = self.clone();
                 let p = tid.partition;
@@ -249,7 +247,9 @@ impl Peer {
     /// The receiver has the partition: keep what was sent until the owner
     /// switches, and mark the transfer done.
     fn ownership_done(self: &Arc<Self>, t: &Transfer, sent: Vec<(Key, VClock)>) {
-        self.handoffs().retained.insert(t.partition, sent);
+        self.handoffs()
+            .retained
+            .insert(t.partition, (t.clone(), sent));
         let mut inner = self.lock();
         inner.state.mark_done(t);
         if let Err(e) = self.changed(&mut inner) {

@@ -5,6 +5,7 @@
 use super::{Inner, Peer};
 use crate::msg::PeerMsg;
 use rill_cluster::{codec, Status};
+use rill_handoff::holdings::may_still_hold;
 use rill_node::replicas::ClusterView;
 use rill_ring::Ring;
 use rill_transport::Lane;
@@ -93,9 +94,10 @@ impl Peer {
 
     /// What the claimant's step knows beyond the state: members silent
     /// for longer than the claimant's grace (twice the silence that makes
-    /// a node unreachable), and leaving members that hold, or may hold,
-    /// data of partitions they do not own: no report yet, a report that
-    /// lists some, or one looked at before writes in flight when the node
+    /// a node unreachable), and members that hold, or may hold,
+    /// data of partitions they do not own in this node's ring
+    /// (`rill_handoff::holdings::may_still_hold`): no report yet, a
+    /// report that lists some, or one looked at before writes in flight when the node
     /// last stopped owning a partition could have landed (`SETTLE_MS`
     /// after).
     pub(crate) fn claimant_context(&self, inner: &Inner) -> rill_cluster::Context {
@@ -111,19 +113,16 @@ impl Peer {
                 .filter(|m| inner.detector.silent_ms(m, now).is_some_and(|s| s >= grace))
                 .cloned()
                 .collect(),
-            // Only a leaving member's holdings matter to the step (and a
-            // change of them runs it again).
-            holding: inner
-                .state
-                .with_status(|s| s == Status::Leaving)
-                .into_iter()
+            // Every member's, not only a leaving one's: a commit makes a
+            // member leaving and may exit it in the same step (a joining
+            // node that took fallback writes, then is told to leave).
+            holding: members
+                .iter()
                 .filter(|m| {
-                    let settled = inner.released_ms.get(m).map_or(0, |t| t + SETTLE_MS);
-                    inner
-                        .holdings
-                        .get(m)
-                        .is_none_or(|r| !r.partitions.is_empty() || r.looked_ms <= settled)
+                    let settled = inner.released_ms.get(*m).map_or(0, |t| t + SETTLE_MS);
+                    may_still_hold(m, inner.holdings.get(*m), inner.state.owners(), settled)
                 })
+                .cloned()
                 .collect(),
         }
     }
@@ -138,12 +137,9 @@ impl Peer {
         };
         let reachable: BTreeSet<String> = inner.detector.reachable(now).into_iter().collect();
         let up = state
-            .with_status(|s| {
-                matches!(
-                    s,
-                    Status::Valid | Status::Leaving | Status::Exiting | Status::Joining
-                )
-            })
+            // Not an exiting member: it owns nothing and is about to stop,
+            // so it takes no fallback writes.
+            .with_status(|s| matches!(s, Status::Valid | Status::Leaving | Status::Joining))
             .into_iter()
             .filter(|n| n == &self.me || reachable.contains(n))
             .collect();

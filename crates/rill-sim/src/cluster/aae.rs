@@ -31,7 +31,7 @@ impl ClusterSim {
     /// of its preference lists, both chosen at random.
     pub(super) fn start_exchange(&mut self, c: usize) {
         let owned: Vec<u32> = (0..self.cfg.ring_size)
-            .filter(|&p| self.owner(p) == c)
+            .filter(|&p| self.owner_in(c, p) == c)
             .collect();
         let Some(&p) = self.rng.pick(&owned) else {
             return;
@@ -44,7 +44,7 @@ impl ClusterSim {
     }
 
     fn exchange(&mut self, c: usize, partition: u32, pair: Pair) {
-        let remote = self.owner(pair.remote);
+        let remote = self.owner_in(c, pair.remote);
         if !self.reachable(c, remote) {
             return;
         }
@@ -142,7 +142,7 @@ impl ClusterSim {
     pub(super) fn exchange_loop(&mut self) -> usize {
         let before = self.counts.deltas;
         for p in 0..self.cfg.ring_size {
-            let c = self.owner(p);
+            let c = self.owner_in(self.reference(), p);
             for pair in pairwise(p, &[self.cfg.n as u8], self.cfg.ring_size) {
                 self.exchange(c, p, pair);
                 self.quiesce();

@@ -1,6 +1,9 @@
 //! What must hold once the cluster simulation has settled, with no
 //! client read since the heal:
-//! - no fallback still holds data (hinted handoff finished);
+//! - every member knows the same ring, nothing moving, every join and
+//!   leave asked for carried out;
+//! - no node holds data of a partition it does not own (hinted and
+//!   ownership handoff finished; a node that left holds nothing);
 //! - anti-entropy reached a loop that found nothing, and the primaries of
 //!   every key hold the same object (they converged by themselves);
 //! - every value there is one a vnode coordinated, with the dot that
@@ -17,6 +20,8 @@ use super::ClusterSim;
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
 #[non_exhaustive]
 pub enum ClusterViolation {
+    #[error("the members did not come to one ring with nothing moving")]
+    RingNotSettled,
     #[error("{count} objects were left on fallbacks")]
     HintsLeft { count: usize },
     #[error("anti-entropy still found differences after its last loop")]
@@ -36,7 +41,10 @@ pub enum ClusterViolation {
     CameBack { key: String, value: String },
 }
 
-pub(super) fn check(sim: &ClusterSim, quiet: bool) -> Result<(), ClusterViolation> {
+pub(super) fn check(sim: &ClusterSim, settled: bool, quiet: bool) -> Result<(), ClusterViolation> {
+    if !settled {
+        return Err(ClusterViolation::RingNotSettled);
+    }
     let left = sim.hinted_left();
     if left > 0 {
         return Err(ClusterViolation::HintsLeft { count: left });

@@ -13,6 +13,7 @@ use rill_coord::{
 use rill_node::vnode::msg::{VnodeReply, VnodeRequest};
 use rill_node::vnode::step::CoordinateStep;
 use rill_object::{Content, Dot, Metadata, PruneRules, PutMode, VClock};
+use rill_ring::{Partition, PreflistEntry};
 use std::collections::BTreeMap;
 
 const MODE: PutMode = PutMode {
@@ -267,7 +268,8 @@ impl ClusterSim {
                 self.log(format!("op {op}: sent again"));
                 let again = self.id();
                 let value = value.map(|v| format!("{v}+"));
-                self.put(0, again, key, value, context);
+                let c = self.reference();
+                self.put(c, again, key, value, context);
                 self.quiesce();
             }
         }
@@ -338,6 +340,12 @@ impl ClusterSim {
             let (write, c) = (write.clone(), *coordinator);
             match e {
                 PutEffect::Send { idx, object } => {
+                    if idx == 1 {
+                        // The coordinator's replica is stored: its
+                        // partition's next owner gets it too.
+                        self.forward_to_next_owner(c, write.targets[0], &write.key, &object);
+                    }
+                    self.forward_to_next_owner(c, write.targets[idx], &write.key, &object);
                     let request = VnodeRequest::Merge {
                         key: bkey(&write.key),
                         object,
@@ -415,31 +423,33 @@ impl ClusterSim {
         }
     }
 
-    /// Every replica holds the same tombstone: it is reaped from each
-    /// (Riak's `delete_mode` immediate) unless a node other than the
-    /// owners holds data of the key's partitions, which could hand the
-    /// value back once the tombstone is gone (the rule of `rill-node`'s
-    /// `reap_job`, here with every node's holdings as they are now).
-    fn reap(&mut self, c: usize, key: &str, clock: VClock, targets: &[Target]) {
-        if targets.iter().any(|t| !t.2) {
+    /// While a replica's partition moves to a new owner, coordinator `c`
+    /// sends the new owner the replica's write too (`ClusterView::
+    /// next_owner`, as a node does), not waited for.
+    fn forward_to_next_owner(
+        &mut self,
+        c: usize,
+        t: Target,
+        key: &str,
+        object: &rill_object::Object,
+    ) {
+        let e = PreflistEntry {
+            partition: Partition(t.1),
+            node: super::node_name(t.0),
+            primary: t.2,
+        };
+        let Some(next) = self.view_of(c).next_owner(&e) else {
             return;
-        }
-        let partitions: Vec<u32> = targets.iter().map(|t| t.1).collect();
-        if !self.cfg.faults.reap_despite_fallbacks && self.held_elsewhere(&partitions) {
-            self.log(format!(
-                "{key}: reap put off (other nodes hold its partitions)"
-            ));
-            return;
-        }
-        self.log(format!("{key}: tombstone reaped"));
-        self.counts.reaps += 1;
-        for &t in targets {
-            let request = VnodeRequest::Reap {
-                key: bkey(key),
-                clock: clock.clone(),
-            };
-            self.ask(c, t, Tag::None, request);
-        }
+        };
+        let request = VnodeRequest::Merge {
+            key: bkey(key),
+            object: object.clone(),
+            allow_mult: true,
+            prune: None,
+            return_object: false,
+        };
+        let to = (self.index_of(&next.node), t.1, false);
+        self.ask(c, to, Tag::None, request);
     }
 
     pub(super) fn timeouts(&mut self) {

@@ -1,17 +1,25 @@
-//! Hinted handoff in the simulation, by `rill-handoff`'s machines as the
-//! node's runtime drives them: a node's vnode of a partition it does not
-//! own runs a `Sender` to the owner once reachable, over a snapshot of
-//! its keys in the order of their wire encoding (the cursor is the last
-//! key sent); the owner runs a `Receiver` per session, merges each batch
-//! into its vnode (siblings kept), keeps the cursor after it (kept across
-//! the owner's stops) and acknowledges; a new session resumes after that
-//! cursor. When the sender is done, the vnode drops what it sent by its
-//! own handoff drop (epochs retired first, each key only if unchanged).
-//! Messages cross as the bytes of `rill-handoff`'s codec.
+//! Handoff in the simulation, planned by `rill-handoff`'s planner and
+//! carried by its machines, as the node's runtime drives them. Each round
+//! of a node (`plan_round` over its own cluster state) starts ownership
+//! transfers of the ring from it and hinted handoff of partitions it
+//! holds without owning them. A `Sender` goes over a snapshot of the
+//! partition's keys in the order of their wire encoding (the cursor is
+//! the last key sent); the receiving node runs a `Receiver` per session,
+//! merges each batch into its vnode (siblings kept), keeps the cursor
+//! after it (across its stops) and acknowledges; a new session resumes
+//! after that cursor. When the sender is done (`after_sent`): a hinted
+//! partition's vnode drops what it sent by its own handoff drop (epochs
+//! retired first, each key only if unchanged); an ownership transfer
+//! sends keys written since in top-up passes, then is marked done in the
+//! node's state and what it sent is retained until the node's ring names
+//! the new owner (the round's `release`). Messages cross as the bytes of
+//! `rill-handoff`'s codec.
 
 use super::net::Body;
-use super::ClusterSim;
+use super::{node_name, ClusterSim};
+use rill_cluster::Transfer;
 use rill_handoff::codec::HandoffMsg;
+use rill_handoff::plan::{after_listing, after_sent, plan_round, AfterSent, Kind, Local};
 use rill_handoff::{
     Cursor, Item, Receiver, ReceiverConfig, ReceiverEffect, Sender, SenderConfig, SenderEffect,
     ToReceiver, TransferId,
@@ -27,12 +35,18 @@ const TICK_MS: u64 = 10;
 pub(super) struct Out {
     pub from: usize,
     to: usize,
+    kind: Kind,
+    /// Top-up passes before this one.
+    topups: u32,
     sender: Sender,
     /// The keys to send, by their encoding.
     keys: Vec<(Vec<u8>, BKey)>,
     /// What was read and sent, with the clock it had.
     sent: BTreeMap<Vec<u8>, (BKey, VClock)>,
 }
+
+/// A done ownership transfer and the keys it sent, with their clocks.
+type Retained = (Transfer, Vec<(BKey, VClock)>);
 
 /// The handoff state of the cluster: senders, receivers, and the cursors
 /// receivers keep (on their node's disk).
@@ -42,12 +56,17 @@ pub(super) struct Handoffs {
     /// Receivers by (receiving node, transfer).
     incoming: BTreeMap<(usize, TransferId), Receiver>,
     cursors: BTreeMap<(usize, TransferId), Cursor>,
+    /// What a node's done ownership transfers sent, by (node,
+    /// partition), kept until its ring names the new owner (in memory: a
+    /// node that stops forgets it, and hinted handoff carries the rest).
+    retained: BTreeMap<(usize, u32), Retained>,
 }
 
 impl Handoffs {
     pub fn node_stopped(&mut self, x: usize) {
         self.out.retain(|_, o| o.from != x);
         self.incoming.retain(|(at, _), _| *at != x);
+        self.retained.retain(|(at, _), _| *at != x);
     }
 
     pub fn idle(&self) -> bool {
@@ -71,65 +90,181 @@ impl ClusterSim {
         self.now * TICK_MS
     }
 
-    /// Node `x` starts a transfer of every partition it holds data of but
-    /// does not own, to owners it can reach (one at a time a partition).
+    /// One handoff round of node `x`, as its planner says: what a switch
+    /// made safe to remove goes, and the transfers due start.
     pub(super) fn hand_off(&mut self, x: usize) {
-        for p in 0..self.cfg.ring_size {
-            let owner = self.owner(p);
-            let tid = TransferId {
-                partition: p,
-                id: 0,
-                from: super::node_name(x),
-            };
-            if owner == x || self.handoffs.out.contains_key(&tid) || !self.reachable(x, owner) {
-                continue;
-            }
-            let keys = self.nodes[x].vnodes.keys(p).expect("a memory store lists");
-            if keys.is_empty() {
-                continue;
-            }
-            if self.cfg.faults.drop_hinted_data {
-                let all: Vec<(BKey, VClock)> = keys
-                    .into_iter()
-                    .filter_map(|k| {
-                        let o = self.nodes[x].vnodes.get(p, &k).ok()??;
-                        Some((k, o.clock))
-                    })
-                    .collect();
-                self.nodes[x]
-                    .vnodes
-                    .handed_off(p, &all)
-                    .expect("a memory store drops");
-                continue;
-            }
-            let mut keys: Vec<(Vec<u8>, BKey)> = keys
-                .into_iter()
-                .map(|k| (wire::encode_key(&k), k))
-                .collect();
-            keys.sort();
-            self.log(format!(
-                "{} hands {} keys of {p} to {}",
-                super::node_name(x),
-                keys.len(),
-                super::node_name(owner)
-            ));
-            let (sender, effects) = Sender::start(
-                sender_config(self.cfg.timeout_ticks),
-                tid.clone(),
-                self.now_ms(),
-            );
-            self.handoffs.out.insert(
-                tid.clone(),
-                Out {
-                    from: x,
-                    to: owner,
-                    sender,
-                    keys,
-                    sent: BTreeMap::new(),
-                },
-            );
-            self.drive_out(&tid, effects);
+        if !self.in_cluster(x) || !self.nodes[x].up {
+            return;
         }
+        let name = node_name(x);
+        let h = &self.handoffs;
+        let local = Local {
+            holding: Some(self.holding(x)),
+            sending: h
+                .out
+                .keys()
+                .filter(|t| t.from == name)
+                .map(|t| t.partition)
+                .collect(),
+            receiving: h
+                .incoming
+                .keys()
+                .filter(|(at, _)| *at == x)
+                .map(|(_, t)| t.partition)
+                .collect(),
+            retained: h
+                .retained
+                .iter()
+                .filter(|((at, _), _)| *at == x)
+                .map(|((_, p), (t, _))| (*p, t.clone()))
+                .collect(),
+        };
+        let plan = plan_round(
+            &self.nodes[x].state,
+            &name,
+            |n| self.reachable(x, self.index_of(n)),
+            &local,
+        );
+        for p in plan.release {
+            let Some((_, sent)) = self.handoffs.retained.remove(&(x, p)) else {
+                continue;
+            };
+            let dropped = self.drop_sent(x, p, &sent);
+            self.log(format!(
+                "{name}: {p} switched owner, {dropped} handed-off keys removed"
+            ));
+        }
+        if !plan.mark_again.is_empty() {
+            for t in &plan.mark_again {
+                self.nodes[x].state.mark_done(t);
+            }
+            self.log(format!(
+                "{name}: {} transfers marked done again",
+                plan.mark_again.len()
+            ));
+            self.gossip(x);
+        }
+        for s in plan.start {
+            let keys = self.sorted_keys(x, s.partition);
+            let to = self.index_of(&s.to);
+            if s.kind == Kind::Hinted {
+                if keys.is_empty() {
+                    continue;
+                }
+                if self.cfg.faults.drop_hinted_data {
+                    self.drop_all(x, s.partition);
+                    continue;
+                }
+            }
+            self.log(format!(
+                "{name} hands {} keys of {} to {} ({})",
+                keys.len(),
+                s.partition,
+                s.to,
+                if s.kind == Kind::Hinted {
+                    "hinted"
+                } else {
+                    "ownership"
+                }
+            ));
+            self.start_out(x, s.partition, s.kind, to, keys, BTreeMap::new(), 0);
+        }
+    }
+
+    /// The keys node `x` holds of `partition`, in the order of their wire
+    /// encoding.
+    fn sorted_keys(&self, x: usize, partition: u32) -> Vec<(Vec<u8>, BKey)> {
+        let keys = self.nodes[x]
+            .vnodes
+            .keys(partition)
+            .expect("a memory store lists");
+        let mut keys: Vec<(Vec<u8>, BKey)> = keys
+            .into_iter()
+            .map(|k| (wire::encode_key(&k), k))
+            .collect();
+        keys.sort();
+        keys
+    }
+
+    /// Node `x` removes what it handed off of `p`, each key only if still
+    /// as sent (the vnode's handoff drop); returns how many went.
+    fn drop_sent(&mut self, x: usize, p: u32, sent: &[(BKey, VClock)]) -> usize {
+        let dropped = self.nodes[x]
+            .vnodes
+            .handed_off(p, sent)
+            .expect("a memory store drops");
+        self.counts.handed_off += dropped;
+        dropped
+    }
+
+    /// The `drop_hinted_data` fault: a fallback drops what it holds.
+    fn drop_all(&mut self, x: usize, p: u32) {
+        let keys = self.nodes[x].vnodes.keys(p).expect("a memory store lists");
+        let all: Vec<(BKey, VClock)> = keys
+            .into_iter()
+            .filter_map(|k| {
+                let o = self.nodes[x].vnodes.get(p, &k).ok()??;
+                Some((k, o.clock))
+            })
+            .collect();
+        self.nodes[x]
+            .vnodes
+            .handed_off(p, &all)
+            .expect("a memory store drops");
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    fn start_out(
+        &mut self,
+        x: usize,
+        partition: u32,
+        kind: Kind,
+        to: usize,
+        keys: Vec<(Vec<u8>, BKey)>,
+        sent: BTreeMap<Vec<u8>, (BKey, VClock)>,
+        topups: u32,
+    ) {
+        let tid = TransferId {
+            partition,
+            id: kind.id(),
+            from: node_name(x),
+        };
+        if self.handoffs.out.contains_key(&tid) {
+            return;
+        }
+        let (sender, effects) = Sender::start(
+            sender_config(self.cfg.timeout_ticks),
+            tid.clone(),
+            self.now_ms(),
+        );
+        self.handoffs.out.insert(
+            tid.clone(),
+            Out {
+                from: x,
+                to,
+                kind,
+                topups,
+                sender,
+                keys,
+                sent,
+            },
+        );
+        self.drive_out(&tid, effects);
+    }
+
+    /// An ownership transfer's receiver has the partition: what was sent
+    /// is retained until the switch, and the transfer is marked done in
+    /// the sender's state (gossip carries it to the claimant).
+    fn ownership_done(&mut self, x: usize, t: &Transfer, sent: Vec<(BKey, VClock)>) {
+        self.handoffs
+            .retained
+            .insert((x, t.partition), (t.clone(), sent));
+        self.nodes[x].state.mark_done(t);
+        self.log(format!(
+            "{}: transfer of {} to {} done",
+            t.from, t.partition, t.to
+        ));
+        self.gossip(x);
     }
 
     fn send_handoff(&mut self, from: usize, to: usize, msg: HandoffMsg) {
@@ -184,19 +319,39 @@ impl ClusterSim {
                 }
                 SenderEffect::Done => {
                     let o = self.handoffs.out.remove(tid).expect("present");
-                    let sent: Vec<(BKey, VClock)> = o.sent.into_values().collect();
-                    let dropped = self.nodes[from]
-                        .vnodes
-                        .handed_off(tid.partition, &sent)
-                        .expect("a memory store drops");
-                    self.counts.handed_off += dropped;
-                    self.log(format!(
-                        "{} handed {} of {} to {}",
-                        tid.from,
-                        dropped,
-                        tid.partition,
-                        super::node_name(to)
-                    ));
+                    let p = tid.partition;
+                    match after_sent(o.kind, o.topups) {
+                        AfterSent::ListUnsent(t) => {
+                            let unsent: Vec<(Vec<u8>, BKey)> = self
+                                .sorted_keys(from, p)
+                                .into_iter()
+                                .filter(|(k, _)| !o.sent.contains_key(k))
+                                .collect();
+                            if after_listing(unsent.len()) {
+                                self.log(format!(
+                                    "{}: {p} tops up {} keys",
+                                    tid.from,
+                                    unsent.len()
+                                ));
+                                let kind = Kind::Ownership(t);
+                                self.start_out(from, p, kind, to, unsent, o.sent, o.topups + 1);
+                            } else {
+                                self.ownership_done(from, &t, o.sent.into_values().collect());
+                            }
+                        }
+                        AfterSent::MarkDone(t) => {
+                            self.ownership_done(from, &t, o.sent.into_values().collect())
+                        }
+                        AfterSent::DropSent => {
+                            let sent: Vec<(BKey, VClock)> = o.sent.into_values().collect();
+                            let dropped = self.drop_sent(from, p, &sent);
+                            self.log(format!(
+                                "{} handed {dropped} of {p} to {}",
+                                tid.from,
+                                node_name(to)
+                            ));
+                        }
+                    }
                 }
                 SenderEffect::Failed(why) => {
                     self.handoffs.out.remove(tid);
@@ -254,6 +409,11 @@ impl ClusterSim {
                 }
                 ReceiverEffect::Store { seq, items, cursor } => {
                     let now_ms = self.now_ms();
+                    let items = if self.cfg.faults.handoff_stores_nothing {
+                        Vec::new()
+                    } else {
+                        items
+                    };
                     for i in items {
                         let key = wire::decode_key(&i.key).expect("a key the sender encoded");
                         let object = rill_node::decode_object(&i.value)

@@ -2,19 +2,25 @@
 //! `rill-node`'s vnodes (`StandaloneVnodes`: the stores, key epochs,
 //! anti-entropy trees and request handling a node serves), clients' gets,
 //! puts and deletes are coordinated by `rill-coord`'s machines over
-//! preference lists with fallbacks (sloppy quorum), fallbacks hand their
-//! data home by `rill-handoff`'s sender and receiver machines and drop it
-//! by the vnodes' handoff drop, and `rill-aae`'s exchanges
-//! compare replicas' trees and repair what differs by a read. Messages
-//! are the vnode requests and replies a node sends, crossing as the
-//! bytes of `rill-node`'s wire format, over a network that
-//! delays (so they reorder), loses and partitions; nodes stop and start
-//! with their data.
+//! preference lists with fallbacks (sloppy quorum) as each node knows the
+//! ring, `rill-aae`'s exchanges compare replicas' trees and repair what
+//! differs by a read. The ring changes as `rill-cluster` changes it:
+//! nodes gossip their states, an operator at the claimant commits joins
+//! and leaves, the claimant's step switches owners (`ring`). Handoff is
+//! `rill-handoff`'s planner driving its sender and receiver machines:
+//! ownership transfers with top-ups and data retained until the switch,
+//! writes during a move sent to the next owner too, hinted handoff of
+//! what a node holds without owning it (`handoff`). Messages are the
+//! vnode requests and replies, handoff messages and cluster states a
+//! node sends, crossing as the bytes of their wire formats, over a
+//! network that delays (so they reorder), loses and partitions; nodes
+//! stop and start with their data.
 //!
 //! After the events, everything heals, clients send again the writes that
-//! were not acknowledged (as clients retry), hinted data goes home, and
-//! then only anti-entropy runs, loop after loop until a whole loop finds
-//! nothing: no client reads anything. The check is strict (`check`).
+//! were not acknowledged (as clients retry), the ring settles (gossip,
+//! claimant steps, joins committed, handoffs finished), and then only
+//! anti-entropy runs, loop after loop until a whole loop finds nothing:
+//! no client reads anything. The check is strict (`check`).
 //!
 //! One seed gives one run: the only randomness is [`Rng`], the only time
 //! the simulation's ticks, every collection is ordered, and nothing the
@@ -27,10 +33,13 @@ mod check;
 mod client;
 mod handoff;
 mod net;
+mod reap;
+mod ring;
 
 pub use check::ClusterViolation;
 
 use crate::rng::Rng;
+use rill_cluster::{ClusterState, Staged};
 use rill_node::vnode::standalone::StandaloneVnodes;
 use rill_node::BKey;
 use rill_object::Object;
@@ -40,7 +49,10 @@ use std::collections::{BTreeMap, BTreeSet};
 #[derive(Clone, Debug)]
 pub struct ClusterConfig {
     pub seed: u64,
+    /// Nodes that may ever take part.
     pub nodes: usize,
+    /// Nodes in the cluster at the start (the others may join).
+    pub members: usize,
     pub ring_size: u32,
     pub n: u32,
     pub r: u32,
@@ -71,6 +83,8 @@ pub struct Faults {
     /// Tombstones are reaped while fallbacks hold data of their
     /// partitions (the resurrection `rill-node`'s reap rule prevents).
     pub reap_despite_fallbacks: bool,
+    /// A handoff receiver acknowledges batches without storing them.
+    pub handoff_stores_nothing: bool,
 }
 
 impl ClusterConfig {
@@ -78,6 +92,7 @@ impl ClusterConfig {
         ClusterConfig {
             seed,
             nodes: 5,
+            members: 4,
             ring_size: 16,
             n: 3,
             r: 2,
@@ -96,7 +111,18 @@ impl ClusterConfig {
 
 struct Node {
     up: bool,
+    /// In the cluster: a member at the start, or a node that asked to
+    /// join since.
+    joined: bool,
+    /// Removed from the cluster (it left): stopped for good.
+    removed: bool,
     vnodes: StandaloneVnodes,
+    /// The cluster as this node knows it.
+    state: ClusterState,
+    /// Changes an operator staged at this node.
+    staged: Staged,
+    /// `state`'s ring, as the node routes by it.
+    ring: Ring,
 }
 
 /// A replica of a preference list: node, partition, primary.
@@ -106,7 +132,6 @@ pub struct ClusterSim {
     cfg: ClusterConfig,
     rng: Rng,
     now: u64,
-    ring: Ring,
     nodes: Vec<Node>,
     /// Holds the vnodes' lease files (removed with the simulation).
     _dir: tempfile::TempDir,
@@ -154,10 +179,8 @@ pub(crate) fn bkey(key: &str) -> BKey {
 
 impl ClusterSim {
     pub fn new(cfg: ClusterConfig) -> ClusterSim {
-        let names: Vec<String> = (0..cfg.nodes).map(node_name).collect();
-        let owners = vec![names[0].clone(); cfg.ring_size as usize];
-        let c = rill_ring::claim(&owners, &names, cfg.n).expect("a claim");
-        let ring = Ring::new(c.owners).expect("a ring");
+        let formed = ring::formed(cfg.members, cfg.ring_size, cfg.n);
+        let ring = Ring::new(formed.owners().to_vec()).expect("a ring");
         let dir = scratch();
         let nodes = (0..cfg.nodes)
             .map(|i| {
@@ -169,9 +192,24 @@ impl ClusterSim {
                     id[4..].copy_from_slice(&p.to_be_bytes());
                     id
                 };
+                let joined = i < cfg.members;
+                let (state, ring) = if joined {
+                    (formed.clone(), ring.clone())
+                } else {
+                    // Not in the cluster yet: a cluster of its own.
+                    let me = node_name(i);
+                    let s = ClusterState::new("sim", &me, cfg.ring_size);
+                    let r = Ring::new(s.owners().to_vec()).expect("a ring");
+                    (s, r)
+                };
                 Node {
                     up: true,
+                    joined,
+                    removed: false,
                     vnodes: StandaloneVnodes::open(&d, cfg.ring_size, id, true, 0).expect("vnodes"),
+                    state,
+                    staged: Staged::default(),
+                    ring,
                 }
             })
             .collect();
@@ -180,7 +218,6 @@ impl ClusterSim {
             clients: client::Clients::default(),
             cfg,
             now: 0,
-            ring,
             nodes,
             _dir: dir,
             net: BTreeMap::new(),
@@ -222,18 +259,22 @@ impl ClusterSim {
             .expect("a node")
     }
 
-    fn owner(&self, partition: u32) -> usize {
-        self.index_of(self.ring.owner(rill_ring::Partition(partition)))
+    /// The node whose ring the check reads: a member (after the heal,
+    /// every member knows the same ring).
+    fn reference(&self) -> usize {
+        (0..self.nodes.len())
+            .find(|&x| self.in_cluster(x))
+            .expect("a member")
     }
 
     /// The preference list as node `c` sees the cluster.
     fn preflist(&self, c: usize, key: &str) -> Vec<Target> {
         let h = key_hash(b"", b"b", key.as_bytes());
-        self.ring
+        self.ring_of(c)
             .preflist(
                 &h,
                 self.cfg.n,
-                |n| self.reachable(c, self.index_of(n)),
+                |n| self.up_in_view(c, self.index_of(n)),
                 true,
             )
             .into_iter()
@@ -241,13 +282,14 @@ impl ClusterSim {
             .collect()
     }
 
-    /// The primaries of `key`.
+    /// The primaries of `key` in the settled ring.
     fn primaries(&self, key: &str) -> Vec<Target> {
         let h = key_hash(b"", b"b", key.as_bytes());
-        self.ring
+        let x = self.reference();
+        self.ring_of(x)
             .primaries(&h, self.cfg.n)
             .into_iter()
-            .map(|p| (self.owner(p.0), p.0, true))
+            .map(|p| (self.owner_in(x, p.0), p.0, true))
             .collect()
     }
 
@@ -262,19 +304,22 @@ impl ClusterSim {
     fn tick(&mut self) {
         self.step_time();
         let up: Vec<usize> = (0..self.nodes.len())
-            .filter(|&i| self.nodes[i].up)
+            .filter(|&i| self.nodes[i].up && self.in_cluster(i))
             .collect();
         let Some(&c) = self.rng.pick(&up) else {
             return;
         };
         let key = format!("k{}", self.rng.below(self.cfg.keys as u64));
-        match self.rng.below(100) {
+        match self.rng.below(120) {
             0..=34 => self.start_put(c, key, false),
             35..=59 => self.start_get(c, key),
             60..=67 => self.start_put(c, key, true),
             68..=75 => self.hand_off(c),
             76..=85 => self.start_exchange(c),
             86..=93 => self.stop_or_start(),
+            100..=114 => self.gossip(c),
+            115..=116 => self.join(c),
+            117..=119 => self.operate(c, true),
             _ => {
                 if self.side.take().is_some() {
                     self.log("healed".into());
@@ -293,16 +338,21 @@ impl ClusterSim {
         let x = self.rng.below(self.nodes.len() as u64) as usize;
         let up_count = self.nodes.iter().filter(|n| n.up).count();
         if self.nodes[x].up && up_count > 1 {
-            self.nodes[x].up = false;
-            // What it coordinated dies with it.
-            self.clients.node_stopped(x);
-            self.exchanges.retain(|_, e| e.node != x);
-            self.handoffs.node_stopped(x);
+            self.node_down(x);
             self.log(format!("{} stops", node_name(x)));
-        } else if !self.nodes[x].up {
+        } else if !self.nodes[x].up && !self.nodes[x].removed {
             self.nodes[x].up = true;
             self.log(format!("{} starts", node_name(x)));
         }
+    }
+
+    /// Node `x` stops: what it coordinated, exchanged or handed off dies
+    /// with it (its data and cluster state stay on its disk).
+    fn node_down(&mut self, x: usize) {
+        self.nodes[x].up = false;
+        self.clients.node_stopped(x);
+        self.exchanges.retain(|_, e| e.node != x);
+        self.handoffs.node_stopped(x);
     }
 
     /// Runs the ticks until nothing is in flight (bounded).
@@ -324,27 +374,22 @@ impl ClusterSim {
         for _ in 0..self.cfg.steps {
             self.tick();
         }
-        // Heal: every node up, no more losses; what is open ends.
+        // Heal: every node up (but those removed), no more losses; what is
+        // open ends.
         self.side = None;
         for n in &mut self.nodes {
-            n.up = true;
+            n.up = !n.removed;
         }
         self.cfg.drop_per_mille = 0;
         self.log("heal".into());
         self.quiesce();
         self.retry_unacknowledged();
-        // Handoff rounds, as a node runs one every second: a transfer
-        // that resumed after a cursor kept from an abandoned one sent only
-        // the keys after it; the next round sends the rest.
-        for _ in 0..10 {
-            if self.hinted_left() == 0 {
-                break;
-            }
-            for x in 0..self.nodes.len() {
-                self.hand_off(x);
-            }
-            self.quiesce();
-        }
+        // Gossip, the claimant's steps and handoff rounds, as nodes run
+        // them every second, until the ring settles and no node holds
+        // data it does not own: a transfer that resumed after a cursor
+        // kept from an abandoned one sent only the keys after it; the
+        // next round sends the rest.
+        let settled = self.settle_ring();
         self.log("anti-entropy only".into());
         let mut quiet = false;
         for _ in 0..self.cfg.max_settle_loops {
@@ -359,7 +404,7 @@ impl ClusterSim {
             "settled: {} writes acknowledged, {} exchanges, {} keys found by them, {} objects handed off, {} tombstones reaped",
             c.acked, c.exchanges, c.deltas, c.handed_off, c.reaps
         ));
-        check::check(self, quiet)
+        check::check(self, settled, quiet)
     }
 
     /// The objects `key`'s primaries hold.
@@ -379,24 +424,14 @@ impl ClusterSim {
         (0..self.cfg.keys).map(|k| format!("k{k}")).collect()
     }
 
-    /// Whether a node other than the owner holds data of any of
-    /// `partitions`.
-    fn held_elsewhere(&self, partitions: &[u32]) -> bool {
-        partitions.iter().any(|&p| {
-            let owner = self.owner(p);
-            self.nodes
-                .iter()
-                .enumerate()
-                .any(|(x, n)| x != owner && n.vnodes.keys(p).is_ok_and(|k| !k.is_empty()))
-        })
-    }
-
-    /// Objects held by vnodes of partitions their node does not own.
+    /// Objects held by vnodes of partitions their node does not own in
+    /// the settled ring (a node removed from the cluster owns nothing).
     pub(crate) fn hinted_left(&self) -> usize {
+        let r = self.reference();
         let mut left = 0;
         for (x, n) in self.nodes.iter().enumerate() {
             for p in 0..self.cfg.ring_size {
-                if self.owner(p) != x {
+                if self.owner_in(r, p) != x {
                     left += n.vnodes.keys(p).map_or(0, |k| k.len());
                 }
             }

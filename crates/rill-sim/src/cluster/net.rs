@@ -31,6 +31,8 @@ pub(super) enum Body {
     },
     /// A handoff message, as `rill-handoff`'s codec writes it.
     Handoff(Vec<u8>),
+    /// A node's cluster state, as `rill-cluster`'s codec writes it.
+    Gossip(Vec<u8>),
 }
 
 /// A message on its way; the queue orders them by (due tick, sequence).
@@ -67,7 +69,7 @@ fn through_wire(body: Body) -> Body {
             let (_, reply) = decode_reply(&bytes).expect("a reply decodes");
             Body::Reply { tag, reply }
         }
-        Body::Handoff(bytes) => Body::Handoff(bytes),
+        body @ (Body::Handoff(_) | Body::Gossip(_)) => body,
     }
 }
 
@@ -134,6 +136,7 @@ impl ClusterSim {
                 }
                 Body::Reply { tag, reply } => self.replied(env.to, tag, reply),
                 Body::Handoff(bytes) => self.handoff_in(env.to, &bytes),
+                Body::Gossip(bytes) => self.gossip_in(env.to, env.from, &bytes),
             }
         }
     }
