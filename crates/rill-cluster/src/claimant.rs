@@ -110,14 +110,13 @@ pub(crate) fn advance(
     // Commits on two sides of a partition (two claimants) may each have
     // made members leave until every member is leaving, which neither
     // could stage alone (`StageError::LastMember`): then no one would own
-    // the ring. The claimant stays instead.
+    // the ring. The claimant stays instead. (A down member counts as
+    // staying: it keeps what it owns until it returns or is removed.)
     let stays = !state
-        .with_status(|s| matches!(s, Status::Valid | Status::Joining))
+        .with_status(|s| matches!(s, Status::Valid | Status::Joining | Status::Down))
         .is_empty();
     if !stays && state.status(me) == Some(Status::Leaving) {
-        state
-            .set_status(me, me, Status::Valid)
-            .expect("a leaving member may become valid");
+        state.stay(me);
         out.stayed = true;
     }
     let mut ring = state.ring().clone();
@@ -185,8 +184,11 @@ pub(crate) fn advance(
     // partitions it does not own: a write that took it for a fallback
     // before every node knew it was exiting goes home first (the cluster
     // simulation's seed 19 saw such a write stranded on a removed node).
+    // One that cannot be reached (stopped by its operator) is removed
+    // anyway: waiting would keep it a member, and every reap waiting,
+    // for ever.
     for n in state.with_status(|s| s == Status::Exiting) {
-        if n != me && !cx.holding.contains(&n) {
+        if n != me && (!cx.holding.contains(&n) || cx.unreachable.contains(&n)) {
             out.removed.push(n);
         }
     }

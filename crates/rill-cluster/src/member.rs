@@ -76,10 +76,10 @@ impl Status {
             (Valid, Leaving | Invalid | Down) => true,
             // A leaving node that cannot be reached stays leaving (marking
             // it down and its return would undo the operator's leave);
-            // force-remove is the way to give up on it. A leave is undone
-            // only by the claimant, when every member is leaving (see
-            // `claimant::step`).
-            (Leaving, Exiting | Invalid | Valid) => true,
+            // force-remove is the way to give up on it. (The claimant alone
+            // may undo its own leave, when every member is leaving:
+            // `claimant::step`, not a transition anyone may ask for.)
+            (Leaving, Exiting | Invalid) => true,
             (Exiting, Invalid) => true,
             (Down, Valid | Leaving | Invalid) => true,
             (Invalid, Joining) => true,
@@ -151,7 +151,6 @@ mod tests {
             (Valid, Down),
             (Leaving, Exiting),
             (Leaving, Invalid),
-            (Leaving, Valid),
             (Exiting, Invalid),
             (Down, Valid),
             (Down, Leaving),

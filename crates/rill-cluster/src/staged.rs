@@ -119,7 +119,7 @@ fn no_one_left(state: &ClusterState, changes: &[(String, Change)]) -> Result<(),
             .any(|(m, c)| m == n && !matches!(c, Change::Join))
     };
     let stays = state
-        .with_status(|s| matches!(s, Status::Valid | Status::Joining))
+        .with_status(|s| matches!(s, Status::Valid | Status::Joining | Status::Down))
         .into_iter()
         .any(|m| !going(&m));
     match changes

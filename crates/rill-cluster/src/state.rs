@@ -272,6 +272,22 @@ impl ClusterState {
             .filter(|a| !a.is_empty())
     }
 
+    /// The claimant `me`, leaving, stays: its status is valid again (the
+    /// one way back from leaving, for the claimant's step alone).
+    pub(crate) fn stay(&mut self, me: &str) {
+        if let Some(m) = self.members.get(me).filter(|m| m.status == Status::Leaving) {
+            let version = m.version + 1;
+            self.members.insert(
+                me.to_string(),
+                Member {
+                    status: Status::Valid,
+                    version,
+                    writer: me.to_string(),
+                },
+            );
+        }
+    }
+
     /// `actor` sets `node`'s status. A node not yet known may only join.
     pub fn set_status(&mut self, actor: &str, node: &str, to: Status) -> Result<(), StateError> {
         let from = self.members.get(node).map(|m| m.status);

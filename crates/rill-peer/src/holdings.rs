@@ -12,16 +12,21 @@ use std::collections::BTreeSet;
 use std::time::Instant;
 
 impl Peer {
-    /// Looks at which partitions this node holds data of, owned or not,
-    /// and keeps it as this node's report; returns those it does not own
-    /// in `owners` (the handoff round, on a thread that may block: a
-    /// vnode not found empty is looked at).
+    /// Looks at which partitions this node holds data of, and keeps it as
+    /// this node's report; returns those it does not own in `owners` (the
+    /// handoff round, on a thread that may block: a vnode not found empty
+    /// is looked at). The partitions it owns are listed without a look:
+    /// a reader that takes another node for their owner waits for this
+    /// node's ring to say so too, and its next look.
     pub(crate) fn look_at_holdings(&self, owners: &[String]) -> BTreeSet<u32> {
         let looked_ms = self.now();
         let report = Report {
             partitions: (0..owners.len() as u32)
-                // A failed look counts as holding: a reap waits.
-                .filter(|p| self.node.vnodes().holds_data(*p).unwrap_or(true))
+                .filter(|p| {
+                    owners[*p as usize] == self.me
+                        // A failed look counts as holding: a reap waits.
+                        || self.node.vnodes().holds_data(*p).unwrap_or(true)
+                })
                 .collect(),
             looked_ms,
         };

@@ -7,6 +7,8 @@
 
 pub(crate) mod aae;
 pub(crate) mod head;
+#[cfg(test)]
+mod holds_test;
 pub(crate) mod identity;
 pub mod lease;
 pub mod msg;
@@ -331,9 +333,12 @@ impl Vnode {
             return Ok(false);
         }
         // Cleared before the look: a write meanwhile sets it again after
-        // it stored, so it is never lost.
+        // it stored, so it is never lost. A look that fails sets it again:
+        // the next ask looks instead of answering "empty".
         self.may_hold.store(false, Ordering::SeqCst);
-        let holds = self.backend().holds_objects()?;
+        let holds = self.backend().holds_objects().inspect_err(|_| {
+            self.may_hold.store(true, Ordering::SeqCst);
+        })?;
         if holds {
             self.may_hold.store(true, Ordering::SeqCst);
         }

@@ -67,7 +67,7 @@ impl Peer {
     /// Removes the cursors no transfer will use: an ownership transfer's
     /// once the ring no longer has it pending, a hinted transfer's once
     /// its sender is no member or reports holding nothing of the
-    /// partition, and files a crash left half written. A running
+    /// partition without owning it, and files a crash left half written. A running
     /// receiver's cursor stays.
     pub(super) fn clean_cursors(&self) {
         let dir = self.node.config().data_dir.join("meta").join("handoff");
@@ -89,7 +89,7 @@ impl Peer {
                 && inner
                     .holdings
                     .get(&t.from)
-                    .is_none_or(|r| r.partitions.contains(&t.partition))
+                    .is_none_or(|r| r.not_owned(&t.from, s.owners()).any(|p| p == t.partition))
         };
         for e in entries.flatten() {
             let name = e.file_name().to_string_lossy().into_owned();

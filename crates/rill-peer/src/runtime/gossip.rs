@@ -28,6 +28,9 @@ impl Peer {
             if step.became_claimant {
                 tracing::warn!(node = %self.me, "this node is the claimant now (the last one was unreachable or gone)");
             }
+            if step.stayed {
+                tracing::warn!(node = %self.me, "every member was leaving (changes committed on two sides of a partition): this node, the claimant, stays a member; stage its leave again once another member stays");
+            }
             let saw = inner.state.see(&self.me);
             if !step.changed() && !saw {
                 break;

@@ -94,11 +94,11 @@ pub(crate) struct Inner {
     pub detector: Detector,
     rng: u64,
     pub addrs: HashMap<String, SocketAddr>,
-    /// What each node (this one too) last said it holds of partitions it
-    /// does not own (`holdings`).
+    /// The partitions each node (this one too) last said it holds data of
+    /// (`holdings`; which it does not own, this node's ring says).
     pub holdings: std::collections::BTreeMap<String, rill_handoff::holdings::Report>,
     /// The claimant's context at its last step: a change of it (the
-    /// claimant silent too long, a leaving node's holdings gone) runs the
+    /// claimant silent too long, a member's holdings gone) runs the
     /// step again.
     pub last_cx: rill_cluster::Context,
     /// The owners of the ring as this node last saw them, and when each
