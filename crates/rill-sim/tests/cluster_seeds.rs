@@ -76,6 +76,7 @@ fn fallbacks_that_drop_hinted_data_lose_writes() {
         |f| f.drop_hinted_data = true,
         |v| matches!(v, ClusterViolation::AckedLost { .. }),
     );
+    eprintln!("first seed caught: {caught:?}");
     assert!(caught.is_some(), "no seed of 200 lost a write");
 }
 
@@ -86,11 +87,11 @@ fn fallbacks_that_drop_hinted_data_lose_writes() {
 #[test]
 fn a_reap_while_fallbacks_hold_data_brings_values_back() {
     let caught = first_caught(
-        400,
+        1000,
         |f| f.reap_despite_fallbacks = true,
         |v| matches!(v, ClusterViolation::CameBack { .. }),
     );
-    let seed = caught.expect("no seed of 400 brought a value back");
+    let seed = caught.expect("no seed of 1000 brought a value back");
     eprintln!("seed {seed} brings a value back without the reap rule");
     run(seed).1.unwrap();
 }
@@ -105,5 +106,6 @@ fn a_receiver_that_acknowledges_without_storing_loses_writes() {
         |f| f.handoff_stores_nothing = true,
         |v| matches!(v, ClusterViolation::AckedLost { .. }),
     );
+    eprintln!("first seed caught: {caught:?}");
     assert!(caught.is_some(), "no seed of 100 lost a write");
 }

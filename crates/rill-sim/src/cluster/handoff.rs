@@ -93,7 +93,8 @@ impl ClusterSim {
     /// One handoff round of node `x`, as its planner says: what a switch
     /// made safe to remove goes, and the transfers due start.
     pub(super) fn hand_off(&mut self, x: usize) {
-        if !self.in_cluster(x) || !self.nodes[x].up {
+        // A node removed from the cluster hands off what it holds too.
+        if !self.nodes[x].joined || !self.nodes[x].up {
             return;
         }
         let name = node_name(x);

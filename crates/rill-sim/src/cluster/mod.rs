@@ -114,7 +114,8 @@ struct Node {
     /// In the cluster: a member at the start, or a node that asked to
     /// join since.
     joined: bool,
-    /// Removed from the cluster (it left): stopped for good.
+    /// Removed from the cluster (it left): it serves no client, but
+    /// hands off what it holds.
     removed: bool,
     vnodes: StandaloneVnodes,
     /// The cluster as this node knows it.
@@ -314,10 +315,27 @@ impl ClusterSim {
             0..=34 => self.start_put(c, key, false),
             35..=59 => self.start_get(c, key),
             60..=67 => self.start_put(c, key, true),
-            68..=75 => self.hand_off(c),
+            68..=75 => {
+                // Any node that ever joined runs handoff rounds, one that
+                // was removed too.
+                let joined: Vec<usize> = (0..self.nodes.len())
+                    .filter(|&i| self.nodes[i].up && self.nodes[i].joined)
+                    .collect();
+                if let Some(&x) = self.rng.pick(&joined) {
+                    self.hand_off(x);
+                }
+            }
             76..=85 => self.start_exchange(c),
             86..=93 => self.stop_or_start(),
-            100..=114 => self.gossip(c),
+            100..=114 => {
+                // A node removed from the cluster gossips too.
+                let joined: Vec<usize> = (0..self.nodes.len())
+                    .filter(|&i| self.nodes[i].up && self.nodes[i].joined)
+                    .collect();
+                if let Some(&x) = self.rng.pick(&joined) {
+                    self.gossip(x);
+                }
+            }
             115..=116 => self.join(c),
             117..=119 => self.operate(c, true),
             _ => {
@@ -340,7 +358,7 @@ impl ClusterSim {
         if self.nodes[x].up && up_count > 1 {
             self.node_down(x);
             self.log(format!("{} stops", node_name(x)));
-        } else if !self.nodes[x].up && !self.nodes[x].removed {
+        } else if !self.nodes[x].up {
             self.nodes[x].up = true;
             self.log(format!("{} starts", node_name(x)));
         }
@@ -374,11 +392,10 @@ impl ClusterSim {
         for _ in 0..self.cfg.steps {
             self.tick();
         }
-        // Heal: every node up (but those removed), no more losses; what is
-        // open ends.
+        // Heal: every node up, no more losses; what is open ends.
         self.side = None;
         for n in &mut self.nodes {
-            n.up = !n.removed;
+            n.up = true;
         }
         self.cfg.drop_per_mille = 0;
         self.log("heal".into());

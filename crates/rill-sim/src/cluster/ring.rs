@@ -6,7 +6,8 @@
 //! requests by the ring they know, stale or not. The partitions a commit
 //! moves are handed over by the handoff planner (`handoff`), marked done
 //! in the sender's state, and switch owner at the claimant's next step. A
-//! node removed from the cluster stops, as a Riak node does.
+//! node removed from the cluster serves no client and takes no part in
+//! changes, but goes on handing off what it holds, as `rill-peer` does.
 //!
 //! What the node's runtime learns from its failure detector and the
 //! holdings reports (which members it cannot reach, which leaving members
@@ -150,9 +151,15 @@ impl ClusterSim {
         if self.nodes[x].state.status(&node_name(x)) == Some(Status::Invalid)
             && !self.nodes[x].removed
         {
+            // As `rill-peer` does: it serves no client and takes part in no
+            // change, but goes on handing off what it holds.
             self.nodes[x].removed = true;
-            self.log(format!("{} removed from the cluster, stops", node_name(x)));
-            self.node_down(x);
+            self.log(format!(
+                "{} removed from the cluster; it hands off what it holds",
+                node_name(x)
+            ));
+            self.clients.node_stopped(x);
+            self.exchanges.retain(|_, e| e.node != x);
         }
     }
 
@@ -202,17 +209,16 @@ impl ClusterSim {
     }
 
     /// A state arrives at node `at` from `from`: merged, seen, stepped;
-    /// a sender that lacks something gets this node's state back.
+    /// a sender that lacks something gets this node's state back (a node
+    /// removed from the cluster, which goes on gossiping to the members
+    /// it knows, learns the ring its data goes to so).
     pub(super) fn gossip_in(&mut self, at: usize, from: usize, bytes: &[u8]) {
-        if !self.in_cluster(at) {
+        if !self.nodes[at].joined {
             return;
         }
         let theirs = codec::decode(bytes).expect("the codec reads what it wrote");
         if let Ok(true) = self.nodes[at].state.merge(&theirs) {
             self.state_changed(at);
-        }
-        if self.nodes[at].removed {
-            return;
         }
         self.claimant_step(at);
         if self.nodes[at].state != theirs {
@@ -330,19 +336,20 @@ impl ClusterSim {
             let members: Vec<usize> = (0..self.nodes.len())
                 .filter(|&x| self.in_cluster(x))
                 .collect();
-            for &x in &members {
+            let joined: Vec<usize> = (0..self.nodes.len())
+                .filter(|&x| self.nodes[x].joined)
+                .collect();
+            for &x in &joined {
                 self.claimant_step(x);
                 for &y in &members {
-                    if x != y && self.in_cluster(x) {
+                    if x != y && self.nodes[x].joined {
                         self.gossip_to(x, y);
                     }
                 }
                 self.quiesce();
             }
-            for &x in &members {
-                if self.in_cluster(x) {
-                    self.hand_off(x);
-                }
+            for x in 0..self.nodes.len() {
+                self.hand_off(x);
             }
             self.quiesce();
             // Joins asked for are committed (an operator's plan and
