@@ -316,23 +316,14 @@ impl ClusterSim {
             35..=59 => self.start_get(c, key),
             60..=67 => self.start_put(c, key, true),
             68..=75 => {
-                // Any node that ever joined runs handoff rounds, one that
-                // was removed too.
-                let joined: Vec<usize> = (0..self.nodes.len())
-                    .filter(|&i| self.nodes[i].up && self.nodes[i].joined)
-                    .collect();
-                if let Some(&x) = self.rng.pick(&joined) {
+                if let Some(x) = self.pick_joined() {
                     self.hand_off(x);
                 }
             }
             76..=85 => self.start_exchange(c),
             86..=93 => self.stop_or_start(),
             100..=114 => {
-                // A node removed from the cluster gossips too.
-                let joined: Vec<usize> = (0..self.nodes.len())
-                    .filter(|&i| self.nodes[i].up && self.nodes[i].joined)
-                    .collect();
-                if let Some(&x) = self.rng.pick(&joined) {
+                if let Some(x) = self.pick_joined() {
                     self.gossip(x);
                 }
             }
@@ -350,6 +341,15 @@ impl ClusterSim {
                 }
             }
         }
+    }
+
+    /// A running node that ever joined, at random: handoff rounds and
+    /// gossip run on every such node, one removed from the cluster too.
+    fn pick_joined(&mut self) -> Option<usize> {
+        let joined: Vec<usize> = (0..self.nodes.len())
+            .filter(|&i| self.nodes[i].up && self.nodes[i].joined)
+            .collect();
+        self.rng.pick(&joined).copied()
     }
 
     fn stop_or_start(&mut self) {
