@@ -15,6 +15,9 @@ const TO_SENDER: u8 = 1;
 pub enum HandoffMsg {
     ToReceiver(TransferId, ToReceiver),
     ToSender(TransferId, ToSender),
+    /// The receiver-to-be asks the node named in the transfer to send it
+    /// (a repair, `crate::repair`).
+    Ask(TransferId),
 }
 
 #[derive(Debug, thiserror::Error, PartialEq, Eq)]
@@ -51,7 +54,7 @@ impl HandoffMsg {
                 out.push(TO_RECEIVER);
                 t
             }
-            HandoffMsg::ToSender(t, _) => {
+            HandoffMsg::ToSender(t, _) | HandoffMsg::Ask(t) => {
                 out.push(TO_SENDER);
                 t
             }
@@ -113,6 +116,7 @@ impl HandoffMsg {
                     u64b(&mut out, *session);
                 }
             },
+            HandoffMsg::Ask(_) => out.push(4),
         }
         out
     }
@@ -193,6 +197,7 @@ impl HandoffMsg {
                 HandoffMsg::ToSender(transfer, ToSender::Ack { session, seq })
             }
             (TO_SENDER, 3) => HandoffMsg::ToSender(transfer, ToSender::Done { session: r.u64()? }),
+            (TO_SENDER, 4) => HandoffMsg::Ask(transfer),
             _ => return Err(CodecError::Malformed("an unknown direction or kind")),
         };
         if !r.0.is_empty() {
@@ -289,6 +294,10 @@ mod tests {
             ),
             HandoffMsg::ToSender(t.clone(), ToSender::Ack { session: 1, seq: 4 }),
             HandoffMsg::ToSender(t.clone(), ToSender::Done { session: 1 }),
+            HandoffMsg::Ask(TransferId {
+                id: crate::repair::REPAIR_ID | 4,
+                ..t.clone()
+            }),
         ];
         for m in &all {
             let b = m.encode();

@@ -25,6 +25,7 @@ pub mod codec;
 pub mod holdings;
 pub mod plan;
 pub mod receiver;
+pub mod repair;
 pub mod sender;
 pub mod slots;
 

@@ -36,6 +36,11 @@ pub enum Kind {
     Ownership(Transfer),
     /// Held here without being owned; it goes to its owner.
     Hinted,
+    /// An operator's repair: this node's copies of the keys that partition
+    /// `target` (the transfer's partition) is a replica of, read from its
+    /// vnode of partition `source`, go to the owner of `target`
+    /// ([`crate::repair`]). Nothing is removed afterwards.
+    Repair { source: u32 },
 }
 
 impl Kind {
@@ -46,6 +51,7 @@ impl Kind {
         match self {
             Kind::Ownership(t) => t.id,
             Kind::Hinted => 0,
+            Kind::Repair { source } => crate::repair::REPAIR_ID | u64::from(*source),
         }
     }
 }
@@ -161,6 +167,8 @@ pub enum AfterSent {
     MarkDone(Transfer),
     /// Remove what was sent and is unchanged (hinted handoff).
     DropSent,
+    /// Keep everything (a repair copies).
+    Keep,
 }
 
 /// What follows a sender's `Done` for a transfer of `kind` after
@@ -170,6 +178,7 @@ pub fn after_sent(kind: Kind, topups: u32) -> AfterSent {
         Kind::Ownership(t) if topups < MAX_TOPUPS => AfterSent::ListUnsent(t),
         Kind::Ownership(t) => AfterSent::MarkDone(t),
         Kind::Hinted => AfterSent::DropSent,
+        Kind::Repair { .. } => AfterSent::Keep,
     }
 }
 

@@ -118,7 +118,13 @@ impl Buckets {
     /// The n_val of a stored key's bucket (`bucket_type` as a vnode
     /// stores it: empty for the default type); 3 when unset or when the
     /// type is gone.
-    pub(crate) fn n_val_of(&self, bucket_type: &[u8], bucket: &[u8]) -> u32 {
+    /// Every n_val a key may be stored with now (sorted).
+    pub fn n_vals_in_use(&self) -> Vec<u32> {
+        self.registry().n_vals_in_use()
+    }
+
+    /// The n_val of a bucket's keys (3 where nothing says otherwise).
+    pub fn n_val_of(&self, bucket_type: &[u8], bucket: &[u8]) -> u32 {
         let t = std::str::from_utf8(bucket_type).unwrap_or("");
         self.registry()
             .bucket_prop(t, bucket, "n_val")

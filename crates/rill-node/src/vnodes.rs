@@ -139,10 +139,22 @@ impl Vnodes {
     /// Every key the vnode of `partition` holds, sorted by their wire
     /// encoding (`wire::encode_key`), the order handoff cursors follow.
     pub fn handoff_keys(&self, partition: u32) -> Result<Vec<(Vec<u8>, BKey)>, KvError> {
+        self.handoff_keys_where(partition, |_| true)
+    }
+
+    /// The keys of `partition`'s vnode that `keep` keeps, sorted as
+    /// [`Vnodes::handoff_keys`] sorts them (a repair sends those its
+    /// target is a replica of).
+    pub fn handoff_keys_where(
+        &self,
+        partition: u32,
+        keep: impl Fn(&BKey) -> bool,
+    ) -> Result<Vec<(Vec<u8>, BKey)>, KvError> {
         let mut keys: Vec<(Vec<u8>, BKey)> = self
             .of(partition)?
             .all_keys()?
             .into_iter()
+            .filter(|k| keep(k))
             .map(|k| (crate::wire::encode_key(&k), k))
             .collect();
         keys.sort_by(|a, b| a.0.cmp(&b.0));

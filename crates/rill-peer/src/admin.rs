@@ -25,13 +25,13 @@ pub struct AdminAnswer {
 }
 
 impl AdminAnswer {
-    fn ok(text: impl Into<String>) -> AdminAnswer {
+    pub(crate) fn ok(text: impl Into<String>) -> AdminAnswer {
         AdminAnswer {
             ok: true,
             text: text.into(),
         }
     }
-    fn failed(text: impl Into<String>) -> AdminAnswer {
+    pub(crate) fn failed(text: impl Into<String>) -> AdminAnswer {
         AdminAnswer {
             ok: false,
             text: text.into(),
@@ -85,6 +85,7 @@ impl Peer {
         let request = &v.to_string();
         match v["op"].as_str().unwrap_or_default() {
             "join" => self.join(v["target"].as_str().unwrap_or_default()).await,
+            "repair-partition" | "repair-node" => self.repair_admin(&v),
             "member-status" | "status" | "ring-status" | "transfers" | "down"
             | "transfer-limit" => AdminAnswer::from_json(&self.admin_here(request)),
             _ => {

@@ -159,6 +159,12 @@ enum AdminCommand {
     /// Set how many handoffs may leave this node at once (Riak's
     /// transfer_limit; default 2).
     TransferLimit { limit: u64 },
+    /// Rebuild one partition this node owns from its neighbours on the
+    /// ring (PARTITION: its number, or its index as ring-status prints
+    /// it); progress in `transfers`.
+    RepairPartition { partition: String },
+    /// Rebuild every partition this node owns from its neighbours.
+    RepairNode,
     /// Active anti-entropy, as Riak 3.4's: treestatus [--format
     /// table|json] | rebuild-now | exchangetick|rebuildtick|maxresults|
     /// rangeboost|repairloops [VALUE] (show, or set while the node runs).
@@ -317,6 +323,13 @@ fn main() -> Result<()> {
                     addr,
                     serde_json::json!({"op": "transfer-limit", "limit": limit}),
                 ),
+                AdminCommand::RepairPartition { partition } => admin::cluster_op(
+                    addr,
+                    serde_json::json!({"op": "repair-partition", "partition": partition}),
+                ),
+                AdminCommand::RepairNode => {
+                    admin::cluster_op(addr, serde_json::json!({"op": "repair-node"}))
+                }
                 AdminCommand::Tictacaae { args } => admin::tictacaae(addr, args),
                 AdminCommand::Down { node } => {
                     admin::cluster_op(addr, serde_json::json!({"op": "down", "node": node}))

@@ -11,16 +11,28 @@ impl Peer {
         let h = self.handoffs();
         let mut out = String::new();
         for (t, o) in &h.out {
-            let kind = match o.kind {
-                Kind::Ownership(_) => "ownership",
-                Kind::Hinted => "hinted",
+            let what = match o.kind {
+                Kind::Ownership(_) => format!("ownership handoff of partition {}", t.partition),
+                Kind::Hinted => format!("hinted handoff of partition {}", t.partition),
+                Kind::Repair { source } => {
+                    format!(
+                        "repair of partition {} from partition {source}",
+                        t.partition
+                    )
+                }
             };
             out.push_str(&format!(
-                "  {kind} handoff of partition {} to '{}': {} of {} keys sent\n",
-                t.partition,
+                "  {what} to '{}': {} of {} keys sent\n",
                 o.to,
                 o.sender.items_sent,
                 o.keys.len()
+            ));
+        }
+        for (t, to) in &h.repairs {
+            let source = rill_handoff::repair::source_of(t.id).unwrap_or(t.partition);
+            out.push_str(&format!(
+                "  repair of partition {} from partition {source} to '{to}': waiting for a transfer slot\n",
+                t.partition
             ));
         }
         for t in h.incoming.keys() {
@@ -34,9 +46,13 @@ impl Peer {
 
     /// Cluster and handoff figures for `/stats`.
     pub fn stats(&self) -> Vec<(&'static str, u64)> {
-        let (outbound, inbound) = {
+        let (outbound, inbound, repairs_waiting) = {
             let h = self.handoffs();
-            (h.out.len() as u64, h.incoming.len() as u64)
+            (
+                h.out.len() as u64,
+                h.incoming.len() as u64,
+                h.repairs.len() as u64,
+            )
         };
         let (members, unreachable, pending) = {
             let inner = self.lock();
@@ -56,6 +72,7 @@ impl Peer {
             ("ring_pending_transfers", pending),
             ("handoffs_outbound", outbound),
             ("handoffs_inbound", inbound),
+            ("handoff_repairs_waiting", repairs_waiting),
             (
                 "handoff_items_sent_total",
                 st.items_sent.load(Ordering::Relaxed),

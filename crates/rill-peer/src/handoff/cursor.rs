@@ -64,7 +64,9 @@ impl Peer {
 }
 
 impl Peer {
-    /// Removes the cursors no transfer will use: an ownership transfer's
+    /// Removes the cursors no transfer will use: a repair's once no
+    /// receiver of it runs (a repair broken off by a restart starts
+    /// again), an ownership transfer's
     /// once the ring no longer has it pending, a hinted transfer's once
     /// its sender is no member or reports holding nothing of the
     /// partition without owning it, and files a crash left half written. A running
@@ -80,6 +82,9 @@ impl Peer {
             }
             let inner = self.lock();
             let s = &inner.state;
+            if rill_handoff::repair::source_of(t.id).is_some() {
+                return false;
+            }
             if t.id != 0 {
                 return s.ring().next.iter().any(|p| {
                     p.partition == t.partition && p.id == t.id && p.from == t.from && !s.is_done(p)

@@ -17,20 +17,29 @@
 //!   cursor when either side restarted (keys before the cursor that this
 //!   run did not send stay here, and go in the next pass).
 //!
+//! - **Repair**: an operator's `repair-partition` or `repair-node` on the
+//!   owner of a partition asks the owners of its neighbours to send what
+//!   they hold of its keys (`rill_handoff::repair`); each such transfer
+//!   waits here for a slot, reads the neighbour's vnode, and keeps the
+//!   data. A repair is not resumed after its sender restarts (run it
+//!   again), as Riak's is not.
+//!
 //! Before anything is removed the vnode retires its epochs (durably), so
 //! it never continues an old count. At most `transfer_limit` transfers
-//! leave this node at once.
+//! leave this node at once, repairs included.
 //!
 //! The parts: `round` (each round of the handoff loop: what starts, what
 //! a switch made safe to remove), `send` (a sender: reading batches,
 //! top-up passes, completion), `receive` (messages from peers, and a
 //! receiver storing batches), `cursor` (where a receiver keeps its
-//! place, and the removal of cursors no transfer will use) and `admin`
-//! (what an operator reads and sets).
+//! place, and the removal of cursors no transfer will use), `repair`
+//! (asking for a repair, and taking asks) and `admin` (what an operator
+//! reads and sets).
 
 mod admin;
 mod cursor;
 mod receive;
+mod repair;
 mod round;
 mod send;
 
@@ -53,15 +62,24 @@ struct Out {
     sender: Sender,
     to: String,
     kind: Kind,
+    /// The partition read: the transfer's, or a repair's source.
+    source: u32,
     /// The partition's keys when the transfer began, in cursor order.
     keys: Arc<Vec<(Vec<u8>, Key)>>,
-    /// Each key read, with the clock it was read with (the latest read).
+    /// Each key read, with the clock it was read with (the latest read;
+    /// not kept for a repair, which removes nothing).
     sent: BTreeMap<Vec<u8>, (Key, VClock)>,
     /// Which sender this is: a read that completes after the transfer was
     /// restarted belongs to the old one and is dropped.
     gen: u64,
     /// Passes that sent keys the first pass's snapshot did not have.
     topups: u32,
+}
+
+impl Out {
+    fn is_repair(&self) -> bool {
+        matches!(self.kind, Kind::Repair { .. })
+    }
 }
 
 struct In {
@@ -91,6 +109,9 @@ pub(crate) struct Handoffs {
     incoming: HashMap<TransferId, In>,
     /// Ownership transfers done: what to remove once the owner changed.
     retained: BTreeMap<u32, (Transfer, Vec<(Key, VClock)>)>,
+    /// Repairs other nodes asked of this one, waiting for a slot, with
+    /// the node each goes to (at most [`MAX_REPAIRS_WAITING`]).
+    repairs: BTreeMap<TransferId, String>,
     last_hinted_scan: u64,
     next_gen: u64,
 }
@@ -102,11 +123,17 @@ impl Handoffs {
             out: HashMap::new(),
             incoming: HashMap::new(),
             retained: BTreeMap::new(),
+            repairs: BTreeMap::new(),
             last_hinted_scan: 0,
             next_gen: 1,
         }
     }
 }
+
+/// Repairs asked of a node and waiting for a slot, at most: a repair of
+/// every partition of the largest ring, from both sides. Asks beyond it
+/// are refused (logged); the operator asks again.
+const MAX_REPAIRS_WAITING: usize = 2 * rill_ring::MAX_RING_SIZE as usize;
 
 /// Handoff settings.
 #[derive(Clone, Debug)]

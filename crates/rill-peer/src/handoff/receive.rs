@@ -55,6 +55,7 @@ impl Peer {
                 };
                 self.drive_in(&tid, effects);
             }
+            HandoffMsg::Ask(tid) => self.repair_asked(from, tid),
             HandoffMsg::ToSender(tid, m) => {
                 let effects = match self.handoffs().out.get_mut(&tid) {
                     Some(o) => o.sender.receive(m, now),

@@ -1,6 +1,6 @@
 //! One round of the handoff loop, planned by `rill_handoff::plan`: which
 //! transfers start (ownership transfers of the ring, hinted handoff of
-//! partitions held but not owned), what an owner's switch made safe to
+//! partitions held but not owned, then repairs asked), what an owner's switch made safe to
 //! remove, and the machines' ticks.
 
 use super::Key;
@@ -42,7 +42,12 @@ impl Peer {
             let h = self.handoffs();
             Local {
                 holding: scan.then_some(holding),
-                sending: h.out.keys().map(|t| t.partition).collect(),
+                sending: h
+                    .out
+                    .iter()
+                    .filter(|(_, o)| !o.is_repair())
+                    .map(|(t, _)| t.partition)
+                    .collect(),
                 receiving: h.incoming.keys().map(|t| t.partition).collect(),
                 retained: h
                     .retained
@@ -77,6 +82,8 @@ impl Peer {
         for s in plan.start {
             self.start_out(s.partition, s.kind, s.to, now);
         }
+        // Repairs an operator asked for take the slots left.
+        self.start_repairs(now);
         // Time for the machines.
         let mut sender_effects = Vec::new();
         let mut receiver_effects = Vec::new();

@@ -14,12 +14,22 @@ use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
 impl Peer {
-    pub(super) fn start_out(self: &Arc<Self>, partition: u32, kind: Kind, to: String, now: u64) {
-        self.start_out_with(partition, kind, to, now, None, BTreeMap::new(), 0);
+    /// Starts a transfer of `partition` of `kind` to `to`. `false`: no
+    /// slot was free (a sender of it running already counts as started).
+    pub(super) fn start_out(
+        self: &Arc<Self>,
+        partition: u32,
+        kind: Kind,
+        to: String,
+        now: u64,
+    ) -> bool {
+        self.start_out_with(partition, kind, to, now, None, BTreeMap::new(), 0)
     }
 
     /// Starts a sender of `partition` over `keys` (all the partition's
-    /// when `None`), carrying what earlier passes sent.
+    /// when `None`; for a repair, those of its source that the partition
+    /// is a replica of), carrying what earlier passes sent. `false`: no
+    /// slot was free.
     #[allow(clippy::too_many_arguments)]
     fn start_out_with(
         self: &Arc<Self>,
@@ -30,36 +40,48 @@ impl Peer {
         keys: Option<Vec<(Vec<u8>, Key)>>,
         sent: BTreeMap<Vec<u8>, (Key, VClock)>,
         topups: u32,
-    ) {
-        let id = {
-            let h = self.handoffs();
-            let running = h.out.iter().any(|(t, _)| t.partition == partition);
-            if running {
-                return;
-            }
-            kind.id()
-        };
+    ) -> bool {
         let tid = TransferId {
             partition,
-            id,
+            id: kind.id(),
             from: self.me.clone(),
         };
+        let source = match kind {
+            Kind::Repair { source } => source,
+            _ => partition,
+        };
+        {
+            // One transfer of a partition at a time; a repair of it (this
+            // node sends a neighbour's copies) runs beside the others.
+            let h = self.handoffs();
+            let running = match kind {
+                Kind::Repair { .. } => h.out.contains_key(&tid),
+                _ => h
+                    .out
+                    .iter()
+                    .any(|(t, o)| t.partition == partition && !o.is_repair()),
+            };
+            if running {
+                return true;
+            }
+        }
         if !self.handoffs().slots.try_acquire(&tid, now) {
-            return;
+            return false;
         }
         let listed = match keys {
             Some(k) => Ok(k),
+            None if source != partition => self.repair_keys(source, partition),
             None => self.node.vnodes().handoff_keys(partition),
         };
         let keys = match listed {
             Ok(k) => Arc::new(k),
             Err(e) => {
-                tracing::warn!(partition, error = %e, "cannot list a partition for handoff");
+                tracing::warn!(partition, source, error = %e, "cannot list a partition for handoff");
                 self.handoffs().slots.release(&tid);
-                return;
+                return true;
             }
         };
-        tracing::info!(partition, to = %to, keys = keys.len(), kind = ?kind, "handoff starts");
+        tracing::info!(partition, source, to = %to, keys = keys.len(), kind = ?kind, "handoff starts");
         let (sender, effects) = Sender::start(self.handoff_cfg.sender.clone(), tid.clone(), now);
         {
             let mut h = self.handoffs();
@@ -71,6 +93,7 @@ impl Peer {
                     sender,
                     to,
                     kind,
+                    source,
                     keys,
                     sent,
                     gen,
@@ -79,6 +102,7 @@ impl Peer {
             );
         }
         self.drive_out(&tid, effects);
+        true
     }
 
     pub(super) fn drive_out(self: &Arc<Self>, tid: &TransferId, effects: Vec<SenderEffect>) {
@@ -97,11 +121,11 @@ impl Peer {
                     max_items,
                     max_bytes,
                 } => {
-                    let Some((keys, gen)) = self
+                    let Some((keys, gen, source, keep_sent)) = self
                         .handoffs()
                         .out
                         .get(tid)
-                        .map(|o| (o.keys.clone(), o.gen))
+                        .map(|o| (o.keys.clone(), o.gen, o.source, !o.is_repair()))
                     else {
                         return;
                     };
@@ -125,13 +149,15 @@ impl Peer {
                             match peer
                                 .node
                                 .vnodes()
-                                .handoff_read(tid.partition, std::slice::from_ref(key))
+                                .handoff_read(source, std::slice::from_ref(key))
                             {
                                 Ok(found) => {
                                     for (k, o) in found {
                                         let value = rill_node::encode_object(&o);
                                         bytes += enc.len() + value.len();
-                                        read.push((enc.clone(), k, o.clock.clone()));
+                                        if keep_sent {
+                                            read.push((enc.clone(), k, o.clock.clone()));
+                                        }
                                         items.push(Item {
                                             key: enc.clone(),
                                             value,
@@ -230,6 +256,9 @@ impl Peer {
             }
             AfterSent::MarkDone(t) => {
                 self.ownership_done(&t, o.sent.into_values().collect());
+            }
+            AfterSent::Keep => {
+                tracing::info!(partition = tid.partition, to = %o.to, items = o.sender.items_sent, "repair sent");
             }
             AfterSent::DropSent => {
                 let sent: Vec<(Key, VClock)> = o.sent.into_values().collect();

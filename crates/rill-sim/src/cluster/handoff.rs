@@ -352,6 +352,8 @@ impl ClusterSim {
                                 node_name(to)
                             ));
                         }
+                        // The simulation's operator asks for no repairs.
+                        AfterSent::Keep => {}
                     }
                 }
                 SenderEffect::Failed(why) => {
@@ -398,6 +400,8 @@ impl ClusterSim {
                 let effects = o.sender.receive(m, now);
                 self.drive_out(&tid, effects);
             }
+            // Only an operator's repair asks, and the simulation's does not.
+            HandoffMsg::Ask(_) => {}
         }
     }
 
