@@ -23,6 +23,7 @@
 
 pub mod codec;
 pub mod holdings;
+pub mod pass;
 pub mod plan;
 pub mod receiver;
 pub mod repair;

@@ -2,9 +2,10 @@
 //! share: the size limits of objects, the backends' resources (merge
 //! scheduler, disk space, LSM databases) and a backend migration's
 //! target. Other nodes' coordinators reach a vnode through `serve`;
-//! handoff reads, takes in and drops a vnode's data through the
-//! `handoff_*` calls (the protocol is `rill-handoff`'s; the cluster
-//! runtime, `rill-peer`, carries it).
+//! handoff reads and drops a vnode's data through its `reader`
+//! (`vnode::handoff`) and takes data in through `handoff_store` (the
+//! protocol is `rill-handoff`'s; the cluster runtime, `rill-peer`,
+//! carries it).
 
 use crate::backends::Resources;
 use crate::error::KvError;
@@ -12,7 +13,7 @@ use crate::migrate::Migrations;
 use crate::vnode::msg::{VnodeReply, VnodeRequest};
 use crate::vnode::{Limits, Vnode};
 use rill_backend::BKey;
-use rill_object::{Object, VClock};
+use rill_object::Object;
 use rill_ring::PreflistEntry;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
@@ -139,42 +140,27 @@ impl Vnodes {
     /// Every key the vnode of `partition` holds, sorted by their wire
     /// encoding (`wire::encode_key`), the order handoff cursors follow.
     pub fn handoff_keys(&self, partition: u32) -> Result<Vec<(Vec<u8>, BKey)>, KvError> {
-        self.handoff_keys_where(partition, |_| true)
-    }
-
-    /// The keys of `partition`'s vnode that `keep` keeps, sorted as
-    /// [`Vnodes::handoff_keys`] sorts them (a repair sends those its
-    /// target is a replica of).
-    pub fn handoff_keys_where(
-        &self,
-        partition: u32,
-        keep: impl Fn(&BKey) -> bool,
-    ) -> Result<Vec<(Vec<u8>, BKey)>, KvError> {
         let mut keys: Vec<(Vec<u8>, BKey)> = self
             .of(partition)?
             .all_keys()?
             .into_iter()
-            .filter(|k| keep(k))
             .map(|k| (crate::wire::encode_key(&k), k))
             .collect();
         keys.sort_by(|a, b| a.0.cmp(&b.0));
         Ok(keys)
     }
 
-    /// The stored objects of `keys` (keys gone since are left out).
-    pub fn handoff_read(
-        &self,
+    /// The vnode of `partition` as handoff reads it: the keys `keep`
+    /// keeps (all when `None`).
+    pub fn reader<'a>(
+        &'a self,
         partition: u32,
-        keys: &[BKey],
-    ) -> Result<Vec<(BKey, Object)>, KvError> {
-        let v = self.of(partition)?;
-        let mut out = Vec::with_capacity(keys.len());
-        for k in keys {
-            if let Some(o) = v.get(k)? {
-                out.push((k.clone(), o));
-            }
-        }
-        Ok(out)
+        keep: Option<crate::vnode::handoff::KeyFilter<'a>>,
+    ) -> Result<crate::vnode::handoff::PartitionReader<'a>, KvError> {
+        Ok(crate::vnode::handoff::PartitionReader {
+            vnode: self.of(partition)?,
+            keep,
+        })
     }
 
     /// Merges handed-off objects into the vnode of `partition` (siblings
@@ -198,12 +184,5 @@ impl Vnodes {
         }
         v.backend().sync()?;
         Ok(())
-    }
-
-    /// After the receiver stored them: retires the vnode's epochs
-    /// (durably), then removes each key still stored with the clock it
-    /// was handed off with. Returns how many were removed.
-    pub fn handoff_drop(&self, partition: u32, sent: &[(BKey, VClock)]) -> Result<usize, KvError> {
-        self.of(partition)?.handed_off(sent)
     }
 }

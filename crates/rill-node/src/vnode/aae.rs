@@ -232,21 +232,28 @@ impl Vnode {
         Ok(true)
     }
 
-    /// Every key the vnode holds, each once.
-    pub(crate) fn all_keys(&self) -> Result<Vec<BKey>, KvError> {
+    /// Every key the vnode holds, bucket by bucket, in the backend's
+    /// order (a multi-backend may visit a key twice).
+    pub(crate) fn each_key(&self, mut visit: impl FnMut(BKey)) -> Result<(), KvError> {
         let b = self.backend();
         let mut buckets = Vec::new();
         b.fold_buckets(&mut |t, bucket| {
             buckets.push((t.to_vec(), bucket.to_vec()));
             true
         })?;
-        let mut keys = Vec::new();
         for (t, bucket) in buckets {
             b.fold_keys(&t, &bucket, &mut |k| {
-                keys.push(BKey::new(&t, &bucket, k));
+                visit(BKey::new(&t, &bucket, k));
                 true
             })?;
         }
+        Ok(())
+    }
+
+    /// Every key the vnode holds, each once.
+    pub(crate) fn all_keys(&self) -> Result<Vec<BKey>, KvError> {
+        let mut keys = Vec::new();
+        self.each_key(|k| keys.push(k))?;
         keys.sort_unstable_by(|a, b| {
             (&a.bucket_type, &a.bucket, &a.key).cmp(&(&b.bucket_type, &b.bucket, &b.key))
         });

@@ -6,6 +6,7 @@
 //! (`head`).
 
 pub(crate) mod aae;
+pub mod handoff;
 pub(crate) mod head;
 #[cfg(test)]
 mod holds_test;

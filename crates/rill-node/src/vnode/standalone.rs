@@ -94,6 +94,14 @@ impl StandaloneVnodes {
         self.of(partition).all_keys()
     }
 
+    /// The vnode of `partition` as handoff reads it.
+    pub fn reader(&self, partition: u32) -> crate::vnode::handoff::PartitionReader<'_> {
+        crate::vnode::handoff::PartitionReader {
+            vnode: self.of(partition),
+            keep: None,
+        }
+    }
+
     /// The object stored under `k`.
     pub fn get(&self, partition: u32, k: &BKey) -> Result<Option<Object>, KvError> {
         self.of(partition).get(k)

@@ -23,9 +23,7 @@ impl Peer {
             };
             out.push_str(&format!(
                 "  {what} to '{}': {} of {} keys sent\n",
-                o.to,
-                o.sender.items_sent,
-                o.keys.len()
+                o.to, o.sender.items_sent, o.total
             ));
         }
         for (t, to) in &h.repairs {

@@ -1,8 +1,8 @@
 //! Handoff at run time, over `rill-handoff`'s planner and machines: the
 //! planner (`rill_handoff::plan`) says which partitions this node hands
 //! off, to whom, and when what it handed off may go; here they are read
-//! in batches from a sorted key snapshot, stored where they arrive, and
-//! removed.
+//! in batches by `rill_handoff::pass` (a chunk of keys at a time, and a
+//! record of what was sent), stored where they arrive, and removed.
 //!
 //! - **Ownership**: a transfer of the ring from this node. When the
 //!   receiver has everything, the transfer is marked done in the cluster
@@ -47,13 +47,13 @@ use crate::msg::PeerMsg;
 use crate::runtime::Peer;
 use rill_cluster::Transfer;
 use rill_handoff::codec::HandoffMsg;
+use rill_handoff::pass::{Pass, SentRecord};
 use rill_handoff::plan::Kind;
 use rill_handoff::{Receiver, ReceiverConfig, Sender, SenderConfig, Slots, TransferId};
-use rill_node::VClock;
 use rill_transport::Lane;
 use std::collections::{BTreeMap, HashMap};
 use std::sync::atomic::AtomicU64;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 type Key = rill_node::BKey;
@@ -64,11 +64,10 @@ struct Out {
     kind: Kind,
     /// The partition read: the transfer's, or a repair's source.
     source: u32,
-    /// The partition's keys when the transfer began, in cursor order.
-    keys: Arc<Vec<(Vec<u8>, Key)>>,
-    /// Each key read, with the clock it was read with (the latest read;
-    /// not kept for a repair, which removes nothing).
-    sent: BTreeMap<Vec<u8>, (Key, VClock)>,
+    /// The pass reading it: a chunk of its keys, and what was sent.
+    pass: Arc<Mutex<Pass>>,
+    /// Keys in the partition when the pass last listed it.
+    total: usize,
     /// Which sender this is: a read that completes after the transfer was
     /// restarted belongs to the old one and is dropped.
     gen: u64,
@@ -107,8 +106,9 @@ pub(crate) struct Handoffs {
     slots: Slots<TransferId>,
     out: HashMap<TransferId, Out>,
     incoming: HashMap<TransferId, In>,
-    /// Ownership transfers done: what to remove once the owner changed.
-    retained: BTreeMap<u32, (Transfer, Vec<(Key, VClock)>)>,
+    /// Ownership transfers done, with the record of what they sent: what
+    /// to remove once the owner changed.
+    retained: BTreeMap<u32, (Transfer, SentRecord)>,
     /// Repairs other nodes asked of this one, waiting for a slot, with
     /// the node each goes to (at most [`MAX_REPAIRS_WAITING`]).
     repairs: BTreeMap<TransferId, String>,

@@ -12,27 +12,22 @@ use crate::runtime::Peer;
 use rill_handoff::codec::HandoffMsg;
 use rill_handoff::repair::{replica_of, source_of, sources};
 use rill_handoff::TransferId;
-use rill_node::KvError;
 use rill_transport::Lane;
 use serde_json::Value;
 use std::sync::Arc;
 
 impl Peer {
-    /// The keys of this node's vnode of `source` that `target` is a
+    /// Which keys a repair of `target` sends: those `target` is a
     /// replica of, each under its bucket's n_val.
-    pub(super) fn repair_keys(
-        &self,
-        source: u32,
-        target: u32,
-    ) -> Result<Vec<(Vec<u8>, Key)>, KvError> {
+    pub(super) fn repair_filter(&self, target: u32) -> impl Fn(&Key) -> bool + Sync {
         let size = self.node.ring_size();
-        let buckets = self.node.buckets();
-        self.node.vnodes().handoff_keys_where(source, |k| {
+        let buckets = self.node.buckets().clone();
+        move |k: &Key| {
             let hash = rill_ring::key_hash(&k.bucket_type, &k.bucket, &k.key);
             let first = rill_ring::Ring::responsible_in(size, &hash).0;
             let n = buckets.n_val_of(&k.bucket_type, &k.bucket);
             replica_of(first, n, target, size)
-        })
+        }
     }
 
     /// `from` asks this node to send it a repair.

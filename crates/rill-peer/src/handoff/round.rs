@@ -3,10 +3,8 @@
 //! partitions held but not owned, then repairs asked), what an owner's switch made safe to
 //! remove, and the machines' ticks.
 
-use super::Key;
 use crate::runtime::Peer;
 use rill_handoff::plan::{plan_round, Local};
-use rill_node::VClock;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
@@ -68,7 +66,7 @@ impl Peer {
                 continue;
             };
             let peer = self.clone();
-            self.rt.spawn_blocking(move || drop_sent(&peer, p, &sent));
+            self.rt.spawn_blocking(move || peer.drop_sent(p, &sent));
         }
         if !plan.mark_again.is_empty() {
             let mut inner = self.lock();
@@ -101,22 +99,6 @@ impl Peer {
         }
         for (t, e) in receiver_effects {
             self.drive_in(&t, e);
-        }
-    }
-}
-
-/// Removes the keys of `partition` handed off, those still as sent.
-fn drop_sent(peer: &Peer, p: u32, sent: &[(Key, VClock)]) {
-    match peer.node.vnodes().handoff_drop(p, sent) {
-        Ok(n) => {
-            tracing::info!(
-                partition = p,
-                removed = n,
-                "partition handed off; its data here is removed"
-            )
-        }
-        Err(e) => {
-            tracing::warn!(partition = p, error = %e, "removing handed-off data failed; it will be handed off again")
         }
     }
 }

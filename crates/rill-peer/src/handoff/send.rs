@@ -1,17 +1,18 @@
-//! Sending a partition: a sender started over a key snapshot, its
-//! batches read off the async threads, top-up passes for keys written
+//! Sending a partition: a sender whose batches a `rill_handoff::pass`
+//! reads off the async threads (a chunk of the partition's keys at a
+//! time, and a record of what was sent), top-up passes for keys written
 //! during the transfer, and what happens when it completes or fails.
 
-use super::{Key, Kind, Out};
+use super::{Kind, Out};
 use crate::runtime::Peer;
 use rill_cluster::Transfer;
 use rill_handoff::codec::HandoffMsg;
+use rill_handoff::pass::{count_unsent, drop_sent, Pass, SentRecord, CHUNK_MIN};
 use rill_handoff::plan::{after_listing, after_sent, AfterSent};
-use rill_handoff::{Item, Sender, SenderEffect, TransferId};
-use rill_node::VClock;
-use std::collections::BTreeMap;
+use rill_handoff::{Sender, SenderEffect, TransferId};
+use rill_node::vnode::handoff::PartitionReader;
 use std::sync::atomic::Ordering;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 
 impl Peer {
     /// Starts a transfer of `partition` of `kind` to `to`. `false`: no
@@ -23,22 +24,20 @@ impl Peer {
         to: String,
         now: u64,
     ) -> bool {
-        self.start_out_with(partition, kind, to, now, None, BTreeMap::new(), 0)
+        self.start_out_with(partition, kind, to, now, SentRecord::default(), 0)
     }
 
-    /// Starts a sender of `partition` over `keys` (all the partition's
-    /// when `None`; for a repair, those of its source that the partition
-    /// is a replica of), carrying what earlier passes sent. `false`: no
-    /// slot was free.
-    #[allow(clippy::too_many_arguments)]
+    /// Starts a sender of `partition` (for a repair, of its source's keys
+    /// that the partition is a replica of), carrying what earlier passes
+    /// sent; a pass after the first sends only keys they did not.
+    /// `false`: no slot was free.
     fn start_out_with(
         self: &Arc<Self>,
         partition: u32,
         kind: Kind,
         to: String,
         now: u64,
-        keys: Option<Vec<(Vec<u8>, Key)>>,
-        sent: BTreeMap<Vec<u8>, (Key, VClock)>,
+        sent: SentRecord,
         topups: u32,
     ) -> bool {
         let tid = TransferId {
@@ -46,9 +45,9 @@ impl Peer {
             id: kind.id(),
             from: self.me.clone(),
         };
-        let source = match kind {
-            Kind::Repair { source } => source,
-            _ => partition,
+        let (source, recording) = match kind {
+            Kind::Repair { source } => (source, false),
+            _ => (partition, true),
         };
         {
             // One transfer of a partition at a time; a repair of it (this
@@ -68,20 +67,8 @@ impl Peer {
         if !self.handoffs().slots.try_acquire(&tid, now) {
             return false;
         }
-        let listed = match keys {
-            Some(k) => Ok(k),
-            None if source != partition => self.repair_keys(source, partition),
-            None => self.node.vnodes().handoff_keys(partition),
-        };
-        let keys = match listed {
-            Ok(k) => Arc::new(k),
-            Err(e) => {
-                tracing::warn!(partition, source, error = %e, "cannot list a partition for handoff");
-                self.handoffs().slots.release(&tid);
-                return true;
-            }
-        };
-        tracing::info!(partition, source, to = %to, keys = keys.len(), kind = ?kind, "handoff starts");
+        tracing::info!(partition, source, to = %to, topups, kind = ?kind, "handoff starts");
+        let pass = Pass::new(CHUNK_MIN, sent, topups > 0, recording);
         let (sender, effects) = Sender::start(self.handoff_cfg.sender.clone(), tid.clone(), now);
         {
             let mut h = self.handoffs();
@@ -94,8 +81,8 @@ impl Peer {
                     to,
                     kind,
                     source,
-                    keys,
-                    sent,
+                    pass: Arc::new(Mutex::new(pass)),
+                    total: 0,
                     gen,
                     topups,
                 },
@@ -103,6 +90,28 @@ impl Peer {
         }
         self.drive_out(&tid, effects);
         true
+    }
+
+    /// Reads through the vnode a transfer's pass reads: the whole vnode
+    /// of its partition, or for a repair its source's keys that the
+    /// partition is a replica of.
+    fn with_reader<T>(
+        &self,
+        tid: &TransferId,
+        source: u32,
+        read: impl FnOnce(&PartitionReader<'_>) -> Result<T, String>,
+    ) -> Result<T, String> {
+        let vnodes = self.node.vnodes();
+        if source == tid.partition {
+            read(&vnodes.reader(source, None).map_err(|e| e.to_string())?)
+        } else {
+            let keep = self.repair_filter(tid.partition);
+            read(
+                &vnodes
+                    .reader(source, Some(&keep))
+                    .map_err(|e| e.to_string())?,
+            )
+        }
     }
 
     pub(super) fn drive_out(self: &Arc<Self>, tid: &TransferId, effects: Vec<SenderEffect>) {
@@ -121,76 +130,41 @@ impl Peer {
                     max_items,
                     max_bytes,
                 } => {
-                    let Some((keys, gen, source, keep_sent)) = self
+                    let Some((pass, gen, source)) = self
                         .handoffs()
                         .out
                         .get(tid)
-                        .map(|o| (o.keys.clone(), o.gen, o.source, !o.is_repair()))
+                        .map(|o| (o.pass.clone(), o.gen, o.source))
                     else {
                         return;
                     };
                     let peer = self.clone();
                     let tid = tid.clone();
                     self.rt.spawn_blocking(move || {
-                        let start = after.as_ref().map_or(0, |c| {
-                            keys.partition_point(|(k, _)| k.as_slice() <= c.as_slice())
-                        });
-                        let mut items = Vec::new();
-                        let mut read = Vec::new();
-                        let mut bytes = 0usize;
-                        let mut end = start;
-                        let mut failed = None;
-                        while end < keys.len()
-                            && items.len() < max_items
-                            && (bytes < max_bytes || items.is_empty())
-                        {
-                            let (enc, key) = &keys[end];
-                            end += 1;
-                            match peer
-                                .node
-                                .vnodes()
-                                .handoff_read(source, std::slice::from_ref(key))
-                            {
-                                Ok(found) => {
-                                    for (k, o) in found {
-                                        let value = rill_node::encode_object(&o);
-                                        bytes += enc.len() + value.len();
-                                        if keep_sent {
-                                            read.push((enc.clone(), k, o.clock.clone()));
-                                        }
-                                        items.push(Item {
-                                            key: enc.clone(),
-                                            value,
-                                        });
-                                    }
-                                }
-                                Err(e) => {
-                                    failed = Some(e.to_string());
-                                    break;
-                                }
-                            }
-                        }
+                        // The pass's lock alone while reading: never the
+                        // handoffs' lock inside it.
+                        let (read, total) = {
+                            let mut pass = pass.lock().unwrap_or_else(|e| e.into_inner());
+                            let read = peer.with_reader(&tid, source, |r| {
+                                pass.read(r, after.as_deref(), max_items, max_bytes)
+                            });
+                            (read, pass.total)
+                        };
                         let now = peer.now();
                         let effects = {
                             let mut h = peer.handoffs();
                             let Some(o) = h.out.get_mut(&tid).filter(|o| o.gen == gen) else {
                                 return;
                             };
-                            match failed {
-                                Some(why) => o.sender.read_failed(session, &why, now),
-                                None => {
-                                    for (enc, k, c) in read {
-                                        o.sent.insert(enc, (k, c));
+                            o.total = total;
+                            match read {
+                                Err(why) => o.sender.read_failed(session, &why, now),
+                                Ok(b) => {
+                                    if o.sender.session() == session {
+                                        o.pass.lock().unwrap_or_else(|e| e.into_inner()).record(&b);
                                     }
-                                    let cursor = (end > start).then(|| keys[end - 1].0.clone());
-                                    let n = items.len() as u64;
-                                    let e = o.sender.read(
-                                        session,
-                                        items,
-                                        cursor,
-                                        end < keys.len(),
-                                        now,
-                                    );
+                                    let n = b.items.len() as u64;
+                                    let e = o.sender.read(session, b.items, b.cursor, b.more, now);
                                     peer.handoff_stats
                                         .items_sent
                                         .fetch_add(n, Ordering::Relaxed);
@@ -227,55 +201,73 @@ impl Peer {
         };
         self.handoff_stats.completed.fetch_add(1, Ordering::Relaxed);
         tracing::info!(partition = tid.partition, to = %o.to, items = o.sender.items_sent, "handoff complete");
+        let sent = {
+            let mut pass = o.pass.lock().unwrap_or_else(|e| e.into_inner());
+            let mut sent = std::mem::take(&mut pass.sent);
+            sent.seal();
+            sent
+        };
+        let p = tid.partition;
         match after_sent(o.kind, o.topups) {
             AfterSent::ListUnsent(t) => {
-                // Keys the snapshot did not have (written since, on this
-                // node only) go in a top-up pass before the transfer is
-                // marked done. The receiver removed its cursor when it
-                // finished, so the pass starts from its first key.
+                // Keys the record does not have (written since they were
+                // passed, on this node only) go in a top-up pass before
+                // the transfer is marked done. The receiver removed its
+                // cursor when it finished, so the pass starts from its
+                // first key.
                 let peer = self.clone();
                 let tid = tid.clone();
-                let sent_map = o.sent;
                 let (to, topups) = (o.to, o.topups);
                 self.rt.spawn_blocking(move || {
-                    let unsent: Vec<(Vec<u8>, Key)> = match peer.node.vnodes().handoff_keys(tid.partition) {
-                        Ok(all) => all.into_iter().filter(|(k, _)| !sent_map.contains_key(k)).collect(),
+                    let counted = peer.with_reader(&tid, p, |r| count_unsent(r, &sent, CHUNK_MIN));
+                    match counted {
                         Err(e) => {
-                            tracing::warn!(partition = tid.partition, error = %e, "cannot list a partition after its handoff; it will be handed off again");
-                            return;
+                            tracing::warn!(partition = p, error = %e, "cannot list a partition after its handoff; it will be handed off again");
                         }
-                    };
-                    if !after_listing(unsent.len()) {
-                        peer.ownership_done(&t, sent_map.into_values().collect());
-                    } else {
-                        tracing::info!(partition = tid.partition, keys = unsent.len(), "handoff tops up keys written during it");
-                        let now = peer.now();
-                        peer.start_out_with(tid.partition, Kind::Ownership(t), to, now, Some(unsent), sent_map, topups + 1);
+                        Ok(n) if !after_listing(n) => peer.ownership_done(&t, sent),
+                        Ok(n) => {
+                            tracing::info!(partition = p, keys = n, "handoff tops up keys written during it");
+                            let now = peer.now();
+                            peer.start_out_with(p, Kind::Ownership(t), to, now, sent, topups + 1);
+                        }
                     }
                 });
             }
-            AfterSent::MarkDone(t) => {
-                self.ownership_done(&t, o.sent.into_values().collect());
-            }
+            AfterSent::MarkDone(t) => self.ownership_done(&t, sent),
             AfterSent::Keep => {
-                tracing::info!(partition = tid.partition, to = %o.to, items = o.sender.items_sent, "repair sent");
+                tracing::info!(partition = p, to = %o.to, items = o.sender.items_sent, "repair sent");
             }
             AfterSent::DropSent => {
-                let sent: Vec<(Key, VClock)> = o.sent.into_values().collect();
                 let peer = self.clone();
-                let p = tid.partition;
-                self.rt.spawn_blocking(move || {
-                    if let Err(e) = peer.node.vnodes().handoff_drop(p, &sent) {
-                        tracing::warn!(partition = p, error = %e, "removing handed-off data failed; it will be handed off again");
-                    }
-                });
+                self.rt.spawn_blocking(move || peer.drop_sent(p, &sent));
             }
         }
     }
 
-    /// The receiver has the partition: keep what was sent until the owner
-    /// switches, and mark the transfer done.
-    fn ownership_done(self: &Arc<Self>, t: &Transfer, sent: Vec<(Key, VClock)>) {
+    /// Removes the keys of `p` handed off, those still as sent.
+    pub(super) fn drop_sent(&self, p: u32, sent: &SentRecord) {
+        let tid = TransferId {
+            partition: p,
+            id: 0,
+            from: self.me.clone(),
+        };
+        match self.with_reader(&tid, p, |r| drop_sent(r, sent, CHUNK_MIN)) {
+            Ok(n) => {
+                tracing::info!(
+                    partition = p,
+                    removed = n,
+                    "partition handed off; its data here is removed"
+                )
+            }
+            Err(e) => {
+                tracing::warn!(partition = p, error = %e, "removing handed-off data failed; it will be handed off again")
+            }
+        }
+    }
+
+    /// The receiver has the partition: keep the record of what was sent
+    /// until the owner switches, and mark the transfer done.
+    fn ownership_done(self: &Arc<Self>, t: &Transfer, sent: SentRecord) {
         self.handoffs()
             .retained
             .insert(t.partition, (t.clone(), sent));

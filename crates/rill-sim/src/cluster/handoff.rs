@@ -2,9 +2,12 @@
 //! carried by its machines, as the node's runtime drives them. Each round
 //! of a node (`plan_round` over its own cluster state) starts ownership
 //! transfers of the ring from it and hinted handoff of partitions it
-//! holds without owning them. A `Sender` goes over a snapshot of the
-//! partition's keys in the order of their wire encoding (the cursor is
-//! the last key sent); the receiving node runs a `Receiver` per session,
+//! holds without owning them. A `Sender`'s batches are read by a
+//! `rill_handoff::pass` through the vnode's own handoff reader, as on a
+//! node: the partition's keys a chunk at a time (chunks of three here, so
+//! their seams are crossed often) in the order of their wire encoding
+//! (the cursor is the last key sent), and a record of what was sent (a
+//! hash of each key and of its clock); the receiving node runs a `Receiver` per session,
 //! merges each batch into its vnode (siblings kept), keeps the cursor
 //! after it (across its stops) and acknowledges; a new session resumes
 //! after that cursor. When the sender is done (`after_sent`): a hinted
@@ -19,14 +22,18 @@ use super::net::Body;
 use super::{node_name, ClusterSim};
 use rill_cluster::Transfer;
 use rill_handoff::codec::HandoffMsg;
+use rill_handoff::pass::{count_unsent, drop_sent, Pass, SentRecord};
 use rill_handoff::plan::{after_listing, after_sent, plan_round, AfterSent, Kind, Local};
 use rill_handoff::{
-    Cursor, Item, Receiver, ReceiverConfig, ReceiverEffect, Sender, SenderConfig, SenderEffect,
+    Cursor, Receiver, ReceiverConfig, ReceiverEffect, Sender, SenderConfig, SenderEffect,
     ToReceiver, TransferId,
 };
 use rill_node::{wire, BKey};
 use rill_object::VClock;
 use std::collections::BTreeMap;
+
+/// Keys a handoff pass lists at a time, at least.
+const CHUNK: usize = 3;
 
 /// Simulated milliseconds a tick.
 const TICK_MS: u64 = 10;
@@ -39,14 +46,12 @@ pub(super) struct Out {
     /// Top-up passes before this one.
     topups: u32,
     sender: Sender,
-    /// The keys to send, by their encoding.
-    keys: Vec<(Vec<u8>, BKey)>,
-    /// What was read and sent, with the clock it had.
-    sent: BTreeMap<Vec<u8>, (BKey, VClock)>,
+    /// Reads the batches and records what was sent.
+    pass: Pass,
 }
 
-/// A done ownership transfer and the keys it sent, with their clocks.
-type Retained = (Transfer, Vec<(BKey, VClock)>);
+/// A done ownership transfer and the record of what it sent.
+type Retained = (Transfer, SentRecord);
 
 /// The handoff state of the cluster: senders, receivers, and the cursors
 /// receivers keep (on their node's disk).
@@ -146,7 +151,10 @@ impl ClusterSim {
             self.gossip(x);
         }
         for s in plan.start {
-            let keys = self.sorted_keys(x, s.partition);
+            let keys = self.nodes[x]
+                .vnodes
+                .keys(s.partition)
+                .expect("a memory store lists");
             let to = self.index_of(&s.to);
             if s.kind == Kind::Hinted {
                 if keys.is_empty() {
@@ -168,32 +176,15 @@ impl ClusterSim {
                     "ownership"
                 }
             ));
-            self.start_out(x, s.partition, s.kind, to, keys, BTreeMap::new(), 0);
+            self.start_out(x, s.partition, s.kind, to, SentRecord::default(), 0);
         }
-    }
-
-    /// The keys node `x` holds of `partition`, in the order of their wire
-    /// encoding.
-    fn sorted_keys(&self, x: usize, partition: u32) -> Vec<(Vec<u8>, BKey)> {
-        let keys = self.nodes[x]
-            .vnodes
-            .keys(partition)
-            .expect("a memory store lists");
-        let mut keys: Vec<(Vec<u8>, BKey)> = keys
-            .into_iter()
-            .map(|k| (wire::encode_key(&k), k))
-            .collect();
-        keys.sort();
-        keys
     }
 
     /// Node `x` removes what it handed off of `p`, each key only if still
     /// as sent (the vnode's handoff drop); returns how many went.
-    fn drop_sent(&mut self, x: usize, p: u32, sent: &[(BKey, VClock)]) -> usize {
-        let dropped = self.nodes[x]
-            .vnodes
-            .handed_off(p, sent)
-            .expect("a memory store drops");
+    fn drop_sent(&mut self, x: usize, p: u32, sent: &SentRecord) -> usize {
+        let reader = self.nodes[x].vnodes.reader(p);
+        let dropped = drop_sent(&reader, sent, CHUNK).expect("a memory store drops");
         self.counts.handed_off += dropped;
         dropped
     }
@@ -214,15 +205,13 @@ impl ClusterSim {
             .expect("a memory store drops");
     }
 
-    #[allow(clippy::too_many_arguments)]
     fn start_out(
         &mut self,
         x: usize,
         partition: u32,
         kind: Kind,
         to: usize,
-        keys: Vec<(Vec<u8>, BKey)>,
-        sent: BTreeMap<Vec<u8>, (BKey, VClock)>,
+        sent: SentRecord,
         topups: u32,
     ) {
         let tid = TransferId {
@@ -246,8 +235,7 @@ impl ClusterSim {
                 kind,
                 topups,
                 sender,
-                keys,
-                sent,
+                pass: Pass::new(CHUNK, sent, topups > 0, true),
             },
         );
         self.drive_out(&tid, effects);
@@ -256,7 +244,7 @@ impl ClusterSim {
     /// An ownership transfer's receiver has the partition: what was sent
     /// is retained until the switch, and the transfer is marked done in
     /// the sender's state (gossip carries it to the claimant).
-    fn ownership_done(&mut self, x: usize, t: &Transfer, sent: Vec<(BKey, VClock)>) {
+    fn ownership_done(&mut self, x: usize, t: &Transfer, sent: SentRecord) {
         self.handoffs
             .retained
             .insert((x, t.partition), (t.clone(), sent));
@@ -286,65 +274,40 @@ impl ClusterSim {
                     session,
                     after,
                     max_items,
-                    ..
+                    max_bytes,
                 } => {
-                    let start = after.as_ref().map_or(0, |c| {
-                        o.keys
-                            .partition_point(|(k, _)| k.as_slice() <= c.as_slice())
-                    });
-                    let end = (start + max_items).min(o.keys.len());
-                    let mut items = Vec::new();
-                    let mut read = Vec::new();
-                    for (enc, k) in &o.keys[start..end] {
-                        let stored = self.nodes[from]
-                            .vnodes
-                            .get(tid.partition, k)
-                            .expect("a memory store reads");
-                        if let Some(obj) = stored {
-                            read.push((enc.clone(), k.clone(), obj.clock.clone()));
-                            items.push(Item {
-                                key: enc.clone(),
-                                value: rill_node::encode_object(&obj),
-                            });
-                        }
-                    }
-                    let cursor = (end > start).then(|| o.keys[end - 1].0.clone());
-                    let more = end < o.keys.len();
                     let now = self.now_ms();
+                    let reader = self.nodes[from].vnodes.reader(tid.partition);
                     let o = self.handoffs.out.get_mut(tid).expect("present");
-                    for (enc, k, c) in read {
-                        o.sent.insert(enc, (k, c));
+                    let b = o
+                        .pass
+                        .read(&reader, after.as_deref(), max_items, max_bytes)
+                        .expect("a memory store reads");
+                    if o.sender.session() == session {
+                        o.pass.record(&b);
                     }
-                    let next = o.sender.read(session, items, cursor, more, now);
+                    let next = o.sender.read(session, b.items, b.cursor, b.more, now);
                     self.drive_out(tid, next);
                 }
                 SenderEffect::Done => {
                     let o = self.handoffs.out.remove(tid).expect("present");
                     let p = tid.partition;
+                    let sent = o.pass.into_sent();
                     match after_sent(o.kind, o.topups) {
                         AfterSent::ListUnsent(t) => {
-                            let unsent: Vec<(Vec<u8>, BKey)> = self
-                                .sorted_keys(from, p)
-                                .into_iter()
-                                .filter(|(k, _)| !o.sent.contains_key(k))
-                                .collect();
-                            if after_listing(unsent.len()) {
-                                self.log(format!(
-                                    "{}: {p} tops up {} keys",
-                                    tid.from,
-                                    unsent.len()
-                                ));
+                            let reader = self.nodes[from].vnodes.reader(p);
+                            let unsent =
+                                count_unsent(&reader, &sent, CHUNK).expect("a memory store lists");
+                            if after_listing(unsent) {
+                                self.log(format!("{}: {p} tops up {unsent} keys", tid.from));
                                 let kind = Kind::Ownership(t);
-                                self.start_out(from, p, kind, to, unsent, o.sent, o.topups + 1);
+                                self.start_out(from, p, kind, to, sent, o.topups + 1);
                             } else {
-                                self.ownership_done(from, &t, o.sent.into_values().collect());
+                                self.ownership_done(from, &t, sent);
                             }
                         }
-                        AfterSent::MarkDone(t) => {
-                            self.ownership_done(from, &t, o.sent.into_values().collect())
-                        }
+                        AfterSent::MarkDone(t) => self.ownership_done(from, &t, sent),
                         AfterSent::DropSent => {
-                            let sent: Vec<(BKey, VClock)> = o.sent.into_values().collect();
                             let dropped = self.drop_sent(from, p, &sent);
                             self.log(format!(
                                 "{} handed {dropped} of {p} to {}",
