@@ -63,10 +63,16 @@ impl Peer {
             let pending = s.ring().next.iter().filter(|t| !s.is_done(t)).count();
             (members.len() as u64, unreachable as u64, pending as u64)
         };
+        let (backlog_bytes, sends_overloaded) = {
+            let b = self.backlogs.lock().unwrap_or_else(|e| e.into_inner());
+            (b.bytes() as u64, b.refused)
+        };
         let st = &self.handoff_stats;
         vec![
             ("cluster_members", members),
             ("cluster_unreachable_members", unreachable),
+            ("peer_send_backlog_bytes", backlog_bytes),
+            ("peer_sends_overloaded_total", sends_overloaded),
             ("ring_pending_transfers", pending),
             ("handoffs_outbound", outbound),
             ("handoffs_inbound", inbound),

@@ -9,6 +9,7 @@
 //! `ticks` (the periodic loops: pings, gossip, failure detection, the
 //! handoff round).
 
+mod backlog;
 mod gossip;
 mod inbox;
 mod send;
@@ -130,11 +131,6 @@ impl Inner {
     }
 }
 
-/// Sends waiting for room in a full lane, at most: each holds one
-/// message (up to the transport's message limit, 256 MiB, for a large
-/// value; a bulk lane's queue holds 64 before it is full).
-const WAITING_SENDS: usize = 1024;
-
 pub struct Peer {
     pub(crate) node: Arc<Node>,
     pub(crate) me: String,
@@ -150,8 +146,8 @@ pub struct Peer {
     pub(crate) started: Instant,
     /// Bounds the vnode requests of peers served at once.
     serving: Arc<Semaphore>,
-    /// Bounds the sends waiting for room in a full lane (`send`).
-    pub(crate) waiting_sends: Arc<Semaphore>,
+    /// Sends waiting for room in a full lane (`send`, `backlog`).
+    pub(crate) backlogs: Arc<Mutex<backlog::Backlogs>>,
     pub(crate) handoffs: Mutex<crate::handoff::Handoffs>,
     pub(crate) handoff_cfg: crate::handoff::HandoffConfig,
     /// Serialises the storing of received handoff batches.
@@ -230,7 +226,7 @@ impl Peer {
             file,
             started,
             serving: Arc::new(Semaphore::new(64)),
-            waiting_sends: Arc::new(Semaphore::new(WAITING_SENDS)),
+            backlogs: Arc::new(Mutex::new(backlog::Backlogs::new(backlog::BACKLOG_BYTES))),
             handoffs: Mutex::new(crate::handoff::Handoffs::new(cfg_handoff.transfer_limit)),
             handoff_cfg: cfg_handoff,
             handoff_store: Mutex::new(()),

@@ -1,10 +1,13 @@
 //! Messages to peers, sent without waiting: queued at once when the
-//! lane has room, else by a task (at most `WAITING_SENDS` at once, then
+//! lane has room, else into the peer's and lane's backlog (`backlog`:
+//! in order, bounded by bytes, one task draining it; beyond the bound
 //! the send fails as overload), so no caller waits on a peer's queue
 //! while holding the state and memory stays bounded.
 
+use super::backlog::{drain, Admit};
 use super::{Inner, Peer};
 use crate::msg::PeerMsg;
+use bytes::Bytes;
 use rill_transport::{Lane, SendError};
 use std::net::SocketAddr;
 
@@ -38,27 +41,35 @@ impl Peer {
         msg: Vec<u8>,
         failed: impl FnOnce(SendError) + Send + 'static,
     ) {
-        let msg = {
-            let _in_runtime = self.rt.enter();
-            match self.transport.try_send(addr, lane, msg.into()) {
-                Ok(None) => return,
-                Ok(Some(msg)) => msg,
-                Err(e) => return failed(e),
+        let mut msg: Bytes = msg.into();
+        let admit = {
+            let mut b = self.backlogs.lock().unwrap_or_else(|e| e.into_inner());
+            if !b.waiting(addr, lane) {
+                // Nothing waits for this lane: straight into its queue
+                // when it has room.
+                let _in_runtime = self.rt.enter();
+                match self.transport.try_send(addr, lane, msg) {
+                    Ok(None) => return,
+                    Ok(Some(m)) => msg = m,
+                    Err(e) => {
+                        drop(b);
+                        return failed(e);
+                    }
+                }
             }
+            b.push(addr, lane, msg, Box::new(failed))
         };
-        // The lane's queue is full: a task waits for room, within the
-        // bound on waiting sends; beyond it the send fails at once as
-        // overload (a request's coordinator answers its client so, as
-        // Riak does), never a task per message without end.
-        let Ok(permit) = self.waiting_sends.clone().try_acquire_owned() else {
-            return failed(SendError::Overloaded(addr));
-        };
-        let t = self.transport.clone();
-        self.rt.spawn(async move {
-            let _permit = permit;
-            if let Err(e) = t.send(addr, lane, msg).await {
-                failed(e);
+        match admit {
+            Admit::Queued => {}
+            Admit::Refused(failed) => failed(SendError::Overloaded(addr)),
+            Admit::StartDrainer => {
+                let t = self.transport.clone();
+                self.rt
+                    .spawn(drain(self.backlogs.clone(), addr, lane, move |m| {
+                        let t = t.clone();
+                        async move { t.send(addr, lane, m).await }
+                    }));
             }
-        });
+        }
     }
 }
