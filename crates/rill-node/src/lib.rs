@@ -72,6 +72,7 @@ pub use open_error::OpenError;
 #[doc(hidden)]
 pub use query::index::{decode_continuation, encode_continuation};
 pub use query::index::{IndexAnswer, IndexHit, IndexPlan, IndexRequest, IndexSpec, INDEX_BATCH};
+pub use query::summaries::{magnitude, KeyFold, KeyFoldAnswer, KeyFoldKind, ObjectStats};
 pub use rill_backend::{BKey, Term};
 pub use rill_bucket::{Props, Quorum, TypeStatus};
 pub use rill_coord::QuorumError;

@@ -15,6 +15,7 @@ use crate::meta::MetaDir;
 use crate::migrate::{MigrationStatus, Migrator};
 use crate::open_error::OpenError;
 use crate::query::index::{IndexAnswer, IndexHit, IndexPlan, IndexRequest};
+use crate::query::summaries::{KeyFold, KeyFoldAnswer};
 use crate::query::Queries;
 use crate::replicas::{ClusterView, Remote, Replicas};
 use crate::stats::{Counters, NodeStats};
@@ -288,6 +289,11 @@ impl Node {
         batch: &mut dyn FnMut(Vec<Vec<u8>>) -> bool,
     ) -> Result<(), KvError> {
         self.queries.list_keys(bucket_type, bucket, timeout, batch)
+    }
+
+    /// Riak 3's aae_fold `find_keys` and `object_stats` over a bucket.
+    pub fn key_fold(&self, f: &KeyFold) -> Result<KeyFoldAnswer, KvError> {
+        self.queries.key_fold(f)
     }
 
     /// How a secondary-index query is answered, checked.

@@ -78,6 +78,8 @@ pub enum Request {
     AaeFoldMergeBranch(RpbAaeFoldMergeBranchNValReq),
     AaeFoldFetchClocks(RpbAaeFoldFetchClocksNValReq),
     AaeFoldListBuckets(RpbAaeFoldListBucketsReq),
+    AaeFoldFindKeys(RpbAaeFoldFindKeysReq),
+    AaeFoldObjectStats(RpbAaeFoldObjectStatsReq),
     /// A message Riak knows that Rill does not serve (search,
     /// TS, AAE folds, TLS, ...): answered with an error naming it.
     Unsupported(u8),
@@ -113,6 +115,8 @@ impl Request {
             c::AAE_FOLD_MERGE_BRANCH_NVAL_REQ => Request::AaeFoldMergeBranch(body(f)?),
             c::AAE_FOLD_FETCH_CLOCKS_NVAL_REQ => Request::AaeFoldFetchClocks(body(f)?),
             c::AAE_FOLD_LIST_BUCKETS_REQ => Request::AaeFoldListBuckets(body(f)?),
+            c::AAE_FOLD_FIND_KEYS_REQ => Request::AaeFoldFindKeys(body(f)?),
+            c::AAE_FOLD_OBJECT_STATS_REQ => Request::AaeFoldObjectStats(body(f)?),
             c::SEARCH_QUERY_REQ
             | c::YZ_INDEX_GET_REQ
             | c::YZ_INDEX_PUT_REQ
@@ -162,6 +166,8 @@ impl Request {
                 (c::AAE_FOLD_FETCH_CLOCKS_NVAL_REQ, m.encode_to_vec())
             }
             Request::AaeFoldListBuckets(m) => (c::AAE_FOLD_LIST_BUCKETS_REQ, m.encode_to_vec()),
+            Request::AaeFoldFindKeys(m) => (c::AAE_FOLD_FIND_KEYS_REQ, m.encode_to_vec()),
+            Request::AaeFoldObjectStats(m) => (c::AAE_FOLD_OBJECT_STATS_REQ, m.encode_to_vec()),
             Request::Unsupported(code) => (*code, Vec::new()),
         };
         encode_frame(code, &bytes, out);
@@ -201,6 +207,7 @@ pub enum Response {
     AaeFoldTree(RpbAaeFoldTreeResp),
     AaeFoldKeyValue(RpbAaeFoldKeyValueResp),
     AaeFoldListBuckets(RpbAaeFoldListBucketsResp),
+    AaeFoldKeyCount(RpbAaeFoldKeyCountResp),
 }
 
 impl Response {
@@ -239,6 +246,7 @@ impl Response {
             c::AAE_FOLD_TREE_RESP => Response::AaeFoldTree(body(f)?),
             c::AAE_FOLD_KEY_VALUE_RESP => Response::AaeFoldKeyValue(body(f)?),
             c::AAE_FOLD_LIST_BUCKETS_RESP => Response::AaeFoldListBuckets(body(f)?),
+            c::AAE_FOLD_KEY_COUNT_RESP => Response::AaeFoldKeyCount(body(f)?),
             other => return Err(DecodeError::UnknownCode(other)),
         })
     }
@@ -272,6 +280,7 @@ impl Response {
             Response::AaeFoldTree(m) => (c::AAE_FOLD_TREE_RESP, m.encode_to_vec()),
             Response::AaeFoldKeyValue(m) => (c::AAE_FOLD_KEY_VALUE_RESP, m.encode_to_vec()),
             Response::AaeFoldListBuckets(m) => (c::AAE_FOLD_LIST_BUCKETS_RESP, m.encode_to_vec()),
+            Response::AaeFoldKeyCount(m) => (c::AAE_FOLD_KEY_COUNT_RESP, m.encode_to_vec()),
         };
         encode_frame(code, &bytes, out);
     }

@@ -141,9 +141,135 @@ fn folds_over_the_trees_describe_the_keys_written() {
         .unwrap_err()
         .to_string();
     assert!(e.contains("n_val 0 is not between 1"), "{e}");
-    let e = c.call(&Request::Unsupported(215)).unwrap_err().to_string();
+    let e = c.call(&Request::Unsupported(217)).unwrap_err().to_string();
     assert!(
-        e.contains("RpbAaeFoldFindKeysReq") && e.contains("merge_root_nval"),
+        e.contains("RpbAaeFoldReplKeysReq") && e.contains("find_keys"),
         "{e}"
     );
+}
+
+fn find_keys(c: &mut Client, req: RpbAaeFoldFindKeysReq) -> Vec<(String, u32)> {
+    match c.call(&Request::AaeFoldFindKeys(req)).unwrap() {
+        Response::AaeFoldKeyCount(r) => {
+            assert_eq!(r.response_type, Bytes::from_static(b"find_keys"));
+            r.keys_count
+                .iter()
+                .map(|k| (String::from_utf8(k.tag.to_vec()).unwrap(), k.count))
+                .collect()
+        }
+        other => panic!("{other:?}"),
+    }
+}
+
+fn finder(find: i32, limit: u32) -> RpbAaeFoldFindKeysReq {
+    RpbAaeFoldFindKeysReq {
+        bucket: Bytes::from_static(b"stats"),
+        finder: find,
+        find_limit: limit,
+        ..Default::default()
+    }
+}
+
+/// find_keys and object_stats (Riak 3's operational folds) count what
+/// was written: keys with siblings, a large object, sizes by order of
+/// magnitude, within key and modified ranges.
+#[test]
+fn find_keys_and_object_stats_count_what_was_written() {
+    use rpb_aae_fold_find_keys_req::FindType;
+    let dir = tempfile::tempdir().unwrap();
+    let n = Node::start(dir.path(), "");
+    let props = n.http(
+        "PUT",
+        "/buckets/stats/props",
+        &[("Content-Type", "application/json")],
+        br#"{"props":{"allow_mult":true}}"#,
+    );
+    assert_eq!(props.unwrap().status, 204);
+    let mut c = Client::connect(n.pb).unwrap();
+    for i in 0..10 {
+        c.put(b"stats", format!("k{i}").as_bytes(), b"v", "text/plain")
+            .unwrap();
+    }
+    // Two writes without a context: two siblings.
+    for k in ["s0", "s1", "s2"] {
+        c.put(b"stats", k.as_bytes(), b"one", "text/plain").unwrap();
+        c.put(b"stats", k.as_bytes(), b"two", "text/plain").unwrap();
+    }
+    c.put(b"stats", b"big", &[7u8; 5000], "application/octet-stream")
+        .unwrap();
+    // Another bucket is not counted.
+    c.put(b"other", b"s9", b"x", "text/plain").unwrap();
+
+    let siblings = find_keys(&mut c, finder(FindType::SiblingCount as i32, 1));
+    assert_eq!(
+        siblings,
+        vec![("s0".into(), 2), ("s1".into(), 2), ("s2".into(), 2)]
+    );
+    let large = find_keys(&mut c, finder(FindType::ObjectSize as i32, 4000));
+    assert_eq!(large.len(), 1, "{large:?}");
+    assert_eq!(large[0].0, "big");
+    assert!(large[0].1 > 5000, "{large:?}");
+
+    // A key range, both ends included.
+    let mut ranged = finder(FindType::SiblingCount as i32, 1);
+    ranged.key_range = true;
+    ranged.start_key = Some(Bytes::from_static(b"s0"));
+    ranged.end_key = Some(Bytes::from_static(b"s1"));
+    let got: Vec<String> = find_keys(&mut c, ranged).into_iter().map(|k| k.0).collect();
+    assert_eq!(got, vec!["s0", "s1"]);
+
+    // A modified range: long ago finds nothing; up to the end of u32 all.
+    let mut old = finder(FindType::SiblingCount as i32, 0);
+    old.modified_range = true;
+    old.last_mod_start = Some(0);
+    old.last_mod_end = Some(1_000_000);
+    assert!(find_keys(&mut c, old.clone()).is_empty());
+    old.last_mod_end = Some(u32::MAX);
+    assert_eq!(find_keys(&mut c, old).len(), 14);
+
+    let stats = RpbAaeFoldObjectStatsReq {
+        bucket: Bytes::from_static(b"stats"),
+        ..Default::default()
+    };
+    let counts = match c.call(&Request::AaeFoldObjectStats(stats)).unwrap() {
+        Response::AaeFoldKeyCount(r) => {
+            assert_eq!(r.response_type, Bytes::from_static(b"stats"));
+            r.keys_count
+        }
+        other => panic!("{other:?}"),
+    };
+    let tag = |t: &str| -> Vec<(Option<u32>, u32)> {
+        counts
+            .iter()
+            .filter(|k| k.tag == t.as_bytes())
+            .map(|k| (k.order, k.count))
+            .collect()
+    };
+    assert_eq!(tag("total_count"), vec![(None, 14)]);
+    assert_eq!(tag("siblings"), vec![(Some(1), 11), (Some(2), 3)]);
+    let sizes = tag("sizes");
+    assert_eq!(sizes.iter().map(|s| s.1).sum::<u32>(), 14, "{sizes:?}");
+    assert!(sizes.windows(2).all(|w| w[0].0 < w[1].0), "{sizes:?}");
+    // The large object alone has four digits of size (1,000 to 9,999).
+    assert_eq!(sizes.last(), Some(&(Some(3), 1)), "{sizes:?}");
+    let total = tag("total_size")[0].1;
+    assert!(total > 5000, "{total}");
+
+    // Clear errors.
+    let mut bad = finder(FindType::SiblingCount as i32, 1);
+    bad.key_range = true;
+    bad.start_key = Some(Bytes::from_static(b"z"));
+    bad.end_key = Some(Bytes::from_static(b"a"));
+    let e = c
+        .call(&Request::AaeFoldFindKeys(bad))
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("key range ends before it starts"), "{e}");
+    let mut no_type = finder(FindType::SiblingCount as i32, 1);
+    no_type.r#type = Some(Bytes::from_static(b"nosuch"));
+    let e = c
+        .call(&Request::AaeFoldFindKeys(no_type))
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("nosuch"), "{e}");
 }

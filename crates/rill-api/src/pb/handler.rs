@@ -62,7 +62,7 @@ fn unsupported(code: u8) -> Response {
         codes::AUTH_REQ => "authentication (security is not enabled)",
         codes::START_TLS => "TLS (security is not enabled)",
         90..=104 => "Riak TS",
-        200..=231 => "Rill answers the aae_fold operations merge_root_nval, merge_branch_nval, fetch_clocks_nval and list_buckets; this one",
+        200..=231 => "Rill answers the aae_fold operations merge_root_nval, merge_branch_nval, fetch_clocks_nval, find_keys, object_stats and list_buckets; this one",
         _ => "this request",
     };
     Response::error(format!(
@@ -226,7 +226,9 @@ impl Session {
             Request::AaeFoldMergeRoot(_)
             | Request::AaeFoldMergeBranch(_)
             | Request::AaeFoldFetchClocks(_)
-            | Request::AaeFoldListBuckets(_) => super::aae_fold::fold(node, req).await,
+            | Request::AaeFoldListBuckets(_)
+            | Request::AaeFoldFindKeys(_)
+            | Request::AaeFoldObjectStats(_) => super::aae_fold::fold(node, req).await,
             Request::Unsupported(code) => unsupported(code),
             Request::ListKeys(_) | Request::MapRed(_) => unreachable!("streamed above"),
         }

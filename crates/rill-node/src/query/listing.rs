@@ -54,7 +54,7 @@ impl super::Queries {
         true
     }
 
-    fn check_type(&self, bucket_type: &[u8]) -> Result<Vec<u8>, KvError> {
+    pub(super) fn check_type(&self, bucket_type: &[u8]) -> Result<Vec<u8>, KvError> {
         let t = std::str::from_utf8(bucket_type)
             .map_err(|_| KvError::NoSuchType(String::from_utf8_lossy(bucket_type).into()))?;
         if !self

@@ -7,6 +7,7 @@ pub(crate) mod coverage;
 pub(crate) mod index;
 mod index_scan;
 mod listing;
+pub mod summaries;
 
 use crate::buckets::Buckets;
 use crate::replicas::Replicas;

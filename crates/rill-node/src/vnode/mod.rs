@@ -15,6 +15,7 @@ pub mod lease;
 pub mod msg;
 pub mod standalone;
 pub mod step;
+pub mod summary;
 pub(crate) mod switch;
 
 use crate::error::KvError;

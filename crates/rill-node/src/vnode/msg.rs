@@ -62,6 +62,9 @@ pub enum VnodeRequest {
         index_n: rill_aae::IndexN,
         segments: Vec<u32>,
     },
+    /// The summaries of the keys `Keys` would answer (an aae_fold's
+    /// find_keys and object_stats).
+    Summaries(Box<KeysQuery>),
 }
 
 /// What a `Keys` request asks.
@@ -109,6 +112,12 @@ pub enum VnodeReply {
     Aae(Option<rill_aae::Answer>),
     /// Keys with their clocks, sorted.
     Clocks(Vec<(BKey, VClock)>),
+    /// Keys' summaries, sorted by key; `more`: keys past the last were
+    /// left out.
+    Summaries {
+        rows: Vec<crate::vnode::summary::KeySummary>,
+        more: bool,
+    },
     /// Not an answer: a replica took a `Coordinate` request from the
     /// queue and is carrying it out (Riak's forward acknowledgement,
     /// `now_executing`). A coordinator that loses the replica's node
@@ -167,6 +176,7 @@ impl Vnode {
                     .map_err(KvError::from)
             }
             VnodeRequest::Keys(q) => self.keys(&q),
+            VnodeRequest::Summaries(q) => self.summaries(&q),
             VnodeRequest::IndexPage { query, page } => {
                 let mut entries = Vec::new();
                 let page = page.max(1) as usize;
@@ -272,7 +282,7 @@ impl Vnode {
         })
     }
 
-    fn keys(&self, q: &KeysQuery) -> Result<VnodeReply, KvError> {
+    pub(crate) fn keys(&self, q: &KeysQuery) -> Result<VnodeReply, KvError> {
         let limit = q.limit.max(1) as usize;
         let mut best: std::collections::BTreeSet<Vec<u8>> = Default::default();
         let mut more = false;

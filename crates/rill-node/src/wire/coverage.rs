@@ -1,8 +1,9 @@
 //! The bytes of coverage requests and replies (list buckets, list keys,
-//! index pages): docs/format.md, "Vnode messages".
+//! index pages, key summaries): docs/format.md, "Vnode messages".
 
 use super::{put_long, put_short, Reader, WireError};
 use crate::vnode::msg::KeysQuery;
+use crate::vnode::summary::KeySummary;
 use rill_backend::{IndexQuery, IndexRange, Term};
 
 fn put_term(b: &mut Vec<u8>, t: &Term) {
@@ -45,6 +46,16 @@ pub(super) fn put_keys_query(b: &mut Vec<u8>, q: &KeysQuery) {
             }
         }
         None => b.push(0),
+    }
+}
+
+pub(super) fn put_summaries(b: &mut Vec<u8>, rows: &[KeySummary]) {
+    b.extend_from_slice(&(rows.len() as u32).to_be_bytes());
+    for r in rows {
+        put_long(b, &r.key);
+        b.extend_from_slice(&r.siblings.to_be_bytes());
+        b.extend_from_slice(&r.bytes.to_be_bytes());
+        b.extend_from_slice(&r.modified_s.to_be_bytes());
     }
 }
 
@@ -164,6 +175,20 @@ impl Reader<'_> {
         let n = self.count(9)?;
         (0..n)
             .map(|_| Ok((self.term()?, self.long()?.to_vec())))
+            .collect()
+    }
+
+    pub(super) fn summaries(&mut self) -> Result<Vec<KeySummary>, WireError> {
+        let n = self.count(24)?;
+        (0..n)
+            .map(|_| {
+                Ok(KeySummary {
+                    key: self.long()?.to_vec(),
+                    siblings: self.u32()?,
+                    bytes: self.u64()?,
+                    modified_s: self.u64()?,
+                })
+            })
             .collect()
     }
 

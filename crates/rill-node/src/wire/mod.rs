@@ -31,6 +31,7 @@ const INDEX_PAGE: u8 = 7;
 const HEAD: u8 = 8;
 const AAE: u8 = 9;
 const AAE_CLOCKS: u8 = 10;
+const SUMMARIES: u8 = 11;
 const FOUND: u8 = 16;
 const STORED: u8 = 17;
 const REAPED: u8 = 18;
@@ -43,6 +44,7 @@ const MERGED: u8 = 24;
 const AAE_ANSWER: u8 = 25;
 const CLOCK_LIST: u8 = 26;
 const ACCEPTED: u8 = 27;
+const SUMMARY_LIST: u8 = 28;
 
 // Error kinds a replica's failure keeps across the wire.
 const ERR_BACKEND: u8 = 0;
@@ -247,6 +249,11 @@ pub fn encode_request_after(prefix: &[u8], route: Route, r: &VnodeRequest) -> Ve
             aae::put_segments(&mut b, *index_n, segments);
             b
         }
+        VnodeRequest::Summaries(q) => {
+            let mut b = head(prefix, SUMMARIES, route);
+            coverage::put_keys_query(&mut b, q);
+            b
+        }
     }
 }
 
@@ -275,6 +282,12 @@ pub fn encode_reply_after(prefix: &[u8], route: Route, r: &VnodeReply) -> Vec<u8
         VnodeReply::Aae(a) => {
             let mut b = head(prefix, AAE_ANSWER, route);
             aae::put_answer(&mut b, a);
+            b
+        }
+        VnodeReply::Summaries { rows, more } => {
+            let mut b = head(prefix, SUMMARY_LIST, route);
+            b.push(u8::from(*more));
+            coverage::put_summaries(&mut b, rows);
             b
         }
         VnodeReply::Clocks(list) => {
@@ -480,6 +493,7 @@ fn decode_request_in(b: &[u8], shared: Option<&Bytes>) -> Result<(Route, VnodeRe
             bucket_type: r.short()?,
         },
         KEYS => VnodeRequest::Keys(Box::new(r.keys_query()?)),
+        SUMMARIES => VnodeRequest::Summaries(Box::new(r.keys_query()?)),
         INDEX_PAGE => {
             let (query, page) = r.index_query()?;
             VnodeRequest::IndexPage { query, page }
@@ -579,6 +593,13 @@ fn decode_reply_in(b: &[u8], shared: Option<&Bytes>) -> Result<(Route, VnodeRepl
             fingerprint: r.u64()?,
         },
         BUCKET_LIST => VnodeReply::Buckets(r.list()?),
+        SUMMARY_LIST => {
+            let more = r.bool_flag()?;
+            VnodeReply::Summaries {
+                more,
+                rows: r.summaries()?,
+            }
+        }
         KEY_LIST => {
             let more = r.bool_flag()?;
             VnodeReply::Keys {

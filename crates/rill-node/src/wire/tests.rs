@@ -116,6 +116,15 @@ fn requests_and_replies_round_trip_and_refuse_every_cut() {
             limit: 1,
             first_of: None,
         })),
+        VnodeRequest::Summaries(Box::new(crate::vnode::msg::KeysQuery {
+            bucket_type: b"t".to_vec(),
+            bucket: b"b".to_vec(),
+            lo: b"a".to_vec(),
+            hi: Some(b"m".to_vec()),
+            after: None,
+            limit: 100,
+            first_of: Some((8, vec![1])),
+        })),
         VnodeRequest::IndexPage {
             query: rill_backend::IndexQuery {
                 bucket_type: vec![],
@@ -178,6 +187,23 @@ fn requests_and_replies_round_trip_and_refuse_every_cut() {
         VnodeReply::Keys {
             keys: vec![b"k1".to_vec()],
             more: true,
+        },
+        VnodeReply::Summaries {
+            rows: vec![
+                crate::vnode::summary::KeySummary {
+                    key: b"k1".to_vec(),
+                    siblings: 3,
+                    bytes: 1 << 33,
+                    modified_s: 1_764_000_000,
+                },
+                crate::vnode::summary::KeySummary {
+                    key: vec![],
+                    siblings: 0,
+                    bytes: 0,
+                    modified_s: 0,
+                },
+            ],
+            more: false,
         },
         VnodeReply::Entries {
             entries: vec![

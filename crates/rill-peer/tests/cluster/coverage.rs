@@ -60,6 +60,23 @@ async fn coverage_queries_see_every_key_once_across_nodes() {
                 n.list_buckets(b"default", None).unwrap(),
                 vec![b"b".to_vec()]
             );
+            // aae_fold's object_stats covers every key once too.
+            let stats = n
+                .key_fold(&rill_node::KeyFold {
+                    bucket_type: Vec::new(),
+                    bucket: b"b".to_vec(),
+                    key_range: None,
+                    modified: None,
+                    what: rill_node::KeyFoldKind::ObjectStats,
+                })
+                .unwrap();
+            match stats {
+                rill_node::KeyFoldAnswer::Stats(s) => {
+                    assert_eq!(s.total_count, 251, "through {}", n.nodename());
+                    assert_eq!(s.siblings.get(&1), Some(&251));
+                }
+                other => panic!("{other:?}"),
+            }
             // A range query, paged by max_results: every match once, in order.
             let mut got = Vec::new();
             let mut continuation = None;
