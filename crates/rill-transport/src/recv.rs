@@ -7,6 +7,7 @@ use crate::transport::{Events, Incoming, LinkEvent};
 use bytes::{Buf, BytesMut};
 use std::collections::HashMap;
 use std::net::SocketAddr;
+use std::sync::{Arc, Mutex};
 use tokio::io::AsyncReadExt;
 use tokio::net::TcpStream;
 use tokio::sync::mpsc;
@@ -18,6 +19,9 @@ const PARTIAL_MESSAGES: usize = 16;
 /// comes (larger ones grow as they come, so memory follows what the peer
 /// really sent).
 const RESERVE_WHOLE_BYTES: usize = 64 << 20;
+
+/// Connections open from each node (by its hello's name), all lanes.
+pub(crate) type OpenFrom = Arc<Mutex<HashMap<String, usize>>>;
 
 #[derive(Debug, thiserror::Error)]
 enum RecvError {
@@ -40,16 +44,24 @@ pub(crate) async fn run(
     max_message_bytes: usize,
     background: Option<tokio::runtime::Handle>,
     events: Events,
+    open: OpenFrom,
 ) {
     let mut buf = BytesMut::with_capacity(128 << 10);
     let (from, lane) = match hello(&mut stream, &mut buf).await {
         Ok(h) => h,
         Err(e) => return report(peer, e),
     };
-    // However the reading ends, the runtime hears of it.
+    // However the reading ends, the runtime hears of it when it was the
+    // last connection from that node.
+    *open
+        .lock()
+        .unwrap_or_else(|e| e.into_inner())
+        .entry(from.clone())
+        .or_default() += 1;
     let closed = Closed {
         from: from.clone(),
         events,
+        open,
     };
     if let (true, Some(h)) = (lane.is_background(), background) {
         match stream.into_std() {
@@ -77,17 +89,37 @@ pub(crate) async fn run(
     drop(closed);
 }
 
-/// Reports the end of a connection from a named peer when dropped.
+/// Reports the end of the last connection from a named peer when
+/// dropped. While another connection from it is open (another lane, or a
+/// restarted node's new connection that came before the old one's end
+/// was read), it is not reported: the node is alive, and a report would
+/// take it for down until its next message and fail its requests.
 struct Closed {
     from: String,
     events: Events,
+    open: OpenFrom,
 }
 
 impl Drop for Closed {
     fn drop(&mut self) {
-        let _ = self
-            .events
-            .try_send(LinkEvent::Closed(std::mem::take(&mut self.from)));
+        let mut open = self.open.lock().unwrap_or_else(|e| e.into_inner());
+        let last = match open.get_mut(&self.from) {
+            Some(n) if *n > 1 => {
+                *n -= 1;
+                false
+            }
+            _ => {
+                open.remove(&self.from);
+                true
+            }
+        };
+        // Sent under the lock: a connection that opens meanwhile is
+        // counted after this end is reported, never before it.
+        if last {
+            let _ = self
+                .events
+                .try_send(LinkEvent::Closed(std::mem::take(&mut self.from)));
+        }
     }
 }
 

@@ -26,8 +26,8 @@ pub struct Incoming {
 /// connection closes).
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum LinkEvent {
-    /// A connection from this node (its hello's name) ended: it stopped,
-    /// crashed, or dropped the connection.
+    /// The last open connection from this node (its hello's name, all
+    /// lanes) ended: it stopped, crashed, or dropped its connections.
     Closed(String),
     /// A connect to this address was refused or timed out.
     Refused(SocketAddr),
@@ -114,6 +114,8 @@ pub struct Transport {
     unreachable: send::Unreachable,
     events: Events,
     events_rx: Mutex<Option<mpsc::Receiver<LinkEvent>>>,
+    /// Connections open from each node, all lanes (`recv`).
+    open_from: crate::recv::OpenFrom,
     background: Option<Background>,
 }
 
@@ -162,6 +164,8 @@ impl Transport {
         let bg = background.as_ref().and_then(Background::handle);
         let (events, events_rx) = mpsc::channel(EVENTS);
         let closed = events.clone();
+        let open_from = crate::recv::OpenFrom::default();
+        let open = open_from.clone();
         tokio::spawn(async move {
             loop {
                 match listener.accept().await {
@@ -174,6 +178,7 @@ impl Transport {
                             max,
                             bg.clone(),
                             closed.clone(),
+                            open.clone(),
                         );
                         tokio::spawn(run);
                     }
@@ -194,9 +199,21 @@ impl Transport {
             unreachable: Default::default(),
             events,
             events_rx: Mutex::new(Some(events_rx)),
+            open_from,
             background,
         };
         Ok((Arc::new(t), rx))
+    }
+
+    /// Connections open from the node named `name` (its hellos), all
+    /// lanes.
+    pub fn connections_from(&self, name: &str) -> usize {
+        self.open_from
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .get(name)
+            .copied()
+            .unwrap_or(0)
     }
 
     /// The link events (taken once, by the runtime that watches peers).

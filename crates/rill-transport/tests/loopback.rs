@@ -288,3 +288,49 @@ async fn the_first_message_after_a_peer_restarts_arrives() {
         ("a@127.0.0.1", &b"after"[..])
     );
 }
+
+/// Waits, at most 60 s, for `cond`.
+async fn until(what: &str, mut cond: impl FnMut() -> bool) {
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(60);
+    while !cond() {
+        assert!(tokio::time::Instant::now() < deadline, "{what} within 60 s");
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+}
+
+/// A node restarted under the same name connects again before its old
+/// connection's end is read: that end is not reported (the node is
+/// alive); the end of its last connection is.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn only_the_end_of_a_nodes_last_connection_is_reported() {
+    use rill_transport::LinkEvent;
+    let (a, mut rx) = node("a@127.0.0.1", None).await;
+    let mut events = a.take_events().unwrap();
+    let to = a.local_addr();
+    let (old, _) = node("b@127.0.0.1", None).await;
+    old.send(to, Lane::Control, numbered(Lane::Control, 0))
+        .await
+        .unwrap();
+    next(&mut rx).await;
+    let (new, _) = node("b@127.0.0.1", None).await;
+    new.send(to, Lane::Control, numbered(Lane::Control, 1))
+        .await
+        .unwrap();
+    next(&mut rx).await;
+    assert_eq!(a.connections_from("b@127.0.0.1"), 2);
+    drop(old);
+    until("the old connection's end read", || {
+        a.connections_from("b@127.0.0.1") == 1
+    })
+    .await;
+    assert!(
+        events.try_recv().is_err(),
+        "an old connection's end was reported while the node is connected"
+    );
+    drop(new);
+    let e = tokio::time::timeout(Duration::from_secs(60), events.recv())
+        .await
+        .expect("the last end reported within 60 s");
+    assert_eq!(e, Some(LinkEvent::Closed("b@127.0.0.1".into())));
+    assert_eq!(a.connections_from("b@127.0.0.1"), 0);
+}
