@@ -13,10 +13,15 @@
 //! so a pass folds the keys at most about that many times whatever the
 //! partition's size, and holds at most that share of its keys.
 //!
-//! Hashes are 64-bit: two keys of one partition with one hash (about one
-//! chance in 2^64 / n² for n keys) make the second count as sent. A top-up
-//! then leaves it to hinted handoff after the switch, and a drop keeps it
-//! (its clock's hash differs from the other key's): nothing is lost.
+//! Hashes are 64-bit, and a clock's is taken with its key
+//! ([`clock_hash`]): two keys of one partition with one key hash (about
+//! one chance in 2^65 / n² for n keys) make the second count as sent. A
+//! top-up then leaves it to hinted handoff after the switch, and a drop
+//! keeps it: the recorded hash is of the other key with its clock, which
+//! the second key's does not match even when the clocks are equal (keys
+//! written once by one vnode in one second have equal clocks). So
+//! nothing is lost unless a key hash and a 64-bit clock hash both
+//! collide.
 
 use crate::{Cursor, Item};
 
@@ -41,8 +46,8 @@ pub struct KeyChunk {
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Stored {
     pub value: Vec<u8>,
-    /// A hash of its clock (64 bits, so equal hashes are taken for equal
-    /// clocks).
+    /// [`clock_hash`] of its key and clock (64 bits, so equal hashes are
+    /// taken for an unchanged clock).
     pub clock: u64,
 }
 
@@ -58,9 +63,11 @@ pub trait PartitionData {
     fn drop_unchanged(&self, keys: &[(Vec<u8>, u64)]) -> Result<usize, String>;
 }
 
-/// The hash of a clock handoff records, from the clock's encoding.
-pub fn clock_hash(encoded_clock: &[u8]) -> u64 {
-    xxhash_rust::xxh3::xxh3_64_with_seed(encoded_clock, 1)
+/// The hash handoff records of a key's clock: of the clock's encoding,
+/// seeded by the key's, so that another key with an equal clock does not
+/// match it.
+pub fn clock_hash(key: &[u8], encoded_clock: &[u8]) -> u64 {
+    xxhash_rust::xxh3::xxh3_64_with_seed(encoded_clock, key_hash(key) ^ 1)
 }
 
 fn key_hash(key: &[u8]) -> u64 {

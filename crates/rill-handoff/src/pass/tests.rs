@@ -201,3 +201,10 @@ fn a_read_not_taken_is_not_recorded() {
     assert_eq!(stale.items.len(), 5);
     assert!(pass.into_sent().is_empty());
 }
+
+#[test]
+fn equal_clocks_of_two_keys_hash_apart() {
+    let clock = b"the same clock";
+    assert_ne!(clock_hash(b"k1", clock), clock_hash(b"k2", clock));
+    assert_eq!(clock_hash(b"k1", clock), clock_hash(b"k1", clock));
+}

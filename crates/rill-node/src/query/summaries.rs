@@ -3,8 +3,7 @@
 //! keys in a key range (`vnode::summary`: siblings, bytes as stored,
 //! last modified), a page at a time, and the summaries are filtered by
 //! the modified range and reduced here. Riak reads the same figures from
-//! its AAE key store; Rill reads the objects (heads where the backend
-//! keeps them).
+//! its AAE key store; Rill reads the objects.
 
 use super::coverage::KEYS_PAGE;
 use crate::error::KvError;
@@ -143,8 +142,8 @@ impl super::Queries {
                     limit: KEYS_PAGE,
                     first_of: Some((size, firsts.clone())),
                 };
-                let (rows, more) = match self.ask_one(&e, VnodeRequest::Summaries(Box::new(q)))? {
-                    VnodeReply::Summaries { rows, more } => (rows, more),
+                let (rows, next) = match self.ask_one(&e, VnodeRequest::Summaries(Box::new(q)))? {
+                    VnodeReply::Summaries { rows, next } => (rows, next),
                     VnodeReply::Failed(e) => return Err(e),
                     other => {
                         return Err(KvError::Backend(format!(
@@ -153,9 +152,9 @@ impl super::Queries {
                     }
                 };
                 rows.iter().for_each(&mut *take);
-                match (more, rows.last()) {
-                    (true, Some(last)) => after = Some(last.key.clone()),
-                    _ => break,
+                match next {
+                    Some(last) => after = Some(last),
+                    None => break,
                 }
             }
         }

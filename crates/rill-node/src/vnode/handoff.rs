@@ -42,12 +42,12 @@ impl Vnode {
         })
     }
 
-    /// Removes `k` if its stored clock still hashes to `clock`; true if
-    /// removed.
-    fn drop_if_clock_hash(&self, k: &BKey, clock: u64) -> Result<bool, KvError> {
+    /// Removes `k` (encoded `key`) if its stored clock still hashes to
+    /// `clock`; true if removed.
+    fn drop_if_clock_hash(&self, key: &[u8], k: &BKey, clock: u64) -> Result<bool, KvError> {
         let _guard = self.lock(k);
         match self.get(k)? {
-            Some(o) if clock_hash(&encode_vclock(&o.clock)) == clock => {
+            Some(o) if clock_hash(key, &encode_vclock(&o.clock)) == clock => {
                 self.backend.delete(k, &index_terms(&o))?;
                 self.tree_changed(k, Some(&o), None);
                 Ok(true)
@@ -93,7 +93,7 @@ impl PartitionData for PartitionReader<'_> {
         match self.vnode.get(&k).map_err(|e| e.to_string())? {
             Some(o) => Ok(Some(Stored {
                 value: encode_object(&o),
-                clock: clock_hash(&encode_vclock(&o.clock)),
+                clock: clock_hash(key, &encode_vclock(&o.clock)),
             })),
             None => Ok(None),
         }
@@ -108,7 +108,7 @@ impl PartitionData for PartitionReader<'_> {
         for (key, clock) in keys {
             if self
                 .vnode
-                .drop_if_clock_hash(&decode(key)?, *clock)
+                .drop_if_clock_hash(key, &decode(key)?, *clock)
                 .map_err(|e| e.to_string())?
             {
                 n += 1;

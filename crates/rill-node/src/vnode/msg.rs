@@ -112,11 +112,11 @@ pub enum VnodeReply {
     Aae(Option<rill_aae::Answer>),
     /// Keys with their clocks, sorted.
     Clocks(Vec<(BKey, VClock)>),
-    /// Keys' summaries, sorted by key; `more`: keys past the last were
-    /// left out.
+    /// Keys' summaries, sorted by key; `next`: keys past this one (the
+    /// last listed, summarised or not) were left out.
     Summaries {
         rows: Vec<crate::vnode::summary::KeySummary>,
-        more: bool,
+        next: Option<Vec<u8>>,
     },
     /// Not an answer: a replica took a `Coordinate` request from the
     /// queue and is carrying it out (Riak's forward acknowledgement,

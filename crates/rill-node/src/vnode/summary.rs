@@ -21,12 +21,15 @@ pub struct KeySummary {
 }
 
 impl Vnode {
-    /// The summaries of the keys a `Keys` query with `q` would answer
-    /// (a key gone since it was listed is left out).
+    /// The summaries of the keys a `Keys` query with `q` would answer (a
+    /// key gone since it was listed is left out, and so is an object that
+    /// does not decode, with a warning); with more to come, the last key
+    /// listed, where the next page starts.
     pub(crate) fn summaries(&self, q: &KeysQuery) -> Result<VnodeReply, KvError> {
         let VnodeReply::Keys { keys, more } = self.keys(q)? else {
             unreachable!("keys answers Keys");
         };
+        let next = if more { keys.last().cloned() } else { None };
         let mut rows = Vec::with_capacity(keys.len());
         for key in keys {
             let k = BKey::new(&q.bucket_type, &q.bucket, &key);
@@ -34,8 +37,13 @@ impl Vnode {
                 continue;
             };
             let bytes = stored.len() as u64;
-            let Some(o) = self.decoded(Some(stored))? else {
-                continue;
+            let o = match self.decoded(Some(stored)) {
+                Ok(Some(o)) => o,
+                Ok(None) => continue,
+                Err(e) => {
+                    tracing::warn!(partition = self.partition.0, error = %e, "an object that does not decode is left out of an aae_fold");
+                    continue;
+                }
             };
             rows.push(KeySummary {
                 key,
@@ -49,6 +57,6 @@ impl Vnode {
                     .unwrap_or(0),
             });
         }
-        Ok(VnodeReply::Summaries { rows, more })
+        Ok(VnodeReply::Summaries { rows, next })
     }
 }

@@ -49,7 +49,8 @@ pub(super) fn put_keys_query(b: &mut Vec<u8>, q: &KeysQuery) {
     }
 }
 
-pub(super) fn put_summaries(b: &mut Vec<u8>, rows: &[KeySummary]) {
+pub(super) fn put_summaries(b: &mut Vec<u8>, rows: &[KeySummary], next: Option<&[u8]>) {
+    put_opt(b, next);
     b.extend_from_slice(&(rows.len() as u32).to_be_bytes());
     for r in rows {
         put_long(b, &r.key);
@@ -178,9 +179,14 @@ impl Reader<'_> {
             .collect()
     }
 
-    pub(super) fn summaries(&mut self) -> Result<Vec<KeySummary>, WireError> {
+    pub(super) fn summaries(&mut self) -> Result<(Vec<KeySummary>, Option<Vec<u8>>), WireError> {
+        let next = if self.flag()? {
+            Some(self.long()?.to_vec())
+        } else {
+            None
+        };
         let n = self.count(24)?;
-        (0..n)
+        let rows = (0..n)
             .map(|_| {
                 Ok(KeySummary {
                     key: self.long()?.to_vec(),
@@ -189,7 +195,8 @@ impl Reader<'_> {
                     modified_s: self.u64()?,
                 })
             })
-            .collect()
+            .collect::<Result<_, WireError>>()?;
+        Ok((rows, next))
     }
 
     pub(super) fn bool_flag(&mut self) -> Result<bool, WireError> {

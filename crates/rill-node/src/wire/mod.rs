@@ -284,10 +284,9 @@ pub fn encode_reply_after(prefix: &[u8], route: Route, r: &VnodeReply) -> Vec<u8
             aae::put_answer(&mut b, a);
             b
         }
-        VnodeReply::Summaries { rows, more } => {
+        VnodeReply::Summaries { rows, next } => {
             let mut b = head(prefix, SUMMARY_LIST, route);
-            b.push(u8::from(*more));
-            coverage::put_summaries(&mut b, rows);
+            coverage::put_summaries(&mut b, rows, next.as_deref());
             b
         }
         VnodeReply::Clocks(list) => {
@@ -594,11 +593,8 @@ fn decode_reply_in(b: &[u8], shared: Option<&Bytes>) -> Result<(Route, VnodeRepl
         },
         BUCKET_LIST => VnodeReply::Buckets(r.list()?),
         SUMMARY_LIST => {
-            let more = r.bool_flag()?;
-            VnodeReply::Summaries {
-                more,
-                rows: r.summaries()?,
-            }
+            let (rows, next) = r.summaries()?;
+            VnodeReply::Summaries { rows, next }
         }
         KEY_LIST => {
             let more = r.bool_flag()?;

@@ -203,7 +203,11 @@ fn requests_and_replies_round_trip_and_refuse_every_cut() {
                     modified_s: 0,
                 },
             ],
-            more: false,
+            next: None,
+        },
+        VnodeReply::Summaries {
+            rows: vec![],
+            next: Some(b"k9".to_vec()),
         },
         VnodeReply::Entries {
             entries: vec![

@@ -51,7 +51,7 @@ use rill_handoff::pass::{Pass, SentRecord};
 use rill_handoff::plan::Kind;
 use rill_handoff::{Receiver, ReceiverConfig, Sender, SenderConfig, Slots, TransferId};
 use rill_transport::Lane;
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::sync::atomic::AtomicU64;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -112,6 +112,9 @@ pub(crate) struct Handoffs {
     /// Repairs other nodes asked of this one, waiting for a slot, with
     /// the node each goes to (at most [`MAX_REPAIRS_WAITING`]).
     repairs: BTreeMap<TransferId, String>,
+    /// Partitions whose ownership transfer is counting the keys written
+    /// during it (a top-up may follow): they count as being sent.
+    counting: BTreeSet<u32>,
     last_hinted_scan: u64,
     next_gen: u64,
 }
@@ -124,6 +127,7 @@ impl Handoffs {
             incoming: HashMap::new(),
             retained: BTreeMap::new(),
             repairs: BTreeMap::new(),
+            counting: BTreeSet::new(),
             last_hinted_scan: 0,
             next_gen: 1,
         }

@@ -63,7 +63,10 @@ impl Peer {
         h.repairs.insert(tid, from.to_string());
     }
 
-    /// Starts the repairs asked of this node while slots are free.
+    /// Starts the repairs asked of this node while slots are free. An ask
+    /// the ring has overtaken (this node no longer owns the source, or the
+    /// asker the partition repaired, or the source is being handed away)
+    /// is dropped, with a log line: its operator asks again.
     pub(super) fn start_repairs(self: &Arc<Self>, now: u64) {
         let waiting: Vec<(TransferId, String)> = self
             .handoffs()
@@ -71,10 +74,18 @@ impl Peer {
             .iter()
             .map(|(t, to)| (t.clone(), to.clone()))
             .collect();
+        let view = self.node.cluster_view();
         for (tid, to) in waiting {
             let Some(source) = source_of(tid.id) else {
                 continue;
             };
+            let owner = |p: u32| view.ring.owner(rill_ring::Partition(p)).to_string();
+            let handed_away = self.handoffs().retained.contains_key(&source);
+            if owner(source) != self.me || owner(tid.partition) != to || handed_away {
+                self.handoffs().repairs.remove(&tid);
+                tracing::warn!(partition = tid.partition, source, to = %to, "a repair asked of this node was dropped: the ring changed since it was asked; ask again");
+                continue;
+            }
             if !self.start_out(tid.partition, Kind::Repair { source }, to, now) {
                 return;
             }
@@ -135,8 +146,10 @@ impl Peer {
                             .id(),
                             from: s.node.clone(),
                         };
+                        // On the control lane: a handoff lane full of
+                        // batches would refuse it.
                         let msg = PeerMsg::Handoff(HandoffMsg::Ask(tid).encode());
-                        self.send_to(&inner, &s.node, Lane::Handoff, msg);
+                        self.send_to(&inner, &s.node, Lane::Control, msg);
                     }
                     asked += 1;
                     text.push_str(&format!(

@@ -45,6 +45,7 @@ impl Peer {
                     .iter()
                     .filter(|(_, o)| !o.is_repair())
                     .map(|(t, _)| t.partition)
+                    .chain(h.counting.iter().copied())
                     .collect(),
                 receiving: h.incoming.keys().map(|t| t.partition).collect(),
                 retained: h

@@ -183,8 +183,14 @@ impl Peer {
                         h.out.remove(tid)
                     };
                     self.handoff_stats.failed.fetch_add(1, Ordering::Relaxed);
-                    if let Some(o) = o {
-                        tracing::warn!(partition = tid.partition, to = %o.to, why, "handoff failed; it will be tried again");
+                    match o {
+                        Some(o) if o.is_repair() => {
+                            tracing::warn!(partition = tid.partition, to = %o.to, why, "a repair failed; ask for it again")
+                        }
+                        Some(o) => {
+                            tracing::warn!(partition = tid.partition, to = %o.to, why, "handoff failed; it will be tried again")
+                        }
+                        None => {}
                     }
                 }
             }
@@ -192,10 +198,21 @@ impl Peer {
     }
 
     fn out_done(self: &Arc<Self>, tid: &TransferId) {
-        let Some(o) = ({
+        let p = tid.partition;
+        let Some((o, next)) = ({
             let mut h = self.handoffs();
-            h.slots.release(tid);
-            h.out.remove(tid)
+            h.out.remove(tid).map(|o| {
+                let next = after_sent(o.kind.clone(), o.topups);
+                if matches!(next, AfterSent::ListUnsent(_)) {
+                    // Until the count decides, the transfer keeps its
+                    // slot and counts as sending: a round must not start
+                    // it again from its first key.
+                    h.counting.insert(p);
+                } else {
+                    h.slots.release(tid);
+                }
+                (o, next)
+            })
         }) else {
             return;
         };
@@ -207,8 +224,7 @@ impl Peer {
             sent.seal();
             sent
         };
-        let p = tid.partition;
-        match after_sent(o.kind, o.topups) {
+        match next {
             AfterSent::ListUnsent(t) => {
                 // Keys the record does not have (written since they were
                 // passed, on this node only) go in a top-up pass before
@@ -220,15 +236,28 @@ impl Peer {
                 let (to, topups) = (o.to, o.topups);
                 self.rt.spawn_blocking(move || {
                     let counted = peer.with_reader(&tid, p, |r| count_unsent(r, &sent, CHUNK_MIN));
+                    let done_counting = |peer: &Peer| {
+                        let mut h = peer.handoffs();
+                        h.counting.remove(&p);
+                        h.slots.release(&tid);
+                    };
                     match counted {
                         Err(e) => {
+                            done_counting(&peer);
                             tracing::warn!(partition = p, error = %e, "cannot list a partition after its handoff; it will be handed off again");
                         }
-                        Ok(n) if !after_listing(n) => peer.ownership_done(&t, sent),
+                        Ok(n) if !after_listing(n) => {
+                            // Retained before it stops counting: never
+                            // neither, or a round would start it again.
+                            peer.ownership_done(&t, sent);
+                            done_counting(&peer);
+                        }
                         Ok(n) => {
                             tracing::info!(partition = p, keys = n, "handoff tops up keys written during it");
                             let now = peer.now();
+                            // The slot is still this transfer's.
                             peer.start_out_with(p, Kind::Ownership(t), to, now, sent, topups + 1);
+                            peer.handoffs().counting.remove(&p);
                         }
                     }
                 });

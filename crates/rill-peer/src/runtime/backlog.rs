@@ -103,9 +103,50 @@ impl Backlogs {
         }
     }
 
+    /// Removes a queue whose drainer is gone, and gives its messages
+    /// back to be failed.
+    fn abandon(&mut self, to: SocketAddr, lane: Lane) -> Vec<Failed> {
+        self.queues
+            .remove(&(to, lane))
+            .map(|q| q.items.into_iter().map(|(_, f)| f).collect())
+            .unwrap_or_default()
+    }
+
     /// Bytes waiting, all queues.
     pub fn bytes(&self) -> usize {
         self.queues.values().map(|q| q.bytes).sum()
+    }
+}
+
+/// A drainer that ends before its queue is empty (its task cancelled as
+/// the runtime stops, or a panic) takes the queue with it and fails what
+/// waited: otherwise the queue would stay, and every later send to that
+/// peer and lane would join it and never go.
+struct Draining {
+    backlogs: Arc<Mutex<Backlogs>>,
+    to: SocketAddr,
+    lane: Lane,
+    /// The message being sent's answer to a failure.
+    sending: Option<Failed>,
+    finished: bool,
+}
+
+impl Drop for Draining {
+    fn drop(&mut self) {
+        if self.finished {
+            return;
+        }
+        if let Some(failed) = self.sending.take() {
+            failed(SendError::Closed(self.to));
+        }
+        let left = self
+            .backlogs
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .abandon(self.to, self.lane);
+        for failed in left {
+            failed(SendError::Closed(self.to));
+        }
     }
 }
 
@@ -120,13 +161,27 @@ pub(crate) async fn drain<F, Fut>(
     F: Fn(Bytes) -> Fut,
     Fut: Future<Output = Result<(), SendError>>,
 {
+    let mut guard = Draining {
+        backlogs,
+        to,
+        lane,
+        sending: None,
+        finished: false,
+    };
     loop {
-        let next = backlogs
+        let next = guard
+            .backlogs
             .lock()
             .unwrap_or_else(|e| e.into_inner())
             .pop(to, lane);
-        let Some((msg, failed)) = next else { return };
-        if let Err(e) = send(msg).await {
+        let Some((msg, failed)) = next else {
+            guard.finished = true;
+            return;
+        };
+        guard.sending = Some(failed);
+        let sent = send(msg).await;
+        let failed = guard.sending.take().expect("set before the send");
+        if let Err(e) = sent {
             failed(e);
         }
     }
@@ -238,5 +293,36 @@ mod tests {
         assert_eq!(*sent.lock().unwrap(), vec![0, 1, 2, 3, 4, 5]);
         assert_eq!(failed.load(Ordering::SeqCst), 1);
         assert!(!b.lock().unwrap().waiting(addr(), Lane::Small));
+    }
+
+    /// A drainer cancelled midway (its runtime stopping) leaves no queue
+    /// behind, and fails what waited in it.
+    #[tokio::test]
+    async fn a_drainer_cancelled_midway_takes_its_queue_with_it() {
+        let failed = Arc::new(AtomicUsize::new(0));
+        let b = Arc::new(Mutex::new(Backlogs::new(1 << 20)));
+        for i in 0..3u8 {
+            let _ = b
+                .lock()
+                .unwrap()
+                .push(addr(), Lane::Bulk, msg(i, 10), counting(&failed));
+        }
+        let task = tokio::spawn(drain(b.clone(), addr(), Lane::Bulk, |_m: Bytes| {
+            std::future::pending::<Result<(), SendError>>()
+        }));
+        // The first message is being sent (for ever); two wait.
+        let deadline = tokio::time::Instant::now() + std::time::Duration::from_secs(60);
+        while b.lock().unwrap().bytes() != 20 {
+            assert!(
+                tokio::time::Instant::now() < deadline,
+                "the drainer started"
+            );
+            tokio::task::yield_now().await;
+        }
+        task.abort();
+        assert!(task.await.unwrap_err().is_cancelled());
+        assert!(!b.lock().unwrap().waiting(addr(), Lane::Bulk));
+        // The one being sent and the two waiting.
+        assert_eq!(failed.load(Ordering::SeqCst), 3);
     }
 }
