@@ -21,9 +21,16 @@ impl Peer {
                     )
                 }
             };
+            // The partition's size as the pass last listed it (a top-up
+            // sends only the keys written since, of all of them).
+            let of = if o.total > 0 {
+                format!(" (of {} in the partition)", o.total)
+            } else {
+                String::new()
+            };
             out.push_str(&format!(
-                "  {what} to '{}': {} of {} keys sent\n",
-                o.to, o.sender.items_sent, o.total
+                "  {what} to '{}': {} keys sent{of}\n",
+                o.to, o.sender.items_sent
             ));
         }
         for (t, to) in &h.repairs {

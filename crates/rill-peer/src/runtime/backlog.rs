@@ -11,6 +11,7 @@ use rill_transport::{Lane, SendError};
 use std::collections::{HashMap, VecDeque};
 use std::future::Future;
 use std::net::SocketAddr;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 
 /// Bytes of messages waiting in one peer's lane, at most (a single
@@ -30,6 +31,9 @@ struct Queue {
 /// Every waiting queue of a node.
 pub(crate) struct Backlogs {
     queues: HashMap<Key, Queue>,
+    /// How many queues exist, readable without the lock: with none, a
+    /// send tries its lane without taking it (the common case).
+    count: Arc<AtomicUsize>,
     limit: usize,
     /// Sends refused at the bound, ever.
     pub refused: u64,
@@ -49,6 +53,7 @@ impl Backlogs {
     pub fn new(limit: usize) -> Backlogs {
         Backlogs {
             queues: HashMap::new(),
+            count: Arc::new(AtomicUsize::new(0)),
             limit,
             refused: 0,
         }
@@ -65,6 +70,7 @@ impl Backlogs {
         match self.queues.get_mut(&(to, lane)) {
             None => {
                 let bytes = msg.len();
+                self.count.fetch_add(1, Ordering::SeqCst);
                 self.queues.insert(
                     (to, lane),
                     Queue {
@@ -98,6 +104,7 @@ impl Backlogs {
             }
             None => {
                 self.queues.remove(&(to, lane));
+                self.count.fetch_sub(1, Ordering::SeqCst);
                 None
             }
         }
@@ -106,10 +113,16 @@ impl Backlogs {
     /// Removes a queue whose drainer is gone, and gives its messages
     /// back to be failed.
     fn abandon(&mut self, to: SocketAddr, lane: Lane) -> Vec<Failed> {
-        self.queues
-            .remove(&(to, lane))
-            .map(|q| q.items.into_iter().map(|(_, f)| f).collect())
-            .unwrap_or_default()
+        let Some(q) = self.queues.remove(&(to, lane)) else {
+            return Vec::new();
+        };
+        self.count.fetch_sub(1, Ordering::SeqCst);
+        q.items.into_iter().map(|(_, f)| f).collect()
+    }
+
+    /// The count of queues, to read without the lock.
+    pub fn queues(&self) -> Arc<AtomicUsize> {
+        self.count.clone()
     }
 
     /// Bytes waiting, all queues.
@@ -190,7 +203,6 @@ pub(crate) async fn drain<F, Fut>(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use std::sync::atomic::{AtomicUsize, Ordering};
 
     fn addr() -> SocketAddr {
         "127.0.0.1:9".parse().unwrap()
@@ -232,6 +244,8 @@ mod tests {
         ));
         assert_eq!(b.bytes(), 101);
         assert_eq!(b.refused, 1);
+        let queues = b.queues();
+        assert_eq!(queues.load(Ordering::SeqCst), 2);
         assert_eq!(b.pop(addr(), Lane::Bulk).unwrap().0, msg(1, 60));
         // Popped, not sent yet: a new message still goes behind it.
         assert!(b.waiting(addr(), Lane::Bulk));
@@ -244,6 +258,8 @@ mod tests {
         assert_eq!(b.pop(addr(), Lane::Bulk).unwrap().0, msg(4, 500));
         assert!(b.pop(addr(), Lane::Bulk).is_none());
         assert!(!b.waiting(addr(), Lane::Bulk));
+        // Sends without a backlog may skip the lock again for this lane.
+        assert_eq!(queues.load(Ordering::SeqCst), 1);
     }
 
     /// One drainer sends a queue's messages in order, each after the

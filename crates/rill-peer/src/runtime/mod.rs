@@ -148,6 +148,8 @@ pub struct Peer {
     serving: Arc<Semaphore>,
     /// Sends waiting for room in a full lane (`send`, `backlog`).
     pub(crate) backlogs: Arc<Mutex<backlog::Backlogs>>,
+    /// How many backlogs exist (`Backlogs::queues`).
+    pub(crate) backlog_queues: Arc<std::sync::atomic::AtomicUsize>,
     pub(crate) handoffs: Mutex<crate::handoff::Handoffs>,
     pub(crate) handoff_cfg: crate::handoff::HandoffConfig,
     /// Serialises the storing of received handoff batches.
@@ -213,6 +215,8 @@ impl Peer {
             last_owners: Vec::new(),
             released_ms: Default::default(),
         };
+        let backlogs = backlog::Backlogs::new(backlog::BACKLOG_BYTES);
+        let backlog_queues = backlogs.queues();
         let peer = Arc::new(Peer {
             node: node.clone(),
             me: me.clone(),
@@ -226,7 +230,8 @@ impl Peer {
             file,
             started,
             serving: Arc::new(Semaphore::new(64)),
-            backlogs: Arc::new(Mutex::new(backlog::Backlogs::new(backlog::BACKLOG_BYTES))),
+            backlogs: Arc::new(Mutex::new(backlogs)),
+            backlog_queues,
             handoffs: Mutex::new(crate::handoff::Handoffs::new(cfg_handoff.transfer_limit)),
             handoff_cfg: cfg_handoff,
             handoff_store: Mutex::new(()),

@@ -10,6 +10,7 @@ use crate::msg::PeerMsg;
 use bytes::Bytes;
 use rill_transport::{Lane, SendError};
 use std::net::SocketAddr;
+use std::sync::atomic::Ordering;
 
 impl Peer {
     /// Sends without waiting (a task does), so no caller ever waits on a
@@ -42,6 +43,18 @@ impl Peer {
         failed: impl FnOnce(SendError) + Send + 'static,
     ) {
         let mut msg: Bytes = msg.into();
+        if self.backlog_queues.load(Ordering::SeqCst) == 0 {
+            // No backlog anywhere (the common case): the lane itself,
+            // without the backlogs' lock. A send that finds the lane full
+            // goes on below; one from another thread racing it is not
+            // ordered with it either way.
+            let _in_runtime = self.rt.enter();
+            match self.transport.try_send(addr, lane, msg) {
+                Ok(None) => return,
+                Ok(Some(m)) => msg = m,
+                Err(e) => return failed(e),
+            }
+        }
         let admit = {
             let mut b = self.backlogs.lock().unwrap_or_else(|e| e.into_inner());
             if !b.waiting(addr, lane) {
