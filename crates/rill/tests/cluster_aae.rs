@@ -5,9 +5,8 @@
 
 mod common;
 
-use common::cluster::{form, put, Member};
+use common::cluster::{form, primary_on, put, read_alone, wipe_and_restart, Member};
 use common::until;
-use serde_json::Value;
 use std::time::Duration;
 
 /// Exchanges every 200 ms per vnode, 20 ms between their stages.
@@ -38,21 +37,7 @@ fn a_wiped_node_gets_every_key_back_by_anti_entropy_alone() {
         assert!(put(m1.node(), k, &format!("v-{k}"), "?w=3&dw=3"), "{k}");
     }
     // The keys a vnode of m3 is a primary replica of.
-    let on_m3: Vec<&String> = keys
-        .iter()
-        .filter(|k| {
-            let r = m1
-                .node()
-                .http("GET", &format!("/buckets/b/keys/{k}/preflist"), &[], b"")
-                .unwrap();
-            let v: Value = serde_json::from_slice(&r.body).unwrap();
-            v["preflist"]
-                .as_array()
-                .unwrap()
-                .iter()
-                .any(|e| e["node"] == m3.name.as_str() && e["primary"] == true)
-        })
-        .collect();
+    let on_m3 = primary_on(&m1, &m3, &keys);
     assert!(
         on_m3.len() > 200,
         "{} keys have a replica on m3",
@@ -60,12 +45,7 @@ fn a_wiped_node_gets_every_key_back_by_anti_entropy_alone() {
     );
 
     // m3 loses its stored data (and its trees) while stopped.
-    m3.node.take().unwrap().stop();
-    let data = m3.home.path().join("data");
-    for d in ["bitcask", "tictacaae"] {
-        let _ = std::fs::remove_dir_all(data.join(d));
-    }
-    m3.restart();
+    wipe_and_restart(&mut m3);
 
     // No client reads: exchanges find the missing keys and repair them,
     // until every member has seen a run of exchanges in sync after the
@@ -96,26 +76,7 @@ fn a_wiped_node_gets_every_key_back_by_anti_entropy_alone() {
     // Only m3 left: each key it is a primary of reads from its own vnodes.
     drop(m1);
     drop(m2);
-    for k in on_m3 {
-        let want = format!("v-{k}");
-        until(
-            &format!("{k} on m3 alone"),
-            Duration::from_secs(30),
-            || match m3.node().http(
-                "GET",
-                &format!("/buckets/b/keys/{k}?r=1&pr=1&notfound_ok=false&basic_quorum=false"),
-                &[],
-                b"",
-            ) {
-                Some(r) if r.status == 200 => {
-                    assert_eq!(r.body, want.as_bytes(), "{k}");
-                    true
-                }
-                Some(r) if r.status == 404 => panic!("{k} is not back on m3"),
-                _ => false,
-            },
-        );
-    }
+    read_alone(&m3, &on_m3);
 }
 
 /// A node stopped while every one of its exchanges waits for a peer

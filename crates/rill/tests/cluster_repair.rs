@@ -5,7 +5,7 @@
 
 mod common;
 
-use common::cluster::{form, put, Member};
+use common::cluster::{form, primary_on, put, read_alone, wipe_and_restart, Member};
 use common::until;
 use serde_json::Value;
 use std::time::Duration;
@@ -28,29 +28,10 @@ fn a_wiped_node_gets_every_key_back_by_repair_node() {
     for k in &keys {
         assert!(put(m1.node(), k, &format!("v-{k}"), "?w=3&dw=3"), "{k}");
     }
-    let on_m3: Vec<&String> = keys
-        .iter()
-        .filter(|k| {
-            let r = m1
-                .node()
-                .http("GET", &format!("/buckets/b/keys/{k}/preflist"), &[], b"")
-                .unwrap();
-            let v: Value = serde_json::from_slice(&r.body).unwrap();
-            v["preflist"]
-                .as_array()
-                .unwrap()
-                .iter()
-                .any(|e| e["node"] == m3.name.as_str() && e["primary"] == true)
-        })
-        .collect();
+    let on_m3 = primary_on(&m1, &m3, &keys);
     assert!(on_m3.len() > 200, "{} keys on m3", on_m3.len());
 
-    m3.node.take().unwrap().stop();
-    let data = m3.home.path().join("data");
-    for d in ["bitcask", "tictacaae"] {
-        let _ = std::fs::remove_dir_all(data.join(d));
-    }
-    m3.restart();
+    wipe_and_restart(&mut m3);
     until("m3 sees m1 and m2", Duration::from_secs(60), || {
         m3.stat("cluster_unreachable_members") == 0
     });
@@ -111,24 +92,5 @@ fn a_wiped_node_gets_every_key_back_by_repair_node() {
     // vnodes.
     drop(m1);
     drop(m2);
-    for k in on_m3 {
-        let want = format!("v-{k}");
-        until(
-            &format!("{k} on m3 alone"),
-            Duration::from_secs(30),
-            || match m3.node().http(
-                "GET",
-                &format!("/buckets/b/keys/{k}?r=1&pr=1&notfound_ok=false&basic_quorum=false"),
-                &[],
-                b"",
-            ) {
-                Some(r) if r.status == 200 => {
-                    assert_eq!(r.body, want.as_bytes(), "{k}");
-                    true
-                }
-                Some(r) if r.status == 404 => panic!("{k} is not back on m3"),
-                _ => false,
-            },
-        );
-    }
+    read_alone(&m3, &on_m3);
 }

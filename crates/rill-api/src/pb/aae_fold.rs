@@ -151,6 +151,27 @@ fn count(n: u64) -> u32 {
     u32::try_from(n).unwrap_or(u32::MAX)
 }
 
+/// The fields find_keys and object_stats share, as a fold over a bucket.
+macro_rules! key_fold_of {
+    ($r:expr, $what:expr) => {
+        range($r.key_range, &$r.start_key, &$r.end_key, "key").and_then(|keys| {
+            let modified = range(
+                $r.modified_range,
+                &$r.last_mod_start,
+                &$r.last_mod_end,
+                "modified",
+            )?;
+            Ok(KeyFold {
+                bucket_type: fold_type(&$r.r#type),
+                bucket: $r.bucket.to_vec(),
+                key_range: keys.map(|(lo, hi)| (lo.to_vec(), hi.to_vec())),
+                modified: modified.map(|(lo, hi)| (u64::from(lo), u64::from(hi))),
+                what: $what,
+            })
+        })
+    };
+}
+
 /// find_keys (215) and object_stats (216).
 async fn key_fold(node: Arc<Node>, req: Request) -> Response {
     let fold = match &req {
@@ -163,44 +184,14 @@ async fn key_fold(node: Arc<Node>, req: Request) -> Response {
                     return Response::error(format!("find_keys: unknown finder {}", r.finder))
                 }
             };
-            (
-                r.r#type.clone(),
-                r.bucket.clone(),
-                range(r.key_range, &r.start_key, &r.end_key, "key"),
-                range(
-                    r.modified_range,
-                    &r.last_mod_start,
-                    &r.last_mod_end,
-                    "modified",
-                ),
-                what,
-            )
+            key_fold_of!(r, what)
         }
-        Request::AaeFoldObjectStats(r) => (
-            r.r#type.clone(),
-            r.bucket.clone(),
-            range(r.key_range, &r.start_key, &r.end_key, "key"),
-            range(
-                r.modified_range,
-                &r.last_mod_start,
-                &r.last_mod_end,
-                "modified",
-            ),
-            KeyFoldKind::ObjectStats,
-        ),
+        Request::AaeFoldObjectStats(r) => key_fold_of!(r, KeyFoldKind::ObjectStats),
         _ => return Response::error("not an aae_fold request"),
     };
-    let (t, bucket, keys, modified, what) = fold;
-    let (key_range, modified) = match (keys, modified) {
-        (Ok(k), Ok(m)) => (k, m),
-        (Err(e), _) | (_, Err(e)) => return Response::error(e),
-    };
-    let f = KeyFold {
-        bucket_type: fold_type(&t),
-        bucket: bucket.to_vec(),
-        key_range: key_range.map(|(lo, hi)| (lo.to_vec(), hi.to_vec())),
-        modified: modified.map(|(lo, hi)| (u64::from(lo), u64::from(hi))),
-        what,
+    let f = match fold {
+        Ok(f) => f,
+        Err(e) => return Response::error(e),
     };
     match blocking(move || node.key_fold(&f)).await {
         Ok(KeyFoldAnswer::Keys(keys)) => Response::AaeFoldKeyCount(RpbAaeFoldKeyCountResp {

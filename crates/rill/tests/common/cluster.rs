@@ -191,3 +191,58 @@ pub fn read_back(m: &Member, key: &str) {
         },
     );
 }
+
+/// Those of `keys` that `on` holds a primary replica of, as `via`'s
+/// preference lists say.
+pub fn primary_on<'a>(via: &Member, on: &Member, keys: &'a [String]) -> Vec<&'a String> {
+    keys.iter()
+        .filter(|k| {
+            let r = via
+                .node()
+                .http("GET", &format!("/buckets/b/keys/{k}/preflist"), &[], b"")
+                .unwrap();
+            let v: Value = serde_json::from_slice(&r.body).unwrap();
+            v["preflist"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .any(|e| e["node"] == on.name.as_str() && e["primary"] == true)
+        })
+        .collect()
+}
+
+/// Stops `m`, removes its stored data and its anti-entropy trees (a
+/// disk replaced), and starts it again.
+pub fn wipe_and_restart(m: &mut Member) {
+    m.node.take().unwrap().stop();
+    let data = m.home.path().join("data");
+    for d in ["bitcask", "tictacaae"] {
+        let _ = std::fs::remove_dir_all(data.join(d));
+    }
+    m.restart();
+}
+
+/// With the other members gone, each key reads from `m`'s own vnodes as
+/// `v-{key}` (a 404 fails at once: the key is not back on `m`).
+pub fn read_alone(m: &Member, keys: &[&String]) {
+    for k in keys {
+        let want = format!("v-{k}");
+        until(
+            &format!("{k} on {} alone", m.name),
+            Duration::from_secs(30),
+            || match m.node().http(
+                "GET",
+                &format!("/buckets/b/keys/{k}?r=1&pr=1&notfound_ok=false&basic_quorum=false"),
+                &[],
+                b"",
+            ) {
+                Some(r) if r.status == 200 => {
+                    assert_eq!(r.body, want.as_bytes(), "{k}");
+                    true
+                }
+                Some(r) if r.status == 404 => panic!("{k} is not back on {}", m.name),
+                _ => false,
+            },
+        );
+    }
+}
