@@ -7,6 +7,7 @@ mod child;
 mod claim;
 mod engine;
 mod footprint;
+mod handoff;
 mod ingest;
 mod kv;
 mod kv_bound;
@@ -67,6 +68,9 @@ enum Command {
     /// set in sync and out of sync (time, CPU, bytes), and keys repaired
     /// per minute.
     Aae(aae::Args),
+    /// Handoff: the memory a sender holds while it reads a partition, a
+    /// chunk at a time against the whole listing it held before.
+    Handoff(handoff::Args),
 }
 
 fn main() -> anyhow::Result<()> {
@@ -80,5 +84,6 @@ fn main() -> anyhow::Result<()> {
         Command::Footprint(args) => footprint::run(args),
         Command::Tsdb(args) => tsdb::run(args),
         Command::Aae(args) => aae::run(args),
+        Command::Handoff(args) => handoff::run(args),
     }
 }
