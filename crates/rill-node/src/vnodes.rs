@@ -160,6 +160,7 @@ impl Vnodes {
         Ok(crate::vnode::handoff::PartitionReader {
             vnode: self.of(partition)?,
             keep,
+            retire: true,
         })
     }
 

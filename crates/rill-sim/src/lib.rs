@@ -1,13 +1,14 @@
-//! Seeded, replayable simulations of a Rill cluster. [`kv`]: clients'
-//! gets, puts and deletes coordinated by `rill-coord`'s machines over
-//! preference lists with fallbacks, checked against a model of the
-//! acknowledged writes. This module's [`Sim`]: the membership, where nodes
-//! hold `rill-cluster` states and gossip them over a
-//! network that delays (1 to `max_delay_ticks` ticks, so messages
-//! reorder), loses (`drop_per_mille`) and partitions; they run the
-//! claimant's step on every change; operators join nodes and stage, plan
-//! and commit leaves; handoffs finish one partition at a time; nodes stop
-//! and start (keeping their state, as on disk).
+//! Seeded, replayable simulations of a Rill cluster. [`cluster`]: the
+//! cluster with its real parts (rill-node's vnodes, rill-coord's
+//! machines, rill-cluster's ring changes, rill-handoff's planner, pass,
+//! sender and receiver, rill-aae's exchanges) over a lossy network,
+//! checked strictly against the acknowledged writes. This module's
+//! [`Sim`]: the membership alone, where nodes hold `rill-cluster` states
+//! and gossip them over a network that delays (1 to `max_delay_ticks`
+//! ticks, so messages reorder), loses (`drop_per_mille`) and partitions;
+//! they run the claimant's step on every change; operators join nodes and
+//! stage, plan and commit leaves; handoffs finish one partition at a time;
+//! nodes stop and start (keeping their state, as on disk).
 //!
 //! After the events, everything heals and the cluster settles; then every
 //! node agrees on members and ring, the ring is ready with nothing moving,
@@ -21,13 +22,10 @@
 
 mod check;
 pub mod cluster;
-pub mod kv;
-mod kv_check;
 pub mod rng;
 mod sim;
 
 pub use check::Violation;
-pub use kv_check::KvViolation;
 pub use sim::{Config, Sim};
 
 /// Runs one seed; the trace, and the first broken invariant if any.

@@ -99,6 +99,22 @@ impl StandaloneVnodes {
         crate::vnode::handoff::PartitionReader {
             vnode: self.of(partition),
             keep: None,
+            retire: true,
+        }
+    }
+
+    /// [`StandaloneVnodes::reader`] whose drops do not retire the
+    /// vnode's epochs first: the simulation's fault that replays the bug
+    /// the retirement prevents (a vnode that dropped a key takes an
+    /// older copy back by a merge and continues that copy's count,
+    /// issuing a dot twice).
+    pub fn reader_keeping_epochs(
+        &self,
+        partition: u32,
+    ) -> crate::vnode::handoff::PartitionReader<'_> {
+        crate::vnode::handoff::PartitionReader {
+            retire: false,
+            ..self.reader(partition)
         }
     }
 

@@ -183,7 +183,11 @@ impl ClusterSim {
     /// Node `x` removes what it handed off of `p`, each key only if still
     /// as sent (the vnode's handoff drop); returns how many went.
     fn drop_sent(&mut self, x: usize, p: u32, sent: &SentRecord) -> usize {
-        let reader = self.nodes[x].vnodes.reader(p);
+        let reader = if self.cfg.faults.keep_epochs_after_handoff {
+            self.nodes[x].vnodes.reader_keeping_epochs(p)
+        } else {
+            self.nodes[x].vnodes.reader(p)
+        };
         let dropped = drop_sent(&reader, sent, CHUNK).expect("a memory store drops");
         self.counts.handed_off += dropped;
         dropped

@@ -85,6 +85,9 @@ pub struct Faults {
     pub reap_despite_fallbacks: bool,
     /// A handoff receiver acknowledges batches without storing them.
     pub handoff_stores_nothing: bool,
+    /// A vnode drops what it handed off without retiring its epochs
+    /// first.
+    pub keep_epochs_after_handoff: bool,
 }
 
 impl ClusterConfig {
