@@ -30,7 +30,11 @@ pub struct Args {
     /// given; cleared first).
     #[arg(long)]
     dir: Option<std::path::PathBuf>,
-    /// 50,000 keys.
+    /// Keys a chunk holds at least (a sender's: 65,536).
+    #[arg(long, default_value_t = CHUNK_MIN)]
+    chunk_min: usize,
+    /// 50,000 keys in chunks of 4,096 at least, so the quick run reads
+    /// more than one chunk.
     #[arg(long)]
     quick: bool,
 }
@@ -67,6 +71,7 @@ fn object(i: u64, value_bytes: usize) -> Object {
 
 pub fn run(a: Args) -> Result<()> {
     let keys = if a.quick { 50_000 } else { a.keys };
+    let chunk_min = if a.quick { 4096 } else { a.chunk_min };
     let tmp = tempfile::tempdir()?;
     let dir = match &a.dir {
         Some(d) => {
@@ -105,12 +110,13 @@ pub fn run(a: Args) -> Result<()> {
     );
     let mut report = Report::new("handoff", a.quick);
     report.int("keys", keys, "keys in the partition");
+    report.int("chunk_min", chunk_min as u64, "keys a chunk holds at least");
 
     // The pass, as a sender reads its batches.
     let before = reset_peak()?;
     let t = Instant::now();
     let reader = node.vnodes().reader(0, None)?;
-    let mut pass = Pass::new(CHUNK_MIN, SentRecord::default(), false, true);
+    let mut pass = Pass::new(chunk_min, SentRecord::default(), false, true);
     let mut after: Option<Vec<u8>> = None;
     let mut sent = 0u64;
     loop {

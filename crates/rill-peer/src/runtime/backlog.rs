@@ -164,23 +164,35 @@ impl Drop for Draining {
 }
 
 /// The drainer of one queue: sends its messages one after another with
-/// `send` (which waits for room), until the queue is empty.
-pub(crate) async fn drain<F, Fut>(
+/// `send` (which waits for room), until the queue is empty. Its guard is
+/// made before the future is, so a future dropped unpolled (spawned on a
+/// runtime that is stopping) gives the queue up too.
+pub(crate) fn drain<F, Fut>(
     backlogs: Arc<Mutex<Backlogs>>,
     to: SocketAddr,
     lane: Lane,
     send: F,
-) where
+) -> impl Future<Output = ()>
+where
     F: Fn(Bytes) -> Fut,
     Fut: Future<Output = Result<(), SendError>>,
 {
-    let mut guard = Draining {
+    let guard = Draining {
         backlogs,
         to,
         lane,
         sending: None,
         finished: false,
     };
+    drain_with(guard, send)
+}
+
+async fn drain_with<F, Fut>(mut guard: Draining, send: F)
+where
+    F: Fn(Bytes) -> Fut,
+    Fut: Future<Output = Result<(), SendError>>,
+{
+    let (to, lane) = (guard.to, guard.lane);
     loop {
         let next = guard
             .backlogs
@@ -309,6 +321,25 @@ mod tests {
         assert_eq!(*sent.lock().unwrap(), vec![0, 1, 2, 3, 4, 5]);
         assert_eq!(failed.load(Ordering::SeqCst), 1);
         assert!(!b.lock().unwrap().waiting(addr(), Lane::Small));
+    }
+
+    /// A drainer dropped before it ever ran (spawned on a runtime that
+    /// is stopping) gives its queue up too.
+    #[test]
+    fn a_drainer_never_run_gives_its_queue_up() {
+        let failed = Arc::new(AtomicUsize::new(0));
+        let b = Arc::new(Mutex::new(Backlogs::new(1 << 20)));
+        let _ = b
+            .lock()
+            .unwrap()
+            .push(addr(), Lane::Small, msg(1, 10), counting(&failed));
+        let never = drain(b.clone(), addr(), Lane::Small, |_m: Bytes| async {
+            Ok::<(), SendError>(())
+        });
+        drop(never);
+        assert!(!b.lock().unwrap().waiting(addr(), Lane::Small));
+        assert_eq!(b.lock().unwrap().queues().load(Ordering::SeqCst), 0);
+        assert_eq!(failed.load(Ordering::SeqCst), 1);
     }
 
     /// A drainer cancelled midway (its runtime stopping) leaves no queue

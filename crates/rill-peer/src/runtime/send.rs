@@ -43,7 +43,11 @@ impl Peer {
         failed: impl FnOnce(SendError) + Send + 'static,
     ) {
         let mut msg: Bytes = msg.into();
+        // Whether the lane was tried already (each try asks the test
+        // hook for a verdict: once here, once more by the drainer).
+        let mut tried = false;
         if self.backlog_queues.load(Ordering::SeqCst) == 0 {
+            tried = true;
             // No backlog anywhere (the common case): the lane itself,
             // without the backlogs' lock. A send that finds the lane full
             // goes on below; one from another thread racing it is not
@@ -57,7 +61,7 @@ impl Peer {
         }
         let admit = {
             let mut b = self.backlogs.lock().unwrap_or_else(|e| e.into_inner());
-            if !b.waiting(addr, lane) {
+            if !tried && !b.waiting(addr, lane) {
                 // Nothing waits for this lane: straight into its queue
                 // when it has room.
                 let _in_runtime = self.rt.enter();
