@@ -393,37 +393,6 @@ impl Vnode {
         Ok(())
     }
 
-    /// After a handoff's receiver stored `sent`: retires the epochs
-    /// (durably), then removes each key still stored with the clock it
-    /// was handed off with. Returns how many were removed.
-    pub fn handed_off(&self, sent: &[(BKey, VClock)]) -> Result<usize, KvError> {
-        if sent.is_empty() {
-            return Ok(0);
-        }
-        self.retire_epochs()?;
-        let mut removed = 0;
-        for (k, clock) in sent {
-            if self.drop_if_unchanged(k, clock)? {
-                removed += 1;
-            }
-        }
-        Ok(removed)
-    }
-
-    /// Removes `k` if its stored clock is still `clock` (it was handed
-    /// off as it is); true if removed.
-    pub fn drop_if_unchanged(&self, k: &BKey, clock: &VClock) -> Result<bool, KvError> {
-        let _guard = self.lock(k);
-        match self.get(k)? {
-            Some(o) if &o.clock == clock => {
-                self.backend.delete(k, &index_terms(&o))?;
-                self.tree_changed(k, Some(&o), None);
-                Ok(true)
-            }
-            _ => Ok(false),
-        }
-    }
-
     /// Removes a tombstone whose clock is still `clock`; true if removed.
     pub fn reap(&self, k: &BKey, clock: &VClock) -> Result<bool, KvError> {
         let _guard = self.lock(k);

@@ -175,7 +175,9 @@ impl Vnode {
                     .map(|()| VnodeReply::Buckets(out.into_iter().collect()))
                     .map_err(KvError::from)
             }
-            VnodeRequest::Keys(q) => self.keys(&q),
+            VnodeRequest::Keys(q) => self
+                .keys(&q)
+                .map(|(keys, more)| VnodeReply::Keys { keys, more }),
             VnodeRequest::Summaries(q) => self.summaries(&q),
             VnodeRequest::IndexPage { query, page } => {
                 let mut entries = Vec::new();
@@ -282,7 +284,9 @@ impl Vnode {
         })
     }
 
-    pub(crate) fn keys(&self, q: &KeysQuery) -> Result<VnodeReply, KvError> {
+    /// The keys a `Keys` request answers, sorted, and whether keys past
+    /// the last were left out.
+    pub(crate) fn keys(&self, q: &KeysQuery) -> Result<(Vec<Vec<u8>>, bool), KvError> {
         let limit = q.limit.max(1) as usize;
         let mut best: std::collections::BTreeSet<Vec<u8>> = Default::default();
         let mut more = false;
@@ -301,10 +305,7 @@ impl Vnode {
                 }
                 true
             })?;
-        Ok(VnodeReply::Keys {
-            keys: best.into_iter().collect(),
-            more,
-        })
+        Ok((best.into_iter().collect(), more))
     }
 }
 

@@ -16,7 +16,7 @@ use crate::vnode::lease::{LeaseFile, LeaseTable};
 use crate::vnode::msg::{VnodeReply, VnodeRequest};
 use crate::vnode::{Epochs, Limits, Vnode};
 use rill_backend::{BKey, MemoryBackend, MemoryOptions};
-use rill_object::{Object, VClock};
+use rill_object::Object;
 use rill_ring::Partition;
 use std::path::Path;
 use std::sync::Arc;
@@ -121,11 +121,5 @@ impl StandaloneVnodes {
     /// The object stored under `k`.
     pub fn get(&self, partition: u32, k: &BKey) -> Result<Option<Object>, KvError> {
         self.of(partition).get(k)
-    }
-
-    /// After a handoff's receiver stored `sent`: as a node's handoff
-    /// (`Vnode::handed_off`). Returns how many keys went.
-    pub fn handed_off(&self, partition: u32, sent: &[(BKey, VClock)]) -> Result<usize, KvError> {
-        self.of(partition).handed_off(sent)
     }
 }

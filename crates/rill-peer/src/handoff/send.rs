@@ -92,20 +92,20 @@ impl Peer {
         true
     }
 
-    /// Reads through the vnode a transfer's pass reads: the whole vnode
-    /// of its partition, or for a repair its source's keys that the
-    /// partition is a replica of.
+    /// Reads through the vnode a transfer of `partition` reads: the whole
+    /// vnode of the partition, or for a repair (another `source`) the
+    /// source's keys that the partition is a replica of.
     fn with_reader<T>(
         &self,
-        tid: &TransferId,
+        partition: u32,
         source: u32,
         read: impl FnOnce(&PartitionReader<'_>) -> Result<T, String>,
     ) -> Result<T, String> {
         let vnodes = self.node.vnodes();
-        if source == tid.partition {
+        if source == partition {
             read(&vnodes.reader(source, None).map_err(|e| e.to_string())?)
         } else {
-            let keep = self.repair_filter(tid.partition);
+            let keep = self.repair_filter(partition);
             read(
                 &vnodes
                     .reader(source, Some(&keep))
@@ -145,7 +145,7 @@ impl Peer {
                         // handoffs' lock inside it.
                         let (read, total) = {
                             let mut pass = pass.lock().unwrap_or_else(|e| e.into_inner());
-                            let read = peer.with_reader(&tid, source, |r| {
+                            let read = peer.with_reader(tid.partition, source, |r| {
                                 pass.read(r, after.as_deref(), max_items, max_bytes)
                             });
                             (read, pass.total)
@@ -235,7 +235,7 @@ impl Peer {
                 let tid = tid.clone();
                 let (to, topups) = (o.to, o.topups);
                 self.rt.spawn_blocking(move || {
-                    let counted = peer.with_reader(&tid, p, |r| count_unsent(r, &sent, CHUNK_MIN));
+                    let counted = peer.with_reader(p, p, |r| count_unsent(r, &sent, CHUNK_MIN));
                     let done_counting = |peer: &Peer| {
                         let mut h = peer.handoffs();
                         h.counting.remove(&p);
@@ -275,12 +275,7 @@ impl Peer {
 
     /// Removes the keys of `p` handed off, those still as sent.
     pub(super) fn drop_sent(&self, p: u32, sent: &SentRecord) {
-        let tid = TransferId {
-            partition: p,
-            id: 0,
-            from: self.me.clone(),
-        };
-        match self.with_reader(&tid, p, |r| drop_sent(r, sent, CHUNK_MIN)) {
+        match self.with_reader(p, p, |r| drop_sent(r, sent, CHUNK_MIN)) {
             Ok(n) => {
                 tracing::info!(
                     partition = p,

@@ -28,8 +28,7 @@ use rill_handoff::{
     Cursor, Receiver, ReceiverConfig, ReceiverEffect, Sender, SenderConfig, SenderEffect,
     ToReceiver, TransferId,
 };
-use rill_node::{wire, BKey};
-use rill_object::VClock;
+use rill_node::wire;
 use std::collections::BTreeMap;
 
 /// Keys a handoff pass lists at a time, at least.
@@ -194,19 +193,22 @@ impl ClusterSim {
     }
 
     /// The `drop_hinted_data` fault: a fallback drops what it holds.
+    /// It drops each key as handoff's drop would, as if all were sent.
     fn drop_all(&mut self, x: usize, p: u32) {
-        let keys = self.nodes[x].vnodes.keys(p).expect("a memory store lists");
-        let all: Vec<(BKey, VClock)> = keys
-            .into_iter()
-            .filter_map(|k| {
-                let o = self.nodes[x].vnodes.get(p, &k).ok()??;
-                Some((k, o.clock))
-            })
-            .collect();
-        self.nodes[x]
-            .vnodes
-            .handed_off(p, &all)
-            .expect("a memory store drops");
+        let reader = self.nodes[x].vnodes.reader(p);
+        let mut everything = Pass::new(CHUNK, SentRecord::default(), false, true);
+        let mut after: Option<Vec<u8>> = None;
+        loop {
+            let b = everything
+                .read(&reader, after.as_deref(), usize::MAX, usize::MAX)
+                .expect("a memory store reads");
+            everything.record(&b);
+            if !b.more {
+                break;
+            }
+            after = b.cursor;
+        }
+        drop_sent(&reader, &everything.into_sent(), CHUNK).expect("a memory store drops");
     }
 
     fn start_out(
