@@ -126,7 +126,7 @@ impl Node {
             vnodes.push(Arc::new(Vnode::new(
                 p,
                 ids.ids[p.0 as usize],
-                ids.epochs(p.0 as usize),
+                ids.run.epochs(p.0 as usize),
                 backend,
                 aae,
             )));
@@ -205,7 +205,7 @@ impl Node {
             queries,
             migrator,
             aae,
-            leases: ids.leases.clone(),
+            leases: ids.run.leases.clone(),
             forget_clean_stop: Default::default(),
             started: Instant::now(),
             bulk: OnceLock::new(),

@@ -167,23 +167,10 @@ impl Vnodes {
     /// Merges handed-off objects into the vnode of `partition` (siblings
     /// kept, as riak_kv's handoff merges), then makes them durable.
     pub fn handoff_store(&self, partition: u32, items: Vec<(BKey, Object)>) -> Result<(), KvError> {
-        let v = self.of(partition)?;
-        for (key, object) in items {
-            let request = VnodeRequest::Merge {
-                key,
-                object,
-                allow_mult: true,
-                prune: None,
-                return_object: false,
-            };
-            if let VnodeReply::Failed(e) = v.handle(request, &self.limits) {
-                if matches!(e, KvError::OutOfSpace { .. }) {
-                    self.disk_full();
-                }
-                return Err(e);
-            }
+        let stored = self.of(partition)?.store_handed_off(items, &self.limits);
+        if let Err(KvError::OutOfSpace { .. }) = &stored {
+            self.disk_full();
         }
-        v.backend().sync()?;
-        Ok(())
+        stored
     }
 }

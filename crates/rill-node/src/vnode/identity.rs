@@ -53,11 +53,86 @@ pub enum IdentityError {
 
 pub(crate) struct NodeIds {
     pub ids: Vec<[u8; 8]>,
+    pub run: RunEpochs,
+}
+
+/// How a run writes, as its lease records it for the next start.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct RunWrites {
+    /// Every write synced before it is acknowledged.
+    pub o_sync: bool,
+    /// No write buffer: every acknowledged write reached the kernel.
+    pub unbuffered: bool,
+    /// The kernel's boot id (the simulation numbers its boots).
+    pub boot_id: [u8; 16],
+}
+
+/// Whether the clocks stored by the run that wrote `t` can be trusted
+/// by a start on boot `boot`: that run stopped cleanly, synced every
+/// write, or wrote every write to the kernel of a machine that has not
+/// restarted since.
+pub(crate) fn trusted_after(t: &LeaseTable, boot: [u8; 16]) -> bool {
+    t.clean || t.o_sync || (t.boot_id == boot && t.boot_id != [0; 16] && t.unbuffered)
+}
+
+/// Each vnode's epochs in this run: where they start, below which they
+/// may have lost writes, and the lease that covers them.
+pub(crate) struct RunEpochs {
     pub leases: Arc<LeaseFile>,
     /// Per vnode: the first epoch of this run.
     starts: Vec<u64>,
     /// Per vnode: epochs below this may have lost writes.
     floors: Vec<u64>,
+}
+
+impl RunEpochs {
+    /// Starts a run on the lease file `leases` whose current table is
+    /// `table`: leases this run's first epochs of every vnode (in place,
+    /// durably, before any is used), records how this run writes, and
+    /// raises the floors to this run's starts when the last run's clocks
+    /// are not `trusted` (a power loss may have taken writes it made).
+    /// The floor is kept in the lease file, so a later trusted start does
+    /// not forget it.
+    pub(crate) fn begin(
+        leases: LeaseFile,
+        table: &LeaseTable,
+        trusted: bool,
+        how: RunWrites,
+    ) -> std::io::Result<RunEpochs> {
+        let starts = table.ends.clone();
+        let floors: Vec<u64> = if trusted {
+            table.floors.clone()
+        } else {
+            starts.clone()
+        };
+        leases.write(|t| {
+            t.ends = starts
+                .iter()
+                .map(|s| s.saturating_add(LEASE_SIZE))
+                .collect();
+            t.floors = floors.clone();
+            t.clean = false;
+            t.boot_id = how.boot_id;
+            t.o_sync = how.o_sync;
+            t.unbuffered = how.unbuffered;
+        })?;
+        Ok(RunEpochs {
+            leases: Arc::new(leases),
+            starts,
+            floors,
+        })
+    }
+
+    /// Where vnode `i`'s epochs start in this run.
+    pub fn epochs(&self, i: usize) -> Epochs {
+        let start = self.starts[i];
+        Epochs {
+            next: start,
+            lease_end: start.saturating_add(LEASE_SIZE),
+            fresh_from: self.floors[i],
+            leases: self.leases.clone(),
+        }
+    }
 }
 
 fn hex(b: &[u8]) -> String {
@@ -135,9 +210,7 @@ impl NodeIds {
                 // Whether the last run could have lost writes is decided by
                 // how that run wrote, as it recorded, not by this run's
                 // configuration.
-                let trusted = t.clean
-                    || t.o_sync
-                    || (t.boot_id == boot_id() && t.boot_id != [0; 16] && t.unbuffered);
+                let trusted = trusted_after(&t, boot_id());
                 (Lease::Open(file), t, trusted)
             }
             (None, Some(_), Some(epoch)) => {
@@ -181,53 +254,19 @@ impl NodeIds {
                 })?
             }
         };
-        // Lease this run's first epochs before any is used; in place.
-        let starts = table.ends.clone();
-        // Epochs below the floor may have lost writes: after a run that
-        // could lose them, everything before this run's first epoch; the
-        // floor is kept in the lease file, so a later trusted start does
-        // not forget it.
-        let floors: Vec<u64> = if trusted {
-            table.floors.clone()
-        } else {
-            starts.clone()
+        let how = RunWrites {
+            o_sync: config.bitcask.sync == bitcask::SyncStrategy::OSync,
+            unbuffered: config.bitcask.write_buffer_bytes == 0,
+            boot_id: boot_id(),
         };
-        let boot = boot_id();
-        leases
-            .write(|t| {
-                t.ends = starts
-                    .iter()
-                    .map(|s| s.saturating_add(LEASE_SIZE))
-                    .collect();
-                t.floors = floors.clone();
-                t.clean = false;
-                t.boot_id = boot;
-                t.o_sync = config.bitcask.sync == bitcask::SyncStrategy::OSync;
-                t.unbuffered = config.bitcask.write_buffer_bytes == 0;
-            })
-            .map_err(|source| MetaError::Write {
+        let run =
+            RunEpochs::begin(leases, &table, trusted, how).map_err(|source| MetaError::Write {
                 name: "leases",
                 source,
             })?;
         if !trusted {
             tracing::info!("the last run did not stop cleanly and writes may have been lost: each key starts a new epoch at its next write");
         }
-        Ok(NodeIds {
-            ids,
-            leases: Arc::new(leases),
-            starts,
-            floors,
-        })
-    }
-
-    /// Where vnode `i`'s epochs start in this run.
-    pub fn epochs(&self, i: usize) -> Epochs {
-        let start = self.starts[i];
-        Epochs {
-            next: start,
-            lease_end: start.saturating_add(LEASE_SIZE),
-            fresh_from: self.floors[i],
-            leases: self.leases.clone(),
-        }
+        Ok(NodeIds { ids, run })
     }
 }

@@ -16,11 +16,9 @@
 //! sequence number and a CRC; the valid slot with the higher sequence is
 //! the current one, so a write torn by a power cut leaves the other.
 
-use std::fs::{File, OpenOptions};
-use std::io::{Read, Seek, SeekFrom, Write};
-use std::os::unix::fs::FileExt;
+use bitcask::vfs::{OpenMode, StdVfs, VFile, Vfs};
 use std::path::{Path, PathBuf};
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
 
 const MAGIC: &[u8; 8] = b"RILLLEAS";
 /// The version this build writes; it reads 1 (byte 9 only `clean`) and 2.
@@ -203,22 +201,30 @@ pub fn boot_id() -> [u8; 16] {
 /// The open lease file.
 pub struct LeaseFile {
     path: PathBuf,
-    inner: Mutex<(File, LeaseTable)>,
+    inner: Mutex<(Arc<dyn VFile>, LeaseTable)>,
 }
 
 impl LeaseFile {
     /// Opens the file of `n` vnodes. `Ok(None)`: there is none (or none
     /// that can be read), so the leases are lost.
     pub fn open(dir: &Path, n: usize) -> std::io::Result<Option<(LeaseFile, LeaseTable)>> {
+        LeaseFile::open_on(&StdVfs, dir, n)
+    }
+
+    /// [`LeaseFile::open`] on the filesystem `vfs` (the simulation's
+    /// disk, which loses power).
+    pub fn open_on(
+        vfs: &dyn Vfs,
+        dir: &Path,
+        n: usize,
+    ) -> std::io::Result<Option<(LeaseFile, LeaseTable)>> {
         let path = dir.join("leases");
-        let mut f = match OpenOptions::new().read(true).write(true).open(&path) {
+        let f = match vfs.open(&path, OpenMode::ReadWrite) {
             Ok(f) => f,
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
             Err(e) => return Err(e),
         };
-        let mut bytes = Vec::new();
-        f.seek(SeekFrom::Start(0))?;
-        f.read_to_end(&mut bytes)?;
+        let bytes = f.read_all()?;
         let Some(t) = decode_file(&bytes, n) else {
             return Ok(None);
         };
@@ -231,20 +237,29 @@ impl LeaseFile {
 
     /// Creates (or replaces) the file with `t` in both slots, durably.
     pub fn create(dir: &Path, t: &LeaseTable) -> std::io::Result<LeaseFile> {
+        LeaseFile::create_on(&StdVfs, dir, t)
+    }
+
+    /// [`LeaseFile::create`] on the filesystem `vfs`.
+    pub fn create_on(vfs: &dyn Vfs, dir: &Path, t: &LeaseTable) -> std::io::Result<LeaseFile> {
         let path = dir.join("leases");
         let tmp = dir.join("leases.tmp");
+        match vfs.remove_file(&tmp) {
+            Err(e) if e.kind() != std::io::ErrorKind::NotFound => return Err(e),
+            _ => {}
+        }
         {
-            let mut f = File::create(&tmp)?;
+            let f = vfs.open(&tmp, OpenMode::CreateNew)?;
             let slot = encode_slot(t);
             let mut second = t.clone();
             second.seq = t.seq.wrapping_sub(1);
-            f.write_all(&slot)?;
-            f.write_all(&encode_slot(&second))?;
-            f.sync_all()?;
+            f.write_all_at(&slot, 0)?;
+            f.write_all_at(&encode_slot(&second), slot.len() as u64)?;
+            f.sync_data()?;
         }
-        std::fs::rename(&tmp, &path)?;
-        File::open(dir)?.sync_all()?;
-        let f = OpenOptions::new().read(true).write(true).open(&path)?;
+        vfs.rename(&tmp, &path)?;
+        vfs.sync_dir(dir)?;
+        let f = vfs.open(&path, OpenMode::ReadWrite)?;
         Ok(LeaseFile {
             path,
             inner: Mutex::new((f, t.clone())),

@@ -179,6 +179,30 @@ impl Vnode {
         Ok(e)
     }
 
+    /// Merges handed-off objects (siblings kept, as riak_kv's handoff
+    /// merges), then makes them durable: the receiver acknowledges the
+    /// batch, and the sender may drop its copy, only after this.
+    pub fn store_handed_off(
+        &self,
+        items: Vec<(BKey, Object)>,
+        limits: &Limits,
+    ) -> Result<(), KvError> {
+        for (key, object) in items {
+            let request = msg::VnodeRequest::Merge {
+                key,
+                object,
+                allow_mult: true,
+                prune: None,
+                return_object: false,
+            };
+            if let msg::VnodeReply::Failed(e) = self.handle(request, limits) {
+                return Err(e);
+            }
+        }
+        self.backend().sync()?;
+        Ok(())
+    }
+
     pub fn backend(&self) -> &dyn Backend {
         &self.backend
     }

@@ -202,20 +202,28 @@ impl ClusterSim {
             }),
             prune: NO_PRUNING,
         };
-        let made = match self.nodes[node].vnodes.handle(partition, request) {
+        let made = match self.nodes[node].vnodes().handle(partition, request) {
             VnodeReply::Stored(o) => Ok(o),
             other => Err(rill_coord::CoordError::Failed(format!(
                 "the coordinating write failed: {other:?}"
             ))),
         };
         // The dot the new value got: every replica must keep it with the
-        // value, and nothing may give the value another.
+        // value, and nothing may give the value another. A delete's is
+        // its tombstone's: the new one its context had not seen.
         let dot = match (&made, &value) {
             (Ok(o), Some(v)) => o
                 .contents
                 .iter()
                 .find(|c| c.value == v.as_bytes())
                 .and_then(|c| c.dot.clone()),
+            (Ok(o), None) => o
+                .contents
+                .iter()
+                .filter(|c| c.meta.deleted)
+                .filter_map(|c| c.dot.clone())
+                .filter(|d| !context.covers(d))
+                .max_by_key(|d| d.counter),
             _ => None,
         };
         if let (Some(v), Some(d)) = (&value, &dot) {

@@ -90,7 +90,7 @@ fn sender_config(timeout_ticks: u64) -> SenderConfig {
 }
 
 impl ClusterSim {
-    fn now_ms(&self) -> u64 {
+    pub(super) fn now_ms(&self) -> u64 {
         self.now * TICK_MS
     }
 
@@ -151,9 +151,9 @@ impl ClusterSim {
         }
         for s in plan.start {
             let keys = self.nodes[x]
-                .vnodes
+                .vnodes()
                 .keys(s.partition)
-                .expect("a memory store lists");
+                .expect("a store of the simulated disk lists");
             let to = self.index_of(&s.to);
             if s.kind == Kind::Hinted {
                 if keys.is_empty() {
@@ -183,9 +183,9 @@ impl ClusterSim {
     /// as sent (the vnode's handoff drop); returns how many went.
     fn drop_sent(&mut self, x: usize, p: u32, sent: &SentRecord) -> usize {
         let reader = if self.cfg.faults.keep_epochs_after_handoff {
-            self.nodes[x].vnodes.reader_keeping_epochs(p)
+            self.nodes[x].vnodes().reader_keeping_epochs(p)
         } else {
-            self.nodes[x].vnodes.reader(p)
+            self.nodes[x].vnodes().reader(p)
         };
         let dropped = drop_sent(&reader, sent, CHUNK).expect("a memory store drops");
         self.counts.handed_off += dropped;
@@ -195,7 +195,7 @@ impl ClusterSim {
     /// The `drop_hinted_data` fault: a fallback drops what it holds.
     /// It drops each key as handoff's drop would, as if all were sent.
     fn drop_all(&mut self, x: usize, p: u32) {
-        let reader = self.nodes[x].vnodes.reader(p);
+        let reader = self.nodes[x].vnodes().reader(p);
         let mut everything = Pass::new(CHUNK, SentRecord::default(), false, true);
         let mut after: Option<Vec<u8>> = None;
         loop {
@@ -283,7 +283,7 @@ impl ClusterSim {
                     max_bytes,
                 } => {
                     let now = self.now_ms();
-                    let reader = self.nodes[from].vnodes.reader(tid.partition);
+                    let reader = self.nodes[from].vnodes().reader(tid.partition);
                     let o = self.handoffs.out.get_mut(tid).expect("present");
                     let b = o
                         .pass
@@ -301,7 +301,7 @@ impl ClusterSim {
                     let sent = o.pass.into_sent();
                     match after_sent(o.kind, o.topups) {
                         AfterSent::ListUnsent(t) => {
-                            let reader = self.nodes[from].vnodes.reader(p);
+                            let reader = self.nodes[from].vnodes().reader(p);
                             let unsent =
                                 count_unsent(&reader, &sent, CHUNK).expect("a memory store lists");
                             if after_listing(unsent) {
@@ -388,19 +388,21 @@ impl ClusterSim {
                     } else {
                         items
                     };
-                    for i in items {
-                        let key = wire::decode_key(&i.key).expect("a key the sender encoded");
-                        let object = rill_node::decode_object(&i.value)
-                            .expect("an object the sender encoded");
-                        let request = rill_node::vnode::msg::VnodeRequest::Merge {
-                            key,
-                            object,
-                            allow_mult: true,
-                            prune: None,
-                            return_object: false,
-                        };
-                        self.nodes[at].vnodes.handle(tid.partition, request);
-                    }
+                    let items = items
+                        .into_iter()
+                        .map(|i| {
+                            let key = wire::decode_key(&i.key).expect("a key the sender encoded");
+                            let object = rill_node::decode_object(&i.value)
+                                .expect("an object the sender encoded");
+                            (key, object)
+                        })
+                        .collect();
+                    // Stored and made durable before the cursor moves
+                    // and the batch is acknowledged, as a node does.
+                    self.nodes[at]
+                        .vnodes()
+                        .handoff_store(tid.partition, items)
+                        .expect("a handoff batch stored on the simulated disk");
                     self.handoffs.cursors.insert((at, tid.clone()), cursor);
                     let Some(r) = self.handoffs.incoming.get_mut(&(at, tid.clone())) else {
                         return;

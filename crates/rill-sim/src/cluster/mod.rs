@@ -31,6 +31,7 @@
 mod aae;
 mod check;
 mod client;
+mod disk;
 mod handoff;
 mod net;
 mod reap;
@@ -88,6 +89,9 @@ pub struct Faults {
     /// A vnode drops what it handed off without retiring its epochs
     /// first.
     pub keep_epochs_after_handoff: bool,
+    /// A node's start trusts the stored clocks whatever its last run
+    /// left (no epoch floors after a power loss).
+    pub trust_stored_clocks: bool,
 }
 
 impl ClusterConfig {
@@ -120,13 +124,22 @@ struct Node {
     /// Removed from the cluster (it left): it serves no client, but
     /// hands off what it holds.
     removed: bool,
-    vnodes: StandaloneVnodes,
+    /// Always there; taken only while a stop opens them again.
+    vnodes: Option<StandaloneVnodes>,
+    /// Where the vnodes' data is (`disk`).
+    disk: disk::NodeDisk,
     /// The cluster as this node knows it.
     state: ClusterState,
     /// Changes an operator staged at this node.
     staged: Staged,
     /// `state`'s ring, as the node routes by it.
     ring: Ring,
+}
+
+impl Node {
+    fn vnodes(&self) -> &StandaloneVnodes {
+        self.vnodes.as_ref().expect("a node's vnodes")
+    }
 }
 
 /// A replica of a preference list: node, partition, primary.
@@ -137,8 +150,12 @@ pub struct ClusterSim {
     rng: Rng,
     now: u64,
     nodes: Vec<Node>,
-    /// Holds the vnodes' lease files (removed with the simulation).
+    /// Holds the nodes' bucket registries (removed with the
+    /// simulation).
     _dir: tempfile::TempDir,
+    /// Writes whose every trace a power loss took (`disk`): key, actor
+    /// and the counts above the first and up to the second.
+    lost_to_power: Vec<(String, rill_object::Actor, u64, u64)>,
     /// Messages on their way, by (due tick, sequence).
     net: BTreeMap<(u64, u64), net::Envelope>,
     seq: u64,
@@ -165,8 +182,8 @@ fn node_name(i: usize) -> String {
     format!("n{i}@sim")
 }
 
-/// Where lease files go: memory where the machine has it (a seed opens
-/// a file per node).
+/// Where bucket registries go: memory where the machine has it (a seed
+/// opens a directory per node).
 fn scratch() -> tempfile::TempDir {
     let shm = std::path::Path::new("/dev/shm");
     if shm.is_dir() {
@@ -186,16 +203,11 @@ impl ClusterSim {
         let formed = ring::formed(cfg.members, cfg.ring_size, cfg.n);
         let ring = Ring::new(formed.owners().to_vec()).expect("a ring");
         let dir = scratch();
+        let mut rng = Rng::new(cfg.seed);
         let nodes = (0..cfg.nodes)
             .map(|i| {
-                let d = dir.path().join(node_name(i));
-                std::fs::create_dir(&d).expect("a node directory");
-                let id = |p: u32| {
-                    let mut id = [0u8; 8];
-                    id[..4].copy_from_slice(&(i as u32).to_be_bytes());
-                    id[4..].copy_from_slice(&p.to_be_bytes());
-                    id
-                };
+                let meta = dir.path().join(node_name(i));
+                std::fs::create_dir(&meta).expect("a node directory");
                 let joined = i < cfg.members;
                 let (state, ring) = if joined {
                     (formed.clone(), ring.clone())
@@ -206,11 +218,19 @@ impl ClusterSim {
                     let r = Ring::new(s.owners().to_vec()).expect("a ring");
                     (s, r)
                 };
+                let disk = disk::NodeDisk {
+                    disk: bitcask::vfs::SimVfs::new(),
+                    boots: 0,
+                    o_sync: rng.chance(500),
+                    meta,
+                };
+                let vnodes = disk.open(i, cfg.ring_size, 0, false);
                 Node {
                     up: true,
                     joined,
                     removed: false,
-                    vnodes: StandaloneVnodes::open(&d, cfg.ring_size, id, true, 0).expect("vnodes"),
+                    vnodes: Some(vnodes),
+                    disk,
                     state,
                     staged: Staged::default(),
                     ring,
@@ -218,7 +238,8 @@ impl ClusterSim {
             })
             .collect();
         ClusterSim {
-            rng: Rng::new(cfg.seed),
+            rng,
+            lost_to_power: Vec::new(),
             clients: client::Clients::default(),
             cfg,
             now: 0,
@@ -299,6 +320,9 @@ impl ClusterSim {
 
     fn step_time(&mut self) {
         self.now += 1;
+        if self.now.is_multiple_of(disk::WRITEBACK_TICKS) {
+            self.writeback();
+        }
         self.deliver();
         self.timeouts();
         self.exchange_timeouts();
@@ -359,8 +383,10 @@ impl ClusterSim {
         let x = self.rng.below(self.nodes.len() as u64) as usize;
         let up_count = self.nodes.iter().filter(|n| n.up).count();
         if self.nodes[x].up && up_count > 1 {
+            let how = self.pick_stop();
             self.node_down(x);
-            self.log(format!("{} stops", node_name(x)));
+            self.log(format!("{} stops ({how:?})", node_name(x)));
+            self.stop_vnodes(x, how);
         } else if !self.nodes[x].up {
             self.nodes[x].up = true;
             self.log(format!("{} starts", node_name(x)));
@@ -433,9 +459,9 @@ impl ClusterSim {
             .into_iter()
             .map(|(node, p, _)| {
                 self.nodes[node]
-                    .vnodes
+                    .vnodes()
                     .get(p, &bkey(key))
-                    .expect("a memory store reads")
+                    .expect("a store of the simulated disk reads")
             })
             .collect()
     }
@@ -452,7 +478,7 @@ impl ClusterSim {
         for (x, n) in self.nodes.iter().enumerate() {
             for p in 0..self.cfg.ring_size {
                 if self.owner_in(r, p) != x {
-                    left += n.vnodes.keys(p).map_or(0, |k| k.len());
+                    left += n.vnodes().keys(p).map_or(0, |k| k.len());
                 }
             }
         }

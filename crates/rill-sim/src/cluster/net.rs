@@ -129,7 +129,7 @@ impl ClusterSim {
                     partition,
                     request,
                 } => {
-                    let reply = self.nodes[env.to].vnodes.handle(partition, request);
+                    let reply = self.nodes[env.to].vnodes().handle(partition, request);
                     if tag != Tag::None {
                         self.send(env.to, env.from, Body::Reply { tag, reply });
                     }

@@ -116,7 +116,7 @@ impl ClusterSim {
     pub(super) fn report(&self, x: usize) -> Report {
         Report {
             partitions: (0..self.cfg.ring_size)
-                .filter(|&p| self.nodes[x].vnodes.keys(p).is_ok_and(|k| !k.is_empty()))
+                .filter(|&p| self.nodes[x].vnodes().holds_data(p).unwrap_or(true))
                 .collect(),
             looked_ms: 1,
         }
@@ -362,7 +362,7 @@ impl ClusterSim {
         let held: Vec<(usize, u32, usize)> = (0..self.nodes.len())
             .flat_map(|x| (0..self.cfg.ring_size).map(move |p| (x, p)))
             .filter(|&(x, p)| self.owner_in(r, p) != x)
-            .map(|(x, p)| (x, p, self.nodes[x].vnodes.keys(p).map_or(0, |k| k.len())))
+            .map(|(x, p)| (x, p, self.nodes[x].vnodes().keys(p).map_or(0, |k| k.len())))
             .filter(|h| h.2 > 0)
             .collect();
         let states: Vec<String> = (0..self.nodes.len())
