@@ -36,7 +36,8 @@ pub fn run(cfg: Config) -> (Vec<String>, Result<(), Violation>) {
 }
 
 /// Runs `run` over the seeds the environment asks for: `RILL_SIM_SEED=N`
-/// one seed, `RILL_SIM_SEEDS=N` seeds 0..N, else 0..`default_seeds`;
+/// one seed, `RILL_SIM_SEEDS=N` N seeds from `RILL_SIM_FIRST` (else 0),
+/// else 0..`default_seeds` (a long run splits over cores by the first);
 /// `RILL_SIM_TRACE` prints every trace. On the first failure, prints the
 /// trace's last 40 lines and panics with the seed and how to replay it.
 /// Returns the traces' lines for which `count` holds, over all seeds.
@@ -52,7 +53,11 @@ pub fn run_seeds<E: std::fmt::Display>(
                 .ok()
                 .and_then(|s| s.parse().ok())
                 .unwrap_or(default_seeds);
-            (0..n).collect()
+            let first: u64 = std::env::var("RILL_SIM_FIRST")
+                .ok()
+                .and_then(|s| s.parse().ok())
+                .unwrap_or(0);
+            (first..first + n).collect()
         }
     };
     let show = std::env::var("RILL_SIM_TRACE").is_ok();

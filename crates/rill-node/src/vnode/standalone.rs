@@ -86,6 +86,13 @@ impl StandaloneVnodes {
                 let trusted = disk.trust_stored_clocks || trusted_after(&t, disk.boot_id);
                 (file, t, trusted)
             }
+            None if (0..ring_size).any(|p| vfs.exists(&disk.dir.join(p.to_string()))) => {
+                // A node takes new vnode ids here; these vnodes' ids are
+                // the caller's, so their counters would be issued again.
+                return Err(KvError::Backend(
+                    "standalone vnodes: the stores are there but the lease file is missing or damaged".into(),
+                ));
+            }
             None => {
                 let t = LeaseTable::fresh(n, 0, true);
                 let file = LeaseFile::create_on(vfs, &disk.dir, &t).map_err(io)?;

@@ -14,11 +14,13 @@
 //!   acknowledged write's context had seen the dot (strict: a write that
 //!   was not acknowledged forgives nothing, since clients sent those
 //!   again until acknowledged);
-//! - the one exception: a write whose every trace a power loss took (no
-//!   vnode's clock had seen it after the loss: a node that does not write
-//!   `o_sync` acknowledges what its disk may lose; `disk`) may be gone,
-//!   and what its context had seen may come back.
+//! - the one exception: a write made before a power loss of a node that
+//!   does not write `o_sync` (it acknowledges what its disk may lose;
+//!   `disk`), which took every trace of it (no vnode's clock had seen it
+//!   after the loss, nor has the converged object's), may be gone, and
+//!   what its context had seen may come back.
 
+use super::client::Acked;
 use super::ClusterSim;
 
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
@@ -65,13 +67,17 @@ pub(super) fn check(sim: &ClusterSim, settled: bool, quiet: bool) -> Result<(), 
             .as_ref()
             .map(|o| o.contents.iter().filter(|c| !c.meta.deleted).collect())
             .unwrap_or_default();
-        let lost = |d: &rill_object::Dot| sim.lost_to_power(&key, d);
+        // A write whose every trace a power loss took, and that did not
+        // come back from a copy in flight, may be gone; what its
+        // context covered may come back.
+        let final_clock = replicas[0].as_ref().map(|o| &o.clock);
+        let gone = |a: &Acked| {
+            a.dot.as_ref().is_some_and(|d| {
+                sim.lost_to_power(&key, d, a.made) && !final_clock.is_some_and(|c| c.covers(d))
+            })
+        };
         let acked: Vec<_> = sim.acked().iter().filter(|a| a.key == key).collect();
-        // Writes whose every copy a power loss took cover nothing now.
-        let standing: Vec<_> = acked
-            .iter()
-            .filter(|a| a.dot.as_ref().is_none_or(|d| !lost(d)))
-            .collect();
+        let standing: Vec<_> = acked.iter().filter(|a| !gone(a)).collect();
         let text = |v: &[u8]| String::from_utf8_lossy(v).into_owned();
         for c in &live {
             let Some(dot) = sim.dot_of(&c.value) else {
@@ -107,7 +113,7 @@ pub(super) fn check(sim: &ClusterSim, settled: bool, quiet: bool) -> Result<(), 
             let present = live
                 .iter()
                 .any(|c| c.value == value.as_bytes() && c.dot.as_ref() == Some(dot));
-            if !covered && !present && !lost(dot) {
+            if !covered && !present && !gone(a) {
                 return Err(ClusterViolation::AckedLost {
                     key: key.clone(),
                     value: value.clone(),

@@ -66,6 +66,8 @@ pub(super) struct Write {
     pub context: VClock,
     pub targets: Vec<Target>,
     pub dot: Option<Dot>,
+    /// The tick its coordinating vnode made it.
+    pub made: u64,
 }
 
 /// An acknowledged write.
@@ -75,6 +77,8 @@ pub(crate) struct Acked {
     pub value: Option<String>,
     pub dot: Option<Dot>,
     pub context: VClock,
+    /// The tick its coordinating vnode made it.
+    pub made: u64,
 }
 
 /// A write not acknowledged yet, to be sent again after the heal.
@@ -217,13 +221,13 @@ impl ClusterSim {
                 .iter()
                 .find(|c| c.value == v.as_bytes())
                 .and_then(|c| c.dot.clone()),
-            (Ok(o), None) => o
-                .contents
-                .iter()
-                .filter(|c| c.meta.deleted)
-                .filter_map(|c| c.dot.clone())
-                .filter(|d| !context.covers(d))
-                .max_by_key(|d| d.counter),
+            (Ok(o), None) => {
+                let vtag = format!("t{op}").into_bytes();
+                o.contents
+                    .iter()
+                    .find(|c| c.meta.deleted && c.meta.vtag.as_deref() == Some(&vtag[..]))
+                    .and_then(|c| c.dot.clone())
+            }
             _ => None,
         };
         if let (Some(v), Some(d)) = (&value, &dot) {
@@ -235,6 +239,7 @@ impl ClusterSim {
             context,
             targets: pl,
             dot,
+            made: self.now,
         };
         self.clients.ops.insert(
             op,
@@ -376,6 +381,7 @@ impl ClusterSim {
                         value: write.value,
                         dot,
                         context: write.context,
+                        made: write.made,
                     });
                 }
                 PutEffect::Answer(Err(e)) => self.log(format!("op {op}: put failed: {e}")),

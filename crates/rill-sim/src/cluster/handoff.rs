@@ -182,12 +182,20 @@ impl ClusterSim {
     /// Node `x` removes what it handed off of `p`, each key only if still
     /// as sent (the vnode's handoff drop); returns how many went.
     fn drop_sent(&mut self, x: usize, p: u32, sent: &SentRecord) -> usize {
+        let ignoring;
+        let sent = if self.cfg.faults.drop_ignores_clocks {
+            // The fault: every key sent goes, changed since or not.
+            ignoring = self.as_now(x, p, |k| sent.clock_of(k).is_some());
+            &ignoring
+        } else {
+            sent
+        };
         let reader = if self.cfg.faults.keep_epochs_after_handoff {
             self.nodes[x].vnodes().reader_keeping_epochs(p)
         } else {
             self.nodes[x].vnodes().reader(p)
         };
-        let dropped = drop_sent(&reader, sent, CHUNK).expect("a memory store drops");
+        let dropped = drop_sent(&reader, sent, CHUNK).expect("a simulated disk drops");
         self.counts.handed_off += dropped;
         dropped
     }
@@ -195,20 +203,34 @@ impl ClusterSim {
     /// The `drop_hinted_data` fault: a fallback drops what it holds.
     /// It drops each key as handoff's drop would, as if all were sent.
     fn drop_all(&mut self, x: usize, p: u32) {
+        let everything = self.as_now(x, p, |_| true);
         let reader = self.nodes[x].vnodes().reader(p);
-        let mut everything = Pass::new(CHUNK, SentRecord::default(), false, true);
+        drop_sent(&reader, &everything, CHUNK).expect("a simulated disk drops");
+    }
+
+    /// A record of the keys of `p` on node `x` that `keep` keeps, as they
+    /// are now: handoff's drop of it removes them whatever was sent.
+    fn as_now(&self, x: usize, p: u32, keep: impl Fn(&[u8]) -> bool) -> SentRecord {
+        let reader = self.nodes[x].vnodes().reader(p);
+        let mut pass = Pass::new(CHUNK, SentRecord::default(), false, false);
+        let mut record = SentRecord::default();
         let mut after: Option<Vec<u8>> = None;
         loop {
-            let b = everything
+            let b = pass
                 .read(&reader, after.as_deref(), usize::MAX, usize::MAX)
-                .expect("a memory store reads");
-            everything.record(&b);
+                .expect("a simulated disk reads");
+            for (item, clock) in b.items.iter().zip(&b.clocks) {
+                if keep(&item.key) {
+                    record.insert(&item.key, *clock);
+                }
+            }
             if !b.more {
                 break;
             }
             after = b.cursor;
         }
-        drop_sent(&reader, &everything.into_sent(), CHUNK).expect("a memory store drops");
+        record.seal();
+        record
     }
 
     fn start_out(
@@ -288,7 +310,7 @@ impl ClusterSim {
                     let b = o
                         .pass
                         .read(&reader, after.as_deref(), max_items, max_bytes)
-                        .expect("a memory store reads");
+                        .expect("a simulated disk reads");
                     if o.sender.session() == session {
                         o.pass.record(&b);
                     }
@@ -302,8 +324,8 @@ impl ClusterSim {
                     match after_sent(o.kind, o.topups) {
                         AfterSent::ListUnsent(t) => {
                             let reader = self.nodes[from].vnodes().reader(p);
-                            let unsent =
-                                count_unsent(&reader, &sent, CHUNK).expect("a memory store lists");
+                            let unsent = count_unsent(&reader, &sent, CHUNK)
+                                .expect("a simulated disk lists");
                             if after_listing(unsent) {
                                 self.log(format!("{}: {p} tops up {unsent} keys", tid.from));
                                 let kind = Kind::Ownership(t);

@@ -92,6 +92,9 @@ pub struct Faults {
     /// A node's start trusts the stored clocks whatever its last run
     /// left (no epoch floors after a power loss).
     pub trust_stored_clocks: bool,
+    /// Handoff's drop removes every key it sent, also those written
+    /// since (the record keeps each key's clock for this).
+    pub drop_ignores_clocks: bool,
 }
 
 impl ClusterConfig {
@@ -153,9 +156,8 @@ pub struct ClusterSim {
     /// Holds the nodes' bucket registries (removed with the
     /// simulation).
     _dir: tempfile::TempDir,
-    /// Writes whose every trace a power loss took (`disk`): key, actor
-    /// and the counts above the first and up to the second.
-    lost_to_power: Vec<(String, rill_object::Actor, u64, u64)>,
+    /// Writes whose every trace a power loss took (`disk`).
+    lost_to_power: Vec<disk::LostRange>,
     /// Messages on their way, by (due tick, sequence).
     net: BTreeMap<(u64, u64), net::Envelope>,
     seq: u64,
