@@ -1,5 +1,7 @@
 //! What must hold once the cluster simulation has settled, with no
 //! client read since the heal:
+//! - no write was acknowledged before `node_confirms` distinct nodes held
+//!   it;
 //! - every member knows the same ring, nothing moving, every join and
 //!   leave asked for carried out;
 //! - no node holds data of a partition it does not own (hinted and
@@ -45,11 +47,16 @@ pub enum ClusterViolation {
     AckedLost { key: String, value: String },
     #[error("{key}: {value} came back although an acknowledged write had seen it")]
     CameBack { key: String, value: String },
+    #[error("acknowledged before node_confirms distinct nodes held it: {write}")]
+    Unconfirmed { write: String },
 }
 
 pub(super) fn check(sim: &ClusterSim, settled: bool, quiet: bool) -> Result<(), ClusterViolation> {
     if !settled {
         return Err(ClusterViolation::RingNotSettled);
+    }
+    if let Some(w) = sim.unconfirmed().first() {
+        return Err(ClusterViolation::Unconfirmed { write: w.clone() });
     }
     let left = sim.hinted_left();
     if left > 0 {

@@ -14,7 +14,7 @@ use rill_node::vnode::msg::{VnodeReply, VnodeRequest};
 use rill_node::vnode::step::CoordinateStep;
 use rill_object::{Content, Dot, Metadata, PruneRules, PutMode, VClock};
 use rill_ring::{Partition, PreflistEntry};
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 
 const MODE: PutMode = PutMode {
     allow_mult: true,
@@ -54,6 +54,8 @@ pub(super) enum Op {
         write: Write,
         deadline: u64,
         coordinator: usize,
+        /// The nodes whose vnodes stored the write so far.
+        stored_on: BTreeSet<usize>,
     },
 }
 
@@ -68,6 +70,8 @@ pub(super) struct Write {
     pub dot: Option<Dot>,
     /// The tick its coordinating vnode made it.
     pub made: u64,
+    /// Distinct nodes that must hold it before it is acknowledged.
+    pub node_confirms: u32,
 }
 
 /// An acknowledged write.
@@ -100,6 +104,9 @@ pub(super) struct Clients {
     unacked: BTreeMap<u64, Unacked>,
     /// The dot each value was given by the vnode that coordinated it.
     pub dots: BTreeMap<String, Dot>,
+    /// Writes acknowledged before `node_confirms` distinct nodes held
+    /// them.
+    pub unconfirmed: Vec<String>,
 }
 
 impl Clients {
@@ -171,12 +178,21 @@ impl ClusterSim {
         if (pl.len() as u32) < self.cfg.w {
             return;
         }
+        // The odd keys' bucket has node_confirms = 2 (Riak 3's property):
+        // no answer before two distinct nodes hold the write, also when
+        // fallbacks share a node.
+        let odd = key[1..].parse::<u64>().is_ok_and(|k| k % 2 == 1);
+        let node_confirms = if odd { 2 } else { 0 };
         let params = PutParams {
             n: pl.len() as u32,
             w: self.cfg.w,
             dw: self.cfg.w,
             pw: 0,
-            node_confirms: 0,
+            node_confirms: if self.cfg.faults.ignore_node_confirms {
+                0
+            } else {
+                node_confirms
+            },
             allow_mult: true,
             return_body: true,
         };
@@ -240,6 +256,7 @@ impl ClusterSim {
             targets: pl,
             dot,
             made: self.now,
+            node_confirms,
         };
         self.clients.ops.insert(
             op,
@@ -248,6 +265,7 @@ impl ClusterSim {
                 write,
                 deadline: self.now + self.cfg.timeout_ticks,
                 coordinator,
+                stored_on: BTreeSet::from([node]),
             },
         );
         let effects = match self.clients.ops.get_mut(&op) {
@@ -312,13 +330,20 @@ impl ClusterSim {
 
     pub(super) fn put_replied(&mut self, at: usize, op: u64, idx: usize, reply: VnodeReply) {
         let Some(Op::Put {
-            fsm, coordinator, ..
+            fsm,
+            coordinator,
+            write,
+            stored_on,
+            ..
         }) = self.clients.ops.get_mut(&op)
         else {
             return;
         };
         if *coordinator != at {
             return;
+        }
+        if matches!(reply, VnodeReply::Stored(_) | VnodeReply::Merged) {
+            stored_on.insert(write.targets[idx].0);
         }
         let effects = match reply {
             VnodeReply::Stored(o) => {
@@ -345,12 +370,15 @@ impl ClusterSim {
     fn put_effects(&mut self, op: u64, effects: Vec<PutEffect>) {
         for e in effects {
             let Some(Op::Put {
-                write, coordinator, ..
+                write,
+                coordinator,
+                stored_on,
+                ..
             }) = self.clients.ops.get(&op)
             else {
                 return;
             };
-            let (write, c) = (write.clone(), *coordinator);
+            let (write, c, confirmed) = (write.clone(), *coordinator, stored_on.len());
             match e {
                 PutEffect::Send { idx, object } => {
                     if idx == 1 {
@@ -376,6 +404,12 @@ impl ClusterSim {
                     ));
                     self.clients.unacked.remove(&op);
                     self.counts.acked += 1;
+                    if (confirmed as u32) < write.node_confirms {
+                        self.clients.unconfirmed.push(format!(
+                            "{} {:?}: {confirmed} of {} nodes",
+                            write.key, write.value, write.node_confirms
+                        ));
+                    }
                     self.clients.acked.push(Acked {
                         key: write.key,
                         value: write.value,
@@ -498,6 +532,12 @@ impl ClusterSim {
 
     pub(crate) fn acked(&self) -> &[Acked] {
         &self.clients.acked
+    }
+
+    /// Writes acknowledged before `node_confirms` distinct nodes held
+    /// them.
+    pub(crate) fn unconfirmed(&self) -> &[String] {
+        &self.clients.unconfirmed
     }
 
     /// The dot the vnode that coordinated `value` gave it (`None`: no

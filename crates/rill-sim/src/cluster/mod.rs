@@ -95,6 +95,9 @@ pub struct Faults {
     /// Handoff's drop removes every key it sent, also those written
     /// since (the record keeps each key's clock for this).
     pub drop_ignores_clocks: bool,
+    /// Puts are answered without counting distinct nodes
+    /// (`node_confirms` not given to the put machine).
+    pub ignore_node_confirms: bool,
 }
 
 impl ClusterConfig {
