@@ -22,5 +22,5 @@ mod replica;
 
 pub use error::{CoordError, QuorumError};
 pub use get::{GetCore, GetEffect, GetFsm, GetOutcome, GetParams, GetReply, ReadRepair};
-pub use put::{PutCore, PutEffect, PutFsm, PutParams, PutReply};
+pub use put::{AttemptEnd, Make, PutAttempts, PutCore, PutEffect, PutFsm, PutParams, PutReply};
 pub use replica::Replica;

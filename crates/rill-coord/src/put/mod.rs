@@ -19,6 +19,9 @@ use crate::error::{CoordError, QuorumError};
 use crate::replica::{distinct_nodes, Replica};
 use rill_object::Object;
 
+mod attempts;
+pub use attempts::{AttemptEnd, Make, PutAttempts};
+
 /// The quorum rules of one put.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct PutParams {

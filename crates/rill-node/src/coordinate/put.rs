@@ -12,7 +12,9 @@ use crate::vnode::msg::{VnodeReply, VnodeRequest};
 use crate::vnode::step::CoordinateStep;
 use rill_backend::BKey;
 use rill_bucket::Props;
-use rill_coord::{CoordError, PutEffect, PutFsm, PutParams, PutReply, QuorumError};
+use rill_coord::{
+    AttemptEnd, CoordError, Make, PutAttempts, PutEffect, PutFsm, PutParams, PutReply, QuorumError,
+};
 use rill_object::Object;
 use rill_ring::PreflistEntry;
 use std::collections::VecDeque;
@@ -76,26 +78,36 @@ impl super::Coordinator {
         how: WriteKind,
         step: CoordinateStep,
     ) -> Result<(Object, bool), KvError> {
-        let mut avoid: Vec<String> = Vec::new();
-        let mut what = Write::Coordinate(Box::new(step));
+        let mut attempts: PutAttempts<String> = PutAttempts::new(n);
         loop {
             let mut failures = Failures::default();
-            let result = self.write_with(k, n, q, props, how, what.clone(), &avoid, &mut failures);
-            match result {
-                Err(KvError::Unreachable {
-                    node, sent: false, ..
-                }) if avoid.len() < n as usize => {
-                    tracing::debug!(node = %node, "the coordinating replica cannot be reached; the next one coordinates");
-                    avoid.push(node);
-                }
-                Err(_) if !failures.unreachable.is_empty() && avoid.len() < n as usize => {
-                    if let Some(made) = failures.made {
-                        what = Write::Made(made);
-                    }
-                    avoid.extend(failures.unreachable);
-                }
-                r => return r,
+            let what = match attempts.make() {
+                Make::Step => Write::Coordinate(Box::new(step.clone())),
+                Make::Merge(made) => Write::Made(made),
+            };
+            let result =
+                self.write_with(k, n, q, props, how, what, attempts.avoid(), &mut failures);
+            let end = match &result {
+                Ok(_) => return result,
+                // The runtime's `sent` is true once the coordinator's node
+                // answered that it took the request.
+                Err(KvError::Unreachable { node, sent, .. }) => AttemptEnd::CoordinatorLost {
+                    node: node.clone(),
+                    taken: *sent,
+                },
+                Err(_) if !failures.unreachable.is_empty() => AttemptEnd::ShortOf {
+                    unreachable: std::mem::take(&mut failures.unreachable),
+                    made: failures.made.take(),
+                },
+                Err(_) => AttemptEnd::Failed,
+            };
+            if !attempts.retry(end) {
+                return result;
             }
+            tracing::debug!(
+                avoid = ?attempts.avoid(),
+                "a put's attempt could not reach its replicas; the next one passes over them"
+            );
         }
     }
 
