@@ -1,7 +1,8 @@
 //! The cluster simulation with its real parts over many seeds, the same
 //! seed twice, and the deliberate faults it must catch.
 //!
-//!     cargo test -p rill-sim --test cluster_seeds                 # CI: 100 seeds
+//!     cargo test -p rill-sim --test cluster_seeds                 # 100 seeds, the replay
+//!     cargo test --release -p rill-sim --test cluster_seeds -- --include-ignored   # CI: and the fault searches
 //!     RILL_SIM_SEEDS=100000 cargo test --release -p rill-sim --test cluster_seeds cluster_many_seeds
 //!     RILL_SIM_FIRST=50000 RILL_SIM_SEEDS=50000 ...                  # the second half, on another core
 //!     RILL_SIM_SEED=42 RILL_SIM_TRACE=1 cargo test -p rill-sim --test cluster_seeds cluster_many_seeds -- --nocapture
@@ -34,12 +35,20 @@ fn first_caught(
 
 #[test]
 fn cluster_many_seeds() {
+    let passed_over = std::cell::Cell::new(0);
     let found = rill_sim::run_seeds(100, run, |l| {
+        if l.contains("lost; the next replica coordinates") {
+            passed_over.set(passed_over.get() + 1);
+        }
         l.contains("keys found by them") && !l.contains(" 0 keys found")
     });
     assert!(
         found > 0,
         "anti-entropy found and repaired keys in some runs"
+    );
+    assert!(
+        passed_over.get() > 0,
+        "some puts started again on the next replica"
     );
 }
 
@@ -54,6 +63,10 @@ fn a_cluster_seed_replays_exactly() {
 /// Without repairs, the replicas that missed writes stay behind: the
 /// check sees replicas that did not converge.
 #[test]
+#[cfg_attr(
+    debug_assertions,
+    ignore = "a search over many seeds: scripts/test-all runs it in a release build"
+)]
 fn without_anti_entropy_repairs_replicas_stay_apart() {
     let caught = first_caught(
         40,
@@ -71,6 +84,10 @@ fn without_anti_entropy_repairs_replicas_stay_apart() {
 /// Fallbacks that drop their hinted data instead of handing it off lose
 /// the acknowledged writes that only fallbacks held: the check says so.
 #[test]
+#[cfg_attr(
+    debug_assertions,
+    ignore = "a search over many seeds: scripts/test-all runs it in a release build"
+)]
 fn fallbacks_that_drop_hinted_data_lose_writes() {
     let caught = first_caught(
         200,
@@ -86,6 +103,10 @@ fn fallbacks_that_drop_hinted_data_lose_writes() {
 /// the reap rule removed, some seed brings a deleted value back (the
 /// first of them, with the rule, passes like every seed).
 #[test]
+#[cfg_attr(
+    debug_assertions,
+    ignore = "a search over many seeds: scripts/test-all runs it in a release build"
+)]
 fn a_reap_while_fallbacks_hold_data_brings_values_back() {
     let caught = first_caught(
         1000,
@@ -101,6 +122,10 @@ fn a_reap_while_fallbacks_hold_data_brings_values_back() {
 /// loses, once the old owners let go at the switch, the writes of every
 /// partition a ring change moved: the check says so.
 #[test]
+#[cfg_attr(
+    debug_assertions,
+    ignore = "a search over many seeds: scripts/test-all runs it in a release build"
+)]
 fn a_receiver_that_acknowledges_without_storing_loses_writes() {
     let caught = first_caught(
         100,
@@ -119,6 +144,10 @@ fn a_receiver_that_acknowledges_without_storing_loses_writes() {
 /// fault that skips it some seed loses a write (the first of them, with
 /// the retirement, passes like every seed).
 #[test]
+#[cfg_attr(
+    debug_assertions,
+    ignore = "a search over many seeds: scripts/test-all runs it in a release build"
+)]
 fn a_vnode_that_handed_off_does_not_continue_its_old_epochs() {
     let caught = first_caught(
         1000,
@@ -136,6 +165,10 @@ fn a_vnode_that_handed_off_does_not_continue_its_old_epochs() {
 /// them some seed loses or mixes up a write (the first of them, with the
 /// floors, passes like every seed).
 #[test]
+#[cfg_attr(
+    debug_assertions,
+    ignore = "a search over many seeds: scripts/test-all runs it in a release build"
+)]
 fn a_start_after_a_power_loss_does_not_trust_the_stored_clocks() {
     let caught = first_caught(
         1000,
@@ -160,6 +193,10 @@ fn a_start_after_a_power_loss_does_not_trust_the_stored_clocks() {
 /// such a write (the first of them, with the clock check, passes like
 /// every seed).
 #[test]
+#[cfg_attr(
+    debug_assertions,
+    ignore = "a search over many seeds: scripts/test-all runs it in a release build"
+)]
 fn handoff_drops_only_keys_unchanged_since_sent() {
     let caught = first_caught(
         1000,
@@ -176,6 +213,10 @@ fn handoff_drops_only_keys_unchanged_since_sent() {
 /// fallbacks on one node held (the first of them, told, passes like
 /// every seed).
 #[test]
+#[cfg_attr(
+    debug_assertions,
+    ignore = "a search over many seeds: scripts/test-all runs it in a release build"
+)]
 fn node_confirms_counts_distinct_nodes() {
     let caught = first_caught(
         200,
@@ -184,5 +225,27 @@ fn node_confirms_counts_distinct_nodes() {
     );
     let seed = caught.expect("no seed of 200 acknowledged an unconfirmed write");
     eprintln!("seed {seed} acknowledges a write one node held");
+    run(seed).1.unwrap();
+}
+
+/// A put whose coordinator took the request may have made the version:
+/// the put fails rather than have the next replica make it again
+/// (`rill-coord`'s `PutAttempts`). With the fault that passes over such a
+/// coordinator as if it had not taken the request, some seed makes one
+/// write twice (the first of them, without the fault, passes like every
+/// seed, retries on the next replica included).
+#[test]
+#[cfg_attr(
+    debug_assertions,
+    ignore = "a search over many seeds: scripts/test-all runs it in a release build"
+)]
+fn a_coordinator_that_took_a_put_is_not_passed_over() {
+    let caught = first_caught(
+        1000,
+        |f| f.retry_after_accepted = true,
+        |v| matches!(v, ClusterViolation::MadeTwice { .. }),
+    );
+    let seed = caught.expect("no seed of 1000 made a write twice");
+    eprintln!("seed {seed} makes a write twice when a coordinator that took it is passed over");
     run(seed).1.unwrap();
 }

@@ -9,7 +9,10 @@
 //! - anti-entropy reached a loop that found nothing, and the primaries of
 //!   every key hold the same object (they converged by themselves);
 //! - every value there is one a vnode coordinated, with the dot that
-//!   vnode gave it (no dot issued twice, none lost from its value);
+//!   vnode gave it (no dot issued twice, none lost from its value), made
+//!   once unless its coordinator's `Accepted` was lost with its node
+//!   after it made it (then the next replica made it again, as Riak's
+//!   forwarded puts can);
 //! - nothing an acknowledged write's context had seen (deleted or
 //!   overwritten, acknowledged or not) is there: nothing comes back;
 //! - every acknowledged write is there, its value with its dot, unless an
@@ -47,6 +50,10 @@ pub enum ClusterViolation {
     AckedLost { key: String, value: String },
     #[error("{key}: {value} came back although an acknowledged write had seen it")]
     CameBack { key: String, value: String },
+    /// One write made into two versions other than by a coordinator
+    /// whose `Accepted` was lost with its node.
+    #[error("{key}: {value} was made twice")]
+    MadeTwice { key: String, value: String },
     #[error("acknowledged before node_confirms distinct nodes held it: {write}")]
     Unconfirmed { write: String },
 }
@@ -87,14 +94,21 @@ pub(super) fn check(sim: &ClusterSim, settled: bool, quiet: bool) -> Result<(), 
         let standing: Vec<_> = acked.iter().filter(|a| !gone(a)).collect();
         let text = |v: &[u8]| String::from_utf8_lossy(v).into_owned();
         for c in &live {
-            let Some(dot) = sim.dot_of(&c.value) else {
+            let dots = sim.dots_of(&c.value);
+            if dots.is_empty() {
                 return Err(ClusterViolation::NeverWritten {
                     value: text(&c.value),
                     key,
                 });
-            };
-            if c.dot.as_ref() != Some(dot) {
+            }
+            let Some(dot) = c.dot.as_ref().filter(|d| dots.contains(d)) else {
                 return Err(ClusterViolation::WrongDot {
+                    value: text(&c.value),
+                    key,
+                });
+            };
+            if dots.len() > 1 && !sim.made_twice_allowed(&c.value) {
+                return Err(ClusterViolation::MadeTwice {
                     value: text(&c.value),
                     key,
                 });

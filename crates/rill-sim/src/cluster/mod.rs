@@ -34,6 +34,7 @@ mod client;
 mod disk;
 mod handoff;
 mod net;
+mod put;
 mod reap;
 mod ring;
 
@@ -98,6 +99,9 @@ pub struct Faults {
     /// Puts are answered without counting distinct nodes
     /// (`node_confirms` not given to the put machine).
     pub ignore_node_confirms: bool,
+    /// A put's coordinator that took the request and was lost before it
+    /// answered is passed over as if it had not (one write made twice).
+    pub retry_after_accepted: bool,
 }
 
 impl ClusterConfig {
@@ -370,6 +374,7 @@ impl ClusterSim {
                         .collect();
                     self.log(format!("partition {side:?}"));
                     self.side = Some(side);
+                    self.coordinators_lost();
                 }
             }
         }
@@ -405,6 +410,7 @@ impl ClusterSim {
         self.clients.node_stopped(x);
         self.exchanges.retain(|_, e| e.node != x);
         self.handoffs.node_stopped(x);
+        self.coordinators_lost();
     }
 
     /// Runs the ticks until nothing is in flight (bounded).

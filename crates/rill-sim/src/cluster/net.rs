@@ -11,8 +11,9 @@ use rill_node::vnode::msg::{VnodeReply, VnodeRequest};
 pub(super) enum Tag {
     /// A replica's answer to get `op`, as replica `idx`.
     Get { op: u64, idx: usize },
-    /// A replica's answer to put `op`, as replica `idx`.
-    Put { op: u64, idx: usize },
+    /// A replica's answer to attempt `attempt` of put `op`, as replica
+    /// `idx` (0: its coordinator).
+    Put { op: u64, attempt: u32, idx: usize },
     /// Side 0 (the exchange's own vnode) or 1 of exchange `id`.
     Exchange { id: u64, side: usize },
     /// Nothing waits (read repair).
@@ -129,7 +130,13 @@ impl ClusterSim {
                     partition,
                     request,
                 } => {
-                    let reply = self.nodes[env.to].vnodes().handle(partition, request);
+                    if let Tag::Put { idx: 0, .. } = tag {
+                        // A coordinator answers that it took the request
+                        // before it carries it out.
+                        let reply = VnodeReply::Accepted;
+                        self.send(env.to, env.from, Body::Reply { tag, reply });
+                    }
+                    let reply = self.execute(env.to, partition, tag, request);
                     if tag != Tag::None {
                         self.send(env.to, env.from, Body::Reply { tag, reply });
                     }
@@ -144,7 +151,7 @@ impl ClusterSim {
     fn replied(&mut self, at: usize, tag: Tag, reply: VnodeReply) {
         match tag {
             Tag::Get { op, idx } => self.get_replied(at, op, idx, reply),
-            Tag::Put { op, idx } => self.put_replied(at, op, idx, reply),
+            Tag::Put { op, attempt, idx } => self.put_replied(at, op, attempt, idx, reply),
             Tag::Exchange { id, side } => self.exchange_replied(id, side, reply),
             Tag::None => {}
         }
