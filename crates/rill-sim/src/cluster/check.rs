@@ -52,8 +52,8 @@ pub enum ClusterViolation {
     CameBack { key: String, value: String },
     /// One write made into two versions other than by a coordinator
     /// whose `Accepted` was lost with its node.
-    #[error("{key}: {value} was made twice")]
-    MadeTwice { key: String, value: String },
+    #[error("{value} was made {times} times")]
+    MadeTwice { value: String, times: usize },
     #[error("acknowledged before node_confirms distinct nodes held it: {write}")]
     Unconfirmed { write: String },
 }
@@ -61,6 +61,12 @@ pub enum ClusterViolation {
 pub(super) fn check(sim: &ClusterSim, settled: bool, quiet: bool) -> Result<(), ClusterViolation> {
     if !settled {
         return Err(ClusterViolation::RingNotSettled);
+    }
+    if let Some((value, times)) = sim.made_too_often() {
+        return Err(ClusterViolation::MadeTwice {
+            value: value.to_owned(),
+            times,
+        });
     }
     if let Some(w) = sim.unconfirmed().first() {
         return Err(ClusterViolation::Unconfirmed { write: w.clone() });
@@ -107,12 +113,6 @@ pub(super) fn check(sim: &ClusterSim, settled: bool, quiet: bool) -> Result<(), 
                     key,
                 });
             };
-            if dots.len() > 1 && !sim.made_twice_allowed(&c.value) {
-                return Err(ClusterViolation::MadeTwice {
-                    value: text(&c.value),
-                    key,
-                });
-            }
             if standing.iter().any(|b| b.context.covers(dot)) {
                 return Err(ClusterViolation::CameBack {
                     value: text(&c.value),

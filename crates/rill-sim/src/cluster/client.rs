@@ -11,7 +11,7 @@ use rill_coord::{GetEffect, GetFsm, GetOutcome, GetParams, GetReply, PutEffect};
 use rill_node::vnode::msg::{VnodeReply, VnodeRequest};
 use rill_object::{Dot, VClock};
 use rill_ring::{Partition, PreflistEntry};
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeMap;
 
 /// Why a get runs.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -68,10 +68,10 @@ pub(super) struct Clients {
     pub dots: BTreeMap<String, Vec<Dot>>,
     /// The dot of the version each put's attempt made, by (op, attempt).
     pub made: BTreeMap<(u64, u32), Dot>,
-    /// Values made twice in the one way a put may make a write twice:
-    /// its coordinator's `Accepted` was lost with its node, after it
-    /// made the version.
-    pub made_twice_allowed: BTreeSet<String>,
+    /// Versions beyond the first a value may have, made in the one way
+    /// a put may make a write twice: a coordinator passed over before
+    /// its `Accepted` arrived may make it still, as the next one does.
+    pub made_twice_allowed: BTreeMap<String, usize>,
     /// Writes acknowledged before `node_confirms` distinct nodes held
     /// them.
     pub unconfirmed: Vec<String>,
@@ -321,10 +321,13 @@ impl ClusterSim {
             .map_or(&[], |d| d.as_slice())
     }
 
-    /// Whether `value` was made twice in the way a put may make a write
-    /// twice.
-    pub(crate) fn made_twice_allowed(&self, value: &[u8]) -> bool {
-        std::str::from_utf8(value).is_ok_and(|v| self.clients.made_twice_allowed.contains(v))
+    /// A value made more often than its put may have made it (see
+    /// `Clients::made_twice_allowed`), if any.
+    pub(crate) fn made_too_often(&self) -> Option<(&str, usize)> {
+        self.clients.dots.iter().find_map(|(v, dots)| {
+            let allowed = 1 + self.clients.made_twice_allowed.get(v).copied().unwrap_or(0);
+            (dots.len() > allowed).then_some((v.as_str(), dots.len()))
+        })
     }
 }
 

@@ -303,12 +303,21 @@ impl ClusterSim {
 
     /// The preference list as node `c` sees the cluster.
     fn preflist(&self, c: usize, key: &str) -> Vec<Target> {
+        self.preflist_avoiding(c, key, &[])
+    }
+
+    /// [`ClusterSim::preflist`] with the nodes of `avoid` taken for down
+    /// (as a node's `preflist_avoiding`: fallbacks replace them).
+    fn preflist_avoiding(&self, c: usize, key: &str, avoid: &[usize]) -> Vec<Target> {
         let h = key_hash(b"", b"b", key.as_bytes());
         self.ring_of(c)
             .preflist(
                 &h,
                 self.cfg.n,
-                |n| self.up_in_view(c, self.index_of(n)),
+                |n| {
+                    let x = self.index_of(n);
+                    !avoid.contains(&x) && self.up_in_view(c, x)
+                },
                 true,
             )
             .into_iter()

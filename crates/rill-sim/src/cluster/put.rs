@@ -182,11 +182,7 @@ impl ClusterSim {
             return;
         };
         let (c, key, avoid) = (p.at, p.write.key.clone(), p.attempts.avoid().to_vec());
-        let mut pl: Vec<Target> = self
-            .preflist(c, &key)
-            .into_iter()
-            .filter(|t| !avoid.contains(&t.0))
-            .collect();
+        let mut pl = self.preflist_avoiding(c, &key, &avoid);
         if let Some(i) = pl.iter().position(|t| t.0 == c) {
             let t = pl.remove(i);
             pl.insert(0, t);
@@ -233,6 +229,10 @@ impl ClusterSim {
         } else {
             p.asked = Some((node, false));
             self.ask(c, pl[0], tag, request);
+            if !self.reachable(c, node) {
+                // It cannot leave: the runtime answers at once.
+                self.coordinators_lost();
+            }
         }
     }
 
@@ -334,17 +334,23 @@ impl ClusterSim {
         for (op, x, taken) in lost {
             let p = self.clients.puts.get_mut(&op).expect("listed");
             p.asked = None;
+            let stepping = p.attempts.make() == Make::Step;
             let end = AttemptEnd::CoordinatorLost {
                 node: x,
                 taken: taken && !fault,
             };
             if p.attempts.retry(end) {
-                if !taken {
+                if !taken && stepping {
                     // It may have made the version, or make it yet (a
                     // request in flight across a partition is carried out
-                    // when it arrives), as the next replica does too.
+                    // when it arrives), as the next replica does too: one
+                    // more version of this value is allowed.
                     if let Some(v) = &p.write.value {
-                        self.clients.made_twice_allowed.insert(v.clone());
+                        *self
+                            .clients
+                            .made_twice_allowed
+                            .entry(v.clone())
+                            .or_default() += 1;
                     }
                 }
                 self.log(format!(
@@ -411,11 +417,22 @@ impl ClusterSim {
     }
 
     pub(super) fn put_effects(&mut self, op: u64, effects: Vec<PutEffect>) {
+        let Some(attempt) = self.clients.puts.get(&op).map(PutOp::attempt) else {
+            return;
+        };
         for e in effects {
-            let Some(p) = self.clients.puts.get(&op) else {
+            // A failure handled meanwhile (a replica that could not be
+            // reached is answered at once) may have started the next
+            // attempt: what is left of this one's effects is void.
+            let Some(p) = self
+                .clients
+                .puts
+                .get(&op)
+                .filter(|p| p.attempt() == attempt)
+            else {
                 return;
             };
-            let (c, attempt) = (p.at, p.attempts.attempt());
+            let c = p.at;
             match e {
                 PutEffect::Send { idx, object } => {
                     let (targets, key) = (p.targets.clone(), p.write.key.clone());
