@@ -157,6 +157,48 @@ pub fn plan_round(
     }
 }
 
+/// Whether a hinted transfer of `partition` that is done may remove
+/// what it sent, by node `me`'s state now. Not when the partition is
+/// this node's now or is moving: a node whose ring was behind may have
+/// started handing off a partition that the ring is moving to it, and
+/// what the ring's transfer brought is in the same store, unchanged
+/// since this node sent it when the data it held was newer (a receiver
+/// takes an ownership transfer only once its ring knows of it:
+/// [`may_receive`], so a node holding such data knows the partition is
+/// moving, or is its own). What stays is sent again by a later round if
+/// it is still not this node's.
+pub fn may_drop_hinted(state: &ClusterState, me: &str, partition: u32) -> bool {
+    let owned = state
+        .owners()
+        .get(partition as usize)
+        .is_some_and(|o| o == me);
+    let moving = state.ring().next.iter().any(|t| t.partition == partition);
+    !owned && !moving
+}
+
+/// Whether node `me` takes the transfer `tid` now: hinted handoff and
+/// repairs always; an ownership transfer only once its state's ring has
+/// it (moving the partition to this node) or has switched the partition
+/// to it. A node whose ring is behind would otherwise store a partition
+/// it does not know it is getting, and may hand it off and drop it as
+/// hinted data ([`may_drop_hinted`]). The sender retries after its
+/// timeout; gossip brings the ring meanwhile.
+pub fn may_receive(state: &ClusterState, me: &str, tid: &crate::TransferId) -> bool {
+    if tid.id == 0 || tid.id & crate::repair::REPAIR_ID != 0 {
+        return true;
+    }
+    let owned = state
+        .owners()
+        .get(tid.partition as usize)
+        .is_some_and(|o| o == me);
+    owned
+        || state
+            .ring()
+            .next
+            .iter()
+            .any(|t| t.partition == tid.partition && t.to == me && t.from == tid.from)
+}
+
 /// What follows a sender's `Done`.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum AfterSent {
@@ -293,5 +335,42 @@ mod tests {
         assert_eq!(after_sent(Kind::Hinted, 0), AfterSent::DropSent);
         assert!(after_listing(3));
         assert!(!after_listing(0));
+    }
+
+    #[test]
+    fn a_hinted_drop_keeps_a_partition_that_is_moving_or_owned() {
+        let s = moving_one();
+        let t = s.ring().next[0].clone();
+        assert!(!may_drop_hinted(&s, &t.to, t.partition), "moving to it");
+        assert!(!may_drop_hinted(&s, "c", t.partition), "moving at all");
+        let owner = s.owners()[0].clone();
+        assert!(!may_drop_hinted(&s, &owner, 0), "its own");
+        let other = (0..s.ring_size())
+            .find(|&p| p != t.partition && s.owners()[p as usize] != "c")
+            .expect("a partition");
+        assert!(may_drop_hinted(&s, "c", other));
+    }
+
+    #[test]
+    fn a_move_is_received_only_once_the_ring_knows_it() {
+        let s = moving_one();
+        let t = s.ring().next[0].clone();
+        let tid = |id: u64, from: &str| crate::TransferId {
+            partition: t.partition,
+            id,
+            from: from.into(),
+        };
+        assert!(may_receive(&s, &t.to, &tid(t.id, &t.from)));
+        assert!(
+            !may_receive(&s, "c", &tid(t.id, &t.from)),
+            "not moving to c"
+        );
+        assert!(!may_receive(&s, &t.to, &tid(t.id, "c")), "not from c");
+        assert!(may_receive(&s, "c", &tid(0, &t.from)), "hinted: always");
+        let repair = crate::repair::REPAIR_ID | 3;
+        assert!(
+            may_receive(&s, "c", &tid(repair, &t.from)),
+            "repairs: always"
+        );
     }
 }

@@ -28,6 +28,13 @@ impl Peer {
                     tracing::warn!(from, claimed = %tid.from, "a handoff opened in another node's name was refused");
                     return;
                 }
+                if !rill_handoff::plan::may_receive(&self.lock().state, &self.me, &tid) {
+                    // This node's ring does not know of the move yet: the
+                    // sender retries after its timeout, by when gossip has
+                    // brought the ring.
+                    tracing::debug!(partition = tid.partition, from = %tid.from, "a handoff of a move this ring does not know yet waits");
+                    return;
+                }
                 let cursor = self.load_cursor(&tid);
                 if cursor.is_some() {
                     self.handoff_stats.resumed.fetch_add(1, Ordering::Relaxed);

@@ -267,6 +267,10 @@ impl Peer {
                 tracing::info!(partition = p, to = %o.to, items = o.sender.items_sent, "repair sent");
             }
             AfterSent::DropSent => {
+                if !rill_handoff::plan::may_drop_hinted(&self.lock().state, &self.me, p) {
+                    tracing::info!(partition = p, "partition handed off; its data here stays (it is moving, or is this node's now)");
+                    return;
+                }
                 let peer = self.clone();
                 self.rt.spawn_blocking(move || peer.drop_sent(p, &sent));
             }

@@ -23,7 +23,9 @@ use super::{node_name, ClusterSim};
 use rill_cluster::Transfer;
 use rill_handoff::codec::HandoffMsg;
 use rill_handoff::pass::{count_unsent, drop_sent, Pass, SentRecord};
-use rill_handoff::plan::{after_listing, after_sent, plan_round, AfterSent, Kind, Local};
+use rill_handoff::plan::{
+    after_listing, after_sent, may_drop_hinted, may_receive, plan_round, AfterSent, Kind, Local,
+};
 use rill_handoff::{
     Cursor, Receiver, ReceiverConfig, ReceiverEffect, Sender, SenderConfig, SenderEffect,
     ToReceiver, TransferId,
@@ -336,6 +338,15 @@ impl ClusterSim {
                         }
                         AfterSent::MarkDone(t) => self.ownership_done(from, &t, sent),
                         AfterSent::DropSent => {
+                            let ignore = self.cfg.faults.hinted_drop_ignores_ring;
+                            if !ignore && !may_drop_hinted(&self.nodes[from].state, &tid.from, p) {
+                                self.log(format!(
+                                    "{} handed {p} to {}; keeps it (moving, or its own)",
+                                    tid.from,
+                                    node_name(to)
+                                ));
+                                return;
+                            }
                             let dropped = self.drop_sent(from, p, &sent);
                             self.log(format!(
                                 "{} handed {dropped} of {p} to {}",
@@ -364,6 +375,10 @@ impl ClusterSim {
         let now = self.now_ms();
         match msg {
             HandoffMsg::ToReceiver(tid, ToReceiver::Open { session, .. }) => {
+                let ignore = self.cfg.faults.hinted_drop_ignores_ring;
+                if !ignore && !may_receive(&self.nodes[at].state, &node_name(at), &tid) {
+                    return;
+                }
                 let cursor = self.handoffs.cursors.get(&(at, tid.clone())).cloned();
                 let (r, effects) = Receiver::open(
                     ReceiverConfig {

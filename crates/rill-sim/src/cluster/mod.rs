@@ -102,6 +102,11 @@ pub struct Faults {
     /// A put's coordinator that took the request and was lost before it
     /// answered is passed over as if it had not (one write made twice).
     pub retry_after_accepted: bool,
+    /// A node takes an ownership transfer its ring does not know of, and
+    /// a hinted transfer's drop ignores that the partition is moving or
+    /// is the node's own (a node whose ring was behind hands off and
+    /// drops what the ring's transfer brought it).
+    pub hinted_drop_ignores_ring: bool,
 }
 
 impl ClusterConfig {
