@@ -136,12 +136,7 @@ impl Node {
             tracing::warn!("keys that expire or are evicted leave anti-entropy's trees unchanged until they are built again (tictacaae_rebuildwait): exchanges may compare keys they then find alike");
         }
         log_stores_opened(&config, &res, started.elapsed());
-        let limits = Limits {
-            size_warning_bytes: config.object_size_warning_bytes,
-            size_max_bytes: config.object_size_max_bytes,
-            siblings_warning: config.siblings_warning,
-            siblings_max: config.siblings_max,
-        };
+        let limits = Limits::of(&config);
         let view = ClusterView::single(&config.nodename, config.ring_size)?;
         let migration = crate::migrate::Migrations::new(record, target);
         let vnodes = Arc::new(Vnodes::new(vnodes, limits, res, migration));

@@ -38,6 +38,18 @@ pub(crate) struct Limits {
     pub siblings_max: usize,
 }
 
+impl Limits {
+    /// The limits `config` sets.
+    pub(crate) fn of(config: &crate::config::NodeConfig) -> Limits {
+        Limits {
+            size_warning_bytes: config.object_size_warning_bytes,
+            size_max_bytes: config.object_size_max_bytes,
+            siblings_warning: config.siblings_warning,
+            siblings_max: config.siblings_max,
+        }
+    }
+}
+
 pub(crate) struct Vnode {
     pub partition: Partition,
     /// The vnode's id: the first 8 bytes of every actor it writes as.

@@ -133,7 +133,7 @@ impl StandaloneVnodes {
         }
         Ok(StandaloneVnodes {
             vnodes,
-            limits: limits(&config),
+            limits: Limits::of(&config),
         })
     }
 
@@ -216,14 +216,5 @@ impl StandaloneVnodes {
     /// The object stored under `k`.
     pub fn get(&self, partition: u32, k: &BKey) -> Result<Option<Object>, KvError> {
         self.of(partition).get(k)
-    }
-}
-
-fn limits(config: &NodeConfig) -> Limits {
-    Limits {
-        size_warning_bytes: config.object_size_warning_bytes,
-        size_max_bytes: config.object_size_max_bytes,
-        siblings_warning: config.siblings_warning,
-        siblings_max: config.siblings_max,
     }
 }
