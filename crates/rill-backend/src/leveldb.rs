@@ -10,6 +10,7 @@
 //! object's under `'o'`, its index entries under `'j'`, in an order where a
 //! range query is one scan and a bucket's keys lie together.
 
+use crate::batch_gate::BatchGate;
 use crate::journal_writeback::JournalWriteback;
 pub use crate::leveldb_vnode::LeveldbBackend;
 pub(crate) use crate::leveldb_vnode::{Copier, MAX_VALUE_BYTES};
@@ -87,6 +88,7 @@ pub struct LeveldbStore {
     opts: LeveldbOptions,
     damaged: Arc<AtomicU64>,
     budget: Arc<WriteBudget>,
+    gate: Arc<BatchGate>,
     /// Stopped when the store is dropped (the vnodes' handles may keep
     /// the database open a little longer: harmless).
     _writeback: Option<JournalWriteback>,
@@ -170,6 +172,7 @@ impl LeveldbStore {
                 buffers.max(MIN_MEMTABLE_BYTES),
                 memtable_bytes,
             )),
+            gate: Arc::default(),
             _writeback: writeback,
         };
         // Every keyspace counts against the budget from the start: the
@@ -240,6 +243,7 @@ impl LeveldbStore {
             ks,
             damaged: self.damaged.clone(),
             budget: self.budget.clone(),
+            gate: self.gate.clone(),
             durability: if self.opts.sync_on_write {
                 PersistMode::SyncData
             } else {
@@ -358,6 +362,10 @@ impl LeveldbStore {
 
     pub(crate) fn budget(&self) -> &WriteBudget {
         &self.budget
+    }
+
+    pub(crate) fn gate(&self) -> &BatchGate {
+        &self.gate
     }
 
     /// Makes every write durable now.

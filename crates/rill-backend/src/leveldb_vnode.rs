@@ -3,6 +3,7 @@
 //! batches held by the node's write budget, index queries, and the bulk
 //! copier of repairs and migrations.
 
+use crate::batch_gate::BatchGate;
 use crate::index::{IndexQuery, Term};
 use crate::keys::{
     bucket_prefix, index_field_prefix, index_keys, index_position, object_key, prefix_successor,
@@ -31,6 +32,8 @@ pub struct LeveldbBackend {
     /// Reads that met a damaged block, all the node's partitions.
     pub(crate) damaged: Arc<AtomicU64>,
     pub(crate) budget: Arc<WriteBudget>,
+    /// Commits shared, snapshots alone: see [`BatchGate`].
+    pub(crate) gate: Arc<BatchGate>,
     pub(crate) durability: PersistMode,
 }
 
@@ -92,9 +95,8 @@ impl LeveldbBackend {
 
     pub(crate) fn commit(&self, batch: fjall::OwnedWriteBatch) -> Result<()> {
         self.budget.admit(&self.db)?;
-        batch
-            .durability(Some(self.durability))
-            .commit()
+        self.gate
+            .commit(batch.durability(Some(self.durability)))
             .map_err(engine)?;
         self.budget.committed(&self.ks);
         Ok(())
@@ -118,7 +120,7 @@ impl LeveldbBackend {
             end.map_or(Bound::Unbounded, Bound::Excluded),
         );
         let items = if snapshot {
-            fjall::Readable::range::<Vec<u8>, _>(&self.db.snapshot(), &self.ks, range)
+            fjall::Readable::range::<Vec<u8>, _>(&self.gate.snapshot(&self.db), &self.ks, range)
         } else {
             self.ks.range::<Vec<u8>, _>(range)
         };
@@ -264,16 +266,23 @@ pub(crate) const MAX_VALUE_BYTES: usize = 256 << 20;
 pub(crate) struct Copier<'a> {
     db: &'a Database,
     budget: &'a WriteBudget,
+    gate: &'a BatchGate,
     to: &'a Keyspace,
     batch: fjall::OwnedWriteBatch,
     bytes: usize,
 }
 
 impl<'a> Copier<'a> {
-    pub(crate) fn new(db: &'a Database, budget: &'a WriteBudget, to: &'a Keyspace) -> Copier<'a> {
+    pub(crate) fn new(
+        db: &'a Database,
+        budget: &'a WriteBudget,
+        gate: &'a BatchGate,
+        to: &'a Keyspace,
+    ) -> Copier<'a> {
         Copier {
             db,
             budget,
+            gate,
             to,
             batch: db.batch(),
             bytes: 0,
@@ -295,7 +304,9 @@ impl<'a> Copier<'a> {
 
     fn commit(&self, batch: fjall::OwnedWriteBatch) -> Result<()> {
         self.budget.admit(self.db)?;
-        commit_buffered(batch)?;
+        self.gate
+            .commit(batch.durability(Some(PersistMode::Buffer)))
+            .map_err(engine)?;
         self.budget.committed(self.to);
         Ok(())
     }
@@ -304,11 +315,4 @@ impl<'a> Copier<'a> {
         let last = std::mem::replace(&mut self.batch, self.db.batch());
         self.commit(last)
     }
-}
-
-fn commit_buffered(batch: fjall::OwnedWriteBatch) -> Result<()> {
-    batch
-        .durability(Some(PersistMode::Buffer))
-        .commit()
-        .map_err(engine)
 }

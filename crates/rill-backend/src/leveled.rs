@@ -102,7 +102,12 @@ impl LeveldbStore {
         let (ledger, journal) = (format!("l{partition}"), format!("v{partition}"));
         if self.keyspace_exists(&ledger) {
             let mut copied = 0u64;
-            let mut batch = Copier::new(&into.inner.db, &into.inner.budget, &into.inner.ks);
+            let mut batch = Copier::new(
+                &into.inner.db,
+                &into.inner.budget,
+                &into.inner.gate,
+                &into.inner.ks,
+            );
             for item in self.keyspace(&ledger, None)?.iter() {
                 let (k, v) = item.into_inner().map_err(|e| into.inner.read_err(e))?;
                 batch.insert(&k, &v)?;

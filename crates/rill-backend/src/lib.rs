@@ -12,6 +12,7 @@
 //!   integer terms in numeric order;
 //! - folds see every key stored before they began.
 
+mod batch_gate;
 mod bitcask_backend;
 mod index;
 mod journal_writeback;

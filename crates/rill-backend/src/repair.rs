@@ -327,7 +327,7 @@ impl LeveldbStore {
             self.drop_keyspace(&copy_name)?;
             let copy = self.keyspace(&copy_name, journal)?;
             let ks = self.keyspace(&name, journal)?;
-            let mut batch = Copier::new(self.db(), self.budget(), &copy);
+            let mut batch = Copier::new(self.db(), self.budget(), self.gate(), &copy);
             let (entries, lost) = scan(&ks, &mut |k, v| batch.insert(k, v))?;
             batch.finish()?;
             check.entries = entries;
@@ -367,7 +367,7 @@ impl LeveldbStore {
         let copy = self.keyspace(&format!("repair-{name}"), journal)?;
         self.drop_keyspace(name)?;
         let ks = self.keyspace(name, journal)?;
-        let mut batch = Copier::new(self.db(), self.budget(), &ks);
+        let mut batch = Copier::new(self.db(), self.budget(), self.gate(), &ks);
         for item in copy.iter() {
             let (k, v) = item.into_inner().map_err(engine)?;
             if &*k != COMPLETE {
