@@ -3,8 +3,9 @@
 //! machines and primaries are refused, not ignored, when the machines
 //! are gone; a delete whose read finds nothing says so instead of
 //! answering success and writing nothing; a tombstone is not reaped
-//! while a fallback that is away holds the value; a node killed under
-//! load fails only the requests in flight at the kill.
+//! while a fallback that is away holds the value, and is reaped after a
+//! delete with no client read; a node killed under load fails only the
+//! requests in flight at the kill.
 
 mod common;
 
@@ -216,6 +217,18 @@ fn keys_on(m: &Member, with: &str, without: &str, candidates: usize) -> Vec<Stri
         .collect()
 }
 
+/// Reads the value at `path` through `m` and deletes it with its vclock.
+fn delete_read_value(m: &Member, path: &str) {
+    let r = m.node().http("GET", path, &[], b"").expect("an answer");
+    assert_eq!(r.status, 200, "{path}");
+    let vclock = r.header("x-riak-vclock").expect("a vclock").to_string();
+    let r = m
+        .node()
+        .http("DELETE", path, &[("X-Riak-Vclock", vclock.as_str())], b"")
+        .expect("an answer");
+    assert_eq!(r.status, 204, "{path}");
+}
+
 /// A fallback takes writes for a dead node, then dies itself before
 /// handing them home; the keys are deleted (with their vclocks) while it
 /// is away. Its holdings were reported before it died, so the tombstones
@@ -253,16 +266,9 @@ fn a_tombstone_waits_for_a_fallback_that_holds_the_value() {
     let reaped_before = a.stat("tombstones_reaped_total") + b.stat("tombstones_reaped_total");
     for k in &keys {
         let path = format!("/buckets/b/keys/{k}");
-        let r = a.node().http("GET", &path, &[], b"").expect("an answer");
-        assert_eq!(r.status, 200, "{k}");
-        let vclock = r.header("x-riak-vclock").expect("a vclock").to_string();
-        let r = a
-            .node()
-            .http("DELETE", &path, &[("X-Riak-Vclock", vclock.as_str())], b"")
-            .expect("an answer");
-        assert_eq!(r.status, 204, "{k}");
+        delete_read_value(&a, &path);
         // A read that finds the tombstone on every replica asks for its
-        // reap (as Riak's delete does with its read at R = all).
+        // reap (the node's own read after the delete does too).
         let (status, _) = http(&a, "GET", &format!("{path}?r=3"), b"");
         assert_eq!(status, 404, "{k}");
     }
@@ -289,6 +295,41 @@ fn a_tombstone_waits_for_a_fallback_that_holds_the_value() {
     until("the tombstones are reaped", Duration::from_secs(90), || {
         reaped() >= reaped_before + keys.len() as u64
     });
+}
+
+/// Deletes through one node of three, with their vclocks and no read
+/// after: each delete is answered once two replicas hold its tombstone,
+/// and the node reads the key afterwards (as Riak's delete does), so
+/// every tombstone is reaped after `delete_mode` and reads find nothing.
+#[test]
+fn a_delete_is_reaped_without_a_client_read() {
+    let extra = "delete_mode = 200ms\n";
+    let a = Member::start(1, extra);
+    let b = Member::start(2, extra);
+    let c = Member::start(3, extra);
+    form(&a, &[&b, &c]);
+    let keys: Vec<String> = (0..12).map(|i| format!("d{i}")).collect();
+    for k in &keys {
+        let (status, body) = http(&a, "PUT", &format!("/buckets/b/keys/{k}"), b"v");
+        assert_eq!(status, 204, "{k}: {body}");
+    }
+    let reaped = || {
+        [&a, &b, &c]
+            .iter()
+            .map(|m| m.stat("tombstones_reaped_total"))
+            .sum::<u64>()
+    };
+    let before = reaped();
+    for k in &keys {
+        delete_read_value(&a, &format!("/buckets/b/keys/{k}"));
+    }
+    until("every tombstone is reaped", Duration::from_secs(30), || {
+        reaped() >= before + keys.len() as u64
+    });
+    for k in &keys {
+        let (status, body) = http(&b, "GET", &format!("/buckets/b/keys/{k}?r=3"), b"");
+        assert_eq!(status, 404, "{k}: {body}");
+    }
 }
 
 /// One request of the load: when it began, and whether it was answered

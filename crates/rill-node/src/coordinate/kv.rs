@@ -123,6 +123,9 @@ fn get_answer(req: &GetRequest, read: Result<Read, KvError>) -> Result<GetAnswer
 /// How often, and how many times, a reap waits for the cluster to say
 /// that no other node holds data of the key's partitions.
 const REAP_RETRY: Duration = Duration::from_secs(1);
+/// How long after a delete's answer the node reads the key to reap it:
+/// several times a replica write's round trip on a healthy network.
+const READ_AFTER_DELETE: Duration = Duration::from_millis(200);
 const REAP_TRIES: u32 = 60;
 
 /// Refuses a read its preference list cannot satisfy before any replica
@@ -452,15 +455,42 @@ impl super::Coordinator {
         // Only a tombstone every replica holds may go; a replica that
         // missed it would bring the value back. A delete with a smaller
         // n_val never reaps (as in Riak): the other replicas keep the value.
-        if object.is_tombstone()
-            && everywhere
-            && req.n_val.is_none_or(|v| v == n)
-            && n == n_val(&props)
-        {
-            let preflist = self.replicas.preflist(&k.bucket_type, &k.bucket, &k.key, n);
-            self.reap_later(&k, &object.clock, &preflist);
+        if object.is_tombstone() && req.n_val.is_none_or(|v| v == n) && n == n_val(&props) {
+            if everywhere {
+                let preflist = self.replicas.preflist(&k.bucket_type, &k.bucket, &k.key, n);
+                self.reap_later(&k, &object.clock, &preflist);
+            } else {
+                self.read_after_delete(req);
+            }
         }
         Ok(DeleteAnswer::Deleted)
+    }
+
+    /// A delete answered before every replica did: as Riak's delete does,
+    /// the key is read afterwards, off the client's path, once the
+    /// tombstone's last writes have had time to land
+    /// ([`READ_AFTER_DELETE`]; a replica still without it is repaired by
+    /// the read instead, and its tombstone waits for a later read). The
+    /// read collects every replica's answer after its own and asks for
+    /// the reap when all hold the same tombstone (`finish_get`).
+    fn read_after_delete(&self, req: &DeleteRequest) {
+        let (Some(remote), Some(node)) = (self.replicas.remote(), self.this.upgrade()) else {
+            return;
+        };
+        let get = GetRequest {
+            bucket_type: req.bucket_type.clone(),
+            bucket: req.bucket.clone(),
+            key: req.key.clone(),
+            deletedvclock: true,
+            ..GetRequest::default()
+        };
+        remote.runtime().spawn(async move {
+            tokio::time::sleep(READ_AFTER_DELETE).await;
+            let read = tokio::task::spawn_blocking(move || node.get_inner(&get)).await;
+            if let Ok(Err(e)) = read {
+                tracing::debug!(error = %e, "the read after a delete failed; its tombstone stays until a later read");
+            }
+        });
     }
 }
 

@@ -6,6 +6,8 @@
 //! (`head`).
 
 pub(crate) mod aae;
+#[cfg(test)]
+mod epochs_test;
 pub mod handoff;
 pub(crate) mod head;
 #[cfg(test)]
@@ -72,6 +74,9 @@ pub(crate) struct Vnode {
     stripes: Vec<Mutex<()>>,
     /// The anti-entropy trees, when `tictacaae_active` is on.
     aae: Option<aae::VnodeAae>,
+    /// The simulation's fault (`standalone::Disk`): a merge that shows
+    /// the vnode lost a key does not renew its epoch.
+    continue_lost_epochs: bool,
 }
 
 /// The key a vnode stores `key` of `bucket` of `bucket_type` under (the
@@ -134,6 +139,7 @@ impl Vnode {
             may_hold: std::sync::atomic::AtomicBool::new(true),
             stripes: (0..STRIPES).map(|_| Mutex::new(())).collect(),
             aae,
+            continue_lost_epochs: false,
         }
     }
 
@@ -167,13 +173,54 @@ impl Vnode {
         });
         match own {
             Some(a) if epoch_of(&a) >= self.fresh_from.load(Ordering::SeqCst) => Ok(a),
-            _ => {
-                let epoch = self.new_epoch()?;
-                let mut a = self.id.to_vec();
-                a.extend_from_slice(&epoch.to_be_bytes());
-                Ok(a)
-            }
+            _ => self.new_actor(),
         }
+    }
+
+    /// This vnode's actor in a new key epoch.
+    fn new_actor(&self) -> Result<Vec<u8>, KvError> {
+        let epoch = self.new_epoch()?;
+        let mut a = self.id.to_vec();
+        a.extend_from_slice(&epoch.to_be_bytes());
+        Ok(a)
+    }
+
+    /// Whether `incoming`, merged into `stored`, counts further than
+    /// `stored` in the epoch of this vnode that the key's next write
+    /// would continue (`actor_for`). The vnode stores every version it
+    /// makes before any other replica sees it, so it made that count and
+    /// has since lost the key (reaped its tombstone, or the key expired or
+    /// was evicted): the count it would continue from may be behind what
+    /// it issued, and continuing would give a dot a second time (the
+    /// seeded simulation found it: a tombstone reaped, then a version
+    /// older than it written back through another replica).
+    pub(crate) fn lost_own_count(&self, stored: Option<&Object>, incoming: &Object) -> bool {
+        if self.continue_lost_epochs {
+            return false;
+        }
+        let fresh = self.fresh_from.load(Ordering::SeqCst);
+        let own = |c: &VClock| {
+            c.entries()
+                .map(|(a, _, _)| a)
+                .filter(|a| a.len() == ACTOR_BYTES && a[..8] == self.id && epoch_of(a) >= fresh)
+                .max()
+                .cloned()
+        };
+        let next = own(&incoming.clock).max(stored.and_then(|s| own(&s.clock)));
+        next.is_some_and(|a| incoming.clock.counter(&a) > stored.map_or(0, |s| s.clock.counter(&a)))
+    }
+
+    /// Gives `merged` (a version `lost_own_count` found) an entry of a new
+    /// epoch of this vnode, counted once and naming no value: the key's
+    /// next write continues that epoch instead of the one whose count the
+    /// vnode lost. The other replicas take the entry by read repair or
+    /// anti-entropy, like any newer clock.
+    pub(crate) fn renew_epoch(&self, merged: &mut Object) -> Result<(), KvError> {
+        let actor = self.new_actor()?;
+        merged
+            .clock
+            .increment(&actor, crate::ids::now_us() / 1_000_000);
+        Ok(())
     }
 
     fn new_epoch(&self) -> Result<u64, KvError> {

@@ -147,12 +147,16 @@ impl Vnode {
                     // its clock dominates the stored one.
                     Some(|head: &Object| clock.dominates(&head.clock)),
                     |stored| {
+                        let lost = self.lost_own_count(stored, &object);
                         let mut next = match stored {
                             Some(s) => s.merge(&object),
                             None => object,
                         };
                         if !allow_mult {
                             next.keep_newest();
+                        }
+                        if lost {
+                            self.renew_epoch(&mut next)?;
                         }
                         Ok(Some(next))
                     },

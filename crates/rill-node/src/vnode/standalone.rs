@@ -46,6 +46,10 @@ pub struct Disk {
     /// took writes a vnode made, it continues a key's epoch from the
     /// older count it still holds and issues a dot a second time).
     pub trust_stored_clocks: bool,
+    /// The simulation's fault: a vnode that merges in a version counting
+    /// further in one of its own epochs than it stores (it reaped or lost
+    /// the key) continues that epoch, and issues a dot a second time.
+    pub continue_lost_epochs: bool,
 }
 
 /// One vnode per partition of a ring of `ring_size`, as on a node.
@@ -121,13 +125,14 @@ impl StandaloneVnodes {
                 .map_err(|e| KvError::Backend(format!("standalone vnodes: {e}")))?;
             let backend = BitcaskBackend::open(Arc::new(store))?;
             let trees = aae.then(|| VnodeAae::new(rill_aae::Trees::empty(now_ms), place.clone()));
-            let v = Vnode::new(
+            let mut v = Vnode::new(
                 Partition(p),
                 ids(p),
                 run.epochs(p as usize),
                 Box::new(backend),
                 trees,
             );
+            v.continue_lost_epochs = disk.continue_lost_epochs;
             v.rebuild_trees(|| now_ms, || true)?;
             vnodes.push(v);
         }
