@@ -140,22 +140,38 @@ fn a_receiver_that_acknowledges_without_storing_loses_writes() {
 /// 3285): a vnode that handed its data off and dropped it later took in
 /// an older copy of a key by a merge and continued that copy's epoch,
 /// issuing a dot a second time, and an acknowledged write was lost. A
-/// vnode retires its epochs before a handoff drops anything; with the
-/// fault that skips it some seed loses a write (the first of them, with
-/// the retirement, passes like every seed).
+/// vnode retires its epochs before a handoff drops anything. Found again
+/// by this one once it reaped as a node does (its seed 17 then): a tombstone
+/// was reaped, a client then wrote over a context it had read before the
+/// delete through another replica, and the reaping vnode continued its
+/// epoch from that older count, giving its next write the tombstone's
+/// dot (`NoDot`). A vnode now gives a key a new epoch when a merge
+/// counts further than it stores in the epoch it would continue
+/// (`rill-node`'s
+/// `a_key_reaped_and_merged_back_older_takes_no_dot_twice` fails
+/// without it). With the fault that skips both, some seed gives a dot
+/// twice or loses a write; the first of them, with both rules, passes
+/// like every seed.
 #[test]
 #[cfg_attr(
     debug_assertions,
     ignore = "a search over many seeds: scripts/test-all runs it in a release build"
 )]
-fn a_vnode_that_handed_off_does_not_continue_its_old_epochs() {
+fn a_vnode_that_lost_keys_does_not_continue_their_epochs() {
     let caught = first_caught(
         2000,
-        |f| f.keep_epochs_after_handoff = true,
-        |v| matches!(v, ClusterViolation::AckedLost { .. }),
+        |f| f.keep_lost_epochs = true,
+        |v| {
+            matches!(
+                v,
+                ClusterViolation::AckedLost { .. }
+                    | ClusterViolation::NoDot { .. }
+                    | ClusterViolation::WrongDot { .. }
+            )
+        },
     );
-    let seed = caught.expect("no seed of 2000 lost a write");
-    eprintln!("seed {seed} loses a write when epochs are kept after a handoff");
+    let seed = caught.expect("no seed of 2000 gave a dot twice or lost a write");
+    eprintln!("seed {seed} gives a dot twice or loses a write when lost epochs are kept");
     run(seed).1.unwrap();
 }
 
@@ -250,7 +266,8 @@ fn a_coordinator_that_took_a_put_is_not_passed_over() {
     run(seed).1.unwrap();
 }
 
-/// Found by the long run at seed 23763: a node whose ring was behind
+/// Found by the long run of the simulation as it was then, at its seed
+/// 23763 (seed 5242 of today's replays it): a node whose ring was behind
 /// handed a partition off as hinted data to its owner while the owner
 /// was moving that partition to it; the ring's transfer merged into the
 /// same store, the hinted drop removed what it had sent (unchanged,
@@ -266,7 +283,7 @@ fn a_coordinator_that_took_a_put_is_not_passed_over() {
     ignore = "a replay of a long run's seed: scripts/test-all runs it in a release build"
 )]
 fn a_node_behind_does_not_drop_a_partition_moving_to_it() {
-    let seed = 23763;
+    let seed = 5242;
     let mut cfg = ClusterConfig::new(seed);
     cfg.faults.hinted_drop_ignores_ring = true;
     let lost = run_cfg(cfg).1;

@@ -63,14 +63,14 @@ pub(super) struct NodeDisk {
 }
 
 impl NodeDisk {
-    /// Node `i`'s vnodes on this disk; `trust`: the fault that trusts
-    /// the stored clocks after any stop.
+    /// Node `i`'s vnodes on this disk, with the vnodes' `faults`
+    /// (`trust_stored_clocks`, `keep_lost_epochs`).
     pub(super) fn open(
         &self,
         i: usize,
         ring_size: u32,
         now_ms: u64,
-        trust: bool,
+        faults: &super::Faults,
     ) -> StandaloneVnodes {
         let mut boot_id = [0u8; 16];
         boot_id[..8].copy_from_slice(&(self.boots + 1).to_be_bytes());
@@ -79,7 +79,8 @@ impl NodeDisk {
             dir: "/data".into(),
             o_sync: self.o_sync,
             boot_id,
-            trust_stored_clocks: trust,
+            trust_stored_clocks: faults.trust_stored_clocks,
+            continue_lost_epochs: faults.keep_lost_epochs,
         };
         let id = |p: u32| {
             let mut id = [0u8; 8];
@@ -132,9 +133,8 @@ impl ClusterSim {
         }
         n.disk.disk = disk;
         let now_ms = self.now_ms();
-        let trust = self.cfg.faults.trust_stored_clocks;
         let n = &mut self.nodes[x];
-        n.vnodes = Some(n.disk.open(x, self.cfg.ring_size, now_ms, trust));
+        n.vnodes = Some(n.disk.open(x, self.cfg.ring_size, now_ms, &self.cfg.faults));
         if how == Stop::PowerLoss {
             let everyone: Vec<usize> = (0..self.nodes.len()).collect();
             let after = self.seen(&everyone);

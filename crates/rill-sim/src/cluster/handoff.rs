@@ -37,7 +37,7 @@ use std::collections::BTreeMap;
 const CHUNK: usize = 3;
 
 /// Simulated milliseconds a tick.
-const TICK_MS: u64 = 10;
+pub(super) const TICK_MS: u64 = 10;
 
 /// One partition being sent.
 pub(super) struct Out {
@@ -104,9 +104,10 @@ impl ClusterSim {
             return;
         }
         let name = node_name(x);
+        let holding = self.look_at_holdings(x);
         let h = &self.handoffs;
         let local = Local {
-            holding: Some(self.holding(x)),
+            holding: Some(holding),
             sending: h
                 .out
                 .keys()
@@ -192,7 +193,7 @@ impl ClusterSim {
         } else {
             sent
         };
-        let reader = if self.cfg.faults.keep_epochs_after_handoff {
+        let reader = if self.cfg.faults.keep_lost_epochs {
             self.nodes[x].vnodes().reader_keeping_epochs(p)
         } else {
             self.nodes[x].vnodes().reader(p)

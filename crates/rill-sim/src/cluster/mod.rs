@@ -10,9 +10,12 @@
 //! `rill-handoff`'s planner driving its sender and receiver machines:
 //! ownership transfers with top-ups and data retained until the switch,
 //! writes during a move sent to the next owner too, hinted handoff of
-//! what a node holds without owning it (`handoff`). Messages are the
-//! vnode requests and replies, handoff messages and cluster states a
-//! node sends, crossing as the bytes of their wire formats, over a
+//! what a node holds without owning it (`handoff`). Nodes ping each
+//! other with their holdings reports, which the claimant's step and the
+//! reaper read late as the runtime's do (`holdings`, `reap`). Messages
+//! are the vnode requests and replies, handoff messages and cluster
+//! states a node sends, crossing as the bytes of their wire formats, and
+//! the holdings reports, over a
 //! network that delays (so they reorder), loses and partitions; nodes
 //! stop and start with their data.
 //!
@@ -33,6 +36,7 @@ mod check;
 mod client;
 mod disk;
 mod handoff;
+mod holdings;
 mod net;
 mod put;
 mod reap;
@@ -87,9 +91,11 @@ pub struct Faults {
     pub reap_despite_fallbacks: bool,
     /// A handoff receiver acknowledges batches without storing them.
     pub handoff_stores_nothing: bool,
-    /// A vnode drops what it handed off without retiring its epochs
-    /// first.
-    pub keep_epochs_after_handoff: bool,
+    /// A vnode that dropped what it handed off, or that merges in a
+    /// version counting further in one of its epochs than it stores (it
+    /// reaped or lost the key), continues its epochs (no retirement at
+    /// the drop, no new epoch for the key at the merge).
+    pub keep_lost_epochs: bool,
     /// A node's start trusts the stored clocks whatever its last run
     /// left (no epoch floors after a power loss).
     pub trust_stored_clocks: bool,
@@ -149,6 +155,8 @@ struct Node {
     staged: Staged,
     /// `state`'s ring, as the node routes by it.
     ring: Ring,
+    /// Holdings reports and waiting reaps, lost when it stops.
+    memory: holdings::NodeMemory,
 }
 
 impl Node {
@@ -238,7 +246,7 @@ impl ClusterSim {
                     o_sync: rng.chance(500),
                     meta,
                 };
-                let vnodes = disk.open(i, cfg.ring_size, 0, false);
+                let vnodes = disk.open(i, cfg.ring_size, 0, &cfg.faults);
                 Node {
                     up: true,
                     joined,
@@ -248,10 +256,11 @@ impl ClusterSim {
                     state,
                     staged: Staged::default(),
                     ring,
+                    memory: holdings::NodeMemory::default(),
                 }
             })
             .collect();
-        ClusterSim {
+        let mut sim = ClusterSim {
             rng,
             lost_to_power: Vec::new(),
             clients: client::Clients::default(),
@@ -267,7 +276,11 @@ impl ClusterSim {
             handoffs: handoff::Handoffs::default(),
             counts: Counts::default(),
             trace: Vec::new(),
+        };
+        for x in 0..sim.nodes.len() {
+            sim.note_released(x);
         }
+        sim
     }
 
     pub fn counts(&self) -> &Counts {
@@ -350,6 +363,8 @@ impl ClusterSim {
         self.timeouts();
         self.exchange_timeouts();
         self.handoff_ticks();
+        self.ping_ticks();
+        self.reap_ticks();
     }
 
     fn tick(&mut self) {
@@ -413,6 +428,8 @@ impl ClusterSim {
             self.stop_vnodes(x, how);
         } else if !self.nodes[x].up {
             self.nodes[x].up = true;
+            // As a start does, it notes the owners its ring names.
+            self.note_released(x);
             self.log(format!("{} starts", node_name(x)));
         }
     }
@@ -424,6 +441,7 @@ impl ClusterSim {
         self.clients.node_stopped(x);
         self.exchanges.retain(|_, e| e.node != x);
         self.handoffs.node_stopped(x);
+        self.nodes[x].memory = holdings::NodeMemory::default();
         self.coordinators_lost();
     }
 
@@ -448,8 +466,11 @@ impl ClusterSim {
         }
         // Heal: every node up, no more losses; what is open ends.
         self.side = None;
-        for n in &mut self.nodes {
-            n.up = true;
+        for x in 0..self.nodes.len() {
+            if !self.nodes[x].up {
+                self.nodes[x].up = true;
+                self.note_released(x);
+            }
         }
         self.cfg.drop_per_mille = 0;
         self.log("heal".into());

@@ -34,6 +34,11 @@ pub(super) enum Body {
     Handoff(Vec<u8>),
     /// A node's cluster state, as `rill-cluster`'s codec writes it.
     Gossip(Vec<u8>),
+    /// A node's holdings report, as `rill-peer`'s ping carries it.
+    Holdings {
+        age_ms: u64,
+        partitions: Vec<u32>,
+    },
 }
 
 /// A message on its way; the queue orders them by (due tick, sequence).
@@ -70,7 +75,7 @@ fn through_wire(body: Body) -> Body {
             let (_, reply) = decode_reply(&bytes).expect("a reply decodes");
             Body::Reply { tag, reply }
         }
-        body @ (Body::Handoff(_) | Body::Gossip(_)) => body,
+        body @ (Body::Handoff(_) | Body::Gossip(_) | Body::Holdings { .. }) => body,
     }
 }
 
@@ -144,6 +149,9 @@ impl ClusterSim {
                 Body::Reply { tag, reply } => self.replied(env.to, tag, reply),
                 Body::Handoff(bytes) => self.handoff_in(env.to, &bytes),
                 Body::Gossip(bytes) => self.gossip_in(env.to, env.from, &bytes),
+                Body::Holdings { age_ms, partitions } => {
+                    self.holdings_in(env.to, env.from, age_ms, partitions)
+                }
             }
         }
     }

@@ -504,8 +504,15 @@ impl ClusterSim {
                     }
                     self.log(format!("op {op}: put failed: {e}"));
                 }
-                PutEffect::Done { .. } => {
-                    self.clients.puts.remove(&op);
+                PutEffect::Done { everywhere } => {
+                    let p = self.clients.puts.remove(&op).expect("looked up");
+                    // A tombstone every replica, all primaries, stored is
+                    // reaped later (a node learns it by its read after
+                    // the delete, or from the delete when every replica
+                    // answered before the client was).
+                    if let Some(made) = p.made.filter(|m| everywhere && m.is_tombstone()) {
+                        self.reap(p.at, &p.write.key, made.clock, &p.targets);
+                    }
                 }
                 PutEffect::Coordinate => {}
             }

@@ -9,17 +9,17 @@
 //! node removed from the cluster serves no client and takes no part in
 //! changes, but goes on handing off what it holds, as `rill-peer` does.
 //!
-//! What the node's runtime learns from its failure detector and the
-//! holdings reports (which members it cannot reach, which leaving members
-//! still hold data they do not own) the simulation knows at once.
+//! What the node's runtime learns from its failure detector (which
+//! members it cannot reach) the simulation knows at once; the holdings
+//! reports (which members still hold data they do not own) come late,
+//! as the runtime's do (`holdings`).
 
 use super::net::Body;
 use super::{node_name, ClusterSim};
 use rill_cluster::{codec, step, Change, ClusterState, Context, Staged, Status};
-use rill_handoff::holdings::{may_still_hold, Report};
 use rill_node::replicas::ClusterView;
 use rill_ring::Ring;
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeMap;
 
 /// The cluster the members start in: `members` nodes joined and claimed,
 /// nothing moving.
@@ -103,25 +103,6 @@ impl ClusterSim {
         self.nodes[x].joined && !self.nodes[x].removed
     }
 
-    /// The partitions node `x` holds data of without owning them in its
-    /// own ring (its handoff round's).
-    pub(super) fn holding(&self, x: usize) -> BTreeSet<u32> {
-        self.report(x)
-            .not_owned(&node_name(x), self.nodes[x].state.owners())
-            .collect()
-    }
-
-    /// Node `x`'s holdings report as it is now: the partitions it holds
-    /// data of.
-    pub(super) fn report(&self, x: usize) -> Report {
-        Report {
-            partitions: (0..self.cfg.ring_size)
-                .filter(|&p| self.nodes[x].vnodes().holds_data(p).unwrap_or(true))
-                .collect(),
-            looked_ms: 1,
-        }
-    }
-
     /// What node `x`'s claimant step knows beyond its state.
     pub(super) fn context(&self, x: usize) -> Context {
         let s = &self.nodes[x].state;
@@ -132,20 +113,14 @@ impl ClusterSim {
                 .into_iter()
                 .filter(|m| index(m).is_some_and(|i| i != x && !self.reachable(x, i)))
                 .collect(),
-            holding: s
-                .with_status(Status::is_member)
-                .into_iter()
-                .filter(|m| {
-                    let report = index(m).map(|i| self.report(i));
-                    may_still_hold(m, report.as_ref(), s.owners(), 0)
-                })
-                .collect(),
+            holding: self.may_still_hold(x),
         }
     }
 
     /// Node `x`'s state changed: its ring is read again, and a node that
     /// finds itself removed stops for good.
     pub(super) fn state_changed(&mut self, x: usize) {
+        self.note_released(x);
         let owners = self.nodes[x].state.owners().to_vec();
         self.nodes[x].ring = Ring::new(owners).expect("a ring");
         if self.nodes[x].state.status(&node_name(x)) == Some(Status::Invalid)
@@ -160,6 +135,7 @@ impl ClusterSim {
             ));
             self.clients.node_stopped(x);
             self.exchanges.retain(|_, e| e.node != x);
+            self.nodes[x].memory.reaps.clear();
         }
     }
 
@@ -193,16 +169,21 @@ impl ClusterSim {
         self.send(x, to, Body::Gossip(bytes));
     }
 
-    /// Node `x` gossips to one peer of its state, at random.
-    pub(super) fn gossip(&mut self, x: usize) {
-        self.claimant_step(x);
-        let peers: Vec<usize> = self.nodes[x]
+    /// The nodes other than `x` that its state names.
+    pub(super) fn peers(&self, x: usize) -> Vec<usize> {
+        self.nodes[x]
             .state
             .with_status(|s| s != Status::Invalid)
             .into_iter()
             .filter_map(|m| (0..self.nodes.len()).find(|&i| node_name(i) == m))
             .filter(|&i| i != x)
-            .collect();
+            .collect()
+    }
+
+    /// Node `x` gossips to one peer of its state, at random.
+    pub(super) fn gossip(&mut self, x: usize) {
+        self.claimant_step(x);
+        let peers = self.peers(x);
         if let Some(&to) = self.rng.pick(&peers) {
             self.gossip_to(x, to);
         }
