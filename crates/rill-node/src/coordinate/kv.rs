@@ -126,6 +126,9 @@ const REAP_RETRY: Duration = Duration::from_secs(1);
 /// How long after a delete's answer the node reads the key to reap it:
 /// several times a replica write's round trip on a healthy network.
 const READ_AFTER_DELETE: Duration = Duration::from_millis(200);
+/// Reads after deletes waiting or running at once, at most (each a task
+/// of the runtime holding its request until the read ends).
+const MAX_READS_AFTER_DELETE: usize = 4096;
 const REAP_TRIES: u32 = 60;
 
 /// Refuses a read its preference list cannot satisfy before any replica
@@ -247,14 +250,7 @@ impl super::Coordinator {
     /// Takes a tombstone out of the replicas per `delete_mode`, if it is
     /// still the same tombstone then.
     pub(crate) fn reap_later(&self, k: &BKey, clock: &VClock, preflist: &[PreflistEntry]) {
-        // A tombstone is reaped only where every replica is a primary and
-        // none of their partitions is moving: a next owner or a fallback
-        // that missed the delete would otherwise bring the value back.
-        let view = self.replicas.view();
-        if preflist
-            .iter()
-            .any(|e| !e.primary || view.moving.contains_key(&e.partition.0))
-        {
+        if !self.may_ask_reap(preflist) {
             return;
         }
         let now = Instant::now();
@@ -273,6 +269,18 @@ impl super::Coordinator {
             DeleteMode::Immediate => self.reap_job(job(now)),
             DeleteMode::After(d) => self.reaper.schedule_job(job(now + d)),
         }
+    }
+
+    /// Whether a tombstone on `preflist` may be reaped at all now: a
+    /// `delete_mode` that reaps, every replica a primary and none of their
+    /// partitions moving (a next owner or a fallback that missed the
+    /// delete would otherwise bring the value back).
+    fn may_ask_reap(&self, preflist: &[PreflistEntry]) -> bool {
+        let view = self.replicas.view();
+        !matches!(self.delete_mode, DeleteMode::Keep)
+            && preflist
+                .iter()
+                .all(|e| e.primary && !view.moving.contains_key(&e.partition.0))
     }
 
     /// A reap whose time has come: done only when no node other than the
@@ -456,10 +464,10 @@ impl super::Coordinator {
         // missed it would bring the value back. A delete with a smaller
         // n_val never reaps (as in Riak): the other replicas keep the value.
         if object.is_tombstone() && req.n_val.is_none_or(|v| v == n) && n == n_val(&props) {
+            let preflist = self.replicas.preflist(&k.bucket_type, &k.bucket, &k.key, n);
             if everywhere {
-                let preflist = self.replicas.preflist(&k.bucket_type, &k.bucket, &k.key, n);
                 self.reap_later(&k, &object.clock, &preflist);
-            } else {
+            } else if self.may_ask_reap(&preflist) {
                 self.read_after_delete(req);
             }
         }
@@ -472,11 +480,18 @@ impl super::Coordinator {
     /// ([`READ_AFTER_DELETE`]; a replica still without it is repaired by
     /// the read instead, and its tombstone waits for a later read). The
     /// read collects every replica's answer after its own and asks for
-    /// the reap when all hold the same tombstone (`finish_get`).
+    /// the reap when all hold the same tombstone (`finish_get`). At most
+    /// [`MAX_READS_AFTER_DELETE`] wait or run at once; past that a
+    /// tombstone waits for a client's read.
     fn read_after_delete(&self, req: &DeleteRequest) {
         let (Some(remote), Some(node)) = (self.replicas.remote(), self.this.upgrade()) else {
             return;
         };
+        let count = self.reads_after_delete.clone();
+        if count.fetch_add(1, Ordering::Relaxed) >= MAX_READS_AFTER_DELETE {
+            count.fetch_sub(1, Ordering::Relaxed);
+            return;
+        }
         let get = GetRequest {
             bucket_type: req.bucket_type.clone(),
             bucket: req.bucket.clone(),
@@ -486,8 +501,15 @@ impl super::Coordinator {
         };
         remote.runtime().spawn(async move {
             tokio::time::sleep(READ_AFTER_DELETE).await;
-            let read = tokio::task::spawn_blocking(move || node.get_inner(&get)).await;
-            if let Ok(Err(e)) = read {
+            let read = match node.get_plan(&get) {
+                Ok((k, preflist, q, mode)) => node
+                    .coordinate_get_task(&k, &preflist, q, mode)
+                    .await
+                    .map(|_| ()),
+                Err(e) => Err(e),
+            };
+            count.fetch_sub(1, Ordering::Relaxed);
+            if let Err(e) = read {
                 tracing::debug!(error = %e, "the read after a delete failed; its tombstone stays until a later read");
             }
         });

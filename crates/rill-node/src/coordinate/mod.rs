@@ -42,6 +42,8 @@ pub(crate) struct Coordinator {
     pub reaper: Reaper,
     request_timeout: Duration,
     delete_mode: DeleteMode,
+    /// Reads after deletes waiting or running (`read_after_delete`).
+    reads_after_delete: Arc<std::sync::atomic::AtomicUsize>,
     /// Itself, for work that outlives a request (finishing a get).
     this: Weak<Coordinator>,
 }
@@ -62,6 +64,7 @@ impl Coordinator {
             reaper: Reaper::default(),
             request_timeout,
             delete_mode,
+            reads_after_delete: Arc::default(),
             this: this.clone(),
         })
     }
