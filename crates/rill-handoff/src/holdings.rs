@@ -9,6 +9,7 @@
 //! away: the cluster simulation saw a leaving member exit so, with data
 //! no one else had). Pure: times are the caller's milliseconds.
 
+use rill_cluster::{ClusterState, Status};
 use std::collections::{BTreeMap, BTreeSet};
 
 /// What a node last reported: the partitions it holds data of, and when
@@ -20,6 +21,26 @@ pub struct Report {
 }
 
 impl Report {
+    /// The report of a look by `me` at `looked_ms`: the partitions it owns
+    /// in `owners` (its ring), listed without a look (a reader that takes
+    /// another node for their owner waits for `me`'s ring to say so too,
+    /// and its next look), and those `holds` finds data of. `holds`
+    /// answers `None` when it could not look: that counts as holding, so
+    /// a reap waits.
+    pub fn look(
+        me: &str,
+        owners: &[String],
+        looked_ms: u64,
+        mut holds: impl FnMut(u32) -> Option<bool>,
+    ) -> Report {
+        Report {
+            partitions: (0..owners.len() as u32)
+                .filter(|&p| owners[p as usize] == me || holds(p).unwrap_or(true))
+                .collect(),
+            looked_ms,
+        }
+    }
+
     /// The partitions of the report that `member` does not own in the
     /// ring `owners` (the reader's: each partition's owner).
     pub fn not_owned<'a>(
@@ -68,6 +89,35 @@ pub fn may_reap(
                         .any(|p| partitions.contains(&p))
             })
     })
+}
+
+/// [`may_reap`] as node `me` asks it, by its state `state` (members,
+/// ring, moves) and `reachable` (its failure detector's word on a peer).
+pub fn may_reap_at(
+    state: &ClusterState,
+    me: &str,
+    mut reachable: impl FnMut(&str) -> bool,
+    reports: &BTreeMap<String, Report>,
+    partitions: &[u32],
+    asked_ms: u64,
+) -> bool {
+    let members: Vec<Member> = state
+        .with_status(Status::is_member)
+        .into_iter()
+        .map(|name| Member {
+            reachable: name == me || reachable(&name),
+            name,
+        })
+        .collect();
+    let moving: BTreeSet<u32> = state.ring().next.iter().map(|t| t.partition).collect();
+    may_reap(
+        &members,
+        reports,
+        state.owners(),
+        &moving,
+        partitions,
+        asked_ms,
+    )
 }
 
 /// Whether leaving member `name` holds, or may hold, data of partitions
@@ -155,6 +205,24 @@ mod tests {
             &[1, 2, 3],
             100
         ));
+    }
+
+    #[test]
+    fn a_look_lists_owned_partitions_and_those_it_could_not_look_at() {
+        let owners: Vec<String> = ["a", "b", "b", "b"].iter().map(|s| s.to_string()).collect();
+        let mut looked = Vec::new();
+        let r = Report::look("a", &owners, 7, |p| {
+            looked.push(p);
+            match p {
+                1 => Some(true),
+                2 => None,
+                _ => Some(false),
+            }
+        });
+        assert_eq!(r.partitions, [0, 1, 2].into());
+        assert_eq!(r.looked_ms, 7);
+        // Its own partition is listed without a look.
+        assert_eq!(looked, [1, 2, 3]);
     }
 
     #[test]

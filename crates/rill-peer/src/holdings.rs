@@ -5,8 +5,7 @@
 
 use crate::msg::PeerMsg;
 use crate::runtime::{Inner, Peer};
-use rill_cluster::Status;
-use rill_handoff::holdings::{may_reap, Member, Report};
+use rill_handoff::holdings::{may_reap_at, Report};
 use rill_transport::Lane;
 use std::collections::BTreeSet;
 use std::time::Instant;
@@ -19,17 +18,10 @@ impl Peer {
     /// a reader that takes another node for their owner waits for this
     /// node's ring to say so too, and its next look.
     pub(crate) fn look_at_holdings(&self, owners: &[String]) -> BTreeSet<u32> {
-        let looked_ms = self.now();
-        let report = Report {
-            partitions: (0..owners.len() as u32)
-                .filter(|p| {
-                    owners[*p as usize] == self.me
-                        // A failed look counts as holding: a reap waits.
-                        || self.node.vnodes().holds_data(*p).unwrap_or(true)
-                })
-                .collect(),
-            looked_ms,
-        };
+        // A failed look counts as holding: a reap waits.
+        let report = Report::look(&self.me, owners, self.now(), |p| {
+            self.node.vnodes().holds_data(p).ok()
+        });
         let not_owned = report.not_owned(&self.me, owners).collect();
         self.lock().holdings.insert(self.me.clone(), report);
         not_owned
@@ -79,23 +71,11 @@ impl Peer {
         let asked_ms = asked.saturating_duration_since(self.started).as_millis() as u64;
         let now = self.now();
         let inner = self.lock();
-        let s = &inner.state;
-        let members: Vec<Member> = s
-            .with_status(Status::is_member)
-            .into_iter()
-            .map(|name| Member {
-                reachable: name == self.me
-                    || inner.detector.liveness(&name, now)
-                        != crate::detector::Liveness::Unreachable,
-                name,
-            })
-            .collect();
-        let moving: BTreeSet<u32> = s.ring().next.iter().map(|t| t.partition).collect();
-        may_reap(
-            &members,
+        may_reap_at(
+            &inner.state,
+            &self.me,
+            |name| inner.detector.liveness(name, now) != crate::detector::Liveness::Unreachable,
             &inner.holdings,
-            s.owners(),
-            &moving,
             partitions,
             asked_ms,
         )

@@ -49,14 +49,8 @@ impl ClusterSim {
     pub(super) fn look_at_holdings(&mut self, x: usize) -> BTreeSet<u32> {
         let me = node_name(x);
         let owners = self.nodes[x].state.owners().to_vec();
-        let report = Report {
-            partitions: (0..self.cfg.ring_size)
-                .filter(|&p| {
-                    owners[p as usize] == me || self.nodes[x].vnodes().holds_data(p).unwrap_or(true)
-                })
-                .collect(),
-            looked_ms: self.now_ms(),
-        };
+        let vnodes = self.nodes[x].vnodes();
+        let report = Report::look(&me, &owners, self.now_ms(), |p| vnodes.holds_data(p).ok());
         let not_owned = report.not_owned(&me, &owners).collect();
         self.nodes[x].memory.holdings.insert(me, report);
         not_owned

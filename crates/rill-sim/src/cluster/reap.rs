@@ -10,11 +10,9 @@
 
 use super::net::Tag;
 use super::{bkey, node_name, ClusterSim, Target};
-use rill_cluster::Status;
-use rill_handoff::holdings::{may_reap, Member};
+use rill_handoff::holdings::may_reap_at;
 use rill_node::vnode::msg::VnodeRequest;
 use rill_object::VClock;
-use std::collections::BTreeSet;
 
 /// Ticks from a reap's ask to its first try (the runtime's `delete_mode`
 /// is 3 s, many times a message's transit).
@@ -106,20 +104,14 @@ impl ClusterSim {
     /// Whether coordinator `c` may reap a tombstone on `partitions`,
     /// asked at `asked_ms`, by its ring and the reports it has memory.
     fn may_reap(&self, c: usize, partitions: &[u32], asked_ms: u64) -> bool {
-        let s = &self.nodes[c].state;
-        let members: Vec<Member> = s
-            .with_status(Status::is_member)
-            .into_iter()
-            .map(|name| {
-                let i = self.index_of(&name);
-                Member {
-                    reachable: i == c || self.reachable(c, i),
-                    name,
-                }
-            })
-            .collect();
-        let moving: BTreeSet<u32> = s.ring().next.iter().map(|t| t.partition).collect();
-        let reports = &self.nodes[c].memory.holdings;
-        may_reap(&members, reports, s.owners(), &moving, partitions, asked_ms)
+        let me = node_name(c);
+        may_reap_at(
+            &self.nodes[c].state,
+            &me,
+            |name| self.reachable(c, self.index_of(name)),
+            &self.nodes[c].memory.holdings,
+            partitions,
+            asked_ms,
+        )
     }
 }
