@@ -225,13 +225,10 @@ impl Backend for BitcaskBackend {
     }
 
     fn holds_objects(&self) -> Result<bool> {
-        let mut any = false;
         // Stops at the first object key.
-        self.store.scan_keys(|raw| {
-            any = matches!(split(raw), Some((OBJECT, ..)));
-            !any
-        });
-        Ok(any)
+        Ok(self
+            .store
+            .any_key(|raw| matches!(split(raw), Some((OBJECT, ..)))))
     }
 
     fn fold_keys(

@@ -26,11 +26,13 @@ fn first_caught(
     fault: impl Fn(&mut rill_sim::cluster::Faults),
     caught: impl Fn(&ClusterViolation) -> bool,
 ) -> Option<u64> {
-    (0..seeds).find(|&seed| {
+    let found = (0..seeds).find(|&seed| {
         let mut cfg = ClusterConfig::new(seed);
         fault(&mut cfg.faults);
         run_cfg(cfg).1.as_ref().err().is_some_and(&caught)
-    })
+    });
+    eprintln!("first seed caught: {found:?}");
+    found
 }
 
 #[test]
@@ -94,7 +96,6 @@ fn fallbacks_that_drop_hinted_data_lose_writes() {
         |f| f.drop_hinted_data = true,
         |v| matches!(v, ClusterViolation::AckedLost { .. }),
     );
-    eprintln!("first seed caught: {caught:?}");
     assert!(caught.is_some(), "no seed of 200 lost a write");
 }
 
@@ -132,7 +133,6 @@ fn a_receiver_that_acknowledges_without_storing_loses_writes() {
         |f| f.handoff_stores_nothing = true,
         |v| matches!(v, ClusterViolation::AckedLost { .. }),
     );
-    eprintln!("first seed caught: {caught:?}");
     assert!(caught.is_some(), "no seed of 100 lost a write");
 }
 

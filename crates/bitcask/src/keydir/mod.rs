@@ -356,6 +356,19 @@ impl Keydir {
             .sum()
     }
 
+    /// Whether some entry satisfies `pred`, asked of each shard under its
+    /// read lock without copying it: for a quick test that stops at the
+    /// first match (writers to a shard wait while it is looked through),
+    /// where [`Keydir::scan`] would copy every key first.
+    pub fn any(&self, mut pred: impl FnMut(&[u8], Entry) -> bool) -> bool {
+        self.shards.iter().any(|shard| {
+            let s = shard.read().expect("keydir lock");
+            s.table
+                .iter()
+                .any(|&h| pred(s.arena.key(h), s.arena.entry(h)))
+        })
+    }
+
     /// Visits every entry, one shard at a time as it is when the scan
     /// reaches it: no snapshot, so no undo log and never [`SnapshotLost`].
     /// A change made during the scan may be seen or not; a key that stays
@@ -469,6 +482,28 @@ mod tests {
         assert_eq!(kd.get(b"a"), None);
         assert!(kd.put_if_newer(b"b", e(5, 1)).is_ok());
         assert_eq!(kd.put_if_newer(b"b", e(4, 1)), Err(e(5, 1)));
+    }
+
+    #[test]
+    fn any_stops_at_the_first_entry_that_matches() {
+        let kd = Keydir::new();
+        assert!(!kd.any(|_, _| true), "an empty keydir has none");
+        for i in 0..1000u64 {
+            kd.put(format!("k{i}").as_bytes(), e(i + 1, 1));
+        }
+        let mut asked = 0;
+        assert!(kd.any(|k, en| {
+            asked += 1;
+            k.starts_with(b"k") && en.seq > 0
+        }));
+        assert_eq!(asked, 1);
+        asked = 0;
+        assert!(!kd.any(|k, _| {
+            asked += 1;
+            k == b"absent"
+        }));
+        assert_eq!(asked, 1000, "every entry asked once");
+        assert!(kd.any(|k, en| k == b"k500" && en.seq == 501));
     }
 
     #[test]

@@ -309,6 +309,15 @@ impl Store {
         self.inner.fold(|key, _| Ok(visit(key)))
     }
 
+    /// Whether some readable key satisfies `pred`, a quick test run under
+    /// the keydir's locks (it must not block); stops at the first match.
+    pub fn any_key(&self, mut pred: impl FnMut(&[u8]) -> bool) -> bool {
+        let now = self.inner.opts.now_s();
+        self.inner
+            .keydir
+            .any(|key, entry| entry.is_visible(now) && pred(key))
+    }
+
     /// Visits every readable key without a snapshot: each part of the
     /// keydir as it is when the scan reaches it, so a key written or
     /// deleted meanwhile may be seen or not, while every key left alone is

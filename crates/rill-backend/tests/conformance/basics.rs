@@ -50,3 +50,18 @@ fn folds_see_buckets_and_keys_by_type() {
         assert_eq!(keys, [b"a".to_vec(), b"b".to_vec()].into_iter().collect());
     });
 }
+
+#[test]
+fn holds_objects_while_some_object_is_stored() {
+    each(|b| {
+        assert!(!b.holds_objects().unwrap(), "empty");
+        let idx = [super::bin("f_bin", "term")];
+        b.put(&k("", "b", "x"), b"one", &idx, &[]).unwrap();
+        b.put(&k("t", "b", "y"), b"two", &[], &[]).unwrap();
+        assert!(b.holds_objects().unwrap());
+        b.delete(&k("", "b", "x"), &idx).unwrap();
+        assert!(b.holds_objects().unwrap(), "one left");
+        b.delete(&k("t", "b", "y"), &[]).unwrap();
+        assert!(!b.holds_objects().unwrap(), "all deleted");
+    });
+}

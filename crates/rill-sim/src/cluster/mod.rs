@@ -204,6 +204,13 @@ fn node_name(i: usize) -> String {
     format!("n{i}@sim")
 }
 
+/// The node `name` names ([`node_name`]'s inverse), if it is one of
+/// `nodes`.
+fn node_index(name: &str, nodes: usize) -> Option<usize> {
+    let i: usize = name.strip_prefix('n')?.strip_suffix("@sim")?.parse().ok()?;
+    (i < nodes && node_name(i) == name).then_some(i)
+}
+
 /// Where bucket registries go: memory where the machine has it (a seed
 /// opens a directory per node).
 fn scratch() -> tempfile::TempDir {
@@ -306,9 +313,7 @@ impl ClusterSim {
     }
 
     fn index_of(&self, name: &str) -> usize {
-        (0..self.cfg.nodes)
-            .find(|&i| node_name(i) == name)
-            .expect("a node")
+        node_index(name, self.cfg.nodes).expect("a node")
     }
 
     /// The node whose ring the check reads: a member (after the heal,
@@ -445,10 +450,13 @@ impl ClusterSim {
         self.coordinators_lost();
     }
 
-    /// Runs the ticks until nothing is in flight (bounded).
+    /// Runs the ticks until nothing is in flight (bounded) but holdings
+    /// pings: nodes send those every few ticks for as long as they run,
+    /// so waiting for a moment with none on the wire would only wait for
+    /// luck in their delays (they go on arriving while later loops run).
     fn quiesce(&mut self) {
         for _ in 0..10_000 {
-            if self.net.is_empty()
+            if self.net.values().all(net::Envelope::is_ping)
                 && self.clients.idle()
                 && self.exchanges.is_empty()
                 && self.handoffs.idle()

@@ -48,6 +48,13 @@ pub(super) struct Envelope {
     body: Body,
 }
 
+impl Envelope {
+    /// A holdings ping, sent every few ticks for as long as a node runs.
+    pub(super) fn is_ping(&self) -> bool {
+        matches!(self.body, Body::Holdings { .. })
+    }
+}
+
 /// `body` as another node reads it: encoded as `rill-node`'s wire
 /// carries vnode messages, and decoded.
 fn through_wire(body: Body) -> Body {

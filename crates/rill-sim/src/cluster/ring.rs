@@ -15,7 +15,7 @@
 //! as the runtime's do (`holdings`).
 
 use super::net::Body;
-use super::{node_name, ClusterSim};
+use super::{node_index, node_name, ClusterSim};
 use rill_cluster::{codec, step, Change, ClusterState, Context, Staged, Status};
 use rill_node::replicas::ClusterView;
 use rill_ring::Ring;
@@ -106,7 +106,7 @@ impl ClusterSim {
     /// What node `x`'s claimant step knows beyond its state.
     pub(super) fn context(&self, x: usize) -> Context {
         let s = &self.nodes[x].state;
-        let index = |n: &str| (0..self.nodes.len()).find(|&i| node_name(i) == n);
+        let index = |n: &str| node_index(n, self.nodes.len());
         Context {
             unreachable: s
                 .with_status(Status::is_member)
@@ -175,7 +175,7 @@ impl ClusterSim {
             .state
             .with_status(|s| s != Status::Invalid)
             .into_iter()
-            .filter_map(|m| (0..self.nodes.len()).find(|&i| node_name(i) == m))
+            .filter_map(|m| node_index(&m, self.nodes.len()))
             .filter(|&i| i != x)
             .collect()
     }
@@ -236,7 +236,7 @@ impl ClusterSim {
     /// commits.
     pub(super) fn operate(&mut self, a: usize, may_stage_leave: bool) {
         let claimant = self.nodes[a].state.claimant().to_string();
-        let Some(c) = (0..self.nodes.len()).find(|&i| node_name(i) == claimant) else {
+        let Some(c) = node_index(&claimant, self.nodes.len()) else {
             return;
         };
         if !self.in_cluster(c) || !self.reachable(a, c) {
