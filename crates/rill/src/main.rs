@@ -427,6 +427,8 @@ fn console(cfg: Config) -> Result<()> {
         peer_cfg.advertise = Some(cfg.cluster_advertised().map_err(anyhow::Error::msg)?);
         peer_cfg.target_n_val = 4;
         peer_cfg.handoff.transfer_limit = cfg.transfer_limit;
+        peer_cfg.down_after = cfg.down_after;
+        peer_cfg.suspect_after = cfg.down_after / 2;
         peer_cfg.handoff.sender.batch_items = cfg.handoff_batch_items;
         peer_cfg.handoff.sender.ack_timeout_ms = cfg.handoff_timeout.as_millis() as u64;
         peer_cfg.handoff.sender.keepalive_ms = (cfg.handoff_timeout.as_millis() as u64 / 3).max(1);

@@ -5,7 +5,8 @@
 //! answering success and writing nothing; a tombstone is not reaped
 //! while a fallback that is away holds the value, and is reaped after a
 //! delete with no client read; a node killed under load fails only the
-//! requests in flight at the kill.
+//! requests in flight at the kill; a put whose coordinating node died or
+//! froze before it took the request is coordinated elsewhere.
 
 mod common;
 
@@ -490,4 +491,33 @@ fn a_put_whose_coordinator_dies_before_taking_it_is_coordinated_elsewhere() {
         .http("GET", &format!("/buckets/one/keys/{key}"), &[], b"")
         .expect("an answer");
     assert_eq!((r.status, r.body.as_slice()), (200, &b"v"[..]));
+}
+
+/// A put through a node that holds none of its key's replicas, whose
+/// coordinating replica's node is frozen (SIGSTOP: its connections stay
+/// open, it takes nothing), is coordinated by the next replica once that
+/// node is taken for down (`cluster.down_after`, 6 s; Riak's forwarded
+/// put tries another coordinator after `put_coordinator_failure_timeout`,
+/// 3 s), and acknowledged: the frozen node never said it took it.
+#[test]
+fn a_put_whose_coordinator_is_frozen_is_coordinated_elsewhere() {
+    let a = Member::start(1, "");
+    let b = Member::start(2, "");
+    let c = Member::start(3, "");
+    form(&a, &[&b, &c]);
+    set_props(&a, "one", serde_json::json!({ "n_val": 1 }));
+    let key = (0..200)
+        .map(|i| format!("k{i}"))
+        .find(|k| {
+            let (_, pl) = http(&a, "GET", &format!("/buckets/one/keys/{k}/preflist"), b"");
+            let pl: Value = serde_json::from_str(&pl).unwrap();
+            pl["preflist"][0]["node"] == c.name.as_str()
+        })
+        .expect("a key whose one replica is on the third node");
+    c.node().signal(19); // SIGSTOP
+    let (status, body) = http(&a, "PUT", &format!("/buckets/one/keys/{key}"), b"v");
+    assert_eq!(status, 204, "{body}");
+    let (status, body) = http(&a, "GET", &format!("/buckets/one/keys/{key}"), b"");
+    assert_eq!((status, body.as_str()), (200, "v"));
+    c.node().signal(18);
 }

@@ -73,6 +73,20 @@ pub static SETTINGS: &[Setting] = &[
         },
     },
     Setting {
+        key: "cluster.down_after",
+        kind: Kind::Duration {
+            min: Duration::from_secs(2),
+            max: Duration::from_secs(600),
+        },
+        words: &[],
+        default: Initial::Value("6s"),
+        help: "a node not heard from this long is taken for down and its replicas go to fallbacks (suspected after half of it; a closed connection counts at once); Riak's net_ticktime plays this part, 60 s there",
+        apply: |c, a| {
+            c.down_after = a.duration();
+            Ok(())
+        },
+    },
+    Setting {
         key: "test.link.delay",
         kind: Kind::Duration {
             min: Duration::ZERO,

@@ -45,6 +45,9 @@ pub struct Config {
     /// `handoff.timeout`: a batch not acknowledged in this long starts a
     /// new session (which resumes after the last stored batch).
     pub handoff_timeout: Duration,
+    /// `cluster.down_after`: silence after which a node is taken for
+    /// down (suspected after half of it).
+    pub down_after: Duration,
     /// Test only (`test.link.delay`, `test.link.loss`): every message to
     /// another node waits this long, and this share of them is lost, so
     /// tests and benchmarks can give loopback a wide-area link's latency
@@ -114,6 +117,7 @@ impl Config {
             transfer_limit: 2,
             handoff_batch_items: 1000,
             handoff_timeout: Duration::from_secs(15),
+            down_after: Duration::from_secs(6),
             test_link_delay: Duration::ZERO,
             test_link_loss: 0.0,
             pb_max_frame_bytes: 64 << 20,
