@@ -470,7 +470,7 @@ fn a_put_whose_coordinator_dies_before_taking_it_is_coordinated_elsewhere() {
             pl["preflist"][0]["node"] == c.name.as_str()
         })
         .expect("a key whose one replica is on the third node");
-    c.node().signal(19); // SIGSTOP: its connections stay open.
+    c.node().freeze();
     let redirs = a.stat("coord_redirs_total");
     let addr = a.node().http;
     let path = format!("/buckets/one/keys/{key}");
@@ -514,7 +514,7 @@ fn a_put_whose_coordinator_is_frozen_is_coordinated_elsewhere() {
             pl["preflist"][0]["node"] == c.name.as_str()
         })
         .expect("a key whose one replica is on the third node");
-    c.node().signal(19); // SIGSTOP
+    c.node().freeze();
     let (status, body) = http(&a, "PUT", &format!("/buckets/one/keys/{key}"), b"v");
     assert_eq!(status, 204, "{body}");
     let (status, body) = http(&a, "GET", &format!("/buckets/one/keys/{key}"), b"");

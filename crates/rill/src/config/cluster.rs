@@ -80,7 +80,7 @@ pub static SETTINGS: &[Setting] = &[
         },
         words: &[],
         default: Initial::Value("6s"),
-        help: "a node not heard from this long is taken for down and its replicas go to fallbacks (suspected after half of it; a closed connection counts at once); Riak's net_ticktime plays this part, 60 s there",
+        help: "a node not heard from this long is taken for down and its replicas go to fallbacks (suspected after half of it; a closed connection counts at once); a claimant silent twice this long is replaced, and plans and commits stop waiting for a member silent that long; Riak's net_ticktime plays this part, 60 s there",
         apply: |c, a| {
             c.down_after = a.duration();
             Ok(())

@@ -117,6 +117,23 @@ impl Node {
         );
     }
 
+    /// Freezes the process (SIGSTOP: its connections stay open, it takes
+    /// nothing from them) and waits until the kernel says every thread
+    /// of it stopped: `kill` returns before they have.
+    pub fn freeze(&self) {
+        self.signal(19);
+        let pid = self.child.as_ref().expect("running").id();
+        let stat = format!("/proc/{pid}/task");
+        until("the process is stopped", Duration::from_secs(10), || {
+            std::fs::read_dir(&stat).unwrap().all(|t| {
+                let s = std::fs::read_to_string(t.unwrap().path().join("stat")).unwrap_or_default();
+                // The state follows the command's closing parenthesis.
+                s.rsplit_once(") ")
+                    .is_some_and(|(_, rest)| rest.starts_with('T'))
+            })
+        });
+    }
+
     /// Sends signal `sig` to the process (SIGSTOP 19 freezes it, SIGCONT
     /// 18 lets it go on).
     pub fn signal(&self, sig: i32) {
