@@ -449,17 +449,12 @@ fn a_node_killed_under_load_fails_only_the_requests_in_flight() {
     );
 }
 
-/// A put through a node that holds none of its key's replicas is
-/// coordinated by the key's replica on another node. When that node dies
-/// after the request left but before it took the request (here: frozen,
-/// then killed), the request was never carried out, so the next replica
-/// (a fallback) coordinates and the put is acknowledged, instead of
-/// failing as a request the dead node may have carried out.
-#[test]
-fn a_put_whose_coordinator_dies_before_taking_it_is_coordinated_elsewhere() {
+/// Three members, and a key of bucket "one" (n_val 1) whose one replica
+/// is on the third.
+fn three_and_a_key_of_the_third() -> (Member, Member, Member, String) {
     let a = Member::start(1, "");
     let b = Member::start(2, "");
-    let mut c = Member::start(3, "");
+    let c = Member::start(3, "");
     form(&a, &[&b, &c]);
     set_props(&a, "one", serde_json::json!({ "n_val": 1 }));
     let key = (0..200)
@@ -470,6 +465,18 @@ fn a_put_whose_coordinator_dies_before_taking_it_is_coordinated_elsewhere() {
             pl["preflist"][0]["node"] == c.name.as_str()
         })
         .expect("a key whose one replica is on the third node");
+    (a, b, c, key)
+}
+
+/// A put through a node that holds none of its key's replicas is
+/// coordinated by the key's replica on another node. When that node dies
+/// after the request left but before it took the request (here: frozen,
+/// then killed), the request was never carried out, so the next replica
+/// (a fallback) coordinates and the put is acknowledged, instead of
+/// failing as a request the dead node may have carried out.
+#[test]
+fn a_put_whose_coordinator_dies_before_taking_it_is_coordinated_elsewhere() {
+    let (a, _b, mut c, key) = three_and_a_key_of_the_third();
     c.node().freeze();
     let redirs = a.stat("coord_redirs_total");
     let addr = a.node().http;
@@ -501,19 +508,7 @@ fn a_put_whose_coordinator_dies_before_taking_it_is_coordinated_elsewhere() {
 /// 3 s), and acknowledged: the frozen node never said it took it.
 #[test]
 fn a_put_whose_coordinator_is_frozen_is_coordinated_elsewhere() {
-    let a = Member::start(1, "");
-    let b = Member::start(2, "");
-    let c = Member::start(3, "");
-    form(&a, &[&b, &c]);
-    set_props(&a, "one", serde_json::json!({ "n_val": 1 }));
-    let key = (0..200)
-        .map(|i| format!("k{i}"))
-        .find(|k| {
-            let (_, pl) = http(&a, "GET", &format!("/buckets/one/keys/{k}/preflist"), b"");
-            let pl: Value = serde_json::from_str(&pl).unwrap();
-            pl["preflist"][0]["node"] == c.name.as_str()
-        })
-        .expect("a key whose one replica is on the third node");
+    let (a, _b, c, key) = three_and_a_key_of_the_third();
     c.node().freeze();
     let (status, body) = http(&a, "PUT", &format!("/buckets/one/keys/{key}"), b"v");
     assert_eq!(status, 204, "{body}");
