@@ -339,10 +339,16 @@ impl Loader<'_> {
         // outcome does not depend on order (the highest sequence number
         // wins), so each thread keeps its own statistics delta.
         let chunks = hint.chunks(HINT_CHUNK_ENTRIES);
-        let workers = std::thread::available_parallelism()
-            .map_or(1, |n| n.get())
-            .clamp(1, MAX_LOAD_THREADS)
-            .min(chunks.len());
+        // A hint of one chunk loads on this thread without asking how many
+        // cores there are (a question that reads /proc and cgroup files).
+        let workers = if chunks.len() <= 1 {
+            1
+        } else {
+            std::thread::available_parallelism()
+                .map_or(1, |n| n.get())
+                .clamp(1, MAX_LOAD_THREADS)
+                .min(chunks.len())
+        };
         if workers <= 1 {
             for e in hint.iter() {
                 self.add(id, &e, stats, report);
