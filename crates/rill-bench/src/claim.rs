@@ -4,7 +4,8 @@
 //! time to 16, at target_n_val 4), printing per step the balance, the
 //! pairs of partitions closer than target_n_val on one node
 //! (violations), the partitions moved, and the fewest moves any claim
-//! could make. The typical scenario is compared with the moves riak_core's
+//! could make, and the preference lists of three partitions that do not
+//! span three nodes. The typical scenario is compared with the moves riak_core's
 //! claim v4 makes on it, as its own tests record them
 //! (`riak_core_claim_binring_alg`, `typical_scenarios_tests`).
 
@@ -58,6 +59,21 @@ struct Step {
     violations: usize,
     moved: usize,
     fewest: usize,
+    /// Preference lists of three consecutive partitions that do not span
+    /// three nodes (n_val 3 replicas sharing a machine).
+    split: usize,
+}
+
+/// Preference lists of three consecutive partitions with fewer than
+/// three owners.
+fn split_lists(owners: &[String]) -> usize {
+    let q = owners.len();
+    (0..q)
+        .filter(|&p| {
+            let (a, b, c) = (&owners[p], &owners[(p + 1) % q], &owners[(p + 2) % q]);
+            a == b || b == c || a == c
+        })
+        .count()
 }
 
 /// The fewest partitions any balanced claim must move: whatever non-members
@@ -94,6 +110,7 @@ fn run_sequence(q: usize, sizes: &[usize], n: u32) -> anyhow::Result<Vec<Step>> 
             violations: c.violations,
             moved: c.moved,
             fewest,
+            split: split_lists(&c.owners),
         });
         owners = c.owners;
     }
@@ -105,14 +122,16 @@ struct Totals {
     fewest: usize,
     unbalanced_steps: usize,
     violating_steps: usize,
+    /// Lists of three not on three nodes, at the step with three nodes.
+    split_at_three: usize,
 }
 
 fn summarize(name: &str, q: usize, steps: &[Step], print_steps: bool) -> Totals {
     if print_steps {
         for s in steps {
             println!(
-                "  q {q:>4} {name:<6} {:>3} nodes: owns {:>3}..{:<3} violations {:>4} moved {:>4} (fewest {:>4})",
-                s.nodes, s.min, s.max, s.violations, s.moved, s.fewest
+                "  q {q:>4} {name:<6} {:>3} nodes: owns {:>3}..{:<3} violations {:>4} moved {:>4} (fewest {:>4}) lists of 3 on fewer nodes {:>4}",
+                s.nodes, s.min, s.max, s.violations, s.moved, s.fewest, s.split
             );
         }
     }
@@ -121,6 +140,7 @@ fn summarize(name: &str, q: usize, steps: &[Step], print_steps: bool) -> Totals 
         fewest: steps.iter().map(|s| s.fewest).sum(),
         unbalanced_steps: steps.iter().filter(|s| s.max - s.min > 1).count(),
         violating_steps: steps.iter().filter(|s| s.violations > 0).count(),
+        split_at_three: steps.iter().filter(|s| s.nodes == 3).map(|s| s.split).sum(),
     };
     let worst = steps
         .iter()
@@ -129,12 +149,13 @@ fn summarize(name: &str, q: usize, steps: &[Step], print_steps: bool) -> Totals 
         .collect::<Vec<_>>()
         .join(" ");
     println!(
-        "q {q:>4} {name:<6} {:>3} steps: moved {:>6} (fewest {:>6}, ratio {:.3}), unbalanced steps {}, steps with violations {} {}",
+        "q {q:>4} {name:<6} {:>3} steps: moved {:>6} (fewest {:>6}, ratio {:.3}), unbalanced steps {}, lists of 3 on fewer nodes at 3 nodes {}, steps with violations {} {}",
         steps.len(),
         t.moved,
         t.fewest,
         t.moved as f64 / t.fewest.max(1) as f64,
         t.unbalanced_steps,
+        t.split_at_three,
         t.violating_steps,
         if worst.is_empty() { String::new() } else { format!("[nodes:violations {worst}]") }
     );
@@ -160,6 +181,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         "claim simulator: target_n_val {n}, up to {max_nodes} nodes, ring sizes {ring_sizes:?}"
     );
     let (mut moved, mut fewest, mut unbalanced, mut violating) = (0, 0, 0, 0);
+    let mut split = 0;
     for &q in &ring_sizes {
         let top = max_nodes.min(q);
         let grow: Vec<usize> = (1..=top).collect();
@@ -173,6 +195,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
             fewest += t.fewest;
             unbalanced += t.unbalanced_steps;
             violating += t.violating_steps;
+            split += t.split_at_three;
         }
     }
     report.int("moved", moved as u64, "partitions moved, all sequences");
@@ -195,6 +218,11 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         "violating_steps",
         violating as u64,
         "steps with target_n_val violations",
+    );
+    report.int(
+        "split_lists_at_three_nodes",
+        split as u64,
+        "preference lists of 3 not on 3 nodes, at the steps with 3 nodes",
     );
     println!("riak_core's typical scenario (1, 8, 9..16 nodes, target_n_val 4) against claim v4's recorded moves:");
     let (mut ours, mut theirs) = (0, 0);

@@ -15,6 +15,6 @@ pub mod claim;
 mod hash;
 mod ring;
 
-pub use claim::{balance, claim, violations, Claim, ClaimError};
+pub use claim::{balance, claim, pairs_by_distance, violations, Claim, ClaimError};
 pub use hash::{key_hash, term_to_binary_bucket_key, KeyHash};
 pub use ring::{Partition, PreflistEntry, Ring, RingError, MAX_RING_SIZE};

@@ -265,31 +265,3 @@ fn a_coordinator_that_took_a_put_is_not_passed_over() {
     eprintln!("seed {seed} makes a write twice when a coordinator that took it is passed over");
     run(seed).1.unwrap();
 }
-
-/// Found by the long run of the simulation as it was then, at its seed
-/// 23763 (seed 5242 of today's replays it): a node whose ring was behind
-/// handed a partition off as hinted data to its owner while the owner
-/// was moving that partition to it; the ring's transfer merged into the
-/// same store, the hinted drop removed what it had sent (unchanged,
-/// since the node's copy was the newer), and the old owner dropped its
-/// copy at the switch: an acknowledged write was gone. A receiver now
-/// takes a move only once its ring knows of it, and a hinted drop keeps
-/// a partition that is moving or is the node's own
-/// (`rill_handoff::plan::may_receive`, `may_drop_hinted`). The seed, with
-/// the fault that skips both, loses the write, and passes without it.
-#[test]
-#[cfg_attr(
-    debug_assertions,
-    ignore = "a replay of a long run's seed: scripts/test-all runs it in a release build"
-)]
-fn a_node_behind_does_not_drop_a_partition_moving_to_it() {
-    let seed = 5242;
-    let mut cfg = ClusterConfig::new(seed);
-    cfg.faults.hinted_drop_ignores_ring = true;
-    let lost = run_cfg(cfg).1;
-    assert!(
-        matches!(lost, Err(ClusterViolation::AckedLost { .. })),
-        "{lost:?}"
-    );
-    run(seed).1.unwrap();
-}

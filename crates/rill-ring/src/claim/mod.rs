@@ -7,7 +7,12 @@
 //! - spread: no node owns two partitions closer than `target_n_val` on the
 //!   ring, so a key's `target_n_val` replicas land on distinct nodes,
 //!   wherever that is possible; where it is not, the result says how many
-//!   pairs violate it, so `plan` can warn;
+//!   pairs violate it, so `plan` can warn, and closer pairs weigh more:
+//!   one pair of neighbours outweighs any number of pairs two apart, and
+//!   so on (with three members, a stripe `abcabc` and `abbcaabcc` both
+//!   break target_n_val 4 in every window of four, but only the second
+//!   puts a node twice in most preference lists of three; riak_core's
+//!   claim v4 weighs a pair by the windows it breaks, which ties them);
 //! - few transfers: a partition changes owner only to restore balance (a
 //!   member joined or left) or to remove a violation.
 //!
@@ -88,7 +93,7 @@ pub fn claim(
                 Layout::with_start(named.into_iter().map(Some).collect(), start.clone(), s, n);
             other.rebalance();
             other.improve();
-            if other.violations() < layout.violations() {
+            if other.weight() < layout.weight() {
                 layout = other;
             }
         }
@@ -119,6 +124,27 @@ pub fn violations<S: AsRef<str>>(owners: &[S], target_n_val: u32) -> usize {
     Layout::new(owners, index.len(), target_n_val.max(1) as usize).violations()
 }
 
+/// Pairs of partitions with the same owner at each distance below
+/// `target_n_val` on the ring: entry 0 for neighbours, 1 for partitions
+/// two apart, and so on. Compared in order, the first entry first, as
+/// claim weighs them.
+pub fn pairs_by_distance<S: AsRef<str>>(owners: &[S], target_n_val: u32) -> Vec<usize> {
+    let q = owners.len();
+    let reach = (target_n_val.max(1) as usize - 1).min(q / 2);
+    (1..=reach)
+        .map(|d| {
+            (0..q)
+                .filter(|&p| {
+                    let x = (p + d) % q;
+                    // On a ring of 2d partitions, p and p + d are one
+                    // pair seen from both sides.
+                    (d * 2 != q || p < x) && owners[p].as_ref() == owners[x].as_ref()
+                })
+                .count()
+        })
+        .collect()
+}
+
 /// Partitions owned by each node, fewest and most.
 pub fn balance<S: AsRef<str>>(owners: &[S]) -> (usize, usize) {
     let mut counts: BTreeMap<&str, usize> = BTreeMap::new();
@@ -142,6 +168,9 @@ struct Layout {
     target: Vec<usize>,
     /// Partitions closer than this on the ring conflict.
     n: usize,
+    /// What a conflict at each distance weighs (index: distance): each
+    /// more than every conflict at greater distances could add up to.
+    weights: Vec<u128>,
 }
 
 impl Layout {
@@ -170,12 +199,28 @@ impl Layout {
         for &m in order.iter().take(q % members) {
             target[m] += 1;
         }
+        let n = n.min(q);
+        let reach = (n.max(1) - 1).min(q / 2);
+        // A partition has at most two neighbours at each distance, so the
+        // conflicts at one distance, summed over the ring, stay below
+        // 2q + 1: powers of that keep the distances apart. Past what a
+        // u128 holds (a target_n_val beyond a dozen), every distance
+        // weighs the same.
+        let base = 2 * q as u128 + 1;
+        let weights: Vec<u128> = (0..=reach)
+            .map(|d| {
+                base.checked_pow((reach.saturating_sub(d)) as u32)
+                    .filter(|_| base.checked_pow(reach as u32).is_some())
+                    .unwrap_or(1)
+            })
+            .collect();
         Layout {
             start,
             owners,
             counts,
             target,
-            n: n.min(q),
+            n,
+            weights,
         }
     }
 
@@ -183,32 +228,47 @@ impl Layout {
         self.owners.len()
     }
 
-    /// Partitions within `n - 1` of `p` on either side (each once, `p`
-    /// excluded, however small the ring).
-    fn neighbours(&self, p: usize) -> impl Iterator<Item = usize> + '_ {
+    /// Partitions within `n - 1` of `p` on either side, with their
+    /// distance (each once, `p` excluded, however small the ring).
+    fn neighbours(&self, p: usize) -> impl Iterator<Item = (usize, usize)> + '_ {
         let q = self.q();
-        let reach = (self.n - 1).min(q / 2);
-        let mut seen = Vec::with_capacity(2 * reach);
+        let reach = (self.n.max(1) - 1).min(q / 2);
+        let mut seen: Vec<(usize, usize)> = Vec::with_capacity(2 * reach);
         for d in 1..=reach {
             for x in [(p + d) % q, (p + q - d) % q] {
-                if x != p && !seen.contains(&x) {
-                    seen.push(x);
+                if x != p && !seen.iter().any(|&(y, _)| y == x) {
+                    seen.push((x, d));
                 }
             }
         }
         seen.into_iter()
     }
 
-    /// Neighbours of `p` owned by `m`.
-    fn conflicts(&self, p: usize, m: usize) -> usize {
+    /// Neighbours of `p` owned by `m`, each weighed by its distance.
+    fn conflicts(&self, p: usize, m: usize) -> u128 {
         self.neighbours(p)
-            .filter(|&x| self.owners[x] == Some(m))
-            .count()
+            .filter(|&(x, _)| self.owners[x] == Some(m))
+            .map(|(_, d)| self.weights[d])
+            .sum()
     }
 
+    /// Every conflict, weighed: what claim lowers.
+    fn weight(&self) -> u128 {
+        (0..self.q())
+            .filter_map(|p| self.owners[p].map(|m| self.conflicts(p, m)))
+            .sum()
+    }
+
+    /// Pairs of partitions closer than `n` with one owner.
     fn violations(&self) -> usize {
         let pairs: usize = (0..self.q())
-            .filter_map(|p| self.owners[p].map(|m| self.conflicts(p, m)))
+            .filter_map(|p| {
+                self.owners[p].map(|m| {
+                    self.neighbours(p)
+                        .filter(|&(x, _)| self.owners[x] == Some(m))
+                        .count()
+                })
+            })
             .sum();
         pairs / 2
     }
@@ -269,7 +329,7 @@ impl Layout {
     /// Moves and swaps owners of partitions in violation while that
     /// lowers the violations, keeping every member within its share (a
     /// move goes from a member one above the base share to one at it).
-    /// Each step lowers the violations, so at most that many steps.
+    /// Each step lowers the weighed conflicts, so the search ends.
     fn improve(&mut self) {
         let q = self.q();
         let base = q / self.counts.len();
@@ -284,8 +344,8 @@ impl Layout {
                 // The best single step for p: the most violations removed,
                 // then the fewest partitions moved away from their owners
                 // before the claim.
-                let mut best: Option<(usize, isize, Step)> = None;
-                let mut consider = |gain: usize, cost: isize, step: Step| {
+                let mut best: Option<(u128, isize, Step)> = None;
+                let mut consider = |gain: u128, cost: isize, step: Step| {
                     if best
                         .as_ref()
                         .is_none_or(|(g, c, _)| (gain, -cost) > (*g, -*c))

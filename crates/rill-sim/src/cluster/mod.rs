@@ -41,6 +41,8 @@ mod net;
 mod put;
 mod reap;
 mod ring;
+#[cfg(test)]
+mod scripted;
 
 pub use check::ClusterViolation;
 
@@ -183,6 +185,9 @@ pub struct ClusterSim {
     seq: u64,
     next_id: u64,
     side: Option<BTreeSet<usize>>,
+    /// Nodes that hear no gossip, so their ring stays behind (a scripted
+    /// run's tool; the seeded runs leave it empty).
+    deaf: BTreeSet<usize>,
     clients: client::Clients,
     exchanges: BTreeMap<u64, aae::Running>,
     handoffs: handoff::Handoffs,
@@ -279,6 +284,7 @@ impl ClusterSim {
             seq: 0,
             next_id: 0,
             side: None,
+            deaf: BTreeSet::new(),
             exchanges: BTreeMap::new(),
             handoffs: handoff::Handoffs::default(),
             counts: Counts::default(),

@@ -194,7 +194,7 @@ impl ClusterSim {
     /// removed from the cluster, which goes on gossiping to the members
     /// it knows, learns the ring its data goes to so).
     pub(super) fn gossip_in(&mut self, at: usize, from: usize, bytes: &[u8]) {
-        if !self.nodes[at].joined {
+        if !self.nodes[at].joined || self.deaf.contains(&at) {
             return;
         }
         let theirs = codec::decode(bytes).expect("the codec reads what it wrote");
