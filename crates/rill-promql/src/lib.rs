@@ -1,0 +1,44 @@
+//! PromQL as Prometheus 3.5 defines it, pure: [`parse`] turns a query
+//! into an [`Expr`] with Prometheus's type checks. Durations and times
+//! are in ms throughout.
+
+pub mod ast;
+mod error;
+pub mod functions;
+mod lex;
+pub mod matcher;
+mod parse;
+
+pub use ast::{AggOp, At, BinOp, Card, Expr, Grouping, Matching, ValueType, VectorSelector};
+pub use error::ParseError;
+pub use lex::parse_duration;
+pub use matcher::{MatchOp, Matcher};
+pub use parse::{parse, MAX_QUERY_BYTES};
+
+/// A duration in ms as Prometheus prints one (`1h30m`, `500ms`, `0s`).
+pub fn fmt_duration(ms: i64) -> String {
+    if ms == 0 {
+        return "0s".to_string();
+    }
+    let mut out = String::new();
+    let mut rest = ms;
+    if rest < 0 {
+        out.push('-');
+        rest = -rest;
+    }
+    for (unit, size) in [
+        ("y", 365 * 86_400_000),
+        ("w", 7 * 86_400_000),
+        ("d", 86_400_000),
+        ("h", 3_600_000),
+        ("m", 60_000),
+        ("s", 1_000),
+        ("ms", 1),
+    ] {
+        if rest >= size {
+            out.push_str(&format!("{}{unit}", rest / size));
+            rest %= size;
+        }
+    }
+    out
+}
