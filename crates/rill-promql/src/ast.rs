@@ -277,6 +277,35 @@ impl Expr {
         }
     }
 
+    /// Every vector selector in the expression (those of range
+    /// selectors included).
+    pub fn selectors(&self) -> Vec<&VectorSelector> {
+        let mut out = Vec::new();
+        self.collect_selectors(&mut out);
+        out
+    }
+
+    fn collect_selectors<'a>(&'a self, out: &mut Vec<&'a VectorSelector>) {
+        match self {
+            Expr::Vector(vs) | Expr::Matrix { selector: vs, .. } => out.push(vs),
+            Expr::Subquery { expr, .. } | Expr::Neg(expr) | Expr::Paren(expr) => {
+                expr.collect_selectors(out)
+            }
+            Expr::Call { args, .. } => args.iter().for_each(|a| a.collect_selectors(out)),
+            Expr::Aggregate { expr, param, .. } => {
+                expr.collect_selectors(out);
+                if let Some(p) = param {
+                    p.collect_selectors(out);
+                }
+            }
+            Expr::Binary { lhs, rhs, .. } => {
+                lhs.collect_selectors(out);
+                rhs.collect_selectors(out);
+            }
+            Expr::Number(_) | Expr::String(_) => {}
+        }
+    }
+
     /// The expression inside any parentheses.
     pub fn unparen(&self) -> &Expr {
         match self {

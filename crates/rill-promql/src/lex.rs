@@ -323,6 +323,9 @@ pub fn parse_duration(s: &str) -> Option<i64> {
     if s.is_empty() {
         return None;
     }
+    if s == "0" {
+        return Some(0);
+    }
     let b = s.as_bytes();
     let mut i = 0;
     let mut total: i64 = 0;

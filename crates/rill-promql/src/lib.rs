@@ -1,13 +1,17 @@
 //! PromQL as Prometheus 3.5 defines it, pure: [`parse`] turns a query
-//! into an [`Expr`] with Prometheus's type checks. Durations and times
-//! are in ms throughout.
+//! into an [`Expr`] with Prometheus's type checks, and [`eval::instant`]
+//! and [`eval::range`] evaluate it over any [`eval::Source`] of float
+//! series. Durations and times are in ms throughout.
 
 pub mod ast;
 mod error;
+pub mod eval;
 pub mod functions;
 mod lex;
 pub mod matcher;
 mod parse;
+pub mod promqltest;
+pub mod value;
 
 pub use ast::{AggOp, At, BinOp, Card, Expr, Grouping, Matching, ValueType, VectorSelector};
 pub use error::ParseError;
