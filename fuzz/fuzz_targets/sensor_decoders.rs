@@ -200,32 +200,40 @@ fn mqtt(bytes: &[u8]) {
     }
 }
 
-/// A query, as `/api/v1/query` brings it: parsed, and evaluated on a
-/// source with one series, without panicking.
+/// A query, as `/api/v1/query` brings it: parsed, and evaluated at an
+/// instant and over a range on a source with one series, without
+/// panicking, within a small bound of points.
 fn promql(bytes: &[u8]) {
-    use rill_tsdb::promql::eval::{eval, Fetched, Grid, Points, Source};
+    use rill_promql::eval::{instant, range, Options, Source};
+    use rill_promql::value::{Labels, Point, Series};
     struct One;
     impl Source for One {
-        fn fetch(
-            &self,
-            m: &[rill_tsdb::select::Matcher],
-            start: i64,
-            end: i64,
-        ) -> Result<Fetched, rill_tsdb::promql::SourceError> {
-            let s = rill_sensor::Series::new("m", vec![("a".into(), "1".into())]);
-            if !rill_tsdb::select::matches(m, &s) {
+        fn select(&self, m: &[rill_promql::Matcher], mint: i64, maxt: i64) -> Result<Vec<Series>, String> {
+            let labels = Labels::new(vec![
+                ("__name__".into(), "m".into()),
+                ("a".into(), "1".into()),
+            ]);
+            if !m.iter().all(|x| x.matches(labels.value(&x.label))) {
                 return Ok(Vec::new());
             }
-            let v: Points = (0..20i64)
-                .map(|k| (k * 7_000, (k % 5) as f64))
-                .filter(|p| p.0 >= start && p.0 <= end)
+            let points = (0..20i64)
+                .map(|k| Point {
+                    t: k * 7_000,
+                    v: (k % 5) as f64,
+                })
+                .filter(|p| p.t >= mint && p.t <= maxt)
                 .collect();
-            Ok(vec![(s, v)])
+            Ok(vec![Series { labels, points }])
         }
     }
+    let opts = Options {
+        max_points: 100_000,
+        ..Options::default()
+    };
     if let Ok(text) = std::str::from_utf8(bytes) {
-        if let Ok(e) = rill_tsdb::promql::parse(text) {
-            let _ = eval(&e, &Grid::new(0, 140_000, 7_000).expect("a grid"), &One);
+        if let Ok(e) = rill_promql::parse(text) {
+            let _ = instant(&One, &e, 70_000, &opts);
+            let _ = range(&One, &e, 0, 140_000, 7_000, &opts);
         }
     }
 }

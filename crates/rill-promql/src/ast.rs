@@ -277,6 +277,29 @@ impl Expr {
         }
     }
 
+    /// Adds `m` to every vector selector of the expression (a filter a
+    /// request imposes, such as VictoriaMetrics' `extra_label`).
+    pub fn add_matcher(&mut self, m: &Matcher) {
+        match self {
+            Expr::Vector(vs) | Expr::Matrix { selector: vs, .. } => vs.matchers.push(m.clone()),
+            Expr::Subquery { expr, .. } | Expr::Neg(expr) | Expr::Paren(expr) => {
+                expr.add_matcher(m)
+            }
+            Expr::Call { args, .. } => args.iter_mut().for_each(|a| a.add_matcher(m)),
+            Expr::Aggregate { expr, param, .. } => {
+                expr.add_matcher(m);
+                if let Some(p) = param {
+                    p.add_matcher(m);
+                }
+            }
+            Expr::Binary { lhs, rhs, .. } => {
+                lhs.add_matcher(m);
+                rhs.add_matcher(m);
+            }
+            Expr::Number(_) | Expr::String(_) => {}
+        }
+    }
+
     /// Every vector selector in the expression (those of range
     /// selectors included).
     pub fn selectors(&self) -> Vec<&VectorSelector> {

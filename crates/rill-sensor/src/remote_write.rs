@@ -6,11 +6,10 @@
 //! As the specification asks of a receiver: label names must be valid and
 //! not repeated (a series breaking that is refused, the rest of the
 //! request kept, and the request answered 400); a label with an empty
-//! value is absent; Prometheus' stale markers (a NaN of one bit pattern)
-//! and other NaNs are not kept (VictoriaMetrics drops NaNs too; unlike it,
-//! Rill does not keep the markers, so a bare selector still shows a
-//! series that stopped for up to its look-back). Labels need not arrive
-//! sorted.
+//! value is absent. Prometheus' stale markers (a NaN of one bit pattern)
+//! and other NaNs are kept bit for bit, so a query's lookback ends where
+//! a series went stale, as in Prometheus (VictoriaMetrics drops them).
+//! Labels need not arrive sorted.
 
 use crate::block::Sample;
 use crate::series::Series;
@@ -89,9 +88,9 @@ pub struct Decoded {
     pub series: Vec<(Series, Vec<Sample>)>,
     /// One per refused series (or sample out of range).
     pub invalid: Vec<InvalidSeries>,
-    /// Stale markers skipped.
+    /// Stale markers among the samples.
     pub stale: u64,
-    /// Other NaN samples skipped.
+    /// Other NaN samples among them.
     pub nan: u64,
 }
 
@@ -125,14 +124,12 @@ pub fn decode(body: &[u8], max: usize) -> Result<Decoded, RemoteWriteError> {
             Ok(series) => {
                 let mut samples = Vec::with_capacity(ts.samples.len());
                 for s in &ts.samples {
+                    // Kept bit for bit: a query's lookback ends at a stale
+                    // marker, as Prometheus's does.
                     if s.value.to_bits() == STALE_NAN {
                         out.stale += 1;
-                        continue;
-                    }
-                    // VictoriaMetrics drops NaN samples at ingest too.
-                    if s.value.is_nan() {
+                    } else if s.value.is_nan() {
                         out.nan += 1;
-                        continue;
                     }
                     match s.timestamp.checked_mul(1_000_000) {
                         Some(ns) => samples.push(Sample {
@@ -255,17 +252,18 @@ mod tests {
         assert_eq!((d.stale, d.nan), (1, 1));
         assert_eq!(d.series.len(), 2);
         assert_eq!(d.series[0].0.key(), "up{job=\"node\"}");
+        let bits: Vec<(i64, u64)> = d.series[0]
+            .1
+            .iter()
+            .map(|s| (s.ts, s.value.to_bits()))
+            .collect();
         assert_eq!(
-            d.series[0].1,
+            bits,
             vec![
-                Sample {
-                    ts: 1_000_000_000,
-                    value: 1.0
-                },
-                Sample {
-                    ts: 3_000_000_000,
-                    value: 0.0
-                }
+                (1_000_000_000, 1f64.to_bits()),
+                (2_000_000_000, STALE_NAN),
+                (2_500_000_000, f64::NAN.to_bits()),
+                (3_000_000_000, 0f64.to_bits()),
             ]
         );
         assert_eq!(

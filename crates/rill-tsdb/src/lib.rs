@@ -12,7 +12,8 @@
 //! sit in durable blocks are deleted. The [`engine`] joins them; series
 //! get ids in the [`catalog`]; [`keys`] lays out what the stores hold;
 //! [`ingest`] turns line protocol into samples, [`select`] parses
-//! Prometheus series selectors, [`promql`] evaluates queries.
+//! Prometheus series selectors, and [`prom_source`] gives the series to
+//! `rill-promql`'s evaluator.
 //!
 //! All disk access goes through `bitcask`'s [`bitcask::vfs::Vfs`], so the
 //! power-loss simulation covers it.
@@ -23,7 +24,8 @@ pub mod catalog;
 pub mod engine;
 pub mod ingest;
 pub mod keys;
-pub mod promql;
+pub mod points;
+pub mod prom_source;
 pub mod select;
 pub mod storage;
 pub mod wal;
@@ -33,4 +35,5 @@ pub mod wal;
 pub type FastMap<K, V> = std::collections::HashMap<K, V, foldhash::fast::RandomState>;
 
 pub use engine::{Engine, EngineError, EngineOptions, EngineStats, OpenReport, WriteReport};
+pub use points::Points;
 pub use storage::{BitcaskStorage, BlockStore, Storage, StorageStats};

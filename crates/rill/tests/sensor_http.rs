@@ -150,7 +150,9 @@ fn influx_writes_answer_as_influxdb_and_are_exported() {
 }
 
 /// Prometheus remote write: series taken, a bad one refused with 400
-/// after the rest is kept, stale markers skipped, other encodings 415.
+/// after the rest is kept, other encodings 415; a stale marker ends the
+/// series for a query (an export leaves it out), and `?db=` is the
+/// series' label `db`.
 #[test]
 fn remote_write_answers_as_its_specification_asks() {
     use rill_sensor::remote_write::{encode, STALE_NAN};
@@ -191,6 +193,19 @@ fn remote_write_answers_as_its_specification_asks() {
     );
     let up = export(&n, "up{job=\"x\"}");
     assert_eq!(up.values().next(), Some(&vec![(ms, 1.0)]), "{up:?}");
+    assert_eq!(
+        up.keys().next().map(String::as_str),
+        Some("{\"__name__\":\"up\",\"db\":\"other\",\"job\":\"x\"}")
+    );
+    // Between the marker and the next sample the series is gone.
+    let at = |t: i64| {
+        let (_, v) = get_json(
+            &n,
+            &format!("/api/v1/query?query=node_load1&time={}", t as f64 / 1000.0),
+        );
+        v["data"]["result"].as_array().unwrap().len()
+    };
+    assert_eq!((at(ms - 1500), at(ms - 500), at(ms)), (1, 0, 1));
 }
 
 fn get_json(n: &Node, path: &str) -> (u16, serde_json::Value) {
@@ -222,9 +237,8 @@ fn the_prometheus_api_answers_grafanas_questions() {
 
     let (status, v) = get_json(&n, "/api/v1/query?query=1%2B1");
     assert_eq!(status, 200);
-    assert_eq!(v["data"]["resultType"], "vector");
-    assert_eq!(v["data"]["result"][0]["metric"], serde_json::json!({}));
-    assert_eq!(v["data"]["result"][0]["value"][1], "2");
+    assert_eq!(v["data"]["resultType"], "scalar");
+    assert_eq!(v["data"]["result"][1], "2");
 
     // avg over each minute, at each minute.
     let path = format!(
@@ -235,7 +249,11 @@ fn the_prometheus_api_answers_grafanas_questions() {
     assert_eq!(status, 200, "{v}");
     let result = v["data"]["result"].as_array().unwrap();
     assert_eq!(result.len(), 1, "{v}");
-    assert_eq!(result[0]["metric"]["__name__"], "room_temp");
+    // A function drops the metric name, as Prometheus's do.
+    assert_eq!(
+        result[0]["metric"],
+        serde_json::json!({"db": "home", "name": "a"})
+    );
     let values = result[0]["values"].as_array().unwrap();
     assert_eq!(values.len(), 10);
     // The window (t - 60 s, t] holds six samples: k-5 .. k (tenths of a
@@ -259,8 +277,15 @@ fn the_prometheus_api_answers_grafanas_questions() {
     // Room a rises by 1 every 10 s.
     assert_eq!(v["data"]["result"][0]["value"][1], "0.1", "{v}");
     let (status, v) = get_json(&n, "/api/v1/query?query=nosuchfunc(x)");
-    assert_eq!(status, 422);
-    assert_eq!(v["errorType"], "422");
+    assert_eq!(status, 400);
+    assert_eq!(v["errorType"], "bad_data");
+    assert!(
+        v["error"]
+            .as_str()
+            .unwrap()
+            .contains("unknown function with name \"nosuchfunc\""),
+        "{v}"
+    );
 
     let (_, v) = get_json(&n, "/api/v1/series?match[]=room_temp");
     assert_eq!(v["data"].as_array().unwrap().len(), 2, "{v}");

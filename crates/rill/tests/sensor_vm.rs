@@ -1,9 +1,10 @@
 //! The Prometheus query API of the real binary against VictoriaMetrics
 //! (Debian's `victoria-metrics`, 1.79, which scripts/test-all installs),
 //! started by the test on loopback: the same line protocol written to
-//! both, then the queries Grafana sends (selectors, rollups, rate,
-//! arithmetic, instant and range, the series and label APIs) must give
-//! the same answers, values within a relative 1e-9.
+//! both, then the queries on which Prometheus's definitions (Rill's) and
+//! MetricsQL's agree (rollups over a window, arithmetic on them, instant
+//! and range, the series and label APIs, the export) must give the same
+//! answers, values within a relative 1e-9, names aside.
 
 mod common;
 
@@ -161,7 +162,13 @@ fn points(v: &Value) -> BTreeMap<String, Vec<(f64, f64)>> {
             (_, Value::Array(_)) => vec![as_point(&r["value"])],
             _ => panic!("a result without values: {r}"),
         };
-        out.insert(r["metric"].to_string(), pts);
+        // Prometheus drops the name where MetricsQL keeps it (`min`,
+        // `max` and `avg_over_time`): the series are compared without it.
+        let mut metric = r["metric"].clone();
+        if let Some(m) = metric.as_object_mut() {
+            m.remove("__name__");
+        }
+        out.insert(metric.to_string(), pts);
     }
     out
 }
@@ -241,6 +248,13 @@ fn prometheus_answers_equal_victoriametrics() {
             .unwrap_or(0)
             > 0
     });
+    // Where Prometheus's definitions, which Rill follows, and MetricsQL's
+    // agree: rollups over a window given. (Bare selectors look back 5
+    // minutes in Prometheus and over a gap estimated from the series in
+    // VictoriaMetrics; `rate` extrapolates in Prometheus and does not in
+    // VictoriaMetrics; a number is a scalar in Prometheus and a series
+    // in VictoriaMetrics: docs/sensors.md, "Queries". Those are held to
+    // Prometheus's own tests, in promql_reference.rs.)
     let selectors = [
         "env_temp",
         "env_temp{site=\"a\"}",
@@ -248,7 +262,10 @@ fn prometheus_answers_equal_victoriametrics() {
         "env_hum{site!=\"a\",sensor!~\"0|3\"}",
         "pump_pulses",
     ];
-    let mut queries: Vec<String> = selectors.iter().map(|s| s.to_string()).collect();
+    let mut queries: Vec<String> = selectors
+        .iter()
+        .map(|s| format!("last_over_time({s}[2m])"))
+        .collect();
     for f in [
         "min_over_time",
         "max_over_time",
@@ -261,11 +278,9 @@ fn prometheus_answers_equal_victoriametrics() {
         queries.push(format!("{f}(env_hum{{site=\"b\"}}[1m])"));
     }
     queries.extend([
-        "rate(pump_pulses[5m])".to_string(),
-        "rate(pump_pulses[1m])".to_string(),
-        "env_temp * 2 + 1".to_string(),
+        "max_over_time(pump_pulses[5m]) - min_over_time(pump_pulses[5m])".to_string(),
+        "last_over_time(env_temp[1m]) * 2 + 1".to_string(),
         "avg_over_time(env_temp[10m]) / 2 - 1".to_string(),
-        "1 + 1".to_string(),
     ]);
     let mut compared = 0;
     for q in &queries {

@@ -213,7 +213,12 @@ pub(crate) async fn export(ctx: &Arc<Ctx>, req: &Req, csv: bool) -> Response {
         let mut out = String::new();
         for (db, s) in chosen {
             let samples = match engine.read(&db, &s.key(), start, end, now) {
-                Ok(v) => v,
+                // Prometheus' stale markers end a series for queries; an
+                // export, as VictoriaMetrics', holds readings only.
+                Ok(mut v) => {
+                    v.retain(|x| x.value.to_bits() != rill_sensor::remote_write::STALE_NAN);
+                    v
+                }
                 Err(e) => {
                     // The status is sent: the body ends with an error, so
                     // the client sees a broken answer, not a short one.

@@ -130,6 +130,7 @@ fn put_decimal(out: &mut Vec<u8>, m: i64, d: usize) {
 }
 
 /// `f` alone.
+#[cfg(test)]
 pub(crate) fn num(f: f64) -> String {
     let mut s = String::new();
     push_num(&mut s, f);

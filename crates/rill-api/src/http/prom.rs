@@ -12,13 +12,13 @@ use super::util::{json_text, percent_decode_lenient};
 use super::{Ctx, Req};
 use axum::http::StatusCode;
 use axum::response::Response;
+use rill_promql::eval::{self as peval, EvalError, Options};
+use rill_promql::value::{Labels, Point, Series as PSeries, Value};
+use rill_promql::{Expr, Matcher as PMatcher, ParseError};
 use rill_sensor::Series;
-use rill_tsdb::engine::{QuerySource, ReadBudget};
-use rill_tsdb::promql::eval::{eval, Grid, Out, Source};
-use rill_tsdb::promql::{
-    self, duration_ms, DurationError, EvalError, Expr, GridError, ParseError, Rollup, SourceError,
-};
-use rill_tsdb::select::{self, Matcher, SelectorError};
+use rill_tsdb::engine::ReadBudget;
+use rill_tsdb::prom_source::PromSource;
+use rill_tsdb::select::{self, SelectorError};
 use std::collections::BTreeSet;
 use std::fmt::Write;
 use std::sync::Arc;
@@ -29,35 +29,45 @@ const DEFAULT_STEP_MS: i64 = 300_000;
 /// A request's parameters, in order, repeated names kept.
 type Params = Vec<(String, String)>;
 
-/// Why a query is refused or failed: the `error` of the 422 answer, in
-/// VictoriaMetrics' words where it has them.
+/// Why a query is refused or failed, in Prometheus's words: a request
+/// that cannot be read is `400 bad_data`, one that fails as it runs
+/// `422 execution`.
 #[derive(Debug, thiserror::Error)]
 enum PromError {
-    #[error("missing `query` arg")]
+    #[error("invalid parameter \"query\": missing `query`")]
     MissingQuery,
     #[error("missing `match[]` arg")]
     MissingMatch,
-    #[error("cannot parse time {given:?}")]
-    TimeNotFinite { given: String },
-    #[error("cannot parse time {given:?}: give Unix seconds, RFC 3339 or a duration before now")]
-    BadTime {
-        given: String,
-        source: DurationError,
-    },
+    #[error("invalid parameter \"{name}\": cannot parse {given:?} to a valid timestamp")]
+    BadTime { name: &'static str, given: String },
     /// Not a duration, or not longer than zero.
-    #[error("cannot parse step {given:?}: give seconds or a duration such as 15s")]
+    #[error("invalid parameter \"step\": cannot parse {given:?} to a valid duration")]
     BadStep { given: String },
-    #[error(transparent)]
+    #[error("exceeded maximum resolution of {MAX_POINTS} points per timeseries. Try decreasing the query resolution (?step=XX)")]
+    TooManyPoints,
+    #[error("invalid parameter \"extra_label\": expected name=value, got {given:?}")]
+    BadExtraLabel { given: String },
+    #[error("invalid parameter \"query\": {0}")]
     Parse(#[from] ParseError),
     #[error(transparent)]
     Selector(#[from] SelectorError),
     #[error(transparent)]
-    Grid(#[from] GridError),
-    #[error(transparent)]
     Eval(#[from] EvalError),
-    #[error(transparent)]
-    Source(#[from] SourceError),
 }
+
+impl PromError {
+    /// Prometheus's status and `errorType` for the error.
+    fn kind(&self) -> (StatusCode, &'static str) {
+        match self {
+            PromError::Eval(_) => (StatusCode::UNPROCESSABLE_ENTITY, "execution"),
+            _ => (StatusCode::BAD_REQUEST, "bad_data"),
+        }
+    }
+}
+
+/// Most points a range query gives a series (VictoriaMetrics'
+/// `-search.maxPointsPerTimeseries`; Prometheus takes 11,000).
+const MAX_POINTS: i64 = 30_000;
 
 /// Every parameter, query string and form body together (repeated names
 /// kept).
@@ -96,11 +106,16 @@ pub(crate) fn param<'a>(p: &'a [(String, String)], name: &str) -> Option<&'a str
         .filter(|v| !v.is_empty())
 }
 
-fn error(message: &str) -> Response {
+fn error(status: StatusCode, kind: &str, message: &str) -> Response {
     json_text(
-        StatusCode::UNPROCESSABLE_ENTITY,
-        serde_json::json!({"status": "error", "errorType": "422", "error": message}).to_string(),
+        status,
+        serde_json::json!({"status": "error", "errorType": kind, "error": message}).to_string(),
     )
+}
+
+fn fail(e: &PromError) -> Response {
+    let (status, kind) = e.kind();
+    error(status, kind, &e.to_string())
 }
 
 fn success(data: &str) -> Response {
@@ -110,7 +125,7 @@ fn success(data: &str) -> Response {
     )
 }
 
-use super::num::{num, push_ts, put_num, put_ts};
+use super::num::{push_num, push_ts, put_num, put_ts};
 
 fn ts(ms: i64) -> String {
     let mut s = String::new();
@@ -121,48 +136,57 @@ fn ts(ms: i64) -> String {
 /// `{"__name__":"m","k":"v",...}`: the name first (left out when empty),
 /// then the labels in order.
 fn metric(s: &Series) -> String {
+    let mut pairs: Vec<(&str, &str)> = Vec::with_capacity(s.labels.len() + 1);
+    if !s.name.is_empty() {
+        pairs.push(("__name__", &s.name));
+    }
+    pairs.extend(s.labels.iter().map(|(k, v)| (k.as_str(), v.as_str())));
+    json_object(pairs.into_iter())
+}
+
+/// A query result's labels, the name first.
+fn metric_of(l: &Labels) -> String {
+    let name = l.get("__name__");
+    json_object(
+        name.map(|n| ("__name__", n))
+            .into_iter()
+            .chain(l.iter().filter(|(k, _)| *k != "__name__")),
+    )
+}
+
+fn json_object<'a>(pairs: impl Iterator<Item = (&'a str, &'a str)>) -> String {
     let q = |x: &str| serde_json::Value::from(x).to_string();
     let mut out = String::from("{");
-    let mut first = true;
-    let mut put = |k: &str, v: &str| {
-        if !first {
+    for (i, (k, v)) in pairs.enumerate() {
+        if i > 0 {
             out.push(',');
         }
-        first = false;
         let _ = write!(out, "{}:{}", q(k), q(v));
-    };
-    if !s.name.is_empty() {
-        put("__name__", &s.name);
-    }
-    for (k, v) in &s.labels {
-        put(k, v);
     }
     out.push('}');
     out
 }
 
 /// A time: Unix seconds (a fraction allowed), RFC 3339, or a duration
-/// before now (`5m` or `-5m`); ms, never below 0.
-fn time_ms(v: &str, now: i64) -> Result<i64, PromError> {
+/// before now (`5m` or `-5m`); ms.
+fn time_ms(name: &'static str, v: &str, now: i64) -> Result<i64, PromError> {
     let t = v.trim();
+    let bad = || PromError::BadTime {
+        name,
+        given: v.to_string(),
+    };
     let ms = if let Ok(secs) = t.parse::<f64>() {
         if !secs.is_finite() {
-            return Err(PromError::TimeNotFinite {
-                given: v.to_string(),
-            });
+            return Err(bad());
         }
-        (secs * 1e3) as i64
+        (secs * 1e3).round() as i64
     } else if let Some(ms) = rfc3339_ms(t) {
         ms
     } else {
-        let d =
-            duration_ms(t.strip_prefix('-').unwrap_or(t)).map_err(|source| PromError::BadTime {
-                given: v.to_string(),
-                source,
-            })?;
+        let d = rill_promql::parse_duration(t.strip_prefix('-').unwrap_or(t)).ok_or_else(bad)?;
         now - d
     };
-    Ok(ms.clamp(0, MAX_TIME_MS))
+    Ok(ms.clamp(-MAX_TIME_MS, MAX_TIME_MS))
 }
 
 /// The latest time a query may name (the end of i64 nanoseconds, 2262).
@@ -219,22 +243,53 @@ fn rfc3339_ms(s: &str) -> Option<i64> {
     Some(((days * 86_400 + h * 3600 + mi * 60 + se - offset_min * 60) * 1000) + frac_ms)
 }
 
+/// A step: seconds (a fraction allowed) or a duration.
 fn step_ms(p: &[(String, String)]) -> Result<i64, PromError> {
-    match param(p, "step") {
-        None => Ok(DEFAULT_STEP_MS),
-        Some(s) => match duration_ms(s) {
-            Ok(ms) if ms > 0 => Ok(ms),
-            _ => Err(PromError::BadStep {
-                given: s.to_string(),
-            }),
-        },
+    let Some(s) = param(p, "step") else {
+        return Ok(DEFAULT_STEP_MS);
+    };
+    let ms = match s.trim().parse::<f64>() {
+        Ok(secs) if secs.is_finite() => Some((secs * 1e3).round() as i64),
+        Ok(_) => None,
+        Err(_) => rill_promql::parse_duration(s.trim()),
+    };
+    match ms {
+        Some(ms) if ms > 0 => Ok(ms),
+        _ => Err(PromError::BadStep {
+            given: s.to_string(),
+        }),
     }
 }
 
 fn engine(ctx: &Ctx) -> Result<Arc<rill_tsdb::Engine>, Response> {
-    ctx.sensors
-        .clone()
-        .ok_or_else(|| error("the sensor-data service is not running on this node (sensor = off, or it could not start: see the node's log)"))
+    ctx.sensors.clone().ok_or_else(|| {
+        error(
+            StatusCode::UNPROCESSABLE_ENTITY,
+            "execution",
+            "the sensor-data service is not running on this node (sensor = off, or it could not start: see the node's log)",
+        )
+    })
+}
+
+/// The matchers `extra_label=name=value` (VictoriaMetrics' argument,
+/// repeatable) and `db=D` (the label `db` of the database a write named)
+/// add to every selector of the query.
+fn extra_matchers(p: &[(String, String)]) -> Result<Vec<PMatcher>, PromError> {
+    let mut out = Vec::new();
+    for (k, v) in p {
+        match k.as_str() {
+            "extra_label" => {
+                let (name, value) = v
+                    .split_once('=')
+                    .filter(|(n, _)| !n.is_empty())
+                    .ok_or_else(|| PromError::BadExtraLabel { given: v.clone() })?;
+                out.push(PMatcher::eq(name, value));
+            }
+            "db" if !v.is_empty() => out.push(PMatcher::eq("db", v)),
+            _ => {}
+        }
+    }
+    Ok(out)
 }
 
 /// What both query APIs start from: the engine, the parameters, now
@@ -245,9 +300,23 @@ fn query_args(
 ) -> Result<(Arc<rill_tsdb::Engine>, Params, i64, Expr), Response> {
     let engine = engine(ctx)?;
     let p = params(req);
-    let q = param(&p, "query").ok_or_else(|| error(&PromError::MissingQuery.to_string()))?;
-    let expr = promql::parse(q).map_err(|e| error(&PromError::from(e).to_string()))?;
+    let q = param(&p, "query").ok_or_else(|| fail(&PromError::MissingQuery))?;
+    let mut expr = rill_promql::parse(q).map_err(|e| fail(&PromError::from(e)))?;
+    for m in extra_matchers(&p).map_err(|e| fail(&e))? {
+        expr.add_matcher(&m);
+    }
     Ok((engine, p, crate::unix_now_ns() / 1_000_000, expr))
+}
+
+/// How queries of the node are evaluated.
+fn options(p: &[(String, String)]) -> Options {
+    let mut o = Options::default();
+    if let Some(d) = param(p, "lookback_delta").and_then(rill_promql::parse_duration) {
+        if d > 0 && d <= rill_promql::MAX_DURATION_MS {
+            o.lookback_ms = d;
+        }
+    }
+    o
 }
 
 /// `/api/v1/query_range`.
@@ -258,32 +327,31 @@ pub(crate) async fn query_range(ctx: &Arc<Ctx>, req: &Req) -> Response {
     };
     let run = move |budget: Option<&Arc<ReadBudget>>| -> Result<String, PromError> {
         let start = match param(&p, "start") {
-            Some(v) => time_ms(v, now)?,
+            Some(v) => time_ms("start", v, now)?,
             None => (now - DEFAULT_STEP_MS) / 1000 * 1000,
         };
         let mut end = match param(&p, "end") {
-            Some(v) => time_ms(v, now)?,
+            Some(v) => time_ms("end", v, now)?,
             None => now / 1000 * 1000,
         };
         if start > end {
             end = start.saturating_add(DEFAULT_STEP_MS);
         }
-        let grid = Grid::new(start, end, step_ms(&p)?)?;
-        let src = QuerySource {
+        let step = step_ms(&p)?;
+        if (end - start) / step + 1 > MAX_POINTS {
+            return Err(PromError::TooManyPoints);
+        }
+        let src = PromSource {
             engine: &engine,
             now: now.saturating_mul(1_000_000),
             budget,
         };
-        let out = eval(&expr, &grid, &src)?;
-        let times = grid.times();
-        Ok(matrix(out.iter().map(|o| {
-            let points = times.iter().copied().zip(o.values.iter().copied());
-            (&o.series, points.filter(|(_, v)| !v.is_nan()))
-        })))
+        let out = peval::range(&src, &expr, start, end, step, &options(&p))?;
+        Ok(matrix(&out))
     };
     match answer(run).await {
         Ok(data) => success(&data),
-        Err(e) => error(&e.to_string()),
+        Err(e) => fail(&e),
     }
 }
 
@@ -295,90 +363,74 @@ pub(crate) async fn query(ctx: &Arc<Ctx>, req: &Req) -> Response {
     };
     let run = move |budget: Option<&Arc<ReadBudget>>| -> Result<String, PromError> {
         let time = match param(&p, "time") {
-            Some(v) => time_ms(v, now)?,
-            None => now / 1000 * 1000,
+            Some(v) => time_ms("time", v, now)?,
+            None => now,
         };
-        let src = QuerySource {
+        let src = PromSource {
             engine: &engine,
             now: now.saturating_mul(1_000_000),
             budget,
         };
-        // `sel[d]` alone: its raw samples in (time - d, time].
-        if let Expr::Rollup {
-            func: Rollup::Default,
-            matchers,
-            window: Some(d),
-        } = &expr
-        {
-            return raw_matrix(&src, matchers, time - d + 1, time);
-        }
-        let grid = Grid::new(time, time, step_ms(&p)?)?;
-        let out: Vec<Out> = eval(&expr, &grid, &src)?;
-        let mut data = String::from("{\"resultType\":\"vector\",\"result\":[");
-        let mut first = true;
-        for o in out.iter().filter(|o| !o.values[0].is_nan()) {
-            if !first {
-                data.push(',');
+        Ok(match peval::instant(&src, &expr, time, &options(&p))? {
+            Value::Scalar(Point { t, v }) => {
+                let mut d = String::from("{\"resultType\":\"scalar\",\"result\":[");
+                push_ts(&mut d, t);
+                d.push_str(",\"");
+                push_num(&mut d, v);
+                d.push_str("\"]}");
+                d
             }
-            first = false;
-            let _ = write!(
-                data,
-                "{{\"metric\":{},\"value\":[{},\"{}\"]}}",
-                metric(&o.series),
+            Value::String(text) => format!(
+                "{{\"resultType\":\"string\",\"result\":[{},{}]}}",
                 ts(time),
-                num(o.values[0])
-            );
-        }
-        data.push_str("]}");
-        Ok(data)
+                serde_json::Value::from(text)
+            ),
+            Value::Vector(v) => {
+                let mut d = String::from("{\"resultType\":\"vector\",\"result\":[");
+                for (i, s) in v.iter().enumerate() {
+                    if i > 0 {
+                        d.push(',');
+                    }
+                    let _ = write!(d, "{{\"metric\":{},\"value\":[", metric_of(&s.labels));
+                    push_ts(&mut d, time);
+                    d.push_str(",\"");
+                    push_num(&mut d, s.points.first().map_or(f64::NAN, |p| p.v));
+                    d.push_str("\"]}");
+                }
+                d.push_str("]}");
+                d
+            }
+            Value::Matrix(m) => matrix(&m),
+        })
     };
     match answer(run).await {
         Ok(data) => success(&data),
-        Err(e) => error(&e.to_string()),
+        Err(e) => fail(&e),
     }
 }
 
-fn raw_matrix(src: &QuerySource, m: &[Matcher], start: i64, end: i64) -> Result<String, PromError> {
-    let fetched = src.fetch(m, start, end)?;
-    // Each sample written out, as a point of a rollup counts.
-    src.charge(
-        fetched
-            .iter()
-            .map(|(_, p)| p.ts.len())
-            .sum::<usize>()
-            .saturating_mul(rill_tsdb::promql::eval::POINT_COST),
-    )?;
-    Ok(matrix(fetched.iter().map(|(s, points)| (s, points.iter()))))
-}
-
 /// A matrix answer: each series with its points (ms, value).
-fn matrix<'a, P: Iterator<Item = (i64, f64)>>(
-    series: impl Iterator<Item = (&'a Series, P)>,
-) -> String {
+fn matrix(series: &[PSeries]) -> String {
     // Built as bytes (numbers written as ASCII digits), checked as text
     // once at the end.
-    let mut data = Vec::with_capacity(4096);
+    let points: usize = series.iter().map(|s| s.points.len()).sum();
+    let mut data = Vec::with_capacity(4096 + points.saturating_mul(POINT_BYTES));
     data.extend_from_slice(b"{\"resultType\":\"matrix\",\"result\":[");
-    for (i, (s, points)) in series.enumerate() {
+    for (i, s) in series.iter().enumerate() {
         if i > 0 {
             data.push(b',');
         }
         data.extend_from_slice(b"{\"metric\":");
-        data.extend_from_slice(metric(s).as_bytes());
+        data.extend_from_slice(metric_of(&s.labels).as_bytes());
         data.extend_from_slice(b",\"values\":[");
-        // Room for every point there may be (the points left out, NaN,
-        // are few: a step with no sample; a range query's grid holds at
-        // most `promql::eval::MAX_POINTS`).
-        let (_, at_most) = points.size_hint();
-        data.reserve(at_most.unwrap_or(0).saturating_mul(POINT_BYTES));
-        for (k, (t, v)) in points.enumerate() {
+        for (k, p) in s.points.iter().enumerate() {
             if k > 0 {
                 data.push(b',');
             }
             data.push(b'[');
-            put_ts(&mut data, t);
+            put_ts(&mut data, p.t);
             data.extend_from_slice(b",\"");
-            put_num(&mut data, v);
+            put_num(&mut data, p.v);
             data.extend_from_slice(b"\"]");
         }
         data.extend_from_slice(b"]}");
@@ -430,7 +482,7 @@ pub(crate) async fn series(ctx: &Arc<Ctx>, req: &Req) -> Response {
             let items: Vec<String> = all.iter().map(metric).collect();
             success(&format!("[{}]", items.join(",")))
         }
-        Err(e) => error(&e.to_string()),
+        Err(e) => fail(&e),
     }
 }
 
@@ -463,7 +515,7 @@ pub(crate) async fn labels(ctx: &Arc<Ctx>, req: &Req, values_of: Option<String>)
                 .collect();
             success(&format!("[{}]", items.join(",")))
         }
-        Err(e) => error(&e.to_string()),
+        Err(e) => fail(&e),
     }
 }
 
@@ -479,7 +531,7 @@ mod tests {
     #[test]
     fn times_parse_in_each_form() {
         let now = 1_700_000_000_000;
-        let time_ms = |v: &str, now: i64| time_ms(v, now).ok();
+        let time_ms = |v: &str, now: i64| time_ms("time", v, now).ok();
         assert_eq!(time_ms("1700000000.123", now), Some(1_700_000_000_123));
         assert_eq!(
             time_ms("2023-11-14T22:13:20Z", now),
@@ -491,7 +543,7 @@ mod tests {
         );
         assert_eq!(time_ms("5m", now), Some(now - 300_000));
         assert_eq!(time_ms("-5m", now), Some(now - 300_000));
-        assert_eq!(time_ms("-100", now), Some(0));
+        assert_eq!(time_ms("-100", now), Some(-100_000));
         assert!(time_ms("yesterday", now).is_none());
     }
 

@@ -244,7 +244,9 @@ fn write_error(flavour: Flavour, e: EngineError) -> Response {
 /// Database of remote-written series when the request names none.
 const REMOTE_WRITE_DB: &str = "prometheus";
 
-/// `POST /api/v1/write[?db=D]`: Prometheus remote write 1.0. As its
+/// `POST /api/v1/write[?db=D]`: Prometheus remote write 1.0, into
+/// database D (its series labelled `db="D"`) or `prometheus` (no label).
+/// As its
 /// specification asks: 204 when every sample was taken, 400 (not to be
 /// retried) naming what was refused after taking the rest, 5xx with
 /// `Retry-After` to be retried, 415 for an encoding or a version other
@@ -279,12 +281,8 @@ pub(crate) async fn remote_write(ctx: &Arc<Ctx>, req: &Req) -> Response {
             "remote write 2.0 is not taken: send 1.0 (prometheus.WriteRequest)".into(),
         );
     }
-    let db = req
-        .query
-        .get("db")
-        .filter(|d| !d.is_empty())
-        .cloned()
-        .unwrap_or_else(|| REMOTE_WRITE_DB.to_string());
+    let named = req.query.get("db").filter(|d| !d.is_empty()).cloned();
+    let db = named.clone().unwrap_or_else(|| REMOTE_WRITE_DB.to_string());
     let decoded = match rill_sensor::remote_write::decode(&req.body, 4 * MAX_WRITE_BODY) {
         Ok(d) => d,
         Err(e @ rill_sensor::remote_write::RemoteWriteError::TooLarge(_)) => {
@@ -292,10 +290,20 @@ pub(crate) async fn remote_write(ctx: &Arc<Ctx>, req: &Req) -> Response {
         }
         Err(e) => return plain(StatusCode::BAD_REQUEST, e.to_string()),
     };
+    // A database named in the request is the series' label `db` too (as
+    // a line protocol write's is), so two sources writing one series to
+    // two databases stay two series in queries.
     let series: Vec<(String, Vec<rill_sensor::Sample>)> = decoded
         .series
         .into_iter()
-        .map(|(s, samples)| (s.key(), samples))
+        .map(|(s, samples)| match &named {
+            Some(d) if s.label(rill_sensor::series::DB_LABEL).is_none() => {
+                let mut labels = s.labels;
+                labels.push((rill_sensor::series::DB_LABEL.to_string(), d.clone()));
+                (rill_sensor::Series::new(s.name, labels).key(), samples)
+            }
+            _ => (s.key(), samples),
+        })
         .collect();
     let now = crate::unix_now_ns();
     let report = if series.is_empty() {

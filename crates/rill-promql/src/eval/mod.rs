@@ -191,14 +191,12 @@ impl<'a> Ev<'a> {
     }
 
     fn steps(&self) -> impl Iterator<Item = i64> {
-        let (start, end, step) = (self.start, self.end, self.step);
-        (0..)
-            .map(move |k| start + k * step)
-            .take_while(move |&t| t <= end)
+        let (start, step) = (self.start, self.step);
+        (0..self.n_steps() as i64).map(move |k| start + k * step)
     }
 
     fn n_steps(&self) -> usize {
-        ((self.end - self.start) / self.step + 1) as usize
+        ((i128::from(self.end) - i128::from(self.start)) / i128::from(self.step) + 1) as usize
     }
 
     /// Counts `n` more points held; an error past the bound.

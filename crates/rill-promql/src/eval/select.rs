@@ -128,6 +128,13 @@ impl Ev<'_> {
                 if start <= from {
                     start += step;
                 }
+                // Each step of the inner evaluation holds at least a
+                // point: too many are refused before any is computed.
+                if last >= start
+                    && ((last - start) / step) as u128 + 1 > self.opts.max_points as u128
+                {
+                    return Err(EvalError::TooManyPoints);
+                }
                 let inner = self.with_steps(start, last, step);
                 let series = if last < start {
                     Vec::new()

@@ -15,6 +15,14 @@ use crate::matcher::Matcher;
 /// The longest query text taken (VictoriaMetrics' `-search.maxQueryLen`).
 pub const MAX_QUERY_BYTES: usize = 16 << 10;
 
+/// The longest duration a query may give (a range, a step, an offset):
+/// Go's `time.Duration`, about 292 years, as in Prometheus.
+pub const MAX_DURATION_MS: i64 = i64::MAX / 1_000_000;
+
+/// The farthest time from 1970 `@` may name, ms (a quarter of i64's
+/// range, so that offsets, ranges and steps added to it stay in range).
+pub const MAX_TIME_MS: i64 = i64::MAX / 4;
+
 /// Deepest nesting a query may have (its evaluation recurses as deep).
 const MAX_DEPTH: usize = 128;
 
@@ -367,24 +375,20 @@ impl Parser {
         }
     }
 
-    /// A duration or a number of seconds, in ms.
+    /// A duration or a number of seconds, in ms, at most
+    /// [`MAX_DURATION_MS`].
     fn duration(&mut self, expected: &str) -> Result<i64, ParseError> {
-        match self.peek().clone() {
-            Tok::Duration(ms) => {
-                self.next();
-                Ok(ms)
-            }
-            Tok::Number(s) => {
-                let at = self.at();
-                self.next();
-                let ms = (s * 1000.0).round();
-                if !ms.is_finite() || ms.abs() > i64::MAX as f64 / 2.0 {
-                    return Err(self.invalid(at, "duration out of range"));
-                }
-                Ok(ms as i64)
-            }
-            _ => Err(self.unexpected(expected)),
+        let at = self.at();
+        let ms = match self.peek().clone() {
+            Tok::Duration(ms) => ms as f64,
+            Tok::Number(s) => (s * 1000.0).round(),
+            _ => return Err(self.unexpected(expected)),
+        };
+        self.next();
+        if !ms.is_finite() || ms.abs() > MAX_DURATION_MS as f64 {
+            return Err(self.invalid(at, "duration out of range"));
         }
+        Ok(ms as i64)
     }
 
     fn at_time(&mut self) -> Result<At, ParseError> {
@@ -417,7 +421,7 @@ impl Parser {
         };
         let s = if neg { -s } else { s };
         let ms = (s * 1000.0).round();
-        if !ms.is_finite() || ms.abs() > 9.2e18 {
+        if !ms.is_finite() || ms.abs() > MAX_TIME_MS as f64 {
             return Err(self.invalid(at, format!("timestamp out of bounds for @ modifier: {s}")));
         }
         Ok(At::Time(ms as i64))

@@ -22,14 +22,12 @@ mod flush;
 mod helpers;
 mod merge;
 mod ms;
-mod query_source;
 mod queue;
 mod read;
 mod series_list;
 mod stats;
 mod write;
 pub use browse::{Bucket, Buckets};
-pub use query_source::QuerySource;
 pub use read::ReadBudget;
 pub use stats::EngineStats;
 #[cfg(test)]

@@ -4,7 +4,7 @@
 //! way the answer is the samples of the range in ns, floored to ms, the
 //! last within a ms kept.
 
-use crate::promql::eval::Points;
+use crate::points::Points;
 use rill_sensor::TimeUnit;
 
 const NS_PER_MS: i64 = 1_000_000;

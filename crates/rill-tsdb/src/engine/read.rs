@@ -7,7 +7,7 @@ use super::helpers::Turn;
 use super::{Engine, EngineError};
 use crate::buffer::{window_of, Cut};
 use crate::keys::block_key;
-use crate::promql::eval::Points;
+use crate::points::Points;
 use rill_sensor::block::Header;
 use rill_sensor::{BlockError, Sample, TimeUnit};
 use std::sync::Arc;
@@ -43,7 +43,7 @@ const READ_COST: usize = 256;
 /// How many samples a read, or the reads of one query, may decode (a
 /// series looked up and a window's blocks fetched count [`READ_COST`]
 /// each; a query's other work is charged too, see
-/// [`Source::charge`](crate::promql::eval::Source::charge)): a query
+/// a query's work beyond its reads): a query
 /// tried on the thread that took its request must stay short, and one
 /// that would not, or that would wait for the device, is sent to the
 /// blocking pool instead.

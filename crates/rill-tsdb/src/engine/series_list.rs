@@ -11,6 +11,12 @@ pub(super) type ParsedSeries = Arc<Vec<(String, Series)>>;
 impl Engine {
     /// The series of every database that pass `matchers`, with their
     /// database, sorted by database and key.
+    /// Every (database, series) for which `keep` holds.
+    pub fn select_where(&self, keep: impl Fn(&Series) -> bool) -> Vec<(String, Series)> {
+        let all = self.parsed_series();
+        all.iter().filter(|(_, s)| keep(s)).cloned().collect()
+    }
+
     pub fn select(&self, matchers: &[crate::select::Matcher]) -> Vec<(String, Series)> {
         let all = self.parsed_series();
         all.iter()

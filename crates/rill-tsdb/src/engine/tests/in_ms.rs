@@ -6,7 +6,7 @@
 use super::*;
 use rill_sensor::TimeUnit;
 
-fn pairs(p: &crate::promql::eval::Points) -> Vec<(i64, u64)> {
+fn pairs(p: &crate::points::Points) -> Vec<(i64, u64)> {
     p.iter().map(|(t, v)| (t, v.to_bits())).collect()
 }
 
