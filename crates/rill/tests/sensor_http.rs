@@ -297,6 +297,29 @@ fn the_prometheus_api_answers_grafanas_questions() {
     assert_eq!(v["data"], serde_json::json!(["room_temp"]));
     let (status, v) = get_json(&n, "/api/v1/status/buildinfo");
     assert_eq!((status, v["status"].as_str()), (200, Some("success")));
+    assert_eq!(v["data"]["version"], "3.5.0", "{v}");
+    let (status, v) = get_json(&n, "/api/v1/metadata");
+    assert_eq!((status, &v["data"]), (200, &serde_json::json!({})));
+}
+
+/// The endpoints clients probe: InfluxDB 2.x's `/health`, and `/ping`,
+/// Riak's to GET and InfluxDB's to HEAD, both with InfluxDB's headers.
+#[test]
+fn the_endpoints_clients_probe_answer() {
+    let dir = tempfile::tempdir().unwrap();
+    let n = Node::start(dir.path(), "");
+    let (status, v) = get_json(&n, "/health");
+    assert_eq!((status, v["status"].as_str()), (200, Some("pass")), "{v}");
+    let r = n.http("GET", "/ping", &[], b"").unwrap();
+    assert_eq!((r.status, r.body.as_slice()), (200, &b"OK"[..]));
+    let r = n.http("HEAD", "/ping", &[], b"").unwrap();
+    assert_eq!(r.status, 204);
+    let version = r
+        .headers
+        .iter()
+        .find(|(k, _)| k.eq_ignore_ascii_case("x-influxdb-version"))
+        .map(|(_, v)| v.as_str());
+    assert_eq!(version, Some("1.8.10"));
 }
 
 /// The collection port: line protocol over plain TCP, bad lines skipped,

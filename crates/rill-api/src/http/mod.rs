@@ -125,7 +125,8 @@ async fn route(ctx: &Arc<Ctx>, req: &Req, segs: &[&[u8]]) -> Response {
     };
     match rest {
         [] => discovery::resources(req),
-        [b"ping"] => text(StatusCode::OK, "OK"),
+        [b"ping"] => sensor::ping(req),
+        [b"health"] => sensor::health(ctx),
         [b"stats"] => stats::stats(ctx),
         [b"metrics"] => stats::metrics(ctx),
         [b"types", t, b"props"] => props::type_props(ctx, req, t).await,
@@ -177,6 +178,7 @@ async fn route(ctx: &Arc<Ctx>, req: &Req, segs: &[&[u8]]) -> Response {
             prom::labels(ctx, req, Some(util::lossy(name))).await
         }
         [b"api", b"v1", b"status", b"buildinfo"] => prom::buildinfo(),
+        [b"api", b"v1", b"metadata"] => prom::metadata(),
         _ => text(StatusCode::NOT_FOUND, "not found\n"),
     }
 }

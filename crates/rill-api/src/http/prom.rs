@@ -519,8 +519,29 @@ pub(crate) async fn labels(ctx: &Arc<Ctx>, req: &Req, values_of: Option<String>)
     }
 }
 
-/// `/api/v1/status/buildinfo`: as VictoriaMetrics, no version claimed.
+/// The Prometheus release whose PromQL the node evaluates (Grafana reads
+/// the version to choose what it asks).
+const PROMETHEUS_VERSION: &str = "3.5.0";
+
+/// `/api/v1/status/buildinfo`: Prometheus's fields, the version that of
+/// the PromQL evaluated, the revision Rill's.
 pub(crate) fn buildinfo() -> Response {
+    success(
+        &serde_json::json!({
+            "version": PROMETHEUS_VERSION,
+            "revision": format!("rill-{}", env!("CARGO_PKG_VERSION")),
+            "branch": "",
+            "buildUser": "",
+            "buildDate": "",
+            "goVersion": "",
+        })
+        .to_string(),
+    )
+}
+
+/// `/api/v1/metadata`: no metric has metadata yet (remote write 1.0's
+/// metadata is not kept), as VictoriaMetrics answers.
+pub(crate) fn metadata() -> Response {
     success("{}")
 }
 

@@ -401,3 +401,48 @@ pub(crate) async fn query(ctx: &Arc<Ctx>, req: &Req) -> Response {
     }
     json_text(StatusCode::OK, json!({ "results": results }).to_string())
 }
+
+/// The InfluxDB release whose HTTP API the node answers, as InfluxDB's
+/// `/ping` names its own.
+const INFLUXDB_VERSION: &str = "1.8.10";
+
+/// `/ping`: Riak's answer to GET (`200 OK`, which Riak's clients expect),
+/// InfluxDB's to HEAD (`204`); both with InfluxDB's version headers.
+pub(crate) fn ping(req: &Req) -> Response {
+    let mut r = if req.method == Method::HEAD {
+        empty(StatusCode::NO_CONTENT)
+    } else {
+        super::util::text(StatusCode::OK, "OK")
+    };
+    let h = r.headers_mut();
+    h.insert(
+        "X-Influxdb-Version",
+        HeaderValue::from_static(INFLUXDB_VERSION),
+    );
+    h.insert("X-Influxdb-Build", HeaderValue::from_static("OSS"));
+    r
+}
+
+/// `/health`: InfluxDB 2.x's health check (`status` `pass` while the
+/// sensor service runs, `fail` with `503` when it does not).
+pub(crate) fn health(ctx: &Ctx) -> Response {
+    let up = ctx.sensors.is_some();
+    let body = serde_json::json!({
+        "name": "rill",
+        "message": if up {
+            "ready for queries and writes"
+        } else {
+            "the sensor-data service is not running on this node"
+        },
+        "status": if up { "pass" } else { "fail" },
+        "checks": [],
+        "version": INFLUXDB_VERSION,
+        "commit": format!("rill-{}", env!("CARGO_PKG_VERSION")),
+    });
+    let status = if up {
+        StatusCode::OK
+    } else {
+        StatusCode::SERVICE_UNAVAILABLE
+    };
+    super::util::json_text(status, body.to_string())
+}
