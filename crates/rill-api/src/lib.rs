@@ -103,5 +103,24 @@ pub mod fuzzing {
             }
         }
         crate::http::fuzz_object_headers(&h, data);
+        // The connection's rewriter: whole, and split at every third
+        // byte, the same bytes out; only `"`, `<`, `>` become escapes.
+        let mut whole = Vec::new();
+        crate::http::lenient::Rewriter::default().feed(data, &mut whole);
+        let mut parts = Vec::new();
+        let mut r = crate::http::lenient::Rewriter::default();
+        for c in data.chunks(3) {
+            r.feed(c, &mut parts);
+        }
+        assert_eq!(whole, parts);
+        let unescaped = String::from_utf8_lossy(&whole)
+            .replace("%22", "\"")
+            .replace("%3C", "<")
+            .replace("%3E", ">");
+        let original = String::from_utf8_lossy(data)
+            .replace("%22", "\"")
+            .replace("%3C", "<")
+            .replace("%3E", ">");
+        assert_eq!(unescaped, original);
     }
 }

@@ -270,6 +270,14 @@ fn the_prometheus_api_answers_grafanas_questions() {
     // A bare selector at an instant, and a rate of a steady series: 0.
     let (_, v) = get_json(&n, &format!("/api/v1/query?query=room_temp&time={end}"));
     assert_eq!(v["data"]["result"].as_array().unwrap().len(), 2, "{v}");
+    // Quotes as typed (`curl -g`), not percent-encoded, and `+` for a
+    // space, as Go's servers take them.
+    let (status, v) = get_json(
+        &n,
+        &format!("/api/v1/query?query=room_temp{{name=\"a\"}}+>+0&time={end}"),
+    );
+    assert_eq!(status, 200, "{v}");
+    assert_eq!(v["data"]["result"].as_array().unwrap().len(), 1, "{v}");
     let (_, v) = get_json(
         &n,
         &format!("/api/v1/query?query=rate(room_temp%7Bname%3D%22a%22%7D%5B1m%5D)&time={end}"),

@@ -12,6 +12,7 @@ mod discovery;
 mod dt;
 mod export;
 mod index;
+pub mod lenient;
 mod listing;
 mod mapred;
 mod migrate;
@@ -70,7 +71,7 @@ pub async fn serve(
         sensors,
     });
     let app = axum::Router::new().fallback(dispatch).with_state(ctx);
-    axum::serve(listener, app).await
+    axum::serve(lenient::Listener(listener), app).await
 }
 
 /// One request as the handlers see it.
