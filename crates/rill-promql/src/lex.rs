@@ -307,19 +307,21 @@ fn parse_number(raw: &str) -> Option<f64> {
     raw.parse::<f64>().ok()
 }
 
+/// The units of a duration, longest first, in ms.
+pub(crate) const UNITS: [(&str, i64); 7] = [
+    ("y", 365 * 86_400_000),
+    ("w", 7 * 86_400_000),
+    ("d", 86_400_000),
+    ("h", 3_600_000),
+    ("m", 60_000),
+    ("s", 1_000),
+    ("ms", 1),
+];
+
 /// A duration as Prometheus writes one: `[0-9]+` and a unit (`ms`, `s`,
 /// `m`, `h`, `d`, `w`, `y`), repeated with units in falling order; in
 /// ms. `None` when it is not one or does not fit.
 pub fn parse_duration(s: &str) -> Option<i64> {
-    const UNITS: [(&str, i64); 7] = [
-        ("y", 365 * 86_400_000),
-        ("w", 7 * 86_400_000),
-        ("d", 86_400_000),
-        ("h", 3_600_000),
-        ("m", 60_000),
-        ("s", 1_000),
-        ("ms", 1),
-    ];
     if s.is_empty() {
         return None;
     }

@@ -30,15 +30,7 @@ pub fn fmt_duration(ms: i64) -> String {
         out.push('-');
         rest = -rest;
     }
-    for (unit, size) in [
-        ("y", 365 * 86_400_000),
-        ("w", 7 * 86_400_000),
-        ("d", 86_400_000),
-        ("h", 3_600_000),
-        ("m", 60_000),
-        ("s", 1_000),
-        ("ms", 1),
-    ] {
+    for (unit, size) in lex::UNITS {
         if rest >= size {
             out.push_str(&format!("{}{unit}", rest / size));
             rest %= size;

@@ -401,19 +401,10 @@ fn quoted(s: &str) -> Result<(String, &str), String> {
     }
 }
 
-/// Whether `a` and `b` agree as the reference runner compares values.
+/// Whether `a` and `b` agree as the reference runner compares values
+/// (within a relative 1e-6).
 pub fn almost_equal(a: f64, b: f64) -> bool {
-    if a.is_nan() && b.is_nan() || a == b {
-        return true;
-    }
-    let eps = 1e-6;
-    let min_normal = f64::from_bits(0x0010_0000_0000_0000);
-    let abs_sum = a.abs() + b.abs();
-    let diff = (a - b).abs();
-    if a == 0.0 || b == 0.0 || abs_sum < min_normal {
-        return diff < eps * min_normal;
-    }
-    diff / abs_sum.min(f64::MAX) < eps
+    crate::value::almost_equal(a, b, 1e-6)
 }
 
 /// Compares a result with what `e` expects; the difference, if any.
@@ -502,5 +493,30 @@ pub fn compare(e: &Eval, got: &Value) -> Result<(), String> {
             }
             Ok(())
         }
+    }
+}
+
+/// Whether evaluation `e` reads native-histogram data: its expected
+/// answer holds some, or one of its selectors matches a series of
+/// `histograms` (out of scope: Rill stores floats).
+pub fn over_histograms(e: &Eval, histograms: &[Labels]) -> bool {
+    e.histograms
+        || crate::parse(&e.query).is_ok_and(|q| {
+            q.selectors().iter().any(|vs| {
+                histograms
+                    .iter()
+                    .any(|l| vs.matchers.iter().all(|m| m.matches(l.value(&m.label))))
+            })
+        })
+}
+
+/// Judges what an evaluation gave: an error where `e` expects a
+/// failure, else the answer it expects.
+pub fn judge(e: &Eval, got: Result<Value, String>) -> Result<(), String> {
+    match (got, e.fail) {
+        (Err(_), true) => Ok(()),
+        (Ok(_), true) => Err("expected a failure".to_string()),
+        (Err(x), false) => Err(x),
+        (Ok(v), false) => compare(e, &v),
     }
 }

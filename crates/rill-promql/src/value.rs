@@ -154,3 +154,18 @@ pub fn format_value(v: f64) -> String {
         format!("{v}")
     }
 }
+
+/// Whether `a` and `b` are equal within a relative `eps` (both NaN
+/// counts as equal), as Prometheus's `almost.Equal` tells.
+pub fn almost_equal(a: f64, b: f64, eps: f64) -> bool {
+    if a.is_nan() && b.is_nan() || a == b {
+        return true;
+    }
+    let min_normal = f64::from_bits(0x0010_0000_0000_0000);
+    let abs_sum = a.abs() + b.abs();
+    let diff = (a - b).abs();
+    if a == 0.0 || b == 0.0 || abs_sum < min_normal {
+        return diff < eps * min_normal;
+    }
+    diff / abs_sum.min(f64::MAX) < eps
+}

@@ -57,6 +57,20 @@ impl Default for Rewriter {
     }
 }
 
+/// Adds `b` to the line being read: the line without its `\r` when `b`
+/// ends it, `None` while it goes on; a line too long ends the rewriting
+/// (`Err`).
+fn line_step(line: &mut Vec<u8>, b: u8) -> Result<Option<&[u8]>, ()> {
+    if b == b'\n' {
+        return Ok(Some(line.strip_suffix(b"\r").unwrap_or(line)));
+    }
+    line.push(b);
+    if line.len() > MAX_LINE {
+        return Err(());
+    }
+    Ok(None)
+}
+
 fn header_value<'a>(line: &'a [u8], name: &str) -> Option<&'a [u8]> {
     let colon = line.iter().position(|&b| b == b':')?;
     let (n, v) = line.split_at(colon);
@@ -108,15 +122,18 @@ impl Rewriter {
                     upgrade,
                 } => {
                     out.push(b);
-                    if b != b'\n' {
-                        line.push(b);
-                        if line.len() > MAX_LINE {
-                            self.state = State::Pass;
+                    let l = match line_step(line, b) {
+                        Ok(Some(l)) => l,
+                        Ok(None) => {
+                            i += 1;
+                            continue;
                         }
-                        i += 1;
-                        continue;
-                    }
-                    let l = line.strip_suffix(b"\r").unwrap_or(line);
+                        Err(()) => {
+                            self.state = State::Pass;
+                            i += 1;
+                            continue;
+                        }
+                    };
                     if l.is_empty() {
                         self.state = if *upgrade {
                             State::Pass
@@ -157,15 +174,18 @@ impl Rewriter {
                 }
                 State::ChunkSize(line) => {
                     out.push(b);
-                    if b != b'\n' {
-                        line.push(b);
-                        if line.len() > MAX_LINE {
-                            self.state = State::Pass;
+                    let l = match line_step(line, b) {
+                        Ok(Some(l)) => l,
+                        Ok(None) => {
+                            i += 1;
+                            continue;
                         }
-                        i += 1;
-                        continue;
-                    }
-                    let l = line.strip_suffix(b"\r").unwrap_or(line);
+                        Err(()) => {
+                            self.state = State::Pass;
+                            i += 1;
+                            continue;
+                        }
+                    };
                     let hex = l.split(|&c| c == b';').next().unwrap_or(b"").trim_ascii();
                     let size = std::str::from_utf8(hex)
                         .ok()
@@ -194,15 +214,18 @@ impl Rewriter {
                 }
                 State::Trailers(line) => {
                     out.push(b);
-                    if b != b'\n' {
-                        line.push(b);
-                        if line.len() > MAX_LINE {
-                            self.state = State::Pass;
+                    let empty = match line_step(line, b) {
+                        Ok(Some(l)) => l.is_empty(),
+                        Ok(None) => {
+                            i += 1;
+                            continue;
                         }
-                        i += 1;
-                        continue;
-                    }
-                    let empty = line.strip_suffix(b"\r").unwrap_or(line).is_empty();
+                        Err(()) => {
+                            self.state = State::Pass;
+                            i += 1;
+                            continue;
+                        }
+                    };
                     line.clear();
                     if empty {
                         self.state = State::Line { spaces: 0 };

@@ -1,6 +1,6 @@
 //! Functions of instant vectors and scalars, one step at a time.
 
-use crate::value::{Labels, METRIC_NAME};
+use crate::value::{almost_equal, Labels, METRIC_NAME};
 
 /// One step's argument.
 pub(crate) enum Arg<'a> {
@@ -333,19 +333,6 @@ fn prepare(b: &mut Vec<Bucket>) -> bool {
     }
     *b = merged;
     true
-}
-
-fn almost_equal(a: f64, b: f64, eps: f64) -> bool {
-    if a.is_nan() && b.is_nan() || a == b {
-        return true;
-    }
-    let min_normal = f64::from_bits(0x0010_0000_0000_0000);
-    let abs_sum = a.abs() + b.abs();
-    let diff = (a - b).abs();
-    if a == 0.0 || b == 0.0 || abs_sum < min_normal {
-        return diff < eps * min_normal;
-    }
-    diff / abs_sum.min(f64::MAX) < eps
 }
 
 /// `histogram_quantile` over classic buckets: the bucket where the rank

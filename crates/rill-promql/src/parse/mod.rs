@@ -351,17 +351,7 @@ impl Parser {
             } else if self.is_word("offset") {
                 let at = self.at();
                 self.next();
-                let neg = match self.peek() {
-                    Tok::Sub => {
-                        self.next();
-                        true
-                    }
-                    Tok::Add => {
-                        self.next();
-                        false
-                    }
-                    _ => false,
-                };
+                let neg = self.sign();
                 let d = self.duration("number or duration")?;
                 e = self.set_offset(at, e, if neg { -d } else { d })?;
             } else if *self.peek() == Tok::At {
@@ -372,6 +362,21 @@ impl Parser {
             } else {
                 return Ok(e);
             }
+        }
+    }
+
+    /// An optional sign before a number: whether it is `-`.
+    fn sign(&mut self) -> bool {
+        match self.peek() {
+            Tok::Sub => {
+                self.next();
+                true
+            }
+            Tok::Add => {
+                self.next();
+                false
+            }
+            _ => false,
         }
     }
 
@@ -399,17 +404,7 @@ impl Parser {
             self.expect(Tok::RParen, "\")\"")?;
             return Ok(if start { At::Start } else { At::End });
         }
-        let neg = match self.peek() {
-            Tok::Sub => {
-                self.next();
-                true
-            }
-            Tok::Add => {
-                self.next();
-                false
-            }
-            _ => false,
-        };
+        let neg = self.sign();
         let at = self.at();
         let s = match self.next() {
             Tok::Number(v) => v,
