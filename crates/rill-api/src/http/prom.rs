@@ -226,7 +226,10 @@ fn rfc3339_ms(s: &str) -> Option<i64> {
     }
     let offset_min = match rest {
         "Z" | "z" => 0,
-        o if o.len() == 6 && (o.starts_with('+') || o.starts_with('-')) && &o[3..4] == ":" => {
+        o if o.len() == 6
+            && (o.starts_with('+') || o.starts_with('-'))
+            && o.as_bytes()[3] == b':' =>
+        {
             let sign = if o.starts_with('-') { -1 } else { 1 };
             sign * (o[1..3].parse::<i64>().ok()? * 60 + o[4..6].parse::<i64>().ok()?)
         }
@@ -566,6 +569,8 @@ mod tests {
         assert_eq!(time_ms("-5m", now), Some(now - 300_000));
         assert_eq!(time_ms("-100", now), Some(-100_000));
         assert!(time_ms("yesterday", now).is_none());
+        // A zone offset of other characters is refused, not a panic.
+        assert!(time_ms("2023-11-14T22:13:20-0\u{e9}00", now).is_none());
     }
 
     #[test]

@@ -81,7 +81,7 @@ impl Ev<'_> {
         match (lt, rt) {
             (ValueType::Scalar, ValueType::Scalar) => {
                 let (a, b) = (self.scalar_values(lhs)?, self.scalar_values(rhs)?);
-                Ok(self.scalar(|t| {
+                self.scalar(|t| {
                     let k = ((t - self.start) / self.step) as usize;
                     let (v, keep) = elem(op, a[k], b[k]);
                     if op.is_comparison() {
@@ -89,7 +89,7 @@ impl Ev<'_> {
                     } else {
                         v
                     }
-                }))
+                })
             }
             (ValueType::Vector, ValueType::Scalar) => self.vector_scalar(
                 op,

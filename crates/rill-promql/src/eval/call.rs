@@ -9,6 +9,21 @@ use crate::functions::Function;
 use crate::matcher::MatchOp;
 use crate::value::{Labels, Point, Series, METRIC_NAME};
 
+/// The longest label value `label_replace` and `label_join` make (Rill
+/// keeps series keys under 64 KiB): a longer one is an error, not an
+/// answer that grows without bound.
+const MAX_LABEL_BYTES: usize = 64 << 10;
+
+fn check_len(v: &str) -> Result<(), EvalError> {
+    if v.len() > MAX_LABEL_BYTES {
+        return Err(EvalError::Invalid(format!(
+            "a label value of {} bytes, longer than {MAX_LABEL_BYTES}",
+            v.len()
+        )));
+    }
+    Ok(())
+}
+
 /// A label name as Prometheus takes one: `[a-zA-Z_][a-zA-Z0-9_]*`.
 pub(crate) fn valid_label_name(s: &str) -> bool {
     let mut c = s.chars();
@@ -206,6 +221,7 @@ impl Ev<'_> {
                 // `$$`, the longest name taken (`$1x` is group "1x").
                 let mut res = String::new();
                 caps.expand(&repl, &mut res);
+                check_len(&res)?;
                 s.labels.set(&dst, &res);
             }
         }
@@ -236,6 +252,7 @@ impl Ev<'_> {
                 .map(|l| s.labels.value(l).to_string())
                 .collect::<Vec<_>>()
                 .join(&sep);
+            check_len(&joined)?;
             s.labels.set(&dst, &joined);
         }
         same_labelset(&m)?;

@@ -24,6 +24,8 @@ mod call;
 mod instant_fns;
 mod range_fns;
 mod select;
+#[cfg(test)]
+mod tests;
 
 use crate::ast::{At, Expr, ValueType};
 use crate::matcher::Matcher;
@@ -222,7 +224,7 @@ impl<'a> Ev<'a> {
     pub(crate) fn eval(&self, e: &Expr) -> Result<Mat, EvalError> {
         match e {
             Expr::Paren(inner) => self.eval(inner),
-            Expr::Number(v) => Ok(self.scalar(|_| *v)),
+            Expr::Number(v) => self.scalar(|_| *v),
             Expr::String(_) => Ok(Vec::new()),
             Expr::Vector(vs) => self.vector_selector(vs, false),
             Expr::Matrix { .. } | Expr::Subquery { .. } => Err(EvalError::Invalid(
@@ -258,12 +260,14 @@ impl<'a> Ev<'a> {
         }
     }
 
-    /// A scalar: one series without labels, a point at every step.
-    fn scalar(&self, f: impl Fn(i64) -> f64) -> Mat {
-        vec![Series {
+    /// A scalar: one series without labels, a point at every step
+    /// (counted against the bound).
+    fn scalar(&self, f: impl Fn(i64) -> f64) -> Result<Mat, EvalError> {
+        self.hold(self.n_steps())?;
+        Ok(vec![Series {
             labels: Labels::empty(),
             points: self.steps().map(|t| Point { t, v: f(t) }).collect(),
-        }]
+        }])
     }
 
     /// A scalar expression's value at each step.

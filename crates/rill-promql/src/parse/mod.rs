@@ -130,10 +130,17 @@ impl Parser {
     fn expr(&mut self, min: u8) -> Result<Expr, ParseError> {
         self.deeper()?;
         let mut lhs = self.unary()?;
+        // Each operator of a chain (`a + b + c`) puts the tree, and its
+        // evaluation's recursion, one level deeper.
+        let mut chain = 0;
         while let Some(op) = self.binop() {
             let prec = op.precedence();
             if prec < min {
                 break;
+            }
+            chain += 1;
+            if self.depth + chain > MAX_DEPTH {
+                return Err(ParseError::TooDeep { max: MAX_DEPTH });
             }
             let at = self.at();
             self.next();
@@ -304,9 +311,9 @@ impl Parser {
                 ),
             ));
         }
-        let explicit = matching.as_ref().is_some_and(|m| {
-            m.on || !m.labels.is_empty() || m.card != Card::OneToOne && m.card != Card::ManyToMany
-        });
+        // As Prometheus: matching labels need two vectors; a modifier
+        // without labels against a scalar is dropped.
+        let explicit = matching.as_ref().is_some_and(|m| !m.labels.is_empty());
         if explicit && !both_vectors {
             return Err(self.invalid(at, "vector matching only allowed between instant vectors"));
         }

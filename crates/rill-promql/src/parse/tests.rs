@@ -249,4 +249,19 @@ fn refusals_in_prometheus_words() {
 fn deep_nesting_is_refused_not_a_stack_overflow() {
     let q = format!("{}1{}", "(".repeat(5000), ")".repeat(5000));
     assert!(err(&q).contains("nests deeper"));
+    // A long chain nests as deep as it is long.
+    let q = vec!["x"; 1000].join(" + ");
+    assert!(err(&q).contains("nests deeper"));
+    assert!(matches!(
+        ok(&vec!["x"; 100].join(" or ")),
+        Expr::Binary { .. }
+    ));
+}
+
+#[test]
+fn a_modifier_without_labels_against_a_scalar_is_dropped() {
+    assert!(matches!(
+        ok("foo * on () group_left 2"),
+        Expr::Binary { matching: None, .. }
+    ));
 }

@@ -1,0 +1,58 @@
+use super::{instant, EvalError, Options, Source};
+use crate::value::{Labels, Point, Series};
+use crate::Matcher;
+
+/// One series, `m{a="x"}`, a sample every 10 s for a minute.
+struct One;
+
+impl Source for One {
+    fn select(&self, m: &[Matcher], mint: i64, maxt: i64) -> Result<Vec<Series>, String> {
+        let labels = Labels::new(vec![
+            ("__name__".into(), "m".into()),
+            ("a".into(), "x".into()),
+        ]);
+        if !m.iter().all(|x| x.matches(labels.value(&x.label))) {
+            return Ok(Vec::new());
+        }
+        let points = (0..7)
+            .map(|k| Point {
+                t: k * 10_000,
+                v: k as f64,
+            })
+            .filter(|p| p.t >= mint && p.t <= maxt)
+            .collect();
+        Ok(vec![Series { labels, points }])
+    }
+}
+
+fn eval(q: &str, opts: &Options) -> Result<crate::value::Value, EvalError> {
+    instant(&One, &crate::parse(q).unwrap(), 60_000, opts)
+}
+
+#[test]
+fn label_functions_refuse_values_that_grow_without_bound() {
+    let args = vec!["\"a\""; 600].join(",");
+    let q = format!(
+        "label_join(label_join(label_join(m, \"a\", \"\", {args}), \"a\", \"\", {args}), \"a\", \"\", {args})"
+    );
+    let e = eval(&q, &Options::default()).unwrap_err();
+    assert!(e.to_string().contains("longer than"), "{e}");
+    // One level is fine.
+    assert!(eval(
+        &format!("label_join(m, \"b\", \"\", {})", ["\"a\""; 10].join(",")),
+        &Options::default()
+    )
+    .is_ok());
+}
+
+#[test]
+fn scalars_count_against_the_bound_of_points() {
+    let opts = Options {
+        max_points: 1000,
+        ..Options::default()
+    };
+    // 600 steps, under the bound alone; five scalars of 600 points pass it.
+    let e = eval("count_over_time(vector(1 + 1 + 1)[600s:1s])", &opts).unwrap_err();
+    assert_eq!(e, EvalError::TooManyPoints);
+    assert!(eval("count_over_time(vector(1 + 1)[10s:1s])", &opts).is_ok());
+}
