@@ -23,11 +23,12 @@ fn three_nodes_join_transfer_and_serve_every_key_from_every_node() {
     form(&a, &[&b, &c]);
     let (_, status) = c.admin(&["member-status"]);
     assert_eq!(status.matches("valid").count(), 3, "{status}");
-    let (_, ring) = b.admin(&["ring-status"]);
-    assert!(
-        ring.contains("Ring Ready: true") && ring.contains("All nodes are up"),
-        "{ring}"
-    );
+    // The last switch of owners is seen by every member a gossip round
+    // after the transfers end: the ring is ready then.
+    until("the ring is ready", Duration::from_secs(30), || {
+        let ring = b.admin(&["ring-status"]).1;
+        ring.contains("Ring Ready: true") && ring.contains("All nodes are up")
+    });
     let (_, transfers) = a.admin(&["transfers"]);
     assert!(transfers.contains("No transfers active"), "{transfers}");
     // The ring is shared: each node owns about a third, and data moved.
