@@ -10,6 +10,24 @@
 //! the series it expects (or a number for a scalar).
 
 use crate::lex::parse_duration;
+
+/// The Go module whose test data is the reference: Prometheus 3.5, the
+/// long-term support release (`promql/promqltest/testdata` in it).
+pub const MODULE: &str = "github.com/prometheus/prometheus@v0.305.0";
+
+/// The reference's files of float evaluations Rill is held to.
+pub const FILES: [&str; 10] = [
+    "aggregators",
+    "at_modifier",
+    "functions",
+    "literals",
+    "operators",
+    "range_queries",
+    "selectors",
+    "staleness",
+    "subquery",
+    "trig_functions",
+];
 use crate::value::{Labels, Point, Series, Value, STALE_NAN_BITS};
 
 /// One command of a test file.

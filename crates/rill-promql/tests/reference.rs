@@ -8,7 +8,9 @@
 //! failure.
 
 use rill_promql::eval::{self, Options, Source};
-use rill_promql::promqltest::{judge, over_histograms, parse_file, Command, EvalKind};
+use rill_promql::promqltest::{
+    judge, over_histograms, parse_file, Command, EvalKind, FILES, MODULE,
+};
 use rill_promql::value::{Series, Value};
 use rill_promql::Matcher;
 
@@ -41,7 +43,8 @@ fn data_dir() -> Option<std::path::PathBuf> {
             .map(|h| format!("{h}/go/pkg/mod"))
     })?;
     let d = std::path::PathBuf::from(home)
-        .join("github.com/prometheus/prometheus@v0.305.0/promql/promqltest/testdata");
+        .join(MODULE)
+        .join("promql/promqltest/testdata");
     d.is_dir().then_some(d)
 }
 
@@ -53,18 +56,7 @@ fn reference_suite_in_process() {
     };
     let verbose = std::env::var("PROMQL_VERBOSE").is_ok();
     let mut total = (0, 0);
-    for name in [
-        "aggregators",
-        "at_modifier",
-        "functions",
-        "literals",
-        "operators",
-        "range_queries",
-        "selectors",
-        "staleness",
-        "subquery",
-        "trig_functions",
-    ] {
+    for name in FILES {
         let text = std::fs::read_to_string(dir.join(format!("{name}.test"))).unwrap();
         let cmds = parse_file(&text).unwrap_or_else(|e| panic!("{name}: {e}"));
         let mut mem = Mem(Vec::new());

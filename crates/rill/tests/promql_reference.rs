@@ -13,25 +13,10 @@ mod common;
 
 use common::sensor::enc;
 use common::Node;
-use rill_promql::promqltest::{judge, over_histograms, parse_file, Command, Eval, EvalKind};
+use rill_promql::promqltest::{
+    judge, over_histograms, parse_file, Command, Eval, EvalKind, FILES, MODULE,
+};
 use rill_promql::value::{Labels, Point, Series, Value};
-
-/// The Prometheus release whose test data is the reference (3.5, the
-/// long-term support release).
-const MODULE: &str = "github.com/prometheus/prometheus@v0.305.0";
-
-const FILES: [&str; 10] = [
-    "aggregators",
-    "at_modifier",
-    "functions",
-    "literals",
-    "operators",
-    "range_queries",
-    "selectors",
-    "staleness",
-    "subquery",
-    "trig_functions",
-];
 
 /// The test data's directory, downloaded into Go's module cache if it is
 /// not there yet.

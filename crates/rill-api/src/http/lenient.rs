@@ -270,8 +270,10 @@ impl<S: AsyncRead + Unpin> AsyncRead for Lenient<S> {
             // As much as the parser asks for (a large body in few
             // reads), within bounds.
             let want = buf.remaining().clamp(8 << 10, 256 << 10);
-            me.raw.resize(want, 0);
-            let mut rb = ReadBuf::new(&mut me.raw);
+            if me.raw.len() < want {
+                me.raw.resize(want, 0);
+            }
+            let mut rb = ReadBuf::new(&mut me.raw[..want]);
             match Pin::new(&mut me.inner).poll_read(cx, &mut rb) {
                 Poll::Ready(Ok(())) => {}
                 other => return other,

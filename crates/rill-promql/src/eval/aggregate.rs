@@ -3,7 +3,7 @@
 
 use super::call::valid_label_name;
 use super::range_fns::{kahan_inc, quantile};
-use super::{Builder, Cursor, Ev, EvalError, Mat};
+use super::{string_of, Builder, Cursor, Ev, EvalError, Mat};
 use crate::ast::{AggOp, Expr, Grouping};
 use crate::value::{format_value, Labels, METRIC_NAME};
 use std::collections::HashMap;
@@ -131,10 +131,7 @@ impl Ev<'_> {
         param: Option<&Expr>,
         grouping: &Grouping,
     ) -> Result<Mat, EvalError> {
-        let label = match param.map(Expr::unparen) {
-            Some(Expr::String(s)) => s.clone(),
-            _ => String::new(),
-        };
+        let label = param.map(string_of).unwrap_or_default();
         if !valid_label_name(&label) {
             return Err(EvalError::Invalid(format!("invalid label name {label:?}")));
         }

@@ -3,7 +3,7 @@
 
 use super::instant_fns::{self, Arg};
 use super::range_fns::{self, Window};
-use super::{same_labelset, Builder, Cursor, Ev, EvalError, Mat};
+use super::{same_labelset, string_of, Builder, Cursor, Ev, EvalError, Mat};
 use crate::ast::{Expr, ValueType};
 use crate::functions::Function;
 use crate::matcher::MatchOp;
@@ -30,13 +30,6 @@ pub(crate) fn valid_label_name(s: &str) -> bool {
     c.next()
         .is_some_and(|f| f.is_ascii_alphabetic() || f == '_')
         && c.all(|x| x.is_ascii_alphanumeric() || x == '_')
-}
-
-fn string_arg(e: &Expr) -> String {
-    match e.unparen() {
-        Expr::String(s) => s.clone(),
-        _ => String::new(),
-    }
 }
 
 /// What `absent(x)` and `absent_over_time(x[r])` answer with: the
@@ -161,7 +154,7 @@ impl Ev<'_> {
                 _ => self.eval(a).map(Some),
             })
             .collect::<Result<_, _>>()?;
-        let strings: Vec<String> = args.iter().map(string_arg).collect();
+        let strings: Vec<String> = args.iter().map(string_of).collect();
         let mut cursors: Vec<Option<Cursor>> =
             mats.iter().map(|m| m.as_ref().map(Cursor::new)).collect();
         let absent = if func.name == "absent" {
@@ -198,10 +191,10 @@ impl Ev<'_> {
 
     fn label_replace(&self, args: &[Expr]) -> Result<Mat, EvalError> {
         let (dst, repl, src, re) = (
-            string_arg(&args[1]),
-            string_arg(&args[2]),
-            string_arg(&args[3]),
-            string_arg(&args[4]),
+            string_of(&args[1]),
+            string_of(&args[2]),
+            string_of(&args[3]),
+            string_of(&args[4]),
         );
         let regex = regex::Regex::new(&format!("^(?s:{re})$")).map_err(|_| {
             EvalError::Invalid(format!(
@@ -230,9 +223,9 @@ impl Ev<'_> {
     }
 
     fn label_join(&self, args: &[Expr]) -> Result<Mat, EvalError> {
-        let dst = string_arg(&args[1]);
-        let sep = string_arg(&args[2]);
-        let srcs: Vec<String> = args[3..].iter().map(string_arg).collect();
+        let dst = string_of(&args[1]);
+        let sep = string_of(&args[2]);
+        let srcs: Vec<String> = args[3..].iter().map(string_of).collect();
         for s in &srcs {
             if !valid_label_name(s) {
                 return Err(EvalError::Invalid(format!(

@@ -136,7 +136,8 @@ pub fn range(
     Ok(m)
 }
 
-fn string_of(e: &Expr) -> String {
+/// A string literal's text ("" for any other expression).
+pub(crate) fn string_of(e: &Expr) -> String {
     match e.unparen() {
         Expr::String(s) => s.clone(),
         _ => String::new(),
@@ -146,6 +147,7 @@ fn string_of(e: &Expr) -> String {
 /// Series with points at some of the evaluation's steps.
 pub(crate) type Mat = Vec<Series>;
 
+#[derive(Clone, Copy)]
 pub(crate) struct Ev<'a> {
     src: &'a dyn Source,
     start: i64,
@@ -182,13 +184,10 @@ impl<'a> Ev<'a> {
     /// The same query evaluated over other steps (a subquery).
     fn with_steps(&self, start: i64, end: i64, step: i64) -> Ev<'a> {
         Ev {
-            src: self.src,
             start,
             end,
             step,
-            opts: self.opts,
-            query: self.query,
-            held: self.held,
+            ..*self
         }
     }
 
