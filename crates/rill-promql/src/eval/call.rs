@@ -3,6 +3,7 @@
 
 use super::instant_fns::{self, Arg};
 use super::range_fns::{self, Window};
+use super::select::Slide;
 use super::{same_labelset, string_of, Builder, Cursor, Ev, EvalError, Mat};
 use crate::ast::{Expr, ValueType};
 use crate::functions::Function;
@@ -93,11 +94,12 @@ impl Ev<'_> {
         let mut out: Mat = Vec::with_capacity(win.series.len());
         let mut step_scalars = vec![0.0; scalars.len()];
         let mut covered = vec![false; self.n_steps()];
-        for (i, s) in win.series.iter().enumerate() {
+        for s in &win.series {
             let mut points = Vec::new();
+            let mut slide = Slide::new(&s.points);
             for (k, t) in self.steps().enumerate() {
                 let bounds = win.window(t);
-                let pts = win.points_in(i, bounds);
+                let pts = slide.window(bounds);
                 if pts.is_empty() {
                     continue;
                 }

@@ -24,10 +24,51 @@ impl Windows {
 
     /// Series `i`'s points in window `w`.
     pub fn points_in(&self, i: usize, w: (i64, i64)) -> &[Point] {
-        let p = &self.series[i].points;
-        let lo = p.partition_point(|x| x.t <= w.0);
-        let hi = p.partition_point(|x| x.t <= w.1);
-        &p[lo..hi.max(lo)]
+        Slide::new(&self.series[i].points).window(w)
+    }
+}
+
+/// One series' window as the steps go by. Steps ascend, so both ends of
+/// the window only move forward: a walk over every step reads each point
+/// once, where a search per step costs two binary searches of the whole
+/// series (a month of samples a minute at 1,000 steps: a fifth of the
+/// query's time).
+pub(crate) struct Slide<'p> {
+    points: &'p [Point],
+    lo: usize,
+    hi: usize,
+}
+
+impl<'p> Slide<'p> {
+    pub fn new(points: &'p [Point]) -> Slide<'p> {
+        Slide {
+            points,
+            lo: 0,
+            hi: 0,
+        }
+    }
+
+    /// The points in (from, to]; each window's ends at or after the
+    /// last one's.
+    pub fn window(&mut self, (from, to): (i64, i64)) -> &'p [Point] {
+        let p = self.points;
+        while self.lo < p.len() && p[self.lo].t <= from {
+            self.lo += 1;
+        }
+        self.hi = self.hi.max(self.lo);
+        while self.hi < p.len() && p[self.hi].t <= to {
+            self.hi += 1;
+        }
+        &p[self.lo..self.hi]
+    }
+
+    /// The last point at or before `t` (`t` at or after the last asked).
+    pub fn latest(&mut self, t: i64) -> Option<Point> {
+        let p = self.points;
+        while self.hi < p.len() && p[self.hi].t <= t {
+            self.hi += 1;
+        }
+        self.hi.checked_sub(1).map(|k| p[k])
     }
 }
 
@@ -66,13 +107,12 @@ impl Ev<'_> {
         let mut out = Vec::with_capacity(got.len());
         for s in got {
             let mut points = Vec::new();
+            let mut slide = Slide::new(&s.points);
             for t in self.steps() {
                 let r = at.unwrap_or(t) - vs.offset;
-                let k = s.points.partition_point(|p| p.t <= r);
-                if k == 0 {
+                let Some(p) = slide.latest(r) else {
                     continue;
-                }
-                let p = s.points[k - 1];
+                };
                 if p.t <= r - lookback || is_stale(p.v) {
                     continue;
                 }
