@@ -145,11 +145,15 @@ fn pages_add_up_to_the_whole() {
         let whole = n.index_query(&q).unwrap().results;
         assert!(whole.len() > 1000, "{}", whole.len());
         for size in [1u32, 7, 999, 1500] {
+            // Pages of one go through the first 300 results only: each
+            // page reads a batch from every vnode, so the whole answer a
+            // result at a time takes minutes in a debug build.
+            let upto = if size == 1 { 300 } else { whole.len() };
             let mut r = q.clone();
             r.max_results = Some(size);
             let mut joined = Vec::new();
             let mut pages = 0;
-            loop {
+            while joined.len() < upto {
                 let (page, c) = stream(&n, &r);
                 assert!(page.len() <= size as usize);
                 joined.extend(page);
@@ -164,7 +168,7 @@ fn pages_add_up_to_the_whole() {
             }
             assert_eq!(
                 joined,
-                whole,
+                whole[..upto],
                 "{:?} by {size}",
                 String::from_utf8_lossy(&q.index)
             );

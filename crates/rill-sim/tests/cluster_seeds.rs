@@ -1,8 +1,8 @@
 //! The cluster simulation with its real parts over many seeds, the same
 //! seed twice, and the deliberate faults it must catch.
 //!
-//!     cargo test -p rill-sim --test cluster_seeds                 # 100 seeds, the replay
-//!     cargo test --release -p rill-sim --test cluster_seeds -- --include-ignored   # CI: and the fault searches
+//!     cargo test -p rill-sim --test cluster_seeds                 # 20 seeds, the replay
+//!     cargo test --release -p rill-sim --test cluster_seeds -- --include-ignored   # CI: 100 seeds and the fault searches
 //!     RILL_SIM_SEEDS=100000 cargo test --release -p rill-sim --test cluster_seeds cluster_many_seeds
 //!     RILL_SIM_FIRST=50000 RILL_SIM_SEEDS=50000 ...                  # the second half, on another core
 //!     RILL_SIM_SEED=42 RILL_SIM_TRACE=1 cargo test -p rill-sim --test cluster_seeds cluster_many_seeds -- --nocapture
@@ -35,10 +35,14 @@ fn first_caught(
     found
 }
 
+/// Seeds a plain `cargo test` runs: a debug build takes about a second
+/// a seed, and scripts/test-all runs 100 in its release build.
+const DEFAULT_SEEDS: u64 = if cfg!(debug_assertions) { 20 } else { 100 };
+
 #[test]
 fn cluster_many_seeds() {
     let passed_over = std::cell::Cell::new(0);
-    let found = rill_sim::run_seeds(100, run, |l| {
+    let found = rill_sim::run_seeds(DEFAULT_SEEDS, run, |l| {
         if l.contains("lost; the next replica coordinates") {
             passed_over.set(passed_over.get() + 1);
         }
