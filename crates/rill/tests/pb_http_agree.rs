@@ -196,5 +196,51 @@ fn pb_writes_read_through_http_and_back() {
         text.contains("# TYPE rill_node_puts_total counter"),
         "{text}"
     );
+    // A figure in milliseconds is given in seconds, as Prometheus names
+    // units.
+    assert!(
+        text.contains("# TYPE rill_bitcask_throttle_delay_seconds gauge"),
+        "{text}"
+    );
+    // Prometheus's own linter: a HELP and a TYPE on every metric, names
+    // in base units.
+    let lint = promtool_check_metrics(&text);
+    assert!(lint.is_empty(), "{lint}");
     n.stop();
+}
+
+/// What `promtool check metrics` (of Debian's `prometheus` package, which
+/// scripts/test-all installs) finds wrong in an exposition: empty when
+/// nothing.
+fn promtool_check_metrics(text: &str) -> String {
+    use std::io::Write;
+    use std::process::{Command, Stdio};
+    let bin = "/usr/bin/promtool";
+    assert!(
+        std::path::Path::new(bin).exists(),
+        "promtool is not installed: run scripts/test-all, or apt-get install prometheus"
+    );
+    let mut child = Command::new(bin)
+        .args(["check", "metrics"])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    child
+        .stdin
+        .take()
+        .unwrap()
+        .write_all(text.as_bytes())
+        .unwrap();
+    let out = child.wait_with_output().unwrap();
+    if out.status.success() {
+        return String::new();
+    }
+    format!(
+        "promtool check metrics ({}): {}{}",
+        out.status,
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    )
 }

@@ -50,7 +50,7 @@ impl Peer {
     }
 
     /// Cluster and handoff figures for `/stats`.
-    pub fn stats(&self) -> Vec<(&'static str, u64)> {
+    pub fn stats(&self) -> Vec<(&'static str, &'static str, u64)> {
         let (outbound, inbound, repairs_waiting) = {
             let h = self.handoffs();
             (
@@ -75,32 +75,73 @@ impl Peer {
             (b.bytes() as u64, b.refused)
         };
         let st = &self.handoff_stats;
+        let l = |a: &std::sync::atomic::AtomicU64| a.load(Ordering::Relaxed);
         vec![
-            ("cluster_members", members),
-            ("cluster_unreachable_members", unreachable),
-            ("peer_send_backlog_bytes", backlog_bytes),
-            ("peer_sends_overloaded_total", sends_overloaded),
-            ("ring_pending_transfers", pending),
-            ("handoffs_outbound", outbound),
-            ("handoffs_inbound", inbound),
-            ("handoff_repairs_waiting", repairs_waiting),
+            ("cluster_members", "Members of the cluster.", members),
+            (
+                "cluster_unreachable_members",
+                "Members this node cannot reach now (fallbacks take their replicas).",
+                unreachable,
+            ),
+            (
+                "peer_send_backlog_bytes",
+                "Bytes waiting to be sent to other nodes.",
+                backlog_bytes,
+            ),
+            (
+                "peer_sends_overloaded_total",
+                "Messages to other nodes refused because their backlog was full.",
+                sends_overloaded,
+            ),
+            (
+                "ring_pending_transfers",
+                "Ownership transfers of the ring not finished.",
+                pending,
+            ),
+            (
+                "handoffs_outbound",
+                "Handoffs this node is sending now.",
+                outbound,
+            ),
+            (
+                "handoffs_inbound",
+                "Handoffs this node is receiving now.",
+                inbound,
+            ),
+            (
+                "handoff_repairs_waiting",
+                "Repairs other nodes asked of this one, waiting for a transfer slot.",
+                repairs_waiting,
+            ),
             (
                 "handoff_items_sent_total",
-                st.items_sent.load(Ordering::Relaxed),
+                "Objects sent by handoffs.",
+                l(&st.items_sent),
             ),
             (
                 "handoff_items_received_total",
-                st.items_received.load(Ordering::Relaxed),
+                "Objects received by handoffs.",
+                l(&st.items_received),
             ),
             (
                 "handoffs_completed_total",
-                st.completed.load(Ordering::Relaxed),
+                "Handoffs that finished.",
+                l(&st.completed),
             ),
-            ("handoffs_failed_total", st.failed.load(Ordering::Relaxed)),
-            ("handoffs_resumed_total", st.resumed.load(Ordering::Relaxed)),
+            (
+                "handoffs_failed_total",
+                "Handoffs that failed (tried again later).",
+                l(&st.failed),
+            ),
+            (
+                "handoffs_resumed_total",
+                "Handoffs received that resumed after the last batch this node had stored.",
+                l(&st.resumed),
+            ),
             (
                 "partitions_held_not_owned",
-                st.hinted_partitions.load(Ordering::Relaxed),
+                "Partitions this node holds data of without owning them (to hand off).",
+                l(&st.hinted_partitions),
             ),
         ]
     }
