@@ -107,6 +107,10 @@ impl Ev<'_> {
                 for (j, sc) in scalars.iter().enumerate() {
                     step_scalars[j] = sc[k];
                 }
+                if func.name == "double_exponential_smoothing" {
+                    range_fns::check_smoothing(step_scalars[0], step_scalars[1])
+                        .map_err(EvalError::Invalid)?;
+                }
                 let w = Window {
                     points: pts,
                     t,

@@ -271,8 +271,25 @@ fn linear_regression(p: &[Point], intercept_time: i64) -> (f64, f64) {
 
 /// `double_exponential_smoothing` (Holt's linear method); `None` with
 /// fewer than two samples or a factor outside (0, 1).
+/// Prometheus's refusal of `double_exponential_smoothing`'s factors
+/// outside (0, 1), made where it makes it: at a window with samples (a
+/// NaN factor passes, and gives NaN).
+pub(crate) fn check_smoothing(sf: f64, tf: f64) -> Result<(), String> {
+    if sf <= 0.0 || sf >= 1.0 {
+        return Err(format!(
+            "invalid smoothing factor. Expected: 0 < sf < 1, got: {sf:.6}"
+        ));
+    }
+    if tf <= 0.0 || tf >= 1.0 {
+        return Err(format!(
+            "invalid trend factor. Expected: 0 < tf < 1, got: {tf:.6}"
+        ));
+    }
+    Ok(())
+}
+
 fn smoothing(p: &[Point], sf: f64, tf: f64) -> Option<f64> {
-    if p.len() < 2 || !(sf > 0.0 && sf < 1.0) || !(tf > 0.0 && tf < 1.0) {
+    if p.len() < 2 {
         return None;
     }
     let mut s0 = 0.0;

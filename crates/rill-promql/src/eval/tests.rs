@@ -56,3 +56,26 @@ fn scalars_count_against_the_bound_of_points() {
     assert_eq!(e, EvalError::TooManyPoints);
     assert!(eval("count_over_time(vector(1 + 1)[10s:1s])", &opts).is_ok());
 }
+
+#[test]
+fn smoothing_factors_outside_zero_to_one_are_refused_as_prometheus_does() {
+    let o = Options::default();
+    let e = eval("double_exponential_smoothing(m[1m], 1, 0.5)", &o).unwrap_err();
+    assert_eq!(
+        e.to_string(),
+        "invalid smoothing factor. Expected: 0 < sf < 1, got: 1.000000"
+    );
+    let e = eval("double_exponential_smoothing(m[1m], 0.5, 0)", &o).unwrap_err();
+    assert_eq!(
+        e.to_string(),
+        "invalid trend factor. Expected: 0 < tf < 1, got: 0.000000"
+    );
+    // Only where a window has samples: no series, no error.
+    assert!(eval("double_exponential_smoothing(nothing[1m], 2, 2)", &o).is_ok());
+    // A NaN factor passes the check and gives NaN.
+    let v = eval("double_exponential_smoothing(m[1m], NaN, 0.5)", &o).unwrap();
+    let crate::value::Value::Vector(s) = v else {
+        panic!("{v:?}")
+    };
+    assert!(s[0].points[0].v.is_nan(), "{s:?}");
+}
