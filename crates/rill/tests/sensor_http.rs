@@ -270,6 +270,29 @@ fn the_prometheus_api_answers_grafanas_questions() {
     // A bare selector at an instant, and a rate of a steady series: 0.
     let (_, v) = get_json(&n, &format!("/api/v1/query?query=room_temp&time={end}"));
     assert_eq!(v["data"]["result"].as_array().unwrap().len(), 2, "{v}");
+    // Five seconds after the last samples: within the default lookback,
+    // not within one of 2.5 s (seconds, as Prometheus reads durations).
+    let at = |lookback: &str| {
+        get_json(
+            &n,
+            &format!(
+                "/api/v1/query?query=room_temp&time={}&lookback_delta={lookback}",
+                end + 5
+            ),
+        )
+    };
+    let (_, v) = at("");
+    assert_eq!(v["data"]["result"].as_array().unwrap().len(), 2, "{v}");
+    let (_, v) = at("2.5");
+    assert_eq!(v["data"]["result"].as_array().unwrap().len(), 0, "{v}");
+    let (_, v) = at("6s");
+    assert_eq!(v["data"]["result"].as_array().unwrap().len(), 2, "{v}");
+    let (status, v) = at("soon");
+    assert_eq!((status, v["errorType"].as_str()), (400, Some("bad_data")));
+    assert_eq!(
+        v["error"],
+        "error parsing lookback delta duration: cannot parse \"soon\" to a valid duration"
+    );
     // Quotes as typed (`curl -g`), not percent-encoded, and `+` for a
     // space, as Go's servers take them.
     let (status, v) = get_json(

@@ -43,6 +43,8 @@ enum PromError {
     /// Not a duration, or not longer than zero.
     #[error("invalid parameter \"step\": cannot parse {given:?} to a valid duration")]
     BadStep { given: String },
+    #[error("error parsing lookback delta duration: cannot parse {given:?} to a valid duration")]
+    BadLookback { given: String },
     #[error("exceeded maximum resolution of {MAX_POINTS} points per timeseries. Try decreasing the query resolution (?step=XX)")]
     TooManyPoints,
     #[error("invalid parameter \"extra_label\": expected name=value, got {given:?}")]
@@ -246,17 +248,22 @@ fn rfc3339_ms(s: &str) -> Option<i64> {
     Some(((days * 86_400 + h * 3600 + mi * 60 + se - offset_min * 60) * 1000) + frac_ms)
 }
 
+/// A duration as Prometheus's API reads one, in ms: seconds (a fraction
+/// allowed) or a duration such as `5m`.
+fn duration_ms(s: &str) -> Option<i64> {
+    match s.trim().parse::<f64>() {
+        Ok(secs) if secs.is_finite() && secs.abs() < 1e15 => Some((secs * 1e3).round() as i64),
+        Ok(_) => None,
+        Err(_) => rill_promql::parse_duration(s.trim()),
+    }
+}
+
 /// A step: seconds (a fraction allowed) or a duration.
 fn step_ms(p: &[(String, String)]) -> Result<i64, PromError> {
     let Some(s) = param(p, "step") else {
         return Ok(DEFAULT_STEP_MS);
     };
-    let ms = match s.trim().parse::<f64>() {
-        Ok(secs) if secs.is_finite() => Some((secs * 1e3).round() as i64),
-        Ok(_) => None,
-        Err(_) => rill_promql::parse_duration(s.trim()),
-    };
-    match ms {
+    match duration_ms(s) {
         Some(ms) if ms > 0 => Ok(ms),
         _ => Err(PromError::BadStep {
             given: s.to_string(),
@@ -311,15 +318,25 @@ fn query_args(
     Ok((engine, p, crate::unix_now_ns() / 1_000_000, expr))
 }
 
-/// How queries of the node are evaluated.
-fn options(p: &[(String, String)]) -> Options {
+/// How a query is evaluated: `lookback_delta` as Prometheus reads it
+/// (seconds or a duration; not above zero, the default of 5m).
+fn options(p: &[(String, String)]) -> Result<Options, PromError> {
     let mut o = Options::default();
-    if let Some(d) = param(p, "lookback_delta").and_then(rill_promql::parse_duration) {
-        if d > 0 && d <= rill_promql::MAX_DURATION_MS {
-            o.lookback_ms = d;
+    if let Some(s) = param(p, "lookback_delta").filter(|s| !s.is_empty()) {
+        match duration_ms(s) {
+            Some(d) if d <= rill_promql::MAX_DURATION_MS => {
+                if d > 0 {
+                    o.lookback_ms = d;
+                }
+            }
+            _ => {
+                return Err(PromError::BadLookback {
+                    given: s.to_string(),
+                })
+            }
         }
     }
-    o
+    Ok(o)
 }
 
 /// `/api/v1/query_range`.
@@ -349,7 +366,7 @@ pub(crate) async fn query_range(ctx: &Arc<Ctx>, req: &Req) -> Response {
             now: now.saturating_mul(1_000_000),
             budget,
         };
-        let out = peval::range(&src, &expr, start, end, step, &options(&p))?;
+        let out = peval::range(&src, &expr, start, end, step, &options(&p)?)?;
         Ok(matrix(&out))
     };
     match answer(run).await {
@@ -374,7 +391,7 @@ pub(crate) async fn query(ctx: &Arc<Ctx>, req: &Req) -> Response {
             now: now.saturating_mul(1_000_000),
             budget,
         };
-        Ok(match peval::instant(&src, &expr, time, &options(&p))? {
+        Ok(match peval::instant(&src, &expr, time, &options(&p)?)? {
             Value::Scalar(Point { t, v }) => {
                 let mut d = String::from("{\"resultType\":\"scalar\",\"result\":[");
                 push_ts(&mut d, t);
