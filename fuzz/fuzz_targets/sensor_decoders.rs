@@ -157,9 +157,9 @@ fn stores(bytes: &[u8]) {
 /// A Prometheus series selector, as `match[]` brings it.
 fn selector(bytes: &[u8]) {
     if let Ok(text) = std::str::from_utf8(bytes) {
-        if let Ok(m) = rill_tsdb::select::parse(text) {
+        if let Ok(m) = rill_promql::parse_selector(text) {
             let s = rill_sensor::Series::new("cpu", vec![("host".into(), text.into())]);
-            let _ = rill_tsdb::select::matches(&m, &s);
+            let _ = rill_tsdb::prom_source::selects(&m, &s);
         }
     }
 }

@@ -17,7 +17,7 @@ pub use ast::{AggOp, At, BinOp, Card, Expr, Grouping, Matching, ValueType, Vecto
 pub use error::ParseError;
 pub use lex::parse_duration;
 pub use matcher::{MatchOp, Matcher};
-pub use parse::{parse, MAX_DURATION_MS, MAX_QUERY_BYTES, MAX_TIME_MS};
+pub use parse::{parse, parse_selector, MAX_DURATION_MS, MAX_QUERY_BYTES, MAX_TIME_MS};
 
 /// A duration in ms as Prometheus prints one (`1h30m`, `500ms`, `0s`).
 pub fn fmt_duration(ms: i64) -> String {

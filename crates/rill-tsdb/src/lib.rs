@@ -11,9 +11,8 @@
 //! with its window ([`storage`]), and the log's segments whose samples all
 //! sit in durable blocks are deleted. The [`engine`] joins them; series
 //! get ids in the [`catalog`]; [`keys`] lays out what the stores hold;
-//! [`ingest`] turns line protocol into samples, [`select`] parses
-//! Prometheus series selectors, and [`prom_source`] gives the series to
-//! `rill-promql`'s evaluator.
+//! [`ingest`] turns line protocol into samples, and [`prom_source`]
+//! gives the series to `rill-promql`'s evaluator and its selectors.
 //!
 //! All disk access goes through `bitcask`'s [`bitcask::vfs::Vfs`], so the
 //! power-loss simulation covers it.
@@ -26,7 +25,6 @@ pub mod ingest;
 pub mod keys;
 pub mod points;
 pub mod prom_source;
-pub mod select;
 pub mod storage;
 pub mod wal;
 

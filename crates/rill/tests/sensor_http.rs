@@ -320,6 +320,26 @@ fn the_prometheus_api_answers_grafanas_questions() {
 
     let (_, v) = get_json(&n, "/api/v1/series?match[]=room_temp");
     assert_eq!(v["data"].as_array().unwrap().len(), 2, "{v}");
+    // `db=` and `extra_label=` narrow the series and label answers as
+    // they narrow queries.
+    let count = |path: &str| get_json(&n, path).1["data"].as_array().unwrap().len();
+    assert_eq!(count("/api/v1/series?match[]=room_temp&db=home"), 2);
+    assert_eq!(count("/api/v1/series?match[]=room_temp&db=elsewhere"), 0);
+    assert_eq!(
+        count("/api/v1/series?match[]=room_temp&extra_label=name=a"),
+        1
+    );
+    let (_, v) = get_json(&n, "/api/v1/label/name/values?extra_label=name=b");
+    assert_eq!(v["data"], serde_json::json!(["b"]));
+    let (status, v) = get_json(&n, "/api/v1/series?match[]=rate(room_temp[1m])");
+    assert_eq!((status, v["errorType"].as_str()), (400, Some("bad_data")));
+    assert!(
+        v["error"]
+            .as_str()
+            .unwrap()
+            .starts_with("invalid parameter \"match[]\""),
+        "{v}"
+    );
     let (_, v) = get_json(&n, "/api/v1/labels");
     assert_eq!(v["data"], serde_json::json!(["__name__", "db", "name"]));
     let (_, v) = get_json(&n, "/api/v1/label/name/values");

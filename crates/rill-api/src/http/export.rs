@@ -31,8 +31,8 @@ pub enum ExportError {
     EmptyColumn,
     #[error("missing match[] (a series selector such as cpu_usage{{host=\"a\"}})")]
     MissingMatch,
-    #[error(transparent)]
-    Selector(#[from] rill_tsdb::select::SelectorError),
+    #[error("invalid parameter \"match[]\": {0}")]
+    Selector(#[from] rill_promql::ParseError),
     #[error("cannot parse time {given:?}: give Unix seconds, such as 1700000000 or 1700000000.5")]
     BadTime { given: String },
     #[error("cannot parse time {given:?}")]
@@ -192,7 +192,7 @@ pub(crate) async fn export(ctx: &Arc<Ctx>, req: &Req, csv: bool) -> Response {
     }
     let mut matchers = Vec::new();
     for s in selectors {
-        match rill_tsdb::select::parse(s) {
+        match rill_promql::parse_selector(s) {
             Ok(m) => matchers.push(m),
             Err(e) => return bad(e.into()),
         }

@@ -18,7 +18,6 @@ use rill_promql::{Expr, Matcher as PMatcher, ParseError};
 use rill_sensor::Series;
 use rill_tsdb::engine::ReadBudget;
 use rill_tsdb::prom_source::PromSource;
-use rill_tsdb::select::{self, SelectorError};
 use std::collections::BTreeSet;
 use std::fmt::Write;
 use std::sync::Arc;
@@ -51,8 +50,8 @@ enum PromError {
     BadExtraLabel { given: String },
     #[error("invalid parameter \"query\": {0}")]
     Parse(#[from] ParseError),
-    #[error(transparent)]
-    Selector(#[from] SelectorError),
+    #[error("invalid parameter \"match[]\": {0}")]
+    BadMatch(ParseError),
     #[error(transparent)]
     Eval(#[from] EvalError),
 }
@@ -463,29 +462,33 @@ fn matrix(series: &[PSeries]) -> String {
 const POINT_BYTES: usize = 24;
 
 /// The series every `match[]` selects (all series when there is none and
-/// `all` is set), sorted, each once.
+/// `all` is set), with the matchers of `db=` and `extra_label=` added to
+/// each, sorted, each once.
 fn selected(
     engine: &rill_tsdb::Engine,
     p: &[(String, String)],
     all: bool,
 ) -> Result<Vec<Series>, PromError> {
-    let selectors: Vec<&str> = p
+    let mut sets = p
         .iter()
         .filter(|(k, _)| k == "match[]")
-        .map(|(_, v)| v.as_str())
-        .collect();
-    let mut chosen = BTreeSet::new();
-    if selectors.is_empty() {
+        .map(|(_, v)| rill_promql::parse_selector(v).map_err(PromError::BadMatch))
+        .collect::<Result<Vec<_>, _>>()?;
+    if sets.is_empty() {
         if !all {
             return Err(PromError::MissingMatch);
         }
-        let any = select::parse("{__name__=~\".+\"}")?;
-        chosen.extend(engine.select(&any).into_iter().map(|(_, s)| s));
+        sets.push(Vec::new());
     }
-    for sel in selectors {
-        let m = select::parse(sel)?;
-        chosen.extend(engine.select(&m).into_iter().map(|(_, s)| s));
+    let extra = extra_matchers(p)?;
+    for set in &mut sets {
+        set.extend(extra.iter().cloned());
     }
+    let chosen: BTreeSet<Series> = engine
+        .select_where(|s| sets.iter().any(|m| rill_tsdb::prom_source::selects(m, s)))
+        .into_iter()
+        .map(|(_, s)| s)
+        .collect();
     Ok(chosen.into_iter().collect())
 }
 

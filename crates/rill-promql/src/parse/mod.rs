@@ -6,9 +6,10 @@
 //! except over `^` (`-2 ^ 2` is -4). `[...]`, `offset` and `@` bind to
 //! the expression just before them.
 
-use crate::ast::{AggOp, At, BinOp, Card, Expr, Matching, ValueType};
+use crate::ast::{AggOp, At, BinOp, Card, Expr, Matching, ValueType, VectorSelector};
 use crate::error::ParseError;
 use crate::lex::{lex, Tok, Token};
+use crate::matcher::Matcher;
 
 mod terms;
 
@@ -50,6 +51,25 @@ pub fn parse(text: &str) -> Result<Expr, ParseError> {
         return Err(p.unexpected("end of input"));
     }
     Ok(e)
+}
+
+/// A series selector alone (`match[]` of the series, label and export
+/// APIs), as Prometheus's `ParseMetricSelector` takes one: a metric name
+/// and matchers in braces, no offset or `@`; its matchers, the name's
+/// included.
+pub fn parse_selector(text: &str) -> Result<Vec<Matcher>, ParseError> {
+    match parse(text)? {
+        Expr::Vector(VectorSelector {
+            matchers,
+            offset: 0,
+            at: None,
+            ..
+        }) => Ok(matchers),
+        _ => Err(ParseError::Invalid {
+            at: 0,
+            what: "expected a series selector, such as metric{label=\"value\"}".into(),
+        }),
+    }
 }
 
 struct Parser {

@@ -265,3 +265,23 @@ fn a_modifier_without_labels_against_a_scalar_is_dropped() {
         Expr::Binary { matching: None, .. }
     ));
 }
+
+#[test]
+fn series_selectors_alone_are_what_match_takes() {
+    let m = super::parse_selector("up{job=\"x\"}").unwrap();
+    let mut labels: Vec<&str> = m.iter().map(|m| m.label.as_str()).collect();
+    labels.sort_unstable();
+    assert_eq!(labels, ["__name__", "job"]);
+    assert!(super::parse_selector("{__name__=~\".+\"}").is_ok());
+    for bad in [
+        "rate(x[5m])",
+        "x offset 5m",
+        "x @ 100",
+        "x + 1",
+        "x[5m]",
+        "{}",
+        "{a=\"\"}",
+    ] {
+        assert!(super::parse_selector(bad).is_err(), "{bad}");
+    }
+}

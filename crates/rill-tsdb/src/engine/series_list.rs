@@ -9,20 +9,18 @@ use std::sync::Arc;
 pub(super) type ParsedSeries = Arc<Vec<(String, Series)>>;
 
 impl Engine {
-    /// The series of every database that pass `matchers`, with their
-    /// database, sorted by database and key.
-    /// Every (database, series) for which `keep` holds.
+    /// Every (database, series) for which `keep` holds, sorted by
+    /// database and key.
     pub fn select_where(&self, keep: impl Fn(&Series) -> bool) -> Vec<(String, Series)> {
         let all = self.parsed_series();
         all.iter().filter(|(_, s)| keep(s)).cloned().collect()
     }
 
-    pub fn select(&self, matchers: &[crate::select::Matcher]) -> Vec<(String, Series)> {
-        let all = self.parsed_series();
-        all.iter()
-            .filter(|(_, s)| crate::select::matches(matchers, s))
-            .cloned()
-            .collect()
+    /// The series of every database that pass `matchers` (a series
+    /// selector's: [`rill_promql::parse_selector`]), with their database,
+    /// sorted by database and key.
+    pub fn select(&self, matchers: &[rill_promql::Matcher]) -> Vec<(String, Series)> {
+        self.select_where(|s| crate::prom_source::selects(matchers, s))
     }
 
     /// Every series, parsed, sorted by database and key: kept until the
