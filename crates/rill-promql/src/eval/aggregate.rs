@@ -205,6 +205,51 @@ fn beats(op: AggOp, v: f64, worst: f64) -> bool {
     }
 }
 
+/// The order of topk's (bottomk's) heap: a NaN, then the smallest
+/// (biggest) value at the root, as Prometheus's `vectorByValueHeap`
+/// (`vectorByReverseValueHeap`) orders them.
+fn heap_less(op: AggOp, a: f64, b: f64) -> bool {
+    if a.is_nan() {
+        return true;
+    }
+    match op {
+        AggOp::Topk => a < b,
+        _ => a > b,
+    }
+}
+
+/// Go's `container/heap` moves, which Prometheus's topk and bottomk keep
+/// their k with, so that of equal values the same series are kept.
+fn heap_up(op: AggOp, h: &mut [(usize, f64)], mut j: usize) {
+    while j > 0 {
+        let i = (j - 1) / 2;
+        if !heap_less(op, h[j].1, h[i].1) {
+            break;
+        }
+        h.swap(i, j);
+        j = i;
+    }
+}
+
+fn heap_down(op: AggOp, h: &mut [(usize, f64)], mut i: usize) {
+    let n = h.len();
+    loop {
+        let j1 = 2 * i + 1;
+        if j1 >= n {
+            break;
+        }
+        let mut j = j1;
+        if j1 + 1 < n && heap_less(op, h[j1 + 1].1, h[j1].1) {
+            j = j1 + 1;
+        }
+        if !heap_less(op, h[j].1, h[i].1) {
+            break;
+        }
+        h.swap(i, j);
+        i = j;
+    }
+}
+
 /// A stable hash of a label set in [0, 1), for `limit_ratio`.
 fn ratio_offset(l: &Labels) -> f64 {
     let mut h: u64 = 0xcbf2_9ce4_8422_2325;
@@ -277,31 +322,15 @@ fn add(a: &mut Acc, op: AggOp, si: usize, f: f64, k: usize, p: f64, labels: &Lab
         }
         AggOp::Quantile => a.values.push(f),
         AggOp::Topk | AggOp::Bottomk => {
-            if a.members.len() < k {
-                a.members.push((si, f));
-            } else {
-                // The one to give up first: a NaN, else the smallest
-                // (topk) or the biggest (bottomk).
-                let m = &a.members;
-                let worst = m.iter().position(|x| x.1.is_nan()).unwrap_or_else(|| {
-                    (0..m.len())
-                        .reduce(|w, x| {
-                            let replace = if op == AggOp::Topk {
-                                m[x].1 < m[w].1
-                            } else {
-                                m[x].1 > m[w].1
-                            };
-                            if replace {
-                                x
-                            } else {
-                                w
-                            }
-                        })
-                        .expect("k >= 1")
-                });
-                if beats(op, f, a.members[worst].1) {
-                    a.members[worst] = (si, f);
-                }
+            let h = &mut a.members;
+            if h.len() < k {
+                h.push((si, f));
+                let last = h.len() - 1;
+                heap_up(op, h, last);
+            } else if beats(op, f, h[0].1) {
+                // The root is the one to give up first.
+                h[0] = (si, f);
+                heap_down(op, h, 0);
             }
         }
         AggOp::Limitk => {

@@ -79,3 +79,38 @@ fn smoothing_factors_outside_zero_to_one_are_refused_as_prometheus_does() {
     };
     assert!(s[0].points[0].v.is_nan(), "{s:?}");
 }
+
+/// Series `m{s="a"}` .. `m{s="d"}` valued 1, 0, 1, 2 at every time.
+struct Ties;
+
+impl Source for Ties {
+    fn select(&self, _: &[Matcher], mint: i64, maxt: i64) -> Result<Vec<Series>, String> {
+        Ok([("a", 1.0), ("b", 0.0), ("c", 1.0), ("d", 2.0)]
+            .into_iter()
+            .map(|(s, v)| Series {
+                labels: Labels::new(vec![
+                    ("__name__".into(), "m".into()),
+                    ("s".into(), s.into()),
+                ]),
+                points: (0..7)
+                    .map(|k| Point { t: k * 10_000, v })
+                    .filter(|p| p.t >= mint && p.t <= maxt)
+                    .collect(),
+            })
+            .collect())
+    }
+}
+
+/// Of equal values, topk keeps the series Prometheus's heap keeps: a
+/// and d here (a search for the first smallest kept c and d).
+#[test]
+fn topk_keeps_of_equal_values_what_prometheus_keeps() {
+    let e = crate::parse("topk(2, m)").unwrap();
+    let v = instant(&Ties, &e, 60_000, &Options::default()).unwrap();
+    let crate::value::Value::Vector(s) = v else {
+        panic!("{v:?}")
+    };
+    let mut kept: Vec<&str> = s.iter().map(|s| s.labels.value("s")).collect();
+    kept.sort_unstable();
+    assert_eq!(kept, ["a", "d"]);
+}
