@@ -10,6 +10,7 @@ pub mod functions;
 mod lex;
 pub mod matcher;
 mod parse;
+mod print;
 pub mod promqltest;
 pub mod value;
 
@@ -18,8 +19,10 @@ pub use error::ParseError;
 pub use lex::parse_duration;
 pub use matcher::{MatchOp, Matcher};
 pub use parse::{parse, parse_selector, MAX_DURATION_MS, MAX_QUERY_BYTES, MAX_TIME_MS};
+pub use print::pretty;
 
-/// A duration in ms as Prometheus prints one (`1h30m`, `500ms`, `0s`).
+/// A duration in ms as Prometheus prints one (`1h30m`, `500ms`, `0s`;
+/// years and weeks only when they divide it: `90d`, not `12w6d`).
 pub fn fmt_duration(ms: i64) -> String {
     if ms == 0 {
         return "0s".to_string();
@@ -31,6 +34,9 @@ pub fn fmt_duration(ms: i64) -> String {
         rest = -rest;
     }
     for (unit, size) in lex::UNITS {
+        if matches!(unit, "y" | "w") && rest % size != 0 {
+            continue;
+        }
         if rest >= size {
             out.push_str(&format!("{}{unit}", rest / size));
             rest %= size;

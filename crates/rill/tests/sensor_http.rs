@@ -371,6 +371,22 @@ fn the_endpoints_clients_probe_answer() {
         .find(|(k, _)| k.eq_ignore_ascii_case("x-influxdb-version"))
         .map(|(_, v)| v.as_str());
     assert_eq!(version, Some("1.8.10"));
+    // Grafana's "Format query": Prometheus's Prettify, GET or POST.
+    let (status, v) = get_json(
+        &n,
+        "/api/v1/format_query?query=sum(rate(x%7Bjob%3D%22a%22%7D%5B5m%5D))+by+(job)",
+    );
+    assert_eq!(status, 200, "{v}");
+    assert_eq!(v["data"], "sum by (job) (rate(x{job=\"a\"}[5m]))");
+    let form = [("Content-Type", "application/x-www-form-urlencoded")];
+    let (status, text) = post(&n, "/api/v1/format_query", &form, b"query=x%2B1");
+    assert_eq!(status, 200, "{text}");
+    assert_eq!(
+        serde_json::from_str::<serde_json::Value>(&text).unwrap()["data"],
+        "x + 1"
+    );
+    let (status, v) = get_json(&n, "/api/v1/format_query?query=sum(");
+    assert_eq!((status, v["errorType"].as_str()), (400, Some("bad_data")));
 }
 
 /// The collection port: line protocol over plain TCP, bad lines skipped,

@@ -180,6 +180,7 @@ async fn route(ctx: &Arc<Ctx>, req: &Req, segs: &[&[u8]]) -> Response {
         }
         [b"api", b"v1", b"status", b"buildinfo"] => prom::buildinfo(),
         [b"api", b"v1", b"metadata"] => prom::metadata(),
+        [b"api", b"v1", b"format_query"] => prom::format_query(req),
         _ => text(StatusCode::NOT_FOUND, "not found\n"),
     }
 }

@@ -568,6 +568,17 @@ pub(crate) fn metadata() -> Response {
     success("{}")
 }
 
+/// `/api/v1/format_query`: the query written as Prometheus's `Prettify`
+/// writes it (no sensor data needed).
+pub(crate) fn format_query(req: &Req) -> Response {
+    let p = params(req);
+    // No query is an empty one, which does not parse, as in Prometheus.
+    match rill_promql::parse(param(&p, "query").unwrap_or("")) {
+        Ok(e) => success(&serde_json::Value::from(rill_promql::pretty(&e)).to_string()),
+        Err(e) => fail(&PromError::from(e)),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
