@@ -95,15 +95,26 @@ fn acknowledged_puts_survive_sigkill() {
             .spawn()
             .unwrap();
         let stdout = child.stdout.take().unwrap();
+        let (first_ack, acked_one) = std::sync::mpsc::channel();
         let reader = std::thread::spawn(move || {
             let mut lines = Vec::new();
+            let mut told = false;
             for line in BufReader::new(stdout).lines() {
                 let Ok(line) = line else { break };
+                if !told && line.contains("ACK ") {
+                    let _ = first_ack.send(());
+                    told = true;
+                }
                 lines.push(line);
             }
             lines
         });
-        std::thread::sleep(Duration::from_millis(150 + rng.below(600)));
+        // The kill lands a random while after the first acknowledgement
+        // (a loaded machine starts the child late); a child that
+        // acknowledges nothing in two minutes fails the round below.
+        if acked_one.recv_timeout(Duration::from_secs(120)).is_ok() {
+            std::thread::sleep(Duration::from_millis(150 + rng.below(600)));
+        }
         child.kill().unwrap(); // SIGKILL
         child.wait().unwrap();
         let lines = reader.join().unwrap();
