@@ -40,50 +40,75 @@ pub fn selects(matchers: &[Matcher], s: &rill_sensor::Series) -> bool {
     })
 }
 
+impl PromSource<'_> {
+    /// Series `key`'s samples in database `db` from `from` to `to` ns,
+    /// with a reason a client may read when the read fails.
+    fn read(&self, db: &str, key: &str, from: i64, to: i64) -> Result<crate::Points, String> {
+        self.engine
+            .read_ms_within(db, key, from, to, self.now, self.budget)
+            .map_err(|e| match e {
+                // Named for the client; a store's own error may name its
+                // files, so it goes to the log only.
+                EngineError::Damaged { .. } | EngineError::OverBudget => e.to_string(),
+                other => {
+                    tracing::error!(error = %other, "a sensor read failed");
+                    "a sensor read failed: see the node's log".to_string()
+                }
+            })
+    }
+}
+
 impl rill_promql::eval::Source for PromSource<'_> {
     fn select(&self, matchers: &[Matcher], mint: i64, maxt: i64) -> Result<Vec<Series>, String> {
+        let mut out = Vec::new();
+        self.select_each(matchers, mint, maxt, &mut |s| {
+            out.push(s);
+            true
+        })?;
+        Ok(out)
+    }
+
+    /// Series by series in key order, each read when it is its turn: a
+    /// query over many series holds one series' samples at a time.
+    fn select_each(
+        &self,
+        matchers: &[Matcher],
+        mint: i64,
+        maxt: i64,
+        each: &mut dyn FnMut(Series) -> bool,
+    ) -> Result<(), String> {
         let (from, to) = (
             mint.saturating_mul(1_000_000),
             maxt.saturating_mul(1_000_000).saturating_add(999_999),
         );
         // A series written to two databases is read as one (the later
         // database's sample winning within a ms).
-        let mut by_key: BTreeMap<String, (Labels, Vec<crate::Points>)> = BTreeMap::new();
+        let mut by_key: BTreeMap<String, (Labels, Vec<String>)> = BTreeMap::new();
         for (db, series) in self.engine.select_where(|s| selects(matchers, s)) {
-            let key = series.key();
-            let got = self
-                .engine
-                .read_ms_within(&db, &key, from, to, self.now, self.budget)
-                .map_err(|e| match e {
-                    // Named for the client; a store's own error may name
-                    // its files, so it goes to the log only.
-                    EngineError::Damaged { .. } | EngineError::OverBudget => e.to_string(),
-                    other => {
-                        tracing::error!(error = %other, "a sensor read failed");
-                        "a sensor read failed: see the node's log".to_string()
-                    }
-                })?;
-            if got.is_empty() {
-                continue;
-            }
             by_key
-                .entry(key)
+                .entry(series.key())
                 .or_insert_with(|| (labels_of(&series), Vec::new()))
                 .1
-                .push(got);
+                .push(db);
         }
-        Ok(by_key
-            .into_values()
-            .map(|(labels, mut reads)| {
-                let points = if reads.len() == 1 {
-                    let p = reads.pop().expect("one");
-                    p.iter().map(|(t, v)| Point { t, v }).collect()
-                } else {
-                    let merged: BTreeMap<i64, f64> = reads.iter().flat_map(|p| p.iter()).collect();
-                    merged.into_iter().map(|(t, v)| Point { t, v }).collect()
-                };
-                Series { labels, points }
-            })
-            .collect())
+        for (key, (labels, dbs)) in by_key {
+            let points: Vec<Point> = if let [db] = dbs.as_slice() {
+                let got = self.read(db, &key, from, to)?;
+                got.iter().map(|(t, v)| Point { t, v }).collect()
+            } else {
+                let mut merged: BTreeMap<i64, f64> = BTreeMap::new();
+                for db in &dbs {
+                    merged.extend(self.read(db, &key, from, to)?.iter());
+                }
+                merged.into_iter().map(|(t, v)| Point { t, v }).collect()
+            };
+            if points.is_empty() {
+                continue;
+            }
+            if !each(Series { labels, points }) {
+                break;
+            }
+        }
+        Ok(())
     }
 }

@@ -2,7 +2,8 @@
 //! as Prometheus computes them.
 
 use super::call::valid_label_name;
-use super::range_fns::{kahan_inc, quantile};
+use super::fold::{is_fold, Fold};
+use super::range_fns::quantile;
 use super::{string_of, Builder, Cursor, Ev, EvalError, Mat};
 use crate::ast::{AggOp, Expr, Grouping};
 use crate::value::{format_value, Labels, METRIC_NAME};
@@ -10,7 +11,7 @@ use std::collections::HashMap;
 
 /// A group's labels from a series' (`by`: those named; `without`: all
 /// but those named and the metric name).
-fn group_labels(l: &Labels, g: &Grouping) -> Labels {
+pub(super) fn group_labels(l: &Labels, g: &Grouping) -> Labels {
     match g {
         Grouping::By(names) => l.keep(names),
         Grouping::Without(names) => {
@@ -24,12 +25,8 @@ fn group_labels(l: &Labels, g: &Grouping) -> Labels {
 /// One group's running state at one step.
 #[derive(Clone, Default)]
 struct Acc {
-    seen: bool,
-    value: f64,
-    c: f64,
-    mean: f64,
-    count: f64,
-    incremental: bool,
+    fold: Fold,
+    /// Every value, for quantile.
     values: Vec<f64>,
     /// (series, value) for topk, bottomk, limitk, limit_ratio.
     members: Vec<(usize, f64)>,
@@ -45,6 +42,11 @@ impl Ev<'_> {
     ) -> Result<Mat, EvalError> {
         if op == AggOp::CountValues {
             return self.count_values(expr, param, grouping);
+        }
+        if is_fold(op) {
+            if let Some(m) = self.fold_each(op, expr, grouping)? {
+                return Ok(m);
+            }
         }
         let params = match param {
             Some(p) => self.scalar_values(p)?,
@@ -102,7 +104,7 @@ impl Ev<'_> {
                 add(&mut accs[group_of[si]], op, si, v, k, p, &input[si].labels);
             }
             for (g, a) in accs.iter_mut().enumerate() {
-                if !a.seen {
+                if !a.fold.seen {
                     continue;
                 }
                 match op {
@@ -264,62 +266,8 @@ fn ratio_offset(l: &Labels) -> f64 {
 
 #[allow(clippy::too_many_arguments)]
 fn add(a: &mut Acc, op: AggOp, si: usize, f: f64, k: usize, p: f64, labels: &Labels) {
-    if !a.seen {
-        a.seen = true;
-        a.value = f;
-        a.mean = f;
-        a.count = 1.0;
-        match op {
-            AggOp::Stddev | AggOp::Stdvar => {
-                a.value = if f.is_nan() || f.is_infinite() {
-                    f64::NAN
-                } else {
-                    0.0
-                }
-            }
-            AggOp::Quantile => a.values = vec![f],
-            AggOp::Group => a.value = 1.0,
-            AggOp::Topk | AggOp::Bottomk | AggOp::Limitk => a.members = vec![(si, f)],
-            AggOp::LimitRatio if keep_ratio(p, labels) => a.members = vec![(si, f)],
-            _ => {}
-        }
-        return;
-    }
+    a.fold.add(op, f);
     match op {
-        AggOp::Sum => (a.value, a.c) = kahan_inc(f, a.value, a.c),
-        AggOp::Avg => {
-            a.count += 1.0;
-            if !a.incremental {
-                let (v, c) = kahan_inc(f, a.value, a.c);
-                if !v.is_infinite() {
-                    (a.value, a.c) = (v, c);
-                    return;
-                }
-                a.incremental = true;
-                a.mean = a.value / (a.count - 1.0);
-                a.c /= a.count - 1.0;
-            }
-            let q = (a.count - 1.0) / a.count;
-            (a.mean, a.c) = kahan_inc(f / a.count, q * a.mean, q * a.c);
-        }
-        AggOp::Group => {}
-        AggOp::Max => {
-            if a.value < f || a.value.is_nan() {
-                a.value = f;
-            }
-        }
-        AggOp::Min => {
-            if a.value > f || a.value.is_nan() {
-                a.value = f;
-            }
-        }
-        AggOp::Count => a.count += 1.0,
-        AggOp::Stddev | AggOp::Stdvar => {
-            a.count += 1.0;
-            let delta = f - a.mean;
-            a.mean += delta / a.count;
-            a.value += delta * (f - a.mean);
-        }
         AggOp::Quantile => a.values.push(f),
         AggOp::Topk | AggOp::Bottomk => {
             let h = &mut a.members;
@@ -333,17 +281,9 @@ fn add(a: &mut Acc, op: AggOp, si: usize, f: f64, k: usize, p: f64, labels: &Lab
                 heap_down(op, h, 0);
             }
         }
-        AggOp::Limitk => {
-            if a.members.len() < k {
-                a.members.push((si, f));
-            }
-        }
-        AggOp::LimitRatio => {
-            if keep_ratio(p, labels) {
-                a.members.push((si, f));
-            }
-        }
-        AggOp::CountValues => {}
+        AggOp::Limitk if a.members.len() < k => a.members.push((si, f)),
+        AggOp::LimitRatio if keep_ratio(p, labels) => a.members.push((si, f)),
+        _ => {}
     }
 }
 
@@ -361,24 +301,7 @@ fn keep_ratio(r: f64, labels: &Labels) -> bool {
 
 fn finish(a: &mut Acc, op: AggOp, p: f64) -> f64 {
     match op {
-        AggOp::Avg => {
-            if a.incremental {
-                a.mean + a.c
-            } else {
-                a.value / a.count + a.c / a.count
-            }
-        }
-        AggOp::Count => a.count,
-        AggOp::Stdvar => a.value / a.count,
-        AggOp::Stddev => (a.value / a.count).sqrt(),
         AggOp::Quantile => quantile(p, &mut a.values),
-        AggOp::Sum => {
-            if a.value.is_infinite() {
-                a.value
-            } else {
-                a.value + a.c
-            }
-        }
-        _ => a.value,
+        _ => a.fold.finish(op),
     }
 }

@@ -3,7 +3,7 @@
 
 use super::instant_fns::{self, Arg};
 use super::range_fns::{self, Window};
-use super::select::Slide;
+use super::select::{Slide, Windows};
 use super::{same_labelset, string_of, Builder, Cursor, Ev, EvalError, Mat};
 use crate::ast::{Expr, ValueType};
 use crate::functions::Function;
@@ -83,45 +83,13 @@ impl Ev<'_> {
     /// A function of a range vector (argument `mi`), its other
     /// arguments scalars.
     fn range_call(&self, func: &Function, args: &[Expr], mi: usize) -> Result<Mat, EvalError> {
-        let scalars: Vec<Vec<f64>> = args
-            .iter()
-            .enumerate()
-            .filter(|(i, _)| *i != mi)
-            .map(|(_, a)| self.scalar_values(a))
-            .collect::<Result<_, _>>()?;
+        let scalars = self.range_scalars(args, mi)?;
         let win = self.windows(&args[mi])?;
         let keep_name = func.name == "last_over_time";
         let mut out: Mat = Vec::with_capacity(win.series.len());
-        let mut step_scalars = vec![0.0; scalars.len()];
         let mut covered = vec![false; self.n_steps()];
         for s in &win.series {
-            let mut points = Vec::new();
-            let mut slide = Slide::new(&s.points);
-            for (k, t) in self.steps().enumerate() {
-                let bounds = win.window(t);
-                let pts = slide.window(bounds);
-                if pts.is_empty() {
-                    continue;
-                }
-                covered[k] = true;
-                for (j, sc) in scalars.iter().enumerate() {
-                    step_scalars[j] = sc[k];
-                }
-                if func.name == "double_exponential_smoothing" {
-                    range_fns::check_smoothing(step_scalars[0], step_scalars[1])
-                        .map_err(EvalError::Invalid)?;
-                }
-                let w = Window {
-                    points: pts,
-                    t,
-                    bounds,
-                    range: win.range,
-                    scalars: &step_scalars,
-                };
-                if let Some(v) = range_fns::apply(func.name, &w) {
-                    points.push(Point { t, v });
-                }
-            }
+            let points = self.range_points(func, &win, &s.points, &scalars, Some(&mut covered))?;
             if !points.is_empty() {
                 self.hold(points.len())?;
                 let labels = if keep_name {
@@ -149,6 +117,64 @@ impl Ev<'_> {
         }
         same_labelset(&out)?;
         Ok(out)
+    }
+
+    /// The scalar arguments of a function of a range vector (argument
+    /// `mi`), each at every step.
+    pub(crate) fn range_scalars(
+        &self,
+        args: &[Expr],
+        mi: usize,
+    ) -> Result<Vec<Vec<f64>>, EvalError> {
+        args.iter()
+            .enumerate()
+            .filter(|(i, _)| *i != mi)
+            .map(|(_, a)| self.scalar_values(a))
+            .collect()
+    }
+
+    /// One series' points of a function of a range vector, its samples
+    /// `samples` (stale markers left out) in `win`'s windows; the steps
+    /// with samples marked in `covered`.
+    pub(crate) fn range_points(
+        &self,
+        func: &Function,
+        win: &Windows,
+        samples: &[Point],
+        scalars: &[Vec<f64>],
+        mut covered: Option<&mut [bool]>,
+    ) -> Result<Vec<Point>, EvalError> {
+        let mut points = Vec::new();
+        let mut step_scalars = vec![0.0; scalars.len()];
+        let mut slide = Slide::new(samples);
+        for (k, t) in self.steps().enumerate() {
+            let bounds = win.window(t);
+            let pts = slide.window(bounds);
+            if pts.is_empty() {
+                continue;
+            }
+            if let Some(c) = covered.as_deref_mut() {
+                c[k] = true;
+            }
+            for (j, sc) in scalars.iter().enumerate() {
+                step_scalars[j] = sc[k];
+            }
+            if func.name == "double_exponential_smoothing" {
+                range_fns::check_smoothing(step_scalars[0], step_scalars[1])
+                    .map_err(EvalError::Invalid)?;
+            }
+            let w = Window {
+                points: pts,
+                t,
+                bounds,
+                range: win.range,
+                scalars: &step_scalars,
+            };
+            if let Some(v) = range_fns::apply(func.name, &w) {
+                points.push(Point { t, v });
+            }
+        }
+        Ok(points)
     }
 
     /// A function of instant vectors and scalars, step by step.

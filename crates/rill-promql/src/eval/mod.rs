@@ -21,6 +21,7 @@
 mod aggregate;
 mod binary;
 mod call;
+mod fold;
 mod instant_fns;
 mod range_fns;
 mod select;
@@ -39,6 +40,24 @@ pub trait Source {
     /// `maxt` ms (both included), with those samples in time order,
     /// stale markers included.
     fn select(&self, matchers: &[Matcher], mint: i64, maxt: i64) -> Result<Vec<Series>, String>;
+
+    /// The same series, given to `each` one at a time in the same order
+    /// until it answers `false`: a source that reads series one by one
+    /// need not hold them all (the default reads them all first).
+    fn select_each(
+        &self,
+        matchers: &[Matcher],
+        mint: i64,
+        maxt: i64,
+        each: &mut dyn FnMut(Series) -> bool,
+    ) -> Result<(), String> {
+        for s in self.select(matchers, mint, maxt)? {
+            if !each(s) {
+                break;
+            }
+        }
+        Ok(())
+    }
 }
 
 /// How a query is evaluated.
@@ -208,6 +227,11 @@ impl<'a> Ev<'a> {
             return Err(EvalError::TooManyPoints);
         }
         Ok(())
+    }
+
+    /// Counts `n` points no longer held.
+    fn release(&self, n: usize) {
+        self.held.set(self.held.get().saturating_sub(n));
     }
 
     /// The time `at` names.

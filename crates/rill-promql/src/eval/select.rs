@@ -2,8 +2,9 @@
 //! vectors and subqueries as windows over samples.
 
 use super::{Ev, EvalError, Mat};
-use crate::ast::{Expr, VectorSelector};
+use crate::ast::{Expr, ValueType, VectorSelector};
 use crate::value::{is_stale, Point, Series};
+use std::collections::HashSet;
 
 /// A range vector: each series' samples, and the window each step
 /// reads.
@@ -102,23 +103,10 @@ impl Ev<'_> {
     ) -> Result<Mat, EvalError> {
         let at = vs.at.map(|a| self.at_time(a));
         let (first, last) = self.refs(vs.offset, at);
-        let lookback = self.opts.lookback_ms;
-        let got = self.fetch(vs, first - lookback + 1, last)?;
+        let got = self.fetch(vs, first - self.opts.lookback_ms + 1, last)?;
         let mut out = Vec::with_capacity(got.len());
         for s in got {
-            let mut points = Vec::new();
-            let mut slide = Slide::new(&s.points);
-            for t in self.steps() {
-                let r = at.unwrap_or(t) - vs.offset;
-                let Some(p) = slide.latest(r) else {
-                    continue;
-                };
-                if p.t <= r - lookback || is_stale(p.v) {
-                    continue;
-                }
-                let v = if timestamps { p.t as f64 / 1000.0 } else { p.v };
-                points.push(Point { t, v });
-            }
+            let points = self.instant_points(&s.points, vs.offset, at, timestamps);
             if !points.is_empty() {
                 self.hold(points.len())?;
                 out.push(Series {
@@ -130,23 +118,152 @@ impl Ev<'_> {
         Ok(out)
     }
 
+    /// One series' points of an instant selector at each step.
+    fn instant_points(
+        &self,
+        samples: &[Point],
+        offset: i64,
+        at: Option<i64>,
+        timestamps: bool,
+    ) -> Vec<Point> {
+        let lookback = self.opts.lookback_ms;
+        let mut points = Vec::new();
+        let mut slide = Slide::new(samples);
+        for t in self.steps() {
+            let r = at.unwrap_or(t) - offset;
+            let Some(p) = slide.latest(r) else {
+                continue;
+            };
+            if p.t <= r - lookback || is_stale(p.v) {
+                continue;
+            }
+            let v = if timestamps { p.t as f64 / 1000.0 } else { p.v };
+            points.push(Point { t, v });
+        }
+        points
+    }
+
+    /// Calls `each` with each series of `e`, one at a time, when `e` is
+    /// a selector or a function of a range selector that answers for
+    /// each series alone (all but `absent_over_time`); `Ok(false)`,
+    /// nothing read, for any other expression. Only the series being
+    /// worked on is held.
+    pub(crate) fn each_series(
+        &self,
+        e: &Expr,
+        each: &mut dyn FnMut(Series) -> Result<(), EvalError>,
+    ) -> Result<bool, EvalError> {
+        match e {
+            Expr::Paren(inner) => self.each_series(inner, each),
+            Expr::Vector(vs) => {
+                let at = vs.at.map(|a| self.at_time(a));
+                let (first, last) = self.refs(vs.offset, at);
+                let mint = first - self.opts.lookback_ms + 1;
+                self.read_each(vs, mint, last, &mut |s| {
+                    let points = self.instant_points(&s.points, vs.offset, at, false);
+                    if points.is_empty() {
+                        return Ok(());
+                    }
+                    each(Series {
+                        labels: s.labels,
+                        points,
+                    })
+                })?;
+                Ok(true)
+            }
+            Expr::Call { func, args } => {
+                let Some(mi) = func.args.iter().position(|t| *t == ValueType::Matrix) else {
+                    return Ok(false);
+                };
+                let Expr::Matrix { selector, range } = args[mi].unparen() else {
+                    return Ok(false);
+                };
+                if func.name == "absent_over_time" {
+                    return Ok(false);
+                }
+                let scalars = self.range_scalars(args, mi)?;
+                let (win, mint, maxt) = self.matrix_windows(selector, *range);
+                let keep_name = func.name == "last_over_time";
+                let mut seen = HashSet::new();
+                self.read_each(selector, mint, maxt, &mut |mut s| {
+                    s.points.retain(|p| !is_stale(p.v));
+                    let points = self.range_points(func, &win, &s.points, &scalars, None)?;
+                    if points.is_empty() {
+                        return Ok(());
+                    }
+                    let labels = if keep_name {
+                        s.labels
+                    } else {
+                        s.labels.without_name()
+                    };
+                    if !seen.insert(labels.clone()) {
+                        return Err(EvalError::SameLabelset);
+                    }
+                    each(Series { labels, points })
+                })?;
+                Ok(true)
+            }
+            _ => Ok(false),
+        }
+    }
+
+    /// `each` for every series the source gives for `vs`, its samples
+    /// counted against the bound while it is worked on.
+    fn read_each(
+        &self,
+        vs: &VectorSelector,
+        mint: i64,
+        maxt: i64,
+        each: &mut dyn FnMut(Series) -> Result<(), EvalError>,
+    ) -> Result<(), EvalError> {
+        let mut failed = None;
+        self.src
+            .select_each(&vs.matchers, mint, maxt, &mut |s| {
+                let n = s.points.len();
+                let r = self.hold(n).and_then(|()| each(s));
+                self.release(n);
+                match r {
+                    Ok(()) => true,
+                    Err(e) => {
+                        failed = Some(e);
+                        false
+                    }
+                }
+            })
+            .map_err(EvalError::Source)?;
+        failed.map_or(Ok(()), Err)
+    }
+
+    /// A range selector's windows, without its series, and the times
+    /// (ms, both included) its samples are read from.
+    pub(crate) fn matrix_windows(
+        &self,
+        selector: &VectorSelector,
+        range: i64,
+    ) -> (Windows, i64, i64) {
+        let at = selector.at.map(|a| self.at_time(a));
+        let (first, last) = self.refs(selector.offset, at);
+        let win = Windows {
+            series: Vec::new(),
+            range,
+            offset: selector.offset,
+            at,
+        };
+        (win, first - range + 1, last)
+    }
+
     /// A range vector selector or a subquery, as windows over samples.
     pub(crate) fn windows(&self, e: &Expr) -> Result<Windows, EvalError> {
         match e {
             Expr::Matrix { selector, range } => {
-                let at = selector.at.map(|a| self.at_time(a));
-                let (first, last) = self.refs(selector.offset, at);
-                let mut series = self.fetch(selector, first - range + 1, last)?;
+                let (mut win, mint, maxt) = self.matrix_windows(selector, *range);
+                let mut series = self.fetch(selector, mint, maxt)?;
                 for s in &mut series {
                     s.points.retain(|p| !is_stale(p.v));
                 }
                 series.retain(|s| !s.points.is_empty());
-                Ok(Windows {
-                    series,
-                    range: *range,
-                    offset: selector.offset,
-                    at,
-                })
+                win.series = series;
+                Ok(win)
             }
             Expr::Subquery {
                 expr,

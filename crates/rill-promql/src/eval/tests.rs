@@ -114,3 +114,51 @@ fn topk_keeps_of_equal_values_what_prometheus_keeps() {
     kept.sort_unstable();
     assert_eq!(kept, ["a", "d"]);
 }
+
+/// 100 series `m{s="0"}` .. `m{s="99"}`, each a sample every 10 s for
+/// an hour, valued by series and time.
+struct Many;
+
+impl Source for Many {
+    fn select(&self, _: &[Matcher], mint: i64, maxt: i64) -> Result<Vec<Series>, String> {
+        Ok((0..100)
+            .map(|s| Series {
+                labels: Labels::new(vec![
+                    ("__name__".into(), "m".into()),
+                    ("g".into(), (s % 4).to_string()),
+                    ("s".into(), s.to_string()),
+                ]),
+                points: (0..361)
+                    .map(|k| Point {
+                        t: k * 10_000,
+                        v: (s * 1000 + k) as f64,
+                    })
+                    .filter(|p| p.t >= mint && p.t <= maxt)
+                    .collect(),
+            })
+            .collect())
+    }
+}
+
+/// A sum over many series reads them one at a time: it passes a bound
+/// of points that their samples together (36,100) pass, and answers as
+/// the aggregation over them all at once does.
+#[test]
+fn folds_over_many_series_hold_one_series_at_a_time() {
+    let q = crate::parse("sum by (g) (rate(m[5m]))").unwrap();
+    let at_once = crate::parse("sum by (g) (rate(m[5m]) * 1)").unwrap();
+    let run = |e: &crate::Expr, max_points| {
+        let opts = Options {
+            max_points,
+            ..Options::default()
+        };
+        super::range(&Many, e, 600_000, 3_600_000, 60_000, &opts)
+    };
+    let small = 5_000;
+    let streamed = run(&q, small).unwrap();
+    assert_eq!(run(&at_once, small).unwrap_err(), EvalError::TooManyPoints);
+    assert_eq!(streamed, run(&at_once, 50_000_000).unwrap());
+    assert_eq!(streamed.len(), 4);
+    // A rate of 0.1 a second in each of 25 series a group.
+    assert!((streamed[0].points[0].v - 2.5).abs() < 1e-9, "{streamed:?}");
+}
