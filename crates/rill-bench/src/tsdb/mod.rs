@@ -10,14 +10,17 @@
 //! ingests alone; the queries are then asked of the systems in turns of
 //! 250, so that a slow stretch of the machine falls on each alike. Before the
 //! servers, the value codecs are compared on the same data and on
-//! real-shaped series (`codecs`); after them, Rill keeps a short storage
-//! period under endless ingest, and merges read next to nothing (`live`).
+//! real-shaped series (`codecs`); after them, an aggregation over 1,000
+//! series of a day, Rill against VictoriaMetrics (`sum`), and Rill keeps
+//! a short storage period under endless ingest, and merges read next to
+//! nothing (`live`).
 
 mod codecs;
 mod gen;
 mod http;
 mod live;
 mod queries;
+mod sum;
 mod systems;
 
 use crate::report::Report;
@@ -77,6 +80,11 @@ pub struct Args {
     /// ingest (default 180, 30 with --quick; 0 leaves it out).
     #[arg(long)]
     live_s: Option<u64>,
+    /// Aggregations over every counter series asked of Rill and of
+    /// VictoriaMetrics in the sum phase (default a fifth of --queries,
+    /// at least 5; 0 leaves the phase out). Its series: five a sensor.
+    #[arg(long)]
+    sum_queries: Option<usize>,
     /// A short run for CI.
     #[arg(long)]
     quick: bool,
@@ -159,6 +167,19 @@ pub fn run(args: Args) -> Result<()> {
         outcomes.push(o);
     }
     report(&mut r, &outcomes);
+    let sum_reps = args.sum_queries.unwrap_or((reps / 5).max(5));
+    let both = |k: Kind| outcomes.iter().any(|o| o.kind == k);
+    if sum_reps > 0 && both(Kind::Rill) && both(Kind::Vm) {
+        sum::run(
+            sensors,
+            sum_reps,
+            &args.dir,
+            args.rill_bin.as_deref(),
+            &rill_extra(&args),
+            args.seed,
+            &mut r,
+        )?;
+    }
     let live_s = args.live_s.unwrap_or(if quick { 30 } else { 180 });
     if live_s > 0 && outcomes.iter().any(|o| o.kind == Kind::Rill) {
         live::run(

@@ -59,7 +59,7 @@ pub struct Latency {
     pub p99_ms: f64,
 }
 
-fn latency(mut ms: Vec<f64>) -> Latency {
+pub(super) fn latency(mut ms: Vec<f64>) -> Latency {
     if ms.is_empty() {
         return Latency::default();
     }
