@@ -326,11 +326,38 @@ pub(crate) fn go_quote(s: &str) -> String {
 }
 
 /// Go's `unicode.IsPrint`, near enough: not a control, a space other
-/// than ASCII's, or a format character.
+/// than ASCII's, a format character (Cf), a private-use or a
+/// surrogate-area one. Unassigned code points, which Go escapes too,
+/// are printed as they are (Rust's standard library has no table of
+/// them).
 fn printable(c: char) -> bool {
     !(c.is_control()
         || (c.is_whitespace() && c != ' ')
-        || matches!(c, '\u{ad}' | '\u{200b}'..='\u{200f}' | '\u{202a}'..='\u{202e}' | '\u{2060}'..='\u{206f}' | '\u{feff}'))
+        || matches!(
+            c,
+            '\u{ad}'
+                | '\u{600}'..='\u{605}'
+                | '\u{61c}'
+                | '\u{6dd}'
+                | '\u{70f}'
+                | '\u{890}'..='\u{891}'
+                | '\u{8e2}'
+                | '\u{180e}'
+                | '\u{200b}'..='\u{200f}'
+                | '\u{202a}'..='\u{202e}'
+                | '\u{2060}'..='\u{206f}'
+                | '\u{e000}'..='\u{f8ff}'
+                | '\u{feff}'
+                | '\u{fff9}'..='\u{fffb}'
+                | '\u{110bd}'
+                | '\u{110cd}'
+                | '\u{13430}'..='\u{1343f}'
+                | '\u{1bca0}'..='\u{1bca3}'
+                | '\u{1d173}'..='\u{1d17a}'
+                | '\u{e0001}'
+                | '\u{e0020}'..='\u{e007f}'
+                | '\u{f0000}'..='\u{10ffff}'
+        ))
 }
 
 #[cfg(test)]

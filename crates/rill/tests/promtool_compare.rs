@@ -245,7 +245,10 @@ fn promtool(addr: SocketAddr, args: &[String]) -> Answer {
             (_, Some(ps)) => ps.as_array().unwrap().iter().map(point).collect(),
             _ => panic!("neither value nor values: {s}"),
         };
-        answer.insert(labels, points);
+        assert!(
+            answer.insert(labels, points).is_none(),
+            "two series with one label set from {addr}: {v}"
+        );
     }
     answer
 }
@@ -310,7 +313,7 @@ fn promtool_answers_as_prometheus_2_42_answers() {
             );
             for (g, w) in got_points.iter().zip(want_points) {
                 assert!(
-                    close(g.0, w.0) && close(g.1, w.1),
+                    g.0 == w.0 && close(g.1, w.1),
                     "{args:?} {labels:?}: {g:?} where Prometheus answers {w:?}"
                 );
                 compared += 1;

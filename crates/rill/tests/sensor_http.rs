@@ -331,6 +331,21 @@ fn the_prometheus_api_answers_grafanas_questions() {
     );
     let (_, v) = get_json(&n, "/api/v1/label/name/values?extra_label=name=b");
     assert_eq!(v["data"], serde_json::json!(["b"]));
+    let exported = |q: &str| {
+        let r = n
+            .http(
+                "GET",
+                &format!("/api/v1/export?match[]=room_temp&{q}"),
+                &[],
+                b"",
+            )
+            .unwrap();
+        assert_eq!(r.status, 200);
+        String::from_utf8(r.body).unwrap().lines().count()
+    };
+    assert_eq!(exported("db=home"), 2);
+    assert_eq!(exported("db=elsewhere"), 0);
+    assert_eq!(exported("extra_label=name=a"), 1);
     let (status, v) = get_json(&n, "/api/v1/series?match[]=rate(room_temp[1m])");
     assert_eq!((status, v["errorType"].as_str()), (400, Some("bad_data")));
     assert!(

@@ -33,6 +33,9 @@ pub enum ExportError {
     MissingMatch,
     #[error("invalid parameter \"match[]\": {0}")]
     Selector(#[from] rill_promql::ParseError),
+    /// A bad `extra_label`.
+    #[error("{0}")]
+    Extra(String),
     #[error("cannot parse time {given:?}: give Unix seconds, such as 1700000000 or 1700000000.5")]
     BadTime { given: String },
     #[error("cannot parse time {given:?}")]
@@ -190,10 +193,19 @@ pub(crate) async fn export(ctx: &Arc<Ctx>, req: &Req, csv: bool) -> Response {
     if selectors.is_empty() {
         return bad(ExportError::MissingMatch);
     }
+    // `db=` and `extra_label=` narrow each selector, as they narrow
+    // queries.
+    let extra = match super::prom::extra_matchers(&p) {
+        Ok(m) => m,
+        Err(e) => return bad(ExportError::Extra(e.to_string())),
+    };
     let mut matchers = Vec::new();
     for s in selectors {
         match rill_promql::parse_selector(s) {
-            Ok(m) => matchers.push(m),
+            Ok(mut m) => {
+                m.extend(extra.iter().cloned());
+                matchers.push(m);
+            }
             Err(e) => return bad(e.into()),
         }
     }

@@ -32,7 +32,7 @@ type Params = Vec<(String, String)>;
 /// that cannot be read is `400 bad_data`, one that fails as it runs
 /// `422 execution`.
 #[derive(Debug, thiserror::Error)]
-enum PromError {
+pub(crate) enum PromError {
     #[error("invalid parameter \"query\": missing `query`")]
     MissingQuery,
     #[error("missing `match[]` arg")]
@@ -250,10 +250,11 @@ fn rfc3339_ms(s: &str) -> Option<i64> {
 /// A duration as Prometheus's API reads one, in ms: seconds (a fraction
 /// allowed) or a duration such as `5m`.
 fn duration_ms(s: &str) -> Option<i64> {
-    match s.trim().parse::<f64>() {
-        Ok(secs) if secs.is_finite() && secs.abs() < 1e15 => Some((secs * 1e3).round() as i64),
+    match s.parse::<f64>() {
+        // Go's time.Duration of the seconds: ns, truncated; then ms.
+        Ok(secs) if secs.is_finite() && secs.abs() < 9.2e9 => Some((secs * 1e9) as i64 / 1_000_000),
         Ok(_) => None,
-        Err(_) => rill_promql::parse_duration(s.trim()),
+        Err(_) => rill_promql::parse_duration(s),
     }
 }
 
@@ -283,7 +284,7 @@ fn engine(ctx: &Ctx) -> Result<Arc<rill_tsdb::Engine>, Response> {
 /// The matchers `extra_label=name=value` (VictoriaMetrics' argument,
 /// repeatable) and `db=D` (the label `db` of the database a write named)
 /// add to every selector of the query.
-fn extra_matchers(p: &[(String, String)]) -> Result<Vec<PMatcher>, PromError> {
+pub(crate) fn extra_matchers(p: &[(String, String)]) -> Result<Vec<PMatcher>, PromError> {
     let mut out = Vec::new();
     for (k, v) in p {
         match k.as_str() {
@@ -301,20 +302,25 @@ fn extra_matchers(p: &[(String, String)]) -> Result<Vec<PMatcher>, PromError> {
     Ok(out)
 }
 
-/// What both query APIs start from: the engine, the parameters, now
-/// (ms) and the query.
-fn query_args(
+/// What both query APIs start from, read in Prometheus's order (the
+/// times, the lookback, then the query): the engine, what `times` reads
+/// of the parameters at now (ms), now, the options and the query.
+fn query_args<T>(
     ctx: &Ctx,
     req: &Req,
-) -> Result<(Arc<rill_tsdb::Engine>, Params, i64, Expr), Response> {
+    times: impl FnOnce(&[(String, String)], i64) -> Result<T, PromError>,
+) -> Result<(Arc<rill_tsdb::Engine>, T, i64, Options, Expr), Response> {
     let engine = engine(ctx)?;
     let p = params(req);
+    let now = crate::unix_now_ns() / 1_000_000;
+    let t = times(&p, now).map_err(|e| fail(&e))?;
+    let opts = options(&p).map_err(|e| fail(&e))?;
     let q = param(&p, "query").ok_or_else(|| fail(&PromError::MissingQuery))?;
     let mut expr = rill_promql::parse(q).map_err(|e| fail(&PromError::from(e)))?;
     for m in extra_matchers(&p).map_err(|e| fail(&e))? {
         expr.add_matcher(&m);
     }
-    Ok((engine, p, crate::unix_now_ns() / 1_000_000, expr))
+    Ok((engine, t, now, opts, expr))
 }
 
 /// How a query is evaluated: `lookback_delta` as Prometheus reads it
@@ -340,32 +346,35 @@ fn options(p: &[(String, String)]) -> Result<Options, PromError> {
 
 /// `/api/v1/query_range`.
 pub(crate) async fn query_range(ctx: &Arc<Ctx>, req: &Req) -> Response {
-    let (engine, p, now, expr) = match query_args(ctx, req) {
-        Ok(a) => a,
-        Err(r) => return r,
-    };
-    let run = move |budget: Option<&Arc<ReadBudget>>| -> Result<String, PromError> {
-        let start = match param(&p, "start") {
+    let times = |p: &[(String, String)], now: i64| -> Result<(i64, i64, i64), PromError> {
+        let start = match param(p, "start") {
             Some(v) => time_ms("start", v, now)?,
             None => (now - DEFAULT_STEP_MS) / 1000 * 1000,
         };
-        let mut end = match param(&p, "end") {
+        let mut end = match param(p, "end") {
             Some(v) => time_ms("end", v, now)?,
             None => now / 1000 * 1000,
         };
         if start > end {
             end = start.saturating_add(DEFAULT_STEP_MS);
         }
-        let step = step_ms(&p)?;
+        let step = step_ms(p)?;
         if (end - start) / step + 1 > MAX_POINTS {
             return Err(PromError::TooManyPoints);
         }
+        Ok((start, end, step))
+    };
+    let (engine, (start, end, step), now, opts, expr) = match query_args(ctx, req, times) {
+        Ok(a) => a,
+        Err(r) => return r,
+    };
+    let run = move |budget: Option<&Arc<ReadBudget>>| -> Result<String, PromError> {
         let src = PromSource {
             engine: &engine,
             now: now.saturating_mul(1_000_000),
             budget,
         };
-        let out = peval::range(&src, &expr, start, end, step, &options(&p)?)?;
+        let out = peval::range(&src, &expr, start, end, step, &opts)?;
         Ok(matrix(&out))
     };
     match answer(run).await {
@@ -376,21 +385,21 @@ pub(crate) async fn query_range(ctx: &Arc<Ctx>, req: &Req) -> Response {
 
 /// `/api/v1/query`.
 pub(crate) async fn query(ctx: &Arc<Ctx>, req: &Req) -> Response {
-    let (engine, p, now, expr) = match query_args(ctx, req) {
+    let times = |p: &[(String, String)], now: i64| match param(p, "time") {
+        Some(v) => time_ms("time", v, now),
+        None => Ok(now),
+    };
+    let (engine, time, now, opts, expr) = match query_args(ctx, req, times) {
         Ok(a) => a,
         Err(r) => return r,
     };
     let run = move |budget: Option<&Arc<ReadBudget>>| -> Result<String, PromError> {
-        let time = match param(&p, "time") {
-            Some(v) => time_ms("time", v, now)?,
-            None => now,
-        };
         let src = PromSource {
             engine: &engine,
             now: now.saturating_mul(1_000_000),
             budget,
         };
-        Ok(match peval::instant(&src, &expr, time, &options(&p)?)? {
+        Ok(match peval::instant(&src, &expr, time, &opts)? {
             Value::Scalar(Point { t, v }) => {
                 let mut d = String::from("{\"resultType\":\"scalar\",\"result\":[");
                 push_ts(&mut d, t);

@@ -34,7 +34,7 @@ fn numbers(ctx: &Ctx) -> Vec<Stat> {
             "Mean time of the puts this node coordinated since it started, in microseconds (Riak's unit).",
             mean(st.put_us_total, st.puts).into(),
         ),
-        ("read_repairs_total", "Replicas brought up to date by read repair.", st.read_repairs.into()),
+        ("read_repairs_total", "Read repairs sent to replicas that were behind.", st.read_repairs.into()),
         (
             "coord_redirs_total",
             "Writes sent to a node holding a replica of the key to coordinate.",
@@ -56,11 +56,11 @@ fn numbers(ctx: &Ctx) -> Vec<Stat> {
             st.get_local_waits.into(),
         ),
         ("index_fsm_create", "Secondary index queries.", st.index_queries.into()),
-        ("list_fsm_create", "Key and bucket listings.", st.list_keys.into()),
+        ("list_fsm_create", "Key listings.", st.list_keys.into()),
         ("object_merge_total", "Always 0 (Riak's name; Rill merges siblings in its puts).", 0.into()),
         ("dt_updates_total", "Updates of data types (counters, sets, maps, HyperLogLogs).", st.dt_updates.into()),
         ("dt_fetches_total", "Fetches of data types.", st.dt_fetches.into()),
-        ("request_errors_total", "Requests answered with an error.", st.errors.into()),
+        ("request_errors_total", "Gets, puts and deletes this node coordinated that ended in an error (a failed precondition included).", st.errors.into()),
         (
             "pbc_connects_total",
             "Protocol Buffers connections accepted.",

@@ -130,7 +130,7 @@ impl Peer {
             ),
             (
                 "handoffs_failed_total",
-                "Handoffs that failed (tried again later).",
+                "Handoffs that failed (a transfer is tried again; a repair is asked for again).",
                 l(&st.failed),
             ),
             (

@@ -269,25 +269,33 @@ fn linear_regression(p: &[Point], intercept_time: i64) -> (f64, f64) {
     (slope, sy / n - slope * sx / n)
 }
 
-/// `double_exponential_smoothing` (Holt's linear method); `None` with
-/// fewer than two samples or a factor outside (0, 1).
 /// Prometheus's refusal of `double_exponential_smoothing`'s factors
 /// outside (0, 1), made where it makes it: at a window with samples (a
 /// NaN factor passes, and gives NaN).
 pub(crate) fn check_smoothing(sf: f64, tf: f64) -> Result<(), String> {
+    // Go's %f: six decimals, +Inf and -Inf as such.
+    let go_f = |v: f64| match v {
+        f64::INFINITY => "+Inf".to_string(),
+        f64::NEG_INFINITY => "-Inf".to_string(),
+        v => format!("{v:.6}"),
+    };
     if sf <= 0.0 || sf >= 1.0 {
         return Err(format!(
-            "invalid smoothing factor. Expected: 0 < sf < 1, got: {sf:.6}"
+            "invalid smoothing factor. Expected: 0 < sf < 1, got: {}",
+            go_f(sf)
         ));
     }
     if tf <= 0.0 || tf >= 1.0 {
         return Err(format!(
-            "invalid trend factor. Expected: 0 < tf < 1, got: {tf:.6}"
+            "invalid trend factor. Expected: 0 < tf < 1, got: {}",
+            go_f(tf)
         ));
     }
     Ok(())
 }
 
+/// `double_exponential_smoothing` (Holt's linear method); `None` with
+/// fewer than two samples.
 fn smoothing(p: &[Point], sf: f64, tf: f64) -> Option<f64> {
     if p.len() < 2 {
         return None;

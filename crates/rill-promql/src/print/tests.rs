@@ -62,6 +62,8 @@ fn strings_are_quoted_as_go_quotes_them() {
     assert_eq!(go_quote("a\"b\\c"), "\"a\\\"b\\\\c\"");
     assert_eq!(go_quote("\t\u{1}\u{7f}"), "\"\\t\\x01\\x7f\"");
     assert_eq!(go_quote("é\u{a0}\u{200b}"), "\"é\\u00a0\\u200b\"");
+    // Private use and tag characters, as Go escapes them.
+    assert_eq!(go_quote("\u{e000}\u{e0041}"), "\"\\ue000\\U000e0041\"");
 }
 
 #[test]
