@@ -1,15 +1,18 @@
-// Rill's sensor page: search and pick a series, a range (presets, custom,
-// drag to zoom, pan), a min/max band per pixel with the last value as a
-// line (M4 downsampling on the node: /rill/sensors/m4), gaps where data
-// is missing, a live tail, and the shown range as CSV. The state lives in
-// the URL's fragment (#series=...&from=...&to=...), so a view can be
+// Rill's sensor page: search (or page through every series) and pick a
+// series, a range (presets, custom, drag to zoom, pan), a min/max band
+// per pixel with the last value as a line (M4 downsampling on the node:
+// /rill/sensors/m4), gaps where data is missing, a live tail, and the
+// shown range as CSV. Times are shown and entered in one zone: the
+// browser's, named on the page, or UTC. The state lives in the URL's
+// fragment (#series=...&from=...&to=...&tz=utc), so a view can be
 // bookmarked and shared. Times in the URL are ms since the epoch or
 // relative to now (now, now-1h).
 "use strict";
 
 const $ = (s) => document.querySelector(s);
 const UNITS = { s: 1e3, m: 60e3, h: 3600e3, d: 86400e3 };
-const state = { series: "", from: "now-1h", to: "now", live: false };
+const state = { series: "", from: "now-1h", to: "now", live: false, zone: "local" };
+const PAGE = 50;
 let chart = null;
 let timer = null;
 let loading = 0;
@@ -28,6 +31,7 @@ function readHash() {
   state.from = p.get("from") || "now-1h";
   state.to = p.get("to") || "now";
   state.live = p.get("live") === "1";
+  state.zone = p.get("tz") === "utc" ? "utc" : "local";
 }
 
 function writeHash() {
@@ -36,6 +40,7 @@ function writeHash() {
   p.set("from", state.from);
   p.set("to", state.to);
   if (state.live) p.set("live", "1");
+  if (state.zone === "utc") p.set("tz", "utc");
   history.replaceState(null, "", "#" + p.toString());
 }
 
@@ -45,14 +50,45 @@ function status(text, error) {
   s.className = error ? "status error" : "status";
 }
 
-// datetime-local inputs hold UTC here, to match the URL and the axis.
+// The browser's zone, by name, and its offset from UTC at `ms`.
+function localZone() {
+  return Intl.DateTimeFormat().resolvedOptions().timeZone || "local time";
+}
+
+function offsetText(ms) {
+  const m = -new Date(ms).getTimezoneOffset();
+  const a = Math.abs(m);
+  const two = (n) => String(n).padStart(2, "0");
+  return `UTC${m < 0 ? "-" : "+"}${two(Math.floor(a / 60))}:${two(a % 60)}`;
+}
+
+function zoneName() {
+  return state.zone === "utc" ? "UTC" : localZone();
+}
+
+// The datetime-local inputs hold wall times of the zone shown, as the
+// axis does.
 function toInput(ms) {
-  return new Date(ms).toISOString().slice(0, 19);
+  const shift = state.zone === "utc" ? 0 : new Date(ms).getTimezoneOffset() * 60e3;
+  return new Date(ms - shift).toISOString().slice(0, 19);
 }
 
 function fromInput(v) {
-  const ms = Date.parse(v + "Z");
+  // A date-time without an offset is the browser's local time.
+  const ms = state.zone === "utc" ? Date.parse(v + "Z") : new Date(v).getTime();
   return Number.isFinite(ms) ? ms : null;
+}
+
+// The widest of the value axis's labels, so that they never run into
+// the chart or into each other.
+function valueAxisSize(u, values) {
+  if (!values || !values.length) return 50;
+  const ctx = u.ctx;
+  ctx.save();
+  ctx.font = u.axes[1].font[0];
+  const widest = Math.max(...values.map((v) => ctx.measureText(String(v)).width));
+  ctx.restore();
+  return Math.ceil(widest / devicePixelRatio) + 20;
 }
 
 function makeChart() {
@@ -61,7 +97,8 @@ function makeChart() {
     width: Math.max(300, el.clientWidth || 800),
     height: Math.max(240, Math.round(window.innerHeight * 0.6)),
     scales: { x: { time: true } },
-    axes: [{}, { size: 70 }],
+    // Time labels at least 90 px apart, so that they never overlap.
+    axes: [{ space: 90 }, { size: valueAxisSize }],
     series: [
       {},
       { label: "min", stroke: "rgba(42,91,215,0.35)", width: 1, spanGaps: false, points: { show: false } },
@@ -82,7 +119,9 @@ function makeChart() {
       ],
     },
   };
+  if (state.zone === "utc") opts.tzDate = (ts) => uPlot.tzDate(new Date(ts * 1e3), "Etc/UTC");
   chart = new uPlot(opts, [[], [], [], []], el);
+  chart.zone = state.zone;
 }
 
 function setRange(from, to, live) {
@@ -102,6 +141,10 @@ function preset(span) {
 }
 
 async function refresh() {
+  if (chart.zone !== state.zone) {
+    chart.destroy();
+    makeChart();
+  }
   syncControls();
   if (!state.series) {
     document.body.dataset.state = "idle";
@@ -147,10 +190,19 @@ async function refresh() {
 
 function syncControls() {
   $("#picked").textContent = state.series || "No series picked";
+  $("#picked").title = state.series;
   const from = resolve(state.from);
   const to = resolve(state.to);
   $("#from").value = toInput(from);
   $("#to").value = toInput(to);
+  const zone = zoneName();
+  $("#zone").value = state.zone;
+  $("#zone option[value=local]").textContent = localZone();
+  $("#zone").title = `Times shown and entered in ${zone} (${state.zone === "utc" ? "UTC+00:00" : offsetText(from)})`;
+  $("#from").setAttribute("aria-label", `From (${zone})`);
+  $("#to").setAttribute("aria-label", `To (${zone})`);
+  document.body.dataset.zone = zone;
+  document.body.dataset.fromInput = $("#from").value;
   for (const b of document.querySelectorAll("[data-range]")) {
     b.classList.toggle("on", state.from === "now-" + b.dataset.range && state.to === "now");
   }
@@ -170,27 +222,28 @@ function syncControls() {
   if (state.live && state.to === "now") timer = setInterval(refresh, 5000);
 }
 
-// The search: series whose key holds every word typed.
+// The search: series whose key holds every word typed, or every series
+// when none is, a page of 50 at a time.
 let searchSeq = 0;
-async function search(text) {
+let searchOffset = 0;
+async function search(text, offset) {
+  const found = $("#found");
   const ul = $("#results");
-  const words = text.trim();
-  if (!words) {
-    ul.hidden = true;
-    return;
-  }
   const mine = ++searchSeq;
-  const resp = await fetch("/rill/sensors/search?" + new URLSearchParams({ q: words, limit: "50" }));
+  const q = new URLSearchParams({ q: text.trim(), offset: String(offset), limit: String(PAGE) });
+  const resp = await fetch("/rill/sensors/search?" + q);
   if (mine !== searchSeq) return;
   if (!resp.ok) {
     status("Search failed: " + (await resp.text()).trim(), true);
     return;
   }
   const r = await resp.json();
+  searchOffset = r.offset;
   ul.replaceChildren(
     ...r.series.map((key) => {
       const li = document.createElement("li");
       li.textContent = key;
+      li.title = key;
       li.setAttribute("role", "option");
       li.addEventListener("mousedown", () => pick(key));
       return li;
@@ -198,15 +251,25 @@ async function search(text) {
   );
   if (!r.series.length) {
     const li = document.createElement("li");
-    li.textContent = "No series matches";
+    li.textContent = r.total ? "No more series" : "No series matches";
     ul.replaceChildren(li);
   }
-  ul.hidden = false;
+  const last = r.offset + r.series.length;
+  $("#count").textContent = r.total
+    ? `${(r.offset + 1).toLocaleString()}-${last.toLocaleString()} of ${r.total.toLocaleString()} series`
+    : "";
+  $("#prev").disabled = r.offset === 0;
+  $("#next").disabled = last >= r.total;
+  found.hidden = false;
+  document.body.dataset.total = String(r.total);
+  document.body.dataset.shown = String(r.series.length);
+  document.body.dataset.offset = String(r.offset);
+  listed();
 }
 
 function pick(key) {
   state.series = key;
-  $("#results").hidden = true;
+  $("#found").hidden = true;
   $("#search").value = "";
   writeHash();
   refresh();
@@ -228,10 +291,14 @@ function zoomOut() {
   setRange(Math.round(newTo - span * 2), Math.round(newTo), state.to === "now");
 }
 
-// A self-test for headless browsers (?selftest=zoom): once drawn, drag
-// across the middle half of the chart as a user would, then report the
-// zoomed range in the page's data attributes.
-let selftest = new URLSearchParams(location.search).get("selftest");
+// Self-tests for headless browsers, reporting in the page's data
+// attributes: ?selftest=zoom drags across the middle half of the chart
+// once drawn, as a user would; ?selftest=apply&from=...&to=... types a
+// custom range (wall times of the zone shown) and applies it;
+// ?selftest=browse opens the series list without a word typed, then its
+// next page; ?selftest=layout measures the toolbar.
+const params = new URLSearchParams(location.search);
+let selftest = params.get("selftest");
 function drawn() {
   if (selftest === "zoom") {
     selftest = "zooming";
@@ -243,14 +310,51 @@ function drawn() {
   } else if (selftest === "zooming") {
     selftest = null;
     document.body.dataset.state = "zoomed";
+  } else if (selftest === "apply") {
+    selftest = "applying";
+    $("#from").value = params.get("from");
+    $("#to").value = params.get("to");
+    $("#apply").click();
+  } else if (selftest === "applying") {
+    selftest = null;
+    document.body.dataset.state = "applied";
+  } else if (selftest === "layout") {
+    selftest = null;
+    const nav = $("nav").getBoundingClientRect();
+    document.body.dataset.navHeight = String(Math.round(nav.height));
+    document.body.dataset.buttonHeight = String(Math.round($("#apply").getBoundingClientRect().height));
+    document.body.dataset.overflow = String(document.documentElement.scrollWidth > window.innerWidth);
+    document.body.dataset.state = "measured";
+  }
+}
+
+function listed() {
+  if (selftest === "browse") {
+    selftest = "paging";
+    document.body.dataset.firstShown = document.body.dataset.shown;
+    $("#next").click();
+  } else if (selftest === "paging") {
+    selftest = null;
+    document.body.dataset.state = "browsed";
   }
 }
 
 function init() {
   readHash();
   makeChart();
-  $("#search").addEventListener("input", (e) => search(e.target.value));
-  $("#search").addEventListener("blur", () => setTimeout(() => ($("#results").hidden = true), 150));
+  $("#search").addEventListener("input", (e) => search(e.target.value, 0));
+  $("#search").addEventListener("focus", (e) => search(e.target.value, 0));
+  $("#search").addEventListener("blur", () => setTimeout(() => ($("#found").hidden = true), 150));
+  // The page buttons keep the focus in the search box.
+  for (const [id, dir] of [["#prev", -1], ["#next", 1]]) {
+    $(id).addEventListener("mousedown", (e) => e.preventDefault());
+    $(id).addEventListener("click", () => search($("#search").value, Math.max(0, searchOffset + dir * PAGE)));
+  }
+  $("#zone").addEventListener("change", (e) => {
+    state.zone = e.target.value;
+    writeHash();
+    refresh();
+  });
   $("#search").addEventListener("keydown", (e) => {
     if (e.key === "Enter") {
       const first = $("#results li[role=option]");
@@ -285,6 +389,7 @@ function init() {
     chart.setSize({ width: Math.max(300, $("#chart").clientWidth), height: Math.max(240, Math.round(window.innerHeight * 0.6)) });
   });
   refresh();
+  if (selftest === "browse") $("#search").focus();
 }
 
 init();

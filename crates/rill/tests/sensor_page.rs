@@ -2,7 +2,10 @@
 //! (Debian's `chromium`, which scripts/test-all installs): the page
 //! loads, finds a series, draws it (the min/max band per pixel, a gap
 //! where data is missing), zooms when dragged across, and a screenshot
-//! is kept (target/tmp/sensor-page.png).
+//! is kept (target/tmp/sensor-page.png); in two time zones, it shows and
+//! takes times in the browser's zone or in UTC, pages through every
+//! series before a word is typed, and keeps its toolbar on one line
+//! beside a long series name (screenshots target/tmp/sensor-page-*.png).
 
 mod common;
 
@@ -21,8 +24,16 @@ fn chromium() -> &'static str {
 
 /// Runs headless Chromium on `url` with `args`, bounded in time.
 fn browse(url: &str, args: &[&str]) -> String {
+    browse_in(None, url, args)
+}
+
+/// [`browse`] with the browser in time zone `tz` (an IANA name).
+fn browse_in(tz: Option<&str>, url: &str, args: &[&str]) -> String {
     let profile = tempfile::tempdir().unwrap();
     let mut cmd = Command::new(chromium());
+    if let Some(tz) = tz {
+        cmd.env("TZ", tz);
+    }
     cmd.args([
         "--headless",
         "--no-sandbox",
@@ -215,4 +226,140 @@ fn the_sensor_page_draws_and_zooms_in_headless_chromium() {
         png.len()
     );
     eprintln!("screenshot: {}", shot.display());
+}
+
+/// A wall time of `ms` at `offset_min` minutes from UTC, as a
+/// datetime-local input holds it (seconds left out when 0).
+fn wall(ms: i64, offset_min: i64) -> String {
+    let t = rill_api::http::util::rfc3339(ms / 1000 + offset_min * 60);
+    let t = t.trim_end_matches('Z');
+    t.strip_suffix(":00").unwrap_or(t).to_string()
+}
+
+#[test]
+fn the_sensor_page_keeps_one_time_zone_pages_series_and_a_long_name() {
+    let dir = tempfile::tempdir().unwrap();
+    let n = Node::start(dir.path(), "");
+    // 60 rooms a sample a minute for two hours, and one sensor of a very
+    // long name.
+    let end = now_s() / 60 * 60 - 60;
+    let start = end - 7200;
+    let long = format!("site_{}", "north_wing_".repeat(25));
+    let mut body = String::new();
+    for t in (start..=end).step_by(60) {
+        for room in 0..60 {
+            body.push_str(&format!("room,room=r{room:02} temp=21.5 {t}\n"));
+        }
+        body.push_str(&format!("hall,site={long} temp=19 {t}\n"));
+    }
+    let r = n
+        .http("POST", "/write?db=home&precision=s", &[], body.as_bytes())
+        .unwrap();
+    assert_eq!(r.status, 204, "{}", String::from_utf8_lossy(&r.body));
+    let key = "room_temp{db=\"home\",room=\"r07\"}";
+    let (from, to) = ((start + 600) * 1000, (end - 600) * 1000);
+    let page = |query: &str, hash: &str| {
+        format!(
+            "http://{}/sensors{query}#series={}&from={from}&to={to}{hash}",
+            n.http,
+            enc(key)
+        )
+    };
+    // Zones without daylight saving, so their offsets hold all year.
+    for (tz, offset) in [("Australia/Darwin", 570), ("America/Bogota", -300)] {
+        // Shown in the browser's zone, named on the page.
+        let dom = browse_in(Some(tz), &page("", ""), &["--dump-dom"]);
+        assert_eq!(
+            body_attr(&dom, "data-state").as_deref(),
+            Some("drawn"),
+            "{tz}: {dom}"
+        );
+        assert_eq!(body_attr(&dom, "data-zone").as_deref(), Some(tz));
+        assert_eq!(
+            body_attr(&dom, "data-from-input"),
+            Some(wall(from, offset)),
+            "{tz}"
+        );
+        assert!(
+            dom.contains(&format!("<option value=\"local\">{tz}</option>")),
+            "{tz}: the zone is named"
+        );
+        // Or in UTC.
+        let dom = browse_in(Some(tz), &page("", "&tz=utc"), &["--dump-dom"]);
+        assert_eq!(body_attr(&dom, "data-zone").as_deref(), Some("UTC"));
+        assert_eq!(
+            body_attr(&dom, "data-from-input"),
+            Some(wall(from, 0)),
+            "{tz}"
+        );
+        // A custom range typed in the zone shown is that zone's time.
+        let (a, b) = (from + 1_800_000, to - 1_800_000);
+        for (hash, off) in [("", offset), ("&tz=utc", 0)] {
+            let query = format!("?selftest=apply&from={}&to={}", wall(a, off), wall(b, off));
+            let dom = browse_in(Some(tz), &page(&query, hash), &["--dump-dom"]);
+            assert_eq!(
+                body_attr(&dom, "data-state").as_deref(),
+                Some("applied"),
+                "{tz}{hash}: {dom}"
+            );
+            assert_eq!(
+                body_attr(&dom, "data-from"),
+                Some(a.to_string()),
+                "{tz}{hash}"
+            );
+            assert_eq!(
+                body_attr(&dom, "data-to"),
+                Some(b.to_string()),
+                "{tz}{hash}"
+            );
+        }
+        let shot = Path::new(env!("CARGO_TARGET_TMPDIR"))
+            .join(format!("sensor-page-{}.png", tz.replace('/', "_")));
+        let _ = std::fs::remove_file(&shot);
+        browse_in(
+            Some(tz),
+            &page("", ""),
+            &[&format!("--screenshot={}", shot.display())],
+        );
+        assert!(std::fs::read(&shot).is_ok_and(|png| png.starts_with(b"\x89PNG")));
+        eprintln!("screenshot: {}", shot.display());
+    }
+
+    // Every series before a word is typed, 50 a page: the second page
+    // holds the other 11.
+    let url = format!("http://{}/sensors?selftest=browse", n.http);
+    let dom = browse(&url, &["--dump-dom"]);
+    assert_eq!(
+        body_attr(&dom, "data-state").as_deref(),
+        Some("browsed"),
+        "{dom}"
+    );
+    assert_eq!(body_attr(&dom, "data-total").as_deref(), Some("61"));
+    assert_eq!(body_attr(&dom, "data-first-shown").as_deref(), Some("50"));
+    assert_eq!(body_attr(&dom, "data-offset").as_deref(), Some("50"));
+    assert_eq!(body_attr(&dom, "data-shown").as_deref(), Some("11"));
+    assert!(dom.contains("51-61 of 61 series"), "the count is shown");
+
+    // A name of 300 characters: the toolbar keeps one line, nothing
+    // spills past the window.
+    let long_key = format!("hall_temp{{db=\"home\",site=\"{long}\"}}");
+    let url = format!(
+        "http://{}/sensors?selftest=layout#series={}&from={from}&to={to}",
+        n.http,
+        enc(&long_key)
+    );
+    let dom = browse(&url, &["--dump-dom"]);
+    assert_eq!(
+        body_attr(&dom, "data-state").as_deref(),
+        Some("measured"),
+        "{dom}"
+    );
+    let px = |name| -> f64 { body_attr(&dom, name).unwrap().parse().unwrap() };
+    assert!(
+        px("data-nav-height") < 2.0 * px("data-button-height"),
+        "the toolbar wrapped: {} px high, a button {} px",
+        px("data-nav-height"),
+        px("data-button-height")
+    );
+    assert_eq!(body_attr(&dom, "data-overflow").as_deref(), Some("false"));
 }

@@ -64,25 +64,28 @@ pub(crate) fn file(name: &[u8]) -> Response {
 /// Pixels a chart may ask for.
 const MAX_WIDTH: usize = 10_000;
 
-/// `GET /rill/sensors/search?q=WORDS&limit=N`: `{"series": [keys]}`.
+/// `GET /rill/sensors/search?q=WORDS&offset=K&limit=N`: `{"series":
+/// [keys], "offset": K, "total": T}`, the series whose keys hold every
+/// word (every series when there is none), a page of at most N (50 by
+/// default, at most 1,000) from the K-th, and how many there are.
 pub(crate) async fn search(ctx: &Arc<Ctx>, req: &Req) -> Response {
     let engine = match engine(ctx, Flavour::V1) {
         Ok(e) => e,
         Err(r) => return r,
     };
     let q = req.query.get("q").cloned().unwrap_or_default();
-    let limit = req
-        .query
-        .get("limit")
-        .and_then(|l| l.parse::<usize>().ok())
-        .unwrap_or(50)
-        .clamp(1, 1000);
-    let keys = crate::blocking(move || {
+    let number = |name: &str| req.query.get(name).and_then(|l| l.parse::<usize>().ok());
+    let limit = number("limit").unwrap_or(50).clamp(1, 1000);
+    let offset = number("offset").unwrap_or(0);
+    let (keys, total) = crate::blocking(move || {
         let words: Vec<&str> = q.split_whitespace().collect();
-        engine.search(&words, limit)
+        engine.search(&words, offset, limit)
     })
     .await;
-    json(StatusCode::OK, &json!({ "series": keys }))
+    json(
+        StatusCode::OK,
+        &json!({ "series": keys, "offset": offset, "total": total }),
+    )
 }
 
 /// A time parameter of the sensor page that is missing or not a time.

@@ -114,8 +114,9 @@ impl Buckets {
 
 impl Engine {
     /// The keys of series (of any database, each once) holding every one
-    /// of `words`, ignoring case; at most `limit`, sorted.
-    pub fn search(&self, words: &[&str], limit: usize) -> Vec<String> {
+    /// of `words` (every series for none), ignoring case, sorted: at most
+    /// `limit` from the `offset`-th, and how many there are in all.
+    pub fn search(&self, words: &[&str], offset: usize, limit: usize) -> (Vec<String>, usize) {
         let words: Vec<String> = words.iter().map(|w| w.to_lowercase()).collect();
         // Copied under the lock, searched outside it (writers wait for it).
         let keys: Vec<String> = {
@@ -134,8 +135,9 @@ impl Engine {
             .collect();
         out.sort();
         out.dedup();
-        out.truncate(limit);
-        out
+        let total = out.len();
+        let page = out.into_iter().skip(offset).take(limit).collect();
+        (page, total)
     }
 
     /// The databases holding a series of key `key`.

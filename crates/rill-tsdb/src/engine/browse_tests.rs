@@ -129,14 +129,32 @@ fn search_finds_keys_holding_every_word() {
         e.write("db", &one(key, vec![s(T0, 1.0)]), T0).unwrap();
         e.write("other", &one(key, vec![s(T0, 1.0)]), T0).unwrap();
     }
+    let keys = |words: &[&str], offset, limit| e.search(words, offset, limit);
     assert_eq!(
-        e.search(&["temp"], 10),
-        vec!["Boiler_Temp{unit=\"1\"}", "room_temp{floor=\"2\"}"]
+        keys(&["temp"], 0, 10),
+        (
+            vec![
+                "Boiler_Temp{unit=\"1\"}".to_string(),
+                "room_temp{floor=\"2\"}".to_string()
+            ],
+            2
+        )
     );
     assert_eq!(
-        e.search(&["ROOM", "floor=\"2"], 10),
+        keys(&["ROOM", "floor=\"2"], 0, 10).0,
         vec!["room_hum{floor=\"2\"}", "room_temp{floor=\"2\"}"]
     );
-    assert_eq!(e.search(&["room"], 1).len(), 1);
-    assert!(e.search(&["nothing"], 10).is_empty());
+    // Pages of one, and the count of all.
+    assert_eq!(
+        keys(&["room"], 0, 1),
+        (vec!["room_hum{floor=\"2\"}".to_string()], 2)
+    );
+    assert_eq!(
+        keys(&["room"], 1, 1),
+        (vec!["room_temp{floor=\"2\"}".to_string()], 2)
+    );
+    assert_eq!(keys(&["room"], 2, 1), (vec![], 2));
+    // No words: every series.
+    assert_eq!(keys(&[], 0, 10).1, 3);
+    assert_eq!(keys(&["nothing"], 0, 10), (vec![], 0));
 }
