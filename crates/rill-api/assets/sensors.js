@@ -11,7 +11,9 @@
 
 const $ = (s) => document.querySelector(s);
 const UNITS = { s: 1e3, m: 60e3, h: 3600e3, d: 86400e3 };
-const state = { series: "", from: "now-1h", to: "now", live: false, zone: "local" };
+const state = { series: [], query: "", from: "now-1h", to: "now", live: false, zone: "local" };
+// Colours of several series' lines.
+const PALETTE = ["#2a5bd7", "#d7402a", "#2a9d5b", "#b8860b", "#8e44ad", "#16a2b8", "#c2185b", "#5d6d7e"];
 const PAGE = 50;
 let chart = null;
 let timer = null;
@@ -27,7 +29,8 @@ function resolve(t) {
 
 function readHash() {
   const p = new URLSearchParams(location.hash.slice(1));
-  state.series = p.get("series") || "";
+  state.series = p.getAll("series");
+  state.query = p.get("q") || "";
   state.from = p.get("from") || "now-1h";
   state.to = p.get("to") || "now";
   state.live = p.get("live") === "1";
@@ -36,7 +39,8 @@ function readHash() {
 
 function writeHash() {
   const p = new URLSearchParams();
-  if (state.series) p.set("series", state.series);
+  for (const k of state.series) p.append("series", k);
+  if (state.query) p.set("q", state.query);
   p.set("from", state.from);
   p.set("to", state.to);
   if (state.live) p.set("live", "1");
@@ -91,7 +95,9 @@ function valueAxisSize(u, values) {
   return Math.ceil(widest / devicePixelRatio) + 20;
 }
 
-function makeChart() {
+// The chart: one series as a min/max band per pixel and its last value
+// (`lines` null), or a line for each of `lines` (their labels).
+function makeChart(lines) {
   const el = $("#chart");
   const opts = {
     width: Math.max(300, el.clientWidth || 800),
@@ -99,13 +105,15 @@ function makeChart() {
     scales: { x: { time: true } },
     // Time labels at least 90 px apart, so that they never overlap.
     axes: [{ space: 90 }, { size: valueAxisSize }],
-    series: [
-      {},
-      { label: "min", stroke: "rgba(42,91,215,0.35)", width: 1, spanGaps: false, points: { show: false } },
-      { label: "max", stroke: "rgba(42,91,215,0.35)", width: 1, spanGaps: false, points: { show: false } },
-      { label: "last", stroke: "#2a5bd7", width: 1.5, spanGaps: false, points: { show: false } },
-    ],
-    bands: [{ series: [2, 1], fill: "rgba(42,91,215,0.15)" }],
+    series: lines
+      ? [{}, ...lines.map((label, i) => ({ label, stroke: PALETTE[i % PALETTE.length], width: 1.5, spanGaps: false, points: { show: false } }))]
+      : [
+          {},
+          { label: "min", stroke: "rgba(42,91,215,0.35)", width: 1, spanGaps: false, points: { show: false } },
+          { label: "max", stroke: "rgba(42,91,215,0.35)", width: 1, spanGaps: false, points: { show: false } },
+          { label: "last", stroke: "#2a5bd7", width: 1.5, spanGaps: false, points: { show: false } },
+        ],
+    bands: lines ? [] : [{ series: [2, 1], fill: "rgba(42,91,215,0.15)" }],
     cursor: { drag: { x: true, y: false, setScale: false } },
     hooks: {
       setSelect: [
@@ -120,8 +128,10 @@ function makeChart() {
     },
   };
   if (state.zone === "utc") opts.tzDate = (ts) => uPlot.tzDate(new Date(ts * 1e3), "Etc/UTC");
-  chart = new uPlot(opts, [[], [], [], []], el);
+  if (chart) chart.destroy();
+  chart = new uPlot(opts, lines ? [[], ...lines.map(() => [])] : [[], [], [], []], el);
   chart.zone = state.zone;
+  chart.lines = lines ? lines.join("\n") : null;
 }
 
 function setRange(from, to, live) {
@@ -141,56 +151,149 @@ function preset(span) {
 }
 
 async function refresh() {
-  if (chart.zone !== state.zone) {
-    chart.destroy();
-    makeChart();
-  }
+  if (chart.zone !== state.zone) makeChart(null);
   syncControls();
-  if (!state.series) {
+  if (!state.series.length && !state.query) {
     document.body.dataset.state = "idle";
     return;
   }
   const from = resolve(state.from);
   const to = resolve(state.to);
-  const width = chart.bbox.width / devicePixelRatio || 800;
-  const q = new URLSearchParams({
-    series: state.series,
-    start: String(from),
-    end: String(to),
-    width: String(Math.max(10, Math.round(width))),
-  });
+  const width = Math.max(10, Math.round(chart.bbox.width / devicePixelRatio || 800));
   const mine = ++loading;
   document.body.dataset.state = "loading";
-  let r;
+  let drawnNow;
   try {
-    const resp = await fetch("/rill/sensors/m4?" + q);
-    if (!resp.ok) throw new Error((await resp.text()).trim() || resp.statusText);
-    r = await resp.json();
+    if (state.query) drawnNow = await drawQuery(from, to, width);
+    else if (state.series.length === 1) drawnNow = await drawOne(state.series[0], from, to, width);
+    else drawnNow = await drawMany(from, to, width);
   } catch (e) {
     if (mine === loading) {
-      status("Cannot read the series: " + e.message, true);
+      status((state.query ? "The query failed: " : "Cannot read the series: ") + e.message, true);
       document.body.dataset.state = "error";
     }
     return;
   }
   if (mine !== loading) return; // a later request won
-  chart.setData([r.t, r.min, r.max, r.last], false);
+  drawnNow();
   chart.setScale("x", { min: from / 1000, max: to / 1000 });
-  status(
-    `${r.samples.toLocaleString()} samples drawn as ${r.t.length - r.gaps} points` +
-      (r.gaps ? `, ${r.gaps} gap${r.gaps > 1 ? "s" : ""}` : "") +
-      `; ${r.blocks_from_headers} blocks summed from their headers, ${r.blocks_decoded} decoded`
-  );
   document.body.dataset.state = "drawn";
-  document.body.dataset.samples = String(r.samples);
   document.body.dataset.from = String(from);
   document.body.dataset.to = String(to);
   drawn();
 }
 
+async function getJson(url) {
+  const resp = await fetch(url);
+  if (!resp.ok) {
+    const text = (await resp.text()).trim();
+    let msg = text;
+    try {
+      msg = JSON.parse(text).error || text;
+    } catch (_) {}
+    throw new Error(msg || resp.statusText);
+  }
+  return resp.json();
+}
+
+function m4(key, from, to, width) {
+  const q = new URLSearchParams({ series: key, start: String(from), end: String(to), width: String(width) });
+  return getJson("/rill/sensors/m4?" + q);
+}
+
+// Each returns what draws its answer, called if no later request won.
+async function drawOne(key, from, to, width) {
+  const r = await m4(key, from, to, width);
+  return () => {
+    if (chart.lines !== null) makeChart(null);
+    chart.setData([r.t, r.min, r.max, r.last], false);
+    status(
+      `${r.samples.toLocaleString()} samples drawn as ${r.t.length - r.gaps} points` +
+        (r.gaps ? `, ${r.gaps} gap${r.gaps > 1 ? "s" : ""}` : "") +
+        `; ${r.blocks_from_headers} blocks summed from their headers, ${r.blocks_decoded} decoded`
+    );
+    document.body.dataset.samples = String(r.samples);
+    document.body.dataset.lines = "1";
+  };
+}
+
+// Several series: each pixel's last value as a line a series.
+async function drawMany(from, to, width) {
+  const all = await Promise.all(state.series.map((k) => m4(k, from, to, width)));
+  return () => {
+    lines(state.series, all.map((r) => [r.t, r.last]));
+    const samples = all.reduce((n, r) => n + r.samples, 0);
+    status(`${state.series.length} series, ${samples.toLocaleString()} samples`);
+    document.body.dataset.samples = String(samples);
+  };
+}
+
+// A PromQL query over the range, a step a pixel.
+async function drawQuery(from, to, width) {
+  const step = Math.max(1, Math.round((to - from) / 1000 / width));
+  const q = new URLSearchParams({ query: state.query, start: String(from / 1000), end: String(to / 1000), step: String(step) });
+  const r = await getJson("/api/v1/query_range?" + q);
+  const result = r.data.result;
+  return () => {
+    const labels = result.map((s) => metricText(s.metric));
+    lines(labels, result.map((s) => [s.values.map((v) => v[0]), s.values.map((v) => Number(v[1]))]));
+    const points = result.reduce((n, s) => n + s.values.length, 0);
+    status(`${result.length} series, ${points.toLocaleString()} points, a step of ${step} s`);
+    document.body.dataset.samples = String(points);
+  };
+}
+
+// Lines of several series, their times joined into one axis.
+function lines(labels, tables) {
+  if (chart.lines !== labels.join("\n")) makeChart(labels);
+  const data = tables.length ? uPlot.join(tables) : [[]];
+  chart.setData(data, false);
+  document.body.dataset.lines = String(labels.length);
+}
+
+// A series' labels as Prometheus writes them: name{label="value",...}.
+function metricText(m) {
+  const name = m.__name__ || "";
+  const rest = Object.keys(m)
+    .filter((k) => k !== "__name__")
+    .sort()
+    .map((k) => `${k}=${JSON.stringify(m[k])}`);
+  return rest.length ? `${name}{${rest.join(",")}}` : name || "{}";
+}
+
 function syncControls() {
-  $("#picked").textContent = state.series || "No series picked";
-  $("#picked").title = state.series;
+  const picked = $("#picked");
+  if (state.query) {
+    picked.textContent = state.query;
+    picked.title = state.query;
+  } else if (!state.series.length) {
+    picked.textContent = "No series picked";
+    picked.title = "";
+  } else {
+    // A chip a series, its button taking it off the chart.
+    picked.replaceChildren(
+      ...state.series.map((k) => {
+        const chip = document.createElement("span");
+        chip.className = "chip";
+        chip.title = k;
+        const name = document.createElement("span");
+        name.textContent = k;
+        const x = document.createElement("button");
+        x.type = "button";
+        x.textContent = "\u00d7";
+        x.title = "Take it off the chart";
+        x.addEventListener("click", () => {
+          state.series = state.series.filter((s) => s !== k);
+          writeHash();
+          refresh();
+        });
+        chip.append(name, x);
+        return chip;
+      })
+    );
+    picked.title = "";
+  }
+  $("#query").value = state.query;
   const from = resolve(state.from);
   const to = resolve(state.to);
   $("#from").value = toInput(from);
@@ -210,12 +313,13 @@ function syncControls() {
   $("#live").disabled = state.to !== "now";
   const csv = new URLSearchParams({
     format: "__timestamp__:unix_ms,__value__",
-    "match[]": state.series,
+    "match[]": state.series[0] || "",
     start: String(from / 1000),
     end: String(to / 1000),
   });
   const a = $("#csv");
-  a.href = state.series ? "/api/v1/export/csv?" + csv : "#";
+  for (const k of state.series.slice(1)) csv.append("match[]", k);
+  a.href = state.series.length ? "/api/v1/export/csv?" + csv : "#";
   a.setAttribute("download", "series.csv");
   clearInterval(timer);
   timer = null;
@@ -245,7 +349,18 @@ async function search(text, offset) {
       li.textContent = key;
       li.title = key;
       li.setAttribute("role", "option");
-      li.addEventListener("mousedown", () => pick(key));
+      li.addEventListener("mousedown", () => pick(key, false));
+      const add = document.createElement("button");
+      add.type = "button";
+      add.className = "add";
+      add.textContent = "+";
+      add.title = "Add to the chart";
+      add.addEventListener("mousedown", (e) => {
+        e.stopPropagation();
+        e.preventDefault();
+        pick(key, true);
+      });
+      li.prepend(add);
       return li;
     })
   );
@@ -267,8 +382,10 @@ async function search(text, offset) {
   listed();
 }
 
-function pick(key) {
-  state.series = key;
+// Shows `key` alone, or beside the series shown (`add`).
+function pick(key, add) {
+  state.query = "";
+  state.series = add ? [...state.series.filter((s) => s !== key), key] : [key];
   $("#found").hidden = true;
   $("#search").value = "";
   writeHash();
@@ -296,7 +413,9 @@ function zoomOut() {
 // once drawn, as a user would; ?selftest=apply&from=...&to=... types a
 // custom range (wall times of the zone shown) and applies it;
 // ?selftest=browse opens the series list without a word typed, then its
-// next page; ?selftest=layout measures the toolbar.
+// next page; ?selftest=layout measures the toolbar;
+// ?selftest=labels&label=NAME opens the label browser, NAME's values,
+// and the series of its first value.
 const params = new URLSearchParams(location.search);
 let selftest = params.get("selftest");
 function drawn() {
@@ -328,7 +447,79 @@ function drawn() {
   }
 }
 
+// The label browser: every label name, then a name's values; a value
+// searches for the series that carry it.
+async function labelNames() {
+  const panel = $("#labels");
+  if (!panel.hidden && panel.dataset.showing === "names") {
+    panel.hidden = true;
+    return;
+  }
+  const r = await getJson("/api/v1/labels");
+  panel.replaceChildren(heading("Labels"), ...r.data.map((name) => item(name, () => labelValues(name))));
+  panel.dataset.showing = "names";
+  panel.hidden = false;
+  document.body.dataset.labels = r.data.join(",");
+  labelled();
+}
+
+async function labelValues(name) {
+  const r = await getJson(`/api/v1/label/${encodeURIComponent(name)}/values`);
+  const panel = $("#labels");
+  panel.replaceChildren(
+    heading(`${name} (${r.data.length.toLocaleString()} values)`),
+    item("\u2190 every label", () => {
+      panel.hidden = true;
+      labelNames();
+    }),
+    ...r.data.map((v) =>
+      item(v, () => {
+        panel.hidden = true;
+        const words = name === "__name__" ? v : `${name}=${JSON.stringify(v)}`;
+        $("#search").value = words;
+        $("#search").focus();
+        search(words, 0);
+      })
+    )
+  );
+  panel.dataset.showing = "values";
+  document.body.dataset.labelValues = String(r.data.length);
+  labelled();
+}
+
+function heading(text) {
+  const h = document.createElement("h3");
+  h.textContent = text;
+  return h;
+}
+
+function item(text, onClick) {
+  const b = document.createElement("button");
+  b.type = "button";
+  b.textContent = text;
+  b.title = text;
+  b.addEventListener("click", onClick);
+  return b;
+}
+
+function labelled() {
+  if (selftest === "labels") {
+    selftest = "label-values";
+    const room = [...document.querySelectorAll("#labels button")].find((b) => b.textContent === params.get("label"));
+    if (room) room.click();
+  } else if (selftest === "label-values") {
+    selftest = "label-search";
+    const first = document.querySelectorAll("#labels button")[1];
+    if (first) first.click();
+  }
+}
+
 function listed() {
+  if (selftest === "label-search") {
+    selftest = null;
+    document.body.dataset.state = "labelled";
+    return;
+  }
   if (selftest === "browse") {
     selftest = "paging";
     document.body.dataset.firstShown = document.body.dataset.shown;
@@ -341,7 +532,7 @@ function listed() {
 
 function init() {
   readHash();
-  makeChart();
+  makeChart(null);
   $("#search").addEventListener("input", (e) => search(e.target.value, 0));
   $("#search").addEventListener("focus", (e) => search(e.target.value, 0));
   $("#search").addEventListener("blur", () => setTimeout(() => ($("#found").hidden = true), 150));
@@ -350,6 +541,14 @@ function init() {
     $(id).addEventListener("mousedown", (e) => e.preventDefault());
     $(id).addEventListener("click", () => search($("#search").value, Math.max(0, searchOffset + dir * PAGE)));
   }
+  $("#queryform").addEventListener("submit", (e) => {
+    e.preventDefault();
+    state.query = $("#query").value.trim();
+    if (state.query) state.series = [];
+    writeHash();
+    refresh();
+  });
+  $("#labelsbtn").addEventListener("click", () => labelNames());
   $("#zone").addEventListener("change", (e) => {
     state.zone = e.target.value;
     writeHash();
@@ -358,7 +557,7 @@ function init() {
   $("#search").addEventListener("keydown", (e) => {
     if (e.key === "Enter") {
       const first = $("#results li[role=option]");
-      if (first) pick(first.textContent);
+      if (first) pick(first.title, false);
     }
   });
   for (const b of document.querySelectorAll("[data-range]")) {
@@ -390,6 +589,7 @@ function init() {
   });
   refresh();
   if (selftest === "browse") $("#search").focus();
+  if (selftest === "labels") labelNames();
 }
 
 init();

@@ -340,6 +340,67 @@ fn the_sensor_page_keeps_one_time_zone_pages_series_and_a_long_name() {
     assert_eq!(body_attr(&dom, "data-shown").as_deref(), Some("11"));
     assert!(dom.contains("51-61 of 61 series"), "the count is shown");
 
+    // Several series on one chart, each a line in the legend.
+    let other = "room_temp{db=\"home\",room=\"r11\"}";
+    let url = format!(
+        "http://{}/sensors#series={}&series={}&from={from}&to={to}",
+        n.http,
+        enc(key),
+        enc(other)
+    );
+    let dom = browse(&url, &["--dump-dom"]);
+    assert_eq!(
+        body_attr(&dom, "data-state").as_deref(),
+        Some("drawn"),
+        "{dom}"
+    );
+    assert_eq!(body_attr(&dom, "data-lines").as_deref(), Some("2"));
+    for k in [key, other] {
+        let shown = k.replace('"', "&quot;");
+        assert!(dom.contains(&shown), "{k} in the legend");
+    }
+    // A PromQL query: a line a series of its answer; a bad one's error
+    // shown.
+    let query = |q: &str| {
+        let url = format!("http://{}/sensors#q={}&from={from}&to={to}", n.http, enc(q));
+        browse(&url, &["--dump-dom"])
+    };
+    let dom = query("room_temp{room=~\"r0[0-2]\"} + 1");
+    assert_eq!(
+        body_attr(&dom, "data-state").as_deref(),
+        Some("drawn"),
+        "{dom}"
+    );
+    assert_eq!(body_attr(&dom, "data-lines").as_deref(), Some("3"));
+    let shot = Path::new(env!("CARGO_TARGET_TMPDIR")).join("sensor-page-query.png");
+    let _ = std::fs::remove_file(&shot);
+    let url = format!(
+        "http://{}/sensors#q={}&from={from}&to={to}",
+        n.http,
+        enc("room_temp{room=~\"r0[0-2]\"} + 1")
+    );
+    browse(&url, &[&format!("--screenshot={}", shot.display())]);
+    assert!(std::fs::read(&shot).is_ok_and(|png| png.starts_with(b"\x89PNG")));
+    let dom = query("avg(room_temp)");
+    assert_eq!(body_attr(&dom, "data-lines").as_deref(), Some("1"));
+    let dom = query("sum(");
+    assert_eq!(body_attr(&dom, "data-state").as_deref(), Some("error"));
+    assert!(dom.contains("The query failed: invalid parameter"), "{dom}");
+    // The label browser: names, a name's values, a value's series.
+    let url = format!("http://{}/sensors?selftest=labels&label=room", n.http);
+    let dom = browse(&url, &["--dump-dom"]);
+    assert_eq!(
+        body_attr(&dom, "data-state").as_deref(),
+        Some("labelled"),
+        "{dom}"
+    );
+    assert_eq!(
+        body_attr(&dom, "data-labels").as_deref(),
+        Some("__name__,db,room,site")
+    );
+    assert_eq!(body_attr(&dom, "data-label-values").as_deref(), Some("60"));
+    assert_eq!(body_attr(&dom, "data-total").as_deref(), Some("1"));
+
     // A name of 300 characters: the toolbar keeps one line, nothing
     // spills past the window.
     let long_key = format!("hall_temp{{db=\"home\",site=\"{long}\"}}");
