@@ -2,8 +2,8 @@
 //! group blocks (as read from the store, and with their checksum made
 //! right so the fuzzer reaches the sections behind it), line protocol bodies, write-ahead log segments,
 //! the sensor stores' keys and series records, series selectors,
-//! Prometheus remote write bodies, MQTT payloads and queries (parsed and
-//! evaluated). Nothing may panic; a
+//! Prometheus remote write bodies, MQTT payloads, queries (parsed and
+//! evaluated) and the sensor service's messages between nodes. Nothing may panic; a
 //! block that decodes re-encodes to samples that decode the same, and so
 //! do log entries, block keys and series records.
 #![no_main]
@@ -238,11 +238,28 @@ fn promql(bytes: &[u8]) {
     }
 }
 
+/// The sensor service's messages between nodes: what decodes encodes to
+/// bytes that decode the same.
+fn service_messages(bytes: &[u8]) {
+    use rill_sensor_cluster::msg;
+    if let Ok(r) = msg::decode_request(bytes) {
+        let again = msg::encode_request(&r);
+        let back = msg::decode_request(&again).expect("an encoded request decodes");
+        assert_eq!(msg::encode_request(&back), again);
+    }
+    if let Ok(r) = msg::decode_reply(bytes) {
+        let again = msg::encode_reply(&r);
+        let back = msg::decode_reply(&again).expect("an encoded reply decodes");
+        assert_eq!(msg::encode_reply(&back), again);
+    }
+}
+
 fuzz_target!(|data: &[u8]| {
     let Some((&mode, rest)) = data.split_first() else {
         return;
     };
-    match mode % 10 {
+    match mode % 11 {
+        10 => service_messages(rest),
         0 => block(rest),
         1 => {
             let mut b = rest.to_vec();

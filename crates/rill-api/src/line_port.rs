@@ -5,14 +5,14 @@
 //!
 //! Back-pressure: a connection's lines are written a batch at a time, and
 //! nothing more is read from it until its batch is in the log, so a
-//! sender outpacing the disk is slowed by TCP itself. When the engine
+//! sender outpacing the disk is slowed by TCP itself. When the service
 //! refuses (a full disk, stores not keeping up), the batch is retried,
 //! every second, until it is taken: the port stops reading, it never
 //! drops what it has read. A bad line is logged and skipped (the sender
 //! gets no answer on this path) and the rest of the batch kept.
 
 use rill_sensor::Precision;
-use rill_tsdb::Engine;
+use rill_sensor_cluster::SensorCluster;
 use std::sync::Arc;
 use tokio::io::AsyncReadExt;
 use tokio::net::{TcpListener, TcpStream};
@@ -31,14 +31,14 @@ const MAX_LINE_BYTES: usize = 1 << 20;
 /// Serves the port until the listener fails.
 pub async fn serve(
     listener: TcpListener,
-    engine: Arc<Engine>,
+    sensors: Arc<SensorCluster>,
     cfg: LinePortConfig,
 ) -> std::io::Result<()> {
     loop {
         let (sock, peer) = listener.accept().await?;
-        let (engine, cfg) = (engine.clone(), cfg.clone());
+        let (sensors, cfg) = (sensors.clone(), cfg.clone());
         tokio::spawn(async move {
-            if let Err(e) = connection(sock, &engine, &cfg).await {
+            if let Err(e) = connection(sock, &sensors, &cfg).await {
                 tracing::info!(%peer, error = %e, "a line-protocol connection ended");
             }
         });
@@ -47,7 +47,7 @@ pub async fn serve(
 
 async fn connection(
     mut sock: TcpStream,
-    engine: &Arc<Engine>,
+    sensors: &Arc<SensorCluster>,
     cfg: &LinePortConfig,
 ) -> std::io::Result<()> {
     let mut buf: Vec<u8> = Vec::new();
@@ -59,7 +59,7 @@ async fn connection(
                 // The whole lines read before the error are kept.
                 if let Some(last) = buf.iter().rposition(|&b| b == b'\n') {
                     buf.truncate(last + 1);
-                    write_lines(buf, engine, cfg).await;
+                    write_lines(buf, sensors, cfg).await;
                 }
                 return Err(e);
             }
@@ -69,7 +69,7 @@ async fn connection(
             // newline.
             if !buf.is_empty() {
                 let rest = std::mem::take(&mut buf);
-                write_lines(rest, engine, cfg).await;
+                write_lines(rest, sensors, cfg).await;
             }
             return Ok(());
         }
@@ -84,12 +84,12 @@ async fn connection(
         };
         let rest = buf.split_off(last_newline + 1);
         let whole = std::mem::replace(&mut buf, rest);
-        write_lines(whole, engine, cfg).await;
+        write_lines(whole, sensors, cfg).await;
     }
 }
 
-/// Writes whole lines, retrying every second while the engine refuses.
-async fn write_lines(lines: Vec<u8>, engine: &Arc<Engine>, cfg: &LinePortConfig) {
+/// Writes whole lines, retrying every second while the service refuses.
+async fn write_lines(lines: Vec<u8>, sensors: &Arc<SensorCluster>, cfg: &LinePortConfig) {
     let text = String::from_utf8_lossy(&lines).into_owned();
     let now = crate::unix_now_ns();
     let batch = rill_tsdb::ingest::line_protocol(&text, &cfg.db, cfg.precision, now);
@@ -99,6 +99,6 @@ async fn write_lines(lines: Vec<u8>, engine: &Arc<Engine>, cfg: &LinePortConfig)
     if batch.series.is_empty() {
         return;
     }
-    crate::sensor_write::until_taken(engine, &cfg.db, Arc::new(batch), now, "line-protocol port")
+    crate::sensor_write::until_taken(sensors, &cfg.db, Arc::new(batch), now, "line-protocol port")
         .await;
 }

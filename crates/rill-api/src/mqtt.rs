@@ -6,12 +6,12 @@
 //! Nothing is lost between the broker and the disk: the subscription is
 //! at QoS 1 (or 2) in a persistent session (clean session off, a fixed
 //! client id), and a message is acknowledged to the broker only once its
-//! samples are durable in the engine's log. A message the node took but
+//! samples are durable in the write-ahead logs of W replicas. A message the node took but
 //! had not yet made durable when it died is sent again by the broker when
 //! the node reconnects; writing it twice is harmless (a repeated series
 //! and time keeps one value).
 //!
-//! Back-pressure: while the engine refuses (a full disk, stores behind),
+//! Back-pressure: while the service refuses (a full disk, stores behind),
 //! the batch in hand is retried every second and nothing is acknowledged,
 //! so the broker stops sending once its in-flight window for this client
 //! is full (Mosquitto's `max_inflight_messages`, 20 by default) and queues
@@ -20,8 +20,8 @@
 //! stop the subscription.
 
 use rill_sensor::Precision;
+use rill_sensor_cluster::SensorCluster;
 use rill_tsdb::ingest::Builder;
-use rill_tsdb::Engine;
 use rumqttc::{AsyncClient, Event, MqttOptions, Packet, Publish, QoS, SubscribeReasonCode};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
@@ -74,7 +74,7 @@ fn qos(n: u8) -> QoS {
 /// Runs the subscriber until the task is aborted: connects (and
 /// reconnects, every second while the broker cannot be reached),
 /// subscribes, and writes what arrives.
-pub async fn run(engine: Arc<Engine>, cfg: MqttConfig) {
+pub async fn run(sensors: Arc<SensorCluster>, cfg: MqttConfig) {
     let mut opts = MqttOptions::new(cfg.client_id.clone(), cfg.host.clone(), cfg.port);
     opts.set_clean_session(false)
         .set_manual_acks(true)
@@ -92,7 +92,7 @@ pub async fn run(engine: Arc<Engine>, cfg: MqttConfig) {
     // given to other messages since.
     let session = Arc::new(AtomicU64::new(0));
     let writer = tokio::spawn(write_loop(
-        engine,
+        sensors,
         cfg.clone(),
         client.clone(),
         rx,
@@ -168,9 +168,9 @@ impl Drop for AbortOnDrop {
 }
 
 /// Takes the messages in hand in batches: parse, write (retrying while
-/// the engine refuses), then acknowledge each.
+/// the service refuses), then acknowledge each.
 async fn write_loop(
-    engine: Arc<Engine>,
+    sensors: Arc<SensorCluster>,
     cfg: MqttConfig,
     client: AsyncClient,
     mut rx: mpsc::Receiver<Received>,
@@ -212,7 +212,7 @@ async fn write_loop(
         }
         if !batch.series.is_empty() {
             let now = crate::unix_now_ns();
-            crate::sensor_write::until_taken(&engine, &cfg.db, Arc::new(batch), now, "MQTT").await;
+            crate::sensor_write::until_taken(&sensors, &cfg.db, Arc::new(batch), now, "MQTT").await;
         }
         let current = session.load(Ordering::SeqCst);
         for r in msgs.drain(..) {

@@ -3,7 +3,7 @@
 //! refuses (a full disk, stores behind), so what was read is never
 //! dropped; the caller reads nothing more until the write is taken.
 
-use rill_tsdb::{Engine, EngineError};
+use rill_sensor_cluster::{SensorCluster, WriteError};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -14,7 +14,7 @@ pub type SeriesBatch = Arc<rill_tsdb::ingest::Batch>;
 /// refuses; returns once the samples are durable, or were refused for
 /// good (invalid, damaged: logged). `source` names the path in the log.
 pub async fn until_taken(
-    engine: &Arc<Engine>,
+    sensors: &Arc<SensorCluster>,
     db: &str,
     series: SeriesBatch,
     now: i64,
@@ -22,9 +22,9 @@ pub async fn until_taken(
 ) {
     let mut attempt = 0u64;
     loop {
-        let (engine2, series2, db2) = (engine.clone(), series.clone(), db.to_string());
+        let (sensors2, series2, db2) = (sensors.clone(), series.clone(), db.to_string());
         let r = crate::blocking(move || {
-            engine2.write_grouped(&db2, &series2.series, &series2.groups(), now)
+            sensors2.write_grouped(&db2, &series2.series, &series2.groups(), now)
         })
         .await;
         match r {
@@ -43,7 +43,7 @@ pub async fn until_taken(
                 }
                 return;
             }
-            Err(e @ (EngineError::Invalid(_) | EngineError::Damaged { .. })) => {
+            Err(e @ WriteError::Invalid(_)) => {
                 tracing::warn!(source, error = %e, "a batch was refused for good");
                 return;
             }

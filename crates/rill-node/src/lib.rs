@@ -67,7 +67,7 @@ pub use coordinate::kv::{
 pub use error::{erl_bin, KvError, StorageFailure};
 pub use meta::MetaError;
 pub use migrate::{CopyError, MigrateError, MigrationStatus, RecordError};
-pub use node::Node;
+pub use node::{Node, NodeCalls};
 pub use open_error::OpenError;
 #[doc(hidden)]
 pub use query::index::{decode_continuation, encode_continuation};
@@ -81,7 +81,7 @@ pub use rill_object::{decode_object, encode_object, Content, Link, Metadata, Obj
 pub use stats::{AaeStats, NodeStats};
 pub use vnode::identity::IdentityError;
 pub use vnode::standalone::StandaloneVnodes;
-pub use vnodes::Vnodes;
+pub use vnodes::{SensorHandler, Vnodes};
 
 /// A fresh multipart boundary (base 62, unique).
 pub fn ids_boundary() -> String {

@@ -21,6 +21,7 @@ use crate::replicas::{ClusterView, Remote, Replicas};
 use crate::stats::{Counters, NodeStats};
 use crate::vnode::identity::NodeIds;
 use crate::vnode::lease::LeaseFile;
+use crate::vnode::msg::{VnodeReply, VnodeRequest};
 use crate::vnode::{Limits, Vnode};
 use crate::vnodes::Vnodes;
 use rill_ring::{PreflistEntry, Ring};
@@ -323,6 +324,39 @@ impl Node {
         self.replicas.preflist(bucket_type, bucket, key, n)
     }
 
+    /// Sends each request to its node, for a service that rides on the
+    /// ring rather than on one vnode (the sensor-data service): other
+    /// nodes' requests leave first, then this node's are answered on the
+    /// calling thread. Replies come from [`NodeCalls::next`], tagged by
+    /// their request's position.
+    pub fn call_nodes(&self, asks: Vec<(String, VnodeRequest)>) -> NodeCalls {
+        let (tx, rx) = tokio::sync::mpsc::unbounded_channel();
+        let mut ready = std::collections::VecDeque::new();
+        let mut local = Vec::new();
+        for (tag, (node, request)) in asks.into_iter().enumerate() {
+            let e = PreflistEntry {
+                partition: rill_ring::Partition(0),
+                node,
+                primary: true,
+            };
+            if self.replicas.is_local(&e) {
+                local.push((tag, e, request));
+            } else if let Some(reply) = self.replicas.ask(&e, request, tag, &tx) {
+                ready.push_back((tag, reply));
+            }
+        }
+        for (tag, e, request) in local {
+            if let Some(reply) = self.replicas.ask(&e, request, tag, &tx) {
+                ready.push_back((tag, reply));
+            }
+        }
+        NodeCalls {
+            replicas: self.replicas.clone(),
+            rx,
+            ready,
+        }
+    }
+
     /// This node's vnodes: what other nodes' coordinators and handoff
     /// reach.
     pub fn vnodes(&self) -> &Arc<Vnodes> {
@@ -503,5 +537,24 @@ fn log_stores_opened(config: &NodeConfig, res: &Resources, took: Duration) {
             max_file_size, max_file_size_from = %rotation,
             open_ms, "stores opened"
         );
+    }
+}
+
+/// Requests sent by [`Node::call_nodes`], their replies to come.
+pub struct NodeCalls {
+    replicas: Arc<Replicas>,
+    rx: crate::replicas::Replies,
+    ready: std::collections::VecDeque<(usize, VnodeReply)>,
+}
+
+impl NodeCalls {
+    /// The next reply (its request's position and the answer), waiting
+    /// on a thread that may block until `deadline`; `None` when the
+    /// deadline passed first.
+    pub fn next(&mut self, deadline: std::time::Instant) -> Option<(usize, VnodeReply)> {
+        if let Some(r) = self.ready.pop_front() {
+            return Some(r);
+        }
+        self.replicas.wait(&mut self.rx, deadline)
     }
 }

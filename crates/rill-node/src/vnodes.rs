@@ -16,7 +16,7 @@ use rill_backend::BKey;
 use rill_object::Object;
 use rill_ring::PreflistEntry;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 
 pub struct Vnodes {
     list: Vec<Arc<Vnode>>,
@@ -29,6 +29,16 @@ pub struct Vnodes {
     /// by default; tests turn it off to take the path of reads that
     /// wait).
     pub(crate) quick_reads: AtomicBool,
+    /// The sensor-data service, once the node's owner attaches it.
+    sensors: OnceLock<Arc<dyn SensorHandler>>,
+}
+
+/// The sensor-data service as the node carries it: requests of other
+/// nodes' coordinators arrive as bytes only the service reads, for the
+/// node as a whole (the service keeps its own data by partition).
+pub trait SensorHandler: Send + Sync {
+    /// Answers a request; an `Err` goes back as a replica's failure.
+    fn serve(&self, request: &[u8]) -> Result<Vec<u8>, KvError>;
 }
 
 impl Vnodes {
@@ -44,6 +54,7 @@ impl Vnodes {
             res,
             migration,
             quick_reads: AtomicBool::new(true),
+            sensors: OnceLock::new(),
         }
     }
 
@@ -74,12 +85,35 @@ impl Vnodes {
 
     /// A request of a coordinator of this node.
     pub(crate) fn handle(&self, e: &PreflistEntry, request: VnodeRequest) -> VnodeReply {
+        if let VnodeRequest::Sensor(bytes) = &request {
+            return self.serve_sensor(bytes);
+        }
         self.at(e).handle(request, &self.limits)
     }
 
+    /// Attaches the sensor-data service (once; later calls are ignored).
+    pub fn attach_sensors(&self, handler: Arc<dyn SensorHandler>) {
+        let _ = self.sensors.set(handler);
+    }
+
+    fn serve_sensor(&self, request: &[u8]) -> VnodeReply {
+        match self.sensors.get() {
+            Some(h) => match h.serve(request) {
+                Ok(answer) => VnodeReply::Sensor(answer),
+                Err(e) => VnodeReply::Failed(e),
+            },
+            None => VnodeReply::Failed(KvError::Backend(
+                "the sensor-data service is off on this node (sensor = off)".into(),
+            )),
+        }
+    }
+
     /// A request of another node's coordinator for one of this node's
-    /// vnodes.
+    /// vnodes (or, for a sensor request, for the node).
     pub fn serve(&self, partition: u32, request: VnodeRequest) -> VnodeReply {
+        if let VnodeRequest::Sensor(bytes) = &request {
+            return self.serve_sensor(bytes);
+        }
         let Some(vnode) = self.list.get(partition as usize) else {
             return VnodeReply::Failed(KvError::Backend(format!(
                 "no partition {partition} on this node's ring"

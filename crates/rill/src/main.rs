@@ -403,8 +403,8 @@ fn console(cfg: Config) -> Result<()> {
         // The key-value service runs whatever happens to the sensor one
         // (a full disk can keep its log from starting a segment).
         let sensors = tokio::task::spawn_blocking({
-            let (node_cfg, sensor_cfg) = (cfg.node.clone(), cfg.sensor.clone());
-            move || sensor::open(&node_cfg, &sensor_cfg)
+            let (node, sensor_cfg) = (node.clone(), cfg.sensor.clone());
+            move || sensor::open(&node, &sensor_cfg)
         })
         .await?
         .unwrap_or_else(|e| {
@@ -462,7 +462,7 @@ fn console(cfg: Config) -> Result<()> {
             node.clone(),
             pb_stats,
             Some(peer.clone()),
-            sensors.as_ref().map(|s| s.engine.clone()),
+            sensors.as_ref().map(|s| s.cluster.clone()),
         ));
         // Last of the start's lines: everything it names answers now.
         tracing::info!(

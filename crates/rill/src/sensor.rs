@@ -1,13 +1,15 @@
 //! The node's sensor-data service (docs/sensors.md): the engine under
 //! `$(platform_data_dir)/sensor` (its log in `wal/`, its stores in
-//! `data/`), a thread that ticks it every second, and a merge scheduler of
+//! `data/`), a thread that ticks it every second, a merge scheduler of
 //! its own over the block stores, which deletes the files whose blocks
-//! have all expired.
+//! have all expired, and the service on the cluster's ring over them
+//! (`rill-sensor-cluster`).
 
 use crate::config::SensorConfig;
 use anyhow::{Context, Result};
 use merge_control::{MergeScheduler, SchedulerSettings, UsageSource};
-use rill_node::NodeConfig;
+use rill_node::Node;
+use rill_sensor_cluster::{Replication, SensorCluster};
 use rill_tsdb::wal::WalOptions;
 use rill_tsdb::{BitcaskStorage, Engine, EngineOptions};
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -17,6 +19,8 @@ use std::time::Duration;
 
 pub struct Sensors {
     pub engine: Arc<Engine>,
+    /// Writes and queries over the cluster's ring.
+    pub cluster: Arc<SensorCluster>,
     stop: Arc<AtomicBool>,
     ticker: Option<JoinHandle<()>>,
     _merges: Arc<MergeScheduler>,
@@ -27,9 +31,18 @@ fn ns(d: Duration) -> i64 {
 }
 
 /// Opens the service, or `None` when `sensor = off`.
-pub fn open(node: &NodeConfig, s: &SensorConfig) -> Result<Option<Sensors>> {
+pub fn open(node_ref: &Arc<Node>, s: &SensorConfig) -> Result<Option<Sensors>> {
     if !s.enabled {
         return Ok(None);
+    }
+    let node = node_ref.config();
+    if let rill_node::Quorum::N(w) = s.w {
+        if w > s.n_val {
+            anyhow::bail!(
+                "sensor.w = {w} is more than sensor.n_val = {}: no write could be acknowledged",
+                s.n_val
+            );
+        }
     }
     let dir = node.data_dir.join("sensor");
     let data = dir.join("data");
@@ -113,8 +126,17 @@ pub fn open(node: &NodeConfig, s: &SensorConfig) -> Result<Option<Sensors>> {
             })
             .context("cannot start the sensor tick thread")?
     };
+    let cluster = SensorCluster::start(
+        node_ref.clone(),
+        engine.clone(),
+        Replication {
+            n_val: s.n_val,
+            w: s.w,
+        },
+    );
     Ok(Some(Sensors {
         engine,
+        cluster,
         stop,
         ticker: Some(ticker),
         _merges: merges,
@@ -139,9 +161,9 @@ impl Sensors {
                 db: s.line_db.clone(),
                 precision: s.line_precision,
             };
-            let engine = self.engine.clone();
+            let cluster = self.cluster.clone();
             tasks.push(tokio::spawn(async move {
-                if let Err(e) = rill_api::line_port::serve(l, engine, port_cfg).await {
+                if let Err(e) = rill_api::line_port::serve(l, cluster, port_cfg).await {
                     tracing::error!(error = %e, "the collection port stopped");
                 }
             }));
@@ -166,7 +188,7 @@ impl Sensors {
                 password: s.mqtt_password.clone(),
             };
             tracing::info!(broker = %format!("{host}:{port}"), topics = ?cfg.topics, db = %cfg.db, client_id = %cfg.client_id, "subscribing to MQTT");
-            tasks.push(tokio::spawn(rill_api::mqtt::run(self.engine.clone(), cfg)));
+            tasks.push(tokio::spawn(rill_api::mqtt::run(self.cluster.clone(), cfg)));
         }
         Ok(tasks)
     }

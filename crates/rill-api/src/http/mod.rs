@@ -47,7 +47,7 @@ pub(crate) struct Ctx {
     /// The cluster runtime, for `rill admin cluster ...`.
     pub peer: Option<Arc<rill_peer::Peer>>,
     /// The sensor-data service (`None`: `sensor = off`).
-    pub sensors: Option<Arc<rill_tsdb::Engine>>,
+    pub sensors: Option<Arc<rill_sensor_cluster::SensorCluster>>,
 }
 
 /// The object parsers (links, metadata, indexes, vclock) on arbitrary
@@ -62,7 +62,7 @@ pub async fn serve(
     node: Arc<Node>,
     pb_stats: Arc<crate::pb::PbStats>,
     peer: Option<Arc<rill_peer::Peer>>,
-    sensors: Option<Arc<rill_tsdb::Engine>>,
+    sensors: Option<Arc<rill_sensor_cluster::SensorCluster>>,
 ) -> std::io::Result<()> {
     let ctx = Arc::new(Ctx {
         node,

@@ -16,8 +16,8 @@ use rill_promql::eval::{self as peval, EvalError, Options};
 use rill_promql::value::{Labels, Point, Series as PSeries, Value};
 use rill_promql::{Expr, Matcher as PMatcher, ParseError};
 use rill_sensor::Series;
+use rill_sensor_cluster::{ClusterSource, SensorCluster};
 use rill_tsdb::engine::ReadBudget;
-use rill_tsdb::prom_source::PromSource;
 use std::collections::BTreeSet;
 use std::fmt::Write;
 use std::sync::Arc;
@@ -124,6 +124,19 @@ fn success(data: &str) -> Response {
         StatusCode::OK,
         format!("{{\"status\":\"success\",\"data\":{data}}}"),
     )
+}
+
+/// A success's body; when some of the cluster did not answer and the
+/// answer may lack samples, it says so as Prometheus does (`warnings`)
+/// and as VictoriaMetrics does (`isPartial`).
+fn success_body(data: &str, partial: Option<String>) -> String {
+    match partial {
+        None => format!("{{\"status\":\"success\",\"data\":{data}}}"),
+        Some(why) => format!(
+            "{{\"status\":\"success\",\"isPartial\":true,\"data\":{data},\"warnings\":[{}]}}",
+            serde_json::Value::from(why)
+        ),
+    }
 }
 
 use super::num::{push_num, push_ts, put_num, put_ts};
@@ -271,7 +284,7 @@ fn step_ms(p: &[(String, String)]) -> Result<i64, PromError> {
     }
 }
 
-fn engine(ctx: &Ctx) -> Result<Arc<rill_tsdb::Engine>, Response> {
+fn sensors(ctx: &Ctx) -> Result<Arc<SensorCluster>, Response> {
     ctx.sensors.clone().ok_or_else(|| {
         error(
             StatusCode::UNPROCESSABLE_ENTITY,
@@ -309,8 +322,8 @@ fn query_args<T>(
     ctx: &Ctx,
     req: &Req,
     times: impl FnOnce(&[(String, String)], i64) -> Result<T, PromError>,
-) -> Result<(Arc<rill_tsdb::Engine>, T, i64, Options, Expr), Response> {
-    let engine = engine(ctx)?;
+) -> Result<(Arc<SensorCluster>, T, i64, Options, Expr), Response> {
+    let engine = sensors(ctx)?;
     let p = params(req);
     let now = crate::unix_now_ns() / 1_000_000;
     let t = times(&p, now).map_err(|e| fail(&e))?;
@@ -369,16 +382,12 @@ pub(crate) async fn query_range(ctx: &Arc<Ctx>, req: &Req) -> Response {
         Err(r) => return r,
     };
     let run = move |budget: Option<&Arc<ReadBudget>>| -> Result<String, PromError> {
-        let src = PromSource {
-            engine: &engine,
-            now: now.saturating_mul(1_000_000),
-            budget,
-        };
+        let src = ClusterSource::new(&engine, now.saturating_mul(1_000_000), budget);
         let out = peval::range(&src, &expr, start, end, step, &opts)?;
-        Ok(matrix(&out))
+        Ok(success_body(&matrix(&out), src.partial()))
     };
     match answer(run).await {
-        Ok(data) => success(&data),
+        Ok(body) => json_text(StatusCode::OK, body),
         Err(e) => fail(&e),
     }
 }
@@ -394,12 +403,8 @@ pub(crate) async fn query(ctx: &Arc<Ctx>, req: &Req) -> Response {
         Err(r) => return r,
     };
     let run = move |budget: Option<&Arc<ReadBudget>>| -> Result<String, PromError> {
-        let src = PromSource {
-            engine: &engine,
-            now: now.saturating_mul(1_000_000),
-            budget,
-        };
-        Ok(match peval::instant(&src, &expr, time, &opts)? {
+        let src = ClusterSource::new(&engine, now.saturating_mul(1_000_000), budget);
+        let data = match peval::instant(&src, &expr, time, &opts)? {
             Value::Scalar(Point { t, v }) => {
                 let mut d = String::from("{\"resultType\":\"scalar\",\"result\":[");
                 push_ts(&mut d, t);
@@ -429,10 +434,11 @@ pub(crate) async fn query(ctx: &Arc<Ctx>, req: &Req) -> Response {
                 d
             }
             Value::Matrix(m) => matrix(&m),
-        })
+        };
+        Ok(success_body(&data, src.partial()))
     };
     match answer(run).await {
-        Ok(data) => success(&data),
+        Ok(body) => json_text(StatusCode::OK, body),
         Err(e) => fail(&e),
     }
 }
@@ -471,13 +477,14 @@ fn matrix(series: &[PSeries]) -> String {
 const POINT_BYTES: usize = 24;
 
 /// The series every `match[]` selects (all series when there is none and
-/// `all` is set), with the matchers of `db=` and `extra_label=` added to
-/// each, sorted, each once.
+/// `all` is set) on every node, with the matchers of `db=` and
+/// `extra_label=` added to each, sorted, each once; and why the answer
+/// may lack some, if it may.
 fn selected(
-    engine: &rill_tsdb::Engine,
+    sensors: &SensorCluster,
     p: &[(String, String)],
     all: bool,
-) -> Result<Vec<Series>, PromError> {
+) -> Result<(Vec<Series>, Option<String>), PromError> {
     let mut sets = p
         .iter()
         .filter(|(k, _)| k == "match[]")
@@ -493,26 +500,26 @@ fn selected(
     for set in &mut sets {
         set.extend(extra.iter().cloned());
     }
-    let chosen: BTreeSet<Series> = engine
-        .select_where(|s| sets.iter().any(|m| rill_tsdb::prom_source::selects(m, s)))
-        .into_iter()
-        .map(|(_, s)| s)
-        .collect();
-    Ok(chosen.into_iter().collect())
+    sensors
+        .series(&sets)
+        .map_err(|e| PromError::Eval(rill_promql::eval::EvalError::Source(e)))
 }
 
 /// `/api/v1/series?match[]=...` (every series the selectors pick; the
 /// time range is not applied).
 pub(crate) async fn series(ctx: &Arc<Ctx>, req: &Req) -> Response {
-    let engine = match engine(ctx) {
+    let sensors = match sensors(ctx) {
         Ok(e) => e,
         Err(r) => return r,
     };
     let p = params(req);
-    match crate::blocking(move || selected(&engine, &p, false)).await {
-        Ok(all) => {
+    match crate::blocking(move || selected(&sensors, &p, false)).await {
+        Ok((all, partial)) => {
             let items: Vec<String> = all.iter().map(metric).collect();
-            success(&format!("[{}]", items.join(",")))
+            json_text(
+                StatusCode::OK,
+                success_body(&format!("[{}]", items.join(",")), partial),
+            )
         }
         Err(e) => fail(&e),
     }
@@ -520,14 +527,14 @@ pub(crate) async fn series(ctx: &Arc<Ctx>, req: &Req) -> Response {
 
 /// `/api/v1/labels` and `/api/v1/label/NAME/values`.
 pub(crate) async fn labels(ctx: &Arc<Ctx>, req: &Req, values_of: Option<String>) -> Response {
-    let engine = match engine(ctx) {
+    let sensors = match sensors(ctx) {
         Ok(e) => e,
         Err(r) => return r,
     };
     let p = params(req);
-    let run = move || -> Result<BTreeSet<String>, PromError> {
-        let all = selected(&engine, &p, true)?;
-        Ok(match &values_of {
+    let run = move || -> Result<(BTreeSet<String>, Option<String>), PromError> {
+        let (all, partial) = selected(&sensors, &p, true)?;
+        let set = match &values_of {
             None => all
                 .iter()
                 .flat_map(|s| s.labels.iter().map(|(k, _)| k.clone()))
@@ -537,15 +544,19 @@ pub(crate) async fn labels(ctx: &Arc<Ctx>, req: &Req, values_of: Option<String>)
                 .iter()
                 .filter_map(|s| s.label(name).map(str::to_string))
                 .collect(),
-        })
+        };
+        Ok((set, partial))
     };
     match crate::blocking(run).await {
-        Ok(set) => {
+        Ok((set, partial)) => {
             let items: Vec<String> = set
                 .iter()
                 .map(|x| serde_json::Value::from(x.as_str()).to_string())
                 .collect();
-            success(&format!("[{}]", items.join(",")))
+            json_text(
+                StatusCode::OK,
+                success_body(&format!("[{}]", items.join(",")), partial),
+            )
         }
         Err(e) => fail(&e),
     }

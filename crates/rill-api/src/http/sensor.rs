@@ -10,7 +10,7 @@ use super::{Ctx, Req};
 use axum::http::{HeaderValue, Method, StatusCode};
 use axum::response::Response;
 use rill_sensor::Precision;
-use rill_tsdb::wal::WalError;
+use rill_sensor_cluster::WriteError;
 use rill_tsdb::{EngineError, WriteReport};
 use serde_json::{json, Value};
 use std::io::Read;
@@ -53,7 +53,16 @@ fn busy(flavour: Flavour, message: &str) -> Response {
     r
 }
 
+/// This node's sensor engine (what it holds of the cluster's data).
 pub(crate) fn engine(ctx: &Ctx, flavour: Flavour) -> Result<Arc<rill_tsdb::Engine>, Response> {
+    sensors(ctx, flavour).map(|s| s.engine().clone())
+}
+
+/// The sensor-data service (writes placed on the cluster's ring).
+pub(crate) fn sensors(
+    ctx: &Ctx,
+    flavour: Flavour,
+) -> Result<Arc<rill_sensor_cluster::SensorCluster>, Response> {
     ctx.sensors.clone().ok_or_else(|| {
         error(
             flavour,
@@ -114,7 +123,7 @@ pub(crate) async fn write(ctx: &Arc<Ctx>, req: &Req, flavour: Flavour) -> Respon
 }
 
 async fn write_inner(ctx: &Arc<Ctx>, req: &Req, flavour: Flavour) -> Result<Response, Response> {
-    let engine = engine(ctx, flavour)?;
+    let engine = sensors(ctx, flavour)?;
     if req.method == Method::OPTIONS {
         return Ok(empty(StatusCode::NO_CONTENT));
     }
@@ -210,25 +219,14 @@ async fn write_inner(ctx: &Arc<Ctx>, req: &Req, flavour: Flavour) -> Result<Resp
     })
 }
 
-fn write_error(flavour: Flavour, e: EngineError) -> Response {
+fn write_error(flavour: Flavour, e: WriteError) -> Response {
     match e {
-        EngineError::Invalid(m) => error(flavour, StatusCode::BAD_REQUEST, &m),
-        // A full disk or stores not keeping up: nothing was acknowledged,
-        // the same write may be sent again.
-        EngineError::Busy(_) | EngineError::Store(_) | EngineError::Wal(WalError::Io(_)) => {
-            tracing::warn!(error = %e, "a sensor write was refused; the client may retry");
-            // A store's error may name its files: the client gets the
-            // kind of trouble, the log the detail.
-            let why = match &e {
-                EngineError::Store(_) => {
-                    "the sensor stores cannot take writes now (a full disk?)".to_string()
-                }
-                other => other.to_string(),
-            };
-            busy(
-                flavour,
-                &format!("{why}; nothing of this write was acknowledged, retry later"),
-            )
+        WriteError::Invalid(m) => error(flavour, StatusCode::BAD_REQUEST, &m),
+        // A full disk, stores not keeping up, replicas out of reach:
+        // nothing was acknowledged, the same write may be sent again.
+        WriteError::Busy(why) => {
+            tracing::warn!(error = %why, "a sensor write was refused; the client may retry");
+            busy(flavour, &why)
         }
         other => {
             tracing::error!(error = %other, "a sensor write failed");
@@ -309,7 +307,7 @@ pub(crate) async fn remote_write(ctx: &Arc<Ctx>, req: &Req) -> Response {
     let report = if series.is_empty() {
         WriteReport::default()
     } else {
-        match crate::blocking(move || engine.write(&db, &series, now)).await {
+        match crate::blocking(move || engine.write_grouped(&db, &series, &[], now)).await {
             Ok(r) => r,
             Err(e) => {
                 let mut r = write_error(Flavour::V1, e);
@@ -379,7 +377,7 @@ pub(crate) async fn query(ctx: &Arc<Ctx>, req: &Req) -> Response {
                     Err(EngineError::Invalid(m)) => {
                         return error(Flavour::V1, StatusCode::BAD_REQUEST, &m)
                     }
-                    Err(e) => return write_error(Flavour::V1, e),
+                    Err(e) => return write_error(Flavour::V1, e.into()),
                 }
                 results.push(json!({ "statement_id": i }));
             }

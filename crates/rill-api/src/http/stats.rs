@@ -178,8 +178,8 @@ fn numbers(ctx: &Ctx) -> Vec<Stat> {
             st.aae.trees_unbuilt.into(),
         ),
     ];
-    if let Some(engine) = &ctx.sensors {
-        let s = engine.stats();
+    if let Some(sensors) = &ctx.sensors {
+        let s = sensors.engine().stats();
         out.extend([
             ("sensor_samples_written_total", "Sensor samples taken.", s.samples_written.into()),
             (

@@ -65,6 +65,10 @@ pub enum VnodeRequest {
     /// The summaries of the keys `Keys` would answer (an aae_fold's
     /// find_keys and object_stats).
     Summaries(Box<KeysQuery>),
+    /// A request of the sensor-data service, for the node rather than
+    /// one vnode (its bytes are that service's to read: the node's
+    /// [`crate::SensorHandler`] answers it).
+    Sensor(Vec<u8>),
 }
 
 /// What a `Keys` request asks.
@@ -124,6 +128,8 @@ pub enum VnodeReply {
     /// before this came has a request that was never carried out, and
     /// may ask another replica to coordinate.
     Accepted,
+    /// The sensor-data service's answer (its bytes).
+    Sensor(Vec<u8>),
 }
 
 impl Vnode {
@@ -183,6 +189,10 @@ impl Vnode {
                 .keys(&q)
                 .map(|(keys, more)| VnodeReply::Keys { keys, more }),
             VnodeRequest::Summaries(q) => self.summaries(&q),
+            // `Vnodes` gives these to the node's sensor handler.
+            VnodeRequest::Sensor(_) => Err(KvError::Backend(
+                "a sensor-data request reached a vnode".into(),
+            )),
             VnodeRequest::IndexPage { query, page } => {
                 let mut entries = Vec::new();
                 let page = page.max(1) as usize;

@@ -32,6 +32,7 @@ const HEAD: u8 = 8;
 const AAE: u8 = 9;
 const AAE_CLOCKS: u8 = 10;
 const SUMMARIES: u8 = 11;
+const SENSOR: u8 = 12;
 const FOUND: u8 = 16;
 const STORED: u8 = 17;
 const REAPED: u8 = 18;
@@ -45,6 +46,7 @@ const AAE_ANSWER: u8 = 25;
 const CLOCK_LIST: u8 = 26;
 const ACCEPTED: u8 = 27;
 const SUMMARY_LIST: u8 = 28;
+const SENSOR_ANSWER: u8 = 29;
 
 // Error kinds a replica's failure keeps across the wire.
 const ERR_BACKEND: u8 = 0;
@@ -254,6 +256,11 @@ pub fn encode_request_after(prefix: &[u8], route: Route, r: &VnodeRequest) -> Ve
             coverage::put_keys_query(&mut b, q);
             b
         }
+        VnodeRequest::Sensor(bytes) => {
+            let mut b = head(prefix, SENSOR, route);
+            put_long(&mut b, bytes);
+            b
+        }
     }
 }
 
@@ -278,6 +285,11 @@ pub fn encode_reply_after(prefix: &[u8], route: Route, r: &VnodeReply) -> Vec<u8
             b
         }
         VnodeReply::Merged => head(prefix, MERGED, route),
+        VnodeReply::Sensor(bytes) => {
+            let mut b = head(prefix, SENSOR_ANSWER, route);
+            put_long(&mut b, bytes);
+            b
+        }
         VnodeReply::Accepted => head(prefix, ACCEPTED, route),
         VnodeReply::Aae(a) => {
             let mut b = head(prefix, AAE_ANSWER, route);
@@ -493,6 +505,7 @@ fn decode_request_in(b: &[u8], shared: Option<&Bytes>) -> Result<(Route, VnodeRe
         },
         KEYS => VnodeRequest::Keys(Box::new(r.keys_query()?)),
         SUMMARIES => VnodeRequest::Summaries(Box::new(r.keys_query()?)),
+        SENSOR => VnodeRequest::Sensor(r.long()?.to_vec()),
         INDEX_PAGE => {
             let (query, page) = r.index_query()?;
             VnodeRequest::IndexPage { query, page }
@@ -573,6 +586,7 @@ fn decode_reply_in(b: &[u8], shared: Option<&Bytes>) -> Result<(Route, VnodeRepl
         },
         STORED => VnodeReply::Stored(r.object()?),
         MERGED => VnodeReply::Merged,
+        SENSOR_ANSWER => VnodeReply::Sensor(r.long()?.to_vec()),
         ACCEPTED => VnodeReply::Accepted,
         AAE_ANSWER => VnodeReply::Aae(r.aae_answer()?),
         CLOCK_LIST => {

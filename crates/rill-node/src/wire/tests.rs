@@ -116,6 +116,8 @@ fn requests_and_replies_round_trip_and_refuse_every_cut() {
             limit: 1,
             first_of: None,
         })),
+        VnodeRequest::Sensor(b"any bytes of the sensor service".to_vec()),
+        VnodeRequest::Sensor(Vec::new()),
         VnodeRequest::Summaries(Box::new(crate::vnode::msg::KeysQuery {
             bucket_type: b"t".to_vec(),
             bucket: b"b".to_vec(),
@@ -171,6 +173,7 @@ fn requests_and_replies_round_trip_and_refuse_every_cut() {
             fingerprint: 0x0102_0304_0506_0708,
         },
         VnodeReply::Merged,
+        VnodeReply::Sensor(vec![0, 1, 2]),
         VnodeReply::Accepted,
         VnodeReply::Reaped(true),
         VnodeReply::Failed(KvError::OutOfSpace {

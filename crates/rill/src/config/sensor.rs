@@ -19,6 +19,12 @@ pub struct SensorConfig {
     pub retention: Duration,
     /// `sensor.retention.<db>`: a database's own.
     pub retention_of: HashMap<String, Duration>,
+    /// `sensor.n_val`: copies of each series in the cluster (on
+    /// distinct nodes where there are enough).
+    pub n_val: u32,
+    /// `sensor.w`: distinct nodes that hold a write durably before it is
+    /// acknowledged.
+    pub w: rill_node::Quorum,
     /// `sensor.sync_on_write`: a write is acknowledged once on the disk
     /// (fsync of the log, shared by writers arriving together); `off`:
     /// once in the kernel.
@@ -69,6 +75,8 @@ impl Default for SensorConfig {
             grace: Duration::from_secs(300),
             retention: Duration::from_secs(30 * 86_400),
             retention_of: HashMap::new(),
+            n_val: 3,
+            w: rill_node::Quorum::Quorum,
             sync_on_write: true,
             max_file_bytes: 64 << 20,
             log_segment_bytes: 64 << 20,
@@ -181,6 +189,33 @@ pub static SETTINGS: &[Setting] = &[
         help: "database DB's own storage period (e.g. sensor.retention.telegraf = 90d)",
         apply: |c, a| {
             c.sensor.retention_of.insert(a.name.to_string(), a.duration());
+            Ok(())
+        },
+    },
+    Setting {
+        key: "sensor.n_val",
+        kind: Kind::Count { min: 1, max: 16 },
+        words: &[],
+        default: Initial::Value("3"),
+        help: "copies of each sensor series in a cluster, on distinct nodes where there are enough (Riak's n_val); a node holds a series once however many of its replicas it serves",
+        apply: |c, a| {
+            c.sensor.n_val = a.count() as u32;
+            Ok(())
+        },
+    },
+    Setting {
+        key: "sensor.w",
+        kind: Kind::Count { min: 1, max: 16 },
+        words: &["one", "quorum", "all"],
+        default: Initial::Value("quorum"),
+        help: "distinct nodes that must hold a sensor write durably before it is acknowledged (Riak's w; quorum is n_val/2+1; never more than the nodes of a series' preference list)",
+        apply: |c, a| {
+            c.sensor.w = match a.word() {
+                Some("one") => rill_node::Quorum::One,
+                Some("quorum") => rill_node::Quorum::Quorum,
+                Some("all") => rill_node::Quorum::All,
+                _ => rill_node::Quorum::N(a.count() as u32),
+            };
             Ok(())
         },
     },

@@ -1,0 +1,36 @@
+//! The sensor-data service on the ring (docs/sensors.md, "On a
+//! cluster"): the sensor-data paper's "collection port at every Riak
+//! node" (section 6), where every node takes samples and answers
+//! queries for the whole cluster.
+//!
+//! - [`route`]: a write placed on the ring, pure: each series' home
+//!   partition (by its group's key), the nodes of each home's
+//!   preference list (Riak's sloppy quorum), and when the write is
+//!   acknowledged (W distinct nodes for every home).
+//! - [`msg`]: what nodes send each other (inside the vnode message's
+//!   `Sensor` payload), fuzzed.
+//! - [`merge`]: several replicas' answers made one, pure, and whether
+//!   an answer may lack samples.
+//! - [`service`]: [`SensorCluster`], the I/O: writes sent and
+//!   acknowledged, selects fanned out and merged;
+//! - [`replica`]: this node's answers to the others.
+//!
+//! Invariants:
+//! - a write is acknowledged only once, for every home partition it
+//!   touches, `min(w, distinct nodes of the list)` nodes have its
+//!   samples in their write-ahead logs (as durable as
+//!   `sensor.sync_on_write` makes them);
+//! - a node holds a series' samples once however many replicas of its
+//!   partition it serves;
+//! - an answer that may lack acknowledged samples says so (`partial`).
+
+pub mod merge;
+pub mod msg;
+pub mod replica;
+pub mod route;
+pub mod service;
+mod source;
+
+pub use replica::Replica;
+pub use service::{Replication, Selected, SensorCluster, WriteError};
+pub use source::ClusterSource;

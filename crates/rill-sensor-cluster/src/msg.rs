@@ -1,0 +1,568 @@
+//! The messages of the sensor-data service between nodes, as bytes
+//! (docs/format.md, "Sensor-service messages", version 1), pure. They
+//! travel inside a vnode message's `Sensor` payload. Every decoder
+//! refuses what it cannot read whole, and is fuzzed.
+//!
+//! A message starts with its version (1) and its kind. Integers are
+//! LEB128 varints unless said otherwise; a text is its length (varint)
+//! and its UTF-8 bytes; timestamps go as the zigzag difference from the
+//! one before (the first from 0), values as 8 bytes (f64 bits, LE).
+
+use rill_sensor::{unzigzag, zigzag, Sample};
+
+pub const VERSION: u8 = 1;
+
+const WRITE: u8 = 1;
+const SELECT: u8 = 2;
+const KEYS: u8 = 3;
+const WRITTEN: u8 = 16;
+const SERIES: u8 = 17;
+const FAILED: u8 = 18;
+const KEY_LIST: u8 = 19;
+
+/// A series and its samples as a write carries them.
+#[derive(Clone, Debug, PartialEq)]
+pub struct SeriesSamples {
+    pub key: String,
+    /// The group it belongs to when new (the fields of one line protocol
+    /// measurement and tag set).
+    pub group: Option<String>,
+    pub samples: Vec<Sample>,
+}
+
+/// The series of one home partition (the partition their group hashes
+/// to).
+#[derive(Clone, Debug, PartialEq)]
+pub struct Part {
+    pub home: u32,
+    pub series: Vec<SeriesSamples>,
+}
+
+/// A label matcher: label, operator, value.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct MatcherSpec {
+    pub label: String,
+    /// `=`, `!=`, `=~` or `!~`.
+    pub op: String,
+    pub value: String,
+}
+
+#[derive(Clone, Debug, PartialEq)]
+pub enum Request {
+    /// Store these samples of database `db`, judged at `now` (ns; what
+    /// is past its storage period or too far ahead is counted, not
+    /// written, the same on every replica).
+    Write {
+        db: String,
+        now: i64,
+        parts: Vec<Part>,
+    },
+    /// The series the matchers select (every database) with their
+    /// samples from `mint` to `maxt` ms, judged at `now` (ns).
+    Select {
+        matchers: Vec<MatcherSpec>,
+        mint: i64,
+        maxt: i64,
+        now: i64,
+    },
+    /// The keys of every series (every database) that one of the sets
+    /// of matchers selects, whatever their samples' times.
+    Keys { sets: Vec<Vec<MatcherSpec>> },
+}
+
+/// Why a replica did not do what was asked.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum FailKind {
+    /// The request is wrong: every replica would say so.
+    Invalid,
+    /// Try again later (stores behind, a full disk).
+    Busy,
+    /// Anything else (the replica's log has the detail).
+    Failed,
+}
+
+/// What a replica wrote: as `rill_tsdb::WriteReport`.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Written {
+    pub written: u64,
+    pub too_old: u64,
+    pub too_new: u64,
+    pub bad_series: u64,
+}
+
+/// A series a select found: its key and points (ms, value).
+#[derive(Clone, Debug, PartialEq)]
+pub struct Found {
+    pub key: String,
+    pub points: Vec<(i64, f64)>,
+}
+
+#[derive(Clone, Debug, PartialEq)]
+pub enum Reply {
+    Written(Written),
+    /// Sorted by key.
+    Series(Vec<Found>),
+    /// Series keys, sorted, each once.
+    Keys(Vec<String>),
+    Failed {
+        kind: FailKind,
+        text: String,
+    },
+}
+
+/// Why bytes are not a sensor-service message.
+#[derive(Debug, thiserror::Error, PartialEq, Eq)]
+pub enum MsgError {
+    #[error("sensor-service message version {0}; this node reads 1")]
+    Version(u8),
+    #[error("unknown sensor-service message kind {0}")]
+    Kind(u8),
+    #[error("the sensor-service message ends early")]
+    Short,
+    #[error("the sensor-service message is malformed: {0}")]
+    Malformed(&'static str),
+}
+
+fn put_var(b: &mut Vec<u8>, mut v: u64) {
+    while v >= 0x80 {
+        b.push((v as u8) | 0x80);
+        v >>= 7;
+    }
+    b.push(v as u8);
+}
+
+fn put_text(b: &mut Vec<u8>, s: &str) {
+    put_var(b, s.len() as u64);
+    b.extend_from_slice(s.as_bytes());
+}
+
+/// Times as zigzag differences, then the values.
+fn put_points(b: &mut Vec<u8>, n: usize, at: impl Fn(usize) -> (i64, f64)) {
+    put_var(b, n as u64);
+    let mut last = 0i64;
+    for i in 0..n {
+        let t = at(i).0;
+        put_var(b, zigzag(t.wrapping_sub(last)));
+        last = t;
+    }
+    for i in 0..n {
+        b.extend_from_slice(&at(i).1.to_bits().to_le_bytes());
+    }
+}
+
+pub fn encode_request(r: &Request) -> Vec<u8> {
+    let mut b = vec![VERSION];
+    match r {
+        Request::Write { db, now, parts } => {
+            let samples: usize = parts
+                .iter()
+                .flat_map(|p| &p.series)
+                .map(|s| s.samples.len())
+                .sum();
+            b.reserve(16 + db.len() + samples * 10);
+            b.push(WRITE);
+            put_text(&mut b, db);
+            put_var(&mut b, zigzag(*now));
+            put_var(&mut b, parts.len() as u64);
+            for p in parts {
+                put_var(&mut b, u64::from(p.home));
+                put_var(&mut b, p.series.len() as u64);
+                for s in &p.series {
+                    put_text(&mut b, &s.key);
+                    match &s.group {
+                        Some(g) => {
+                            b.push(1);
+                            put_text(&mut b, g);
+                        }
+                        None => b.push(0),
+                    }
+                    put_points(&mut b, s.samples.len(), |i| {
+                        (s.samples[i].ts, s.samples[i].value)
+                    });
+                }
+            }
+        }
+        Request::Select {
+            matchers,
+            mint,
+            maxt,
+            now,
+        } => {
+            b.push(SELECT);
+            put_matchers(&mut b, matchers);
+            put_var(&mut b, zigzag(*mint));
+            put_var(&mut b, zigzag(*maxt));
+            put_var(&mut b, zigzag(*now));
+        }
+        Request::Keys { sets } => {
+            b.push(KEYS);
+            put_var(&mut b, sets.len() as u64);
+            for set in sets {
+                put_matchers(&mut b, set);
+            }
+        }
+    }
+    b
+}
+
+fn put_matchers(b: &mut Vec<u8>, matchers: &[MatcherSpec]) {
+    put_var(b, matchers.len() as u64);
+    for m in matchers {
+        put_text(b, &m.label);
+        put_text(b, &m.op);
+        put_text(b, &m.value);
+    }
+}
+
+pub fn encode_reply(r: &Reply) -> Vec<u8> {
+    let mut b = vec![VERSION];
+    match r {
+        Reply::Written(w) => {
+            b.push(WRITTEN);
+            for n in [w.written, w.too_old, w.too_new, w.bad_series] {
+                put_var(&mut b, n);
+            }
+        }
+        Reply::Series(found) => {
+            b.push(SERIES);
+            put_var(&mut b, found.len() as u64);
+            for f in found {
+                put_text(&mut b, &f.key);
+                put_points(&mut b, f.points.len(), |i| f.points[i]);
+            }
+        }
+        Reply::Keys(keys) => {
+            b.push(KEY_LIST);
+            put_var(&mut b, keys.len() as u64);
+            for k in keys {
+                put_text(&mut b, k);
+            }
+        }
+        Reply::Failed { kind, text } => {
+            b.push(FAILED);
+            b.push(match kind {
+                FailKind::Invalid => 0,
+                FailKind::Busy => 1,
+                FailKind::Failed => 2,
+            });
+            put_text(&mut b, text);
+        }
+    }
+    b
+}
+
+struct Reader<'a>(&'a [u8]);
+
+impl<'a> Reader<'a> {
+    fn u8(&mut self) -> Result<u8, MsgError> {
+        let (&x, rest) = self.0.split_first().ok_or(MsgError::Short)?;
+        self.0 = rest;
+        Ok(x)
+    }
+    fn take(&mut self, n: usize) -> Result<&'a [u8], MsgError> {
+        if self.0.len() < n {
+            return Err(MsgError::Short);
+        }
+        let (h, t) = self.0.split_at(n);
+        self.0 = t;
+        Ok(h)
+    }
+    fn var(&mut self) -> Result<u64, MsgError> {
+        let mut v = 0u64;
+        for shift in (0..64).step_by(7) {
+            let x = self.u8()?;
+            let bits = u64::from(x & 0x7f);
+            if shift == 63 && bits > 1 {
+                return Err(MsgError::Malformed("varint past 64 bits"));
+            }
+            v |= bits << shift;
+            if x & 0x80 == 0 {
+                return Ok(v);
+            }
+        }
+        Err(MsgError::Malformed("varint past 64 bits"))
+    }
+    fn i64(&mut self) -> Result<i64, MsgError> {
+        Ok(unzigzag(self.var()?))
+    }
+    /// A count of items each at least `min_bytes` long: never more than
+    /// the bytes left could hold (so a forged count allocates nothing).
+    fn count(&mut self, min_bytes: usize) -> Result<usize, MsgError> {
+        let n = usize::try_from(self.var()?).map_err(|_| MsgError::Short)?;
+        if n.saturating_mul(min_bytes.max(1)) > self.0.len() {
+            return Err(MsgError::Short);
+        }
+        Ok(n)
+    }
+    fn text(&mut self) -> Result<String, MsgError> {
+        let n = self.count(1)?;
+        String::from_utf8(self.take(n)?.to_vec()).map_err(|_| MsgError::Malformed("not UTF-8"))
+    }
+    fn points(&mut self) -> Result<Vec<(i64, f64)>, MsgError> {
+        let n = self.count(9)?;
+        let mut times = Vec::with_capacity(n);
+        let mut last = 0i64;
+        for _ in 0..n {
+            last = last.wrapping_add(self.i64()?);
+            times.push(last);
+        }
+        let values = self.take(n * 8)?;
+        Ok(times
+            .into_iter()
+            .zip(values.chunks_exact(8))
+            .map(|(t, v)| {
+                (
+                    t,
+                    f64::from_bits(u64::from_le_bytes(v.try_into().expect("8"))),
+                )
+            })
+            .collect())
+    }
+    fn matchers(&mut self) -> Result<Vec<MatcherSpec>, MsgError> {
+        let n = self.count(3)?;
+        let mut matchers = Vec::with_capacity(n);
+        for _ in 0..n {
+            matchers.push(MatcherSpec {
+                label: self.text()?,
+                op: self.text()?,
+                value: self.text()?,
+            });
+        }
+        Ok(matchers)
+    }
+    fn end(&self) -> Result<(), MsgError> {
+        if self.0.is_empty() {
+            Ok(())
+        } else {
+            Err(MsgError::Malformed("bytes after the message"))
+        }
+    }
+}
+
+fn open(b: &[u8]) -> Result<(u8, Reader<'_>), MsgError> {
+    let mut r = Reader(b);
+    let v = r.u8()?;
+    if v != VERSION {
+        return Err(MsgError::Version(v));
+    }
+    let kind = r.u8()?;
+    Ok((kind, r))
+}
+
+pub fn decode_request(b: &[u8]) -> Result<Request, MsgError> {
+    let (kind, mut r) = open(b)?;
+    let req = match kind {
+        WRITE => {
+            let db = r.text()?;
+            let now = r.i64()?;
+            let n = r.count(2)?;
+            let mut parts = Vec::with_capacity(n);
+            for _ in 0..n {
+                let home = u32::try_from(r.var()?).map_err(|_| MsgError::Malformed("partition"))?;
+                let m = r.count(3)?;
+                let mut series = Vec::with_capacity(m);
+                for _ in 0..m {
+                    let key = r.text()?;
+                    let group = match r.u8()? {
+                        0 => None,
+                        1 => Some(r.text()?),
+                        _ => return Err(MsgError::Malformed("group flag")),
+                    };
+                    let samples = r
+                        .points()?
+                        .into_iter()
+                        .map(|(ts, value)| Sample { ts, value })
+                        .collect();
+                    series.push(SeriesSamples {
+                        key,
+                        group,
+                        samples,
+                    });
+                }
+                parts.push(Part { home, series });
+            }
+            Request::Write { db, now, parts }
+        }
+        SELECT => {
+            let matchers = r.matchers()?;
+            Request::Select {
+                matchers,
+                mint: r.i64()?,
+                maxt: r.i64()?,
+                now: r.i64()?,
+            }
+        }
+        KEYS => {
+            let n = r.count(1)?;
+            let mut sets = Vec::with_capacity(n);
+            for _ in 0..n {
+                sets.push(r.matchers()?);
+            }
+            Request::Keys { sets }
+        }
+        other => return Err(MsgError::Kind(other)),
+    };
+    r.end()?;
+    Ok(req)
+}
+
+pub fn decode_reply(b: &[u8]) -> Result<Reply, MsgError> {
+    let (kind, mut r) = open(b)?;
+    let reply = match kind {
+        WRITTEN => Reply::Written(Written {
+            written: r.var()?,
+            too_old: r.var()?,
+            too_new: r.var()?,
+            bad_series: r.var()?,
+        }),
+        SERIES => {
+            let n = r.count(2)?;
+            let mut found = Vec::with_capacity(n);
+            for _ in 0..n {
+                found.push(Found {
+                    key: r.text()?,
+                    points: r.points()?,
+                });
+            }
+            Reply::Series(found)
+        }
+        KEY_LIST => {
+            let n = r.count(1)?;
+            let mut keys = Vec::with_capacity(n);
+            for _ in 0..n {
+                keys.push(r.text()?);
+            }
+            Reply::Keys(keys)
+        }
+        FAILED => {
+            let kind = match r.u8()? {
+                0 => FailKind::Invalid,
+                1 => FailKind::Busy,
+                2 => FailKind::Failed,
+                _ => return Err(MsgError::Malformed("failure kind")),
+            };
+            Reply::Failed {
+                kind,
+                text: r.text()?,
+            }
+        }
+        other => return Err(MsgError::Kind(other)),
+    };
+    r.end()?;
+    Ok(reply)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    fn write() -> Request {
+        Request::Write {
+            db: "telegraf".into(),
+            now: 1_700_000_000_000_000_000,
+            parts: vec![
+                Part {
+                    home: 17,
+                    series: vec![
+                        SeriesSamples {
+                            key: "cpu{host=\"a\"}".into(),
+                            group: Some("cpu,host=a".into()),
+                            samples: vec![
+                                Sample { ts: 5, value: 1.5 },
+                                Sample {
+                                    ts: -3,
+                                    value: f64::NAN,
+                                },
+                                Sample {
+                                    ts: i64::MAX,
+                                    value: -0.0,
+                                },
+                            ],
+                        },
+                        SeriesSamples {
+                            key: "up".into(),
+                            group: None,
+                            samples: vec![],
+                        },
+                    ],
+                },
+                Part {
+                    home: 0,
+                    series: vec![],
+                },
+            ],
+        }
+    }
+
+    #[test]
+    fn requests_and_replies_round_trip() {
+        let w = write();
+        let back = decode_request(&encode_request(&w)).unwrap();
+        // NaN is not equal to itself: compare the bytes again.
+        assert_eq!(encode_request(&back), encode_request(&w));
+        let s = Request::Select {
+            matchers: vec![MatcherSpec {
+                label: "__name__".into(),
+                op: "=~".into(),
+                value: "cpu.*".into(),
+            }],
+            mint: -5,
+            maxt: 99,
+            now: 7,
+        };
+        assert_eq!(decode_request(&encode_request(&s)).unwrap(), s);
+        let k = Request::Keys {
+            sets: vec![
+                vec![],
+                vec![MatcherSpec {
+                    label: "db".into(),
+                    op: "!=".into(),
+                    value: "".into(),
+                }],
+            ],
+        };
+        assert_eq!(decode_request(&encode_request(&k)).unwrap(), k);
+        for r in [
+            Reply::Keys(vec!["a{}".into(), "ü".into()]),
+            Reply::Written(Written {
+                written: 3,
+                too_old: 1,
+                too_new: 0,
+                bad_series: u64::MAX,
+            }),
+            Reply::Series(vec![Found {
+                key: "x".into(),
+                points: vec![(1, 2.0), (i64::MIN, 3.0)],
+            }]),
+            Reply::Failed {
+                kind: FailKind::Busy,
+                text: "later".into(),
+            },
+        ] {
+            assert_eq!(decode_reply(&encode_reply(&r)).unwrap(), r);
+        }
+    }
+
+    #[test]
+    fn every_cut_of_a_message_is_refused() {
+        let b = encode_request(&write());
+        for n in 0..b.len() {
+            assert!(decode_request(&b[..n]).is_err(), "{n}");
+        }
+        let mut more = b.clone();
+        more.push(0);
+        assert!(decode_request(&more).is_err());
+        let mut other = b;
+        other[0] = 2;
+        assert_eq!(decode_request(&other), Err(MsgError::Version(2)));
+    }
+
+    proptest! {
+        #[test]
+        fn any_bytes_decode_or_are_refused(b in proptest::collection::vec(any::<u8>(), 0..200)) {
+            let _ = decode_request(&b);
+            let _ = decode_reply(&b);
+        }
+    }
+}

@@ -1,0 +1,114 @@
+//! This node's answers to other nodes' sensor requests: writes into its
+//! engine, its share of selects and key listings.
+
+use crate::msg::{self, FailKind, Found, MatcherSpec, Reply, Request};
+use crate::service::{failure, written};
+use rill_node::{KvError, SensorHandler};
+use rill_promql::eval::Source;
+use rill_promql::Matcher;
+use rill_tsdb::prom_source::PromSource;
+use rill_tsdb::Engine;
+use std::sync::Arc;
+
+/// This node's answers to other nodes' sensor requests.
+pub struct Replica {
+    pub engine: Arc<Engine>,
+}
+
+impl Replica {
+    pub fn answer(&self, request: Request) -> Reply {
+        match request {
+            Request::Write { db, now, parts } => {
+                let mut series = Vec::new();
+                let mut groups = Vec::new();
+                for s in parts.into_iter().flat_map(|p| p.series) {
+                    series.push((s.key, s.samples));
+                    groups.push(s.group);
+                }
+                let groups: Vec<Option<&str>> = groups.iter().map(Option::as_deref).collect();
+                match self.engine.write_grouped(&db, &series, &groups, now) {
+                    Ok(r) => Reply::Written(written(r)),
+                    Err(e) => {
+                        let (kind, text) = failure(&e);
+                        Reply::Failed { kind, text }
+                    }
+                }
+            }
+            Request::Keys { sets } => {
+                let mut parsed = Vec::with_capacity(sets.len());
+                for set in &sets {
+                    match matchers_of(set) {
+                        Ok(ms) => parsed.push(ms),
+                        Err(r) => return r,
+                    }
+                }
+                let mut keys = local_keys(&self.engine, &parsed);
+                keys.sort();
+                keys.dedup();
+                Reply::Keys(keys)
+            }
+            Request::Select {
+                matchers,
+                mint,
+                maxt,
+                now,
+            } => {
+                let ms = match matchers_of(&matchers) {
+                    Ok(ms) => ms,
+                    Err(r) => return r,
+                };
+                let src = PromSource {
+                    engine: &self.engine,
+                    now,
+                    budget: None,
+                };
+                let mut found = Vec::new();
+                let r = src.select_each(&ms, mint, maxt, &mut |s| {
+                    found.push(Found {
+                        key: crate::merge::key_of(&s.labels),
+                        points: s.points.iter().map(|p| (p.t, p.v)).collect(),
+                    });
+                    true
+                });
+                match r {
+                    Ok(()) => Reply::Series(found),
+                    Err(text) => Reply::Failed {
+                        kind: FailKind::Failed,
+                        text,
+                    },
+                }
+            }
+        }
+    }
+}
+
+/// Matchers from a message, or the answer refusing them.
+fn matchers_of(specs: &[MatcherSpec]) -> Result<Vec<Matcher>, Reply> {
+    specs
+        .iter()
+        .map(|m| match Matcher::new(&m.label, &m.op, &m.value) {
+            Ok(x) if ["=", "!=", "=~", "!~"].contains(&m.op.as_str()) => Ok(x),
+            _ => Err(Reply::Failed {
+                kind: FailKind::Invalid,
+                text: format!("not a matcher: {}{}{:?}", m.label, m.op, m.value),
+            }),
+        })
+        .collect()
+}
+
+impl SensorHandler for Replica {
+    fn serve(&self, request: &[u8]) -> Result<Vec<u8>, KvError> {
+        let request = msg::decode_request(request)
+            .map_err(|e| KvError::Backend(format!("a sensor request: {e}")))?;
+        Ok(msg::encode_reply(&self.answer(request)))
+    }
+}
+
+/// Keys of this node's series that one of `sets` selects.
+pub(crate) fn local_keys(engine: &Engine, sets: &[Vec<Matcher>]) -> Vec<String> {
+    engine
+        .select_where(|s| sets.iter().any(|m| rill_tsdb::prom_source::selects(m, s)))
+        .into_iter()
+        .map(|(_, s)| s.key())
+        .collect()
+}

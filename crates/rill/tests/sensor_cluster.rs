@@ -1,0 +1,173 @@
+//! The sensor-data service on a cluster of real `rill` processes
+//! (docs/sensors.md, "On a cluster"): line protocol written into every
+//! node is answered by every node, as a single node holding the same
+//! samples answers; a write waits for W distinct nodes; an answer that
+//! may lack samples says so.
+
+mod common;
+
+use common::cluster::{form, Member};
+use common::sensor::{enc, now_s};
+use common::{until, Node};
+use std::time::Duration;
+
+/// Lines of node `k`'s sensors: 12 rooms of its own with two fields
+/// each, and one series every node writes at times of its own, every 10
+/// s over 20 minutes ending at `end` (s).
+fn lines(k: u32, end: i64) -> String {
+    let mut out = String::new();
+    for step in 0..120i64 {
+        let t = end - 1200 + step * 10;
+        for room in 0..12 {
+            out.push_str(&format!(
+                "room,host=n{k},name=r{room} temp={},hum={} {t}\n",
+                20.0 + f64::from(room) + step as f64 / 100.0,
+                40 + room + k,
+            ));
+        }
+        out.push_str(&format!(
+            "shared,site=x v={} {}\n",
+            step + i64::from(k),
+            t + i64::from(k)
+        ));
+    }
+    out
+}
+
+fn write(n: &Node, body: &str) -> u16 {
+    n.http(
+        "POST",
+        "/write?db=telegraf&precision=s",
+        &[("Content-Type", "text/plain")],
+        body.as_bytes(),
+    )
+    .map_or(0, |r| r.status)
+}
+
+/// The `data` of a Prometheus API answer, and the whole answer.
+fn query(n: &Node, path: &str) -> (serde_json::Value, serde_json::Value) {
+    let r = n.http("GET", path, &[], b"").expect("an answer");
+    assert_eq!(
+        r.status,
+        200,
+        "{path}: {}",
+        String::from_utf8_lossy(&r.body)
+    );
+    let v: serde_json::Value = serde_json::from_slice(&r.body).unwrap();
+    (v["data"].clone(), v)
+}
+
+fn queries(end: i64) -> Vec<String> {
+    let at = end + 30;
+    let range = |q: &str| {
+        format!(
+            "/api/v1/query_range?query={}&start={}&end={at}&step=30",
+            enc(q),
+            end - 1200
+        )
+    };
+    let instant = |q: &str| format!("/api/v1/query?query={}&time={at}", enc(q));
+    vec![
+        instant("room_temp[30m]"),
+        instant("shared_v[30m]"),
+        instant("count(room_hum)"),
+        instant("sum by (host) (room_hum)"),
+        instant("topk(3, room_temp)"),
+        range("sum by (host) (rate(room_temp[2m]))"),
+        range("avg(room_hum)"),
+        range("shared_v"),
+        "/api/v1/series?match[]=room_temp".to_string(),
+    ]
+}
+
+#[test]
+fn line_protocol_into_every_node_is_answered_by_every_node_as_one_node_answers() {
+    let a = Member::start(1, "");
+    let b = Member::start(2, "");
+    let c = Member::start(3, "");
+    form(&a, &[&b, &c]);
+    let single_dir = tempfile::tempdir().unwrap();
+    let single = Node::start(single_dir.path(), "");
+    let end = now_s() / 60 * 60 - 600;
+    for (k, m) in [&a, &b, &c].into_iter().enumerate() {
+        let body = lines(k as u32 + 1, end);
+        assert_eq!(write(m.node(), &body), 204, "through {}", m.name);
+        assert_eq!(write(&single, &body), 204);
+    }
+    // Each series is on the distinct owners of its partitions: three
+    // for most (64 partitions do not share evenly among three nodes, so
+    // a few preference lists have two), each series once per node, and
+    // none on one node only.
+    let all = 3 * 12 * 2 + 1;
+    until("the replicas' writes", Duration::from_secs(30), || {
+        let held: Vec<u64> = [&a, &b, &c]
+            .iter()
+            .map(|m| m.stat("sensor_series"))
+            .collect();
+        held.iter().all(|&h| h <= all && h * 10 >= all * 8)
+            && held.iter().sum::<u64>() >= all * 2 + all * 8 / 10
+    });
+    for path in queries(end) {
+        let (want, _) = query(&single, &path);
+        assert_ne!(want, serde_json::json!(null), "{path}");
+        for m in [&a, &b, &c] {
+            let (got, whole) = query(m.node(), &path);
+            assert_eq!(got, want, "{path} through {}", m.name);
+            assert!(whole.get("warnings").is_none(), "{path}: {whole}");
+        }
+    }
+}
+
+#[test]
+fn a_write_waits_for_w_nodes_and_an_answer_without_them_says_so() {
+    let a = Member::start(1, "handoff.timeout = 3s\n");
+    let b = Member::start(2, "handoff.timeout = 3s\n");
+    let c = Member::start(3, "handoff.timeout = 3s\n");
+    form(&a, &[&b, &c]);
+    let end = now_s() / 60 * 60 - 600;
+    assert_eq!(write(a.node(), &lines(1, end)), 204);
+    // One node down: W = 2 of the two left, the answer still whole.
+    let mut c = c;
+    c.node.take().unwrap().kill();
+    let later = lines(2, end);
+    until(
+        "a write with one node down",
+        Duration::from_secs(30),
+        || write(a.node(), &later) == 204,
+    );
+    let (data, whole) = query(
+        b.node(),
+        &format!("/api/v1/query?query=count(room_temp)&time={}", end + 30),
+    );
+    assert_eq!(data["result"][0]["value"][1], "24", "{whole}");
+    assert!(whole.get("warnings").is_none(), "{whole}");
+    // Two down: a write cannot reach W; an answer may lack samples.
+    let mut b = b;
+    b.node.take().unwrap().kill();
+    let refused = (0..50)
+        .map(|_| write(a.node(), &lines(3, end)))
+        .find(|&s| s != 204);
+    assert_eq!(refused, Some(503), "a write with W = 2 and one node up");
+    // The acknowledged series are all here (a's share of the refused
+    // writes may be too: nothing of them was acknowledged).
+    let (data, whole) = query(
+        a.node(),
+        &format!("/api/v1/query?query=count(room_temp)&time={}", end + 30),
+    );
+    let count: u32 = data["result"][0]["value"][1]
+        .as_str()
+        .unwrap()
+        .parse()
+        .unwrap();
+    assert!((24..=36).contains(&count), "{whole}");
+    assert_eq!(whole["isPartial"], true, "{whole}");
+    assert!(
+        whole["warnings"][0]
+            .as_str()
+            .unwrap()
+            .contains("did not answer"),
+        "{whole}"
+    );
+    b.restart();
+    c.restart();
+}
