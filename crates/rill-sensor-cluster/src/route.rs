@@ -27,6 +27,13 @@ pub fn series_hash(db: &str, group_or_key: &str) -> KeyHash {
     key_hash(HASH_TYPE, db.as_bytes(), group_or_key.as_bytes())
 }
 
+/// The engine's placer on a ring of `ring_size` partitions: each series
+/// in the partition [`plan`] sends it to, so a node keeps each home
+/// partition's sensor data in shards of its own.
+pub fn placer(ring_size: u32) -> rill_tsdb::Placer {
+    rill_tsdb::Placer::new(move |db, k| Ring::responsible_in(ring_size, &series_hash(db, k)).0)
+}
+
 /// One home partition's share of a write.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Home {

@@ -15,13 +15,51 @@
 //! durable sample names an id whose definition is not durable too. A
 //! durable definition gets its series record in the catalog store before
 //! the log segment holding it is deleted.
+//!
+//! Each series has a home partition, which the [`Placer`] gives from its
+//! database and its group's key (its own key when it has no group key):
+//! the partition of the cluster's ring it belongs to, whose replicas keep
+//! it. It is not stored: the same placer gives it again.
 
 use crate::FastMap;
+use std::sync::Arc;
+
+/// Gives a series' home partition from its database and its group's key
+/// (or its own key); the default places every series in partition 0.
+#[derive(Clone)]
+pub struct Placer(Arc<PlaceFn>);
+
+/// Database and placing key to home partition.
+type PlaceFn = dyn Fn(&str, &str) -> u32 + Send + Sync;
+
+impl Placer {
+    pub fn new(f: impl Fn(&str, &str) -> u32 + Send + Sync + 'static) -> Placer {
+        Placer(Arc::new(f))
+    }
+
+    pub fn home(&self, db: &str, group_or_key: &str) -> u32 {
+        (self.0)(db, group_or_key)
+    }
+}
+
+impl Default for Placer {
+    fn default() -> Placer {
+        Placer::new(|_, _| 0)
+    }
+}
+
+impl std::fmt::Debug for Placer {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("Placer")
+    }
+}
 
 struct Named {
     db: String,
     key: String,
     group: u64,
+    /// Its home partition.
+    home: u32,
     /// A write carrying its definition is durable.
     durable: bool,
     /// Its record is in the catalog store (and synced).
@@ -44,6 +82,7 @@ pub struct Definition {
 
 #[derive(Default)]
 pub struct Catalog {
+    placer: Placer,
     ids: FastMap<String, FastMap<String, u64>>,
     named: FastMap<u64, Named>,
     /// Per database, each group key's group.
@@ -54,6 +93,19 @@ pub struct Catalog {
 }
 
 impl Catalog {
+    /// An empty catalog placing series with `placer`.
+    pub fn new(placer: Placer) -> Catalog {
+        Catalog {
+            placer,
+            ..Catalog::default()
+        }
+    }
+
+    /// The home partition of `id` (and of its group).
+    pub fn home(&self, id: u64) -> Option<u32> {
+        self.named.get(&id).map(|n| n.home)
+    }
+
     /// The id and group of `key` in `db`, made if new (in the group of
     /// `group_key`, if any); true if a write of it must carry its
     /// definition.
@@ -195,12 +247,19 @@ impl Catalog {
                 .insert(group_key.to_string(), group);
             self.group_keys.insert(group, group_key.to_string());
         }
+        // A group's series share their home, that of the group's key.
+        let placing = match self.group_keys.get(&group) {
+            Some(gk) => gk.as_str(),
+            None => key,
+        };
+        let home = self.placer.home(db, placing);
         self.named.insert(
             id,
             Named {
                 db: db.to_string(),
                 key: key.to_string(),
                 group,
+                home,
                 durable,
                 stored,
             },
@@ -269,6 +328,20 @@ mod tests {
         c.found_durable(&def(5, "db", "m_b{s=1}", 4, "m{s=1}"));
         assert_eq!(c.id("db", "m_c{s=1}", Some("m{s=1}")), (6, 4, true));
         assert_eq!(c.definition(6), Some(def(6, "db", "m_c{s=1}", 4, "m{s=1}")));
+    }
+
+    #[test]
+    fn a_series_is_placed_by_its_group_key_or_its_own() {
+        let mut c = Catalog::new(Placer::new(|db, k| (db.len() + k.len()) as u32));
+        let (a, _, _) = c.id("db", "m_a{s=1}", Some("m{s=1}"));
+        let (b, _, _) = c.id("db", "m_bb{s=1}", Some("m{s=1}"));
+        let (x, _, _) = c.id("db", "alone", None);
+        assert_eq!(c.home(a), Some(2 + 6));
+        assert_eq!(c.home(b), Some(2 + 6), "a member has its group's home");
+        assert_eq!(c.home(x), Some(2 + 5));
+        c.found_durable(&def(20, "db", "late", 20, "m{s=2}"));
+        assert_eq!(c.home(20), Some(2 + 6));
+        assert_eq!(c.home(99), None);
     }
 
     #[test]

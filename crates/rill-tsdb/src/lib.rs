@@ -32,6 +32,7 @@ pub mod wal;
 /// path's lookups by series.
 pub type FastMap<K, V> = std::collections::HashMap<K, V, foldhash::fast::RandomState>;
 
+pub use catalog::Placer;
 pub use engine::{Engine, EngineError, EngineOptions, EngineStats, OpenReport, WriteReport};
 pub use points::Points;
 pub use storage::{BitcaskStorage, BlockStore, Storage, StorageStats};

@@ -1,12 +1,17 @@
-//! Where blocks and series records are kept: a store per database (its
-//! blocks, each expiring with its window, so a database's files die whole
-//! under its own storage period) and one catalog store (series records,
-//! which never expire, kept apart so they never keep a block file alive).
+//! Where blocks and series records are kept: a store per database and
+//! home partition, a shard (its blocks, each expiring with its window, so
+//! a database's files die whole under its own storage period, and a
+//! partition's data leaves a node whole when another takes it) and one
+//! catalog store (series records, which never expire, kept apart so they
+//! never keep a block file alive).
 //!
 //! [`BitcaskStorage`] keeps each in a Bitcask store on the `Vfs`: the
-//! catalog in `catalog/`, a database in `db/<name in hex>/`.
+//! catalog in `catalog/`, a shard in `shards/<database in hex>/<home>/`.
+//! Stores of the layout before home partitions, one per database in
+//! `db/<name in hex>/`, are found as legacy stores, for the engine to
+//! move into shards when it opens.
 
-use bitcask::vfs::{create_dir_durably, Vfs};
+use bitcask::vfs::{create_dir_durably, remove_dir_durably, Vfs};
 use bitcask::PutOptions;
 use std::collections::HashMap;
 use std::io;
@@ -49,13 +54,55 @@ pub trait BlockStore: Send + Sync {
 pub trait Storage: Send + Sync {
     /// The catalog store.
     fn catalog(&self) -> io::Result<Arc<dyn BlockStore>>;
-    /// Database `name`'s store, made if new.
-    fn database(&self, name: &str) -> io::Result<Arc<dyn BlockStore>>;
-    /// The databases that have a store.
+    /// The store of database `db`'s series whose home partition is
+    /// `home`, made if new.
+    fn shard(&self, db: &str, home: u32) -> io::Result<Arc<dyn BlockStore>>;
+    /// The shards there are: database and home partition, sorted.
+    fn shards(&self) -> io::Result<Vec<(String, u32)>>;
+    /// Makes database `db` known before it has a shard.
+    fn create(&self, db: &str) -> io::Result<()>;
+    /// The databases made, with shards or not, sorted.
     fn databases(&self) -> io::Result<Vec<String>>;
+    /// Databases with a store of the layout before home partitions.
+    fn legacy_databases(&self) -> io::Result<Vec<String>> {
+        Ok(Vec::new())
+    }
+    /// Database `db`'s legacy store.
+    fn legacy(&self, db: &str) -> io::Result<Arc<dyn BlockStore>> {
+        Err(io::Error::other(format!("no legacy store of {db}")))
+    }
+    /// Closes and deletes database `db`'s legacy store (its blocks are
+    /// in shards, synced).
+    fn remove_legacy(&self, _db: &str) -> io::Result<()> {
+        Ok(())
+    }
     /// Totals of the stores open now (zero where a store keeps none).
     fn stats(&self) -> StorageStats {
         StorageStats::default()
+    }
+}
+
+/// A store holding nothing (a shard not made yet).
+pub(crate) struct NoBlocks;
+
+impl BlockStore for NoBlocks {
+    fn put(&self, _: &[u8], _: &[u8], _: Option<u64>) -> io::Result<()> {
+        Err(io::Error::other("a shard not made cannot be written"))
+    }
+    fn get(&self, _: &[u8]) -> io::Result<Option<Vec<u8>>> {
+        Ok(None)
+    }
+    fn try_get(&self, _: &[u8]) -> Option<io::Result<Option<Vec<u8>>>> {
+        Some(Ok(None))
+    }
+    fn contains(&self, _: &[u8]) -> bool {
+        false
+    }
+    fn fold(&self, _: &mut dyn FnMut(&[u8], &[u8])) -> io::Result<()> {
+        Ok(())
+    }
+    fn sync(&self) -> io::Result<()> {
+        Ok(())
     }
 }
 
@@ -125,17 +172,22 @@ impl BlockStore for BitcaskBlocks {
 
 /// Told of every store opened (the node registers it for merging).
 pub type OnOpen = Box<dyn Fn(&Arc<bitcask::Store>) + Send + Sync>;
+/// Told of a store about to be deleted, by its directory (the node stops
+/// merging it and lets go of it).
+pub type OnClose = Box<dyn Fn(&Path) + Send + Sync>;
 
 /// Bitcask stores under one directory.
 pub struct BitcaskStorage {
     dir: PathBuf,
     opts: bitcask::Options,
     on_open: OnOpen,
+    on_close: OnClose,
     open: Mutex<HashMap<String, Arc<BitcaskBlocks>>>,
 }
 
 const CATALOG: &str = "catalog";
-const DATABASES: &str = "db";
+const LEGACY: &str = "db";
+const SHARDS: &str = "shards";
 
 fn hex(name: &str) -> String {
     name.bytes().map(|b| format!("{b:02x}")).collect()
@@ -154,13 +206,37 @@ fn unhex(s: &str) -> Option<String> {
 
 impl BitcaskStorage {
     /// Stores under `dir`, each opened with `opts` (its `vfs` included).
-    pub fn new(dir: &Path, opts: bitcask::Options, on_open: OnOpen) -> BitcaskStorage {
+    pub fn new(
+        dir: &Path,
+        opts: bitcask::Options,
+        on_open: OnOpen,
+        on_close: OnClose,
+    ) -> BitcaskStorage {
         BitcaskStorage {
             dir: dir.to_path_buf(),
             opts,
             on_open,
+            on_close,
             open: Mutex::new(HashMap::new()),
         }
+    }
+
+    /// Names of the directories under `dir` (made of hex, or of a
+    /// number), each parsed; what does not parse is logged and left.
+    fn names<T>(&self, dir: &Path, parse: impl Fn(&str) -> Option<T>) -> io::Result<Vec<T>> {
+        if !self.vfs().exists(dir) {
+            return Ok(Vec::new());
+        }
+        let mut out = Vec::new();
+        for path in self.vfs().list_dir(dir)? {
+            match path.file_name().and_then(|n| n.to_str()).and_then(&parse) {
+                Some(x) => out.push(x),
+                None => {
+                    tracing::warn!(path = %path.display(), "not a sensor store's directory: left alone")
+                }
+            }
+        }
+        Ok(out)
     }
 
     fn vfs(&self) -> &dyn Vfs {
@@ -187,28 +263,67 @@ impl Storage for BitcaskStorage {
         self.store(CATALOG, self.dir.join(CATALOG))
     }
 
-    fn database(&self, name: &str) -> io::Result<Arc<dyn BlockStore>> {
-        let dir = self.dir.join(DATABASES).join(hex(name));
-        self.store(&format!("{DATABASES}/{name}"), dir)
+    fn shard(&self, db: &str, home: u32) -> io::Result<Arc<dyn BlockStore>> {
+        let dir = self.dir.join(SHARDS).join(hex(db)).join(home.to_string());
+        self.store(&format!("{SHARDS}/{db}/{home}"), dir)
+    }
+
+    fn shards(&self) -> io::Result<Vec<(String, u32)>> {
+        let mut out = Vec::new();
+        let root = self.dir.join(SHARDS);
+        for db in self.names(&root, unhex)? {
+            let homes = self.names(&root.join(hex(&db)), |n| n.parse::<u32>().ok())?;
+            out.extend(homes.into_iter().map(|h| (db.clone(), h)));
+        }
+        out.sort();
+        Ok(out)
+    }
+
+    fn create(&self, db: &str) -> io::Result<()> {
+        create_dir_durably(self.vfs(), &self.dir.join(SHARDS).join(hex(db)))
     }
 
     fn databases(&self) -> io::Result<Vec<String>> {
-        let dir = self.dir.join(DATABASES);
-        if !self.vfs().exists(&dir) {
-            return Ok(Vec::new());
-        }
-        let mut names = Vec::new();
-        for path in self.vfs().list_dir(&dir)? {
-            let file = path.file_name().and_then(|n| n.to_str());
-            match file.and_then(unhex) {
-                Some(name) => names.push(name),
-                None => {
-                    tracing::warn!(path = %path.display(), "not a sensor database's directory: left alone")
-                }
-            }
-        }
+        let mut names = self.names(&self.dir.join(SHARDS), unhex)?;
         names.sort();
         Ok(names)
+    }
+
+    fn legacy_databases(&self) -> io::Result<Vec<String>> {
+        let mut names = self.names(&self.dir.join(LEGACY), unhex)?;
+        names.sort();
+        Ok(names)
+    }
+
+    fn legacy(&self, db: &str) -> io::Result<Arc<dyn BlockStore>> {
+        let dir = self.dir.join(LEGACY).join(hex(db));
+        self.store(&format!("{LEGACY}/{db}"), dir)
+    }
+
+    fn remove_legacy(&self, db: &str) -> io::Result<()> {
+        let dir = self.dir.join(LEGACY).join(hex(db));
+        let held = self
+            .open
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .remove(&format!("{LEGACY}/{db}"));
+        (self.on_close)(&dir);
+        if let Some(held) = held {
+            // The store closes (its lock and files let go) before its
+            // directory goes.
+            let deadline = std::time::Instant::now() + Duration::from_secs(60);
+            while Arc::strong_count(&held) > 1 && std::time::Instant::now() < deadline {
+                std::thread::sleep(Duration::from_millis(10));
+            }
+            drop(held);
+        }
+        remove_dir_durably(self.vfs(), &dir)?;
+        let root = self.dir.join(LEGACY);
+        if self.vfs().list_dir(&root)?.is_empty() {
+            self.vfs().remove_dir(&root)?;
+            self.vfs().sync_dir(&self.dir)?;
+        }
+        Ok(())
     }
 
     fn stats(&self) -> StorageStats {

@@ -61,19 +61,21 @@ pub fn open(node_ref: &Arc<Node>, s: &SensorConfig) -> Result<Option<Sensors>> {
         max_file_size_bytes: s.max_file_bytes,
         ..bitcask::Options::default()
     };
-    let registered = merges.clone();
+    let (registered, unregistered) = (merges.clone(), merges.clone());
     let storage = BitcaskStorage::new(
         &data,
         store_opts,
         Box::new(move |store| {
             registered.add_store(store.clone());
         }),
+        Box::new(move |dir| drop(unregistered.remove_store(dir))),
     );
     let mut opts = EngineOptions::new(WalOptions {
         vfs: Arc::new(bitcask::vfs::StdVfs),
         segment_bytes: s.log_segment_bytes,
         sync: s.sync_on_write,
     });
+    opts.placer = rill_sensor_cluster::route::placer(node_ref.ring_size());
     opts.window_ns = ns(s.window);
     opts.block_samples = s.block_samples;
     opts.grace_ns = ns(s.grace);

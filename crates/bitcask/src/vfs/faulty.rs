@@ -157,6 +157,10 @@ impl Vfs for FaultyVfs {
         self.inner.list_dir(path)
     }
 
+    fn remove_dir(&self, path: &Path) -> io::Result<()> {
+        self.inner.remove_dir(path)
+    }
+
     fn sync_dir(&self, dir: &Path) -> io::Result<()> {
         if let Some(errno) = self.state.lock().expect("fault state").sync_errno {
             return Err(io::Error::from_raw_os_error(errno));

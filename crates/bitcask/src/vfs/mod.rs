@@ -170,6 +170,8 @@ pub trait Vfs: Send + Sync + 'static {
     fn remove_file(&self, path: &Path) -> io::Result<()>;
     fn rename(&self, from: &Path, to: &Path) -> io::Result<()>;
     fn create_dir_all(&self, path: &Path) -> io::Result<()>;
+    /// Removes an empty directory.
+    fn remove_dir(&self, path: &Path) -> io::Result<()>;
     /// Names of the entries in a directory.
     fn list_dir(&self, path: &Path) -> io::Result<Vec<PathBuf>>;
     /// Makes creations, renames and removals in `dir` durable.
@@ -178,6 +180,24 @@ pub trait Vfs: Send + Sync + 'static {
     /// Takes an exclusive lock on a directory, held until the returned
     /// guard is dropped; fails with `WouldBlock` when another holder has it.
     fn lock(&self, dir: &Path) -> io::Result<Box<dyn std::any::Any + Send + Sync>>;
+}
+
+/// Removes `dir`, the files in it first (not directories: a store's
+/// directory holds none), and makes its removal durable in its parent.
+/// Gone already is done.
+pub fn remove_dir_durably(vfs: &dyn Vfs, dir: &Path) -> io::Result<()> {
+    if !vfs.exists(dir) {
+        return Ok(());
+    }
+    for f in vfs.list_dir(dir)? {
+        vfs.remove_file(&f)?;
+    }
+    vfs.sync_dir(dir)?;
+    vfs.remove_dir(dir)?;
+    match dir.parent() {
+        Some(p) if !p.as_os_str().is_empty() => vfs.sync_dir(p),
+        _ => vfs.sync_dir(Path::new(".")),
+    }
 }
 
 /// Creates `dir` and its missing parents, each made durable in its own

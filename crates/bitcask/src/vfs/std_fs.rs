@@ -112,6 +112,10 @@ impl Vfs for StdVfs {
         std::fs::create_dir_all(path)
     }
 
+    fn remove_dir(&self, path: &Path) -> io::Result<()> {
+        std::fs::remove_dir(path)
+    }
+
     fn list_dir(&self, path: &Path) -> io::Result<Vec<PathBuf>> {
         let mut out = Vec::new();
         for entry in std::fs::read_dir(path)? {

@@ -20,7 +20,7 @@ pub struct TickReport {
 
 /// A window's end plus its database's storage period, in whole seconds
 /// rounded up (a block never goes before its time).
-fn expiry_s(window: i64, window_ns: i64, retention_ns: i64) -> u64 {
+pub(super) fn expiry_s(window: i64, window_ns: i64, retention_ns: i64) -> u64 {
     let end = i128::from(window) + i128::from(window_ns) + i128::from(retention_ns);
     let s = (end + 999_999_999).div_euclid(1_000_000_000);
     s.clamp(0, i128::from(u64::MAX)) as u64
@@ -144,7 +144,13 @@ impl Engine {
             let dirty: Vec<Arc<dyn BlockStore>> = st
                 .dbs
                 .values_mut()
-                .filter_map(|d| std::mem::take(&mut d.dirty).then(|| d.store.clone()))
+                .flat_map(|d| {
+                    let homes = std::mem::take(&mut d.dirty);
+                    let stores = &d.stores;
+                    homes
+                        .into_iter()
+                        .filter_map(move |h| stores.get(&h).cloned())
+                })
                 .collect();
             (dirty, recorded.as_ref().map_or(0, |v| v.len()))
         };
@@ -155,7 +161,9 @@ impl Engine {
         if let Err(e) = synced {
             // Not synced: marked dirty again, nothing retired.
             let mut st = self.lock();
-            st.dbs.values_mut().for_each(|d| d.dirty = true);
+            st.dbs
+                .values_mut()
+                .for_each(|d| d.dirty = d.stores.keys().copied().collect());
             drop(st);
             drop(storing);
             return Err(e.into());
@@ -239,11 +247,18 @@ impl Engine {
     /// Stores one cut's blocks as its window's next parts; how many (0 if
     /// it had expired).
     fn store_cut(&self, db: &str, cut: &crate::buffer::Cut) -> Result<usize, EngineError> {
-        let (store, retention_ns) = {
+        let (home, retention_ns) = {
             let st = self.lock();
-            let d = &st.dbs[db];
-            (d.store.clone(), d.retention_ns)
+            // The group's home; a group whose first series is unknown
+            // (damage) goes with the first series it has.
+            let home = st
+                .catalog
+                .home(cut.group)
+                .or_else(|| cut.columns.first().and_then(|(id, _)| st.catalog.home(*id)))
+                .unwrap_or(0);
+            (home, st.dbs[db].retention_ns)
         };
+        let store = self.shard(db, home)?;
         let expires = expiry_s(cut.window, self.opts.window_ns, retention_ns);
         let mut stored = 0;
         // Each block the window's next part (a cut stored again after a
@@ -256,7 +271,12 @@ impl Engine {
                 break;
             }
             stored += 1;
-            self.lock().dbs.get_mut(db).expect("open").dirty = true;
+            self.lock()
+                .dbs
+                .get_mut(db)
+                .expect("open")
+                .dirty
+                .insert(home);
             use std::sync::atomic::Ordering::Relaxed;
             self.counters.blocks_stored.fetch_add(1, Relaxed);
             let bytes = (key.len() + block.len()) as u64;

@@ -20,6 +20,7 @@ mod browse;
 mod browse_tests;
 mod flush;
 mod helpers;
+mod legacy;
 mod merge;
 mod ms;
 mod queue;
@@ -35,13 +36,13 @@ mod tests;
 
 use crate::buffer::Buffers;
 use crate::catalog::Catalog;
-use crate::catalog::Definition;
+use crate::catalog::{Definition, Placer};
 use crate::keys::{definition_of, parse_block_key, MAX_NAME_BYTES};
 use crate::storage::{BlockStore, Storage};
 use crate::wal::format::Entry;
 use crate::wal::{ReplayReport, Wal, WalError, WalOptions};
 use rill_sensor::{Choice, Sample};
-use std::collections::{HashMap, VecDeque};
+use std::collections::{BTreeMap, BTreeSet, HashMap, VecDeque};
 use std::io;
 use std::path::Path;
 use std::sync::{Arc, Condvar, Mutex, MutexGuard};
@@ -73,6 +74,9 @@ pub struct EngineOptions {
     pub max_log_segments: usize,
     /// Blocks written or read lately, kept in memory (`sensor.block_cache`).
     pub block_cache: Arc<crate::cache::BlockCache>,
+    /// Each series' home partition (by default all in partition 0): its
+    /// blocks are stored in the shard of its database and home.
+    pub placer: Placer,
 }
 
 pub const HOUR_NS: i64 = 3_600_000_000_000;
@@ -100,6 +104,7 @@ impl EngineOptions {
             max_unstored_samples: 50_000_000,
             max_log_segments: 16,
             block_cache: crate::cache::BlockCache::new(DEFAULT_BLOCK_CACHE_BYTES),
+            placer: Placer::default(),
         }
     }
 
@@ -162,14 +167,18 @@ pub struct OpenReport {
     pub replayed_samples: u64,
     /// Samples in the log naming a series with no definition (damage).
     pub orphan_samples: u64,
+    /// Blocks moved from stores of the layout before home partitions
+    /// into shards.
+    pub legacy_blocks_moved: u64,
 }
 
 struct Db {
-    store: Arc<dyn BlockStore>,
+    /// Its shards opened so far, by home partition.
+    stores: BTreeMap<u32, Arc<dyn BlockStore>>,
     retention_ns: i64,
     buffers: Buffers,
-    /// Blocks put since the last sync.
-    dirty: bool,
+    /// Home partitions whose shard had blocks put since the last sync.
+    dirty: BTreeSet<u32>,
 }
 
 /// A logged write waiting to be added to the buffers in log order.
@@ -243,7 +252,7 @@ impl Engine {
         assert!((1..=rill_sensor::block::MAX_SAMPLES).contains(&opts.block_samples));
         let mut report = OpenReport::default();
         let catalog_store = storage.catalog()?;
-        let mut catalog = Catalog::default();
+        let mut catalog = Catalog::new(opts.placer.clone());
         let mut bad = 0u64;
         catalog_store.fold(&mut |k, v| match definition_of(k, v) {
             Some(Ok(d)) => catalog.found_stored(&d),
@@ -258,9 +267,20 @@ impl Engine {
             );
         }
         let mut dbs = HashMap::new();
-        for name in storage.databases()? {
-            let db = Self::make_db(&opts, storage.as_ref(), &name)?;
-            dbs.insert(name, db);
+        for name in storage
+            .databases()?
+            .into_iter()
+            .chain(storage.legacy_databases()?)
+        {
+            dbs.entry(name)
+                .or_insert_with_key(|n| Self::make_db(&opts, n));
+        }
+        for (name, home) in storage.shards()? {
+            let store = opts.block_cache.wrap(storage.shard(&name, home)?);
+            dbs.entry(name)
+                .or_insert_with_key(|n| Self::make_db(&opts, n))
+                .stores
+                .insert(home, store);
         }
         let mut unstored = queue::Queue::default();
         let mut open_err = None;
@@ -288,13 +308,11 @@ impl Engine {
                 };
                 let db = db.to_string();
                 if !dbs.contains_key(&db) {
-                    match Self::make_db(&opts, storage.as_ref(), &db) {
-                        Ok(d) => drop(dbs.insert(db.clone(), d)),
-                        Err(e) => {
-                            open_err.get_or_insert(e);
-                            return;
-                        }
+                    if let Err(e) = storage.create(&db) {
+                        open_err.get_or_insert(EngineError::from(e));
+                        return;
                     }
+                    dbs.insert(db.clone(), Self::make_db(&opts, &db));
                 }
                 let d = dbs.get_mut(&db).expect("made above");
                 let oldest = now.saturating_sub(d.retention_ns);
@@ -318,6 +336,11 @@ impl Engine {
                 samples = report.orphan_samples,
                 "samples in the sensor log name a series never defined (damage); they are skipped"
             );
+        }
+        for name in storage.legacy_databases()? {
+            let moved =
+                legacy::move_into_shards(&opts, storage.as_ref(), &catalog, &name, &mut dbs)?;
+            report.legacy_blocks_moved += moved;
         }
         report.log = log;
         report.series = catalog.len();
@@ -376,13 +399,27 @@ impl Engine {
         }
     }
 
-    fn make_db(opts: &EngineOptions, storage: &dyn Storage, name: &str) -> Result<Db, EngineError> {
-        Ok(Db {
-            store: opts.block_cache.wrap(storage.database(name)?),
+    fn make_db(opts: &EngineOptions, name: &str) -> Db {
+        Db {
+            stores: BTreeMap::new(),
             retention_ns: opts.retention(name),
             buffers: Buffers::new(opts.window_ns, opts.block_samples),
-            dirty: false,
-        })
+            dirty: BTreeSet::new(),
+        }
+    }
+
+    /// The shard of `db` and `home`, opened (and made) if it is not yet.
+    fn shard(&self, db: &str, home: u32) -> Result<Arc<dyn BlockStore>, EngineError> {
+        if let Some(s) = self.lock().dbs.get(db).and_then(|d| d.stores.get(&home)) {
+            return Ok(s.clone());
+        }
+        let opened = self.opts.block_cache.wrap(self.storage.shard(db, home)?);
+        let mut st = self.lock();
+        let d = st
+            .dbs
+            .entry(db.to_string())
+            .or_insert_with_key(|n| Self::make_db(&self.opts, n));
+        Ok(d.stores.entry(home).or_insert(opened).clone())
     }
 
     fn lock(&self) -> MutexGuard<'_, State> {
@@ -404,8 +441,11 @@ impl Engine {
         if self.lock().dbs.contains_key(db) {
             return Ok(());
         }
-        let made = Self::make_db(&self.opts, self.storage.as_ref(), db)?;
-        self.lock().dbs.entry(db.to_string()).or_insert(made);
+        self.storage.create(db)?;
+        self.lock()
+            .dbs
+            .entry(db.to_string())
+            .or_insert_with_key(|n| Self::make_db(&self.opts, n));
         Ok(())
     }
 

@@ -244,6 +244,12 @@ impl Engine {
         let (Some((id, group)), Some(d)) = (st.catalog.lookup(db, key), st.dbs.get(db)) else {
             return None;
         };
+        // No shard yet: no block of it stored yet.
+        let store = st
+            .catalog
+            .home(id)
+            .and_then(|h| d.stores.get(&h).cloned())
+            .unwrap_or_else(|| Arc::new(crate::storage::NoBlocks));
         let lo = t0.max(now.saturating_sub(d.retention_ns));
         let hi = t1.min(now.saturating_add(self.opts.max_future_ns));
         if lo > hi {
@@ -265,7 +271,7 @@ impl Engine {
         Some(Sources {
             id,
             group,
-            store: d.store.clone(),
+            store,
             lo,
             hi,
             waiting,

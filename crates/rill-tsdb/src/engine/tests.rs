@@ -12,7 +12,7 @@ pub(super) const T0: i64 = 1_700_000_000 * SEC;
 /// The stores' clock, moved by the test (Unix time, as the engine's
 /// `now`).
 #[derive(Clone)]
-struct Clock(Arc<AtomicU64>);
+pub(super) struct Clock(Arc<AtomicU64>);
 
 impl bitcask::Clock for Clock {
     fn now(&self) -> Duration {
@@ -22,8 +22,8 @@ impl bitcask::Clock for Clock {
 
 pub(super) struct Rig {
     pub(super) vfs: SimVfs,
-    clock: Clock,
-    opts: EngineOptions,
+    pub(super) clock: Clock,
+    pub(super) opts: EngineOptions,
 }
 
 impl Rig {
@@ -48,7 +48,7 @@ impl Rig {
         self.clock.0.store(now as u64, Ordering::SeqCst);
     }
 
-    fn open_on(&self, vfs: &SimVfs, now: i64) -> (Engine, OpenReport) {
+    pub(super) fn open_on(&self, vfs: &SimVfs, now: i64) -> (Engine, OpenReport) {
         self.try_open_on(vfs, now).unwrap()
     }
 
@@ -63,7 +63,12 @@ impl Rig {
             max_file_size_bytes: 8192,
             ..bitcask::Options::default()
         };
-        let storage = BitcaskStorage::new(Path::new("/sensor/data"), store_opts, Box::new(|_| {}));
+        let storage = BitcaskStorage::new(
+            Path::new("/sensor/data"),
+            store_opts,
+            Box::new(|_| {}),
+            Box::new(|_| {}),
+        );
         let mut opts = self.opts.clone();
         opts.wal.vfs = Arc::new(vfs.clone());
         Engine::open(Path::new("/sensor/wal"), opts, Arc::new(storage), now)
@@ -79,7 +84,7 @@ pub(super) fn s(ts: i64, value: f64) -> Sample {
 }
 
 /// Every sample of series `key` of `db`, by time.
-fn all_of(e: &Engine, key: &str) -> BTreeMap<i64, f64> {
+pub(super) fn all_of(e: &Engine, key: &str) -> BTreeMap<i64, f64> {
     e.read("db", key, i64::MIN, i64::MAX, T0)
         .unwrap()
         .into_iter()
@@ -266,7 +271,7 @@ fn windows_expire_with_their_blocks() {
     )
     .unwrap();
     e.tick(T0 + 250 * SEC).unwrap();
-    let stored = block_keys(e.storage.database("db").unwrap().as_ref()).unwrap();
+    let stored = block_keys(e.storage.shard("db", 0).unwrap().as_ref()).unwrap();
     assert_eq!(stored.len(), 2);
     let read = |now| e.read("db", "k", i64::MIN, i64::MAX, now).unwrap();
     assert_eq!(read(T0 + 250 * SEC).len(), 2);
@@ -276,7 +281,7 @@ fn windows_expire_with_their_blocks() {
     // Read as of an earlier time (the engine's own filter lets the first
     // sample through): the store no longer has its block.
     assert_eq!(read(T0 + 250 * SEC), vec![s(T0 + 150 * SEC, 2.0)]);
-    let stored = block_keys(e.storage.database("db").unwrap().as_ref()).unwrap();
+    let stored = block_keys(e.storage.shard("db", 0).unwrap().as_ref()).unwrap();
     assert_eq!(
         stored.len(),
         1,
@@ -440,7 +445,7 @@ fn a_damaged_block_is_an_error_naming_it() {
     )
     .unwrap();
     e.tick(T0).unwrap();
-    let store = e.storage.database("db").unwrap();
+    let store = e.storage.shard("db", 0).unwrap();
     let key = crate::keys::block_key(0, T0 - T0 % (100 * SEC), 0);
     let mut block = store.get(&key).unwrap().unwrap();
     let at = block.len() / 2;
@@ -513,6 +518,7 @@ fn live_ingest_fills_whole_blocks() {
 mod budget;
 mod groups;
 mod helper_reads;
+mod homes;
 mod hooked;
 mod in_ms;
 mod storing;

@@ -214,6 +214,21 @@ impl Vfs for SimVfs {
         Ok(())
     }
 
+    fn remove_dir(&self, path: &Path) -> io::Result<()> {
+        let mut d = self.disk();
+        d.change(self.boot)?;
+        let ino = d.lookup(path)?;
+        if !d.dir(ino)?.live.is_empty() {
+            return Err(err(libc::ENOTEMPTY));
+        }
+        let (parent, name) = d.parent_of(path)?;
+        let dir = d.dir(parent)?;
+        dir.live.remove(&name);
+        dir.pending.push(DirOp::Unlink(name));
+        d.unref_link(ino);
+        Ok(())
+    }
+
     fn list_dir(&self, path: &Path) -> io::Result<Vec<PathBuf>> {
         let mut d = self.disk();
         d.check(self.boot)?;

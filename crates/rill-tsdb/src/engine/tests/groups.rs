@@ -62,7 +62,7 @@ fn the_fields_of_a_line_share_one_block_per_window() {
     // One group per sensor: block keys name two groups, never a field.
     let st = e.lock();
     let d = &st.dbs["db"];
-    let keys = block_keys(d.store.as_ref()).unwrap();
+    let keys = block_keys(d.stores[&0].as_ref()).unwrap();
     let groups: std::collections::BTreeSet<u64> = keys.iter().map(|k| k.0).collect();
     assert_eq!(groups.len(), 2, "{keys:?}");
     // Windows of 100 s hold 10 lines: full blocks of 8, then the rest.
@@ -82,7 +82,7 @@ fn the_fields_of_a_line_share_one_block_per_window() {
     want.extend(more);
     check(&e, &want);
     let st = e.lock();
-    let keys = block_keys(st.dbs["db"].store.as_ref()).unwrap();
+    let keys = block_keys(st.dbs["db"].stores[&0].as_ref()).unwrap();
     let groups: std::collections::BTreeSet<u64> = keys.iter().map(|k| k.0).collect();
     assert_eq!(
         groups.len(),
@@ -114,7 +114,7 @@ fn a_kill_replays_groups_from_the_log() {
     e.close().unwrap();
     check(&e, &want);
     let st = e.lock();
-    let keys = block_keys(st.dbs["db"].store.as_ref()).unwrap();
+    let keys = block_keys(st.dbs["db"].stores[&0].as_ref()).unwrap();
     let groups: std::collections::BTreeSet<u64> = keys.iter().map(|k| k.0).collect();
     assert_eq!(groups.len(), 1, "{keys:?}");
 }
@@ -141,7 +141,7 @@ fn a_group_past_a_blocks_columns_is_stored_in_several_parts() {
         );
     }
     let st = e.lock();
-    let keys = block_keys(st.dbs["db"].store.as_ref()).unwrap();
+    let keys = block_keys(st.dbs["db"].stores[&0].as_ref()).unwrap();
     assert_eq!(keys.len(), 2, "{keys:?}");
     assert_eq!((keys[0].2, keys[1].2), (0, 1), "consecutive parts");
 }

@@ -70,11 +70,17 @@ impl Storage for HookedStorage {
     fn catalog(&self) -> io::Result<Arc<dyn BlockStore>> {
         self.inner.catalog()
     }
-    fn database(&self, name: &str) -> io::Result<Arc<dyn BlockStore>> {
+    fn shard(&self, db: &str, home: u32) -> io::Result<Arc<dyn BlockStore>> {
         Ok(Arc::new(HookedStore {
-            inner: self.inner.database(name)?,
+            inner: self.inner.shard(db, home)?,
             hooks: self.hooks.clone(),
         }))
+    }
+    fn shards(&self) -> io::Result<Vec<(String, u32)>> {
+        self.inner.shards()
+    }
+    fn create(&self, db: &str) -> io::Result<()> {
+        self.inner.create(db)
     }
     fn databases(&self) -> io::Result<Vec<String>> {
         self.inner.databases()
@@ -91,7 +97,12 @@ pub(super) fn hooked(rig: &Rig) -> (Engine, Hooks) {
     };
     let hooks = Hooks::default();
     let storage = HookedStorage {
-        inner: BitcaskStorage::new(Path::new("/sensor/data"), store_opts, Box::new(|_| {})),
+        inner: BitcaskStorage::new(
+            Path::new("/sensor/data"),
+            store_opts,
+            Box::new(|_| {}),
+            Box::new(|_| {}),
+        ),
         hooks: hooks.clone(),
     };
     let (e, _) = Engine::open(

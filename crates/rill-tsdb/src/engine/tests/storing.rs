@@ -125,7 +125,7 @@ fn a_damaged_block_in_a_long_read_is_named_wherever_it_is() {
     every_3s(&e, key, 100);
     let now = T0 + 400 * SEC;
     e.tick(now).unwrap();
-    let store = e.storage.database("db").unwrap();
+    let store = e.storage.shard("db", 0).unwrap();
     for w in [0i64, 1, 14, 28] {
         let window = T0 - T0 % (10 * SEC) + w * 10 * SEC;
         let bkey = crate::keys::block_key(0, window, 0);

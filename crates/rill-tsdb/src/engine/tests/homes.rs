@@ -1,0 +1,107 @@
+//! Shards by home partition: each series' blocks in the shard of its
+//! database and home, and stores of the layout before homes moved into
+//! shards when the engine opens.
+
+use super::*;
+use crate::catalog::Placer;
+use bitcask::vfs::Vfs;
+
+/// Homes by the digit of `a{k="D"}`: three partitions.
+fn by_digit() -> Placer {
+    Placer::new(|_, k| u32::from(k.as_bytes()[k.len() - 3]) % 3)
+}
+
+fn storage_on(rig: &Rig) -> BitcaskStorage {
+    let store_opts = bitcask::Options {
+        vfs: Arc::new(rig.vfs.clone()),
+        clock: Arc::new(rig.clock.clone()),
+        max_file_size_bytes: 8192,
+        ..bitcask::Options::default()
+    };
+    BitcaskStorage::new(
+        Path::new("/sensor/data"),
+        store_opts,
+        Box::new(|_| {}),
+        Box::new(|_| {}),
+    )
+}
+
+fn write_three(e: &Engine) {
+    for key in ["a{k=\"1\"}", "a{k=\"2\"}", "a{k=\"3\"}"] {
+        every_3s(e, key, 40);
+    }
+}
+
+#[test]
+fn a_series_blocks_are_in_the_shard_of_its_home() {
+    let mut rig = Rig::new(30 * SEC, 8);
+    rig.opts.placer = by_digit();
+    let e = rig.open(T0);
+    write_three(&e);
+    e.close().unwrap();
+    let storage = storage_on(&rig);
+    let shards = storage.shards().unwrap();
+    assert_eq!(shards.len(), 3, "{shards:?}");
+    let st = e.lock();
+    for (db, home) in &shards {
+        let keys = block_keys(st.dbs[db].stores[home].as_ref()).unwrap();
+        assert!(!keys.is_empty());
+        for (group, _, _) in keys {
+            assert_eq!(st.catalog.home(group), Some(*home));
+        }
+    }
+}
+
+#[test]
+fn a_store_of_the_layout_before_homes_is_moved_into_shards() {
+    let mut rig = Rig::new(30 * SEC, 8);
+    rig.opts.placer = by_digit();
+    let e = rig.open(T0);
+    write_three(&e);
+    e.close().unwrap();
+    let want: Vec<_> = ["a{k=\"1\"}", "a{k=\"2\"}", "a{k=\"3\"}"]
+        .iter()
+        .map(|k| all_of(&e, k))
+        .collect();
+    drop(e);
+    // The blocks as a build before homes kept them: one store of the
+    // database, no shards.
+    let storage = storage_on(&rig);
+    let legacy = storage.legacy("db").unwrap();
+    let mut blocks = 0;
+    for (db, home) in storage.shards().unwrap() {
+        let shard = storage.shard(&db, home).unwrap();
+        let mut all = Vec::new();
+        shard
+            .fold(&mut |k, v| all.push((k.to_vec(), v.to_vec())))
+            .unwrap();
+        for (k, v) in all {
+            legacy.put(&k, &v, None).unwrap();
+            blocks += 1;
+        }
+    }
+    legacy.sync().unwrap();
+    drop((legacy, storage));
+    for dir in rig
+        .vfs
+        .list_dir(Path::new("/sensor/data/shards/6462"))
+        .unwrap()
+    {
+        bitcask::vfs::remove_dir_durably(&rig.vfs, &dir).unwrap();
+    }
+    assert!(blocks > 10);
+    let (e, report) = rig.open_on(&rig.vfs, T0);
+    assert_eq!(report.legacy_blocks_moved, blocks);
+    for (k, want) in ["a{k=\"1\"}", "a{k=\"2\"}", "a{k=\"3\"}"].iter().zip(&want) {
+        assert_eq!(&all_of(&e, k), want, "{k}");
+    }
+    drop(e);
+    let storage = storage_on(&rig);
+    assert!(storage.legacy_databases().unwrap().is_empty());
+    assert_eq!(storage.shards().unwrap().len(), 3);
+    assert!(!rig.vfs.exists(Path::new("/sensor/data/db")));
+    // Opened again: nothing left to move, the same samples.
+    let (e, report) = rig.open_on(&rig.vfs, T0);
+    assert_eq!(report.legacy_blocks_moved, 0);
+    assert_eq!(all_of(&e, "a{k=\"2\"}"), want[1]);
+}
