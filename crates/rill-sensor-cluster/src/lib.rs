@@ -13,7 +13,9 @@
 //!   an answer may lack samples.
 //! - [`service`]: [`SensorCluster`], the I/O: writes sent and
 //!   acknowledged, selects fanned out and merged;
-//! - [`replica`]: this node's answers to the others.
+//! - [`replica`]: this node's answers to the others;
+//! - [`handoff`]: what this node holds but does not own, sent to the
+//!   owners and dropped.
 //!
 //! Invariants:
 //! - a write is acknowledged only once, for every home partition it
@@ -24,6 +26,7 @@
 //!   partition it serves;
 //! - an answer that may lack acknowledged samples says so (`partial`).
 
+pub mod handoff;
 pub mod merge;
 pub mod msg;
 pub mod replica;

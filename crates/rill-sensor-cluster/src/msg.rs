@@ -15,6 +15,7 @@ pub const VERSION: u8 = 1;
 const WRITE: u8 = 1;
 const SELECT: u8 = 2;
 const KEYS: u8 = 3;
+const HANDOFF: u8 = 4;
 const WRITTEN: u8 = 16;
 const SERIES: u8 = 17;
 const FAILED: u8 = 18;
@@ -68,6 +69,13 @@ pub enum Request {
     /// The keys of every series (every database) that one of the sets
     /// of matchers selects, whatever their samples' times.
     Keys { sets: Vec<Vec<MatcherSpec>> },
+    /// Samples of a home partition another node held (a fallback's, or
+    /// a former owner's): the replica keeps those it lacks.
+    Handoff {
+        db: String,
+        now: i64,
+        series: Vec<SeriesSamples>,
+    },
 }
 
 /// Why a replica did not do what was asked.
@@ -166,20 +174,7 @@ pub fn encode_request(r: &Request) -> Vec<u8> {
             put_var(&mut b, parts.len() as u64);
             for p in parts {
                 put_var(&mut b, u64::from(p.home));
-                put_var(&mut b, p.series.len() as u64);
-                for s in &p.series {
-                    put_text(&mut b, &s.key);
-                    match &s.group {
-                        Some(g) => {
-                            b.push(1);
-                            put_text(&mut b, g);
-                        }
-                        None => b.push(0),
-                    }
-                    put_points(&mut b, s.samples.len(), |i| {
-                        (s.samples[i].ts, s.samples[i].value)
-                    });
-                }
+                put_series(&mut b, &p.series);
             }
         }
         Request::Select {
@@ -194,6 +189,12 @@ pub fn encode_request(r: &Request) -> Vec<u8> {
             put_var(&mut b, zigzag(*maxt));
             put_var(&mut b, zigzag(*now));
         }
+        Request::Handoff { db, now, series } => {
+            b.push(HANDOFF);
+            put_text(&mut b, db);
+            put_var(&mut b, zigzag(*now));
+            put_series(&mut b, series);
+        }
         Request::Keys { sets } => {
             b.push(KEYS);
             put_var(&mut b, sets.len() as u64);
@@ -203,6 +204,23 @@ pub fn encode_request(r: &Request) -> Vec<u8> {
         }
     }
     b
+}
+
+fn put_series(b: &mut Vec<u8>, series: &[SeriesSamples]) {
+    put_var(b, series.len() as u64);
+    for s in series {
+        put_text(b, &s.key);
+        match &s.group {
+            Some(g) => {
+                b.push(1);
+                put_text(b, g);
+            }
+            None => b.push(0),
+        }
+        put_points(b, s.samples.len(), |i| {
+            (s.samples[i].ts, s.samples[i].value)
+        });
+    }
 }
 
 fn put_matchers(b: &mut Vec<u8>, matchers: &[MatcherSpec]) {
@@ -318,6 +336,30 @@ impl<'a> Reader<'a> {
             })
             .collect())
     }
+    fn series(&mut self) -> Result<Vec<SeriesSamples>, MsgError> {
+        let m = self.count(3)?;
+        let mut series = Vec::with_capacity(m);
+        for _ in 0..m {
+            let key = self.text()?;
+            let group = match self.u8()? {
+                0 => None,
+                1 => Some(self.text()?),
+                _ => return Err(MsgError::Malformed("group flag")),
+            };
+            let samples = self
+                .points()?
+                .into_iter()
+                .map(|(ts, value)| Sample { ts, value })
+                .collect();
+            series.push(SeriesSamples {
+                key,
+                group,
+                samples,
+            });
+        }
+        Ok(series)
+    }
+
     fn matchers(&mut self) -> Result<Vec<MatcherSpec>, MsgError> {
         let n = self.count(3)?;
         let mut matchers = Vec::with_capacity(n);
@@ -359,26 +401,7 @@ pub fn decode_request(b: &[u8]) -> Result<Request, MsgError> {
             let mut parts = Vec::with_capacity(n);
             for _ in 0..n {
                 let home = u32::try_from(r.var()?).map_err(|_| MsgError::Malformed("partition"))?;
-                let m = r.count(3)?;
-                let mut series = Vec::with_capacity(m);
-                for _ in 0..m {
-                    let key = r.text()?;
-                    let group = match r.u8()? {
-                        0 => None,
-                        1 => Some(r.text()?),
-                        _ => return Err(MsgError::Malformed("group flag")),
-                    };
-                    let samples = r
-                        .points()?
-                        .into_iter()
-                        .map(|(ts, value)| Sample { ts, value })
-                        .collect();
-                    series.push(SeriesSamples {
-                        key,
-                        group,
-                        samples,
-                    });
-                }
+                let series = r.series()?;
                 parts.push(Part { home, series });
             }
             Request::Write { db, now, parts }
@@ -392,6 +415,11 @@ pub fn decode_request(b: &[u8]) -> Result<Request, MsgError> {
                 now: r.i64()?,
             }
         }
+        HANDOFF => Request::Handoff {
+            db: r.text()?,
+            now: r.i64()?,
+            series: r.series()?,
+        },
         KEYS => {
             let n = r.count(1)?;
             let mut sets = Vec::with_capacity(n);
@@ -523,6 +551,16 @@ mod tests {
             ],
         };
         assert_eq!(decode_request(&encode_request(&k)).unwrap(), k);
+        let h = Request::Handoff {
+            db: "d".into(),
+            now: -1,
+            series: vec![SeriesSamples {
+                key: "k".into(),
+                group: None,
+                samples: vec![Sample { ts: 3, value: 0.5 }],
+            }],
+        };
+        assert_eq!(decode_request(&encode_request(&h)).unwrap(), h);
         for r in [
             Reply::Keys(vec!["a{}".into(), "ü".into()]),
             Reply::Written(Written {

@@ -34,6 +34,19 @@ impl Replica {
                     }
                 }
             }
+            Request::Handoff { db, now, series } => {
+                let groups: Vec<Option<String>> = series.iter().map(|s| s.group.clone()).collect();
+                let groups: Vec<Option<&str>> = groups.iter().map(Option::as_deref).collect();
+                let series: Vec<(String, Vec<rill_sensor::Sample>)> =
+                    series.into_iter().map(|s| (s.key, s.samples)).collect();
+                match self.engine.write_missing(&db, &series, &groups, now) {
+                    Ok(r) => Reply::Written(written(r)),
+                    Err(e) => {
+                        let (kind, text) = failure(&e);
+                        Reply::Failed { kind, text }
+                    }
+                }
+            }
             Request::Keys { sets } => {
                 let mut parsed = Vec::with_capacity(sets.len());
                 for set in &sets {

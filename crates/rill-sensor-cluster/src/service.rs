@@ -69,9 +69,15 @@ pub struct Selected {
 }
 
 pub struct SensorCluster {
-    node: Arc<Node>,
-    engine: Arc<Engine>,
-    replication: Replication,
+    pub(crate) node: Arc<Node>,
+    pub(crate) engine: Arc<Engine>,
+    pub(crate) replication: Replication,
+    /// The owners of each home partition held, at the last handoff round.
+    pub(crate) known_owners: std::sync::Mutex<crate::handoff::KnownOwners>,
+    /// The ring when the node joined its cluster at start (set by
+    /// [`SensorCluster::cluster_attached`]): a home's owners then are its
+    /// first known ones. No handoff round runs before.
+    pub(crate) start_ring: std::sync::OnceLock<rill_ring::Ring>,
 }
 
 /// An engine's refusal as a replica reports it: its kind, and words a
@@ -157,7 +163,15 @@ impl SensorCluster {
             node,
             engine,
             replication,
+            known_owners: Default::default(),
+            start_ring: std::sync::OnceLock::new(),
         })
+    }
+
+    /// The node's cluster runtime has set its view of the cluster (the
+    /// ring kept on disk): handoff rounds may run from now on.
+    pub fn cluster_attached(&self) {
+        let _ = self.start_ring.set(self.node.cluster_view().ring.clone());
     }
 
     /// This node's engine (what it holds of the cluster's sensor data).

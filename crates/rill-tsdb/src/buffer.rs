@@ -96,6 +96,25 @@ impl Buffers {
         self.waiting
     }
 
+    /// Forgets every sample of the groups `gone` keeps (their data left
+    /// the node).
+    pub fn forget(&mut self, gone: impl Fn(u64) -> bool) {
+        let mut dropped = 0;
+        self.groups.retain(|g, windows| {
+            if !gone(*g) {
+                return true;
+            }
+            dropped += windows
+                .values()
+                .flat_map(|o| &o.columns)
+                .map(|(_, v)| v.len())
+                .sum::<usize>();
+            false
+        });
+        self.full.retain(|(g, _)| !gone(*g));
+        self.waiting -= dropped;
+    }
+
     /// Adds samples of `series` of `group` (from log segment `segment`).
     /// A window the series fills is cut by the next [`Buffers::take_full`].
     pub fn add(&mut self, group: u64, series: u64, samples: &[Sample], segment: u64) {

@@ -192,6 +192,61 @@ impl Catalog {
         v
     }
 
+    /// The next id to be given.
+    pub fn next_id(&self) -> u64 {
+        self.next
+    }
+
+    /// Gives no id below `floor` from now on.
+    pub fn raise_next(&mut self, floor: u64) {
+        self.next = self.next.max(floor);
+    }
+
+    /// Every series of `db` at home in `home`.
+    pub fn of_home(&self, db: &str, home: u32) -> Vec<u64> {
+        let mut v: Vec<u64> = self
+            .named
+            .iter()
+            .filter(|(_, n)| n.home == home && n.db == db)
+            .map(|(&id, _)| id)
+            .collect();
+        v.sort_unstable();
+        v
+    }
+
+    /// Each database and home partition that has series, sorted.
+    pub fn homes(&self) -> Vec<(String, u32)> {
+        let set: std::collections::BTreeSet<(&str, u32)> = self
+            .named
+            .values()
+            .map(|n| (n.db.as_str(), n.home))
+            .collect();
+        set.into_iter().map(|(d, h)| (d.to_string(), h)).collect()
+    }
+
+    /// Forgets the series `ids` (their data left the node), and their
+    /// groups' keys.
+    pub fn remove(&mut self, ids: &[u64]) {
+        for id in ids {
+            let Some(n) = self.named.remove(id) else {
+                continue;
+            };
+            if let Some(keys) = self.ids.get_mut(&n.db) {
+                if keys.get(&n.key) == Some(id) {
+                    keys.remove(&n.key);
+                }
+                if keys.is_empty() {
+                    self.ids.remove(&n.db);
+                }
+            }
+            if let Some(gk) = self.group_keys.remove(id) {
+                if let Some(m) = self.groups.get_mut(&n.db) {
+                    m.remove(&gk);
+                }
+            }
+        }
+    }
+
     /// `id`'s record is in the catalog store.
     pub fn stored(&mut self, id: u64) {
         if let Some(n) = self.named.get_mut(&id) {

@@ -29,6 +29,10 @@ pub const MEMBER: u8 = b'M';
 /// by their window's start, so data written with one window length is
 /// not found under another.
 pub const WINDOW: &[u8] = b"W";
+/// The key of the id floor record in the catalog store: the first
+/// series id that may be given (u64 big-endian), raised when series leave
+/// the node, so an id the log may still name is never given again.
+pub const NEXT_ID: &[u8] = b"N";
 /// Bytes of a block's key.
 pub const BLOCK_KEY_BYTES: usize = 21;
 /// Database names and series keys are at most this long.

@@ -48,6 +48,11 @@ pub trait BlockStore: Send + Sync {
     fn fold(&self, visit: &mut dyn FnMut(&[u8], &[u8])) -> io::Result<()>;
     /// What was put so far is on the disk.
     fn sync(&self) -> io::Result<()>;
+    /// Deletes `key` (the catalog store's records of series that left
+    /// the node); durable with the next sync.
+    fn delete(&self, _key: &[u8]) -> io::Result<()> {
+        Err(io::Error::other("this store does not delete keys"))
+    }
 }
 
 /// The stores of a node's sensor data.
@@ -76,6 +81,9 @@ pub trait Storage: Send + Sync {
     fn remove_legacy(&self, _db: &str) -> io::Result<()> {
         Ok(())
     }
+    /// Closes and deletes the shard of `db` and `home` (its data left the
+    /// node).
+    fn remove_shard(&self, db: &str, home: u32) -> io::Result<()>;
     /// Totals of the stores open now (zero where a store keeps none).
     fn stats(&self) -> StorageStats {
         StorageStats::default()
@@ -168,6 +176,10 @@ impl BlockStore for BitcaskBlocks {
     fn sync(&self) -> io::Result<()> {
         self.0.sync().map_err(io_err)
     }
+
+    fn delete(&self, key: &[u8]) -> io::Result<()> {
+        self.0.delete(key).map_err(io_err)
+    }
 }
 
 /// Told of every store opened (the node registers it for merging).
@@ -219,6 +231,27 @@ impl BitcaskStorage {
             on_close,
             open: Mutex::new(HashMap::new()),
         }
+    }
+
+    /// Closes the store opened as `name` (the merge scheduler lets go of
+    /// it, and every reader), then deletes its directory.
+    fn close_and_remove(&self, name: &str, dir: &Path) -> io::Result<()> {
+        let held = self
+            .open
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .remove(name);
+        (self.on_close)(dir);
+        if let Some(held) = held {
+            // The store closes (its lock and files let go) before its
+            // directory goes; a read still holding it has a minute.
+            let deadline = std::time::Instant::now() + Duration::from_secs(60);
+            while Arc::strong_count(&held) > 1 && std::time::Instant::now() < deadline {
+                std::thread::sleep(Duration::from_millis(10));
+            }
+            drop(held);
+        }
+        remove_dir_durably(self.vfs(), dir)
     }
 
     /// Names of the directories under `dir` (made of hex, or of a
@@ -289,6 +322,11 @@ impl Storage for BitcaskStorage {
         Ok(names)
     }
 
+    fn remove_shard(&self, db: &str, home: u32) -> io::Result<()> {
+        let dir = self.dir.join(SHARDS).join(hex(db)).join(home.to_string());
+        self.close_and_remove(&format!("{SHARDS}/{db}/{home}"), &dir)
+    }
+
     fn legacy_databases(&self) -> io::Result<Vec<String>> {
         let mut names = self.names(&self.dir.join(LEGACY), unhex)?;
         names.sort();
@@ -302,22 +340,7 @@ impl Storage for BitcaskStorage {
 
     fn remove_legacy(&self, db: &str) -> io::Result<()> {
         let dir = self.dir.join(LEGACY).join(hex(db));
-        let held = self
-            .open
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .remove(&format!("{LEGACY}/{db}"));
-        (self.on_close)(&dir);
-        if let Some(held) = held {
-            // The store closes (its lock and files let go) before its
-            // directory goes.
-            let deadline = std::time::Instant::now() + Duration::from_secs(60);
-            while Arc::strong_count(&held) > 1 && std::time::Instant::now() < deadline {
-                std::thread::sleep(Duration::from_millis(10));
-            }
-            drop(held);
-        }
-        remove_dir_durably(self.vfs(), &dir)?;
+        self.close_and_remove(&format!("{LEGACY}/{db}"), &dir)?;
         let root = self.dir.join(LEGACY);
         if self.vfs().list_dir(&root)?.is_empty() {
             self.vfs().remove_dir(&root)?;

@@ -451,6 +451,9 @@ fn console(cfg: Config) -> Result<()> {
         let peer = rill_peer::Peer::start(node.clone(), peer_cfg)
             .await
             .map_err(|e| anyhow::anyhow!("{e}"))?;
+        if let Some(s) = &sensors {
+            s.cluster.cluster_attached();
+        }
         // The collection port listens before HTTP answers, so a node that
         // answers `/ping` takes lines on every port it was given.
         let sensor_tasks = match &sensors {

@@ -17,12 +17,16 @@ use std::sync::Arc;
 use std::thread::JoinHandle;
 use std::time::Duration;
 
+/// How often a node looks for sensor data it holds but does not own.
+const HANDOFF_EVERY: Duration = Duration::from_secs(2);
+
 pub struct Sensors {
     pub engine: Arc<Engine>,
     /// Writes and queries over the cluster's ring.
     pub cluster: Arc<SensorCluster>,
     stop: Arc<AtomicBool>,
     ticker: Option<JoinHandle<()>>,
+    handoff: Option<JoinHandle<()>>,
     _merges: Arc<MergeScheduler>,
 }
 
@@ -136,9 +140,24 @@ pub fn open(node_ref: &Arc<Node>, s: &SensorConfig) -> Result<Option<Sensors>> {
             w: s.w,
         },
     );
+    let handoff = {
+        let (cluster, stop) = (cluster.clone(), stop.clone());
+        std::thread::Builder::new()
+            .name("rill-sensor-handoff".into())
+            .spawn(move || {
+                // Alone too: a round learns who owns what held, so the
+                // owners a join brings are seen as new.
+                while !stop.load(Ordering::Relaxed) {
+                    cluster.hand_off_round(rill_api::unix_now_ns());
+                    std::thread::park_timeout(HANDOFF_EVERY);
+                }
+            })
+            .context("cannot start the sensor handoff thread")?
+    };
     Ok(Some(Sensors {
         engine,
         cluster,
+        handoff: Some(handoff),
         stop,
         ticker: Some(ticker),
         _merges: merges,
@@ -198,7 +217,10 @@ impl Sensors {
     /// Stops ticking and stores every buffered sample (a clean stop).
     pub fn close(mut self) -> Result<()> {
         self.stop.store(true, Ordering::Relaxed);
-        if let Some(t) = self.ticker.take() {
+        for t in [self.ticker.take(), self.handoff.take()]
+            .into_iter()
+            .flatten()
+        {
             t.thread().unpark();
             let _ = t.join();
         }

@@ -171,3 +171,158 @@ fn a_write_waits_for_w_nodes_and_an_answer_without_them_says_so() {
     b.restart();
     c.restart();
 }
+
+#[test]
+fn samples_written_before_a_join_reach_their_owners_and_leave_who_does_not_own_them() {
+    let a = Member::start(1, "");
+    let single_dir = tempfile::tempdir().unwrap();
+    let single = Node::start(single_dir.path(), "");
+    let end = now_s() / 60 * 60 - 600;
+    for k in 1..=3 {
+        let body = lines(k, end);
+        assert_eq!(write(a.node(), &body), 204);
+        assert_eq!(write(&single, &body), 204);
+    }
+    let all = 3 * 12 * 2 + 1;
+    assert_eq!(a.stat("sensor_series"), all);
+    let b = Member::start(2, "");
+    let c = Member::start(3, "");
+    form(&a, &[&b, &c]);
+    // Each series ends on the distinct owners of its partitions (three
+    // for most), sent there by a; a keeps only what it still owns.
+    until(
+        "the samples reach their owners",
+        Duration::from_secs(60),
+        || {
+            let held: Vec<u64> = [&a, &b, &c]
+                .iter()
+                .map(|m| m.stat("sensor_series"))
+                .collect();
+            held[1] * 10 >= all * 8
+                && held[2] * 10 >= all * 8
+                && held.iter().sum::<u64>() >= all * 2
+        },
+    );
+    for path in queries(end) {
+        let (want, _) = query(&single, &path);
+        for m in [&a, &b, &c] {
+            let (got, _) = query(m.node(), &path);
+            assert_eq!(got, want, "{path} through {}", m.name);
+        }
+    }
+    // Through b alone (a and c stopped, answers partial): every series
+    // b owns has every sample, as the single node has it.
+    let mut a = a;
+    let mut c = c;
+    a.node.take().unwrap().stop();
+    c.node.take().unwrap().stop();
+    let at = end + 30;
+    let (got, whole) = query(
+        b.node(),
+        &format!(
+            "/api/v1/query?query={}&time={at}",
+            enc("count_over_time(room_temp[30m])")
+        ),
+    );
+    assert_eq!(whole["isPartial"], true);
+    let (want, _) = query(
+        &single,
+        &format!(
+            "/api/v1/query?query={}&time={at}",
+            enc("count_over_time(room_temp[30m])")
+        ),
+    );
+    let counts = |v: &serde_json::Value| -> std::collections::BTreeMap<String, String> {
+        v["result"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|r| {
+                (
+                    r["metric"].to_string(),
+                    r["value"][1].as_str().unwrap().to_string(),
+                )
+            })
+            .collect()
+    };
+    let (got, want) = (counts(&got), counts(&want));
+    assert!(
+        got.len() * 10 >= want.len() * 8,
+        "{} of {} series on b",
+        got.len(),
+        want.len()
+    );
+    for (series, n) in &got {
+        assert_eq!(Some(n), want.get(series), "{series}: samples on b");
+    }
+    a.restart();
+    c.restart();
+}
+
+#[test]
+fn a_fallback_hands_its_samples_home_when_the_owner_returns() {
+    let extra = "handoff.timeout = 3s\n";
+    let a = Member::start(1, extra);
+    let b = Member::start(2, extra);
+    let c = Member::start(3, extra);
+    let mut d = Member::start(4, extra);
+    form(&a, &[&b, &c, &d]);
+    let end = now_s() / 60 * 60 - 600;
+    // d down under writes: its replicas go to fallbacks on the others.
+    d.node.take().unwrap().kill();
+    let body = lines(1, end) + &lines(2, end);
+    until("writes with d down", Duration::from_secs(30), || {
+        write(a.node(), &body) == 204
+    });
+    d.restart();
+    // The fallbacks send d what they held for it, then drop it.
+    until(
+        "the fallbacks' samples are home",
+        Duration::from_secs(60),
+        || {
+            [&a, &b, &c]
+                .iter()
+                .map(|m| m.stat("sensor_homes_handed_off_total"))
+                .sum::<u64>()
+                > 0
+                && d.stat("sensor_series") > 0
+        },
+    );
+    // d alone answers for what it owns as the others do: stop them and
+    // compare the samples of each series d has with a's answer before.
+    let at = end + 30;
+    let q = format!(
+        "/api/v1/query?query={}&time={at}",
+        enc("{__name__=~\"room_.*|shared_v\"}[30m]")
+    );
+    let counts = |v: &serde_json::Value| -> std::collections::BTreeMap<String, usize> {
+        v["result"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|r| {
+                (
+                    r["metric"].to_string(),
+                    r["values"].as_array().unwrap().len(),
+                )
+            })
+            .collect()
+    };
+    let (all, _) = query(a.node(), &q);
+    let all = counts(&all);
+    assert_eq!(all.len(), 2 * 12 * 2 + 1);
+    let (mut a, mut b, mut c) = (a, b, c);
+    for m in [&mut a, &mut b, &mut c] {
+        m.node.take().unwrap().stop();
+    }
+    let (on_d, whole) = query(d.node(), &q);
+    assert_eq!(whole["isPartial"], true);
+    let on_d = counts(&on_d);
+    assert!(!on_d.is_empty());
+    for (series, n) in &on_d {
+        assert_eq!(Some(n), all.get(series), "{series}: samples on d");
+    }
+    for m in [&mut a, &mut b, &mut c] {
+        m.restart();
+    }
+}

@@ -214,6 +214,11 @@ fn numbers(ctx: &Ctx) -> Vec<Stat> {
                 s.blocks_expired_unstored.into(),
             ),
             ("sensor_series", "Sensor series known.", s.series.into()),
+            (
+                "sensor_homes_handed_off_total",
+                "Home partitions of sensor data this node held without owning them, sent to their owners and dropped.",
+                s.homes_dropped.into(),
+            ),
             ("sensor_databases", "Sensor databases.", s.databases.into()),
             (
                 "sensor_samples_buffered",

@@ -20,6 +20,7 @@ mod browse;
 mod browse_tests;
 mod flush;
 mod helpers;
+mod homes;
 mod legacy;
 mod merge;
 mod ms;
@@ -179,6 +180,9 @@ struct Db {
     buffers: Buffers,
     /// Home partitions whose shard had blocks put since the last sync.
     dirty: BTreeSet<u32>,
+    /// Writes applied to each home partition (a hand-off drops what it
+    /// read only if none came since).
+    writes: crate::FastMap<u32, u64>,
 }
 
 /// A logged write waiting to be added to the buffers in log order.
@@ -254,11 +258,17 @@ impl Engine {
         let catalog_store = storage.catalog()?;
         let mut catalog = Catalog::new(opts.placer.clone());
         let mut bad = 0u64;
+        let mut floor = 0u64;
         catalog_store.fold(&mut |k, v| match definition_of(k, v) {
             Some(Ok(d)) => catalog.found_stored(&d),
             None if k == crate::keys::WINDOW => {}
+            None if k == crate::keys::NEXT_ID => match <[u8; 8]>::try_from(v) {
+                Ok(b) => floor = u64::from_be_bytes(b),
+                Err(_) => bad += 1,
+            },
             _ => bad += 1,
         })?;
+        catalog.raise_next(floor);
         Self::check_window(catalog_store.as_ref(), opts.window_ns)?;
         if bad > 0 {
             tracing::error!(
@@ -303,7 +313,10 @@ impl Engine {
             }
             Entry::Samples { id, samples } => {
                 let (Some((db, _)), Some(group)) = (catalog.name(id), catalog.group(id)) else {
-                    report.orphan_samples += samples.len() as u64;
+                    // Below the floor: a series whose data left the node.
+                    if id >= floor {
+                        report.orphan_samples += samples.len() as u64;
+                    }
                     return;
                 };
                 let db = db.to_string();
@@ -405,6 +418,7 @@ impl Engine {
             retention_ns: opts.retention(name),
             buffers: Buffers::new(opts.window_ns, opts.block_samples),
             dirty: BTreeSet::new(),
+            writes: crate::FastMap::default(),
         }
     }
 

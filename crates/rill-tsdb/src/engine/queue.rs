@@ -35,6 +35,20 @@ impl Queue {
         self.cuts.iter().map(|(db, c)| (db.as_str(), c))
     }
 
+    /// Takes out every block of database `db` whose group `gone` keeps
+    /// (their data left the node).
+    pub fn forget(&mut self, db: &str, gone: impl Fn(u64) -> bool) {
+        let mut dropped = 0;
+        self.cuts.retain(|(d, c)| {
+            let keep = d != db || !gone(c.group);
+            if !keep {
+                dropped += c.samples();
+            }
+            keep
+        });
+        self.samples -= dropped;
+    }
+
     /// The `at`-th queued block from the front.
     pub fn get(&self, at: usize) -> Option<(&str, &Arc<Cut>)> {
         self.cuts.get(at).map(|(db, c)| (db.as_str(), c))

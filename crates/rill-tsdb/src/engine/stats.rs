@@ -14,6 +14,7 @@ pub(super) struct Counters {
     pub(super) blocks_stored: AtomicU64,
     pub(super) block_bytes_stored: AtomicU64,
     pub(super) blocks_expired_unstored: AtomicU64,
+    pub(super) homes_dropped: AtomicU64,
 }
 
 impl Counters {
@@ -51,6 +52,8 @@ pub struct EngineStats {
     pub block_bytes_stored: u64,
     /// Blocks whose storage period ended before they could be stored.
     pub blocks_expired_unstored: u64,
+    /// Home partitions whose data left the node (handed off).
+    pub homes_dropped: u64,
     pub series: u64,
     pub databases: u64,
     /// Samples in memory, not yet in stored blocks (they are in the log).
@@ -79,6 +82,7 @@ impl Engine {
             blocks_stored: get(&c.blocks_stored),
             block_bytes_stored: get(&c.block_bytes_stored),
             blocks_expired_unstored: get(&c.blocks_expired_unstored),
+            homes_dropped: get(&c.homes_dropped),
             series,
             databases,
             samples_buffered: buffered as u64,

@@ -158,11 +158,24 @@ impl Engine {
             for id in &l.defines {
                 st.catalog.made_durable(*id);
             }
-            let State { dbs, unstored, .. } = st;
+            let State {
+                dbs,
+                unstored,
+                catalog,
+                ..
+            } = st;
             let d = dbs.get_mut(&l.db).expect("a written database is open");
+            let mut last_home = None;
             for (id, group, range) in &l.series {
                 d.buffers
                     .add(*group, *id, &l.flat[range.clone()], l.segment);
+                let home = catalog.home(*id);
+                if home != last_home {
+                    last_home = home;
+                    if let Some(h) = home {
+                        *d.writes.entry(h).or_default() += 1;
+                    }
+                }
             }
             // Cut after the whole write: the fields of its lines leave
             // together.

@@ -8,7 +8,11 @@ use bitcask::vfs::Vfs;
 
 /// Homes by the digit of `a{k="D"}`: three partitions.
 fn by_digit() -> Placer {
-    Placer::new(|_, k| u32::from(k.as_bytes()[k.len() - 3]) % 3)
+    Placer::new(|_, k| {
+        k.len()
+            .checked_sub(3)
+            .map_or(0, |i| u32::from(k.as_bytes()[i]) % 3)
+    })
 }
 
 fn storage_on(rig: &Rig) -> BitcaskStorage {
@@ -104,4 +108,67 @@ fn a_store_of_the_layout_before_homes_is_moved_into_shards() {
     let (e, report) = rig.open_on(&rig.vfs, T0);
     assert_eq!(report.legacy_blocks_moved, 0);
     assert_eq!(all_of(&e, "a{k=\"2\"}"), want[1]);
+}
+
+#[test]
+fn a_home_dropped_leaves_whole_and_only_if_nothing_came_since() {
+    let mut rig = Rig::new(30 * SEC, 8);
+    rig.opts.placer = by_digit();
+    let e = rig.open(T0);
+    write_three(&e);
+    // Some of each series still buffered, some stored.
+    let home_of_2 = u32::from(b'2') % 3;
+    let seen = e.home_writes("db", home_of_2);
+    assert!(seen > 0);
+    assert_eq!(
+        e.series_of_home("db", home_of_2),
+        vec![("a{k=\"2\"}".to_string(), None)]
+    );
+    // A write since: refused.
+    let t = T0 + 200 * SEC;
+    e.write("db", &one("a{k=\"2\"}", vec![s(t, 1.0)]), t)
+        .unwrap();
+    assert!(!e.drop_home("db", home_of_2, seen).unwrap());
+    let seen = e.home_writes("db", home_of_2);
+    assert!(e.drop_home("db", home_of_2, seen).unwrap());
+    assert!(all_of(&e, "a{k=\"2\"}").is_empty());
+    assert_eq!(all_of(&e, "a{k=\"1\"}").len(), 40);
+    assert_eq!(e.homes().len(), 2);
+    assert!(!rig
+        .vfs
+        .exists(Path::new(&format!("/sensor/data/shards/6462/{home_of_2}"))));
+    e.close().unwrap();
+    drop(e);
+    // Gone after a restart too; a new series gets an id never given.
+    let (e, report) = rig.open_on(&rig.vfs, t);
+    assert_eq!(report.orphan_samples, 0);
+    assert!(all_of(&e, "a{k=\"2\"}").is_empty());
+    assert_eq!(all_of(&e, "a{k=\"3\"}").len(), 40);
+    e.write("db", &one("b", vec![s(t, 2.0)]), t).unwrap();
+    let st = e.lock();
+    let (id, _) = st.catalog.lookup("db", "b").unwrap();
+    assert!(id >= 3, "id {id} given before");
+}
+
+#[test]
+fn a_replica_takes_only_the_samples_it_lacks() {
+    let rig = Rig::new(30 * SEC, 8);
+    let e = rig.open(T0);
+    let key = "x";
+    e.write("db", &one(key, vec![s(T0, 1.0), s(T0 + SEC, 5.0)]), T0)
+        .unwrap();
+    let offered = vec![s(T0, 1.0), s(T0 + SEC, 4.0), s(T0 + 2 * SEC, 7.0)];
+    let r = e
+        .write_missing("db", &one(key, offered.clone()), &[], T0)
+        .unwrap();
+    assert_eq!(r.written, 1, "only the new time");
+    let larger = vec![s(T0 + SEC, 6.0)];
+    let r = e.write_missing("db", &one(key, larger), &[], T0).unwrap();
+    assert_eq!(r.written, 1, "a larger value for a time held");
+    let want: BTreeMap<i64, f64> = [(T0, 1.0), (T0 + SEC, 6.0), (T0 + 2 * SEC, 7.0)].into();
+    assert_eq!(all_of(&e, key), want);
+    let r = e
+        .write_missing("db", &one("new", offered), &[], T0)
+        .unwrap();
+    assert_eq!(r.written, 3);
 }

@@ -85,6 +85,9 @@ impl Storage for HookedStorage {
     fn databases(&self) -> io::Result<Vec<String>> {
         self.inner.databases()
     }
+    fn remove_shard(&self, db: &str, home: u32) -> io::Result<()> {
+        self.inner.remove_shard(db, home)
+    }
 }
 
 /// An engine on `rig`'s disk whose databases' stores run `Hooks`.

@@ -1,0 +1,200 @@
+//! Sensor data sent to the nodes that should hold it: Riak's hinted
+//! handoff (a fallback's samples, taken while an owner was down) and
+//! ownership handoff (a partition's data after the ring gave it to
+//! another node), by two rules over the ring as it is now:
+//!
+//! - a home partition whose owners (the distinct owners of its `n_val`
+//!   partitions) do not include this node goes to each of them, once
+//!   every one is up, and leaves this node whole (its shard deleted, no
+//!   merge);
+//! - a home partition this node owns and holds that gained an owner
+//!   since the last round (a join, a leave, a replace) goes to the new
+//!   owners, once they are up. The owners a home had when the service
+//!   started are its first known ones: an owner gained while the node
+//!   was down is not seen by this rule (anti-entropy's, later).
+//!
+//! Each owner keeps only the samples it lacks (`Engine::write_missing`),
+//! so sending one what it has already costs reads, not copies. A home is
+//! dropped only if no write reached it since its series were read; else
+//! the next round sends it again. Nothing here waits for a ring change:
+//! the ring as it is now says who owns what.
+
+use crate::msg::{self, Reply, Request, SeriesSamples};
+use crate::SensorCluster;
+use rill_node::vnode::msg::{VnodeReply, VnodeRequest};
+use rill_ring::{Partition, Ring};
+use std::collections::BTreeMap;
+use std::time::Instant;
+
+/// The owners each held home partition had at the last round, by
+/// database and home.
+pub(crate) type KnownOwners = BTreeMap<(String, u32), Vec<String>>;
+
+/// Series sent in one message.
+const BATCH_SERIES: usize = 100;
+
+/// What a round did.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct HandoffReport {
+    /// Home partitions sent and dropped.
+    pub handed_off: usize,
+    /// Home partitions sent to owners they gained (and kept).
+    pub shared: usize,
+    /// Home partitions whose owners are not all up, or that failed or
+    /// were written to meanwhile: tried again next round.
+    pub waiting: usize,
+    pub samples_sent: u64,
+}
+
+/// The distinct owners of `home`'s `n` partitions.
+pub fn owners(ring: &Ring, home: u32, n: u32) -> Vec<String> {
+    let size = ring.size();
+    let mut out: Vec<String> = Vec::new();
+    for i in 0..n.min(size) {
+        let o = ring.owner(Partition((home + i) % size));
+        if !out.iter().any(|x| x == o) {
+            out.push(o.to_string());
+        }
+    }
+    out
+}
+
+impl SensorCluster {
+    /// One round of handoff at `now` (ns): every home partition this
+    /// node holds and does not own, whose owners are all up.
+    pub fn hand_off_round(&self, now: i64) -> HandoffReport {
+        let mut report = HandoffReport::default();
+        let Some(start_ring) = self.start_ring.get() else {
+            return report;
+        };
+        let view = self.node.cluster_view();
+        let n = self.replication.n_val;
+        let mut known =
+            std::mem::take(&mut *self.known_owners.lock().unwrap_or_else(|e| e.into_inner()));
+        let mut next = KnownOwners::new();
+        for (db, home) in self.engine.homes() {
+            let to = owners(&view.ring, home, n);
+            if to.contains(&view.me) {
+                let key = (db.clone(), home);
+                let before = known
+                    .remove(&key)
+                    .unwrap_or_else(|| owners(start_ring, home, n));
+                let gained: Vec<String> =
+                    to.iter().filter(|o| !before.contains(o)).cloned().collect();
+                let mut learnt = to.clone();
+                if !gained.is_empty() {
+                    if gained.iter().all(|o| view.is_up(o)) {
+                        match self.send_home(&db, home, &gained, now) {
+                            Ok(sent) => {
+                                report.shared += 1;
+                                report.samples_sent += sent;
+                                tracing::info!(db, home, to = ?gained, samples = sent, "sensor data sent to new owners");
+                            }
+                            Err(e) => {
+                                tracing::warn!(db, home, error = %e, "sending sensor data to new owners failed; it is tried again");
+                                learnt = before;
+                                report.waiting += 1;
+                            }
+                        }
+                    } else {
+                        learnt = before;
+                        report.waiting += 1;
+                    }
+                }
+                next.insert(key, learnt);
+                continue;
+            }
+            if !to.iter().all(|o| view.is_up(o)) {
+                report.waiting += 1;
+                continue;
+            }
+            match self.hand_off_home(&db, home, &to, now) {
+                Ok(Some(sent)) => {
+                    report.handed_off += 1;
+                    report.samples_sent += sent;
+                    tracing::info!(db, home, owners = ?to, samples = sent, "sensor data handed off");
+                }
+                Ok(None) => report.waiting += 1,
+                Err(e) => {
+                    report.waiting += 1;
+                    tracing::warn!(db, home, error = %e, "a sensor handoff failed; it is tried again");
+                }
+            }
+        }
+        *self.known_owners.lock().unwrap_or_else(|e| e.into_inner()) = next;
+        report
+    }
+
+    /// Sends home `home` of `db` to `to` and drops it; the samples sent,
+    /// or `None` when a write came meanwhile (sent again next round).
+    fn hand_off_home(
+        &self,
+        db: &str,
+        home: u32,
+        to: &[String],
+        now: i64,
+    ) -> Result<Option<u64>, String> {
+        let seen = self.engine.home_writes(db, home);
+        let sent = self.send_home(db, home, to, now)?;
+        match self.engine.drop_home(db, home, seen) {
+            Ok(true) => Ok(Some(sent)),
+            Ok(false) => Ok(None),
+            Err(e) => Err(e.to_string()),
+        }
+    }
+
+    /// Sends every sample of home `home` of `db` to each node of `to`;
+    /// the samples sent.
+    fn send_home(&self, db: &str, home: u32, to: &[String], now: i64) -> Result<u64, String> {
+        let series = self.engine.series_of_home(db, home);
+        let mut sent = 0u64;
+        for batch in series.chunks(BATCH_SERIES) {
+            let mut out = Vec::with_capacity(batch.len());
+            for (key, group) in batch {
+                let samples = self
+                    .engine
+                    .read(db, key, i64::MIN, i64::MAX, now)
+                    .map_err(|e| e.to_string())?;
+                sent += samples.len() as u64;
+                out.push(SeriesSamples {
+                    key: key.clone(),
+                    group: group.clone(),
+                    samples,
+                });
+            }
+            let bytes = msg::encode_request(&Request::Handoff {
+                db: db.to_string(),
+                now,
+                series: out,
+            });
+            self.send_to_all(to, bytes)?;
+        }
+        Ok(sent)
+    }
+
+    /// Sends `bytes` to every node of `to` and waits until each has
+    /// taken them.
+    fn send_to_all(&self, to: &[String], bytes: Vec<u8>) -> Result<(), String> {
+        let mut calls = self.node.call_nodes(
+            to.iter()
+                .map(|n| (n.clone(), VnodeRequest::Sensor(bytes.clone())))
+                .collect(),
+        );
+        let deadline = Instant::now() + self.node.request_timeout();
+        let mut left = to.len();
+        while left > 0 {
+            let Some((tag, reply)) = calls.next(deadline) else {
+                return Err("no answer in time".into());
+            };
+            match reply {
+                VnodeReply::Sensor(b) => match msg::decode_reply(&b) {
+                    Ok(Reply::Written(_)) => left -= 1,
+                    Ok(Reply::Failed { text, .. }) => return Err(format!("{}: {text}", to[tag])),
+                    other => return Err(format!("{}: {other:?}", to[tag])),
+                },
+                other => return Err(format!("{}: {other:?}", to[tag])),
+            }
+        }
+        Ok(())
+    }
+}
