@@ -1,7 +1,9 @@
 //! Writes of the sensor paths that have no client to answer (the
-//! collection port, the MQTT subscriber): retried while the engine
-//! refuses (a full disk, stores behind), so what was read is never
-//! dropped; the caller reads nothing more until the write is taken.
+//! collection port, the MQTT subscriber): retried while the service
+//! refuses (a full disk, stores behind, too few replicas, a failure),
+//! so what was read is never dropped; the caller reads nothing more
+//! until the write is taken. Only a write every replica would refuse
+//! (invalid) is given up.
 
 use rill_sensor_cluster::{SensorCluster, WriteError};
 use std::sync::Arc;

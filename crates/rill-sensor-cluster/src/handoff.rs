@@ -30,8 +30,11 @@ use std::time::Instant;
 /// database and home.
 pub(crate) type KnownOwners = BTreeMap<(String, u32), Vec<String>>;
 
-/// Series sent in one message.
+/// Series sent in one message at most.
 const BATCH_SERIES: usize = 100;
+/// Samples sent in one message at most (a few MiB: far below the
+/// transport's largest message).
+const BATCH_SAMPLES: usize = 250_000;
 
 /// What a round did.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -148,27 +151,41 @@ impl SensorCluster {
     fn send_home(&self, db: &str, home: u32, to: &[String], now: i64) -> Result<u64, String> {
         let series = self.engine.series_of_home(db, home);
         let mut sent = 0u64;
-        for batch in series.chunks(BATCH_SERIES) {
-            let mut out = Vec::with_capacity(batch.len());
-            for (key, group) in batch {
-                let samples = self
-                    .engine
-                    .read(db, key, i64::MIN, i64::MAX, now)
-                    .map_err(|e| e.to_string())?;
-                sent += samples.len() as u64;
-                out.push(SeriesSamples {
-                    key: key.clone(),
-                    group: group.clone(),
-                    samples,
-                });
+        let mut out: Vec<SeriesSamples> = Vec::new();
+        let mut held = 0usize;
+        let flush = |out: &mut Vec<SeriesSamples>, held: &mut usize| -> Result<(), String> {
+            if out.is_empty() {
+                return Ok(());
             }
             let bytes = msg::encode_request(&Request::Handoff {
                 db: db.to_string(),
                 now,
-                series: out,
+                series: std::mem::take(out),
             });
-            self.send_to_all(to, bytes)?;
+            *held = 0;
+            self.send_to_all(to, bytes)
+        };
+        for (key, group) in &series {
+            let samples = self
+                .engine
+                .read(db, key, i64::MIN, i64::MAX, now)
+                .map_err(|e| e.to_string())?;
+            sent += samples.len() as u64;
+            // A long history goes in pieces: no message is larger than
+            // about BATCH_SAMPLES samples (16 bytes each at most).
+            for piece in samples.chunks(BATCH_SAMPLES) {
+                out.push(SeriesSamples {
+                    key: key.clone(),
+                    group: group.clone(),
+                    samples: piece.to_vec(),
+                });
+                held += piece.len();
+                if held >= BATCH_SAMPLES || out.len() >= BATCH_SERIES {
+                    flush(&mut out, &mut held)?;
+                }
+            }
         }
+        flush(&mut out, &mut held)?;
         Ok(sent)
     }
 

@@ -116,9 +116,12 @@ impl Merged {
 }
 
 /// Why an answer may lack samples when the nodes `missing` did not
-/// answer: some partition lost at least as many of its replicas' nodes
-/// as a write needs (a sample acknowledged by W nodes is missing only if
-/// all of them are); `None` when every acknowledged sample is in it.
+/// answer: for some home partition, at least as many nodes that may hold
+/// its samples are missing as a write needs (a sample acknowledged by W
+/// nodes is missing only if all of them are); `None` when every
+/// acknowledged sample is in it. A node that may hold a home's samples:
+/// one of its owners, or any node that does not own it (it may have
+/// taken them as a fallback).
 pub fn partial(
     ring: &Ring,
     replication: Replication,
@@ -136,7 +139,12 @@ pub fn partial(
         nodes.sort_unstable();
         nodes.dedup();
         let need = replication.w().min(nodes.len() as u32) as usize;
-        nodes.iter().filter(|x| missing.contains(**x)).count() >= need
+        let owners_missing = nodes.iter().filter(|x| missing.contains(**x)).count();
+        let others_missing = missing
+            .iter()
+            .filter(|m| !nodes.contains(&m.as_str()))
+            .count();
+        owners_missing + others_missing >= need
     });
     lost.then(|| {
         format!(
@@ -220,6 +228,9 @@ mod tests {
             partial(&r, repl, &set(&["a", "b"])).is_some(),
             "a and b share partitions"
         );
+        // An owner and a node that may have stood in for another: a
+        // sample acknowledged by them alone is missing.
+        assert!(partial(&r, repl, &set(&["a", "e"])).is_some());
         let one = Replication {
             n_val: 3,
             w: rill_node::Quorum::One,

@@ -12,6 +12,11 @@ use rill_sensor::{unzigzag, zigzag, Sample};
 
 pub const VERSION: u8 = 1;
 
+/// Items made room for at once when a message gives a count (a forged
+/// count never takes more than its bytes, but each item is larger in
+/// memory than on the wire).
+const PREALLOCATE: usize = 1024;
+
 const WRITE: u8 = 1;
 const SELECT: u8 = 2;
 const KEYS: u8 = 3;
@@ -318,7 +323,7 @@ impl<'a> Reader<'a> {
     }
     fn points(&mut self) -> Result<Vec<(i64, f64)>, MsgError> {
         let n = self.count(9)?;
-        let mut times = Vec::with_capacity(n);
+        let mut times = Vec::with_capacity(n.min(PREALLOCATE));
         let mut last = 0i64;
         for _ in 0..n {
             last = last.wrapping_add(self.i64()?);
@@ -338,7 +343,7 @@ impl<'a> Reader<'a> {
     }
     fn series(&mut self) -> Result<Vec<SeriesSamples>, MsgError> {
         let m = self.count(3)?;
-        let mut series = Vec::with_capacity(m);
+        let mut series = Vec::with_capacity(m.min(PREALLOCATE));
         for _ in 0..m {
             let key = self.text()?;
             let group = match self.u8()? {
@@ -362,7 +367,7 @@ impl<'a> Reader<'a> {
 
     fn matchers(&mut self) -> Result<Vec<MatcherSpec>, MsgError> {
         let n = self.count(3)?;
-        let mut matchers = Vec::with_capacity(n);
+        let mut matchers = Vec::with_capacity(n.min(PREALLOCATE));
         for _ in 0..n {
             matchers.push(MatcherSpec {
                 label: self.text()?,
@@ -398,7 +403,7 @@ pub fn decode_request(b: &[u8]) -> Result<Request, MsgError> {
             let db = r.text()?;
             let now = r.i64()?;
             let n = r.count(2)?;
-            let mut parts = Vec::with_capacity(n);
+            let mut parts = Vec::with_capacity(n.min(PREALLOCATE));
             for _ in 0..n {
                 let home = u32::try_from(r.var()?).map_err(|_| MsgError::Malformed("partition"))?;
                 let series = r.series()?;
@@ -422,7 +427,7 @@ pub fn decode_request(b: &[u8]) -> Result<Request, MsgError> {
         },
         KEYS => {
             let n = r.count(1)?;
-            let mut sets = Vec::with_capacity(n);
+            let mut sets = Vec::with_capacity(n.min(PREALLOCATE));
             for _ in 0..n {
                 sets.push(r.matchers()?);
             }
@@ -445,7 +450,7 @@ pub fn decode_reply(b: &[u8]) -> Result<Reply, MsgError> {
         }),
         SERIES => {
             let n = r.count(2)?;
-            let mut found = Vec::with_capacity(n);
+            let mut found = Vec::with_capacity(n.min(PREALLOCATE));
             for _ in 0..n {
                 found.push(Found {
                     key: r.text()?,
@@ -456,7 +461,7 @@ pub fn decode_reply(b: &[u8]) -> Result<Reply, MsgError> {
         }
         KEY_LIST => {
             let n = r.count(1)?;
-            let mut keys = Vec::with_capacity(n);
+            let mut keys = Vec::with_capacity(n.min(PREALLOCATE));
             for _ in 0..n {
                 keys.push(r.text()?);
             }

@@ -87,7 +87,10 @@ pub(crate) fn failure(e: &EngineError) -> (FailKind, String) {
     match e {
         EngineError::Invalid(m) => (FailKind::Invalid, m.clone()),
         EngineError::Busy(_) => (FailKind::Busy, e.to_string()),
-        EngineError::Store(_) | EngineError::Wal(_) => {
+        EngineError::Wal(rill_tsdb::wal::WalError::TooLarge(_)) => {
+            (FailKind::Invalid, e.to_string())
+        }
+        EngineError::Store(_) | EngineError::Wal(rill_tsdb::wal::WalError::Io(_)) => {
             tracing::warn!(error = %e, "the sensor stores refuse a write");
             (
                 FailKind::Busy,

@@ -214,6 +214,12 @@ impl Catalog {
         v
     }
 
+    /// The home of each group, by any series of it known (a group whose
+    /// first series is unknown goes with its members).
+    pub fn group_homes(&self) -> std::collections::HashMap<u64, u32> {
+        self.named.values().map(|n| (n.group, n.home)).collect()
+    }
+
     /// Each database and home partition that has series, sorted.
     pub fn homes(&self) -> Vec<(String, u32)> {
         let set: std::collections::BTreeSet<(&str, u32)> = self

@@ -62,6 +62,17 @@ impl Engine {
                 return Ok(false);
             }
             let ids = st.catalog.of_home(db, home);
+            // A write logged and not yet applied (its commit in flight)
+            // names the home: it would be acknowledged after the drop.
+            let in_flight = st.logged.iter().any(|l| {
+                l.db == db
+                    && l.series
+                        .iter()
+                        .any(|(id, _, _)| ids.binary_search(id).is_ok())
+            });
+            if in_flight {
+                return Ok(false);
+            }
             let groups: BTreeSet<u64> = ids.iter().filter_map(|&id| st.catalog.group(id)).collect();
             let records: Vec<Vec<u8>> = ids
                 .iter()
@@ -85,8 +96,9 @@ impl Engine {
             self.catalog_store.delete(k)?;
         }
         self.catalog_store.sync()?;
-        drop(storing);
+        // Still storing: no tick puts blocks into the shard as it goes.
         self.storage.remove_shard(db, home)?;
+        drop(storing);
         self.counters
             .homes_dropped
             .fetch_add(1, std::sync::atomic::Ordering::Relaxed);

@@ -20,7 +20,9 @@ pub(super) fn move_into_shards(
     name: &str,
     dbs: &mut HashMap<String, Db>,
 ) -> Result<u64, EngineError> {
+    storage.create(name)?;
     let legacy = storage.legacy(name)?;
+    let homes = catalog.group_homes();
     let retention_ns = opts.retention(name);
     let mut shards: BTreeMap<u32, Arc<dyn BlockStore>> = BTreeMap::new();
     let (mut moved, mut lost) = (0u64, 0u64);
@@ -33,7 +35,7 @@ pub(super) fn move_into_shards(
             lost += 1;
             return;
         };
-        let Some(home) = catalog.home(group) else {
+        let Some(&home) = homes.get(&group) else {
             // No series of it is known: no read could find it.
             lost += 1;
             return;

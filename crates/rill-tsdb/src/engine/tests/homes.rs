@@ -85,7 +85,10 @@ fn a_store_of_the_layout_before_homes_is_moved_into_shards() {
         }
     }
     legacy.sync().unwrap();
-    drop((legacy, storage));
+    // A database made and never written: a store without blocks.
+    let empty = storage.legacy("empty").unwrap();
+    empty.sync().unwrap();
+    drop((legacy, empty, storage));
     for dir in rig
         .vfs
         .list_dir(Path::new("/sensor/data/shards/6462"))
@@ -104,6 +107,10 @@ fn a_store_of_the_layout_before_homes_is_moved_into_shards() {
     assert!(storage.legacy_databases().unwrap().is_empty());
     assert_eq!(storage.shards().unwrap().len(), 3);
     assert!(!rig.vfs.exists(Path::new("/sensor/data/db")));
+    assert_eq!(
+        e_databases(&rig),
+        vec!["db".to_string(), "empty".to_string()]
+    );
     // Opened again: nothing left to move, the same samples.
     let (e, report) = rig.open_on(&rig.vfs, T0);
     assert_eq!(report.legacy_blocks_moved, 0);
@@ -171,4 +178,9 @@ fn a_replica_takes_only_the_samples_it_lacks() {
         .write_missing("db", &one("new", offered), &[], T0)
         .unwrap();
     assert_eq!(r.written, 3);
+}
+
+/// The databases an engine opened on `rig`'s disk lists.
+fn e_databases(rig: &Rig) -> Vec<String> {
+    rig.open_on(&rig.vfs, T0).0.databases()
 }
