@@ -7,7 +7,7 @@
 mod common;
 
 use common::cluster::{form, Member};
-use common::sensor::{enc, now_s};
+use common::sensor::{enc, export, now_s};
 use common::{until, Node};
 use std::time::Duration;
 
@@ -115,6 +115,19 @@ fn line_protocol_into_every_node_is_answered_by_every_node_as_one_node_answers()
             assert_eq!(got, want, "{path} through {}", m.name);
             assert!(whole.get("warnings").is_none(), "{path}: {whole}");
         }
+    }
+    // Export (VictoriaMetrics' JSON lines) through every node: every
+    // sample of every series, as the single node exports them.
+    let selector = "{__name__=~\"room_.*|shared_v\"}";
+    let want = export(&single, selector);
+    assert_eq!(want.len(), 3 * 12 * 2 + 1);
+    for m in [&a, &b, &c] {
+        assert_eq!(
+            export(m.node(), selector),
+            want,
+            "export through {}",
+            m.name
+        );
     }
 }
 

@@ -1,12 +1,14 @@
 //! Exports of the sensor-data service, as VictoriaMetrics exports:
 //! `GET /api/v1/export` (JSON lines, one per series) and
 //! `GET /api/v1/export/csv?format=...` (one row per sample), both with
-//! `match[]` series selectors and `start`/`end` in Unix seconds. Both are
-//! streamed, a series at a time, so an export of a year holds one
-//! series' samples in memory, not the whole answer.
+//! `match[]` series selectors and `start`/`end` in Unix seconds. On a
+//! node alone both are streamed, a series at a time, so an export of a
+//! year holds one series' samples in memory, not the whole answer; in a
+//! cluster the series are asked of every node and merged first (each
+//! sample once, to the ms), then written.
 
 use super::prom::{param, params};
-use super::sensor::{engine, Flavour};
+use super::sensor::{sensors, Flavour};
 use super::stream::stream_body;
 use super::util::text;
 use super::{Ctx, Req};
@@ -138,6 +140,52 @@ pub fn csv_rows(out: &mut String, cols: &[Col], s: &Series, samples: &[Sample]) 
 }
 
 /// One series as a JSON line.
+/// The series `matchers` select (any of the sets) with their readings
+/// from `start` to `end` ns, from every node, merged, in key order (stale
+/// markers left out, as below).
+fn from_cluster(
+    sensors: &rill_sensor_cluster::SensorCluster,
+    matchers: &[Vec<rill_promql::Matcher>],
+    start: i64,
+    end: i64,
+    now: i64,
+) -> Result<Vec<(Series, Vec<Sample>)>, String> {
+    let (mint, maxt) = (start.div_euclid(1_000_000), end.div_euclid(1_000_000));
+    let mut all = rill_sensor_cluster::merge::Merged::default();
+    for m in matchers {
+        let got = sensors.select(m, mint, maxt, now)?;
+        if let Some(why) = got.partial {
+            tracing::warn!(why, "a sensor export may lack samples");
+        }
+        all.add_series(got.series);
+    }
+    Ok(all
+        .into_series()
+        .into_iter()
+        .map(|s| {
+            let series = Series::new(
+                s.labels.value("__name__"),
+                s.labels
+                    .iter()
+                    .filter(|(n, _)| *n != "__name__")
+                    .map(|(n, v)| (n.to_string(), v.to_string()))
+                    .collect(),
+            );
+            let samples: Vec<Sample> = s
+                .points
+                .iter()
+                .filter(|p| p.v.to_bits() != rill_sensor::remote_write::STALE_NAN)
+                .map(|p| Sample {
+                    ts: p.t.saturating_mul(1_000_000),
+                    value: p.v,
+                })
+                .collect();
+            (series, samples)
+        })
+        .filter(|(_, v)| !v.is_empty())
+        .collect())
+}
+
 fn json_line(out: &mut String, s: &Series, samples: &[Sample]) {
     let mut metric = serde_json::Map::new();
     metric.insert("__name__".into(), json!(s.name));
@@ -170,7 +218,7 @@ fn time_param(v: Option<&str>, default: i64) -> Result<i64, ExportError> {
 
 /// `GET /api/v1/export` (`csv` false) or `/api/v1/export/csv`.
 pub(crate) async fn export(ctx: &Arc<Ctx>, req: &Req, csv: bool) -> Response {
-    let engine = match engine(ctx, Flavour::V1) {
+    let sensors = match sensors(ctx, Flavour::V1) {
         Ok(e) => e,
         Err(r) => return r,
     };
@@ -218,6 +266,28 @@ pub(crate) async fn export(ctx: &Arc<Ctx>, req: &Req, csv: bool) -> Response {
         (Err(e), _) | (_, Err(e)) => return bad(e),
     };
     let stream = stream_body(move |tx| {
+        if !sensors.alone() {
+            let cluster = match from_cluster(&sensors, &matchers, start, end, now) {
+                Ok(c) => c,
+                Err(e) => {
+                    tracing::error!(error = %e, "a sensor export failed");
+                    let _ = tx.blocking_send(Err(std::io::Error::other(e)));
+                    return;
+                }
+            };
+            let mut out = String::new();
+            for (s, samples) in cluster {
+                match &cols {
+                    Some(cols) => csv_rows(&mut out, cols, &s, &samples),
+                    None => json_line(&mut out, &s, &samples),
+                }
+            }
+            if !out.is_empty() {
+                let _ = tx.blocking_send(Ok(out.into()));
+            }
+            return;
+        }
+        let engine = sensors.engine();
         let mut chosen: Vec<(String, Series)> =
             matchers.iter().flat_map(|m| engine.select(m)).collect();
         chosen.sort_by_cached_key(|(db, s)| (db.clone(), s.key()));
