@@ -4,8 +4,10 @@
 //! `allow_mult` bucket while the link is down (the lone node through
 //! fallbacks of its own); after the heal, hinted handoff drains and every
 //! acknowledged write is readable through every node, as the value or a
-//! sibling. Needs root and iproute2; under `CI=true` their absence fails
-//! the test instead of skipping it.
+//! sibling. The same partition with sensor samples written on both
+//! sides (W = 1): after the heal every acknowledged sample is answered,
+//! exactly once, through every node. Needs root and iproute2; under
+//! `CI=true` their absence fails the test instead of skipping it.
 
 mod common;
 
@@ -49,7 +51,13 @@ impl Net {
             eprintln!("skipping: needs root and iproute2 (ip netns)");
             return None;
         }
-        let id = std::process::id();
+        // Each test of the process its own namespaces and link.
+        static MADE: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
+        let id = format!(
+            "{}{}",
+            std::process::id(),
+            MADE.fetch_add(1, std::sync::atomic::Ordering::Relaxed)
+        );
         let net = Net {
             a: format!("rill{id}a"),
             b: format!("rill{id}b"),
@@ -132,6 +140,10 @@ struct Member {
 
 impl Member {
     fn start(ns: &str, name: &str, ip_addr: &str, base: u16) -> Member {
+        Member::start_with(ns, name, ip_addr, base, "")
+    }
+
+    fn start_with(ns: &str, name: &str, ip_addr: &str, base: u16, extra: &str) -> Member {
         let home = tempfile::tempdir().unwrap();
         let http: SocketAddr = format!("{ip_addr}:{}", base + 8).parse().unwrap();
         let cluster: SocketAddr = format!("{ip_addr}:{}", base + 9).parse().unwrap();
@@ -141,7 +153,7 @@ impl Member {
             format!(
                 "nodename = {name}\nring_size = 16\nstorage_backend = memory\nplatform_data_dir = {}\n\
                  listener.protobuf.internal = {ip_addr}:{}\nlistener.http.internal = {http}\n\
-                 listener.cluster.internal = {cluster}\nhandoff.timeout = 3s\n",
+                 listener.cluster.internal = {cluster}\nhandoff.timeout = 3s\n{extra}",
                 home.path().join("data").display(),
                 base + 7
             ),
@@ -269,13 +281,9 @@ impl Drop for Member {
     }
 }
 
-#[test]
-fn both_sides_of_a_partition_take_writes_and_every_one_is_there_after_the_heal() {
-    let Some(net) = Net::make() else { return };
-    let a = Member::start(&net.a, "dev1@10.213.0.1", "10.213.0.1", 10010);
-    let b = Member::start(&net.b, "dev2@10.213.0.2", "10.213.0.2", 10020);
-    let c = Member::start(&net.b, "dev3@10.213.0.2", "10.213.0.2", 10030);
-    for m in [&b, &c] {
+/// Joins b and c to a, commits, and waits until the ring settles.
+fn form(a: &Member, b: &Member, c: &Member) {
+    for m in [b, c] {
         let (ok, out) = m.admin(&["cluster", "join", &a.cluster.to_string()]);
         assert!(ok, "{out}");
     }
@@ -290,10 +298,19 @@ fn both_sides_of_a_partition_take_writes_and_every_one_is_there_after_the_heal()
         committed
     });
     until("settled", Duration::from_secs(120), || {
-        [&a, &b, &c]
+        [a, b, c]
             .iter()
             .all(|m| m.stat("cluster_members") == 3 && m.stat("ring_pending_transfers") == 0)
     });
+}
+
+#[test]
+fn both_sides_of_a_partition_take_writes_and_every_one_is_there_after_the_heal() {
+    let Some(net) = Net::make() else { return };
+    let a = Member::start(&net.a, "dev1@10.213.0.1", "10.213.0.1", 10010);
+    let b = Member::start(&net.b, "dev2@10.213.0.2", "10.213.0.2", 10020);
+    let c = Member::start(&net.b, "dev3@10.213.0.2", "10.213.0.2", 10030);
+    form(&a, &b, &c);
     // allow_mult on the bucket, at both sides' coordinators.
     for m in [&a, &b] {
         let r = m
@@ -382,6 +399,111 @@ fn both_sides_of_a_partition_take_writes_and_every_one_is_there_after_the_heal()
                     m.name
                 );
             }
+        }
+    }
+}
+
+/// Writes `load,side=S v=K` for K in `ks` at `base_ms` + K ms, W = 1;
+/// true if acknowledged.
+fn sensor_write(m: &Member, side: &str, ks: std::ops::Range<i64>, base_ms: i64) -> bool {
+    let body: String = ks
+        .map(|k| format!("load,side={side} v={k} {}\n", base_ms + k))
+        .collect();
+    m.req(
+        "POST",
+        "/write?db=telegraf&precision=ms",
+        &[("Content-Type", "text/plain")],
+        body.as_bytes(),
+    )
+    .is_some_and(|r| r.status == 204)
+}
+
+/// Every sample of `load_v{side=S}` through `m`: ms to value.
+fn sensor_read(m: &Member, side: &str, at_s: i64) -> Vec<(i64, String)> {
+    let q = format!("load_v{{side=\"{side}\"}}[2h]");
+    let enc: String = q
+        .bytes()
+        .map(|b| match b {
+            b'a'..=b'z' | b'A'..=b'Z' | b'0'..=b'9' | b'_' => (b as char).to_string(),
+            _ => format!("%{b:02X}"),
+        })
+        .collect();
+    let r = m
+        .get(&format!("/api/v1/query?query={enc}&time={at_s}"))
+        .expect("a query");
+    assert_eq!(r.status, 200, "{}", String::from_utf8_lossy(&r.body));
+    let v: serde_json::Value = serde_json::from_slice(&r.body).unwrap();
+    v["data"]["result"][0]["values"]
+        .as_array()
+        .map(|a| {
+            a.iter()
+                .map(|p| {
+                    (
+                        (p[0].as_f64().unwrap() * 1000.0).round() as i64,
+                        p[1].as_str().unwrap().to_string(),
+                    )
+                })
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+#[test]
+fn sensor_samples_written_on_both_sides_are_answered_once_after_the_heal() {
+    let Some(net) = Net::make() else { return };
+    let extra = "sensor.w = 1\n";
+    let a = Member::start_with(&net.a, "dev1@10.213.0.1", "10.213.0.1", 10110, extra);
+    let b = Member::start_with(&net.b, "dev2@10.213.0.2", "10.213.0.2", 10120, extra);
+    let c = Member::start_with(&net.b, "dev3@10.213.0.2", "10.213.0.2", 10130, extra);
+    form(&a, &b, &c);
+    let now_s = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_secs() as i64;
+    let base_ms = (now_s - 3600) * 1000;
+    let mut acked: BTreeMap<&str, Vec<i64>> = BTreeMap::new();
+    // Before: through a, both series.
+    for side in ["a", "b"] {
+        assert!(sensor_write(&a, side, 0..10, base_ms));
+        acked.entry(side).or_default().extend(0..10);
+    }
+    net.link(false);
+    until(
+        "each side sees the other unreachable",
+        Duration::from_secs(30),
+        || a.stat("cluster_unreachable_members") == 2 && b.stat("cluster_unreachable_members") == 1,
+    );
+    // Each side writes its own series and the other's (later times).
+    for batch in 1..30i64 {
+        let ks = batch * 10..batch * 10 + 10;
+        for (m, side) in [(&a, "a"), (&b, "b"), (&c, "a"), (&a, "b")] {
+            let ks = if m.name == c.name || (m.name == a.name && side == "b") {
+                ks.start + 1000..ks.end + 1000
+            } else {
+                ks.clone()
+            };
+            if sensor_write(m, side, ks.clone(), base_ms) {
+                acked.entry(side).or_default().extend(ks);
+            }
+        }
+    }
+    assert!(
+        acked["a"].len() > 400 && acked["b"].len() > 400,
+        "both sides take writes"
+    );
+    net.link(true);
+    until("the partition heals", Duration::from_secs(30), || {
+        a.stat("cluster_unreachable_members") == 0 && b.stat("cluster_unreachable_members") == 0
+    });
+    let at_s = now_s + 60;
+    for m in [&a, &b, &c] {
+        for (side, ks) in &acked {
+            let got = sensor_read(m, side, at_s);
+            let mut want: Vec<(i64, String)> =
+                ks.iter().map(|k| (base_ms + k, k.to_string())).collect();
+            want.sort();
+            want.dedup();
+            assert_eq!(got, want, "load_v{{side={side}}} through {}", m.name);
         }
     }
 }
