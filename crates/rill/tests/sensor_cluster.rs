@@ -448,3 +448,108 @@ fn a_node_killed_under_ingest_loses_no_acknowledged_sample() {
         }
     }
 }
+
+#[test]
+fn a_join_and_a_leave_under_ingest_lose_nothing_and_queries_answer_throughout() {
+    use common::cluster::{plan_and_commit, settle};
+    let a = Member::start(1, "");
+    let b = Member::start(2, "");
+    let c = Member::start(3, "");
+    form(&a, &[&b, &c]);
+    let base_ms = (now_s() - 3600) * 1000;
+    let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let writers: Vec<_> = [a.node().http, b.node().http]
+        .into_iter()
+        .enumerate()
+        .map(|(w, addr)| {
+            let stop = stop.clone();
+            std::thread::spawn(move || load(addr, w, base_ms, stop))
+        })
+        .collect();
+    let written = || a.stat("sensor_samples_written_total");
+    // Every poll also asks a query, which must be answered.
+    let answers = |m: &Member| {
+        let r = m
+            .node()
+            .http(
+                "GET",
+                &format!("/api/v1/query?query={}", enc("count(load_v)")),
+                &[],
+                b"",
+            )
+            .expect("an answer");
+        assert_eq!(r.status, 200, "{}", String::from_utf8_lossy(&r.body));
+    };
+    until("writes flow", Duration::from_secs(30), || written() >= 500);
+    let d = Member::start(4, "");
+    let (ok, out) = d.admin(&["cluster", "join", &a.cluster_addr()]);
+    assert!(ok, "{out}");
+    until("the join is seen", Duration::from_secs(30), || {
+        a.stat("cluster_members") == 4
+    });
+    plan_and_commit(&a, "join");
+    until("d joined, transfers done", Duration::from_secs(120), || {
+        answers(&c);
+        [&a, &b, &c, &d].iter().all(|m| {
+            let s = m.stats();
+            s["cluster_members"] == 4 && s["ring_pending_transfers"] == 0
+        })
+    });
+    let before = written();
+    until("writes go on", Duration::from_secs(30), || {
+        answers(&d);
+        written() >= before + 500
+    });
+    let (ok, out) = d.admin(&["cluster", "leave"]);
+    assert!(ok, "{out}");
+    plan_and_commit(&a, "leave");
+    until("d left, transfers done", Duration::from_secs(120), || {
+        answers(&a);
+        [&a, &b, &c].iter().all(|m| {
+            let s = m.stats();
+            s["cluster_members"] == 3 && s["ring_pending_transfers"] == 0
+        })
+    });
+    settle(&[&a, &b, &c], 3);
+    let more = written();
+    until("writes after the leave", Duration::from_secs(30), || {
+        written() >= more + 500
+    });
+    stop.store(true, std::sync::atomic::Ordering::Relaxed);
+    let at = base_ms / 1000 + 3000;
+    for (w, t) in writers.into_iter().enumerate() {
+        let (acked, other) = t.join().unwrap();
+        assert!(other.iter().all(|s| *s == 503), "writer {w}: {other:?}");
+        for m in [&a, &b, &c] {
+            let (data, _) = query(
+                m.node(),
+                &format!(
+                    "/api/v1/query?query={}&time={at}",
+                    enc(&format!("load_v{{writer=\"w{w}\"}}[2h]"))
+                ),
+            );
+            let values: std::collections::BTreeMap<i64, String> = data["result"][0]["values"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|p| {
+                    (
+                        (p[0].as_f64().unwrap() * 1000.0).round() as i64,
+                        p[1].as_str().unwrap().to_string(),
+                    )
+                })
+                .collect();
+            for first in &acked {
+                for k in *first..first + 10 {
+                    assert_eq!(
+                        values.get(&(base_ms + k)),
+                        Some(&k.to_string()),
+                        "writer {w} sample {k} through {}",
+                        m.name
+                    );
+                }
+            }
+        }
+    }
+    drop(d);
+}
