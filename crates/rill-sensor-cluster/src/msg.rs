@@ -21,6 +21,7 @@ const WRITE: u8 = 1;
 const SELECT: u8 = 2;
 const KEYS: u8 = 3;
 const HANDOFF: u8 = 4;
+const DATABASES: u8 = 5;
 const WRITTEN: u8 = 16;
 const SERIES: u8 = 17;
 const FAILED: u8 = 18;
@@ -74,6 +75,8 @@ pub enum Request {
     /// The keys of every series (every database) that one of the sets
     /// of matchers selects, whatever their samples' times.
     Keys { sets: Vec<Vec<MatcherSpec>> },
+    /// The databases the node has (answered by `Keys`).
+    Databases,
     /// Samples of a home partition another node held (a fallback's, or
     /// a former owner's): the replica keeps those it lacks.
     Handoff {
@@ -194,6 +197,7 @@ pub fn encode_request(r: &Request) -> Vec<u8> {
             put_var(&mut b, zigzag(*maxt));
             put_var(&mut b, zigzag(*now));
         }
+        Request::Databases => b.push(DATABASES),
         Request::Handoff { db, now, series } => {
             b.push(HANDOFF);
             put_text(&mut b, db);
@@ -420,6 +424,7 @@ pub fn decode_request(b: &[u8]) -> Result<Request, MsgError> {
                 now: r.i64()?,
             }
         }
+        DATABASES => Request::Databases,
         HANDOFF => Request::Handoff {
             db: r.text()?,
             now: r.i64()?,
@@ -566,6 +571,8 @@ mod tests {
             }],
         };
         assert_eq!(decode_request(&encode_request(&h)).unwrap(), h);
+        let d = Request::Databases;
+        assert_eq!(decode_request(&encode_request(&d)).unwrap(), d);
         for r in [
             Reply::Keys(vec!["a{}".into(), "ü".into()]),
             Reply::Written(Written {

@@ -47,6 +47,7 @@ impl Replica {
                     }
                 }
             }
+            Request::Databases => Reply::Keys(self.engine.databases()),
             Request::Keys { sets } => {
                 let mut parsed = Vec::with_capacity(sets.len());
                 for set in &sets {

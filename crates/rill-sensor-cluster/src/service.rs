@@ -428,6 +428,24 @@ impl SensorCluster {
         Ok((series, partial))
     }
 
+    /// The databases of every node, sorted, each once; and why the answer
+    /// may lack some, if it may.
+    pub fn databases(&self) -> Result<(Vec<String>, Option<String>), String> {
+        if self.alone() {
+            return Ok((self.engine.databases(), None));
+        }
+        let asked = self.ask_others(&Request::Databases);
+        let mut names: BTreeSet<String> = self.engine.databases().into_iter().collect();
+        let partial = self.gather(asked, |reply| match reply {
+            Reply::Keys(k) => {
+                names.extend(k);
+                true
+            }
+            _ => false,
+        })?;
+        Ok((names.into_iter().collect(), partial))
+    }
+
     /// Asks `request` of every other node that may hold sensor data
     /// (owners of partitions and nodes up); this node's share is the
     /// caller's to do meanwhile.

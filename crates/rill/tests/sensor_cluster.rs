@@ -116,6 +116,25 @@ fn line_protocol_into_every_node_is_answered_by_every_node_as_one_node_answers()
             assert!(whole.get("warnings").is_none(), "{path}: {whole}");
         }
     }
+    // A database made through one node is listed through every node.
+    let made = a
+        .node()
+        .http("POST", "/query?q=CREATE%20DATABASE%20made_on_a", &[], b"")
+        .unwrap();
+    assert_eq!(made.status, 200);
+    for m in [&a, &b, &c] {
+        let r = m
+            .node()
+            .http("GET", "/query?q=SHOW%20DATABASES", &[], b"")
+            .unwrap();
+        let v: serde_json::Value = serde_json::from_slice(&r.body).unwrap();
+        assert_eq!(
+            v["results"][0]["series"][0]["values"],
+            serde_json::json!([["made_on_a"], ["telegraf"]]),
+            "through {}",
+            m.name
+        );
+    }
     // Export (VictoriaMetrics' JSON lines) through every node: every
     // sample of every series, as the single node exports them.
     let selector = "{__name__=~\"room_.*|shared_v\"}";

@@ -343,10 +343,11 @@ pub(crate) async fn remote_write(ctx: &Arc<Ctx>, req: &Req) -> Response {
 /// `GET|POST /query?q=...`: `CREATE DATABASE name` (what Telegraf sends
 /// before it writes) and `SHOW DATABASES`; other InfluxQL is refused.
 pub(crate) async fn query(ctx: &Arc<Ctx>, req: &Req) -> Response {
-    let engine = match engine(ctx, Flavour::V1) {
+    let sensors = match sensors(ctx, Flavour::V1) {
         Ok(e) => e,
         Err(r) => return r,
     };
+    let engine = sensors.engine().clone();
     let form = parse_query(&String::from_utf8_lossy(&req.body));
     let Some(q) = req.query.get("q").or_else(|| form.get("q")).cloned() else {
         return error(
@@ -382,7 +383,16 @@ pub(crate) async fn query(ctx: &Arc<Ctx>, req: &Req) -> Response {
                 results.push(json!({ "statement_id": i }));
             }
             ["SHOW", "DATABASES"] => {
-                let names: Vec<Value> = engine.databases().into_iter().map(|n| json!([n])).collect();
+                // Every node's: a database made through another is one
+                // of the cluster's.
+                let sensors = sensors.clone();
+                let names = match crate::blocking(move || sensors.databases()).await {
+                    Ok((names, _)) => names,
+                    Err(e) => {
+                        return error(Flavour::V1, StatusCode::INTERNAL_SERVER_ERROR, &e)
+                    }
+                };
+                let names: Vec<Value> = names.into_iter().map(|n| json!([n])).collect();
                 results.push(json!({
                     "statement_id": i,
                     "series": [{ "name": "databases", "columns": ["name"], "values": names }],
