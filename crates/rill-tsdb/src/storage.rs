@@ -48,6 +48,12 @@ pub trait BlockStore: Send + Sync {
     fn fold(&self, visit: &mut dyn FnMut(&[u8], &[u8])) -> io::Result<()>;
     /// What was put so far is on the disk.
     fn sync(&self) -> io::Result<()>;
+    /// Closes the file being written and starts another (a store that
+    /// keeps files), so that what was written so far can expire as a
+    /// whole file.
+    fn seal(&self) -> io::Result<()> {
+        Ok(())
+    }
     /// Deletes `key` (the catalog store's records of series that left
     /// the node); durable with the next sync.
     fn delete(&self, _key: &[u8]) -> io::Result<()> {
@@ -179,6 +185,10 @@ impl BlockStore for BitcaskBlocks {
 
     fn delete(&self, key: &[u8]) -> io::Result<()> {
         self.0.delete(key).map_err(io_err)
+    }
+
+    fn seal(&self) -> io::Result<()> {
+        self.0.close_active_file().map(drop).map_err(io_err)
     }
 }
 

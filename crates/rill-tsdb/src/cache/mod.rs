@@ -322,6 +322,10 @@ impl BlockStore for CachedStore {
     fn sync(&self) -> io::Result<()> {
         self.inner.sync()
     }
+
+    fn seal(&self) -> io::Result<()> {
+        self.inner.seal()
+    }
 }
 
 #[cfg(test)]

@@ -109,7 +109,33 @@ impl Engine {
                 unstored.extend(name, cuts);
             }
         }
-        self.store_and_retire()
+        let report = self.store_and_retire()?;
+        self.seal_at_window_change(now);
+        Ok(report)
+    }
+
+    /// Once a window: every shard's file being written is closed, so a
+    /// file holds about a window's blocks and expires whole with them
+    /// (a shard taking few blocks would otherwise keep one file open
+    /// across windows, its expired blocks never deleted unread).
+    fn seal_at_window_change(&self, now: i64) {
+        use std::sync::atomic::Ordering::Relaxed;
+        let window = crate::buffer::window_of(now, self.opts.window_ns);
+        if self.sealed_window.swap(window, Relaxed) >= window {
+            return;
+        }
+        let stores: Vec<Arc<dyn BlockStore>> = {
+            let st = self.lock();
+            st.dbs
+                .values()
+                .flat_map(|d| d.stores.values().cloned())
+                .collect()
+        };
+        for s in stores {
+            if let Err(e) = s.seal() {
+                tracing::warn!(error = %e, "a sensor store's file could not be closed at the window's end");
+            }
+        }
     }
 
     /// Cuts every buffer and stores everything, leaving the log empty but

@@ -222,6 +222,8 @@ pub struct Engine {
     /// nothing (engine/queue.rs).
     storing: Mutex<()>,
     counters: stats::Counters,
+    /// The window whose start last closed the shards' files.
+    sealed_window: std::sync::atomic::AtomicI64,
     /// Every series parsed, and the catalog's size it was made at.
     parsed: Mutex<(usize, series_list::ParsedSeries)>,
     /// Held by every read's sources (engine/read.rs): a helper thread
@@ -376,6 +378,7 @@ impl Engine {
             storing: Mutex::new(()),
             counters: stats::Counters::default(),
             parsed: Mutex::new((usize::MAX, Arc::new(Vec::new()))),
+            sealed_window: std::sync::atomic::AtomicI64::new(i64::MIN),
             reads: Arc::new(()),
         };
         Ok((engine, report))

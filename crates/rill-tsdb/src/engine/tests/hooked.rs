@@ -64,6 +64,9 @@ impl BlockStore for HookedStore {
     fn sync(&self) -> io::Result<()> {
         self.inner.sync()
     }
+    fn seal(&self) -> io::Result<()> {
+        self.inner.seal()
+    }
 }
 
 impl Storage for HookedStorage {
