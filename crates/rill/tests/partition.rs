@@ -420,14 +420,7 @@ fn sensor_write(m: &Member, side: &str, ks: std::ops::Range<i64>, base_ms: i64) 
 
 /// Every sample of `load_v{side=S}` through `m`: ms to value.
 fn sensor_read(m: &Member, side: &str, at_s: i64) -> Vec<(i64, String)> {
-    let q = format!("load_v{{side=\"{side}\"}}[2h]");
-    let enc: String = q
-        .bytes()
-        .map(|b| match b {
-            b'a'..=b'z' | b'A'..=b'Z' | b'0'..=b'9' | b'_' => (b as char).to_string(),
-            _ => format!("%{b:02X}"),
-        })
-        .collect();
+    let enc = common::sensor::enc(&format!("load_v{{side=\"{side}\"}}[2h]"));
     let r = m
         .get(&format!("/api/v1/query?query={enc}&time={at_s}"))
         .expect("a query");

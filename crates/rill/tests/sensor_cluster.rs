@@ -436,34 +436,7 @@ fn a_node_killed_under_ingest_loses_no_acknowledged_sample() {
         );
         assert!(acked.len() > 50, "writer {w}: {} batches", acked.len());
         for m in [&a, &b, &c] {
-            let (data, _) = query(
-                m.node(),
-                &format!(
-                    "/api/v1/query?query={}&time={at}",
-                    enc(&format!("load_v{{writer=\"w{w}\"}}[2h]"))
-                ),
-            );
-            let values: std::collections::BTreeMap<i64, String> = data["result"][0]["values"]
-                .as_array()
-                .unwrap()
-                .iter()
-                .map(|p| {
-                    (
-                        (p[0].as_f64().unwrap() * 1000.0).round() as i64,
-                        p[1].as_str().unwrap().to_string(),
-                    )
-                })
-                .collect();
-            for first in &acked {
-                for k in *first..first + 10 {
-                    assert_eq!(
-                        values.get(&(base_ms + k)),
-                        Some(&k.to_string()),
-                        "writer {w} sample {k} through {}",
-                        m.name
-                    );
-                }
-            }
+            every_batch_answered(m, w, base_ms, at, &acked);
         }
     }
 }
@@ -540,35 +513,42 @@ fn a_join_and_a_leave_under_ingest_lose_nothing_and_queries_answer_throughout() 
         let (acked, other) = t.join().unwrap();
         assert!(other.iter().all(|s| *s == 503), "writer {w}: {other:?}");
         for m in [&a, &b, &c] {
-            let (data, _) = query(
-                m.node(),
-                &format!(
-                    "/api/v1/query?query={}&time={at}",
-                    enc(&format!("load_v{{writer=\"w{w}\"}}[2h]"))
-                ),
-            );
-            let values: std::collections::BTreeMap<i64, String> = data["result"][0]["values"]
-                .as_array()
-                .unwrap()
-                .iter()
-                .map(|p| {
-                    (
-                        (p[0].as_f64().unwrap() * 1000.0).round() as i64,
-                        p[1].as_str().unwrap().to_string(),
-                    )
-                })
-                .collect();
-            for first in &acked {
-                for k in *first..first + 10 {
-                    assert_eq!(
-                        values.get(&(base_ms + k)),
-                        Some(&k.to_string()),
-                        "writer {w} sample {k} through {}",
-                        m.name
-                    );
-                }
-            }
+            every_batch_answered(m, w, base_ms, at, &acked);
         }
     }
     drop(d);
+}
+
+/// Every sample of writer `w`'s acknowledged batches (first I of each,
+/// 10 samples from `base_ms` + I ms) answered through `m` at `at` s, with
+/// its value.
+fn every_batch_answered(m: &Member, w: usize, base_ms: i64, at: i64, acked: &[i64]) {
+    let (data, _) = query(
+        m.node(),
+        &format!(
+            "/api/v1/query?query={}&time={at}",
+            enc(&format!("load_v{{writer=\"w{w}\"}}[2h]"))
+        ),
+    );
+    let values: std::collections::BTreeMap<i64, String> = data["result"][0]["values"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|p| {
+            (
+                (p[0].as_f64().unwrap() * 1000.0).round() as i64,
+                p[1].as_str().unwrap().to_string(),
+            )
+        })
+        .collect();
+    for first in acked {
+        for k in *first..first + 10 {
+            assert_eq!(
+                values.get(&(base_ms + k)),
+                Some(&k.to_string()),
+                "writer {w} sample {k} through {}",
+                m.name
+            );
+        }
+    }
 }
