@@ -11,7 +11,7 @@
 //!   since the last round (a join, a leave, a replace) goes to the new
 //!   owners, once they are up. The owners a home had when the service
 //!   started are its first known ones: an owner gained while the node
-//!   was down is not seen by this rule (anti-entropy's, later).
+//!   was down is not seen by this rule (anti-entropy's: `exchange`).
 //!
 //! Each owner keeps only the samples it lacks (`Engine::write_missing`),
 //! so sending one what it has already costs reads, not copies. A home is

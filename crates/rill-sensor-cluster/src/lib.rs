@@ -15,7 +15,10 @@
 //!   acknowledged, selects fanned out and merged;
 //! - [`replica`]: this node's answers to the others;
 //! - [`handoff`]: what this node holds but does not own, sent to the
-//!   owners and dropped.
+//!   owners and dropped;
+//! - [`exchange`]: anti-entropy, the replicas of a home partition
+//!   comparing digests of its slices of time and sending each other
+//!   what differs.
 //!
 //! Invariants:
 //! - a write is acknowledged only once, for every home partition it
@@ -26,6 +29,7 @@
 //!   partition it serves;
 //! - an answer that may lack acknowledged samples says so (`partial`).
 
+pub mod exchange;
 pub mod handoff;
 pub mod merge;
 pub mod msg;

@@ -22,10 +22,14 @@ const SELECT: u8 = 2;
 const KEYS: u8 = 3;
 const HANDOFF: u8 = 4;
 const DATABASES: u8 = 5;
+const DIGESTS: u8 = 6;
+const HOME_SAMPLES: u8 = 7;
 const WRITTEN: u8 = 16;
 const SERIES: u8 = 17;
 const FAILED: u8 = 18;
 const KEY_LIST: u8 = 19;
+const SLICE_DIGESTS: u8 = 20;
+const SAMPLES: u8 = 21;
 
 /// A series and its samples as a write carries them.
 #[derive(Clone, Debug, PartialEq)]
@@ -84,6 +88,28 @@ pub enum Request {
         now: i64,
         series: Vec<SeriesSamples>,
     },
+    /// The digests of home partition `home` of `db` for the slices from
+    /// `from` to `to` (ns), judged at `now` (anti-entropy).
+    Digests {
+        db: String,
+        home: u32,
+        now: i64,
+        from: i64,
+        to: i64,
+    },
+    /// The samples of home partition `home` of `db` from `from` to `to`
+    /// (ns, both included), judged at `now`: a page of at most about
+    /// `limit` samples, from after `after` (a series key and the last
+    /// time the page before held of it) on.
+    HomeSamples {
+        db: String,
+        home: u32,
+        now: i64,
+        from: i64,
+        to: i64,
+        after: Option<(String, i64)>,
+        limit: u64,
+    },
 }
 
 /// Why a replica did not do what was asked.
@@ -123,6 +149,15 @@ pub enum Reply {
     Failed {
         kind: FailKind,
         text: String,
+    },
+    /// Each slice asked for that holds samples: its start (ns), digest
+    /// and samples.
+    Digests(Vec<(i64, u64, u64)>),
+    /// A page of a home partition's samples, by key, and whether more
+    /// are left.
+    Samples {
+        series: Vec<SeriesSamples>,
+        more: bool,
     },
 }
 
@@ -204,6 +239,45 @@ pub fn encode_request(r: &Request) -> Vec<u8> {
             put_var(&mut b, zigzag(*now));
             put_series(&mut b, series);
         }
+        Request::Digests {
+            db,
+            home,
+            now,
+            from,
+            to,
+        } => {
+            b.push(DIGESTS);
+            put_text(&mut b, db);
+            put_var(&mut b, u64::from(*home));
+            for t in [now, from, to] {
+                put_var(&mut b, zigzag(*t));
+            }
+        }
+        Request::HomeSamples {
+            db,
+            home,
+            now,
+            from,
+            to,
+            after,
+            limit,
+        } => {
+            b.push(HOME_SAMPLES);
+            put_text(&mut b, db);
+            put_var(&mut b, u64::from(*home));
+            for t in [now, from, to] {
+                put_var(&mut b, zigzag(*t));
+            }
+            match after {
+                Some((k, t)) => {
+                    b.push(1);
+                    put_text(&mut b, k);
+                    put_var(&mut b, zigzag(*t));
+                }
+                None => b.push(0),
+            }
+            put_var(&mut b, *limit);
+        }
         Request::Keys { sets } => {
             b.push(KEYS);
             put_var(&mut b, sets.len() as u64);
@@ -265,6 +339,20 @@ pub fn encode_reply(r: &Reply) -> Vec<u8> {
                 put_text(&mut b, k);
             }
         }
+        Reply::Digests(slices) => {
+            b.push(SLICE_DIGESTS);
+            put_var(&mut b, slices.len() as u64);
+            for (start, digest, samples) in slices {
+                put_var(&mut b, zigzag(*start));
+                b.extend_from_slice(&digest.to_le_bytes());
+                put_var(&mut b, *samples);
+            }
+        }
+        Reply::Samples { series, more } => {
+            b.push(SAMPLES);
+            put_series(&mut b, series);
+            b.push(u8::from(*more));
+        }
         Reply::Failed { kind, text } => {
             b.push(FAILED);
             b.push(match kind {
@@ -308,6 +396,9 @@ impl<'a> Reader<'a> {
             }
         }
         Err(MsgError::Malformed("varint past 64 bits"))
+    }
+    fn home(&mut self) -> Result<u32, MsgError> {
+        u32::try_from(self.var()?).map_err(|_| MsgError::Malformed("partition"))
     }
     fn i64(&mut self) -> Result<i64, MsgError> {
         Ok(unzigzag(self.var()?))
@@ -409,7 +500,7 @@ pub fn decode_request(b: &[u8]) -> Result<Request, MsgError> {
             let n = r.count(2)?;
             let mut parts = Vec::with_capacity(n.min(PREALLOCATE));
             for _ in 0..n {
-                let home = u32::try_from(r.var()?).map_err(|_| MsgError::Malformed("partition"))?;
+                let home = r.home()?;
                 let series = r.series()?;
                 parts.push(Part { home, series });
             }
@@ -429,6 +520,26 @@ pub fn decode_request(b: &[u8]) -> Result<Request, MsgError> {
             db: r.text()?,
             now: r.i64()?,
             series: r.series()?,
+        },
+        DIGESTS => Request::Digests {
+            db: r.text()?,
+            home: r.home()?,
+            now: r.i64()?,
+            from: r.i64()?,
+            to: r.i64()?,
+        },
+        HOME_SAMPLES => Request::HomeSamples {
+            db: r.text()?,
+            home: r.home()?,
+            now: r.i64()?,
+            from: r.i64()?,
+            to: r.i64()?,
+            after: match r.u8()? {
+                0 => None,
+                1 => Some((r.text()?, r.i64()?)),
+                _ => return Err(MsgError::Malformed("cursor flag")),
+            },
+            limit: r.var()?,
         },
         KEYS => {
             let n = r.count(1)?;
@@ -472,6 +583,24 @@ pub fn decode_reply(b: &[u8]) -> Result<Reply, MsgError> {
             }
             Reply::Keys(keys)
         }
+        SLICE_DIGESTS => {
+            let n = r.count(10)?;
+            let mut slices = Vec::with_capacity(n.min(PREALLOCATE));
+            for _ in 0..n {
+                let start = r.i64()?;
+                let digest = u64::from_le_bytes(r.take(8)?.try_into().expect("8"));
+                slices.push((start, digest, r.var()?));
+            }
+            Reply::Digests(slices)
+        }
+        SAMPLES => Reply::Samples {
+            series: r.series()?,
+            more: match r.u8()? {
+                0 => false,
+                1 => true,
+                _ => return Err(MsgError::Malformed("more flag")),
+            },
+        },
         FAILED => {
             let kind = match r.u8()? {
                 0 => FailKind::Invalid,
@@ -573,6 +702,26 @@ mod tests {
         assert_eq!(decode_request(&encode_request(&h)).unwrap(), h);
         let d = Request::Databases;
         assert_eq!(decode_request(&encode_request(&d)).unwrap(), d);
+        let g = Request::Digests {
+            db: "d".into(),
+            home: u32::MAX,
+            now: 9,
+            from: i64::MIN,
+            to: i64::MAX,
+        };
+        assert_eq!(decode_request(&encode_request(&g)).unwrap(), g);
+        for after in [None, Some(("k{a=\"1\"}".to_string(), -7))] {
+            let p = Request::HomeSamples {
+                db: "d".into(),
+                home: 3,
+                now: 9,
+                from: -1,
+                to: 1 << 60,
+                after,
+                limit: 250_000,
+            };
+            assert_eq!(decode_request(&encode_request(&p)).unwrap(), p);
+        }
         for r in [
             Reply::Keys(vec!["a{}".into(), "ü".into()]),
             Reply::Written(Written {
@@ -588,6 +737,15 @@ mod tests {
             Reply::Failed {
                 kind: FailKind::Busy,
                 text: "later".into(),
+            },
+            Reply::Digests(vec![(i64::MIN, u64::MAX, 0), (5, 1, 3)]),
+            Reply::Samples {
+                series: vec![SeriesSamples {
+                    key: "k".into(),
+                    group: Some("g".into()),
+                    samples: vec![Sample { ts: 3, value: 0.5 }],
+                }],
+                more: true,
             },
         ] {
             assert_eq!(decode_reply(&encode_reply(&r)).unwrap(), r);

@@ -10,6 +10,10 @@ use rill_tsdb::prom_source::PromSource;
 use rill_tsdb::Engine;
 use std::sync::Arc;
 
+/// The most samples a page of a home's samples holds, whatever is
+/// asked (16 bytes each at most on the wire: 16 MiB).
+const MAX_PAGE: u64 = 1 << 20;
+
 /// This node's answers to other nodes' sensor requests.
 pub struct Replica {
     pub engine: Arc<Engine>,
@@ -35,11 +39,7 @@ impl Replica {
                 }
             }
             Request::Handoff { db, now, series } => {
-                let groups: Vec<Option<String>> = series.iter().map(|s| s.group.clone()).collect();
-                let groups: Vec<Option<&str>> = groups.iter().map(Option::as_deref).collect();
-                let series: Vec<(String, Vec<rill_sensor::Sample>)> =
-                    series.into_iter().map(|s| (s.key, s.samples)).collect();
-                match self.engine.write_missing(&db, &series, &groups, now) {
+                match keep_missing(&self.engine, &db, series, now) {
                     Ok(r) => Reply::Written(written(r)),
                     Err(e) => {
                         let (kind, text) = failure(&e);
@@ -48,6 +48,56 @@ impl Replica {
                 }
             }
             Request::Databases => Reply::Keys(self.engine.databases()),
+            Request::Digests {
+                db,
+                home,
+                now,
+                from,
+                to,
+            } => match self.engine.slice_digests(&db, home, from, to, now) {
+                Ok(d) => Reply::Digests(
+                    d.into_iter()
+                        .filter(|(_, d)| d.samples > 0)
+                        .map(|(s, d)| (s, d.digest, d.samples))
+                        .collect(),
+                ),
+                Err(e) => {
+                    let (kind, text) = failure(&e);
+                    Reply::Failed { kind, text }
+                }
+            },
+            Request::HomeSamples {
+                db,
+                home,
+                now,
+                from,
+                to,
+                after,
+                limit,
+            } => {
+                let limit = usize::try_from(limit.min(MAX_PAGE)).unwrap_or(1).max(1);
+                let after = after.as_ref().map(|(k, t)| (k.as_str(), *t));
+                match self
+                    .engine
+                    .home_samples(&db, home, from, to, now, after, limit)
+                {
+                    Ok((series, more)) => Reply::Samples {
+                        series: series
+                            .into_iter()
+                            .map(|(key, group, samples)| crate::msg::SeriesSamples {
+                                key,
+                                group,
+                                samples,
+                            })
+                            .collect(),
+                        more,
+                    },
+                    Err(e) => {
+                        let (kind, text) = failure(&e);
+                        Reply::Failed { kind, text }
+                    }
+                }
+            }
             Request::Keys { sets } => {
                 let mut parsed = Vec::with_capacity(sets.len());
                 for set in &sets {
@@ -94,6 +144,21 @@ impl Replica {
             }
         }
     }
+}
+
+/// Writes of `series` what this node lacks (`Engine::write_missing`):
+/// what a handoff or an exchange brings.
+pub(crate) fn keep_missing(
+    engine: &Engine,
+    db: &str,
+    series: Vec<crate::msg::SeriesSamples>,
+    now: i64,
+) -> Result<rill_tsdb::WriteReport, rill_tsdb::EngineError> {
+    let groups: Vec<Option<String>> = series.iter().map(|s| s.group.clone()).collect();
+    let groups: Vec<Option<&str>> = groups.iter().map(Option::as_deref).collect();
+    let series: Vec<(String, Vec<rill_sensor::Sample>)> =
+        series.into_iter().map(|s| (s.key, s.samples)).collect();
+    engine.write_missing(db, &series, &groups, now)
 }
 
 /// Matchers from a message, or the answer refusing them.

@@ -78,6 +78,8 @@ pub struct SensorCluster {
     /// [`SensorCluster::cluster_attached`]): a home's owners then are its
     /// first known ones. No handoff round runs before.
     pub(crate) start_ring: std::sync::OnceLock<rill_ring::Ring>,
+    /// Anti-entropy's counters.
+    pub(crate) exchange: crate::exchange::Counters,
 }
 
 /// An engine's refusal as a replica reports it: its kind, and words a
@@ -168,6 +170,7 @@ impl SensorCluster {
             replication,
             known_owners: Default::default(),
             start_ring: std::sync::OnceLock::new(),
+            exchange: Default::default(),
         })
     }
 

@@ -17,7 +17,8 @@ use std::sync::Arc;
 use std::thread::JoinHandle;
 use std::time::Duration;
 
-/// How often a node looks for sensor data it holds but does not own.
+/// How often a node looks for sensor data it holds but does not own
+/// (anti-entropy's rounds are `sensor.anti_entropy.interval` apart).
 const HANDOFF_EVERY: Duration = Duration::from_secs(2);
 
 pub struct Sensors {
@@ -27,6 +28,7 @@ pub struct Sensors {
     stop: Arc<AtomicBool>,
     ticker: Option<JoinHandle<()>>,
     handoff: Option<JoinHandle<()>>,
+    exchange: Option<JoinHandle<()>>,
     _merges: Arc<MergeScheduler>,
 }
 
@@ -154,10 +156,30 @@ pub fn open(node_ref: &Arc<Node>, s: &SensorConfig) -> Result<Option<Sensors>> {
             })
             .context("cannot start the sensor handoff thread")?
     };
+    let exchange = if s.anti_entropy {
+        let (cluster, stop, every) = (cluster.clone(), stop.clone(), s.anti_entropy_interval);
+        Some(
+            std::thread::Builder::new()
+                .name("rill-sensor-aae".into())
+                .spawn(move || {
+                    // The first round after one interval: the node's view
+                    // of the cluster is set by then.
+                    std::thread::park_timeout(every);
+                    while !stop.load(Ordering::Relaxed) {
+                        cluster.exchange_round(rill_api::unix_now_ns());
+                        std::thread::park_timeout(every);
+                    }
+                })
+                .context("cannot start the sensor anti-entropy thread")?,
+        )
+    } else {
+        None
+    };
     Ok(Some(Sensors {
         engine,
         cluster,
         handoff: Some(handoff),
+        exchange,
         stop,
         ticker: Some(ticker),
         _merges: merges,
@@ -217,9 +239,13 @@ impl Sensors {
     /// Stops ticking and stores every buffered sample (a clean stop).
     pub fn close(mut self) -> Result<()> {
         self.stop.store(true, Ordering::Relaxed);
-        for t in [self.ticker.take(), self.handoff.take()]
-            .into_iter()
-            .flatten()
+        for t in [
+            self.ticker.take(),
+            self.handoff.take(),
+            self.exchange.take(),
+        ]
+        .into_iter()
+        .flatten()
         {
             t.thread().unpark();
             let _ = t.join();

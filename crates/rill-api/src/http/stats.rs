@@ -180,6 +180,7 @@ fn numbers(ctx: &Ctx) -> Vec<Stat> {
     ];
     if let Some(sensors) = &ctx.sensors {
         let s = sensors.engine().stats();
+        let x = sensors.exchange_stats();
         out.extend([
             ("sensor_samples_written_total", "Sensor samples taken.", s.samples_written.into()),
             (
@@ -220,6 +221,26 @@ fn numbers(ctx: &Ctx) -> Vec<Stat> {
                 s.homes_dropped.into(),
             ),
             ("sensor_databases", "Sensor databases.", s.databases.into()),
+            (
+                "sensor_aae_exchanges_total",
+                "Sensor home partitions compared with another replica by anti-entropy.",
+                x.exchanges.into(),
+            ),
+            (
+                "sensor_aae_slices_differing_total",
+                "Slices of time (an hour) anti-entropy found different on two replicas.",
+                x.slices_differing.into(),
+            ),
+            (
+                "sensor_aae_repaired_samples_total",
+                "Sensor samples anti-entropy wrote to a replica that lacked them (here or on the other side).",
+                x.samples_repaired.into(),
+            ),
+            (
+                "sensor_aae_failures_total",
+                "Sensor anti-entropy exchanges that failed (tried again the next round).",
+                x.failures.into(),
+            ),
             (
                 "sensor_samples_buffered",
                 "Sensor samples in memory, not yet in stored blocks (they are in the log).",

@@ -80,6 +80,7 @@ impl Engine {
                 .filter_map(|d| record_of(&d).ok().map(|(k, _)| k))
                 .collect();
             st.catalog.remove(&ids);
+            st.drops += 1;
             let floor = st.catalog.next_id();
             st.unstored.forget(db, |g| groups.contains(&g));
             if let Some(d) = st.dbs.get_mut(db) {
@@ -87,6 +88,7 @@ impl Engine {
                 d.stores.remove(&home);
                 d.dirty.remove(&home);
                 d.writes.remove(&home);
+                d.late.retain(|(h, _), _| *h != home);
             }
             (records, floor)
         };
@@ -99,6 +101,7 @@ impl Engine {
         // Still storing: no tick puts blocks into the shard as it goes.
         self.storage.remove_shard(db, home)?;
         drop(storing);
+        self.forget_digests(db, home);
         self.counters
             .homes_dropped
             .fetch_add(1, std::sync::atomic::Ordering::Relaxed);

@@ -18,6 +18,7 @@
 mod browse;
 #[cfg(test)]
 mod browse_tests;
+mod digest;
 mod flush;
 mod helpers;
 mod homes;
@@ -30,6 +31,7 @@ mod series_list;
 mod stats;
 mod write;
 pub use browse::{Bucket, Buckets};
+pub use digest::{series_digest, HomeSeries, SliceDigest, MAX_SLICE_NS};
 pub use read::ReadBudget;
 pub use stats::EngineStats;
 #[cfg(test)]
@@ -183,6 +185,9 @@ struct Db {
     /// Writes applied to each home partition (a hand-off drops what it
     /// read only if none came since).
     writes: crate::FastMap<u32, u64>,
+    /// Slices (home, slice start) a write touched after they settled,
+    /// each with the write's mark (engine/digest.rs).
+    late: crate::FastMap<(u32, i64), u64>,
 }
 
 /// A logged write waiting to be added to the buffers in log order.
@@ -207,6 +212,13 @@ struct State {
     applied: u64,
     /// Cut blocks not yet stored, in the order they were cut.
     unstored: queue::Queue,
+    /// Samples before this time are in settled slices: a write of one
+    /// marks its slice (engine/digest.rs).
+    settled: i64,
+    /// The last mark given.
+    late_seq: u64,
+    /// Home partitions dropped so far.
+    drops: u64,
 }
 
 pub struct Engine {
@@ -230,6 +242,8 @@ pub struct Engine {
     /// may still hold one for the window it is reading after the read
     /// returned, and the engine waits for it before it lets its stores go.
     reads: Arc<()>,
+    /// Digests of settled slices (engine/digest.rs).
+    digests: Mutex<digest::Kept>,
 }
 
 impl Drop for Engine {
@@ -367,6 +381,9 @@ impl Engine {
             next_seq: 1,
             applied: 0,
             unstored,
+            settled: i64::MIN,
+            late_seq: 0,
+            drops: 0,
         };
         let engine = Engine {
             opts,
@@ -380,6 +397,7 @@ impl Engine {
             parsed: Mutex::new((usize::MAX, Arc::new(Vec::new()))),
             sealed_window: std::sync::atomic::AtomicI64::new(i64::MIN),
             reads: Arc::new(()),
+            digests: Mutex::default(),
         };
         Ok((engine, report))
     }
@@ -422,6 +440,7 @@ impl Engine {
             buffers: Buffers::new(opts.window_ns, opts.block_samples),
             dirty: BTreeSet::new(),
             writes: crate::FastMap::default(),
+            late: crate::FastMap::default(),
         }
     }
 

@@ -516,6 +516,7 @@ fn live_ingest_fills_whole_blocks() {
 }
 
 mod budget;
+mod digests;
 mod groups;
 mod helper_reads;
 mod homes;

@@ -162,18 +162,30 @@ impl Engine {
                 dbs,
                 unstored,
                 catalog,
+                settled,
+                late_seq,
                 ..
             } = st;
             let d = dbs.get_mut(&l.db).expect("a written database is open");
             let mut last_home = None;
             for (id, group, range) in &l.series {
-                d.buffers
-                    .add(*group, *id, &l.flat[range.clone()], l.segment);
+                let samples = &l.flat[range.clone()];
+                d.buffers.add(*group, *id, samples, l.segment);
                 let home = catalog.home(*id);
                 if home != last_home {
                     last_home = home;
                     if let Some(h) = home {
                         *d.writes.entry(h).or_default() += 1;
+                    }
+                }
+                if let Some(h) = home {
+                    if samples.iter().any(|s| s.ts < *settled) {
+                        *late_seq += 1;
+                        let slice = self.slice_ns();
+                        for s in samples.iter().filter(|s| s.ts < *settled) {
+                            d.late
+                                .insert((h, s.ts.div_euclid(slice) * slice), *late_seq);
+                        }
                     }
                 }
             }

@@ -25,6 +25,11 @@ pub struct SensorConfig {
     /// `sensor.w`: distinct nodes that hold a write durably before it is
     /// acknowledged.
     pub w: rill_node::Quorum,
+    /// `sensor.anti_entropy`: replicas compare and repair what they hold
+    /// (`active`) or not (`passive`).
+    pub anti_entropy: bool,
+    /// `sensor.anti_entropy.interval`: between two rounds of exchanges.
+    pub anti_entropy_interval: Duration,
     /// `sensor.sync_on_write`: a write is acknowledged once on the disk
     /// (fsync of the log, shared by writers arriving together); `off`:
     /// once in the kernel.
@@ -77,6 +82,8 @@ impl Default for SensorConfig {
             retention_of: HashMap::new(),
             n_val: 3,
             w: rill_node::Quorum::Quorum,
+            anti_entropy: true,
+            anti_entropy_interval: Duration::from_secs(60),
             sync_on_write: true,
             max_file_bytes: 64 << 20,
             log_segment_bytes: 64 << 20,
@@ -216,6 +223,31 @@ pub static SETTINGS: &[Setting] = &[
                 Some("all") => rill_node::Quorum::All,
                 _ => rill_node::Quorum::N(a.count() as u32),
             };
+            Ok(())
+        },
+    },
+    Setting {
+        key: "sensor.anti_entropy",
+        kind: Kind::Choice(&["active", "passive"]),
+        words: &[],
+        default: Initial::Value("active"),
+        help: "the replicas of each sensor home partition compare digests of its settled hours and send each other what the other lacks (active), or not (passive)",
+        apply: |c, a| {
+            c.sensor.anti_entropy = a.text() == "active";
+            Ok(())
+        },
+    },
+    Setting {
+        key: "sensor.anti_entropy.interval",
+        kind: Kind::Duration {
+            min: Duration::from_millis(100),
+            max: Duration::from_secs(86_400),
+        },
+        words: &[],
+        default: Initial::Value("1m"),
+        help: "time between two rounds of sensor anti-entropy, each comparing every home partition this node holds and owns with the next owner",
+        apply: |c, a| {
+            c.sensor.anti_entropy_interval = a.duration();
             Ok(())
         },
     },

@@ -1,0 +1,241 @@
+//! What a home partition holds, summed up for anti-entropy
+//! (`rill-sensor-cluster`'s exchange): a digest per slice of time, so two
+//! replicas compare a month of a partition in a few kilobytes and send
+//! each other only the slices that differ.
+//!
+//! A slice is an hour of sample time, aligned to the hour (or the
+//! engine's window, if that is shorter); the last slice asked for may
+//! end early. A slice's digest is the XOR over the home's series of
+//! xxh3 of (key, every sample's time and value bits, in time order), so
+//! it depends on what is held, not on the order it came in, and two
+//! replicas holding the same samples agree whatever their blocks.
+//!
+//! Digests of settled slices are kept. A slice is settled once it ended
+//! before `now - grace` (when it was asked for): ingest rarely writes
+//! there, so a kept digest stays true. A write that does (a late
+//! sample, a repair, a hand-off) marks the slices it touched, and their
+//! kept digests are computed again when next asked for; so are all of
+//! them once a home partition was dropped. Marks and digests older than
+//! the storage period are let go.
+
+use super::{Engine, EngineError};
+use rill_sensor::Sample;
+use std::collections::HashMap;
+
+/// The longest slice: an hour.
+pub const MAX_SLICE_NS: i64 = 3_600_000_000_000;
+
+/// A slice's digest and how many samples it covers.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct SliceDigest {
+    pub digest: u64,
+    pub samples: u64,
+}
+
+/// A series of a home: key, group key, samples (a page of them).
+pub type HomeSeries = (String, Option<String>, Vec<Sample>);
+
+/// Digests kept, by database, home and slice start: the slice's write
+/// mark and the count of homes dropped when it was computed, and the
+/// digest.
+#[derive(Default)]
+pub(super) struct Kept {
+    digests: HashMap<String, KeptOfDb>,
+}
+
+/// A database's kept digests by home and slice start.
+type KeptOfDb = HashMap<(u32, i64), (u64, u64, SliceDigest)>;
+
+/// The digest of one series' samples (in time order) within a slice.
+pub fn series_digest(key: &str, samples: &[Sample]) -> u64 {
+    let mut h = xxhash_rust::xxh3::Xxh3::new();
+    h.update(&(key.len() as u64).to_le_bytes());
+    h.update(key.as_bytes());
+    for s in samples {
+        h.update(&s.ts.to_le_bytes());
+        h.update(&s.value.to_bits().to_le_bytes());
+    }
+    h.digest()
+}
+
+impl Engine {
+    /// The slice length: an hour, or the window if shorter.
+    pub fn slice_ns(&self) -> i64 {
+        self.opts.window_ns.min(MAX_SLICE_NS)
+    }
+
+    /// The digests of home `home` of `db` for the slices from `from`
+    /// (rounded down to a slice) to `to` (excluded; the last slice ends
+    /// there), judged at `now` as reads are.
+    pub fn slice_digests(
+        &self,
+        db: &str,
+        home: u32,
+        from: i64,
+        to: i64,
+        now: i64,
+    ) -> Result<Vec<(i64, SliceDigest)>, EngineError> {
+        let slice = self.slice_ns();
+        let settled = now.saturating_sub(self.opts.grace_ns);
+        let oldest = now.saturating_sub(self.opts.retention(db));
+        // No slice part of which has expired: replicas expire files at
+        // their own times, the rule for reads is the same on each.
+        let mut first = from.max(oldest).div_euclid(slice) * slice;
+        if first < oldest {
+            first += slice;
+        }
+        if to <= first {
+            return Ok(Vec::new());
+        }
+        // Settled from here on: a write touching a slice before it marks
+        // the slice (under the same lock the marks are read with).
+        let (drops, marks): (u64, HashMap<i64, u64>) = {
+            let mut st = self.lock();
+            st.settled = st.settled.max(settled);
+            let drops = st.drops;
+            let marks = match st.dbs.get_mut(db) {
+                Some(d) => {
+                    d.late.retain(|&(_, s), _| s + slice > oldest);
+                    d.late
+                        .iter()
+                        .filter(|((h, _), _)| *h == home)
+                        .map(|(&(_, s), &m)| (s, m))
+                        .collect()
+                }
+                None => HashMap::new(),
+            };
+            (drops, marks)
+        };
+        let starts: Vec<i64> = (0..)
+            .map(|i| first + i * slice)
+            .take_while(|s| *s < to)
+            .collect();
+        let mut out: Vec<(i64, SliceDigest)> = Vec::with_capacity(starts.len());
+        let mut missing = Vec::new();
+        {
+            let mut kept = self.kept_digests();
+            let of_db = kept.digests.entry(db.to_string()).or_default();
+            of_db.retain(|(_, s), _| s + slice > oldest);
+            for &s in &starts {
+                let end = (s + slice).min(to);
+                let mark = marks.get(&s).copied().unwrap_or(0);
+                match of_db.get(&(home, s)) {
+                    Some((m, k, d)) if end == s + slice && *m == mark && *k == drops => {
+                        out.push((s, *d))
+                    }
+                    _ => {
+                        out.push((s, SliceDigest::default()));
+                        missing.push(out.len() - 1);
+                    }
+                }
+            }
+        }
+        // Each run of adjacent slices not kept is read once: a month
+        // kept and its newest hour not yet is an hour's read.
+        let mut runs: Vec<&[usize]> = Vec::new();
+        let mut at = 0;
+        for k in 1..=missing.len() {
+            if k == missing.len() || missing[k] != missing[k - 1] + 1 {
+                runs.push(&missing[at..k]);
+                at = k;
+            }
+        }
+        for run in runs {
+            let t0 = out[run[0]].0;
+            let t1 = (out[run[run.len() - 1]].0 + slice).min(to) - 1;
+            for (key, _, samples) in self
+                .home_samples(db, home, t0, t1, now, None, usize::MAX)?
+                .0
+            {
+                let mut rest: &[Sample] = &samples;
+                for &i in run {
+                    let s = out[i].0;
+                    let end = (s + slice).min(to);
+                    let lo = rest.partition_point(|x| x.ts < s);
+                    let hi = rest.partition_point(|x| x.ts < end);
+                    if hi > lo {
+                        out[i].1.digest ^= series_digest(&key, &rest[lo..hi]);
+                        out[i].1.samples += (hi - lo) as u64;
+                    }
+                    rest = &rest[hi.max(lo)..];
+                }
+            }
+        }
+        let mut kept = self.kept_digests();
+        let of_db = kept.digests.entry(db.to_string()).or_default();
+        for &i in &missing {
+            let (s, d) = out[i];
+            if s + slice <= settled && s + slice <= to {
+                let mark = marks.get(&s).copied().unwrap_or(0);
+                of_db.insert((home, s), (mark, drops, d));
+            }
+        }
+        Ok(out)
+    }
+
+    /// The samples of home `home` of `db` from `t0` to `t1` (both
+    /// included), series by series in key order, judged at `now`; from
+    /// `after` on (a series key and the last time a page held of it), at
+    /// most about `limit` samples (a series' samples may be split).
+    /// Also whether more are left.
+    #[allow(clippy::too_many_arguments)]
+    pub fn home_samples(
+        &self,
+        db: &str,
+        home: u32,
+        t0: i64,
+        t1: i64,
+        now: i64,
+        after: Option<(&str, i64)>,
+        limit: usize,
+    ) -> Result<(Vec<HomeSeries>, bool), EngineError> {
+        let mut out = Vec::new();
+        let mut held = 0usize;
+        for (key, group) in self.series_of_home(db, home) {
+            let mut from = t0;
+            if let Some((k, t)) = after {
+                match key.as_str().cmp(k) {
+                    std::cmp::Ordering::Less => continue,
+                    std::cmp::Ordering::Equal => match t.checked_add(1) {
+                        Some(t) => from = from.max(t),
+                        None => continue,
+                    },
+                    std::cmp::Ordering::Greater => {}
+                }
+            }
+            if from > t1 {
+                continue;
+            }
+            if held >= limit {
+                return Ok((out, true));
+            }
+            let mut samples = self.read(db, &key, from, t1, now)?;
+            if samples.is_empty() {
+                continue;
+            }
+            let more = held + samples.len() > limit;
+            if more {
+                samples.truncate(limit - held);
+            }
+            held += samples.len();
+            out.push((key, group, samples));
+            if more {
+                return Ok((out, true));
+            }
+        }
+        Ok((out, false))
+    }
+
+    /// Forgets the kept digests of a home (its data left the node; a
+    /// digest computed meanwhile is not trusted either: the count of
+    /// drops it was made at is behind).
+    pub(super) fn forget_digests(&self, db: &str, home: u32) {
+        if let Some(of_db) = self.kept_digests().digests.get_mut(db) {
+            of_db.retain(|(h, _), _| *h != home);
+        }
+    }
+
+    fn kept_digests(&self) -> std::sync::MutexGuard<'_, Kept> {
+        self.digests.lock().unwrap_or_else(|e| e.into_inner())
+    }
+}
