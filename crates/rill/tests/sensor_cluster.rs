@@ -394,7 +394,10 @@ fn load(
 
 #[test]
 fn a_node_killed_under_ingest_loses_no_acknowledged_sample() {
-    let extra = "handoff.timeout = 3s\n";
+    // Minute slices, settled at once (the samples are an hour old):
+    // anti-entropy gives c what it missed while down.
+    let extra = "handoff.timeout = 3s\nsensor.window = 1m\nsensor.retention = 1d\n\
+                 sensor.anti_entropy.interval = 1s\n";
     let a = Member::start(1, extra);
     let b = Member::start(2, extra);
     let mut c = Member::start(3, extra);
@@ -426,6 +429,7 @@ fn a_node_killed_under_ingest_loses_no_acknowledged_sample() {
     });
     stop.store(true, std::sync::atomic::Ordering::Relaxed);
     let at = base_ms / 1000 + 3000;
+    let mut all_acked = Vec::new();
     for (w, t) in writers.into_iter().enumerate() {
         let (acked, other) = t.join().unwrap();
         // No errors but the documented retry (503) while c was seen
@@ -438,7 +442,37 @@ fn a_node_killed_under_ingest_loses_no_acknowledged_sample() {
         for m in [&a, &b, &c] {
             every_batch_answered(m, w, base_ms, at, &acked);
         }
+        all_acked.push(acked);
     }
+    // c missed the writes made while it was down (no fallback holds
+    // them: every node is an owner); anti-entropy gives them to it, so
+    // c alone answers every acknowledged sample of the series it owns.
+    until_replicas_alike(&[&a, &b, &c], 6);
+    let (mut a, mut b) = (a, b);
+    a.node.take().unwrap().stop();
+    b.node.take().unwrap().stop();
+    let mut owned = 0;
+    for (w, acked) in all_acked.iter().enumerate() {
+        if owns(&c, w, at) {
+            owned += 1;
+            every_batch_answered(&c, w, base_ms, at, acked);
+        }
+    }
+    assert!(owned > 0, "c owns a writer's series");
+    a.restart();
+    b.restart();
+}
+
+/// Whether `m` (alone) answers writer `w`'s series.
+fn owns(m: &Member, w: usize, at: i64) -> bool {
+    let (data, _) = query(
+        m.node(),
+        &format!(
+            "/api/v1/query?query={}&time={at}",
+            enc(&format!("load_v{{writer=\"w{w}\"}}[2h]"))
+        ),
+    );
+    !data["result"].as_array().unwrap().is_empty()
 }
 
 #[test]
@@ -566,6 +600,24 @@ fn exchange_figures(all: &[&Member]) -> (u64, Vec<u64>) {
     )
 }
 
+/// Waits until anti-entropy has found differences and then every member
+/// has done `exchanges` more exchanges with none found.
+fn until_replicas_alike(all: &[&Member], exchanges: u64) {
+    let mut since = exchange_figures(all);
+    until(
+        "anti-entropy repairs, then finds every replica alike",
+        Duration::from_secs(120),
+        || {
+            let now = exchange_figures(all);
+            if now.0 != since.0 {
+                since = now;
+                return false;
+            }
+            now.0 > 0 && now.1.iter().zip(&since.1).all(|(n, s)| *n >= s + exchanges)
+        },
+    );
+}
+
 #[test]
 fn a_wiped_node_gets_its_sensor_data_back_by_anti_entropy() {
     // Minute slices that settle 5 s after they end, two hours of them;
@@ -604,19 +656,7 @@ fn a_wiped_node_gets_its_sensor_data_back_by_anti_entropy() {
     // No client reads: exchanges find what c lacks and send it, until
     // every member has done many exchanges since the last difference.
     let all = [&a, &b, &c];
-    let mut since = exchange_figures(&all);
-    until(
-        "anti-entropy repairs c, then finds every replica alike",
-        Duration::from_secs(120),
-        || {
-            let now = exchange_figures(&all);
-            if now.0 != since.0 {
-                since = now;
-                return false;
-            }
-            now.0 > 0 && now.1.iter().zip(&since.1).all(|(n, s)| *n >= s + 100)
-        },
-    );
+    until_replicas_alike(&all, 100);
     assert!(
         all.iter()
             .map(|m| m.stat("sensor_aae_repaired_samples_total"))
