@@ -35,6 +35,7 @@ use crate::handoff::owners;
 use crate::msg::{self, Reply, Request, SeriesSamples};
 use crate::SensorCluster;
 use rill_node::vnode::msg::{VnodeReply, VnodeRequest};
+use rill_tsdb::Engine;
 use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Instant;
@@ -43,15 +44,16 @@ use std::time::Instant;
 const PAGE_SAMPLES: u64 = 250_000;
 
 /// Slices of a home partition exchanged with a peer: samples from `t0`
-/// to `t1` (ns, both included), judged at `now`.
+/// to `t1` (ns, both included), judged at `now`, in pages of about
+/// `page` samples.
 #[derive(Clone, Copy)]
 struct Span<'a> {
     db: &'a str,
     home: u32,
-    peer: &'a str,
     t0: i64,
     t1: i64,
     now: i64,
+    page: u64,
 }
 
 /// What a round did.
@@ -195,151 +197,15 @@ impl SensorCluster {
         now: i64,
         report: &mut ExchangeReport,
     ) -> Result<(), String> {
-        let e = &self.engine;
-        let slice = e.slice_ns();
-        let to = now.saturating_sub(e.options().grace_ns).div_euclid(slice) * slice;
-        let from = now.saturating_sub(e.options().retention(db));
-        let all = e
-            .slice_digests(db, home, from, to, now)
-            .map_err(|e| e.to_string())?;
-        let Some(first) = all.first().map(|m| m.0) else {
-            return Ok(());
-        };
-        // Empty slices are not compared: one side's absent slice is empty.
-        let mine: Vec<(i64, u64, u64)> = all
-            .into_iter()
-            .filter(|(_, d)| d.samples > 0)
-            .map(|(s, d)| (s, d.digest, d.samples))
-            .collect();
-        let theirs = match self.ask(
-            peer,
-            &Request::Digests {
-                db: db.to_string(),
-                home,
-                now,
-                from: first,
-                to,
-            },
-        )? {
-            Reply::Digests(d) => d,
-            other => return Err(format!("digests answered by {other:?}")),
-        };
-        for (lo, hi) in differing(&mine, &theirs, slice, to) {
-            report.slices_differing +=
-                usize::try_from((hi - lo).div_euclid(slice).max(1)).unwrap_or(usize::MAX);
-            let span = Span {
-                db,
-                home,
-                peer,
-                t0: lo,
-                t1: hi - 1,
-                now,
-            };
-            report.samples_sent += self.send_range(&span)?;
-            report.samples_taken += self.take_range(&span)?;
-        }
-        Ok(())
-    }
-
-    /// Sends this node's samples of the span to its peer, page by page;
-    /// the samples it wrote.
-    fn send_range(&self, span: &Span<'_>) -> Result<u64, String> {
-        let Span {
+        exchange_home(
+            &self.engine,
             db,
             home,
-            peer,
-            t0,
-            t1,
             now,
-        } = *span;
-        let mut after: Option<(String, i64)> = None;
-        let mut written = 0;
-        loop {
-            let (page, more) = self
-                .engine
-                .home_samples(
-                    db,
-                    home,
-                    t0,
-                    t1,
-                    now,
-                    after.as_ref().map(|(k, t)| (k.as_str(), *t)),
-                    PAGE_SAMPLES as usize,
-                )
-                .map_err(|e| e.to_string())?;
-            after = page
-                .last()
-                .and_then(|(k, _, v)| Some((k.clone(), v.last()?.ts)));
-            if !page.is_empty() {
-                let series = page
-                    .into_iter()
-                    .map(|(key, group, samples)| SeriesSamples {
-                        key,
-                        group,
-                        samples,
-                    })
-                    .collect();
-                match self.ask(
-                    peer,
-                    &Request::Handoff {
-                        db: db.to_string(),
-                        now,
-                        series,
-                    },
-                )? {
-                    Reply::Written(w) => written += w.written,
-                    other => return Err(format!("samples answered by {other:?}")),
-                }
-            }
-            if !more {
-                return Ok(written);
-            }
-        }
-    }
-
-    /// Takes the peer's samples of the span, page by page, keeping
-    /// those this node lacks; the samples written.
-    fn take_range(&self, span: &Span<'_>) -> Result<u64, String> {
-        let Span {
-            db,
-            home,
-            peer,
-            t0,
-            t1,
-            now,
-        } = *span;
-        let mut after: Option<(String, i64)> = None;
-        let mut written = 0;
-        loop {
-            let (series, more) = match self.ask(
-                peer,
-                &Request::HomeSamples {
-                    db: db.to_string(),
-                    home,
-                    now,
-                    from: t0,
-                    to: t1,
-                    after: after.clone(),
-                    limit: PAGE_SAMPLES,
-                },
-            )? {
-                Reply::Samples { series, more } => (series, more),
-                other => return Err(format!("a page answered by {other:?}")),
-            };
-            let next = series
-                .last()
-                .and_then(|s| Some((s.key.clone(), s.samples.last()?.ts)));
-            if more && (next.is_none() || next == after) {
-                return Err("a page that does not move on".into());
-            }
-            after = next;
-            written += crate::replica::keep_missing(&self.engine, db, series, now)
-                .map_err(|e| e.to_string())?
-                .written;
-            if !more {
-                return Ok(written);
-            }
-        }
+            PAGE_SAMPLES,
+            &mut |r| self.ask(peer, r),
+            report,
+        )
     }
 
     /// Asks `peer` and waits for its answer (a failure is an error).
@@ -357,6 +223,167 @@ impl SensorCluster {
             },
             Some((_, other)) => Err(format!("{peer}: {other:?}")),
             None => Err(format!("{peer}: no answer in time")),
+        }
+    }
+}
+
+/// One exchange of home partition `home` of `db` between `engine` (this
+/// node's) and a peer that `ask` sends requests to and returns the answer
+/// of: digests compared, and each differing run of slices sent and taken
+/// in pages of about `page` samples. What a round runs for each home,
+/// and what the simulation runs over its network.
+pub fn exchange_home(
+    engine: &Engine,
+    db: &str,
+    home: u32,
+    now: i64,
+    page: u64,
+    ask: &mut dyn FnMut(&Request) -> Result<Reply, String>,
+    report: &mut ExchangeReport,
+) -> Result<(), String> {
+    let slice = engine.slice_ns();
+    let to = now
+        .saturating_sub(engine.options().grace_ns)
+        .div_euclid(slice)
+        * slice;
+    let from = now.saturating_sub(engine.options().retention(db));
+    let all = engine
+        .slice_digests(db, home, from, to, now)
+        .map_err(|e| e.to_string())?;
+    let Some(first) = all.first().map(|m| m.0) else {
+        return Ok(());
+    };
+    // Empty slices are not compared: one side's absent slice is empty.
+    let mine: Vec<(i64, u64, u64)> = all
+        .into_iter()
+        .filter(|(_, d)| d.samples > 0)
+        .map(|(s, d)| (s, d.digest, d.samples))
+        .collect();
+    let theirs = match ask(&Request::Digests {
+        db: db.to_string(),
+        home,
+        now,
+        from: first,
+        to,
+    })? {
+        Reply::Digests(d) => d,
+        other => return Err(format!("digests answered by {other:?}")),
+    };
+    for (lo, hi) in differing(&mine, &theirs, slice, to) {
+        report.slices_differing +=
+            usize::try_from((hi - lo).div_euclid(slice).max(1)).unwrap_or(usize::MAX);
+        let span = Span {
+            db,
+            home,
+            t0: lo,
+            t1: hi - 1,
+            now,
+            page,
+        };
+        report.samples_sent += send_range(engine, &span, ask)?;
+        report.samples_taken += take_range(engine, &span, ask)?;
+    }
+    Ok(())
+}
+
+/// Sends `engine`'s samples of the span to the peer, page by page; the
+/// samples it wrote.
+fn send_range(
+    engine: &Engine,
+    span: &Span<'_>,
+    ask: &mut dyn FnMut(&Request) -> Result<Reply, String>,
+) -> Result<u64, String> {
+    let Span {
+        db,
+        home,
+        t0,
+        t1,
+        now,
+        page,
+    } = *span;
+    let mut after: Option<(String, i64)> = None;
+    let mut written = 0;
+    loop {
+        let (samples, more) = engine
+            .home_samples(
+                db,
+                home,
+                t0,
+                t1,
+                now,
+                after.as_ref().map(|(k, t)| (k.as_str(), *t)),
+                usize::try_from(page).unwrap_or(usize::MAX),
+            )
+            .map_err(|e| e.to_string())?;
+        after = samples
+            .last()
+            .and_then(|(k, _, v)| Some((k.clone(), v.last()?.ts)));
+        if !samples.is_empty() {
+            let series = samples
+                .into_iter()
+                .map(|(key, group, samples)| SeriesSamples {
+                    key,
+                    group,
+                    samples,
+                })
+                .collect();
+            match ask(&Request::Handoff {
+                db: db.to_string(),
+                now,
+                series,
+            })? {
+                Reply::Written(w) => written += w.written,
+                other => return Err(format!("samples answered by {other:?}")),
+            }
+        }
+        if !more {
+            return Ok(written);
+        }
+    }
+}
+
+/// Takes the peer's samples of the span, page by page, keeping those
+/// `engine` lacks; the samples written.
+fn take_range(
+    engine: &Engine,
+    span: &Span<'_>,
+    ask: &mut dyn FnMut(&Request) -> Result<Reply, String>,
+) -> Result<u64, String> {
+    let Span {
+        db,
+        home,
+        t0,
+        t1,
+        now,
+        page,
+    } = *span;
+    let mut after: Option<(String, i64)> = None;
+    let mut written = 0;
+    loop {
+        let (series, more) = match ask(&Request::HomeSamples {
+            db: db.to_string(),
+            home,
+            now,
+            from: t0,
+            to: t1,
+            after: after.clone(),
+            limit: page,
+        })? {
+            Reply::Samples { series, more } => (series, more),
+            other => return Err(format!("a page answered by {other:?}")),
+        };
+        let next = series
+            .last()
+            .and_then(|s| Some((s.key.clone(), s.samples.last()?.ts)));
+        if more && (next.is_none() || next == after) {
+            return Err("a page that does not move on".into());
+        }
+        after = next;
+        written += crate::replica::keep_missing(engine, db, series, now)
+            .map_err(|e| e.to_string())?
+            .written;
+        if !more {
+            return Ok(written);
         }
     }
 }

@@ -148,7 +148,7 @@ impl Replica {
 
 /// Writes of `series` what this node lacks (`Engine::write_missing`):
 /// what a handoff or an exchange brings.
-pub(crate) fn keep_missing(
+pub fn keep_missing(
     engine: &Engine,
     db: &str,
     series: Vec<crate::msg::SeriesSamples>,

@@ -1,4 +1,7 @@
-//! Seeded, replayable simulations of a Rill cluster. [`cluster`]: the
+//! Seeded, replayable simulations of a Rill cluster. [`sensor`]: the
+//! sensor-data service on a cluster with its real parts (engines on
+//! simulated disks, placement, replicas, merges, anti-entropy) over a
+//! lossy network, checked against the acknowledged samples. [`cluster`]: the
 //! cluster with its real parts (rill-node's vnodes, rill-coord's
 //! machines, rill-cluster's ring changes, rill-handoff's planner, pass,
 //! sender and receiver, rill-aae's exchanges) over a lossy network,
@@ -23,6 +26,7 @@
 mod check;
 pub mod cluster;
 pub mod rng;
+pub mod sensor;
 mod sim;
 
 pub use check::Violation;
