@@ -265,10 +265,17 @@ pub fn exchange_home(
         now,
         from: first,
         to,
+        slice,
     })? {
         Reply::Digests(d) => d,
         other => return Err(format!("digests answered by {other:?}")),
     };
+    // Only the slices asked for (a peer whose storage period starts
+    // later answers fewer: those are not compared).
+    let theirs: Vec<(i64, u64, u64)> = theirs
+        .into_iter()
+        .filter(|(s, _, _)| (first..to).contains(s) && (s - first) % slice == 0)
+        .collect();
     for (lo, hi) in differing(&mine, &theirs, slice, to) {
         report.slices_differing +=
             usize::try_from((hi - lo).div_euclid(slice).max(1)).unwrap_or(usize::MAX);

@@ -88,14 +88,16 @@ pub enum Request {
         now: i64,
         series: Vec<SeriesSamples>,
     },
-    /// The digests of home partition `home` of `db` for the slices from
-    /// `from` to `to` (ns), judged at `now` (anti-entropy).
+    /// The digests of home partition `home` of `db` for the slices
+    /// (`slice` ns long, as the asker cuts them) from `from` to `to` (ns),
+    /// judged at `now` (anti-entropy).
     Digests {
         db: String,
         home: u32,
         now: i64,
         from: i64,
         to: i64,
+        slice: i64,
     },
     /// The samples of home partition `home` of `db` from `from` to `to`
     /// (ns, both included), judged at `now`: a page of at most about
@@ -245,11 +247,12 @@ pub fn encode_request(r: &Request) -> Vec<u8> {
             now,
             from,
             to,
+            slice,
         } => {
             b.push(DIGESTS);
             put_text(&mut b, db);
             put_var(&mut b, u64::from(*home));
-            for t in [now, from, to] {
+            for t in [now, from, to, slice] {
                 put_var(&mut b, zigzag(*t));
             }
         }
@@ -527,6 +530,7 @@ pub fn decode_request(b: &[u8]) -> Result<Request, MsgError> {
             now: r.i64()?,
             from: r.i64()?,
             to: r.i64()?,
+            slice: r.i64()?,
         },
         HOME_SAMPLES => Request::HomeSamples {
             db: r.text()?,
@@ -708,6 +712,7 @@ mod tests {
             now: 9,
             from: i64::MIN,
             to: i64::MAX,
+            slice: 3_600_000_000_000,
         };
         assert_eq!(decode_request(&encode_request(&g)).unwrap(), g);
         for after in [None, Some(("k{a=\"1\"}".to_string(), -7))] {

@@ -48,13 +48,25 @@ impl Replica {
                 }
             }
             Request::Databases => Reply::Keys(self.engine.databases()),
+            Request::Digests { slice, .. } if slice != self.engine.slice_ns() => Reply::Failed {
+                kind: FailKind::Invalid,
+                text: format!(
+                    "anti-entropy slices of {slice} ns asked, this node's are {} ns: \
+                     sensor.window must be the same on every node",
+                    self.engine.slice_ns()
+                ),
+            },
             Request::Digests {
                 db,
                 home,
                 now,
                 from,
                 to,
-            } => match self.engine.slice_digests(&db, home, from, to, now) {
+                slice: _,
+            } => match self
+                .engine
+                .slice_digests(&db, home, from, to, now.min(local_now()))
+            {
                 Ok(d) => Reply::Digests(
                     d.into_iter()
                         .filter(|(_, d)| d.samples > 0)
@@ -77,10 +89,15 @@ impl Replica {
             } => {
                 let limit = usize::try_from(limit.min(MAX_PAGE)).unwrap_or(1).max(1);
                 let after = after.as_ref().map(|(k, t)| (k.as_str(), *t));
-                match self
-                    .engine
-                    .home_samples(&db, home, from, to, now, after, limit)
-                {
+                match self.engine.home_samples(
+                    &db,
+                    home,
+                    from,
+                    to,
+                    now.min(local_now()),
+                    after,
+                    limit,
+                ) {
                     Ok((series, more)) => Reply::Samples {
                         series: series
                             .into_iter()
@@ -144,6 +161,15 @@ impl Replica {
             }
         }
     }
+}
+
+/// This node's clock (ns since the Unix epoch): a peer's `now` ahead of
+/// it is not taken (anti-entropy's settled slices and storage period are
+/// judged by the earlier of the two).
+fn local_now() -> i64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| i64::try_from(d.as_nanos()).unwrap_or(i64::MAX))
 }
 
 /// Writes of `series` what this node lacks (`Engine::write_missing`):

@@ -14,8 +14,8 @@
 //! before `now - grace` (when it was asked for): ingest rarely writes
 //! there, so a kept digest stays true. A write that does (a late
 //! sample, a repair, a hand-off) marks the slices it touched, and their
-//! kept digests are computed again when next asked for; so are all of
-//! them once a home partition was dropped. Marks and digests older than
+//! kept digests are computed again when next asked for; so are a home's
+//! once the home was dropped. Marks and digests older than
 //! the storage period are let go.
 
 use super::{Engine, EngineError};
@@ -66,7 +66,9 @@ impl Engine {
 
     /// The digests of home `home` of `db` for the slices from `from`
     /// (rounded down to a slice) to `to` (excluded; the last slice ends
-    /// there), judged at `now` as reads are.
+    /// there; never past `now`), judged at `now` as reads are. `now` is
+    /// trusted: a replica answering another node takes the earlier of
+    /// the asker's and its own clock.
     pub fn slice_digests(
         &self,
         db: &str,
@@ -82,19 +84,21 @@ impl Engine {
         // their own times, the rule for reads is the same on each.
         let mut first = from.max(oldest).div_euclid(slice) * slice;
         if first < oldest {
-            first += slice;
+            first = first.saturating_add(slice);
         }
+        let to = to.min(now);
         if to <= first {
             return Ok(Vec::new());
         }
         // Settled from here on: a write touching a slice before it marks
         // the slice (under the same lock the marks are read with).
-        let (drops, marks): (u64, HashMap<i64, u64>) = {
+        let mut drops = 0;
+        let marks: HashMap<i64, u64> = {
             let mut st = self.lock();
             st.settled = st.settled.max(settled);
-            let drops = st.drops;
             let marks = match st.dbs.get_mut(db) {
                 Some(d) => {
+                    drops = d.drops.get(&home).copied().unwrap_or(0);
                     d.late.retain(|&(_, s), _| s + slice > oldest);
                     d.late
                         .iter()
@@ -104,10 +108,10 @@ impl Engine {
                 }
                 None => HashMap::new(),
             };
-            (drops, marks)
+            marks
         };
-        let starts: Vec<i64> = (0..)
-            .map(|i| first + i * slice)
+        // From oldest to now: at most the storage period's slices.
+        let starts: Vec<i64> = std::iter::successors(Some(first), |s| s.checked_add(slice))
             .take_while(|s| *s < to)
             .collect();
         let mut out: Vec<(i64, SliceDigest)> = Vec::with_capacity(starts.len());
@@ -140,13 +144,18 @@ impl Engine {
                 at = k;
             }
         }
+        let series = if runs.is_empty() {
+            Vec::new()
+        } else {
+            self.series_of_home(db, home)
+        };
         for run in runs {
             let t0 = out[run[0]].0;
-            let t1 = (out[run[run.len() - 1]].0 + slice).min(to) - 1;
-            for (key, _, samples) in self
-                .home_samples(db, home, t0, t1, now, None, usize::MAX)?
-                .0
-            {
+            let t1 = out[run[run.len() - 1]].0.saturating_add(slice).min(to) - 1;
+            // A series at a time: memory for one series' run, not the
+            // home's.
+            for (key, _) in &series {
+                let samples = self.read(db, key, t0, t1, now)?;
                 let mut rest: &[Sample] = &samples;
                 for &i in run {
                     let s = out[i].0;
@@ -154,7 +163,7 @@ impl Engine {
                     let lo = rest.partition_point(|x| x.ts < s);
                     let hi = rest.partition_point(|x| x.ts < end);
                     if hi > lo {
-                        out[i].1.digest ^= series_digest(&key, &rest[lo..hi]);
+                        out[i].1.digest ^= series_digest(key, &rest[lo..hi]);
                         out[i].1.samples += (hi - lo) as u64;
                     }
                     rest = &rest[hi.max(lo)..];
@@ -189,6 +198,11 @@ impl Engine {
         after: Option<(&str, i64)>,
         limit: usize,
     ) -> Result<(Vec<HomeSeries>, bool), EngineError> {
+        // Nothing older than the storage period or further ahead than a
+        // write may be: a peer's range is bounded.
+        let t0 = t0.max(now.saturating_sub(self.opts.retention(db)));
+        let t1 = t1.min(now.saturating_add(self.opts.max_future_ns));
+        let limit = limit.max(1);
         let mut out = Vec::new();
         let mut held = 0usize;
         for (key, group) in self.series_of_home(db, home) {
@@ -209,16 +223,33 @@ impl Engine {
             if held >= limit {
                 return Ok((out, true));
             }
-            let mut samples = self.read(db, &key, from, t1, now)?;
-            if samples.is_empty() {
-                continue;
-            }
-            let more = held + samples.len() > limit;
-            if more {
-                samples.truncate(limit - held);
+            // A window at a time, so a page reads about `limit` samples
+            // and a window more at most, however long the series.
+            let mut samples = Vec::new();
+            let mut more = false;
+            let mut lo = from;
+            loop {
+                let hi = lo.saturating_add(self.opts.window_ns - 1).min(t1);
+                let mut part = self.read(db, &key, lo, hi, now)?;
+                let room = limit - held - samples.len();
+                if part.len() > room {
+                    part.truncate(room);
+                    more = true;
+                }
+                samples.extend(part);
+                if more || hi >= t1 {
+                    break;
+                }
+                if held + samples.len() >= limit {
+                    more = true;
+                    break;
+                }
+                lo = hi + 1;
             }
             held += samples.len();
-            out.push((key, group, samples));
+            if !samples.is_empty() {
+                out.push((key, group, samples));
+            }
             if more {
                 return Ok((out, true));
             }
@@ -227,8 +258,8 @@ impl Engine {
     }
 
     /// Forgets the kept digests of a home (its data left the node; a
-    /// digest computed meanwhile is not trusted either: the count of
-    /// drops it was made at is behind).
+    /// digest computed meanwhile is not trusted either: the home's count
+    /// of drops it was made at is behind).
     pub(super) fn forget_digests(&self, db: &str, home: u32) {
         if let Some(of_db) = self.kept_digests().digests.get_mut(db) {
             of_db.retain(|(h, _), _| *h != home);

@@ -80,7 +80,6 @@ impl Engine {
                 .filter_map(|d| record_of(&d).ok().map(|(k, _)| k))
                 .collect();
             st.catalog.remove(&ids);
-            st.drops += 1;
             let floor = st.catalog.next_id();
             st.unstored.forget(db, |g| groups.contains(&g));
             if let Some(d) = st.dbs.get_mut(db) {
@@ -89,6 +88,7 @@ impl Engine {
                 d.dirty.remove(&home);
                 d.writes.remove(&home);
                 d.late.retain(|(h, _), _| *h != home);
+                *d.drops.entry(home).or_default() += 1;
             }
             (records, floor)
         };

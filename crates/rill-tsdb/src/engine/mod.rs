@@ -188,6 +188,9 @@ struct Db {
     /// Slices (home, slice start) a write touched after they settled,
     /// each with the write's mark (engine/digest.rs).
     late: crate::FastMap<(u32, i64), u64>,
+    /// Times each home partition was dropped (its kept digests then are
+    /// not trusted).
+    drops: crate::FastMap<u32, u64>,
 }
 
 /// A logged write waiting to be added to the buffers in log order.
@@ -217,8 +220,6 @@ struct State {
     settled: i64,
     /// The last mark given.
     late_seq: u64,
-    /// Home partitions dropped so far.
-    drops: u64,
 }
 
 pub struct Engine {
@@ -383,7 +384,6 @@ impl Engine {
             unstored,
             settled: i64::MIN,
             late_seq: 0,
-            drops: 0,
         };
         let engine = Engine {
             opts,
@@ -441,6 +441,7 @@ impl Engine {
             dirty: BTreeSet::new(),
             writes: crate::FastMap::default(),
             late: crate::FastMap::default(),
+            drops: crate::FastMap::default(),
         }
     }
 

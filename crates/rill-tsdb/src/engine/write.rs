@@ -178,13 +178,19 @@ impl Engine {
                         *d.writes.entry(h).or_default() += 1;
                     }
                 }
+                // A sample in a settled slice marks it (engine/digest.rs):
+                // a pass over the samples, an insert per slice touched.
                 if let Some(h) = home {
                     if samples.iter().any(|s| s.ts < *settled) {
                         *late_seq += 1;
                         let slice = self.slice_ns();
+                        let mut last = None;
                         for s in samples.iter().filter(|s| s.ts < *settled) {
-                            d.late
-                                .insert((h, s.ts.div_euclid(slice) * slice), *late_seq);
+                            let start = s.ts.div_euclid(slice) * slice;
+                            if last != Some(start) {
+                                last = Some(start);
+                                d.late.insert((h, start), *late_seq);
+                            }
                         }
                     }
                 }
