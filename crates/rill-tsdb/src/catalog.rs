@@ -89,6 +89,9 @@ pub struct Catalog {
     groups: FastMap<String, FastMap<String, u64>>,
     /// The group key of each group that has one, by group id.
     group_keys: FastMap<u64, String>,
+    /// Per database, each home partition's series (what handoff and
+    /// anti-entropy ask for every round, so not a scan of every series).
+    by_home: FastMap<String, std::collections::BTreeMap<u32, std::collections::BTreeSet<u64>>>,
     next: u64,
 }
 
@@ -204,14 +207,10 @@ impl Catalog {
 
     /// Every series of `db` at home in `home`.
     pub fn of_home(&self, db: &str, home: u32) -> Vec<u64> {
-        let mut v: Vec<u64> = self
-            .named
-            .iter()
-            .filter(|(_, n)| n.home == home && n.db == db)
-            .map(|(&id, _)| id)
-            .collect();
-        v.sort_unstable();
-        v
+        self.by_home
+            .get(db)
+            .and_then(|h| h.get(&home))
+            .map_or_else(Vec::new, |ids| ids.iter().copied().collect())
     }
 
     /// The home of each group, by any series of it known (a group whose
@@ -222,12 +221,27 @@ impl Catalog {
 
     /// Each database and home partition that has series, sorted.
     pub fn homes(&self) -> Vec<(String, u32)> {
-        let set: std::collections::BTreeSet<(&str, u32)> = self
-            .named
-            .values()
-            .map(|n| (n.db.as_str(), n.home))
+        let mut v: Vec<(String, u32)> = self
+            .by_home
+            .iter()
+            .flat_map(|(db, homes)| homes.keys().map(move |&h| (db.clone(), h)))
             .collect();
-        set.into_iter().map(|(d, h)| (d.to_string(), h)).collect()
+        v.sort();
+        v
+    }
+
+    fn unindex(&mut self, id: u64, db: &str, home: u32) {
+        if let Some(homes) = self.by_home.get_mut(db) {
+            if let Some(ids) = homes.get_mut(&home) {
+                ids.remove(&id);
+                if ids.is_empty() {
+                    homes.remove(&home);
+                }
+            }
+            if homes.is_empty() {
+                self.by_home.remove(db);
+            }
+        }
     }
 
     /// Forgets the series `ids` (their data left the node), and their
@@ -237,6 +251,7 @@ impl Catalog {
             let Some(n) = self.named.remove(id) else {
                 continue;
             };
+            self.unindex(*id, &n.db, n.home);
             if let Some(keys) = self.ids.get_mut(&n.db) {
                 if keys.get(&n.key) == Some(id) {
                     keys.remove(&n.key);
@@ -314,7 +329,13 @@ impl Catalog {
             None => key,
         };
         let home = self.placer.home(db, placing);
-        self.named.insert(
+        self.by_home
+            .entry(db.to_string())
+            .or_default()
+            .entry(home)
+            .or_default()
+            .insert(id);
+        let old = self.named.insert(
             id,
             Named {
                 db: db.to_string(),
@@ -325,6 +346,9 @@ impl Catalog {
                 stored,
             },
         );
+        if let Some(o) = old.filter(|o| o.db != db || o.home != home) {
+            self.unindex(id, &o.db, o.home);
+        }
     }
 }
 
@@ -364,6 +388,29 @@ mod tests {
         assert_eq!(c.lookup("db", "a"), Some((0, 0)));
         assert_eq!(c.lookup("db", "b"), None);
         assert_eq!(c.name(1), Some(("other", "a")));
+    }
+
+    #[test]
+    fn each_home_lists_its_series_as_they_come_and_go() {
+        // Homes by the key's last character.
+        let mut c = Catalog::new(Placer::new(|_, k| {
+            u32::from(*k.as_bytes().last().unwrap_or(&0) - b'0')
+        }));
+        for k in ["a1", "b1", "c2"] {
+            c.id("db", k, None);
+        }
+        c.id("x", "d1", None);
+        assert_eq!(
+            c.homes(),
+            vec![("db".into(), 1), ("db".into(), 2), ("x".into(), 1)]
+        );
+        assert_eq!(c.of_home("db", 1), vec![0, 1]);
+        assert_eq!(c.of_home("x", 1), vec![3]);
+        c.remove(&[0, 1]);
+        assert!(c.of_home("db", 1).is_empty());
+        assert_eq!(c.homes(), vec![("db".into(), 2), ("x".into(), 1)]);
+        c.remove(&[2, 3]);
+        assert!(c.homes().is_empty());
     }
 
     #[test]
