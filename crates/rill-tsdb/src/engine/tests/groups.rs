@@ -133,7 +133,14 @@ fn a_group_past_a_blocks_columns_is_stored_in_several_parts() {
     e.write_grouped("db", &series, &groups, T0).unwrap();
     let t = e.close().unwrap();
     assert_eq!(t.blocks_stored, 2, "one cut, two blocks");
-    for (key, samples) in &series {
+    // Each read decodes its part whole: the fields at both ends of each
+    // part and every 97th between them (all of them would take minutes).
+    let max = rill_sensor::block::group::MAX_COLUMNS;
+    let edges = [0, 1, max - 2, max - 1, max, max + 1, fields - 1];
+    for (i, (key, samples)) in series.iter().enumerate() {
+        if !edges.contains(&i) && i % 97 != 0 {
+            continue;
+        }
         assert_eq!(
             e.read("db", key, i64::MIN, i64::MAX, T0).unwrap(),
             *samples,
