@@ -300,14 +300,14 @@ fn send_range(
     span: &Span<'_>,
     ask: &mut dyn FnMut(&Request) -> Result<Reply, String>,
 ) -> Result<u64, String> {
-    let Span {
+    let &Span {
         db,
         home,
         t0,
         t1,
         now,
         page,
-    } = *span;
+    } = span;
     let mut after: Option<(String, i64)> = None;
     let mut written = 0;
     loop {
@@ -326,14 +326,7 @@ fn send_range(
             .last()
             .and_then(|(k, _, v)| Some((k.clone(), v.last()?.ts)));
         if !samples.is_empty() {
-            let series = samples
-                .into_iter()
-                .map(|(key, group, samples)| SeriesSamples {
-                    key,
-                    group,
-                    samples,
-                })
-                .collect();
+            let series = samples.into_iter().map(SeriesSamples::from).collect();
             match ask(&Request::Handoff {
                 db: db.to_string(),
                 now,
@@ -356,14 +349,14 @@ fn take_range(
     span: &Span<'_>,
     ask: &mut dyn FnMut(&Request) -> Result<Reply, String>,
 ) -> Result<u64, String> {
-    let Span {
+    let &Span {
         db,
         home,
         t0,
         t1,
         now,
         page,
-    } = *span;
+    } = span;
     let mut after: Option<(String, i64)> = None;
     let mut written = 0;
     loop {

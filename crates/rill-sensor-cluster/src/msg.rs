@@ -41,6 +41,17 @@ pub struct SeriesSamples {
     pub samples: Vec<Sample>,
 }
 
+impl From<rill_tsdb::engine::HomeSeries> for SeriesSamples {
+    /// A series of a home partition as an engine reads it.
+    fn from((key, group, samples): rill_tsdb::engine::HomeSeries) -> SeriesSamples {
+        SeriesSamples {
+            key,
+            group,
+            samples,
+        }
+    }
+}
+
 /// The series of one home partition (the partition their group hashes
 /// to).
 #[derive(Clone, Debug, PartialEq)]

@@ -101,11 +101,7 @@ impl Replica {
                     Ok((series, more)) => Reply::Samples {
                         series: series
                             .into_iter()
-                            .map(|(key, group, samples)| crate::msg::SeriesSamples {
-                                key,
-                                group,
-                                samples,
-                            })
+                            .map(crate::msg::SeriesSamples::from)
                             .collect(),
                         more,
                     },
