@@ -20,12 +20,24 @@ pub fn draw(
     csvs: &[(String, PathBuf)],
     panels: &[Panel],
 ) -> Result<PathBuf> {
+    draw_over(out, name, csvs, panels, ("t_s", "time, s"))
+}
+
+/// [`draw`] over another column than time: `x` is the column and its
+/// axis label.
+pub fn draw_over(
+    out: &Path,
+    name: &str,
+    csvs: &[(String, PathBuf)],
+    panels: &[Panel],
+    x: (&str, &str),
+) -> Result<PathBuf> {
     if csvs.is_empty() {
         bail!("no engine ran");
     }
     let png = out.join(format!("{name}.png"));
     let script = out.join(format!("{name}.gp"));
-    std::fs::write(&script, script_text(name, &png, csvs, panels))
+    std::fs::write(&script, script_text(name, &png, csvs, panels, x))
         .with_context(|| format!("writing {}", script.display()))?;
     let status = Command::new("gnuplot")
         .arg(&script)
@@ -42,12 +54,20 @@ fn quote(p: &Path) -> String {
     format!("'{}'", p.display().to_string().replace('\'', "''"))
 }
 
-fn script_text(name: &str, png: &Path, csvs: &[(String, PathBuf)], panels: &[Panel]) -> String {
+fn script_text(
+    name: &str,
+    png: &Path,
+    csvs: &[(String, PathBuf)],
+    panels: &[Panel],
+    (x, x_label): (&str, &str),
+) -> String {
+    // Points only where there are few: a size per point, not a time line.
+    let style = if x == "t_s" { "lines" } else { "linespoints" };
     let series = |column: &str| {
         csvs.iter()
             .map(|(engine, csv)| {
                 format!(
-                    "{} using 't_s':'{column}' with lines lw 2 title '{engine}'",
+                    "{} using '{x}':'{column}' with {style} lw 2 title '{engine}'",
                     quote(csv)
                 )
             })
@@ -67,7 +87,7 @@ fn script_text(name: &str, png: &Path, csvs: &[(String, PathBuf)], panels: &[Pan
     );
     for (i, p) in panels.iter().enumerate() {
         if i + 1 == panels.len() {
-            s.push_str("set xlabel 'time, s'\n");
+            s.push_str(&format!("set xlabel '{x_label}'\n"));
         }
         let top = p.max.map_or("*".to_string(), |m| m.to_string());
         s.push_str(&format!(
@@ -105,6 +125,7 @@ mod tests {
                     max: Some(1.02),
                 },
             ],
+            ("t_s", "time, s"),
         );
         assert!(s.contains("set output '/o/it''s.png'"), "{s}");
         assert!(s.contains("'/o/a.csv' using 't_s':'mb_s_ewma' with lines lw 2 title 'ceiling'"));

@@ -174,6 +174,21 @@ pub enum Reply {
     },
 }
 
+impl Reply {
+    /// What the reply is, in a few words (for a log line: never its
+    /// samples, which may be millions).
+    pub fn describe(&self) -> String {
+        match self {
+            Reply::Written(_) => "written".into(),
+            Reply::Series(found) => format!("{} series", found.len()),
+            Reply::Keys(k) => format!("{} keys", k.len()),
+            Reply::Failed { kind, text } => format!("failed ({kind:?}): {text}"),
+            Reply::Digests(d) => format!("{} slice digests", d.len()),
+            Reply::Samples { series, .. } => format!("samples of {} series", series.len()),
+        }
+    }
+}
+
 /// Why bytes are not a sensor-service message.
 #[derive(Debug, thiserror::Error, PartialEq, Eq)]
 pub enum MsgError {

@@ -276,7 +276,7 @@ impl SensorCluster {
                     Ok(other) => {
                         tracing::warn!(
                             node,
-                            ?other,
+                            reply = %other.describe(),
                             "a sensor write was answered with something else"
                         );
                         acks.answer(m, false);
@@ -287,8 +287,14 @@ impl SensorCluster {
                     }
                 },
                 VnodeReply::Failed(e) => {
+                    // A replica out of reach or slow is a reason to
+                    // retry (Riak answers 503 for an unmet W), not a
+                    // failure of the write.
                     let kind = match e {
-                        KvError::Busy(_) | KvError::OutOfSpace { .. } => FailKind::Busy,
+                        KvError::Busy(_)
+                        | KvError::OutOfSpace { .. }
+                        | KvError::Unreachable { .. }
+                        | KvError::Timeout => FailKind::Busy,
                         _ => FailKind::Failed,
                     };
                     failures.push((kind, format!("{node}: {e}")));
@@ -506,11 +512,14 @@ impl SensorCluster {
                         text,
                     }) => return Err(text),
                     Ok(reply) => {
-                        let text = format!("{reply:?}");
+                        // Described before it is taken, in a few words:
+                        // a Debug of a month of samples costs more than
+                        // the query.
+                        let what = reply.describe();
                         if take(reply) {
                             missing.remove(node);
                         } else {
-                            tracing::warn!(node, reply = %text.chars().take(200).collect::<String>(), "a sensor request failed");
+                            tracing::warn!(node, reply = %what, "a sensor request failed");
                         }
                     }
                     Err(e) => tracing::warn!(node, error = %e, "a malformed sensor answer"),

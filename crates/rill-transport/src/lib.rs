@@ -38,5 +38,5 @@ mod transport;
 pub use hook::FixedLink;
 pub use lane::Lane;
 pub use transport::{
-    Incoming, LinkEvent, LinkHook, SendError, Transport, TransportConfig, Verdict,
+    Incoming, LinkEvent, LinkHook, SendError, Traffic, Transport, TransportConfig, Verdict,
 };

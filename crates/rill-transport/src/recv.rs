@@ -3,7 +3,7 @@
 
 use crate::frame::{decode, Frame, FrameError, CHUNK_BYTES};
 use crate::lane::Lane;
-use crate::transport::{Events, Incoming, LinkEvent};
+use crate::transport::{Events, Incoming, LinkEvent, Traffic};
 use bytes::{Buf, BytesMut};
 use std::collections::HashMap;
 use std::net::SocketAddr;
@@ -33,6 +33,15 @@ enum RecvError {
     Protocol(String),
 }
 
+/// What every accepted connection reports to: the link events, the
+/// connections open from each node, the bytes read.
+#[derive(Clone)]
+pub(crate) struct Watch {
+    pub events: Events,
+    pub open: OpenFrom,
+    pub traffic: Arc<Traffic>,
+}
+
 /// Reads until the peer closes, the inbox closes, or the peer breaks the
 /// protocol (then the connection is dropped, with a log line). A
 /// connection of a background lane (bulk values, handoff) is read on
@@ -43,11 +52,15 @@ pub(crate) async fn run(
     inbox: mpsc::Sender<Incoming>,
     max_message_bytes: usize,
     background: Option<tokio::runtime::Handle>,
-    events: Events,
-    open: OpenFrom,
+    watch: Watch,
 ) {
+    let Watch {
+        events,
+        open,
+        traffic,
+    } = watch;
     let mut buf = BytesMut::with_capacity(128 << 10);
-    let (from, lane) = match hello(&mut stream, &mut buf).await {
+    let (from, lane) = match hello(&mut stream, &mut buf, &traffic).await {
         Ok(h) => h,
         Err(e) => return report(peer, e),
     };
@@ -70,7 +83,9 @@ pub(crate) async fn run(
                     let _closed = closed;
                     match TcpStream::from_std(std) {
                         Ok(mut s) => {
-                            let r = read(&mut s, buf, from, lane, &inbox, max_message_bytes).await;
+                            let r =
+                                read(&mut s, buf, from, lane, &inbox, max_message_bytes, &traffic)
+                                    .await;
                             if let Err(e) = r {
                                 report(peer, e);
                             }
@@ -83,7 +98,17 @@ pub(crate) async fn run(
         }
         return;
     }
-    if let Err(e) = read(&mut stream, buf, from, lane, &inbox, max_message_bytes).await {
+    if let Err(e) = read(
+        &mut stream,
+        buf,
+        from,
+        lane,
+        &inbox,
+        max_message_bytes,
+        &traffic,
+    )
+    .await
+    {
         report(peer, e);
     }
     drop(closed);
@@ -130,10 +155,17 @@ fn report(peer: SocketAddr, e: RecvError) {
     }
 }
 
-async fn next_frame(stream: &mut TcpStream, buf: &mut BytesMut) -> Result<Frame, RecvError> {
+async fn next_frame(
+    stream: &mut TcpStream,
+    buf: &mut BytesMut,
+    traffic: &Traffic,
+) -> Result<Frame, RecvError> {
     loop {
         if let Some((frame, used)) = decode(buf)? {
             buf.advance(used);
+            traffic
+                .received
+                .fetch_add(used as u64, std::sync::atomic::Ordering::Relaxed);
             return Ok(frame);
         }
         if stream.read_buf(buf).await? == 0 {
@@ -143,8 +175,12 @@ async fn next_frame(stream: &mut TcpStream, buf: &mut BytesMut) -> Result<Frame,
 }
 
 /// The connection's hello: the peer's name and the lane.
-async fn hello(stream: &mut TcpStream, buf: &mut BytesMut) -> Result<(String, Lane), RecvError> {
-    match next_frame(stream, buf).await? {
+async fn hello(
+    stream: &mut TcpStream,
+    buf: &mut BytesMut,
+    traffic: &Traffic,
+) -> Result<(String, Lane), RecvError> {
+    match next_frame(stream, buf, traffic).await? {
         Frame::Hello { lane, name } => {
             let lane = Lane::from_code(lane)
                 .ok_or_else(|| RecvError::Protocol(format!("unknown lane {lane}")))?;
@@ -161,12 +197,13 @@ async fn read(
     lane: Lane,
     inbox: &mpsc::Sender<Incoming>,
     max_message_bytes: usize,
+    traffic: &Traffic,
 ) -> Result<(), RecvError> {
     // Messages being reassembled: declared length, bytes so far.
     let mut partial: HashMap<u64, (usize, BytesMut)> = HashMap::new();
     let mut partial_bytes = 0usize;
     loop {
-        let c = match next_frame(stream, &mut buf).await? {
+        let c = match next_frame(stream, &mut buf, traffic).await? {
             Frame::Chunk(c) => c,
             Frame::Hello { .. } => return Err(RecvError::Protocol("a second hello".into())),
         };

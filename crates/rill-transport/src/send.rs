@@ -4,7 +4,7 @@
 use crate::frame::{chunk_header, encode_hello};
 use crate::lane::Lane;
 use crate::schedule::Schedule;
-use crate::transport::{Events, LinkEvent};
+use crate::transport::{Events, LinkEvent, Traffic};
 use bytes::Bytes;
 use std::collections::{HashMap, VecDeque};
 use std::net::SocketAddr;
@@ -102,6 +102,7 @@ pub(crate) async fn run(
     mut rx: mpsc::Receiver<Outgoing>,
     unreachable: Unreachable,
     events: Events,
+    traffic: Arc<Traffic>,
 ) {
     let unreachable = (unreachable, events);
     let Some(mut stream) = connect(to, lane, &name, &unreachable).await else {
@@ -154,7 +155,11 @@ pub(crate) async fn run(
             match tokio::time::timeout(WRITE_TIMEOUT, write_all_vectored(&mut stream, &mut bufs))
                 .await
             {
-                Ok(Ok(())) => {}
+                Ok(Ok(())) => {
+                    traffic
+                        .sent
+                        .fetch_add(batch_bytes as u64, std::sync::atomic::Ordering::Relaxed);
+                }
                 Ok(Err(e)) => {
                     tracing::warn!(peer = %to, %lane, error = %e, "connection lost");
                     return;

@@ -6,6 +6,7 @@ use crate::send::{self, Outgoing};
 use bytes::Bytes;
 use std::collections::HashMap;
 use std::net::SocketAddr;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 use tokio::net::TcpListener;
@@ -38,6 +39,24 @@ pub enum LinkEvent {
 const EVENTS: usize = 1024;
 
 pub(crate) type Events = mpsc::Sender<LinkEvent>;
+
+/// Bytes this node's transport wrote to its peers and read from them
+/// (frames with their headers, every lane), for the stats and for a
+/// benchmark's network bytes per sample.
+#[derive(Debug, Default)]
+pub struct Traffic {
+    pub(crate) sent: AtomicU64,
+    pub(crate) received: AtomicU64,
+}
+
+impl Traffic {
+    pub fn sent_bytes(&self) -> u64 {
+        self.sent.load(Ordering::Relaxed)
+    }
+    pub fn received_bytes(&self) -> u64 {
+        self.received.load(Ordering::Relaxed)
+    }
+}
 
 /// What the test hook does to a message on a link.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -116,6 +135,7 @@ pub struct Transport {
     events_rx: Mutex<Option<mpsc::Receiver<LinkEvent>>>,
     /// Connections open from each node, all lanes (`recv`).
     open_from: crate::recv::OpenFrom,
+    traffic: Arc<Traffic>,
     background: Option<Background>,
 }
 
@@ -166,6 +186,8 @@ impl Transport {
         let closed = events.clone();
         let open_from = crate::recv::OpenFrom::default();
         let open = open_from.clone();
+        let traffic = Arc::new(Traffic::default());
+        let counted = traffic.clone();
         tokio::spawn(async move {
             loop {
                 match listener.accept().await {
@@ -177,8 +199,11 @@ impl Transport {
                             inbox.clone(),
                             max,
                             bg.clone(),
-                            closed.clone(),
-                            open.clone(),
+                            crate::recv::Watch {
+                                events: closed.clone(),
+                                open: open.clone(),
+                                traffic: counted.clone(),
+                            },
                         );
                         tokio::spawn(run);
                     }
@@ -200,6 +225,7 @@ impl Transport {
             events,
             events_rx: Mutex::new(Some(events_rx)),
             open_from,
+            traffic,
             background,
         };
         Ok((Arc::new(t), rx))
@@ -214,6 +240,11 @@ impl Transport {
             .get(name)
             .copied()
             .unwrap_or(0)
+    }
+
+    /// Bytes sent to and read from peers so far.
+    pub fn traffic(&self) -> &Traffic {
+        &self.traffic
     }
 
     /// The link events (taken once, by the runtime that watches peers).
@@ -248,6 +279,7 @@ impl Transport {
             rx,
             self.unreachable.clone(),
             self.events.clone(),
+            self.traffic.clone(),
         );
         match self.background.as_ref().and_then(Background::handle) {
             Some(h) if lane.is_background() => drop(h.spawn(writer)),

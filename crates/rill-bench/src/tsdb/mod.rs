@@ -13,13 +13,17 @@
 //! real-shaped series (`codecs`); after them, an aggregation over 1,000
 //! series of a day, Rill against VictoriaMetrics (`sum`), and Rill keeps
 //! a short storage period under endless ingest, and merges read next to
-//! nothing (`live`).
+//! nothing (`live`). Last, the sensor-data paper's scaling experiment
+//! on devrels of 1, 2, 3 and 5 nodes, and a node killed during ingest
+//! (`scale`).
 
 mod codecs;
+mod devrel;
 mod gen;
 mod http;
 mod live;
 mod queries;
+mod scale;
 mod sum;
 mod systems;
 
@@ -85,6 +89,25 @@ pub struct Args {
     /// at least 5; 0 leaves the phase out). Its series: five a sensor.
     #[arg(long)]
     sum_queries: Option<usize>,
+    /// Cluster sizes of the scaling phase, devrels of `rill devrel`
+    /// (default 1,2,3,5; 1,3 with --quick; 1 is the single node with one
+    /// copy that every size is compared with).
+    #[arg(long, value_delimiter = ',')]
+    scale_nodes: Option<Vec<u32>>,
+    /// Leave the scaling phase out.
+    #[arg(long, conflicts_with = "scale_only")]
+    no_scale: bool,
+    /// Run the scaling phase only (no other system, no single-node
+    /// phases).
+    #[arg(long)]
+    scale_only: bool,
+    /// Leave out the scaling phase's run with a node killed.
+    #[arg(long)]
+    scale_no_kill: bool,
+    /// The scaling phase's devrels listen from this port up (the single
+    /// node's, then base + 100 for a cluster, base + 200 for the kill).
+    #[arg(long, default_value_t = 23000)]
+    scale_base_port: u16,
     /// A short run for CI.
     #[arg(long)]
     quick: bool,
@@ -143,19 +166,56 @@ pub fn run(args: Args) -> Result<()> {
     );
     let mut r = Report::new("tsdb", quick);
     r.int("samples", samples, "samples written to each system");
-    codecs::run(&batches, &mut r);
     let picks = queries::picks(&plan, reps);
+    if !args.scale_only {
+        single_nodes(&args, kinds, &batches, samples, &picks, &mut r)?;
+    }
+    if !args.no_scale {
+        let s = scale::Scale {
+            nodes: args.scale_nodes.clone().unwrap_or(if quick {
+                vec![1, 3]
+            } else {
+                vec![1, 2, 3, 5]
+            }),
+            dir: args.dir.clone(),
+            base_port: args.scale_base_port,
+            rill: systems::rill_bin(args.rill_bin.as_deref())?,
+            settings: args.rill_set.clone(),
+            clients: args.clients,
+            kill: !args.scale_no_kill,
+            keep: args.keep,
+        };
+        scale::run(&s, &plan, &batches, samples, &picks, &mut r)?;
+    }
+    println!("{}", r.json());
+    Ok(())
+}
+
+/// Each system alone on one node: ingest, queries, the sum and live
+/// phases.
+fn single_nodes(
+    args: &Args,
+    kinds: Vec<Kind>,
+    batches: &[(String, u64)],
+    samples: u64,
+    picks: &[queries::Pick],
+    r: &mut Report,
+) -> Result<()> {
+    let quick = args.quick;
+    let sensors = args.sensors.unwrap_or(if quick { 20 } else { 200 });
+    let reps = args.queries.unwrap_or(if quick { 10 } else { 1000 });
+    codecs::run(batches, r);
     // Each system takes the data alone (its CPU and the machine to
     // itself), then stays up, idle, while the others take theirs.
     let mut ingested = Vec::new();
     for kind in kinds {
-        ingested.push(ingest(kind, &args, &batches, samples)?);
+        ingested.push(ingest(kind, args, batches, samples)?);
     }
     // The kernel's writeback of what ingest wrote, done before the
     // queries (else it takes CPU from whichever query it meets).
     unsafe { libc::sync() };
     let systems: Vec<&System> = ingested.iter().map(|(s, _)| s).collect();
-    let asked = queries::run(&systems, &picks)?;
+    let asked = queries::run(&systems, picks)?;
     let mut outcomes = Vec::new();
     for ((sys, mut o), a) in ingested.into_iter().zip(asked) {
         o.rss_bytes = sys.rss_bytes();
@@ -166,7 +226,7 @@ pub fn run(args: Args) -> Result<()> {
         (o.day, o.month, o.answers) = (a.day, a.month, a.answers);
         outcomes.push(o);
     }
-    report(&mut r, &outcomes);
+    report(r, &outcomes);
     let sum_reps = args.sum_queries.unwrap_or((reps / 5).max(5));
     let both = |k: Kind| outcomes.iter().any(|o| o.kind == k);
     if sum_reps > 0 && both(Kind::Rill) && both(Kind::Vm) {
@@ -175,9 +235,9 @@ pub fn run(args: Args) -> Result<()> {
             sum_reps,
             &args.dir,
             args.rill_bin.as_deref(),
-            &rill_extra(&args),
+            &rill_extra(args),
             args.seed,
-            &mut r,
+            r,
         )?;
     }
     let live_s = args.live_s.unwrap_or(if quick { 30 } else { 180 });
@@ -186,14 +246,13 @@ pub fn run(args: Args) -> Result<()> {
             &live::Live::new(live_s, quick),
             &args.dir.join("rill-live"),
             args.rill_bin.as_deref(),
-            &rill_extra(&args),
-            &mut r,
+            &rill_extra(args),
+            r,
         )?;
         if !args.keep {
             let _ = std::fs::remove_dir_all(args.dir.join("rill-live"));
         }
     }
-    println!("{}", r.json());
     Ok(())
 }
 

@@ -12,7 +12,7 @@ use std::time::Instant;
 
 #[derive(Clone, Debug)]
 pub struct Pick {
-    month: bool,
+    pub month: bool,
     sensor: String,
     start_ms: i64,
     end_ms: i64,
@@ -79,6 +79,10 @@ fn points(body: &[u8]) -> Result<Answer> {
     if v["status"] != "success" {
         bail!("{v}");
     }
+    // A cluster's answer that misses a part is no answer to time.
+    if v["isPartial"] == true || v.get("warnings").is_some() {
+        bail!("a partial answer: {}", v["warnings"]);
+    }
     let mut out = Vec::new();
     for r in v["data"]["result"].as_array().into_iter().flatten() {
         let pts = r["values"]
@@ -130,7 +134,7 @@ pub fn run(systems: &[&System], picks: &[Pick]) -> Result<Vec<Asked>> {
         for k in 0..n {
             let j = (turn + k) % n;
             for (i, p) in chunk.iter().enumerate() {
-                let ms = ask(systems[j], &mut conns[j], p, &mut answers[j])?;
+                let ms = ask(systems[j].kind, &mut conns[j], p, &mut answers[j])?;
                 if p.month { &mut month[j] } else { &mut day[j] }.push(ms);
                 if ms > slowest[j].0 {
                     slowest[j] = (ms, turn * TURN + i);
@@ -162,10 +166,11 @@ pub fn run(systems: &[&System], picks: &[Pick]) -> Result<Vec<Asked>> {
     Ok(out)
 }
 
-/// Asks `p` of `sys`, keeps its answer, returns its latency in ms.
-fn ask(sys: &System, c: &mut Conn, p: &Pick, answers: &mut Vec<Answer>) -> Result<f64> {
+/// Asks `p` of a system of `kind` over `c`, keeps its answer, returns
+/// its latency in ms.
+pub fn ask(kind: Kind, c: &mut Conn, p: &Pick, answers: &mut Vec<Answer>) -> Result<f64> {
     let step = p.step_s();
-    let path = match sys.kind {
+    let path = match kind {
         Kind::Rill | Kind::Vm => format!(
             "/api/v1/query_range?query={}&start={}&end={}&step={step}&nocache=1",
             enc(&format!(
@@ -191,11 +196,11 @@ fn ask(sys: &System, c: &mut Conn, p: &Pick, answers: &mut Vec<Answer>) -> Resul
     if status != 200 {
         bail!(
             "{}: {path}: {status} {}",
-            sys.kind.name(),
+            kind.name(),
             String::from_utf8_lossy(&body)
         );
     }
-    answers.push(match sys.kind {
+    answers.push(match kind {
         Kind::Influx => Vec::new(),
         _ => points(&body)?,
     });

@@ -56,7 +56,7 @@ fn need(bin: &str, package: &str) -> Result<()> {
 }
 
 /// The `rill` binary named, or the one beside this one.
-fn rill_bin(named: Option<&Path>) -> Result<PathBuf> {
+pub fn rill_bin(named: Option<&Path>) -> Result<PathBuf> {
     let bin = match named {
         Some(p) => p.to_path_buf(),
         None => std::env::current_exe()?.with_file_name("rill"),
@@ -182,14 +182,7 @@ impl System {
 
     /// The server process's CPU time (user and system), seconds.
     pub fn cpu_seconds(&self) -> f64 {
-        let stat =
-            std::fs::read_to_string(format!("/proc/{}/stat", self.child.id())).unwrap_or_default();
-        let Some(close) = stat.rfind(')') else {
-            return 0.0;
-        };
-        let f: Vec<&str> = stat[close + 2..].split(' ').collect();
-        let tick = |i: usize| f.get(i).and_then(|x| x.parse::<u64>().ok()).unwrap_or(0);
-        (tick(11) + tick(12)) as f64 / 100.0
+        cpu_seconds_of(self.child.id())
     }
 
     /// Resident memory of the server process, bytes.
@@ -215,28 +208,7 @@ impl System {
     pub fn drain(&self) -> Result<()> {
         let mut c = Conn::new(self.addr);
         match self.kind {
-            Kind::Rill => {
-                // No block waiting, twice, more than a tick apart (the
-                // tick after the last write cuts the windows it closed).
-                let deadline = Instant::now() + Duration::from_secs(600);
-                let mut empty_since: Option<Instant> = None;
-                loop {
-                    let (_, body) = c.request("GET", "/stats", b"")?;
-                    let stats: serde_json::Value = serde_json::from_slice(&body)?;
-                    if stats["sensor_blocks_waiting"].as_u64() == Some(0) {
-                        let since = *empty_since.get_or_insert_with(Instant::now);
-                        if since.elapsed() > Duration::from_millis(1500) {
-                            return Ok(());
-                        }
-                    } else {
-                        empty_since = None;
-                    }
-                    if Instant::now() > deadline {
-                        bail!("rill: blocks still waiting to be stored after 600 s");
-                    }
-                    std::thread::sleep(Duration::from_millis(50));
-                }
-            }
+            Kind::Rill => drain_rill(&[self.addr]),
             Kind::Vm => {
                 c.request("GET", "/internal/force_flush", b"")?;
                 Ok(())
@@ -320,6 +292,48 @@ impl System {
                 testkit::du(&self.dir.join("data")) + testkit::du(&self.dir.join("wal"))
             }
         })
+    }
+}
+
+/// A process's CPU time (user and system), seconds; 0 once it is gone.
+pub fn cpu_seconds_of(pid: u32) -> f64 {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
+    let Some(close) = stat.rfind(')') else {
+        return 0.0;
+    };
+    let f: Vec<&str> = stat[close + 2..].split(' ').collect();
+    let tick = |i: usize| f.get(i).and_then(|x| x.parse::<u64>().ok()).unwrap_or(0);
+    (tick(11) + tick(12)) as f64 / 100.0
+}
+
+/// Waits until no Rill node at `nodes` has a cut block waiting to be
+/// stored, twice, more than a tick apart (the tick after the last write
+/// cuts the windows it closed).
+pub fn drain_rill(nodes: &[SocketAddr]) -> Result<()> {
+    let mut conns: Vec<Conn> = nodes.iter().map(|a| Conn::new(*a)).collect();
+    let deadline = Instant::now() + Duration::from_secs(600);
+    let mut empty_since: Option<Instant> = None;
+    loop {
+        let mut waiting = 0;
+        for c in &mut conns {
+            let (_, body) = c.request("GET", "/stats", b"")?;
+            let stats: serde_json::Value = serde_json::from_slice(&body)?;
+            waiting += stats["sensor_blocks_waiting"]
+                .as_u64()
+                .unwrap_or(u64::MAX / 8);
+        }
+        if waiting == 0 {
+            let since = *empty_since.get_or_insert_with(Instant::now);
+            if since.elapsed() > Duration::from_millis(1500) {
+                return Ok(());
+            }
+        } else {
+            empty_since = None;
+        }
+        if Instant::now() > deadline {
+            bail!("rill: blocks still waiting to be stored after 600 s");
+        }
+        std::thread::sleep(Duration::from_millis(50));
     }
 }
 

@@ -84,6 +84,16 @@ impl Peer {
                 unreachable,
             ),
             (
+                "cluster_bytes_sent_total",
+                "Bytes this node wrote to other nodes (every lane, framing included).",
+                self.transport.traffic().sent_bytes(),
+            ),
+            (
+                "cluster_bytes_received_total",
+                "Bytes this node read from other nodes (every lane, framing included).",
+                self.transport.traffic().received_bytes(),
+            ),
+            (
                 "peer_send_backlog_bytes",
                 "Bytes waiting to be sent to other nodes.",
                 backlog_bytes,
