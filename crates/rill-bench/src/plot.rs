@@ -85,6 +85,9 @@ fn script_text(
         quote(png),
         panels.len().max(1),
     );
+    if x != "t_s" {
+        s.push_str("set xtics 1\n");
+    }
     for (i, p) in panels.iter().enumerate() {
         if i + 1 == panels.len() {
             s.push_str(&format!("set xlabel '{x_label}'\n"));

@@ -17,7 +17,9 @@
 //! the last slice that ended before `now` less `sensor.grace`: settled
 //! slices only, whose digests each side keeps, so a round in a steady
 //! state reads each sample about once (when its slice settles), not
-//! once a round. The slice being written is left to the write path (W
+//! once a round. A settled slice that took a write within the grace
+//! period on either side (a backfill of history, a repair) is busy: not
+//! read, not compared, until it has been quiet that long. The slice being written is left to the write path (W
 //! replicas) and handoff: a replica that lacks some of it is repaired
 //! once it settles, about an hour later. For every slice that differs,
 //! each side sends the other its samples of the slice, in pages, and
@@ -36,7 +38,7 @@ use crate::msg::{self, Reply, Request, SeriesSamples};
 use crate::SensorCluster;
 use rill_node::vnode::msg::{VnodeReply, VnodeRequest};
 use rill_tsdb::Engine;
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Instant;
 
@@ -63,6 +65,8 @@ pub struct ExchangeReport {
     pub exchanged: usize,
     /// Slices that differed.
     pub slices_differing: usize,
+    /// Slices left for a later round, written lately on either side.
+    pub slices_busy: usize,
     /// Samples the partners wrote (they lacked them).
     pub samples_sent: u64,
     /// Samples this node wrote (it lacked them).
@@ -253,10 +257,13 @@ pub fn exchange_home(
     let Some(first) = all.first().map(|m| m.0) else {
         return Ok(());
     };
-    // Empty slices are not compared: one side's absent slice is empty.
+    // A slice busy on either side (written within the grace period: a
+    // backfill or a repair under way) waits for a later round; empty
+    // slices are not compared (one side's absent slice is empty).
+    let mut busy: BTreeSet<i64> = all.iter().filter(|(_, d)| d.busy).map(|m| m.0).collect();
     let mine: Vec<(i64, u64, u64)> = all
         .into_iter()
-        .filter(|(_, d)| d.samples > 0)
+        .filter(|(_, d)| d.samples > 0 && !d.busy)
         .map(|(s, d)| (s, d.digest, d.samples))
         .collect();
     let theirs = match ask(&Request::Digests {
@@ -275,6 +282,13 @@ pub fn exchange_home(
     let theirs: Vec<(i64, u64, u64)> = theirs
         .into_iter()
         .filter(|(s, _, _)| (first..to).contains(s) && (s - first) % slice == 0)
+        .collect();
+    busy.extend(theirs.iter().filter(|e| e.2 == 0).map(|e| e.0));
+    report.slices_busy += busy.len();
+    let mine: Vec<(i64, u64, u64)> = mine.into_iter().filter(|e| !busy.contains(&e.0)).collect();
+    let theirs: Vec<(i64, u64, u64)> = theirs
+        .into_iter()
+        .filter(|e| e.2 > 0 && !busy.contains(&e.0))
         .collect();
     for (lo, hi) in differing(&mine, &theirs, slice, to) {
         report.slices_differing +=

@@ -18,6 +18,14 @@
 //! later part of that window (the store numbers the parts; a query reads
 //! them in order, the later part winning on a repeated time).
 //!
+//! A window that has ended is cut once it went quiet: when no sample came
+//! for it since the previous [`Buffers::close`] (the engine's tick, every
+//! second or so). Live ingest writes nothing into an ended window, so it
+//! is cut at its first tick; a backfill writing history keeps the window
+//! it is writing whole until it moves on, instead of cutting it into a
+//! part a tick (more blocks, more bytes, slower reads; a slower writer,
+//! more parts).
+//!
 //! Each window remembers the oldest log segment its samples came from, so
 //! the log can drop every segment older than all waiting samples.
 
@@ -59,6 +67,8 @@ struct Open {
     columns: Vec<(u64, Vec<Sample>)>,
     /// The oldest log segment holding one of the samples.
     segment: u64,
+    /// A sample came since the last [`Buffers::close`].
+    touched: bool,
 }
 
 /// The buffers of every group.
@@ -126,8 +136,10 @@ impl Buffers {
             let open = buf.entry(window).or_insert_with(|| Open {
                 columns: Vec::new(),
                 segment,
+                touched: true,
             });
             open.segment = open.segment.min(segment);
+            open.touched = true;
             let at = match open.columns.binary_search_by_key(&series, |c| c.0) {
                 Ok(at) => at,
                 Err(at) => {
@@ -225,29 +237,38 @@ impl Buffers {
     }
 
     /// Cuts every window that ended at or before `closed_before` (its
-    /// end, not its start), appending the blocks to `out`.
+    /// end, not its start) and took no sample since the previous call,
+    /// appending the blocks to `out`; an ended window that took some is
+    /// cut by a later call, once quiet.
     pub fn close(&mut self, closed_before: i64, out: &mut Vec<Cut>) {
         // A window [w, w + W) has ended by t when w + W <= t, that is
         // when it starts before t's own window.
-        self.cut_before(Some(window_of(closed_before, self.window_ns)), out);
-    }
-
-    /// Cuts everything (a clean stop).
-    pub fn cut_all(&mut self, out: &mut Vec<Cut>) {
-        self.cut_before(None, out);
-    }
-
-    /// Cuts every open window starting before `start` (`None`: all).
-    fn cut_before(&mut self, start: Option<i64>, out: &mut Vec<Cut>) {
+        let start = window_of(closed_before, self.window_ns);
         self.groups.retain(|&group, buf| {
-            let keep = start.map_or_else(BTreeMap::new, |s| buf.split_off(&s));
-            for (window, open) in std::mem::replace(buf, keep) {
-                let c = cut(group, window, open);
+            let mut quiet = Vec::new();
+            for (&window, open) in buf.iter_mut() {
+                if !std::mem::take(&mut open.touched) && window < start {
+                    quiet.push(window);
+                }
+            }
+            for window in quiet {
+                let c = cut(group, window, buf.remove(&window).expect("listed"));
                 self.waiting -= c.samples();
                 out.push(c);
             }
             !buf.is_empty()
         });
+    }
+
+    /// Cuts everything (a clean stop).
+    pub fn cut_all(&mut self, out: &mut Vec<Cut>) {
+        for (group, buf) in std::mem::take(&mut self.groups) {
+            for (window, open) in buf {
+                let c = cut(group, window, open);
+                self.waiting -= c.samples();
+                out.push(c);
+            }
+        }
     }
 
     /// Cuts every open window holding a sample from a log segment below
@@ -430,7 +451,10 @@ mod tests {
         assert_eq!(b.waiting_in(2, 1, 0, 100), vec![]);
         assert_eq!(b.waiting_in(0, 0, 0, 100), vec![]);
         out.clear();
-        // Window 0 ended at 100; window 100 ends at 200.
+        // Window 0 ended at 100; window 100 ends at 200. A window that
+        // took samples since the last close waits for the next.
+        b.close(199, &mut out);
+        assert!(out.is_empty(), "{out:?}");
         b.close(199, &mut out);
         assert_eq!(out.len(), 1, "{out:?}");
         assert_eq!((out[0].window, out[0].segment), (0, 2));
@@ -443,6 +467,23 @@ mod tests {
         assert_eq!(b.waiting(), 0);
         assert_eq!(b.oldest_segment(), None);
         assert!(b.groups.is_empty(), "no group kept without samples");
+    }
+
+    #[test]
+    fn a_backfilled_window_is_cut_once_when_it_goes_quiet() {
+        // History written across several ticks: the window ended long
+        // ago, but it is cut once, whole, after a tick without samples.
+        let mut b = Buffers::new(100, 1000);
+        let mut out = Vec::new();
+        for tick in 0..5 {
+            write(&mut b, 1, &[s(tick * 10, tick as f64)], 1, &mut out);
+            b.close(10_000, &mut out);
+            assert!(out.is_empty(), "tick {tick}: {out:?}");
+        }
+        b.close(10_000, &mut out);
+        assert_eq!(out.len(), 1, "{out:?}");
+        assert_eq!(out[0].samples(), 5);
+        assert_eq!(b.waiting(), 0);
     }
 
     #[test]

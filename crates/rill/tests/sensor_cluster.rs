@@ -394,10 +394,11 @@ fn load(
 
 #[test]
 fn a_node_killed_under_ingest_loses_no_acknowledged_sample() {
-    // Minute slices, settled at once (the samples are an hour old):
-    // anti-entropy gives c what it missed while down.
-    let extra = "handoff.timeout = 3s\nsensor.window = 1m\nsensor.retention = 1d\n\
-                 sensor.anti_entropy.interval = 1s\n";
+    // Minute slices, settled at once (the samples are an hour old) and
+    // compared once quiet for the grace period: anti-entropy gives c
+    // what it missed while down.
+    let extra = "handoff.timeout = 3s\nsensor.window = 1m\nsensor.grace = 5s\n\
+                 sensor.retention = 1d\nsensor.anti_entropy.interval = 1s\n";
     let a = Member::start(1, extra);
     let b = Member::start(2, extra);
     let mut c = Member::start(3, extra);

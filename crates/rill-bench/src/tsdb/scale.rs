@@ -272,6 +272,14 @@ fn ingest(
         .map(|(a, b)| (a - b).max(0.0))
         .collect();
     let net_bytes = c.total("cluster_bytes_sent_total")?.saturating_sub(net0);
+    // What anti-entropy did meanwhile (its reads are part of the CPU).
+    println!(
+        "scale: {} nodes: anti-entropy: {} exchanges, {} slices differing, {} samples repaired",
+        c.nodes,
+        c.total("sensor_aae_exchanges_total")?,
+        c.total("sensor_aae_slices_differing_total")?,
+        c.total("sensor_aae_repaired_samples_total")?
+    );
     println!(
         "scale: {} nodes took {samples} samples in {wall_s:.1} s",
         c.nodes

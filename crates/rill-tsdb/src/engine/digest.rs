@@ -17,6 +17,13 @@
 //! kept digests are computed again when next asked for; so are a home's
 //! once the home was dropped. Marks and digests older than
 //! the storage period are let go.
+//!
+//! A slice marked within the grace period before `now` is busy: a
+//! backfill or a repair is writing it, on this replica and likely on the
+//! others, so it is neither read nor compared until it has been quiet for
+//! the grace period (a backfill of a month would otherwise have every
+//! round read again every slice it touched since the last, and repair
+//! what is still on its way).
 
 use super::{Engine, EngineError};
 use rill_sensor::Sample;
@@ -30,6 +37,8 @@ pub const MAX_SLICE_NS: i64 = 3_600_000_000_000;
 pub struct SliceDigest {
     pub digest: u64,
     pub samples: u64,
+    /// Written within the grace period: not read, not to be compared.
+    pub busy: bool,
 }
 
 /// A series of a home: key, group key, samples (a page of them).
@@ -93,7 +102,7 @@ impl Engine {
         // Settled from here on: a write touching a slice before it marks
         // the slice (under the same lock the marks are read with).
         let mut drops = 0;
-        let marks: HashMap<i64, u64> = {
+        let marks: HashMap<i64, (u64, i64)> = {
             let mut st = self.lock();
             st.settled = st.settled.max(settled);
             let marks = match st.dbs.get_mut(db) {
@@ -122,7 +131,17 @@ impl Engine {
             of_db.retain(|(_, s), _| s + slice > oldest);
             for &s in &starts {
                 let end = (s + slice).min(to);
-                let mark = marks.get(&s).copied().unwrap_or(0);
+                let (mark, marked_at) = marks.get(&s).copied().unwrap_or((0, i64::MIN));
+                if marked_at > settled {
+                    out.push((
+                        s,
+                        SliceDigest {
+                            busy: true,
+                            ..SliceDigest::default()
+                        },
+                    ));
+                    continue;
+                }
                 match of_db.get(&(home, s)) {
                     Some((m, k, d)) if end == s + slice && *m == mark && *k == drops => {
                         out.push((s, *d))
@@ -175,7 +194,7 @@ impl Engine {
         for &i in &missing {
             let (s, d) = out[i];
             if s + slice <= settled && s + slice <= to {
-                let mark = marks.get(&s).copied().unwrap_or(0);
+                let mark = marks.get(&s).map_or(0, |m| m.0);
                 of_db.insert((home, s), (mark, drops, d));
             }
         }

@@ -186,8 +186,8 @@ struct Db {
     /// read only if none came since).
     writes: crate::FastMap<u32, u64>,
     /// Slices (home, slice start) a write touched after they settled,
-    /// each with the write's mark (engine/digest.rs).
-    late: crate::FastMap<(u32, i64), u64>,
+    /// each with the write's mark and its time, ns (engine/digest.rs).
+    late: crate::FastMap<(u32, i64), (u64, i64)>,
     /// Times each home partition was dropped (its kept digests then are
     /// not trusted).
     drops: crate::FastMap<u32, u64>,
@@ -198,6 +198,8 @@ struct Logged {
     seq: u64,
     segment: u64,
     db: String,
+    /// The time the write was judged at, ns.
+    now: i64,
     defines: Vec<u64>,
     /// Each series' id, group and samples (a range of `flat`).
     series: Vec<(u64, u64, std::ops::Range<usize>)>,

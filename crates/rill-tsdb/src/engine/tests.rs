@@ -147,7 +147,9 @@ fn samples_are_read_back_from_buffers_queue_and_blocks() {
         .unwrap();
     let got = all(&e, T0);
     assert_eq!(got[2], s(T0 + 5 * SEC, 50.0));
-    // The window closes at its end; the part is stored.
+    // The window closes at its end; the part is stored once a tick finds
+    // the window quiet (the first after the write does not).
+    assert_eq!(e.tick(T0 + 99 * SEC).unwrap().blocks_stored, 0);
     let t = e.tick(T0 + 100 * SEC).unwrap();
     assert_eq!(t.blocks_stored, 1);
     assert_eq!(all(&e, T0 + 100 * SEC), got);
@@ -270,6 +272,8 @@ fn windows_expire_with_their_blocks() {
         T0 + 150 * SEC,
     )
     .unwrap();
+    // The first tick after the write finds the windows just written.
+    e.tick(T0 + 249 * SEC).unwrap();
     e.tick(T0 + 250 * SEC).unwrap();
     let stored = block_keys(e.storage.shard("db", 0).unwrap().as_ref()).unwrap();
     assert_eq!(stored.len(), 2);

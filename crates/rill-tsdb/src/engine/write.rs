@@ -109,6 +109,7 @@ impl Engine {
                     seq,
                     segment: ticket.segment_at_least,
                     db: db.to_string(),
+                    now,
                     defines: record.defines,
                     series: record.series,
                     flat: record.flat,
@@ -189,7 +190,7 @@ impl Engine {
                             let start = s.ts.div_euclid(slice) * slice;
                             if last != Some(start) {
                                 last = Some(start);
-                                d.late.insert((h, start), *late_seq);
+                                d.late.insert((h, start), (*late_seq, l.now));
                             }
                         }
                     }

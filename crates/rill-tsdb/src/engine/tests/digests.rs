@@ -151,3 +151,42 @@ fn a_homes_samples_come_in_pages_that_make_the_whole() {
     let want: BTreeMap<String, Vec<Sample>> = samples().into_iter().collect();
     assert_eq!(got, want);
 }
+
+#[test]
+fn a_slice_written_within_the_grace_period_is_busy_until_quiet() {
+    // History written long after it settled, as a backfill or a repair
+    // writes it: its slices are neither read nor compared until no write
+    // touched them for the grace period.
+    let mut rig = Rig::new(60 * SEC, 8);
+    rig.opts.grace_ns = 30 * SEC;
+    let e = rig.open(T0);
+    let home = |e: &Engine| e.homes()[0].1;
+    let all = samples();
+    // Asked for at LATER, the slices (an hour old) are settled; the
+    // writes after mark them.
+    e.write("db", &all[..1], LATER).unwrap();
+    let first = e
+        .slice_digests("db", home(&e), T0, T0 + 240 * SEC, LATER)
+        .unwrap();
+    assert!(first.iter().all(|(_, d)| !d.busy), "{first:?}");
+    e.write("db", &all[1..], LATER + 5 * SEC).unwrap();
+    let busy = e
+        .slice_digests("db", home(&e), T0, T0 + 240 * SEC, LATER + 10 * SEC)
+        .unwrap();
+    // The four slices written (the fifth holds nothing), not read.
+    assert_eq!(busy.len(), 5, "{busy:?}");
+    assert!(
+        busy[..4]
+            .iter()
+            .all(|(_, d)| d.busy && d.samples == 0 && d.digest == 0),
+        "{busy:?}"
+    );
+    assert!(!busy[4].1.busy, "{busy:?}");
+    // Quiet for the grace period: read, and equal to a replica's that
+    // took the same samples at once.
+    let quiet = e
+        .slice_digests("db", home(&e), T0, T0 + 240 * SEC, LATER + 40 * SEC)
+        .unwrap();
+    assert!(quiet.iter().all(|(_, d)| !d.busy), "{quiet:?}");
+    assert_eq!(quiet, digests(&at_once(&all)));
+}
