@@ -27,7 +27,7 @@
 
 use super::{Engine, EngineError};
 use rill_sensor::Sample;
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap};
 
 /// The longest slice: an hour.
 pub const MAX_SLICE_NS: i64 = 3_600_000_000_000;
@@ -52,8 +52,10 @@ pub(super) struct Kept {
     digests: HashMap<String, KeptOfDb>,
 }
 
-/// A database's kept digests by home and slice start.
-type KeptOfDb = HashMap<(u32, i64), (u64, u64, SliceDigest)>;
+/// A database's kept digests by home, then by slice start in order (a
+/// call trims and reads one home's, whatever the others hold: with a
+/// long storage period a home keeps many slices, empty ones included).
+type KeptOfDb = HashMap<u32, BTreeMap<i64, (u64, u64, SliceDigest)>>;
 
 /// The digest of one series' samples (in time order) within a slice.
 pub fn series_digest(key: &str, samples: &[Sample]) -> u64 {
@@ -127,8 +129,17 @@ impl Engine {
         let mut missing = Vec::new();
         {
             let mut kept = self.kept_digests();
-            let of_db = kept.digests.entry(db.to_string()).or_default();
-            of_db.retain(|(_, s), _| s + slice > oldest);
+            let of_home = kept
+                .digests
+                .entry(db.to_string())
+                .or_default()
+                .entry(home)
+                .or_default();
+            // Slices whose end is past the storage period's start stay.
+            let expired = oldest.saturating_sub(slice).saturating_add(1);
+            if of_home.first_key_value().is_some_and(|(s, _)| *s < expired) {
+                *of_home = of_home.split_off(&expired);
+            }
             for &s in &starts {
                 let end = (s + slice).min(to);
                 let (mark, marked_at) = marks.get(&s).copied().unwrap_or((0, i64::MIN));
@@ -142,7 +153,7 @@ impl Engine {
                     ));
                     continue;
                 }
-                match of_db.get(&(home, s)) {
+                match of_home.get(&s) {
                     Some((m, k, d)) if end == s + slice && *m == mark && *k == drops => {
                         out.push((s, *d))
                     }
@@ -190,12 +201,17 @@ impl Engine {
             }
         }
         let mut kept = self.kept_digests();
-        let of_db = kept.digests.entry(db.to_string()).or_default();
+        let of_home = kept
+            .digests
+            .entry(db.to_string())
+            .or_default()
+            .entry(home)
+            .or_default();
         for &i in &missing {
             let (s, d) = out[i];
             if s + slice <= settled && s + slice <= to {
                 let mark = marks.get(&s).map_or(0, |m| m.0);
-                of_db.insert((home, s), (mark, drops, d));
+                of_home.insert(s, (mark, drops, d));
             }
         }
         Ok(out)
@@ -281,7 +297,7 @@ impl Engine {
     /// of drops it was made at is behind).
     pub(super) fn forget_digests(&self, db: &str, home: u32) {
         if let Some(of_db) = self.kept_digests().digests.get_mut(db) {
-            of_db.retain(|(h, _), _| *h != home);
+            of_db.remove(&home);
         }
     }
 
