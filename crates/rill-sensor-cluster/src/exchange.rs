@@ -80,6 +80,7 @@ pub struct ExchangeReport {
 pub(crate) struct Counters {
     exchanges: AtomicU64,
     slices_differing: AtomicU64,
+    slices_busy: AtomicU64,
     samples_repaired: AtomicU64,
     failures: AtomicU64,
 }
@@ -89,6 +90,8 @@ pub(crate) struct Counters {
 pub struct ExchangeStats {
     pub exchanges: u64,
     pub slices_differing: u64,
+    /// Slices left for a later round, written lately on either side.
+    pub slices_busy: u64,
     /// Samples written on either side of this node's exchanges.
     pub samples_repaired: u64,
     pub failures: u64,
@@ -159,6 +162,8 @@ impl SensorCluster {
             .fetch_add(report.exchanged as u64, Ordering::Relaxed);
         c.slices_differing
             .fetch_add(report.slices_differing as u64, Ordering::Relaxed);
+        c.slices_busy
+            .fetch_add(report.slices_busy as u64, Ordering::Relaxed);
         c.samples_repaired.fetch_add(
             report.samples_sent + report.samples_taken,
             Ordering::Relaxed,
@@ -188,6 +193,7 @@ impl SensorCluster {
         ExchangeStats {
             exchanges: c.exchanges.load(Ordering::Relaxed),
             slices_differing: c.slices_differing.load(Ordering::Relaxed),
+            slices_busy: c.slices_busy.load(Ordering::Relaxed),
             samples_repaired: c.samples_repaired.load(Ordering::Relaxed),
             failures: c.failures.load(Ordering::Relaxed),
         }

@@ -105,7 +105,7 @@ pub(crate) async fn run(
     traffic: Arc<Traffic>,
 ) {
     let unreachable = (unreachable, events);
-    let Some(mut stream) = connect(to, lane, &name, &unreachable).await else {
+    let Some(mut stream) = connect(to, lane, &name, &unreachable, &traffic).await else {
         return;
     };
     let mut schedule = Schedule::default();
@@ -129,7 +129,7 @@ pub(crate) async fn run(
         // connection carries on with what waits.
         if idle && !schedule.is_empty() && peer_closed(&stream) {
             tracing::info!(peer = %to, %lane, "the peer closed the connection; connecting again");
-            let Some(s) = connect(to, lane, &name, &unreachable).await else {
+            let Some(s) = connect(to, lane, &name, &unreachable, &traffic).await else {
                 return;
             };
             stream = s;
@@ -194,6 +194,7 @@ async fn connect(
     lane: Lane,
     name: &str,
     unreachable: &(Unreachable, Events),
+    traffic: &Traffic,
 ) -> Option<TcpStream> {
     let connected = tokio::time::timeout(CONNECT_TIMEOUT, TcpStream::connect(to)).await;
     let mut stream = match connected {
@@ -210,10 +211,14 @@ async fn connect(
         }
     };
     let _ = stream.set_nodelay(true);
-    if let Err(e) = stream.write_all(&encode_hello(lane.code(), name)).await {
+    let hello = encode_hello(lane.code(), name);
+    if let Err(e) = stream.write_all(&hello).await {
         tracing::warn!(peer = %to, %lane, error = %e, "connection lost");
         return None;
     }
+    traffic
+        .sent
+        .fetch_add(hello.len() as u64, std::sync::atomic::Ordering::Relaxed);
     Some(stream)
 }
 

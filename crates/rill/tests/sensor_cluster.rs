@@ -421,9 +421,15 @@ fn a_node_killed_under_ingest_loses_no_acknowledged_sample() {
         written() >= before + 1000
     });
     c.restart();
-    until("c is back", Duration::from_secs(30), || {
-        a.stat("cluster_unreachable_members") == 0 && b.stat("cluster_unreachable_members") == 0
-    });
+    until(
+        "c is back, and sees the others",
+        Duration::from_secs(30),
+        || {
+            [&a, &b, &c]
+                .iter()
+                .all(|m| m.stat("cluster_unreachable_members") == 0)
+        },
+    );
     let more = written();
     until("writes with c back", Duration::from_secs(30), || {
         written() >= more + 500
@@ -441,7 +447,7 @@ fn a_node_killed_under_ingest_loses_no_acknowledged_sample() {
         );
         assert!(acked.len() > 50, "writer {w}: {} batches", acked.len());
         for m in [&a, &b, &c] {
-            every_batch_answered(m, w, base_ms, at, &acked);
+            every_batch_answered(m, w, base_ms, at, &acked, true);
         }
         all_acked.push(acked);
     }
@@ -456,7 +462,7 @@ fn a_node_killed_under_ingest_loses_no_acknowledged_sample() {
     for (w, acked) in all_acked.iter().enumerate() {
         if owns(&c, w, at) {
             owned += 1;
-            every_batch_answered(&c, w, base_ms, at, acked);
+            every_batch_answered(&c, w, base_ms, at, acked, false);
         }
     }
     assert!(owned > 0, "c owns a writer's series");
@@ -548,7 +554,7 @@ fn a_join_and_a_leave_under_ingest_lose_nothing_and_queries_answer_throughout() 
         let (acked, other) = t.join().unwrap();
         assert!(other.iter().all(|s| *s == 503), "writer {w}: {other:?}");
         for m in [&a, &b, &c] {
-            every_batch_answered(m, w, base_ms, at, &acked);
+            every_batch_answered(m, w, base_ms, at, &acked, true);
         }
     }
     drop(d);
@@ -556,9 +562,9 @@ fn a_join_and_a_leave_under_ingest_lose_nothing_and_queries_answer_throughout() 
 
 /// Every sample of writer `w`'s acknowledged batches (first I of each,
 /// 10 samples from `base_ms` + I ms) answered through `m` at `at` s, with
-/// its value.
-fn every_batch_answered(m: &Member, w: usize, base_ms: i64, at: i64, acked: &[i64]) {
-    let (data, _) = query(
+/// its value; `whole`: the answer must not say it may lack samples.
+fn every_batch_answered(m: &Member, w: usize, base_ms: i64, at: i64, acked: &[i64], whole: bool) {
+    let (data, answer) = query(
         m.node(),
         &format!(
             "/api/v1/query?query={}&time={at}",
@@ -576,6 +582,13 @@ fn every_batch_answered(m: &Member, w: usize, base_ms: i64, at: i64, acked: &[i6
             )
         })
         .collect();
+    if whole {
+        assert!(
+            answer.get("warnings").is_none(),
+            "through {}: {answer}",
+            m.name
+        );
+    }
     for first in acked {
         for k in *first..first + 10 {
             assert_eq!(
@@ -588,13 +601,18 @@ fn every_batch_answered(m: &Member, w: usize, base_ms: i64, at: i64, acked: &[i6
     }
 }
 
-/// Anti-entropy's figures of every member: slices found different (the
-/// sum), and each member's exchanges.
-fn exchange_figures(all: &[&Member]) -> (u64, Vec<u64>) {
+/// Anti-entropy's figures of every member: slices found different and
+/// slices left busy (the sums), and each member's exchanges.
+fn exchange_figures(all: &[&Member]) -> ((u64, u64), Vec<u64>) {
     (
-        all.iter()
-            .map(|m| m.stat("sensor_aae_slices_differing_total"))
-            .sum(),
+        (
+            all.iter()
+                .map(|m| m.stat("sensor_aae_slices_differing_total"))
+                .sum(),
+            all.iter()
+                .map(|m| m.stat("sensor_aae_slices_busy_total"))
+                .sum(),
+        ),
         all.iter()
             .map(|m| m.stat("sensor_aae_exchanges_total"))
             .collect(),
@@ -602,7 +620,8 @@ fn exchange_figures(all: &[&Member]) -> (u64, Vec<u64>) {
 }
 
 /// Waits until anti-entropy has found differences and then every member
-/// has done `exchanges` more exchanges with none found.
+/// has done `exchanges` more exchanges with none found and no slice left
+/// busy (written within the grace period, not compared).
 fn until_replicas_alike(all: &[&Member], exchanges: u64) {
     let mut since = exchange_figures(all);
     until(
@@ -614,7 +633,7 @@ fn until_replicas_alike(all: &[&Member], exchanges: u64) {
                 since = now;
                 return false;
             }
-            now.0 > 0 && now.1.iter().zip(&since.1).all(|(n, s)| *n >= s + exchanges)
+            now.0 .0 > 0 && now.1.iter().zip(&since.1).all(|(n, s)| *n >= s + exchanges)
         },
     );
 }

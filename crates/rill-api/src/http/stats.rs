@@ -232,6 +232,11 @@ fn numbers(ctx: &Ctx) -> Vec<Stat> {
                 x.slices_differing.into(),
             ),
             (
+                "sensor_aae_slices_busy_total",
+                "Slices anti-entropy left for a later round: written within sensor.grace on either replica.",
+                x.slices_busy.into(),
+            ),
+            (
                 "sensor_aae_repaired_samples_total",
                 "Sensor samples anti-entropy wrote to a replica that lacked them (here or on the other side).",
                 x.samples_repaired.into(),

@@ -307,8 +307,8 @@ pub fn cpu_seconds_of(pid: u32) -> f64 {
 }
 
 /// Waits until no Rill node at `nodes` has a cut block waiting to be
-/// stored, twice, more than a tick apart (the tick after the last write
-/// cuts the windows it closed).
+/// stored for more than two ticks (the first tick after the last write
+/// finds the ended windows it wrote just written; the next cuts them).
 pub fn drain_rill(nodes: &[SocketAddr]) -> Result<()> {
     let mut conns: Vec<Conn> = nodes.iter().map(|a| Conn::new(*a)).collect();
     let deadline = Instant::now() + Duration::from_secs(600);
@@ -324,7 +324,7 @@ pub fn drain_rill(nodes: &[SocketAddr]) -> Result<()> {
         }
         if waiting == 0 {
             let since = *empty_since.get_or_insert_with(Instant::now);
-            if since.elapsed() > Duration::from_millis(1500) {
+            if since.elapsed() > Duration::from_millis(2500) {
                 return Ok(());
             }
         } else {

@@ -190,7 +190,10 @@ impl Engine {
                             let start = s.ts.div_euclid(slice) * slice;
                             if last != Some(start) {
                                 last = Some(start);
-                                d.late.insert((h, start), (*late_seq, l.now));
+                                // The later time: a write judged at an
+                                // earlier one does not end a busy spell.
+                                let m = d.late.entry((h, start)).or_insert((0, i64::MIN));
+                                *m = (*late_seq, m.1.max(l.now));
                             }
                         }
                     }
