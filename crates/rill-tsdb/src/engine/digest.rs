@@ -52,6 +52,17 @@ pub(super) struct Kept {
     digests: HashMap<String, KeptOfDb>,
 }
 
+impl Kept {
+    /// The kept digests of one home of `db` (made empty when none are).
+    fn of_home(&mut self, db: &str, home: u32) -> &mut BTreeMap<i64, (u64, u64, SliceDigest)> {
+        self.digests
+            .entry(db.to_string())
+            .or_default()
+            .entry(home)
+            .or_default()
+    }
+}
+
 /// A database's kept digests by home, then by slice start in order (a
 /// call trims and reads one home's, whatever the others hold: with a
 /// long storage period a home keeps many slices, empty ones included).
@@ -129,12 +140,7 @@ impl Engine {
         let mut missing = Vec::new();
         {
             let mut kept = self.kept_digests();
-            let of_home = kept
-                .digests
-                .entry(db.to_string())
-                .or_default()
-                .entry(home)
-                .or_default();
+            let of_home = kept.of_home(db, home);
             // Slices whose end is past the storage period's start stay.
             let expired = oldest.saturating_sub(slice).saturating_add(1);
             if of_home.first_key_value().is_some_and(|(s, _)| *s < expired) {
@@ -201,12 +207,7 @@ impl Engine {
             }
         }
         let mut kept = self.kept_digests();
-        let of_home = kept
-            .digests
-            .entry(db.to_string())
-            .or_default()
-            .entry(home)
-            .or_default();
+        let of_home = kept.of_home(db, home);
         for &i in &missing {
             let (s, d) = out[i];
             if s + slice <= settled && s + slice <= to {
