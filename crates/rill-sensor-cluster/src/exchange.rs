@@ -19,8 +19,8 @@
 //! state reads each sample about once (when its slice settles), not
 //! once a round. A settled slice that took a write within the grace
 //! period on either side (a backfill of history, a repair) is busy: not
-//! read, not compared, until it has been quiet that long. The slice being written is left to the write path (W
-//! replicas) and handoff: a replica that lacks some of it is repaired
+//! read, not compared, until it has been quiet that long. The slice
+//! being written is left to the write path (W replicas) and handoff: a replica that lacks some of it is repaired
 //! once it settles, about an hour later. For every slice that differs,
 //! each side sends the other its samples of the slice, in pages, and
 //! each keeps those it lacks (`Engine::write_missing`: a time it does
@@ -263,15 +263,6 @@ pub fn exchange_home(
     let Some(first) = all.first().map(|m| m.0) else {
         return Ok(());
     };
-    // A slice busy on either side (written within the grace period: a
-    // backfill or a repair under way) waits for a later round; empty
-    // slices are not compared (one side's absent slice is empty).
-    let mut busy: BTreeSet<i64> = all.iter().filter(|(_, d)| d.busy).map(|m| m.0).collect();
-    let mine: Vec<(i64, u64, u64)> = all
-        .into_iter()
-        .filter(|(_, d)| d.samples > 0 && !d.busy)
-        .map(|(s, d)| (s, d.digest, d.samples))
-        .collect();
     let theirs = match ask(&Request::Digests {
         db: db.to_string(),
         home,
@@ -289,9 +280,22 @@ pub fn exchange_home(
         .into_iter()
         .filter(|(s, _, _)| (first..to).contains(s) && (s - first) % slice == 0)
         .collect();
-    busy.extend(theirs.iter().filter(|e| e.2 == 0).map(|e| e.0));
+    // A slice busy on either side (written within the grace period: a
+    // backfill or a repair under way; a peer sends it as 0 samples) waits
+    // for a later round; empty slices are not compared (one side's
+    // absent slice is empty).
+    let busy: BTreeSet<i64> = all
+        .iter()
+        .filter(|(_, d)| d.busy)
+        .map(|m| m.0)
+        .chain(theirs.iter().filter(|e| e.2 == 0).map(|e| e.0))
+        .collect();
     report.slices_busy += busy.len();
-    let mine: Vec<(i64, u64, u64)> = mine.into_iter().filter(|e| !busy.contains(&e.0)).collect();
+    let mine: Vec<(i64, u64, u64)> = all
+        .into_iter()
+        .filter(|(s, d)| d.samples > 0 && !busy.contains(s))
+        .map(|(s, d)| (s, d.digest, d.samples))
+        .collect();
     let theirs: Vec<(i64, u64, u64)> = theirs
         .into_iter()
         .filter(|e| e.2 > 0 && !busy.contains(&e.0))
