@@ -601,18 +601,13 @@ fn every_batch_answered(m: &Member, w: usize, base_ms: i64, at: i64, acked: &[i6
     }
 }
 
-/// Anti-entropy's figures of every member: slices found different and
-/// slices left busy (the sums), and each member's exchanges.
-fn exchange_figures(all: &[&Member]) -> ((u64, u64), Vec<u64>) {
+/// Anti-entropy's figures of every member: slices found different (the
+/// sum), and each member's exchanges.
+fn exchange_figures(all: &[&Member]) -> (u64, Vec<u64>) {
     (
-        (
-            all.iter()
-                .map(|m| m.stat("sensor_aae_slices_differing_total"))
-                .sum(),
-            all.iter()
-                .map(|m| m.stat("sensor_aae_slices_busy_total"))
-                .sum(),
-        ),
+        all.iter()
+            .map(|m| m.stat("sensor_aae_slices_differing_total"))
+            .sum(),
         all.iter()
             .map(|m| m.stat("sensor_aae_exchanges_total"))
             .collect(),
@@ -620,8 +615,7 @@ fn exchange_figures(all: &[&Member]) -> ((u64, u64), Vec<u64>) {
 }
 
 /// Waits until anti-entropy has found differences and then every member
-/// has done `exchanges` more exchanges with none found and no slice left
-/// busy (written within the grace period, not compared).
+/// has done `exchanges` more exchanges with none found.
 fn until_replicas_alike(all: &[&Member], exchanges: u64) {
     let mut since = exchange_figures(all);
     until(
@@ -633,7 +627,7 @@ fn until_replicas_alike(all: &[&Member], exchanges: u64) {
                 since = now;
                 return false;
             }
-            now.0 .0 > 0 && now.1.iter().zip(&since.1).all(|(n, s)| *n >= s + exchanges)
+            now.0 > 0 && now.1.iter().zip(&since.1).all(|(n, s)| *n >= s + exchanges)
         },
     );
 }
