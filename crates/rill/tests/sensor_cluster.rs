@@ -601,21 +601,28 @@ fn every_batch_answered(m: &Member, w: usize, base_ms: i64, at: i64, acked: &[i6
     }
 }
 
-/// Anti-entropy's figures of every member: slices found different (the
-/// sum), and each member's exchanges.
-fn exchange_figures(all: &[&Member]) -> (u64, Vec<u64>) {
+/// Anti-entropy's figures of every member: slices found different and
+/// slices left busy (the sums), and each member's exchanges.
+fn exchange_figures(all: &[&Member]) -> ((u64, u64), Vec<u64>) {
     (
-        all.iter()
-            .map(|m| m.stat("sensor_aae_slices_differing_total"))
-            .sum(),
+        (
+            all.iter()
+                .map(|m| m.stat("sensor_aae_slices_differing_total"))
+                .sum(),
+            all.iter()
+                .map(|m| m.stat("sensor_aae_slices_busy_total"))
+                .sum(),
+        ),
         all.iter()
             .map(|m| m.stat("sensor_aae_exchanges_total"))
             .collect(),
     )
 }
 
-/// Waits until anti-entropy has found differences and then every member
-/// has done `exchanges` more exchanges with none found.
+/// Waits until every member has done `exchanges` more exchanges that
+/// found no slice different and left none busy: every slice compared,
+/// and alike (a fallback's hand-off may have repaired a node before
+/// anti-entropy saw a difference).
 fn until_replicas_alike(all: &[&Member], exchanges: u64) {
     let mut since = exchange_figures(all);
     until(
@@ -627,7 +634,7 @@ fn until_replicas_alike(all: &[&Member], exchanges: u64) {
                 since = now;
                 return false;
             }
-            now.0 > 0 && now.1.iter().zip(&since.1).all(|(n, s)| *n >= s + exchanges)
+            now.1.iter().zip(&since.1).all(|(n, s)| *n >= s + exchanges)
         },
     );
 }
