@@ -9,10 +9,12 @@
 //!   acknowledged (W distinct nodes for every home).
 //! - [`msg`]: what nodes send each other (inside the vnode message's
 //!   `Sensor` payload), fuzzed.
-//! - [`merge`]: several replicas' answers made one, pure, and whether
-//!   an answer may lack samples.
+//! - [`merge`]: several replicas' answers made one, pure: a digest
+//!   read's plan, the merge, and whether an answer may lack samples.
 //! - [`service`]: [`SensorCluster`], the I/O: writes sent and
-//!   acknowledged, selects fanned out and merged;
+//!   acknowledged;
+//! - `read`: selects (digest reads), key and database listings asked
+//!   of every node and merged;
 //! - [`replica`]: this node's answers to the others;
 //! - [`handoff`]: what this node holds but does not own, sent to the
 //!   owners and dropped;
@@ -33,6 +35,7 @@ pub mod exchange;
 pub mod handoff;
 pub mod merge;
 pub mod msg;
+mod read;
 pub mod replica;
 pub mod route;
 pub mod service;

@@ -1,12 +1,11 @@
 //! This node's answers to other nodes' sensor requests: writes into its
 //! engine, its share of selects and key listings.
 
-use crate::msg::{self, FailKind, Found, MatcherSpec, Reply, Request};
+use crate::msg::{self, FailKind, Found, FoundDigest, MatcherSpec, Reply, Request};
 use crate::service::{failure, written};
 use rill_node::{KvError, SensorHandler};
-use rill_promql::eval::Source;
 use rill_promql::Matcher;
-use rill_tsdb::prom_source::PromSource;
+use rill_tsdb::prom_source::{selects, PromSource};
 use rill_tsdb::Engine;
 use std::sync::Arc;
 
@@ -130,32 +129,72 @@ impl Replica {
                 mint,
                 maxt,
                 now,
+            } => match matchers_of(&matchers) {
+                Ok(ms) => self.select(&|s| selects(&ms, s), mint, maxt, now, false),
+                Err(r) => r,
+            },
+            Request::SelectDigests {
+                matchers,
+                mint,
+                maxt,
+                now,
+            } => match matchers_of(&matchers) {
+                Ok(ms) => self.select(&|s| selects(&ms, s), mint, maxt, now, true),
+                Err(r) => r,
+            },
+            Request::SelectKeys {
+                keys,
+                mint,
+                maxt,
+                now,
             } => {
-                let ms = match matchers_of(&matchers) {
-                    Ok(ms) => ms,
-                    Err(r) => return r,
-                };
-                let src = PromSource {
-                    engine: &self.engine,
-                    now,
-                    budget: None,
-                };
-                let mut found = Vec::new();
-                let r = src.select_each(&ms, mint, maxt, &mut |s| {
-                    found.push(Found {
-                        key: crate::merge::key_of(&s.labels),
-                        points: s.points.iter().map(|p| (p.t, p.v)).collect(),
-                    });
-                    true
-                });
-                match r {
-                    Ok(()) => Reply::Series(found),
-                    Err(text) => Reply::Failed {
-                        kind: FailKind::Failed,
-                        text,
-                    },
-                }
+                let keys: std::collections::HashSet<String> = keys.into_iter().collect();
+                self.select(&|s| keys.contains(&s.key()), mint, maxt, now, false)
             }
+        }
+    }
+
+    /// The series `keep` takes with their points from `mint` to `maxt`
+    /// ms, or (`digests`) each one's digest of them.
+    fn select(
+        &self,
+        keep: &dyn Fn(&rill_sensor::Series) -> bool,
+        mint: i64,
+        maxt: i64,
+        now: i64,
+        digests: bool,
+    ) -> Reply {
+        let src = PromSource {
+            engine: &self.engine,
+            now,
+            budget: None,
+            one_core: true,
+        };
+        let mut found = Vec::new();
+        let mut summed = Vec::new();
+        let r = src.select_where_each(keep, mint, maxt, &mut |s| {
+            let key = crate::merge::key_of(&s.labels);
+            if digests {
+                summed.push(FoundDigest {
+                    key,
+                    points: s.points.len() as u64,
+                    digest: crate::merge::points_digest(s.points.iter().map(|p| (p.t, p.v))),
+                });
+            } else {
+                found.push(Found {
+                    key,
+                    points: s.points.iter().map(|p| (p.t, p.v)).collect(),
+                });
+            }
+            true
+        });
+        match r {
+            Ok(()) if digests => Reply::SeriesDigests(summed),
+            Ok(()) => Reply::Series(found),
+            Err(text) => Reply::Failed {
+                kind: FailKind::Failed,
+                text,
+            },
         }
     }
 }

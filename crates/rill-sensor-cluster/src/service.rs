@@ -11,13 +11,10 @@ use crate::replica::Replica;
 use crate::route::{self, Acks, Outcome, Plan};
 use rill_node::vnode::msg::{VnodeReply, VnodeRequest};
 use rill_node::{KvError, Node, Quorum};
-use rill_promql::eval::Source;
 use rill_promql::value::Series;
 use rill_promql::{MatchOp, Matcher};
 use rill_sensor::Sample;
-use rill_tsdb::prom_source::PromSource;
 use rill_tsdb::{Engine, EngineError, WriteReport};
-use std::collections::BTreeSet;
 use std::sync::Arc;
 use std::time::Instant;
 
@@ -372,168 +369,6 @@ impl SensorCluster {
             .collect();
         self.engine.write_grouped(db, &some, &some_groups, now)
     }
-
-    /// The series `matchers` select with their samples from `mint` to
-    /// `maxt` ms, from every node that may hold some, merged (a sample
-    /// several replicas hold, once).
-    pub fn select(
-        &self,
-        matchers: &[Matcher],
-        mint: i64,
-        maxt: i64,
-        now: i64,
-    ) -> Result<Selected, String> {
-        let request = Request::Select {
-            matchers: specs(matchers),
-            mint,
-            maxt,
-            now,
-        };
-        let asked = self.ask_others(&request);
-        let mut merged = crate::merge::Merged::default();
-        let src = PromSource {
-            engine: &self.engine,
-            now,
-            budget: None,
-        };
-        merged.add_series(src.select(matchers, mint, maxt)?);
-        let partial = self.gather(asked, |reply| match reply {
-            Reply::Series(found) => {
-                merged.add_found(found);
-                true
-            }
-            _ => false,
-        })?;
-        Ok(Selected {
-            series: merged.into_series(),
-            partial,
-        })
-    }
-
-    /// The series (every database) that one of `sets` selects, whatever
-    /// their samples' times, sorted, each once; and why the answer may
-    /// lack some, if it may.
-    pub fn series(
-        &self,
-        sets: &[Vec<Matcher>],
-    ) -> Result<(Vec<rill_sensor::Series>, Option<String>), String> {
-        let asked = self.ask_others(&Request::Keys {
-            sets: sets.iter().map(|m| specs(m)).collect(),
-        });
-        let mut keys: BTreeSet<String> = crate::replica::local_keys(&self.engine, sets)
-            .into_iter()
-            .collect();
-        let partial = self.gather(asked, |reply| match reply {
-            Reply::Keys(k) => {
-                keys.extend(k);
-                true
-            }
-            _ => false,
-        })?;
-        let series = keys
-            .iter()
-            .filter_map(|k| rill_sensor::Series::parse_key(k))
-            .collect();
-        Ok((series, partial))
-    }
-
-    /// The databases of every node, sorted, each once; and why the answer
-    /// may lack some, if it may.
-    pub fn databases(&self) -> Result<(Vec<String>, Option<String>), String> {
-        if self.alone() {
-            return Ok((self.engine.databases(), None));
-        }
-        let asked = self.ask_others(&Request::Databases);
-        let mut names: BTreeSet<String> = self.engine.databases().into_iter().collect();
-        let partial = self.gather(asked, |reply| match reply {
-            Reply::Keys(k) => {
-                names.extend(k);
-                true
-            }
-            _ => false,
-        })?;
-        Ok((names.into_iter().collect(), partial))
-    }
-
-    /// Asks `request` of every other node that may hold sensor data
-    /// (owners of partitions and nodes up); this node's share is the
-    /// caller's to do meanwhile.
-    fn ask_others(&self, request: &Request) -> Asked {
-        let view = self.node.cluster_view();
-        let mut nodes: BTreeSet<String> = view
-            .ring
-            .partitions()
-            .map(|p| view.ring.owner(p).to_string())
-            .collect();
-        nodes.extend(view.up.iter().cloned());
-        let (up, down): (Vec<String>, Vec<String>) = nodes.into_iter().partition(|n| view.is_up(n));
-        let bytes = msg::encode_request(request);
-        let others: Vec<String> = up.into_iter().filter(|n| n != &view.me).collect();
-        let calls = self.node.call_nodes(
-            others
-                .iter()
-                .map(|n| (n.clone(), VnodeRequest::Sensor(bytes.clone())))
-                .collect(),
-        );
-        Asked {
-            view,
-            calls,
-            others,
-            down,
-        }
-    }
-
-    /// Gives each answer of `asked` to `take` (false: not the answer
-    /// asked for); answers why the result may lack samples (nodes down
-    /// or not answering in time), if it may. A replica that calls the
-    /// request invalid fails it.
-    fn gather(
-        &self,
-        asked: Asked,
-        mut take: impl FnMut(Reply) -> bool,
-    ) -> Result<Option<String>, String> {
-        let Asked {
-            view,
-            mut calls,
-            others,
-            down,
-        } = asked;
-        let deadline = Instant::now() + self.node.request_timeout();
-        let mut missing: BTreeSet<String> = others.iter().cloned().collect();
-        while !missing.is_empty() {
-            let Some((tag, reply)) = calls.next(deadline) else {
-                break;
-            };
-            let node = &others[tag];
-            match reply {
-                VnodeReply::Sensor(bytes) => match msg::decode_reply(&bytes) {
-                    Ok(Reply::Failed {
-                        kind: FailKind::Invalid,
-                        text,
-                    }) => return Err(text),
-                    Ok(reply) => {
-                        // Described before it is taken, in a few words:
-                        // a Debug of a month of samples costs more than
-                        // the query.
-                        let what = reply.describe();
-                        if take(reply) {
-                            missing.remove(node);
-                        } else {
-                            tracing::warn!(node, reply = %what, "a sensor request failed");
-                        }
-                    }
-                    Err(e) => tracing::warn!(node, error = %e, "a malformed sensor answer"),
-                },
-                other => tracing::warn!(node, ?other, "a sensor request failed"),
-            }
-        }
-        missing.extend(down);
-        Ok(crate::merge::partial(
-            &view.ring,
-            self.replication,
-            &missing,
-        ))
-    }
 }
 
 /// Whether the node of `view` is the whole cluster.
@@ -543,14 +378,6 @@ fn alone(view: &rill_node::replicas::ClusterView) -> bool {
             .ring
             .partitions()
             .all(|p| view.ring.owner(p) == view.me)
-}
-
-/// Requests on their way to other nodes.
-struct Asked {
-    view: Arc<rill_node::replicas::ClusterView>,
-    calls: rill_node::NodeCalls,
-    others: Vec<String>,
-    down: Vec<String>,
 }
 
 /// The write message for the homes `homes` of `plan`.

@@ -40,6 +40,7 @@ impl<'a> ClusterSource<'a> {
             engine: self.cluster.engine(),
             now: self.now,
             budget: self.budget,
+            one_core: false,
         }
     }
 

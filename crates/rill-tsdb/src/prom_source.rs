@@ -16,6 +16,8 @@ pub struct PromSource<'a> {
     /// Samples the query's reads may decode, when bounded (a read that
     /// would pass it fails).
     pub budget: Option<&'a Arc<ReadBudget>>,
+    /// Read on the calling thread only (`Engine::read_ms_within`).
+    pub one_core: bool,
 }
 
 /// A stored series' labels as a query sees them: its name as
@@ -45,7 +47,7 @@ impl PromSource<'_> {
     /// with a reason a client may read when the read fails.
     fn read(&self, db: &str, key: &str, from: i64, to: i64) -> Result<crate::Points, String> {
         self.engine
-            .read_ms_within(db, key, from, to, self.now, self.budget)
+            .read_ms_within(db, key, from, to, self.now, self.budget, self.one_core)
             .map_err(|e| match e {
                 // Named for the client; a store's own error may name its
                 // files, so it goes to the log only.
@@ -77,6 +79,20 @@ impl rill_promql::eval::Source for PromSource<'_> {
         maxt: i64,
         each: &mut dyn FnMut(Series) -> bool,
     ) -> Result<(), String> {
+        self.select_where_each(&|s| selects(matchers, s), mint, maxt, each)
+    }
+}
+
+impl PromSource<'_> {
+    /// [`select_each`](rill_promql::eval::Source::select_each) of the
+    /// series `keep` takes.
+    pub fn select_where_each(
+        &self,
+        keep: &dyn Fn(&rill_sensor::Series) -> bool,
+        mint: i64,
+        maxt: i64,
+        each: &mut dyn FnMut(Series) -> bool,
+    ) -> Result<(), String> {
         let (from, to) = (
             mint.saturating_mul(1_000_000),
             maxt.saturating_mul(1_000_000).saturating_add(999_999),
@@ -84,7 +100,7 @@ impl rill_promql::eval::Source for PromSource<'_> {
         // A series written to two databases is read as one (the later
         // database's sample winning within a ms).
         let mut by_key: BTreeMap<String, (Labels, Vec<String>)> = BTreeMap::new();
-        for (db, series) in self.engine.select_where(|s| selects(matchers, s)) {
+        for (db, series) in self.engine.select_where(keep) {
             by_key
                 .entry(series.key())
                 .or_insert_with(|| (labels_of(&series), Vec::new()))

@@ -332,26 +332,74 @@ impl SensorSim {
         ));
     }
 
-    /// A query through `c` of every series, merged; checked against what
-    /// was acknowledged unless it says it may be partial.
+    /// A query through `c` of every series, as the service reads it (a
+    /// digest read: `c`'s own samples, the others' digests, the samples
+    /// of the series whose digests differ); checked against what was
+    /// acknowledged unless it says it may be partial.
     fn query(&mut self, c: usize) -> Result<(), SensorViolation> {
-        let req = Request::Select {
-            matchers: vec![MatcherSpec {
-                label: "__name__".into(),
-                op: "=".into(),
-                value: "temp".into(),
-            }],
-            mint: (T0 - 7200 * SEC) / 1_000_000,
-            maxt: self.now() / 1_000_000,
-            now: self.now(),
-        };
+        let matchers = vec![MatcherSpec {
+            label: "__name__".into(),
+            op: "=".into(),
+            value: "temp".into(),
+        }];
+        let (mint, maxt, now) = (
+            (T0 - 7200 * SEC) / 1_000_000,
+            self.now() / 1_000_000,
+            self.now(),
+        );
         let mut merged = merge::Merged::default();
         let mut missing = BTreeSet::new();
-        for x in 0..self.cfg.nodes {
-            match self.call(c, x, &req) {
-                Some(Reply::Series(found)) => merged.add_found(found),
+        // This node's share is a call of its own engine, never dropped.
+        let local = match (Replica {
+            engine: self.engine(c).clone(),
+        })
+        .answer(Request::Select {
+            matchers: matchers.clone(),
+            mint,
+            maxt,
+            now,
+        }) {
+            Reply::Series(found) => found,
+            other => panic!("a local select failed: {}", other.describe()),
+        };
+        let mut plan = merge::DigestRead::of_found(&local);
+        merged.add_found(local);
+        let digests = Request::SelectDigests {
+            matchers,
+            mint,
+            maxt,
+            now,
+        };
+        for x in (0..self.cfg.nodes).filter(|&x| x != c) {
+            match self.call(c, x, &digests) {
+                Some(Reply::SeriesDigests(found)) => plan.offer(&name(x), found),
                 _ => {
                     missing.insert(name(x));
+                }
+            }
+        }
+        loop {
+            let fetches = plan.fetches();
+            if fetches.is_empty() {
+                break;
+            }
+            for (node, keys) in fetches {
+                let x = self.index(&node);
+                let fetch = Request::SelectKeys {
+                    keys,
+                    mint,
+                    maxt,
+                    now,
+                };
+                match self.call(c, x, &fetch) {
+                    Some(Reply::Series(found)) => {
+                        merged.add_found(found);
+                        plan.fetched(&node);
+                    }
+                    _ => {
+                        plan.failed(&node);
+                        missing.insert(node);
+                    }
                 }
             }
         }

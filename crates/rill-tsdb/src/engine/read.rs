@@ -28,6 +28,8 @@ pub(super) struct Sources {
     pub _reads: Arc<()>,
     /// Samples the read may still decode, when bounded.
     pub budget: Option<Arc<ReadBudget>>,
+    /// Read on the calling thread only (no helpers).
+    pub one_core: bool,
     /// The unit of the times read (ns, or floored to ms when the range's
     /// ends are whole ms: cut in ms, they cut the same samples).
     pub unit: TimeUnit,
@@ -278,6 +280,7 @@ impl Engine {
             unstored,
             _reads: self.reads.clone(),
             budget: None,
+            one_core: false,
             unit: TimeUnit::Ns,
             may_repeat: Arc::default(),
         })
@@ -327,14 +330,20 @@ impl Engine {
         now: i64,
         budget: Option<&Arc<ReadBudget>>,
     ) -> Result<Points, EngineError> {
-        Ok(self.read_in(db, key, t0, t1, now, budget, TimeUnit::Ns)?.0)
+        Ok(self
+            .read_in(db, key, t0, t1, now, budget, TimeUnit::Ns, false)?
+            .0)
     }
 
     /// [`read_points_within`](Self::read_points_within) with the times in
     /// ms (floored; of samples within one ms, the last kept), as a query
     /// takes them: where the range kept begins and ends on whole ms (the
     /// usual case) blocks in units of 1 ms or more decode straight into
-    /// ms, with no pass over the answer to convert it.
+    /// ms, with no pass over the answer to convert it. `one_core`: read
+    /// on the calling thread only (a node answering another's query reads
+    /// beside the asker and the other replicas: sharing a read with
+    /// helpers would only take their cores).
+    #[allow(clippy::too_many_arguments)]
     pub fn read_ms_within(
         &self,
         db: &str,
@@ -343,9 +352,10 @@ impl Engine {
         t1: i64,
         now: i64,
         budget: Option<&Arc<ReadBudget>>,
+        one_core: bool,
     ) -> Result<Points, EngineError> {
         let (points, unit, may_repeat) =
-            self.read_in(db, key, t0, t1, now, budget, TimeUnit::Ms)?;
+            self.read_in(db, key, t0, t1, now, budget, TimeUnit::Ms, one_core)?;
         Ok(super::ms::in_ms(points, unit, may_repeat))
     }
 
@@ -362,6 +372,7 @@ impl Engine {
         now: i64,
         budget: Option<&Arc<ReadBudget>>,
         unit: TimeUnit,
+        one_core: bool,
     ) -> Result<(Points, TimeUnit, bool), EngineError> {
         // Memory first, then the stores: a block leaves memory only once
         // it is stored, so nothing is missed (one in both places gives
@@ -373,6 +384,7 @@ impl Engine {
             return Ok((Points::default(), unit, false));
         };
         src.budget = budget.cloned();
+        src.one_core = one_core;
         src.unit = super::ms::unit_for(unit, src.lo, src.hi);
         let unit = src.unit;
         let (lo, hi) = super::ms::bounds_in(unit, src.lo, src.hi);
@@ -410,7 +422,7 @@ const RESERVE_MAX: usize = 1 << 18;
 /// long read on more than one core (`helpers`).
 fn read_windows(src: Sources, key: &str, windows: Vec<i64>) -> Result<Points, EngineError> {
     let mut out = Points::default();
-    if windows.len() < SPLIT_FROM {
+    if windows.len() < SPLIT_FROM || src.one_core {
         for &w in &windows {
             read_window(&src, key, w, &mut out)?;
         }

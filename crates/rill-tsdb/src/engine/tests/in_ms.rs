@@ -73,7 +73,9 @@ fn a_read_in_ms_is_the_read_in_ns_floored() {
         for &(t0, t1) in &ranges {
             let ns = e.read_points_within("db", key, t0, t1, now, None).unwrap();
             let want = super::super::ms::in_ms(ns, TimeUnit::Ns, true);
-            let got = e.read_ms_within("db", key, t0, t1, now, None).unwrap();
+            let got = e
+                .read_ms_within("db", key, t0, t1, now, None, false)
+                .unwrap();
             assert_eq!(pairs(&got), pairs(&want), "{key} {t0}..={t1}");
             compared += usize::from(!want.is_empty());
         }
