@@ -9,8 +9,11 @@
 //!   acknowledged (W distinct nodes for every home).
 //! - [`msg`]: what nodes send each other (inside the vnode message's
 //!   `Sensor` payload), fuzzed.
-//! - [`merge`]: several replicas' answers made one, pure: a digest
-//!   read's plan, the merge, and whether an answer may lack samples.
+//! - [`merge`]: several replicas' answers made one, pure, and whether
+//!   an answer may lack samples;
+//! - [`digest_read`]: a select as a digest read: a replica's digests of
+//!   what it holds (kept anti-entropy digests where it has them) and
+//!   what the asker fetches, pure;
 //! - [`service`]: [`SensorCluster`], the I/O: writes sent and
 //!   acknowledged;
 //! - `read`: selects (digest reads), key and database listings asked
@@ -31,6 +34,7 @@
 //!   partition it serves;
 //! - an answer that may lack acknowledged samples says so (`partial`).
 
+pub mod digest_read;
 pub mod exchange;
 pub mod handoff;
 pub mod merge;

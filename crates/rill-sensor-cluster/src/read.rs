@@ -1,17 +1,11 @@
 //! Reads that every node answers for its share: a select (a digest
 //! read), the series a set of matchers selects, the databases.
 //!
-//! A select is a digest read, as Cassandra's: this node reads its own
-//! replicas in full while every other node that may hold sensor data
-//! (owners of partitions and nodes up, fallbacks included) answers with
-//! a digest of each series it holds over the range; samples are then
-//! fetched only of the series whose digest differs from this node's
-//! (one node for each differing digest). Replicas that agree, the
-//! common case, send a few bytes per series instead of their samples,
-//! and nothing is decoded or merged twice; every node is still asked,
-//! so a sample that only a fallback holds is answered.
+//! A select is a digest read (`digest_read`): the others send digests,
+//! and samples only where they differ from this node's.
 
-use crate::merge::{DigestRead, Merged};
+use crate::digest_read::{DigestRead, LocalMine};
+use crate::merge::Merged;
 use crate::msg::{self, FailKind, Reply, Request};
 use crate::service::{specs, Selected, SensorCluster};
 use rill_node::replicas::ClusterView;
@@ -64,16 +58,19 @@ impl SensorCluster {
             one_core: false,
         };
         let local = src.select(matchers, mint, maxt)?;
-        let mut plan = DigestRead::new(&local);
+        let mut plan = DigestRead::default();
+        let mut missing = {
+            let mut mine = LocalMine::new(&self.engine, now, (mint, maxt), &local);
+            self.gather(asked, |node, reply| match reply {
+                Reply::SeriesDigests { homes, series } => {
+                    plan.offer(node, &homes, series, (mint, maxt), &mut mine);
+                    true
+                }
+                _ => false,
+            })?
+        };
         let mut merged = Merged::default();
         merged.add_series(local);
-        let mut missing = self.gather(asked, |node, reply| match reply {
-            Reply::SeriesDigests(found) => {
-                plan.offer(node, found);
-                true
-            }
-            _ => false,
-        })?;
         // Each round asks the nodes still owing samples; a node that
         // does not send them is as one that did not answer, and what it
         // offered is asked of another node that offered the same.
@@ -84,15 +81,7 @@ impl SensorCluster {
             }
             let requests = fetches
                 .into_iter()
-                .map(|(node, keys)| {
-                    let r = Request::SelectKeys {
-                        keys,
-                        mint,
-                        maxt,
-                        now,
-                    };
-                    (node, r)
-                })
+                .map(|(node, items)| (node, Request::SelectRanges { items, now }))
                 .collect();
             let asked = self.ask_each(missing.view.clone(), requests);
             let failed = self.gather(asked, |node, reply| match reply {

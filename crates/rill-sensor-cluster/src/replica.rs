@@ -1,7 +1,7 @@
 //! This node's answers to other nodes' sensor requests: writes into its
 //! engine, its share of selects and key listings.
 
-use crate::msg::{self, FailKind, Found, FoundDigest, MatcherSpec, Reply, Request};
+use crate::msg::{self, FailKind, Found, MatcherSpec, Reply, Request};
 use crate::service::{failure, written};
 use rill_node::{KvError, SensorHandler};
 use rill_promql::Matcher;
@@ -130,7 +130,7 @@ impl Replica {
                 maxt,
                 now,
             } => match matchers_of(&matchers) {
-                Ok(ms) => self.select(&|s| selects(&ms, s), mint, maxt, now, false),
+                Ok(ms) => self.select(&|s| selects(&ms, s), mint, maxt, now),
                 Err(r) => r,
             },
             Request::SelectDigests {
@@ -139,63 +139,72 @@ impl Replica {
                 maxt,
                 now,
             } => match matchers_of(&matchers) {
-                Ok(ms) => self.select(&|s| selects(&ms, s), mint, maxt, now, true),
+                Ok(ms) => {
+                    crate::digest_read::answer(&self.source(now), &|s| selects(&ms, s), mint, maxt)
+                        .unwrap_or_else(|text| Reply::Failed {
+                            kind: FailKind::Failed,
+                            text,
+                        })
+                }
                 Err(r) => r,
             },
-            Request::SelectKeys {
-                keys,
-                mint,
-                maxt,
-                now,
-            } => {
-                let keys: std::collections::HashSet<String> = keys.into_iter().collect();
-                self.select(&|s| keys.contains(&s.key()), mint, maxt, now, false)
+            Request::SelectRanges { items, now } => {
+                let mut found = Vec::with_capacity(items.len());
+                let r = self.source(now).select_ranges(&items, &mut |key, points| {
+                    found.push(Found {
+                        key: key.to_string(),
+                        points: points.iter().map(|p| (p.t, p.v)).collect(),
+                    });
+                    true
+                });
+                series_or_failed(r, found)
             }
         }
     }
 
+    /// This node's sensor data as a query reads it at `now`, on one
+    /// core: a node answering another's select reads beside the asker
+    /// and the other replicas.
+    fn source(&self, now: i64) -> PromSource<'_> {
+        PromSource {
+            engine: &self.engine,
+            now,
+            budget: None,
+            one_core: true,
+        }
+    }
+
     /// The series `keep` takes with their points from `mint` to `maxt`
-    /// ms, or (`digests`) each one's digest of them.
+    /// ms.
     fn select(
         &self,
         keep: &dyn Fn(&rill_sensor::Series) -> bool,
         mint: i64,
         maxt: i64,
         now: i64,
-        digests: bool,
     ) -> Reply {
-        let src = PromSource {
-            engine: &self.engine,
-            now,
-            budget: None,
-            one_core: true,
-        };
         let mut found = Vec::new();
-        let mut summed = Vec::new();
-        let r = src.select_where_each(keep, mint, maxt, &mut |s| {
-            let key = crate::merge::key_of(&s.labels);
-            if digests {
-                summed.push(FoundDigest {
-                    key,
-                    points: s.points.len() as u64,
-                    digest: crate::merge::points_digest(s.points.iter().map(|p| (p.t, p.v))),
-                });
-            } else {
+        let r = self
+            .source(now)
+            .select_where_each(keep, mint, maxt, &mut |s| {
                 found.push(Found {
-                    key,
+                    key: crate::merge::key_of(&s.labels),
                     points: s.points.iter().map(|p| (p.t, p.v)).collect(),
                 });
-            }
-            true
-        });
-        match r {
-            Ok(()) if digests => Reply::SeriesDigests(summed),
-            Ok(()) => Reply::Series(found),
-            Err(text) => Reply::Failed {
-                kind: FailKind::Failed,
-                text,
-            },
-        }
+                true
+            });
+        series_or_failed(r, found)
+    }
+}
+
+/// The series a select found, or why it failed.
+fn series_or_failed(read: Result<(), String>, found: Vec<Found>) -> Reply {
+    match read {
+        Ok(()) => Reply::Series(found),
+        Err(text) => Reply::Failed {
+            kind: FailKind::Failed,
+            text,
+        },
     }
 }
 

@@ -108,16 +108,7 @@ impl PromSource<'_> {
                 .push(db);
         }
         for (key, (labels, dbs)) in by_key {
-            let points: Vec<Point> = if let [db] = dbs.as_slice() {
-                let got = self.read(db, &key, from, to)?;
-                got.iter().map(|(t, v)| Point { t, v }).collect()
-            } else {
-                let mut merged: BTreeMap<i64, f64> = BTreeMap::new();
-                for db in &dbs {
-                    merged.extend(self.read(db, &key, from, to)?.iter());
-                }
-                merged.into_iter().map(|(t, v)| Point { t, v }).collect()
-            };
+            let points = self.points_of(&key, &dbs, from, to)?;
             if points.is_empty() {
                 continue;
             }
@@ -126,5 +117,61 @@ impl PromSource<'_> {
             }
         }
         Ok(())
+    }
+
+    /// Each item's series (by key, every database) from its first to its
+    /// last ms, in the order given, with its points (none, if it has
+    /// none there). Keys are looked up, not searched for.
+    pub fn select_ranges(
+        &self,
+        items: &[(String, i64, i64)],
+        each: &mut dyn FnMut(&str, Vec<Point>) -> bool,
+    ) -> Result<(), String> {
+        let mut dbs: std::collections::HashMap<&str, Vec<String>> =
+            std::collections::HashMap::new();
+        for (key, mint, maxt) in items {
+            let (from, to) = (
+                mint.saturating_mul(1_000_000),
+                maxt.saturating_mul(1_000_000).saturating_add(999_999),
+            );
+            let d = dbs.entry(key.as_str()).or_insert_with(|| {
+                // In order, as a select reads them (the later
+                // database's sample wins within a ms).
+                let mut d = self.engine.databases_with(key);
+                d.sort();
+                d
+            });
+            let points = if d.is_empty() {
+                Vec::new()
+            } else {
+                self.points_of(key, d, from, to)?
+            };
+            if !each(key, points) {
+                break;
+            }
+        }
+        Ok(())
+    }
+
+    /// Series `key`'s points from `from` to `to` ns in the databases
+    /// `dbs` (a series written to two is read as one, the later
+    /// database's sample winning within a ms).
+    fn points_of(
+        &self,
+        key: &str,
+        dbs: &[String],
+        from: i64,
+        to: i64,
+    ) -> Result<Vec<Point>, String> {
+        Ok(if let [db] = dbs {
+            let got = self.read(db, key, from, to)?;
+            got.iter().map(|(t, v)| Point { t, v }).collect()
+        } else {
+            let mut merged: BTreeMap<i64, f64> = BTreeMap::new();
+            for db in dbs {
+                merged.extend(self.read(db, key, from, to)?.iter());
+            }
+            merged.into_iter().map(|(t, v)| Point { t, v }).collect()
+        })
     }
 }

@@ -38,6 +38,8 @@ pub struct Scale {
     pub kill: bool,
     /// Keep each devrel's directory (to look at what it wrote).
     pub keep: bool,
+    /// Seconds a devrel is left between its ingest and its queries.
+    pub settle_s: u64,
 }
 
 /// What one ingest into a devrel did.
@@ -100,6 +102,17 @@ pub fn run(
         let dir = s.dir.join(format!("scale-{n}"));
         let c = Cluster::up(&s.rill, &dir, n, s.base_port + 100, &settings(3, 2))?;
         let got = ingest(&c, batches, samples, s.clients, None)?;
+        if s.settle_s > 0 {
+            // A backfill leaves every slice it wrote busy for the grace
+            // period; queries in a steady state meet settled history,
+            // whose digests anti-entropy keeps (a digest read compares
+            // those instead of reading).
+            println!(
+                "scale: {n} nodes: {} s for the slices to settle and anti-entropy to keep their digests",
+                s.settle_s
+            );
+            std::thread::sleep(Duration::from_secs(s.settle_s));
+        }
         let (asked, base_asked) = ask_in_turns(&c, &base, picks)?;
         let (equal, compared, first) = queries::compare(&asked.answers, &base_asked.answers);
         if let Some(f) = first {

@@ -161,16 +161,14 @@ pub fn decode_request(b: &[u8]) -> Result<Request, MsgError> {
                 now: r.i64()?,
             }
         }
-        SELECT_KEYS => {
-            let n = r.count(1)?;
-            let mut keys = Vec::with_capacity(n.min(PREALLOCATE));
+        SELECT_RANGES => {
+            let n = r.count(3)?;
+            let mut items = Vec::with_capacity(n.min(PREALLOCATE));
             for _ in 0..n {
-                keys.push(r.text()?);
+                items.push((r.text()?, r.i64()?, r.i64()?));
             }
-            Request::SelectKeys {
-                keys,
-                mint: r.i64()?,
-                maxt: r.i64()?,
+            Request::SelectRanges {
+                items,
                 now: r.i64()?,
             }
         }
@@ -236,19 +234,51 @@ pub fn decode_reply(b: &[u8]) -> Result<Reply, MsgError> {
             Reply::Series(found)
         }
         SERIES_DIGESTS => {
-            let n = r.count(10)?;
-            let mut found = Vec::with_capacity(n.min(PREALLOCATE));
+            let n = r.count(4)?;
+            let mut homes = Vec::with_capacity(n.min(PREALLOCATE));
+            for _ in 0..n {
+                let db = r.text()?;
+                let home = r.home()?;
+                let slice = r.i64()?;
+                let m = r.count(10)?;
+                let mut slices = Vec::with_capacity(m.min(PREALLOCATE));
+                for _ in 0..m {
+                    let start = r.i64()?;
+                    let digest = u64::from_le_bytes(r.take(8)?.try_into().expect("8"));
+                    slices.push((start, digest, r.var()?));
+                }
+                homes.push(HomeKept {
+                    db,
+                    home,
+                    slice,
+                    slices,
+                });
+            }
+            let n = r.count(12)?;
+            let mut series = Vec::with_capacity(n.min(PREALLOCATE));
             for _ in 0..n {
                 let key = r.text()?;
+                let k = r.count(1)?;
+                let mut at = Vec::with_capacity(k.min(PREALLOCATE));
+                for _ in 0..k {
+                    let h = r.home()?;
+                    if h as usize >= homes.len() {
+                        return Err(MsgError::Malformed("home index"));
+                    }
+                    at.push(h);
+                }
+                let from = r.i64()?;
                 let points = r.var()?;
                 let digest = u64::from_le_bytes(r.take(8)?.try_into().expect("8"));
-                found.push(FoundDigest {
+                series.push(FoundDigest {
                     key,
+                    homes: at,
+                    from,
                     points,
                     digest,
                 });
             }
-            Reply::SeriesDigests(found)
+            Reply::SeriesDigests { homes, series }
         }
         KEY_LIST => {
             let n = r.count(1)?;

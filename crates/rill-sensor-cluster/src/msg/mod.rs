@@ -25,7 +25,7 @@ const DATABASES: u8 = 5;
 const DIGESTS: u8 = 6;
 const HOME_SAMPLES: u8 = 7;
 const SELECT_DIGESTS: u8 = 8;
-const SELECT_KEYS: u8 = 9;
+const SELECT_RANGES: u8 = 9;
 const WRITTEN: u8 = 16;
 const SERIES: u8 = 17;
 const FAILED: u8 = 18;
@@ -99,11 +99,10 @@ pub enum Request {
         maxt: i64,
         now: i64,
     },
-    /// As `Select`, for the series of these keys (sorted, each once).
-    SelectKeys {
-        keys: Vec<String>,
-        mint: i64,
-        maxt: i64,
+    /// As `Select`, for each item the series of its key from its first
+    /// to its last ms (what a digest read fetches).
+    SelectRanges {
+        items: Vec<(String, i64, i64)>,
         now: i64,
     },
     /// The keys of every series (every database) that one of the sets
@@ -171,13 +170,30 @@ pub struct Found {
     pub points: Vec<(i64, f64)>,
 }
 
-/// A series a digest read found: its key, how many points it has in
-/// the range and their digest (`crate::merge::points_digest`).
+/// A series a digest read found: its key; the homes (indices into the
+/// answer's [`HomeKept`]s: its database and home partition, one per
+/// database holding it) whose kept slices stand for its points before
+/// `from`; and how many points it has from `from` (ms) to the range's
+/// end, with their digest (`crate::merge::points_digest`).
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct FoundDigest {
     pub key: String,
+    pub homes: Vec<u32>,
+    pub from: i64,
     pub points: u64,
     pub digest: u64,
+}
+
+/// A home partition's kept slice digests as a digest read offers them:
+/// from the slice holding the range's start on, as long as they are
+/// kept; each (start ns, digest, samples) as anti-entropy computes it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct HomeKept {
+    pub db: String,
+    pub home: u32,
+    /// The slice length (ns).
+    pub slice: i64,
+    pub slices: Vec<(i64, u64, u64)>,
 }
 
 #[derive(Clone, Debug, PartialEq)]
@@ -185,8 +201,11 @@ pub enum Reply {
     Written(Written),
     /// Sorted by key.
     Series(Vec<Found>),
-    /// Sorted by key.
-    SeriesDigests(Vec<FoundDigest>),
+    /// A digest read's answer: series sorted by key.
+    SeriesDigests {
+        homes: Vec<HomeKept>,
+        series: Vec<FoundDigest>,
+    },
     /// Series keys, sorted, each once.
     Keys(Vec<String>),
     Failed {
@@ -211,7 +230,7 @@ impl Reply {
         match self {
             Reply::Written(_) => "written".into(),
             Reply::Series(found) => format!("{} series", found.len()),
-            Reply::SeriesDigests(found) => format!("digests of {} series", found.len()),
+            Reply::SeriesDigests { series, .. } => format!("digests of {} series", series.len()),
             Reply::Keys(k) => format!("{} keys", k.len()),
             Reply::Failed { kind, text } => format!("failed ({kind:?}): {text}"),
             Reply::Digests(d) => format!("{} slice digests", d.len()),
@@ -301,20 +320,15 @@ pub fn encode_request(r: &Request) -> Vec<u8> {
                 put_var(&mut b, zigzag(*t));
             }
         }
-        Request::SelectKeys {
-            keys,
-            mint,
-            maxt,
-            now,
-        } => {
-            b.push(SELECT_KEYS);
-            put_var(&mut b, keys.len() as u64);
-            for k in keys {
-                put_text(&mut b, k);
+        Request::SelectRanges { items, now } => {
+            b.push(SELECT_RANGES);
+            put_var(&mut b, items.len() as u64);
+            for (key, mint, maxt) in items {
+                put_text(&mut b, key);
+                put_var(&mut b, zigzag(*mint));
+                put_var(&mut b, zigzag(*maxt));
             }
-            for t in [mint, maxt, now] {
-                put_var(&mut b, zigzag(*t));
-            }
+            put_var(&mut b, zigzag(*now));
         }
         Request::Databases => b.push(DATABASES),
         Request::Handoff { db, now, series } => {
@@ -417,11 +431,28 @@ pub fn encode_reply(r: &Reply) -> Vec<u8> {
                 put_points(&mut b, f.points.len(), |i| f.points[i]);
             }
         }
-        Reply::SeriesDigests(found) => {
+        Reply::SeriesDigests { homes, series } => {
             b.push(SERIES_DIGESTS);
-            put_var(&mut b, found.len() as u64);
-            for f in found {
+            put_var(&mut b, homes.len() as u64);
+            for h in homes {
+                put_text(&mut b, &h.db);
+                put_var(&mut b, u64::from(h.home));
+                put_var(&mut b, zigzag(h.slice));
+                put_var(&mut b, h.slices.len() as u64);
+                for (start, digest, samples) in &h.slices {
+                    put_var(&mut b, zigzag(*start));
+                    b.extend_from_slice(&digest.to_le_bytes());
+                    put_var(&mut b, *samples);
+                }
+            }
+            put_var(&mut b, series.len() as u64);
+            for f in series {
                 put_text(&mut b, &f.key);
+                put_var(&mut b, f.homes.len() as u64);
+                for h in &f.homes {
+                    put_var(&mut b, u64::from(*h));
+                }
+                put_var(&mut b, zigzag(f.from));
                 put_var(&mut b, f.points);
                 b.extend_from_slice(&f.digest.to_le_bytes());
             }

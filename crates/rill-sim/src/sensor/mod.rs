@@ -26,8 +26,10 @@
 use crate::rng::Rng;
 use bitcask::vfs::SimVfs;
 use rill_node::Quorum;
+use rill_promql::value::{Point, Series};
 use rill_ring::Ring;
 use rill_sensor::Sample;
+use rill_sensor_cluster::digest_read::{DigestRead, LocalMine};
 use rill_sensor_cluster::exchange::{exchange_home, partner, ExchangeReport};
 use rill_sensor_cluster::handoff::owners;
 use rill_sensor_cluster::msg::{self, MatcherSpec, Part, Reply, Request, SeriesSamples};
@@ -362,8 +364,16 @@ impl SensorSim {
             Reply::Series(found) => found,
             other => panic!("a local select failed: {}", other.describe()),
         };
-        let mut plan = merge::DigestRead::of_found(&local);
-        merged.add_found(local);
+        let local: Vec<Series> = local
+            .into_iter()
+            .map(|f| Series {
+                labels: merge::labels_of_key(&f.key).expect("a stored key parses"),
+                points: f.points.iter().map(|&(t, v)| Point { t, v }).collect(),
+            })
+            .collect();
+        let mut plan = DigestRead::default();
+        let engine = self.engine(c).clone();
+        let mut mine = LocalMine::new(&engine, now, (mint, maxt), &local);
         let digests = Request::SelectDigests {
             matchers,
             mint,
@@ -372,26 +382,24 @@ impl SensorSim {
         };
         for x in (0..self.cfg.nodes).filter(|&x| x != c) {
             match self.call(c, x, &digests) {
-                Some(Reply::SeriesDigests(found)) => plan.offer(&name(x), found),
+                Some(Reply::SeriesDigests { homes, series }) => {
+                    plan.offer(&name(x), &homes, series, (mint, maxt), &mut mine)
+                }
                 _ => {
                     missing.insert(name(x));
                 }
             }
         }
+        drop(mine);
+        merged.add_series(local);
         loop {
             let fetches = plan.fetches();
             if fetches.is_empty() {
                 break;
             }
-            for (node, keys) in fetches {
+            for (node, items) in fetches {
                 let x = self.index(&node);
-                let fetch = Request::SelectKeys {
-                    keys,
-                    mint,
-                    maxt,
-                    now,
-                };
-                match self.call(c, x, &fetch) {
+                match self.call(c, x, &Request::SelectRanges { items, now }) {
                     Some(Reply::Series(found)) => {
                         merged.add_found(found);
                         plan.fetched(&node);

@@ -68,6 +68,22 @@ impl Kept {
 /// long storage period a home keeps many slices, empty ones included).
 type KeptOfDb = HashMap<u32, BTreeMap<i64, (u64, u64, SliceDigest)>>;
 
+/// Slices of a home as [`Engine::slice_digests`] and
+/// [`Engine::kept_digests`] see them.
+struct Slices {
+    slice: i64,
+    settled: i64,
+    /// The range's end, no later than now.
+    to: i64,
+    drops: u64,
+    /// Write marks by slice start: (mark, when).
+    marks: BTreeMap<i64, (u64, i64)>,
+    /// Every slice: its kept digest, busy, or default (in `missing`).
+    out: Vec<(i64, SliceDigest)>,
+    /// Indices into `out` of slices neither kept nor busy.
+    missing: Vec<usize>,
+}
+
 /// The digest of one series' samples (in time order) within a slice.
 pub fn series_digest(key: &str, samples: &[Sample]) -> u64 {
     let mut h = xxhash_rust::xxh3::Xxh3::new();
@@ -99,77 +115,18 @@ impl Engine {
         to: i64,
         now: i64,
     ) -> Result<Vec<(i64, SliceDigest)>, EngineError> {
-        let slice = self.slice_ns();
-        let settled = now.saturating_sub(self.opts.grace_ns);
-        let oldest = now.saturating_sub(self.opts.retention(db));
-        // No slice part of which has expired: replicas expire files at
-        // their own times, the rule for reads is the same on each.
-        let mut first = from.max(oldest).div_euclid(slice) * slice;
-        if first < oldest {
-            first = first.saturating_add(slice);
-        }
-        let to = to.min(now);
-        if to <= first {
+        let Some(plan) = self.slices(db, home, from, to, now, true) else {
             return Ok(Vec::new());
-        }
-        // Settled from here on: a write touching a slice before it marks
-        // the slice (under the same lock the marks are read with).
-        let mut drops = 0;
-        let marks: HashMap<i64, (u64, i64)> = {
-            let mut st = self.lock();
-            st.settled = st.settled.max(settled);
-            let marks = match st.dbs.get_mut(db) {
-                Some(d) => {
-                    drops = d.drops.get(&home).copied().unwrap_or(0);
-                    d.late.retain(|&(_, s), _| s + slice > oldest);
-                    d.late
-                        .iter()
-                        .filter(|((h, _), _)| *h == home)
-                        .map(|(&(_, s), &m)| (s, m))
-                        .collect()
-                }
-                None => HashMap::new(),
-            };
-            marks
         };
-        // From oldest to now: at most the storage period's slices.
-        let starts: Vec<i64> = std::iter::successors(Some(first), |s| s.checked_add(slice))
-            .take_while(|s| *s < to)
-            .collect();
-        let mut out: Vec<(i64, SliceDigest)> = Vec::with_capacity(starts.len());
-        let mut missing = Vec::new();
-        {
-            let mut kept = self.kept_digests();
-            let of_home = kept.of_home(db, home);
-            // Slices whose end is past the storage period's start stay.
-            let expired = oldest.saturating_sub(slice).saturating_add(1);
-            if of_home.first_key_value().is_some_and(|(s, _)| *s < expired) {
-                *of_home = of_home.split_off(&expired);
-            }
-            for &s in &starts {
-                let end = (s + slice).min(to);
-                let (mark, marked_at) = marks.get(&s).copied().unwrap_or((0, i64::MIN));
-                if marked_at > settled {
-                    out.push((
-                        s,
-                        SliceDigest {
-                            busy: true,
-                            ..SliceDigest::default()
-                        },
-                    ));
-                    continue;
-                }
-                match of_home.get(&s) {
-                    Some((m, k, d)) if end == s + slice && *m == mark && *k == drops => {
-                        out.push((s, *d))
-                    }
-                    _ => {
-                        out.push((s, SliceDigest::default()));
-                        missing.push(out.len() - 1);
-                    }
-                }
-            }
-        }
+        let Slices {
+            slice,
+            settled,
+            to,
+            drops,
+            marks,
+            mut out,
+            missing,
+        } = plan;
         // Each run of adjacent slices not kept is read once: a month
         // kept and its newest hour not yet is an hour's read.
         let mut runs: Vec<&[usize]> = Vec::new();
@@ -206,7 +163,7 @@ impl Engine {
                 }
             }
         }
-        let mut kept = self.kept_digests();
+        let mut kept = self.kept_digests_lock();
         let of_home = kept.of_home(db, home);
         for &i in &missing {
             let (s, d) = out[i];
@@ -216,6 +173,139 @@ impl Engine {
             }
         }
         Ok(out)
+    }
+
+    /// The digests of home `home` of `db` kept for the slices from
+    /// `from` (rounded down to a slice) to `to`, as
+    /// [`slice_digests`](Self::slice_digests) cuts them, reading
+    /// nothing: `None` for a slice whose digest is not kept now (not
+    /// settled, busy, marked since, or not computed yet). What a digest
+    /// read compares before it reads.
+    pub fn kept_digests(
+        &self,
+        db: &str,
+        home: u32,
+        from: i64,
+        to: i64,
+        now: i64,
+    ) -> Vec<(i64, Option<SliceDigest>)> {
+        let Some(plan) = self.slices(db, home, from, to, now, false) else {
+            return Vec::new();
+        };
+        let mut out: Vec<(i64, Option<SliceDigest>)> =
+            plan.out.into_iter().map(|(s, d)| (s, Some(d))).collect();
+        for i in plan.missing {
+            out[i].1 = None;
+        }
+        for (_, d) in &mut out {
+            if d.is_some_and(|d| d.busy) {
+                *d = None;
+            }
+        }
+        out
+    }
+
+    /// The slices from `from` to `to` judged at `now`: each one's kept
+    /// digest where it is kept, busy ones marked, and which are neither
+    /// (`missing`, digest default). `settle`: move the engine's settled
+    /// time up to `now - grace` (anti-entropy is about to compute and
+    /// keep the missing ones). `None` when no slice is in range.
+    fn slices(
+        &self,
+        db: &str,
+        home: u32,
+        from: i64,
+        to: i64,
+        now: i64,
+        settle: bool,
+    ) -> Option<Slices> {
+        let slice = self.slice_ns();
+        let settled = now.saturating_sub(self.opts.grace_ns);
+        let oldest = now.saturating_sub(self.opts.retention(db));
+        // No slice part of which has expired: replicas expire files at
+        // their own times, the rule for reads is the same on each.
+        let mut first = from.max(oldest).div_euclid(slice) * slice;
+        if first < oldest {
+            first = first.saturating_add(slice);
+        }
+        let to = to.min(now);
+        if to <= first {
+            return None;
+        }
+        // Settled from here on: a write touching a slice before it marks
+        // the slice (under the same lock the marks are read with).
+        let mut drops = 0;
+        // This home's marks of the slices asked for; those of slices
+        // past the storage period let go.
+        let marks: BTreeMap<i64, (u64, i64)> = {
+            let mut st = self.lock();
+            if settle {
+                st.settled = st.settled.max(settled);
+            }
+            match st.dbs.get_mut(db) {
+                Some(d) => {
+                    drops = d.drops.get(&home).copied().unwrap_or(0);
+                    match d.late.get_mut(&home) {
+                        Some(late) => {
+                            let keep = oldest.saturating_sub(slice).saturating_add(1);
+                            if late.first_key_value().is_some_and(|(s, _)| *s < keep) {
+                                *late = late.split_off(&keep);
+                            }
+                            late.range(first..to).map(|(&s, &m)| (s, m)).collect()
+                        }
+                        None => BTreeMap::new(),
+                    }
+                }
+                None => BTreeMap::new(),
+            }
+        };
+        // From oldest to now: at most the storage period's slices.
+        let starts: Vec<i64> = std::iter::successors(Some(first), |s| s.checked_add(slice))
+            .take_while(|s| *s < to)
+            .collect();
+        let mut out: Vec<(i64, SliceDigest)> = Vec::with_capacity(starts.len());
+        let mut missing = Vec::new();
+        {
+            let mut kept = self.kept_digests_lock();
+            let of_home = kept.of_home(db, home);
+            // Slices whose end is past the storage period's start stay.
+            let expired = oldest.saturating_sub(slice).saturating_add(1);
+            if of_home.first_key_value().is_some_and(|(s, _)| *s < expired) {
+                *of_home = of_home.split_off(&expired);
+            }
+            for &s in &starts {
+                let end = (s + slice).min(to);
+                let (mark, marked_at) = marks.get(&s).copied().unwrap_or((0, i64::MIN));
+                if marked_at > settled {
+                    out.push((
+                        s,
+                        SliceDigest {
+                            busy: true,
+                            ..SliceDigest::default()
+                        },
+                    ));
+                    continue;
+                }
+                match of_home.get(&s) {
+                    Some((m, k, d)) if end == s + slice && *m == mark && *k == drops => {
+                        out.push((s, *d))
+                    }
+                    _ => {
+                        out.push((s, SliceDigest::default()));
+                        missing.push(out.len() - 1);
+                    }
+                }
+            }
+        }
+        Some(Slices {
+            slice,
+            settled,
+            to,
+            drops,
+            marks,
+            out,
+            missing,
+        })
     }
 
     /// The samples of home `home` of `db` from `t0` to `t1` (both
@@ -297,12 +387,12 @@ impl Engine {
     /// digest computed meanwhile is not trusted either: the home's count
     /// of drops it was made at is behind).
     pub(super) fn forget_digests(&self, db: &str, home: u32) {
-        if let Some(of_db) = self.kept_digests().digests.get_mut(db) {
+        if let Some(of_db) = self.kept_digests_lock().digests.get_mut(db) {
             of_db.remove(&home);
         }
     }
 
-    fn kept_digests(&self) -> std::sync::MutexGuard<'_, Kept> {
+    fn kept_digests_lock(&self) -> std::sync::MutexGuard<'_, Kept> {
         self.digests.lock().unwrap_or_else(|e| e.into_inner())
     }
 }

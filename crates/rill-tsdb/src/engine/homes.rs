@@ -22,6 +22,13 @@ impl Engine {
         self.lock().catalog.homes()
     }
 
+    /// The home partition of series `key` of `db`, if the node has it.
+    pub fn home_of(&self, db: &str, key: &str) -> Option<u32> {
+        let st = self.lock();
+        let (id, _) = st.catalog.lookup(db, key)?;
+        st.catalog.home(id)
+    }
+
     /// The series of `db` at home in `home`: key and group key, sorted by
     /// key.
     pub fn series_of_home(&self, db: &str, home: u32) -> Vec<(String, Option<String>)> {
@@ -87,7 +94,7 @@ impl Engine {
                 d.stores.remove(&home);
                 d.dirty.remove(&home);
                 d.writes.remove(&home);
-                d.late.retain(|(h, _), _| *h != home);
+                d.late.remove(&home);
                 *d.drops.entry(home).or_default() += 1;
             }
             (records, floor)

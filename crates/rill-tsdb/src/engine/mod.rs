@@ -185,9 +185,10 @@ struct Db {
     /// Writes applied to each home partition (a hand-off drops what it
     /// read only if none came since).
     writes: crate::FastMap<u32, u64>,
-    /// Slices (home, slice start) a write touched after they settled,
-    /// each with the write's mark and its time, ns (engine/digest.rs).
-    late: crate::FastMap<(u32, i64), (u64, i64)>,
+    /// Slices a write touched after they settled, by home and slice
+    /// start, each with the write's mark and its time, ns
+    /// (engine/digest.rs).
+    late: crate::FastMap<u32, BTreeMap<i64, (u64, i64)>>,
     /// Times each home partition was dropped (its kept digests then are
     /// not trusted).
     drops: crate::FastMap<u32, u64>,

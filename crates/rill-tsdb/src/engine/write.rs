@@ -192,7 +192,12 @@ impl Engine {
                                 last = Some(start);
                                 // The later time: a write judged at an
                                 // earlier one does not end a busy spell.
-                                let m = d.late.entry((h, start)).or_insert((0, i64::MIN));
+                                let m = d
+                                    .late
+                                    .entry(h)
+                                    .or_default()
+                                    .entry(start)
+                                    .or_insert((0, i64::MIN));
                                 *m = (*late_seq, m.1.max(l.now));
                             }
                         }

@@ -190,3 +190,31 @@ fn a_slice_written_within_the_grace_period_is_busy_until_quiet() {
     assert!(quiet.iter().all(|(_, d)| !d.busy), "{quiet:?}");
     assert_eq!(quiet, digests(&at_once(&all)));
 }
+
+#[test]
+fn kept_digests_are_what_was_computed_and_none_once_a_write_touched_them() {
+    let mut lacking = samples();
+    let gone = lacking[0].1.remove(3); // T0 + 9 s: the first slice
+    let e = at_once(&lacking);
+    let home = e.homes()[0].1;
+    let kept = |e: &Engine| e.kept_digests("db", home, T0, T0 + 240 * SEC, LATER);
+    // Nothing computed yet: nothing kept, and nothing read to say so.
+    assert!(kept(&e).iter().all(|(_, d)| d.is_none()), "{:?}", kept(&e));
+    let computed = digests(&e);
+    let got = kept(&e);
+    assert_eq!(got.len(), computed.len());
+    for ((s, k), (t, d)) in got.iter().zip(&computed) {
+        assert_eq!(s, t);
+        // The last slice ends early (at T0 + 240 s): never kept.
+        if *s + 60 * SEC <= T0 + 240 * SEC {
+            assert_eq!(k.as_ref(), Some(d), "slice {s}");
+        } else {
+            assert_eq!(*k, None, "slice {s}");
+        }
+    }
+    e.write_missing("db", &one(KEYS[0], vec![gone]), &[], LATER)
+        .unwrap();
+    let after = kept(&e);
+    assert_eq!(after[0].1, None, "the repaired slice is not kept any more");
+    assert_eq!(after[1..3], got[1..3], "the others still are");
+}
