@@ -46,6 +46,11 @@ pub trait BlockStore: Send + Sync {
     fn contains(&self, key: &[u8]) -> bool;
     /// Every readable key and value.
     fn fold(&self, visit: &mut dyn FnMut(&[u8], &[u8])) -> io::Result<()>;
+    /// Every readable key (a store that keeps its keys in memory reads
+    /// no value); one put or deleted meanwhile may be seen or not.
+    fn fold_keys(&self, visit: &mut dyn FnMut(&[u8])) -> io::Result<()> {
+        self.fold(&mut |k, _| visit(k))
+    }
     /// What was put so far is on the disk.
     fn sync(&self) -> io::Result<()>;
     /// Closes the file being written and starts another (a store that
@@ -177,6 +182,14 @@ impl BlockStore for BitcaskBlocks {
                 true
             })
             .map_err(io_err)
+    }
+
+    fn fold_keys(&self, visit: &mut dyn FnMut(&[u8])) -> io::Result<()> {
+        self.0.scan_keys(|k| {
+            visit(k);
+            true
+        });
+        Ok(())
     }
 
     fn sync(&self) -> io::Result<()> {

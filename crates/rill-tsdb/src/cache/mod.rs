@@ -319,6 +319,10 @@ impl BlockStore for CachedStore {
         self.inner.fold(visit)
     }
 
+    fn fold_keys(&self, visit: &mut dyn FnMut(&[u8])) -> io::Result<()> {
+        self.inner.fold_keys(visit)
+    }
+
     fn sync(&self) -> io::Result<()> {
         self.inner.sync()
     }

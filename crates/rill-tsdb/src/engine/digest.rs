@@ -137,10 +137,13 @@ impl Engine {
                 at = k;
             }
         }
-        let series = if runs.is_empty() {
-            Vec::new()
+        let (series, stored) = if runs.is_empty() {
+            (Vec::new(), Vec::new())
         } else {
-            self.series_of_home(db, home)
+            (
+                self.series_of_home(db, home),
+                self.stored_windows(db, home, out[runs[0][0]].0, to)?,
+            )
         };
         for run in runs {
             let t0 = out[run[0]].0;
@@ -148,7 +151,7 @@ impl Engine {
             // A series at a time: memory for one series' run, not the
             // home's.
             for (key, _) in &series {
-                let samples = self.read(db, key, t0, t1, now)?;
+                let samples = self.read_stored(db, key, t0, t1, now, &stored)?;
                 let mut rest: &[Sample] = &samples;
                 for &i in run {
                     let s = out[i].0;
@@ -390,6 +393,53 @@ impl Engine {
         if let Some(of_db) = self.kept_digests_lock().digests.get_mut(db) {
             of_db.remove(&home);
         }
+    }
+
+    /// The windows from the one holding `from` to the one holding `to`
+    /// of which home `home` of `db` has blocks stored (and maybe some
+    /// expired since), sorted. The shard's keys are looked through once
+    /// (a store keeping its keys in memory reads nothing); blocks stored
+    /// after are added as they are.
+    fn stored_windows(
+        &self,
+        db: &str,
+        home: u32,
+        from: i64,
+        to: i64,
+    ) -> Result<Vec<i64>, EngineError> {
+        let (w0, w1) = (
+            crate::buffer::window_of(from, self.opts.window_ns),
+            crate::buffer::window_of(to, self.opts.window_ns),
+        );
+        let store = {
+            let mut st = self.lock();
+            let Some(d) = st.dbs.get_mut(db) else {
+                return Ok(Vec::new());
+            };
+            let e = d.stored_windows.entry(home).or_default();
+            if e.0 {
+                return Ok(e.1.range(w0..=w1).copied().collect());
+            }
+            d.stores.get(&home).cloned()
+        };
+        // Looked through unlocked: a block stored meanwhile is added to
+        // the entry made above, which the keys found join.
+        let mut found = std::collections::BTreeSet::new();
+        if let Some(store) = store {
+            store.fold_keys(&mut |k| {
+                if let Some((_, w, _)) = crate::keys::parse_block_key(k) {
+                    found.insert(w);
+                }
+            })?;
+        }
+        let mut st = self.lock();
+        let Some(d) = st.dbs.get_mut(db) else {
+            return Ok(Vec::new());
+        };
+        let e = d.stored_windows.entry(home).or_default();
+        e.1.extend(found);
+        e.0 = true;
+        Ok(e.1.range(w0..=w1).copied().collect())
     }
 
     fn kept_digests_lock(&self) -> std::sync::MutexGuard<'_, Kept> {

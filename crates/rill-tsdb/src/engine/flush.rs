@@ -297,12 +297,14 @@ impl Engine {
                 break;
             }
             stored += 1;
-            self.lock()
-                .dbs
-                .get_mut(db)
-                .expect("open")
-                .dirty
-                .insert(home);
+            {
+                let mut st = self.lock();
+                let d = st.dbs.get_mut(db).expect("open");
+                d.dirty.insert(home);
+                if let Some((_, w)) = d.stored_windows.get_mut(&home) {
+                    w.insert(cut.window);
+                }
+            }
             use std::sync::atomic::Ordering::Relaxed;
             self.counters.blocks_stored.fetch_add(1, Relaxed);
             let bytes = (key.len() + block.len()) as u64;

@@ -95,6 +95,7 @@ impl Engine {
                 d.dirty.remove(&home);
                 d.writes.remove(&home);
                 d.late.remove(&home);
+                d.stored_windows.remove(&home);
                 *d.drops.entry(home).or_default() += 1;
             }
             (records, floor)

@@ -178,6 +178,13 @@ pub struct OpenReport {
 struct Db {
     /// Its shards opened so far, by home partition.
     stores: BTreeMap<u32, Arc<dyn BlockStore>>,
+    /// The windows each home partition has blocks stored of, for the
+    /// homes whose keys were looked through (engine/digest.rs: a digest
+    /// of a decade of empty slices reads only the windows there are).
+    /// Windows expired since may linger; a window stored is never
+    /// missing. With it, whether the keys were all looked through yet
+    /// (blocks stored meanwhile are added as they are).
+    stored_windows: crate::FastMap<u32, (bool, BTreeSet<i64>)>,
     retention_ns: i64,
     buffers: Buffers,
     /// Home partitions whose shard had blocks put since the last sync.
@@ -439,6 +446,7 @@ impl Engine {
     fn make_db(opts: &EngineOptions, name: &str) -> Db {
         Db {
             stores: BTreeMap::new(),
+            stored_windows: crate::FastMap::default(),
             retention_ns: opts.retention(name),
             buffers: Buffers::new(opts.window_ns, opts.block_samples),
             dirty: BTreeSet::new(),

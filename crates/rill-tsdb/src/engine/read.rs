@@ -305,6 +305,37 @@ impl Engine {
             .collect())
     }
 
+    /// [`read`](Self::read) of only the windows in `stored` (sorted) and
+    /// those with samples in memory: what a digest of a long, mostly
+    /// empty range reads (every other window of the range has no block).
+    pub(super) fn read_stored(
+        &self,
+        db: &str,
+        key: &str,
+        t0: i64,
+        t1: i64,
+        now: i64,
+        stored: &[i64],
+    ) -> Result<Vec<Sample>, EngineError> {
+        let Some(src) = self.sources(db, key, t0, t1, now) else {
+            return Ok(Vec::new());
+        };
+        let hi = src.hi;
+        let windows: Vec<i64> = src
+            .windows(self.opts.window_ns)
+            .filter(|w| stored.binary_search(w).is_ok() || src.loose(*w).next().is_some())
+            .collect();
+        let mut p = read_windows(src, key, windows)?;
+        let to = p.ts.partition_point(|&t| t <= hi);
+        p.ts.truncate(to);
+        p.v.truncate(to);
+        Ok(p.ts
+            .into_iter()
+            .zip(p.v)
+            .map(|(ts, value)| Sample { ts, value })
+            .collect())
+    }
+
     /// [`read`](Self::read) as two columns, times in ns (what a query
     /// takes: no pairs made and taken apart again).
     pub fn read_points(

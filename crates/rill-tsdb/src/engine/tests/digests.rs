@@ -218,3 +218,38 @@ fn kept_digests_are_what_was_computed_and_none_once_a_write_touched_them() {
     assert_eq!(after[0].1, None, "the repaired slice is not kept any more");
     assert_eq!(after[1..3], got[1..3], "the others still are");
 }
+
+#[test]
+fn a_block_stored_after_the_windows_were_looked_through_is_digested() {
+    // A digest reads only the windows with blocks (and those in memory):
+    // one stored after the shard's keys were looked through counts too.
+    let e = in_order(&samples());
+    let home = e.homes()[0].1;
+    let from = T0 - 1800 * SEC;
+    let digest = |e: &Engine| {
+        e.slice_digests("db", home, from, T0 + 240 * SEC, LATER + 600 * SEC)
+            .unwrap()
+    };
+    let before = digest(&e);
+    let old = s(from + 7 * SEC, 42.0);
+    e.write_missing("db", &one(KEYS[0], vec![old]), &[], LATER)
+        .unwrap();
+    // Cut and stored: nothing of it left in memory.
+    let mut t = LATER;
+    while e.waiting() != (0, 0) && t < LATER + 600 * SEC {
+        t += 10 * SEC;
+        e.tick(t).unwrap();
+    }
+    assert_eq!(e.waiting(), (0, 0), "the late sample's block is stored");
+    let after = digest(&e);
+    assert_eq!(after[0].1.samples, before[0].1.samples + 1, "{after:?}");
+    let mut all = samples();
+    all[0].1.insert(0, old);
+    let whole = at_once(&all);
+    assert_eq!(
+        after,
+        whole
+            .slice_digests("db", home, from, T0 + 240 * SEC, LATER + 600 * SEC)
+            .unwrap()
+    );
+}
