@@ -78,6 +78,7 @@ pub struct ExchangeReport {
 /// Anti-entropy's counters since the node started.
 #[derive(Default)]
 pub(crate) struct Counters {
+    rounds: AtomicU64,
     exchanges: AtomicU64,
     slices_differing: AtomicU64,
     slices_busy: AtomicU64,
@@ -88,6 +89,8 @@ pub(crate) struct Counters {
 /// Anti-entropy's counters since the node started, for `/stats`.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct ExchangeStats {
+    /// Rounds done (every home held and owned, exchanged or tried).
+    pub rounds: u64,
     pub exchanges: u64,
     pub slices_differing: u64,
     /// Slices left for a later round, written lately on either side.
@@ -158,6 +161,7 @@ impl SensorCluster {
             }
         }
         let c = &self.exchange;
+        c.rounds.fetch_add(1, Ordering::Relaxed);
         c.exchanges
             .fetch_add(report.exchanged as u64, Ordering::Relaxed);
         c.slices_differing
@@ -191,6 +195,7 @@ impl SensorCluster {
     pub fn exchange_stats(&self) -> ExchangeStats {
         let c = &self.exchange;
         ExchangeStats {
+            rounds: c.rounds.load(Ordering::Relaxed),
             exchanges: c.exchanges.load(Ordering::Relaxed),
             slices_differing: c.slices_differing.load(Ordering::Relaxed),
             slices_busy: c.slices_busy.load(Ordering::Relaxed),

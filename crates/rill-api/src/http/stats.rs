@@ -222,6 +222,11 @@ fn numbers(ctx: &Ctx) -> Vec<Stat> {
             ),
             ("sensor_databases", "Sensor databases.", s.databases.into()),
             (
+                "sensor_aae_rounds_total",
+                "Sensor anti-entropy rounds done: every home partition held and owned compared (or tried) once.",
+                x.rounds.into(),
+            ),
+            (
                 "sensor_aae_exchanges_total",
                 "Sensor home partitions compared with another replica by anti-entropy.",
                 x.exchanges.into(),

@@ -104,13 +104,13 @@ pub struct Args {
     /// Leave out the scaling phase's run with a node killed.
     #[arg(long)]
     scale_no_kill: bool,
-    /// Seconds a devrel is left after its ingest before its queries, for
-    /// the slices written to settle and anti-entropy to keep their
-    /// digests (the steady state queries meet; default 430: the default
-    /// `sensor.grace`, two `sensor.anti_entropy.interval`s and 10 s; 0
-    /// with --quick).
+    /// Ask a devrel's queries right after its ingest, not once the
+    /// slices written have settled (`sensor.grace` after the last write)
+    /// and every node has done two anti-entropy rounds since, which keep
+    /// their digests: the steady state queries meet (no wait with
+    /// --quick).
     #[arg(long)]
-    scale_settle_s: Option<u64>,
+    scale_no_settle: bool,
     /// The scaling phase's devrels listen from this port up (the single
     /// node's, then base + 100 for a cluster, base + 200 for the kill).
     #[arg(long, default_value_t = 23000)]
@@ -191,7 +191,7 @@ pub fn run(args: Args) -> Result<()> {
             clients: args.clients,
             kill: !args.scale_no_kill,
             keep: args.keep,
-            settle_s: args.scale_settle_s.unwrap_or(if quick { 0 } else { 430 }),
+            settle: !(quick || args.scale_no_settle),
         };
         scale::run(&s, &plan, &batches, samples, &picks, &mut r)?;
     }

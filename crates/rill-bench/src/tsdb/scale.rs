@@ -38,8 +38,9 @@ pub struct Scale {
     pub kill: bool,
     /// Keep each devrel's directory (to look at what it wrote).
     pub keep: bool,
-    /// Seconds a devrel is left between its ingest and its queries.
-    pub settle_s: u64,
+    /// Wait between a devrel's ingest and its queries for its slices to
+    /// settle and anti-entropy to keep their digests.
+    pub settle: bool,
 }
 
 /// What one ingest into a devrel did.
@@ -102,16 +103,8 @@ pub fn run(
         let dir = s.dir.join(format!("scale-{n}"));
         let c = Cluster::up(&s.rill, &dir, n, s.base_port + 100, &settings(3, 2))?;
         let got = ingest(&c, batches, samples, s.clients, None)?;
-        if s.settle_s > 0 {
-            // A backfill leaves every slice it wrote busy for the grace
-            // period; queries in a steady state meet settled history,
-            // whose digests anti-entropy keeps (a digest read compares
-            // those instead of reading).
-            println!(
-                "scale: {n} nodes: {} s for the slices to settle and anti-entropy to keep their digests",
-                s.settle_s
-            );
-            std::thread::sleep(Duration::from_secs(s.settle_s));
+        if s.settle {
+            settle(&c, grace_s(&s.settings))?;
         }
         let (asked, base_asked) = ask_in_turns(&c, &base, picks)?;
         let (equal, compared, first) = queries::compare(&asked.answers, &base_asked.answers);
@@ -303,6 +296,62 @@ fn ingest(
         net_bytes,
         retries: retries.into_inner(),
     })
+}
+
+/// `sensor.grace` in seconds as the settings give it (`30s`, `5m`, `1h`),
+/// else the node's default, 5 minutes.
+fn grace_s(settings: &[String]) -> u64 {
+    let Some(v) = settings
+        .iter()
+        .rev()
+        .find_map(|s| s.strip_prefix("sensor.grace="))
+    else {
+        return 300;
+    };
+    let (n, unit) = v.split_at(v.find(|c: char| !c.is_ascii_digit()).unwrap_or(v.len()));
+    let n: u64 = n.parse().unwrap_or(300);
+    match unit {
+        "m" => n * 60,
+        "h" => n * 3600,
+        "ms" => n.div_ceil(1000),
+        _ => n,
+    }
+}
+
+/// Waits after an ingest until its slices have settled (`grace_s` since
+/// it ended) and every node has done two anti-entropy rounds since: the
+/// second begun after the first settled slice, so every home's digests
+/// are kept, as they are in a steady state (a backfill leaves the slices
+/// it wrote busy for the grace period, and a digest read compares kept
+/// digests instead of reading). Bounded: a node that does not get there
+/// in 20 minutes fails the run.
+fn settle(c: &Cluster, grace_s: u64) -> Result<()> {
+    println!(
+        "scale: {} nodes: waiting {grace_s} s for the slices to settle, then two anti-entropy rounds",
+        c.nodes
+    );
+    let began = Instant::now();
+    std::thread::sleep(Duration::from_secs(grace_s + 5));
+    let rounds = |k: u32| -> Result<u64> {
+        Ok(c.stats(k)?["sensor_aae_rounds_total"].as_u64().unwrap_or(0))
+    };
+    let from: Vec<u64> = (1..=c.nodes).map(rounds).collect::<Result<_>>()?;
+    let deadline = Instant::now() + Duration::from_secs(1200);
+    loop {
+        let now: Vec<u64> = (1..=c.nodes).map(rounds).collect::<Result<_>>()?;
+        if now.iter().zip(&from).all(|(n, f)| *n >= f + 2) {
+            println!(
+                "scale: {} nodes: settled after {:.0} s",
+                c.nodes,
+                began.elapsed().as_secs_f64()
+            );
+            return Ok(());
+        }
+        if Instant::now() > deadline {
+            bail!("scale: anti-entropy rounds did not come in 20 minutes: {from:?} -> {now:?}");
+        }
+        std::thread::sleep(Duration::from_secs(1));
+    }
 }
 
 struct Asked {
