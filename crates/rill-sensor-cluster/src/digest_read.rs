@@ -55,8 +55,10 @@ pub fn points_digest(points: impl Iterator<Item = (i64, f64)>) -> u64 {
 /// A part of a series to fetch: its key, first and last ms.
 pub type Item = (String, i64, i64);
 
-/// A digest as offered: kind (0 the points', 1 a home slice's), count
-/// and digest. Equal ones of one item stand for the same samples.
+/// A digest as offered: kind (0 the points', 1 a home slice's; 2 a part
+/// the answer does not account for, unique to the node: never equal to
+/// another node's), count and digest. Equal ones of one item stand for
+/// the same samples.
 type Summary = (u8, u64, u64);
 
 /// What the asking node holds, to compare offers with.
@@ -90,6 +92,9 @@ impl DigestRead {
         (mint, maxt): (i64, i64),
         mine: &mut dyn Mine,
     ) {
+        if mint > maxt {
+            return;
+        }
         for f in series {
             let from = f.from.clamp(mint, maxt.saturating_add(1));
             let homes: Vec<&HomeKept> = f
@@ -311,16 +316,28 @@ impl Mine for LocalMine<'_> {
 }
 
 /// A replica's answer to a digest read of the series `keep` takes over
-/// `mint..=maxt` ms at `now` (module doc).
+/// `mint..=maxt` ms at the asker's time `src.now` (this node's clock
+/// now is `local_now`; module doc).
 pub fn answer(
     src: &PromSource<'_>,
     keep: &dyn Fn(&rill_sensor::Series) -> bool,
     mint: i64,
     maxt: i64,
+    local_now: i64,
 ) -> Result<Reply, String> {
     let engine = src.engine;
+    if mint > maxt {
+        return Ok(Reply::SeriesDigests {
+            homes: Vec::new(),
+            series: Vec::new(),
+        });
+    }
     let slice = engine.slice_ns();
     let (from, to) = slice_range(engine, mint, maxt);
+    // Kept digests are judged by the earlier of the asker's clock and
+    // this node's (as anti-entropy's): an asker ahead does not move
+    // this node's storage period.
+    let kept_now = src.now.min(local_now);
     let mut dbs: BTreeMap<String, Vec<String>> = BTreeMap::new();
     for (db, s) in engine.select_where(keep) {
         dbs.entry(s.key()).or_default().push(db);
@@ -339,7 +356,7 @@ pub fn answer(
             };
             let (i, reach) = *index.entry((db.clone(), home)).or_insert_with(|| {
                 let kept = if slice % MS == 0 {
-                    engine.kept_digests(&db, home, from, to, src.now)
+                    engine.kept_digests(&db, home, from, to, kept_now)
                 } else {
                     Vec::new()
                 };

@@ -139,13 +139,17 @@ impl Replica {
                 maxt,
                 now,
             } => match matchers_of(&matchers) {
-                Ok(ms) => {
-                    crate::digest_read::answer(&self.source(now), &|s| selects(&ms, s), mint, maxt)
-                        .unwrap_or_else(|text| Reply::Failed {
-                            kind: FailKind::Failed,
-                            text,
-                        })
-                }
+                Ok(ms) => crate::digest_read::answer(
+                    &self.source(now),
+                    &|s| selects(&ms, s),
+                    mint,
+                    maxt,
+                    local_now(),
+                )
+                .unwrap_or_else(|text| Reply::Failed {
+                    kind: FailKind::Failed,
+                    text,
+                }),
                 Err(r) => r,
             },
             Request::SelectRanges { items, now } => {

@@ -56,6 +56,9 @@ struct Row {
     nodes: u32,
     samples_per_s: f64,
     cpu_s: f64,
+    /// CPU-seconds of every node while the devrel settled after its
+    /// ingest (anti-entropy's first digests of the backfill), if it did.
+    settle_cpu_s: Option<f64>,
     net_bytes: u64,
     disk_bytes: u64,
     month: Latency,
@@ -103,9 +106,13 @@ pub fn run(
         let dir = s.dir.join(format!("scale-{n}"));
         let c = Cluster::up(&s.rill, &dir, n, s.base_port + 100, &settings(3, 2))?;
         let got = ingest(&c, batches, samples, s.clients, None)?;
-        if s.settle {
+        let settle_cpu_s = if s.settle {
+            let before: f64 = c.cpu_seconds().iter().sum();
             settle(&c, grace_s(&s.settings))?;
-        }
+            Some(c.cpu_seconds().iter().sum::<f64>() - before)
+        } else {
+            None
+        };
         let (asked, base_asked) = ask_in_turns(&c, &base, picks)?;
         let (equal, compared, first) = queries::compare(&asked.answers, &base_asked.answers);
         if let Some(f) = first {
@@ -119,6 +126,7 @@ pub fn run(
             nodes: n,
             samples_per_s: samples as f64 / got.wall_s,
             cpu_s: got.cpu_s.iter().sum(),
+            settle_cpu_s,
             net_bytes: got.net_bytes,
             disk_bytes: disk.iter().sum(),
             month: asked.month,
@@ -160,6 +168,7 @@ pub fn run(
         nodes: 1,
         samples_per_s: samples as f64 / one.wall_s,
         cpu_s: one.cpu_s.iter().sum(),
+        settle_cpu_s: None,
         net_bytes: one.net_bytes,
         disk_bytes: base_disk,
         day: base_row_latency.0,
@@ -452,6 +461,13 @@ fn report(r: &mut Report, samples: u64, base: &Row, rows: &[Row]) {
         );
         if n == 1 {
             continue;
+        }
+        if let Some(cpu) = row.settle_cpu_s {
+            r.num(
+                &format!("scale{n}_settle_cpu_s_per_m"),
+                per_m(cpu),
+                &format!("{n} nodes: CPU-seconds per million samples while settling after the ingest (anti-entropy), every node"),
+            );
         }
         r.num(
             &format!("scale{n}_month_p99_ms"),

@@ -174,7 +174,7 @@ pub struct Found {
 /// answer's [`HomeKept`]s: its database and home partition, one per
 /// database holding it) whose kept slices stand for its points before
 /// `from`; and how many points it has from `from` (ms) to the range's
-/// end, with their digest (`crate::merge::points_digest`).
+/// end, with their digest (`crate::digest_read::points_digest`).
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct FoundDigest {
     pub key: String,

@@ -53,6 +53,15 @@ pub(super) struct Kept {
 }
 
 impl Kept {
+    /// The kept digests of one home of `db`, if some were made.
+    fn get_home(
+        &mut self,
+        db: &str,
+        home: u32,
+    ) -> Option<&mut BTreeMap<i64, (u64, u64, SliceDigest)>> {
+        self.digests.get_mut(db)?.get_mut(&home)
+    }
+
     /// The kept digests of one home of `db` (made empty when none are).
     fn of_home(&mut self, db: &str, home: u32) -> &mut BTreeMap<i64, (u64, u64, SliceDigest)> {
         self.digests
@@ -137,13 +146,10 @@ impl Engine {
                 at = k;
             }
         }
-        let (series, stored) = if runs.is_empty() {
-            (Vec::new(), Vec::new())
+        let series = if runs.is_empty() {
+            Vec::new()
         } else {
-            (
-                self.series_of_home(db, home),
-                self.stored_windows(db, home, out[runs[0][0]].0, to)?,
-            )
+            self.series_of_home(db, home)
         };
         for run in runs {
             let t0 = out[run[0]].0;
@@ -151,7 +157,7 @@ impl Engine {
             // A series at a time: memory for one series' run, not the
             // home's.
             for (key, _) in &series {
-                let samples = self.read_stored(db, key, t0, t1, now, &stored)?;
+                let samples = self.read_stored(db, home, key, t0, t1, now)?;
                 let mut rest: &[Sample] = &samples;
                 for &i in run {
                     let s = out[i].0;
@@ -270,7 +276,14 @@ impl Engine {
         let mut missing = Vec::new();
         {
             let mut kept = self.kept_digests_lock();
-            let of_home = kept.of_home(db, home);
+            // A lookup alone (a digest read, whose database and home a
+            // peer names) makes no entry.
+            let mut none = BTreeMap::new();
+            let of_home = if settle {
+                kept.of_home(db, home)
+            } else {
+                kept.get_home(db, home).unwrap_or(&mut none)
+            };
             // Slices whose end is past the storage period's start stay.
             let expired = oldest.saturating_sub(slice).saturating_add(1);
             if of_home.first_key_value().is_some_and(|(s, _)| *s < expired) {
@@ -400,7 +413,7 @@ impl Engine {
     /// expired since), sorted. The shard's keys are looked through once
     /// (a store keeping its keys in memory reads nothing); blocks stored
     /// after are added as they are.
-    fn stored_windows(
+    pub(super) fn stored_windows(
         &self,
         db: &str,
         home: u32,
@@ -411,16 +424,17 @@ impl Engine {
             crate::buffer::window_of(from, self.opts.window_ns),
             crate::buffer::window_of(to, self.opts.window_ns),
         );
-        let store = {
+        let (store, drops) = {
             let mut st = self.lock();
             let Some(d) = st.dbs.get_mut(db) else {
                 return Ok(Vec::new());
             };
+            let drops = d.drops.get(&home).copied().unwrap_or(0);
             let e = d.stored_windows.entry(home).or_default();
             if e.0 {
                 return Ok(e.1.range(w0..=w1).copied().collect());
             }
-            d.stores.get(&home).cloned()
+            (d.stores.get(&home).cloned(), drops)
         };
         // Looked through unlocked: a block stored meanwhile is added to
         // the entry made above, which the keys found join.
@@ -436,6 +450,12 @@ impl Engine {
         let Some(d) = st.dbs.get_mut(db) else {
             return Ok(Vec::new());
         };
+        if d.drops.get(&home).copied().unwrap_or(0) != drops {
+            // The home was dropped meanwhile: what was found is of the
+            // store dropped, and is not kept (a digest computed from it
+            // is not kept either: its count of drops is behind).
+            return Ok(found.range(w0..=w1).copied().collect());
+        }
         let e = d.stored_windows.entry(home).or_default();
         e.1.extend(found);
         e.0 = true;

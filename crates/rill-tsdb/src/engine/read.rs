@@ -305,21 +305,27 @@ impl Engine {
             .collect())
     }
 
-    /// [`read`](Self::read) of only the windows in `stored` (sorted) and
-    /// those with samples in memory: what a digest of a long, mostly
-    /// empty range reads (every other window of the range has no block).
+    /// [`read`](Self::read) of series `key` (at home in `home`) of only
+    /// the windows its home has blocks of and those with samples in
+    /// memory: what a digest of a long, mostly empty range reads (every
+    /// other window of the range has no block).
     pub(super) fn read_stored(
         &self,
         db: &str,
+        home: u32,
         key: &str,
         t0: i64,
         t1: i64,
         now: i64,
-        stored: &[i64],
     ) -> Result<Vec<Sample>, EngineError> {
         let Some(src) = self.sources(db, key, t0, t1, now) else {
             return Ok(Vec::new());
         };
+        // The stored windows after the memory's snapshot, as reads take
+        // them: a block leaves memory only once it is stored and its
+        // window recorded, so a window cut meanwhile is in one or the
+        // other.
+        let stored = self.stored_windows(db, home, src.lo, src.hi)?;
         let hi = src.hi;
         let windows: Vec<i64> = src
             .windows(self.opts.window_ns)
