@@ -244,8 +244,23 @@ fn slice_range(engine: &Engine, mint: i64, maxt: i64) -> (i64, i64) {
     (from, to)
 }
 
-/// A home's kept slice digests: samples and digest by slice start.
-type KeptSlices = HashMap<i64, (u64, u64)>;
+/// A home's kept slice digests as `Engine::kept_digests` gives them:
+/// one a slice from the first start on (samples and digest where kept),
+/// found by its start's place.
+struct KeptSlices {
+    first: i64,
+    slices: Vec<Option<(u64, u64)>>,
+}
+
+impl KeptSlices {
+    fn get(&self, slice: i64, start: i64) -> Option<(u64, u64)> {
+        let at = start.checked_sub(self.first)?;
+        if at < 0 || at % slice != 0 {
+            return None;
+        }
+        *self.slices.get(usize::try_from(at / slice).ok()?)?
+    }
+}
 
 /// The asking node's side: its points (the series it read) and its
 /// kept slice digests.
@@ -296,22 +311,23 @@ impl Mine for LocalMine<'_> {
             return None;
         }
         let (engine, now, (from, to)) = (self.engine, self.now, self.range);
-        if !self.kept.contains_key(db) {
-            self.kept.insert(db.to_string(), HashMap::new());
-        }
-        self.kept
-            .get_mut(db)
-            .expect("just made")
+        let of_db = match self.kept.get_mut(db) {
+            Some(of_db) => of_db,
+            None => self.kept.entry(db.to_string()).or_default(),
+        };
+        of_db
             .entry(home)
             .or_insert_with(|| {
-                engine
-                    .kept_digests(db, home, from, to, now)
-                    .into_iter()
-                    .filter_map(|(s, d)| d.map(|d| (s, (d.samples, d.digest))))
-                    .collect()
+                let kept = engine.kept_digests(db, home, from, to, now);
+                KeptSlices {
+                    first: kept.first().map_or(0, |k| k.0),
+                    slices: kept
+                        .into_iter()
+                        .map(|(_, d)| d.map(|d| (d.samples, d.digest)))
+                        .collect(),
+                }
             })
-            .get(&start)
-            .copied()
+            .get(slice, start)
     }
 }
 
@@ -616,5 +632,22 @@ mod tests {
             points_digest(many.into_iter()),
             xxhash_rust::xxh3::xxh3_64(&bytes)
         );
+    }
+
+    /// A kept slice is found by its start's place; a start off the
+    /// slices' grid, before the first or past the last is not kept.
+    #[test]
+    fn kept_slices_are_found_by_their_start() {
+        let k = KeptSlices {
+            first: 5 * HOUR,
+            slices: vec![Some((10, 1)), None, Some((3, 2))],
+        };
+        assert_eq!(k.get(HOUR, 5 * HOUR), Some((10, 1)));
+        assert_eq!(k.get(HOUR, 6 * HOUR), None);
+        assert_eq!(k.get(HOUR, 7 * HOUR), Some((3, 2)));
+        assert_eq!(k.get(HOUR, 8 * HOUR), None);
+        assert_eq!(k.get(HOUR, 4 * HOUR), None);
+        assert_eq!(k.get(HOUR, 5 * HOUR + 1), None);
+        assert_eq!(k.get(HOUR, i64::MIN), None);
     }
 }

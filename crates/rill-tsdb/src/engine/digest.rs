@@ -289,7 +289,17 @@ impl Engine {
             if of_home.first_key_value().is_some_and(|(s, _)| *s < expired) {
                 *of_home = of_home.split_off(&expired);
             }
+            // One pass over the kept digests of the range beside the
+            // slices (a storage period's map is large: no lookup each).
+            let mut kept_in_range = of_home.range(first..to).peekable();
             for &s in &starts {
+                while kept_in_range.peek().is_some_and(|(k, _)| **k < s) {
+                    kept_in_range.next();
+                }
+                let kept_here = kept_in_range
+                    .peek()
+                    .filter(|(k, _)| **k == s)
+                    .map(|(_, v)| **v);
                 let end = (s + slice).min(to);
                 let (mark, marked_at) = marks.get(&s).copied().unwrap_or((0, i64::MIN));
                 if marked_at > settled {
@@ -302,9 +312,9 @@ impl Engine {
                     ));
                     continue;
                 }
-                match of_home.get(&s) {
-                    Some((m, k, d)) if end == s + slice && *m == mark && *k == drops => {
-                        out.push((s, *d))
+                match kept_here {
+                    Some((m, k, d)) if end == s + slice && m == mark && k == drops => {
+                        out.push((s, d))
                     }
                     _ => {
                         out.push((s, SliceDigest::default()));
