@@ -261,13 +261,14 @@ pub fn exchange_home(
         .saturating_sub(engine.options().grace_ns)
         .div_euclid(slice)
         * slice;
-    let from = now.saturating_sub(engine.options().retention(db));
-    let all = engine
-        .slice_digests(db, home, from, to, now)
-        .map_err(|e| e.to_string())?;
-    let Some(first) = all.first().map(|m| m.0) else {
+    let first = engine.first_slice(db, now.saturating_sub(engine.options().retention(db)), now);
+    if to <= first {
         return Ok(());
-    };
+    }
+    // Those that hold samples or are busy: one absent holds none.
+    let all = engine
+        .slice_digests(db, home, first, to, now)
+        .map_err(|e| e.to_string())?;
     let theirs = match ask(&Request::Digests {
         db: db.to_string(),
         home,

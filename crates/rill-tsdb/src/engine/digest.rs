@@ -25,9 +25,10 @@
 //! round read again every slice it touched since the last, and repair
 //! what is still on its way).
 
+use super::kept::{HomeDigests, Kept};
 use super::{Engine, EngineError};
 use rill_sensor::Sample;
-use std::collections::{BTreeMap, HashMap};
+use std::collections::BTreeMap;
 
 /// The longest slice: an hour.
 pub const MAX_SLICE_NS: i64 = 3_600_000_000_000;
@@ -44,42 +45,11 @@ pub struct SliceDigest {
 /// A series of a home: key, group key, samples (a page of them).
 pub type HomeSeries = (String, Option<String>, Vec<Sample>);
 
-/// Digests kept, by database, home and slice start: the slice's write
-/// mark and the count of homes dropped when it was computed, and the
-/// digest.
-#[derive(Default)]
-pub(super) struct Kept {
-    digests: HashMap<String, KeptOfDb>,
-}
-
-impl Kept {
-    /// The kept digests of one home of `db`, if some were made.
-    fn get_home(
-        &mut self,
-        db: &str,
-        home: u32,
-    ) -> Option<&mut BTreeMap<i64, (u64, u64, SliceDigest)>> {
-        self.digests.get_mut(db)?.get_mut(&home)
-    }
-
-    /// The kept digests of one home of `db` (made empty when none are).
-    fn of_home(&mut self, db: &str, home: u32) -> &mut BTreeMap<i64, (u64, u64, SliceDigest)> {
-        self.digests
-            .entry(db.to_string())
-            .or_default()
-            .entry(home)
-            .or_default()
-    }
-}
-
-/// A database's kept digests by home, then by slice start in order (a
-/// call trims and reads one home's, whatever the others hold: with a
-/// long storage period a home keeps many slices, empty ones included).
-type KeptOfDb = HashMap<u32, BTreeMap<i64, (u64, u64, SliceDigest)>>;
-
 /// Slices of a home as [`Engine::slice_digests`] and
 /// [`Engine::kept_digests`] see them.
 struct Slices {
+    /// The first slice's start.
+    first: i64,
     slice: i64,
     settled: i64,
     /// The range's end, no later than now.
@@ -87,7 +57,8 @@ struct Slices {
     drops: u64,
     /// Write marks by slice start: (mark, when).
     marks: BTreeMap<i64, (u64, i64)>,
-    /// Every slice: its kept digest, busy, or default (in `missing`).
+    /// In order, every slice but those known empty: its kept digest,
+    /// busy, or default (in `missing`).
     out: Vec<(i64, SliceDigest)>,
     /// Indices into `out` of slices neither kept nor busy.
     missing: Vec<usize>,
@@ -111,11 +82,27 @@ impl Engine {
         self.opts.window_ns.min(MAX_SLICE_NS)
     }
 
-    /// The digests of home `home` of `db` for the slices from `from`
-    /// (rounded down to a slice) to `to` (excluded; the last slice ends
-    /// there; never past `now`), judged at `now` as reads are. `now` is
-    /// trusted: a replica answering another node takes the earlier of
-    /// the asker's and its own clock.
+    /// The first slice's start of a range from `from` in `db` at `now`:
+    /// `from` rounded down to a slice, and no slice part of which has
+    /// expired (replicas expire files at their own times, the rule for
+    /// reads is the same on each).
+    pub fn first_slice(&self, db: &str, from: i64, now: i64) -> i64 {
+        let slice = self.slice_ns();
+        let oldest = now.saturating_sub(self.opts.retention(db));
+        let first = from.max(oldest).div_euclid(slice) * slice;
+        if first < oldest {
+            first.saturating_add(slice)
+        } else {
+            first
+        }
+    }
+
+    /// The digests of home `home` of `db` for the slices from
+    /// [`first_slice`](Self::first_slice) to `to` (excluded; the last
+    /// slice ends there; never past `now`), judged at `now` as reads
+    /// are: in order, those that hold samples or are busy (a slice
+    /// absent holds none). `now` is trusted: a replica answering another
+    /// node takes the earlier of the asker's and its own clock.
     pub fn slice_digests(
         &self,
         db: &str,
@@ -128,6 +115,7 @@ impl Engine {
             return Ok(Vec::new());
         };
         let Slices {
+            first: _,
             slice,
             settled,
             to,
@@ -141,7 +129,7 @@ impl Engine {
         let mut runs: Vec<&[usize]> = Vec::new();
         let mut at = 0;
         for k in 1..=missing.len() {
-            if k == missing.len() || missing[k] != missing[k - 1] + 1 {
+            if k == missing.len() || out[missing[k]].0 != out[missing[k - 1]].0 + slice {
                 runs.push(&missing[at..k]);
                 at = k;
             }
@@ -172,20 +160,23 @@ impl Engine {
                 }
             }
         }
-        let mut kept = self.kept_digests_lock();
-        let of_home = kept.of_home(db, home);
-        for &i in &missing {
-            let (s, d) = out[i];
-            if s + slice <= settled && s + slice <= to {
-                let mark = marks.get(&s).map_or(0, |m| m.0);
-                of_home.insert(s, (mark, drops, d));
+        {
+            let mut kept = self.kept_digests_lock();
+            let of_home = kept.of_home(db, home);
+            for &i in &missing {
+                let (s, d) = out[i];
+                if s + slice <= settled && s + slice <= to {
+                    let mark = marks.get(&s).map_or(0, |m| m.0);
+                    of_home.keep(s, slice, mark, drops, d);
+                }
             }
         }
+        out.retain(|(_, d)| d.samples > 0 || d.busy);
         Ok(out)
     }
 
     /// The digests of home `home` of `db` kept for the slices from
-    /// `from` (rounded down to a slice) to `to`, as
+    /// [`first_slice`](Self::first_slice) to `to`, every slice, as
     /// [`slice_digests`](Self::slice_digests) cuts them, reading
     /// nothing: `None` for a slice whose digest is not kept now (not
     /// settled, busy, marked since, or not computed yet). What a digest
@@ -201,24 +192,33 @@ impl Engine {
         let Some(plan) = self.slices(db, home, from, to, now, false) else {
             return Vec::new();
         };
-        let mut out: Vec<(i64, Option<SliceDigest>)> =
+        let mut listed: Vec<(i64, Option<SliceDigest>)> =
             plan.out.into_iter().map(|(s, d)| (s, Some(d))).collect();
         for i in plan.missing {
-            out[i].1 = None;
+            listed[i].1 = None;
         }
-        for (_, d) in &mut out {
+        for (_, d) in &mut listed {
             if d.is_some_and(|d| d.busy) {
                 *d = None;
             }
         }
-        out
+        // Those not listed are known to hold nothing.
+        let mut listed = listed.into_iter().peekable();
+        std::iter::successors(Some(plan.first), |s| s.checked_add(plan.slice))
+            .take_while(|s| *s < plan.to)
+            .map(|s| match listed.next_if(|(t, _)| *t == s) {
+                Some(l) => l,
+                None => (s, Some(SliceDigest::default())),
+            })
+            .collect()
     }
 
-    /// The slices from `from` to `to` judged at `now`: each one's kept
-    /// digest where it is kept, busy ones marked, and which are neither
-    /// (`missing`, digest default). `settle`: move the engine's settled
-    /// time up to `now - grace` (anti-entropy is about to compute and
-    /// keep the missing ones). `None` when no slice is in range.
+    /// The slices from `from` to `to` judged at `now`, but those known
+    /// to hold nothing: each one's kept digest where it is kept, busy
+    /// ones marked, and which are neither (`missing`, digest default).
+    /// `settle`: move the engine's settled time up to `now - grace`
+    /// (anti-entropy is about to compute and keep the missing ones).
+    /// `None` when no slice is in range.
     fn slices(
         &self,
         db: &str,
@@ -231,12 +231,7 @@ impl Engine {
         let slice = self.slice_ns();
         let settled = now.saturating_sub(self.opts.grace_ns);
         let oldest = now.saturating_sub(self.opts.retention(db));
-        // No slice part of which has expired: replicas expire files at
-        // their own times, the rule for reads is the same on each.
-        let mut first = from.max(oldest).div_euclid(slice) * slice;
-        if first < oldest {
-            first = first.saturating_add(slice);
-        }
+        let first = self.first_slice(db, from, now);
         let to = to.min(now);
         if to <= first {
             return None;
@@ -268,38 +263,40 @@ impl Engine {
                 None => BTreeMap::new(),
             }
         };
-        // From oldest to now: at most the storage period's slices.
-        let starts: Vec<i64> = std::iter::successors(Some(first), |s| s.checked_add(slice))
-            .take_while(|s| *s < to)
-            .collect();
-        let mut out: Vec<(i64, SliceDigest)> = Vec::with_capacity(starts.len());
+        let mut out: Vec<(i64, SliceDigest)> = Vec::new();
         let mut missing = Vec::new();
         {
             let mut kept = self.kept_digests_lock();
             // A lookup alone (a digest read, whose database and home a
             // peer names) makes no entry.
-            let mut none = BTreeMap::new();
+            let mut none = HomeDigests::default();
             let of_home = if settle {
                 kept.of_home(db, home)
             } else {
                 kept.get_home(db, home).unwrap_or(&mut none)
             };
             // Slices whose end is past the storage period's start stay.
-            let expired = oldest.saturating_sub(slice).saturating_add(1);
-            if of_home.first_key_value().is_some_and(|(s, _)| *s < expired) {
-                *of_home = of_home.split_off(&expired);
-            }
-            // One pass over the kept digests of the range beside the
-            // slices (a storage period's map is large: no lookup each).
-            let mut kept_in_range = of_home.range(first..to).peekable();
-            for &s in &starts {
-                while kept_in_range.peek().is_some_and(|(k, _)| **k < s) {
-                    kept_in_range.next();
+            of_home.trim(oldest.saturating_sub(slice).saturating_add(1));
+            // The slices to look at: those not in a run computed, those
+            // kept, those marked. The rest are known to hold nothing.
+            let mut starts: Vec<i64> = Vec::new();
+            let mut at = first;
+            for (s, e) in of_home.runs_in(first, to, drops) {
+                while at < s.min(to) {
+                    starts.push(at);
+                    at = at.saturating_add(slice);
                 }
-                let kept_here = kept_in_range
-                    .peek()
-                    .filter(|(k, _)| **k == s)
-                    .map(|(_, v)| **v);
+                at = at.max(e);
+            }
+            while at < to {
+                starts.push(at);
+                at = at.saturating_add(slice);
+            }
+            starts.extend(of_home.slices.range(first..to).map(|(&s, _)| s));
+            starts.extend(marks.keys().copied());
+            starts.sort_unstable();
+            starts.dedup();
+            for s in starts {
                 let end = (s + slice).min(to);
                 let (mark, marked_at) = marks.get(&s).copied().unwrap_or((0, i64::MIN));
                 if marked_at > settled {
@@ -312,10 +309,14 @@ impl Engine {
                     ));
                     continue;
                 }
-                match kept_here {
-                    Some((m, k, d)) if end == s + slice && m == mark && k == drops => {
-                        out.push((s, d))
+                let whole = end == s + slice;
+                match of_home.slices.get(&s) {
+                    Some(&(m, k, d)) if whole && m == mark && k == drops => {
+                        if d.samples > 0 {
+                            out.push((s, d));
+                        }
                     }
+                    None if whole && mark == 0 && of_home.known_empty(s, drops) => {}
                     _ => {
                         out.push((s, SliceDigest::default()));
                         missing.push(out.len() - 1);
@@ -324,6 +325,7 @@ impl Engine {
             }
         }
         Some(Slices {
+            first,
             slice,
             settled,
             to,
@@ -413,9 +415,7 @@ impl Engine {
     /// digest computed meanwhile is not trusted either: the home's count
     /// of drops it was made at is behind).
     pub(super) fn forget_digests(&self, db: &str, home: u32) {
-        if let Some(of_db) = self.kept_digests_lock().digests.get_mut(db) {
-            of_db.remove(&home);
-        }
+        self.kept_digests_lock().forget(db, home);
     }
 
     /// The windows from the one holding `from` to the one holding `to`
@@ -472,7 +472,7 @@ impl Engine {
         Ok(e.1.range(w0..=w1).copied().collect())
     }
 
-    fn kept_digests_lock(&self) -> std::sync::MutexGuard<'_, Kept> {
+    pub(super) fn kept_digests_lock(&self) -> std::sync::MutexGuard<'_, Kept> {
         self.digests.lock().unwrap_or_else(|e| e.into_inner())
     }
 }

@@ -22,6 +22,7 @@ mod digest;
 mod flush;
 mod helpers;
 mod homes;
+mod kept;
 mod legacy;
 mod merge;
 mod ms;
@@ -254,7 +255,7 @@ pub struct Engine {
     /// returned, and the engine waits for it before it lets its stores go.
     reads: Arc<()>,
     /// Digests of settled slices (engine/digest.rs).
-    digests: Mutex<digest::Kept>,
+    digests: Mutex<kept::Kept>,
 }
 
 impl Drop for Engine {

@@ -47,10 +47,27 @@ fn at_once(series: &[(String, Vec<Sample>)]) -> Engine {
 
 const LATER: i64 = T0 + 3600 * SEC;
 
+/// `slice_digests` with the slices it leaves out (they hold nothing)
+/// filled in: every slice of the range, in order.
+fn dense(e: &Engine, home: u32, from: i64, to: i64, now: i64) -> Vec<(i64, SliceDigest)> {
+    let slice = e.slice_ns();
+    let mut got = e
+        .slice_digests("db", home, from, to, now)
+        .unwrap()
+        .into_iter()
+        .peekable();
+    std::iter::successors(Some(e.first_slice("db", from, now)), |s| Some(s + slice))
+        .take_while(|s| *s < to.min(now))
+        .map(|s| {
+            got.next_if(|(t, _)| *t == s)
+                .unwrap_or((s, SliceDigest::default()))
+        })
+        .collect()
+}
+
 fn digests(e: &Engine) -> Vec<(i64, SliceDigest)> {
     let home = e.homes()[0].1;
-    e.slice_digests("db", home, T0, T0 + 240 * SEC, LATER)
-        .unwrap()
+    dense(e, home, T0, T0 + 240 * SEC, LATER)
 }
 
 #[test]
@@ -165,14 +182,10 @@ fn a_slice_written_within_the_grace_period_is_busy_until_quiet() {
     // Asked for at LATER, the slices (an hour old) are settled; the
     // writes after mark them.
     e.write("db", &all[..1], LATER).unwrap();
-    let first = e
-        .slice_digests("db", home(&e), T0, T0 + 240 * SEC, LATER)
-        .unwrap();
+    let first = dense(&e, home(&e), T0, T0 + 240 * SEC, LATER);
     assert!(first.iter().all(|(_, d)| !d.busy), "{first:?}");
     e.write("db", &all[1..], LATER + 5 * SEC).unwrap();
-    let busy = e
-        .slice_digests("db", home(&e), T0, T0 + 240 * SEC, LATER + 10 * SEC)
-        .unwrap();
+    let busy = dense(&e, home(&e), T0, T0 + 240 * SEC, LATER + 10 * SEC);
     // The four slices written (the fifth holds nothing), not read.
     assert_eq!(busy.len(), 5, "{busy:?}");
     assert!(
@@ -184,9 +197,7 @@ fn a_slice_written_within_the_grace_period_is_busy_until_quiet() {
     assert!(!busy[4].1.busy, "{busy:?}");
     // Quiet for the grace period: read, and equal to a replica's that
     // took the same samples at once.
-    let quiet = e
-        .slice_digests("db", home(&e), T0, T0 + 240 * SEC, LATER + 40 * SEC)
-        .unwrap();
+    let quiet = dense(&e, home(&e), T0, T0 + 240 * SEC, LATER + 40 * SEC);
     assert!(quiet.iter().all(|(_, d)| !d.busy), "{quiet:?}");
     assert_eq!(quiet, digests(&at_once(&all)));
 }
@@ -226,10 +237,7 @@ fn a_block_stored_after_the_windows_were_looked_through_is_digested() {
     let e = in_order(&samples());
     let home = e.homes()[0].1;
     let from = T0 - 1800 * SEC;
-    let digest = |e: &Engine| {
-        e.slice_digests("db", home, from, T0 + 240 * SEC, LATER + 600 * SEC)
-            .unwrap()
-    };
+    let digest = |e: &Engine| dense(e, home, from, T0 + 240 * SEC, LATER + 600 * SEC);
     let before = digest(&e);
     let old = s(from + 7 * SEC, 42.0);
     e.write_missing("db", &one(KEYS[0], vec![old]), &[], LATER)
@@ -248,8 +256,46 @@ fn a_block_stored_after_the_windows_were_looked_through_is_digested() {
     let whole = at_once(&all);
     assert_eq!(
         after,
-        whole
-            .slice_digests("db", home, from, T0 + 240 * SEC, LATER + 600 * SEC)
-            .unwrap()
+        dense(&whole, home, from, T0 + 240 * SEC, LATER + 600 * SEC)
     );
+}
+
+#[test]
+fn empty_slices_are_kept_as_runs_and_a_write_into_one_is_seen() {
+    // A long storage period, mostly empty: a digest each is kept only
+    // for the slices that hold samples; the others are known empty.
+    let e = at_once(&samples());
+    let home = e.homes()[0].1;
+    let from = T0 - 1000 * 60 * SEC;
+    let whole = |e: &Engine| dense(e, home, from, T0 + 240 * SEC, LATER);
+    let before = whole(&e);
+    assert_eq!(before.len(), 1005, "{:?}", &before[..3]);
+    let kept = |e: &Engine| {
+        let mut k = e.kept_digests_lock();
+        k.of_home("db", home).slices.len()
+    };
+    assert_eq!(kept(&e), 4, "the four whole slices with samples");
+    let listed = e.kept_digests("db", home, from, T0 + 240 * SEC, LATER);
+    assert_eq!(listed.len(), 1005);
+    assert!(
+        listed[..1004].iter().all(|(_, d)| d.is_some()),
+        "every whole slice known"
+    );
+    assert_eq!(listed[500].1, Some(SliceDigest::default()));
+    assert_eq!(before, whole(&e), "asked again, the same");
+    // A late sample in an empty slice: read again, no longer empty.
+    let old = s(from + 500 * 60 * SEC + 7 * SEC, 42.0);
+    e.write_missing("db", &one(KEYS[0], vec![old]), &[], LATER)
+        .unwrap();
+    assert_eq!(
+        e.kept_digests("db", home, from, T0 + 240 * SEC, LATER)[500].1,
+        None,
+        "marked: not known any more"
+    );
+    let after = whole(&e);
+    assert_eq!(after[500].1.samples, 1, "{:?}", after[500]);
+    assert_eq!(kept(&e), 5);
+    let mut all = samples();
+    all[0].1.insert(0, old);
+    assert_eq!(after, whole(&at_once(&all)));
 }
