@@ -16,7 +16,8 @@
 //! sample, a repair, a hand-off) marks the slices it touched, and their
 //! kept digests are computed again when next asked for; so are a home's
 //! once the home was dropped. Marks and digests older than
-//! the storage period are let go.
+//! the storage period are let go. Slices computed empty are kept as runs
+//! (`kept`), so a long storage period costs what its data does.
 //!
 //! A slice marked within the grace period before `now` is busy: a
 //! backfill or a repair is writing it, on this replica and likely on the
@@ -57,7 +58,8 @@ struct Slices {
     drops: u64,
     /// Write marks by slice start: (mark, when).
     marks: BTreeMap<i64, (u64, i64)>,
-    /// In order, every slice but those known empty: its kept digest,
+    /// In order, every slice but those known to hold nothing (in a run
+    /// computed and unmarked, or kept with no sample): its kept digest,
     /// busy, or default (in `missing`).
     out: Vec<(i64, SliceDigest)>,
     /// Indices into `out` of slices neither kept nor busy.
@@ -316,6 +318,7 @@ impl Engine {
                             out.push((s, d));
                         }
                     }
+                    // Not listed by the walk above; a backstop.
                     None if whole && mark == 0 && of_home.known_empty(s, drops) => {}
                     _ => {
                         out.push((s, SliceDigest::default()));

@@ -1,6 +1,7 @@
 //! The slice digests anti-entropy keeps (`digest`), by database and
-//! home: a digest for each computed slice that held samples, and the
-//! runs of slices computed, in which a slice without one held none. A
+//! home: a digest for each computed slice that held samples (or was
+//! marked when computed), and the runs of slices computed, in which a
+//! slice without one held none. A
 //! storage period of years is mostly empty slices (a home's data covers
 //! the time it was written); keeping them as runs keeps the memory and
 //! the walks of a round to the slices that hold something.
@@ -53,7 +54,9 @@ pub(super) struct HomeDigests {
 }
 
 impl HomeDigests {
-    /// Lets go of what starts before `expired`.
+    /// Lets go of what starts before `expired`; a run reaching past it
+    /// is cut to start there (not on a slice's start: the walk steps
+    /// from the first slice of the range, past the cut).
     pub fn trim(&mut self, expired: i64) {
         if self
             .slices
@@ -110,8 +113,12 @@ impl HomeDigests {
     }
 
     /// Keeps the digest of the slice `start..start + slice`, computed at
-    /// its mark `mark` and the home's count of drops `drops`.
+    /// its mark `mark` and the home's count of drops `drops`; nothing
+    /// when the home was dropped since (its runs are of a later count).
     pub fn keep(&mut self, start: i64, slice: i64, mark: u64, drops: u64, d: SliceDigest) {
+        if drops < self.runs_drops {
+            return;
+        }
         if d.samples > 0 || mark != 0 {
             self.slices.insert(start, (mark, drops, d));
         } else {
@@ -120,9 +127,9 @@ impl HomeDigests {
         self.cover(start, start.saturating_add(slice), drops);
     }
 
-    /// Adds `start..end` to the runs of `drops` (those of an earlier
-    /// count let go; one of a later count than `drops` kept as it is: a
-    /// digest of before a drop is not kept as empty).
+    /// Adds `start..end` to the runs of `drops`: the runs of an earlier
+    /// count are let go first; when the runs are of a later count (the
+    /// home was dropped since this was computed), nothing is added.
     fn cover(&mut self, start: i64, end: i64, drops: u64) {
         if drops < self.runs_drops {
             return;
@@ -204,8 +211,11 @@ mod tests {
         h.keep(0, 10, 0, 0, empty());
         h.keep(100, 10, 0, 1, empty());
         assert_eq!(h.runs(), vec![(100, 110)]);
+        h.keep(100, 10, 0, 1, full());
+        h.keep(100, 10, 0, 0, empty());
         h.keep(200, 10, 0, 0, empty());
         assert_eq!(h.runs(), vec![(100, 110)], "computed before the drop");
+        assert_eq!(h.slices.get(&100), Some(&(0, 1, full())), "not removed");
     }
 
     #[test]
