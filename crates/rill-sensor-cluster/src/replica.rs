@@ -66,10 +66,10 @@ impl Replica {
                 .engine
                 .slice_digests(&db, home, from, to, now.min(local_now()))
             {
-                // A busy slice goes as 0 samples: not to be compared.
+                // Those holding samples or busy; a busy slice goes as 0
+                // samples: not to be compared.
                 Ok(d) => Reply::Digests(
                     d.into_iter()
-                        .filter(|(_, d)| d.samples > 0 || d.busy)
                         .map(|(s, d)| (s, d.digest, d.samples))
                         .collect(),
                 ),

@@ -318,8 +318,6 @@ impl Engine {
                             out.push((s, d));
                         }
                     }
-                    // Not listed by the walk above; a backstop.
-                    None if whole && mark == 0 && of_home.known_empty(s, drops) => {}
                     _ => {
                         out.push((s, SliceDigest::default()));
                         missing.push(out.len() - 1);
