@@ -308,19 +308,33 @@ impl Catalog {
         stored: bool,
     ) {
         self.next = self.next.max(id.saturating_add(1));
+        // Ids only grow (a home dropped raises the floor past its ids), so
+        // of two ids for one series or group the larger is the newer, and
+        // the one writes and reads use, in whatever order the catalog
+        // store and the log name them. Two arise when a home left the
+        // node (handoff) and the series was written there again before
+        // the log segments naming the old id were deleted: after a
+        // restart the old one comes back from the log.
         let keys = self.ids.entry(db.to_string()).or_default();
-        if let Some(old) = keys.insert(key.to_string(), id) {
-            if old != id {
-                // Two ids for one series (only after damage): the newer
-                // wins for writes; the older's samples stay readable by id.
-                tracing::warn!(db, key, old, id, "a series has two ids: the later is used");
-            }
+        let kept = keys.entry(key.to_string()).or_insert(id);
+        if *kept != id {
+            tracing::debug!(
+                db,
+                key,
+                old = (*kept).min(id),
+                id = (*kept).max(id),
+                "a series has two ids: the newer is used"
+            );
+            *kept = (*kept).max(id);
         }
         if !group_key.is_empty() {
-            self.groups
+            let kept = self
+                .groups
                 .entry(db.to_string())
                 .or_default()
-                .insert(group_key.to_string(), group);
+                .entry(group_key.to_string())
+                .or_insert(group);
+            *kept = (*kept).max(group);
             self.group_keys.insert(group, group_key.to_string());
         }
         // A group's series share their home, that of the group's key.

@@ -9,7 +9,11 @@
 //! node does not hold, and are handed off again (the receiver takes
 //! only what it lacks). Ids are never given twice: the catalog store's
 //! id floor is raised past every id dropped, so the log's entries never
-//! name another series.
+//! name another series. A series written to the node again after its
+//! home left gets a new id; after a restart the old one comes back from
+//! the log too, and the newer is the series' (`Catalog`): reads, writes,
+//! digests and handoff use it, and the old id's samples (handed off
+//! already) stay under it unread until the home leaves again.
 
 use super::{Engine, EngineError, WriteReport};
 use crate::keys::{record_of, NEXT_ID};
@@ -40,7 +44,9 @@ impl Engine {
             .filter_map(|id| st.catalog.definition(id))
             .map(|d| (d.key, Some(d.group_key).filter(|g| !g.is_empty())))
             .collect();
+        // A series with two ids (see `Catalog`) once: it is read by key.
         v.sort();
+        v.dedup_by(|a, b| a.0 == b.0);
         v
     }
 
