@@ -169,6 +169,58 @@ impl Ring {
         out
     }
 
+    /// The nodes that keep one copy each of data placed at partition
+    /// `first` with `n` copies on distinct machines (the sensor service's
+    /// placement): its *owners*, the first `n` distinct nodes met walking
+    /// clockwise from `first` (all of them when the ring has fewer), in
+    /// the order met. Unlike [`Ring::preflist`]'s `n` partitions, a node
+    /// owning two of them does not take two of the copies: on a ring
+    /// whose size the node count does not divide, the lists that wrap
+    /// around would otherwise keep some data on fewer than `n` machines.
+    pub fn distinct_owners(&self, first: Partition, n: u32) -> Vec<&str> {
+        self.distinct_from(first).take(n as usize).collect()
+    }
+
+    /// [`Ring::distinct_owners`] with Riak's sloppy quorum: the owners
+    /// that are up, in order, then for each owner that is down a fallback
+    /// standing in for it: the next node met further clockwise that is up
+    /// and not an owner. Fewer nodes when too few are up.
+    pub fn distinct_preflist(
+        &self,
+        first: Partition,
+        n: u32,
+        is_up: impl Fn(&str) -> bool,
+    ) -> Vec<String> {
+        let mut walk = self.distinct_from(first);
+        let mut out: Vec<String> = Vec::with_capacity(n as usize);
+        let mut down = 0usize;
+        for node in walk.by_ref().take(n as usize) {
+            if is_up(node) {
+                out.push(node.to_string());
+            } else {
+                down += 1;
+            }
+        }
+        out.extend(
+            walk.filter(|node| is_up(node))
+                .take(down)
+                .map(str::to_string),
+        );
+        out
+    }
+
+    /// Each node once, in the order met walking clockwise from `first`.
+    fn distinct_from(&self, first: Partition) -> impl Iterator<Item = &str> + '_ {
+        let mut seen: Vec<&str> = Vec::new();
+        (0..self.size).filter_map(move |i| {
+            let node = self.owner(Partition((first.0 + i) % self.size));
+            (!seen.contains(&node)).then(|| {
+                seen.push(node);
+                node
+            })
+        })
+    }
+
     /// A partition's index on the ring as Riak writes it: the decimal
     /// integer `p * 2^160 / ring_size` (vnode directory names, preflists).
     pub fn index_decimal(&self, p: Partition) -> String {
@@ -274,6 +326,53 @@ mod tests {
     fn bad_sizes_are_refused() {
         assert_eq!(Ring::single(48, "n"), Err(RingError::BadSize(48)));
         assert_eq!(Ring::single(0, "n"), Err(RingError::BadSize(0)));
+    }
+
+    // Three nodes on eight partitions: the lists from partitions 6 and 7
+    // wrap around to a node they already named.
+    #[test]
+    fn distinct_owners_are_n_machines_where_the_ring_has_them() {
+        let ring = |names: &[&str], size: usize| {
+            Ring::new((0..size).map(|i| names[i % names.len()].into()).collect()).unwrap()
+        };
+        let r = ring(&["a", "b", "c"], 8);
+        let h = |p: u32| r.preflist(&[(p * 32) as u8; 20], 3, |_| true, false);
+        assert_eq!(
+            h(5).iter().map(|e| e.node.as_str()).collect::<Vec<_>>(),
+            ["a", "b", "a"],
+            "the partitions' list names a twice"
+        );
+        for p in 0..8 {
+            let mut o = r.distinct_owners(Partition(p), 3);
+            assert_eq!(o.len(), 3, "from {p}");
+            o.sort_unstable();
+            assert_eq!(o, ["a", "b", "c"], "from {p}");
+        }
+        assert_eq!(r.distinct_owners(Partition(6), 3), ["a", "b", "c"]);
+        assert_eq!(r.distinct_owners(Partition(6), 2), ["a", "b"]);
+        assert_eq!(r.distinct_owners(Partition(6), 5), ["a", "b", "c"]);
+        let all = |_: &str| true;
+        assert_eq!(r.distinct_preflist(Partition(7), 3, all), ["b", "a", "c"]);
+        assert_eq!(
+            r.distinct_preflist(Partition(7), 3, |x| x != "a"),
+            ["b", "c"],
+            "no fourth node to stand in"
+        );
+        let r = ring(&["a", "b", "c", "d"], 8);
+        assert_eq!(r.distinct_preflist(Partition(1), 3, all), ["b", "c", "d"]);
+        assert_eq!(
+            r.distinct_preflist(Partition(1), 3, |x| x != "c"),
+            ["b", "d", "a"],
+            "a stands in for c"
+        );
+        assert_eq!(
+            r.distinct_preflist(Partition(1), 3, |x| x == "d" || x == "a"),
+            ["d", "a"],
+            "one fallback left for two owners down"
+        );
+        assert_eq!(r.distinct_preflist(Partition(1), 3, |x| x == "d"), ["d"]);
+        let one = Ring::single(8, "a").unwrap();
+        assert_eq!(one.distinct_owners(Partition(3), 3), ["a"]);
     }
 
     // Preference lists from a table: owners a,b,c,d repeating; which are

@@ -3,8 +3,8 @@
 //! ownership handoff (a partition's data after the ring gave it to
 //! another node), by two rules over the ring as it is now:
 //!
-//! - a home partition whose owners (the distinct owners of its `n_val`
-//!   partitions) do not include this node goes to each of them, once
+//! - a home partition whose owners (the first `n_val` distinct nodes
+//!   walking the ring from it) do not include this node goes to each of them, once
 //!   every one is up, and leaves this node whole (its shard deleted, no
 //!   merge);
 //! - a home partition this node owns and holds that gained an owner
@@ -23,6 +23,7 @@ use crate::msg::{self, Reply, Request, SeriesSamples};
 use crate::SensorCluster;
 use rill_node::vnode::msg::{VnodeReply, VnodeRequest};
 use rill_ring::{Partition, Ring};
+use rill_tsdb::Engine;
 use std::collections::BTreeMap;
 use std::time::Instant;
 
@@ -49,17 +50,15 @@ pub struct HandoffReport {
     pub samples_sent: u64,
 }
 
-/// The distinct owners of `home`'s `n` partitions.
+/// The nodes that keep `home`'s sensor data: the first `n` distinct
+/// nodes walking the ring from it (`Ring::distinct_owners`), so every
+/// home lives on `n` machines wherever the cluster has them, also where
+/// its `n` partitions wrap around to a node named already.
 pub fn owners(ring: &Ring, home: u32, n: u32) -> Vec<String> {
-    let size = ring.size();
-    let mut out: Vec<String> = Vec::new();
-    for i in 0..n.min(size) {
-        let o = ring.owner(Partition((home + i) % size));
-        if !out.iter().any(|x| x == o) {
-            out.push(o.to_string());
-        }
-    }
-    out
+    ring.distinct_owners(Partition(home), n)
+        .into_iter()
+        .map(str::to_string)
+        .collect()
 }
 
 impl SensorCluster {
@@ -128,8 +127,6 @@ impl SensorCluster {
         report
     }
 
-    /// Sends home `home` of `db` to `to` and drops it; the samples sent,
-    /// or `None` when a write came meanwhile (sent again next round).
     fn hand_off_home(
         &self,
         db: &str,
@@ -137,56 +134,15 @@ impl SensorCluster {
         to: &[String],
         now: i64,
     ) -> Result<Option<u64>, String> {
-        let seen = self.engine.home_writes(db, home);
-        let sent = self.send_home(db, home, to, now)?;
-        match self.engine.drop_home(db, home, seen) {
-            Ok(true) => Ok(Some(sent)),
-            Ok(false) => Ok(None),
-            Err(e) => Err(e.to_string()),
-        }
+        hand_off_home(&self.engine, db, home, now, &mut |req| {
+            self.send_to_all(to, msg::encode_request(req))
+        })
     }
 
-    /// Sends every sample of home `home` of `db` to each node of `to`;
-    /// the samples sent.
     fn send_home(&self, db: &str, home: u32, to: &[String], now: i64) -> Result<u64, String> {
-        let series = self.engine.series_of_home(db, home);
-        let mut sent = 0u64;
-        let mut out: Vec<SeriesSamples> = Vec::new();
-        let mut held = 0usize;
-        let flush = |out: &mut Vec<SeriesSamples>, held: &mut usize| -> Result<(), String> {
-            if out.is_empty() {
-                return Ok(());
-            }
-            let bytes = msg::encode_request(&Request::Handoff {
-                db: db.to_string(),
-                now,
-                series: std::mem::take(out),
-            });
-            *held = 0;
-            self.send_to_all(to, bytes)
-        };
-        for (key, group) in &series {
-            let samples = self
-                .engine
-                .read(db, key, i64::MIN, i64::MAX, now)
-                .map_err(|e| e.to_string())?;
-            sent += samples.len() as u64;
-            // A long history goes in pieces: no message is larger than
-            // about BATCH_SAMPLES samples (16 bytes each at most).
-            for piece in samples.chunks(BATCH_SAMPLES) {
-                out.push(SeriesSamples {
-                    key: key.clone(),
-                    group: group.clone(),
-                    samples: piece.to_vec(),
-                });
-                held += piece.len();
-                if held >= BATCH_SAMPLES || out.len() >= BATCH_SERIES {
-                    flush(&mut out, &mut held)?;
-                }
-            }
-        }
-        flush(&mut out, &mut held)?;
-        Ok(sent)
+        send_home(&self.engine, db, home, now, &mut |req| {
+            self.send_to_all(to, msg::encode_request(req))
+        })
     }
 
     /// Sends `bytes` to every node of `to` and waits until each has
@@ -214,4 +170,72 @@ impl SensorCluster {
         }
         Ok(())
     }
+}
+
+/// Sends home `home` of `db` of `engine` through `send` (which returns
+/// once every owner took a request) and drops it; the samples sent, or
+/// `None` when a write came meanwhile (sent again next round). What a
+/// round runs for each home it hands off, and what the simulation runs
+/// over its network.
+pub fn hand_off_home(
+    engine: &Engine,
+    db: &str,
+    home: u32,
+    now: i64,
+    send: &mut dyn FnMut(&Request) -> Result<(), String>,
+) -> Result<Option<u64>, String> {
+    let seen = engine.home_writes(db, home);
+    let sent = send_home(engine, db, home, now, send)?;
+    match engine.drop_home(db, home, seen) {
+        Ok(true) => Ok(Some(sent)),
+        Ok(false) => Ok(None),
+        Err(e) => Err(e.to_string()),
+    }
+}
+
+/// Sends every sample of home `home` of `db` of `engine` through `send`
+/// in `Handoff` requests; the samples sent.
+pub fn send_home(
+    engine: &Engine,
+    db: &str,
+    home: u32,
+    now: i64,
+    send: &mut dyn FnMut(&Request) -> Result<(), String>,
+) -> Result<u64, String> {
+    let series = engine.series_of_home(db, home);
+    let mut sent = 0u64;
+    let mut out: Vec<SeriesSamples> = Vec::new();
+    let mut held = 0usize;
+    let mut flush = |out: &mut Vec<SeriesSamples>, held: &mut usize| -> Result<(), String> {
+        if out.is_empty() {
+            return Ok(());
+        }
+        *held = 0;
+        send(&Request::Handoff {
+            db: db.to_string(),
+            now,
+            series: std::mem::take(out),
+        })
+    };
+    for (key, group) in &series {
+        let samples = engine
+            .read(db, key, i64::MIN, i64::MAX, now)
+            .map_err(|e| e.to_string())?;
+        sent += samples.len() as u64;
+        // A long history goes in pieces: no message is larger than about
+        // BATCH_SAMPLES samples (16 bytes each at most).
+        for piece in samples.chunks(BATCH_SAMPLES) {
+            out.push(SeriesSamples {
+                key: key.clone(),
+                group: group.clone(),
+                samples: piece.to_vec(),
+            });
+            held += piece.len();
+            if held >= BATCH_SAMPLES || out.len() >= BATCH_SERIES {
+                flush(&mut out, &mut held)?;
+            }
+        }
+    }
+    flush(&mut out, &mut held)?;
+    Ok(sent)
 }

@@ -5,7 +5,7 @@
 use crate::msg::Found;
 use crate::service::Replication;
 use rill_promql::value::{Labels, Point, Series};
-use rill_ring::{Partition, Ring};
+use rill_ring::Ring;
 use std::collections::{BTreeMap, BTreeSet};
 
 /// A series' key as the messages carry it (the stored series key of its
@@ -130,14 +130,8 @@ pub fn partial(
     if missing.is_empty() {
         return None;
     }
-    let size = ring.size();
-    let n = replication.n_val.min(size);
     let lost = ring.partitions().any(|p| {
-        let mut nodes: Vec<&str> = (0..n)
-            .map(|i| ring.owner(Partition((p.0 + i) % size)))
-            .collect();
-        nodes.sort_unstable();
-        nodes.dedup();
+        let nodes = ring.distinct_owners(p, replication.n_val);
         let need = replication.w().min(nodes.len() as u32) as usize;
         let owners_missing = nodes.iter().filter(|x| missing.contains(**x)).count();
         let others_missing = missing

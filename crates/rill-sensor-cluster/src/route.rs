@@ -1,20 +1,20 @@
 //! Where a write goes and when it is done, pure: each series hashes to
 //! its home partition (by its group's key, so the fields of one line
-//! stay together), each home partition's samples go to the nodes of its
-//! preference list (one message per node, whatever number of the list's
-//! replicas it holds), and the write is acknowledged once, for every
+//! stay together), each home partition's samples go to its owners, the
+//! first `n` distinct nodes walking the ring from it
+//! (`Ring::distinct_preflist`, with fallbacks for owners that are down),
+//! one message per node, and the write is acknowledged once, for every
 //! home partition, `w` distinct nodes hold its samples durably.
 //!
-//! A node holding several replicas of one partition (a cluster with
-//! fewer nodes than `n_val`) keeps its samples once and counts once: two
-//! replicas on one machine are one copy. So a home partition needs
-//! `min(w, distinct owners of its n partitions)` acknowledgements, the
-//! owners counted whether up or not: a single node with `n_val 3` takes
-//! writes, a 3-node cluster with one node down needs both of the others
-//! for `w 2`, and with two down it refuses (Riak would let the one left
+//! A cluster with fewer nodes than `n_val` keeps each sample once per
+//! node: two replicas on one machine are one copy. So a home partition
+//! needs `min(w, its owners)` acknowledgements, the owners counted
+//! whether up or not: a single node with `n_val 3` takes writes, a
+//! 3-node cluster with one node down needs both of the others for
+//! `w 2`, and with two down it refuses (Riak would let the one left
 //! count its fallbacks and hold the only copy).
 
-use rill_ring::{key_hash, KeyHash, PreflistEntry, Ring};
+use rill_ring::{key_hash, KeyHash, Ring};
 use std::collections::BTreeMap;
 
 /// The bucket type under which series keys are hashed onto the ring
@@ -40,10 +40,9 @@ pub struct Home {
     pub partition: u32,
     /// Positions of its series in the write.
     pub series: Vec<usize>,
-    /// Its preference list's distinct nodes, in list order.
+    /// The nodes it goes to: its owners that are up, then fallbacks.
     pub nodes: Vec<String>,
-    /// Distinct owners of its `n` partitions, up or not: W is at most
-    /// this.
+    /// How many owners it has, up or not: W is at most this.
     pub owners: u32,
 }
 
@@ -79,8 +78,9 @@ pub fn plan<'a>(
     let mut homes = Vec::with_capacity(by_home.len());
     let mut messages: BTreeMap<String, Vec<usize>> = BTreeMap::new();
     for (partition, (h, series)) in by_home {
-        let nodes = distinct_nodes(&ring.preflist(&h, n, &up, true));
-        let owners = distinct_nodes(&ring.preflist(&h, n, |_| true, false)).len() as u32;
+        let first = ring.responsible(&h);
+        let nodes = ring.distinct_preflist(first, n, &up);
+        let owners = ring.distinct_owners(first, n).len() as u32;
         for node in &nodes {
             messages.entry(node.clone()).or_default().push(homes.len());
         }
@@ -95,17 +95,6 @@ pub fn plan<'a>(
         homes,
         messages: messages.into_iter().collect(),
     }
-}
-
-/// A preference list's nodes, each once, in list order.
-pub fn distinct_nodes(list: &[PreflistEntry]) -> Vec<String> {
-    let mut out: Vec<String> = Vec::new();
-    for e in list {
-        if !out.contains(&e.node) {
-            out.push(e.node.clone());
-        }
-    }
-    out
 }
 
 /// How a write stands.
@@ -132,7 +121,7 @@ pub struct Acks {
 }
 
 impl Acks {
-    /// For `plan`, each home needing `min(w, its distinct owners)`.
+    /// For `plan`, each home needing `min(w, its owners)`.
     pub fn new(plan: &Plan, w: u32) -> Acks {
         let mut open = vec![0u32; plan.homes.len()];
         for (_, homes) in &plan.messages {
@@ -210,6 +199,22 @@ mod tests {
         // Another database places the same keys elsewhere.
         let other = plan("db2", k.iter().map(String::as_str), 3, &r, |_| true);
         assert_ne!(other.homes, p.homes);
+    }
+
+    // 64 partitions over three nodes: the homes whose partitions wrap
+    // around (62: c a a, 63: a a b) still get three machines.
+    #[test]
+    fn every_home_gets_n_machines_where_its_partitions_name_one_twice() {
+        let r = ring(&["a", "b", "c"], 64);
+        let k = keys(2000);
+        let p = plan("db", k.iter().map(String::as_str), 3, &r, |_| true);
+        assert!(p.homes.iter().any(|h| h.partition == 63));
+        for h in &p.homes {
+            let mut nodes = h.nodes.clone();
+            nodes.sort_unstable();
+            assert_eq!(nodes, ["a", "b", "c"], "home {}", h.partition);
+            assert_eq!(h.owners, 3);
+        }
     }
 
     #[test]

@@ -53,3 +53,19 @@ fn acknowledging_fewer_than_w_is_caught_by_a_query() {
     eprintln!("first seed caught: {caught:?}");
     assert!(caught.is_some());
 }
+
+#[test]
+fn a_handoff_that_sends_nothing_is_caught() {
+    let caught = (0..100).find(|&seed| {
+        let mut cfg = SensorSimConfig::new(seed);
+        cfg.hand_off_nothing = true;
+        matches!(
+            run(cfg).1,
+            Err(SensorViolation::Missing { .. }
+                | SensorViolation::OwnerLacks { .. }
+                | SensorViolation::TooFewCopies { .. })
+        )
+    });
+    eprintln!("first seed caught: {caught:?}");
+    assert!(caught.is_some());
+}

@@ -29,6 +29,13 @@ pub enum SensorViolation {
         series: String,
         ts: i64,
     },
+    #[error("{series} at {ts} is on {copies} node(s) after anti-entropy, not {want}")]
+    TooFewCopies {
+        series: String,
+        ts: i64,
+        copies: usize,
+        want: usize,
+    },
     #[error("anti-entropy still found differences after {0} loops")]
     NotQuiet(usize),
 }
@@ -74,31 +81,44 @@ impl SensorSim {
     }
 
     /// Every owner of a series' home holds every acknowledged sample of
-    /// it, read from its own engine.
+    /// it, read from its own engine; and, whatever the owners are, every
+    /// acknowledged sample is on `min(n, nodes)` distinct nodes.
     pub(super) fn check_owners(&self) -> Result<(), SensorViolation> {
         let placer = route::placer(self.cfg.ring_size);
+        let want = (self.cfg.n as usize).min(self.cfg.nodes);
         for s in 0..self.cfg.series {
             let k = key(s);
             let home = placer.home(DB, &k);
+            let held: Vec<BTreeSet<i64>> = (0..self.cfg.nodes)
+                .map(|x| {
+                    self.engine(x)
+                        .read(DB, &k, i64::MIN, i64::MAX, self.now())
+                        .expect("a simulated engine reads")
+                        .into_iter()
+                        .map(|s| s.ts)
+                        .collect()
+                })
+                .collect();
+            let acked = || self.acked.keys().filter(|(series, _)| *series == k);
             for owner in owners(&self.ring, home, self.cfg.n) {
                 let x = self.index(&owner);
-                let held: BTreeSet<i64> = self
-                    .engine(x)
-                    .read(DB, &k, i64::MIN, i64::MAX, self.now())
-                    .expect("a simulated engine reads")
-                    .into_iter()
-                    .map(|s| s.ts)
-                    .collect();
-                let lacking = self
-                    .acked
-                    .keys()
-                    .find(|(series, ts)| *series == k && !held.contains(ts));
-                if let Some((series, ts)) = lacking {
+                if let Some((series, ts)) = acked().find(|(_, ts)| !held[x].contains(ts)) {
                     return Err(SensorViolation::OwnerLacks {
                         node: owner,
                         home,
                         series: series.clone(),
                         ts: *ts,
+                    });
+                }
+            }
+            for (series, ts) in acked() {
+                let copies = held.iter().filter(|h| h.contains(ts)).count();
+                if copies < want {
+                    return Err(SensorViolation::TooFewCopies {
+                        series: series.clone(),
+                        ts: *ts,
+                        copies,
+                        want,
                     });
                 }
             }

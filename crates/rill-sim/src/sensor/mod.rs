@@ -5,23 +5,25 @@
 //! `route` (home partitions, preference lists with fallbacks, W distinct
 //! nodes), replicas answer with its `Replica` from the bytes of its
 //! messages, queries merge the answers with its `merge` and judge them
-//! with `partial`, and anti-entropy is its `exchange_home`. The network
-//! loses messages (a write may reach some replicas and not be
-//! acknowledged, or be acknowledged with its answer lost) and
-//! partitions; nodes stop (a process kill or a power loss) and start.
+//! with `partial`, anti-entropy is its `exchange_home` and handoff its
+//! `hand_off_home`. The network loses messages (a write may reach some
+//! replicas and not be acknowledged, or be acknowledged with its answer
+//! lost) and partitions; nodes stop (a process kill or a power loss) and
+//! start.
 //!
 //! Checked during the run: a query whose answer does not say it may be
 //! partial holds every sample acknowledged before it, each once with its
-//! value, and nothing never written. After the heal, anti-entropy runs
-//! loop after loop (no client reads) until a whole loop finds nothing;
-//! then every owner of every home partition holds every acknowledged
-//! sample of it, and a query through every node answers them all.
+//! value, and nothing never written. After the heal, handoff and
+//! anti-entropy run loop after loop (no client reads) until a whole loop
+//! finds nothing; then every owner of every home partition holds every
+//! acknowledged sample of it, every acknowledged sample is on n_val
+//! distinct nodes, and a query through every node answers them all.
 //!
 //! The membership is fixed (joins and leaves of sensor data are the
-//! devrel tests'), and with nodes = n_val + 1 a write acknowledged by W
-//! = 2 distinct nodes always has an owner among them, so the owners
-//! converge by anti-entropy alone (handoff moves fallbacks' copies; it
-//! is not run here).
+//! devrel tests'); a seed runs 3, 4 or 5 nodes on 16 partitions, so
+//! some homes' partitions wrap around to a node named already, and with
+//! 5 a write may be acknowledged by two fallbacks and reach its owners
+//! only by handoff.
 
 use crate::rng::Rng;
 use bitcask::vfs::SimVfs;
@@ -30,8 +32,6 @@ use rill_promql::value::{Point, Series};
 use rill_ring::Ring;
 use rill_sensor::Sample;
 use rill_sensor_cluster::digest_read::{DigestRead, LocalMine};
-use rill_sensor_cluster::exchange::{exchange_home, partner, ExchangeReport};
-use rill_sensor_cluster::handoff::owners;
 use rill_sensor_cluster::msg::{self, MatcherSpec, Part, Reply, Request, SeriesSamples};
 use rill_sensor_cluster::route::{self, Acks, Outcome};
 use rill_sensor_cluster::{merge, Replica, Replication};
@@ -64,13 +64,17 @@ pub struct SensorSimConfig {
     /// Another: writes are acknowledged by one node (W = 1) while
     /// queries judge what is missing by W.
     pub ack_at_one: bool,
+    /// Another: a handoff drops the home without sending it.
+    pub hand_off_nothing: bool,
 }
 
 impl SensorSimConfig {
     pub fn new(seed: u64) -> SensorSimConfig {
         SensorSimConfig {
             seed,
-            nodes: 4,
+            // 3, 4 or 5 nodes on 16 partitions: with 3 and 5 the lists
+            // at the wrap of the ring name a node twice.
+            nodes: 3 + (seed % 3) as usize,
             ring_size: 16,
             n: 3,
             w: 2,
@@ -80,6 +84,7 @@ impl SensorSimConfig {
             max_settle_loops: 6,
             no_repair: false,
             ack_at_one: false,
+            hand_off_nothing: false,
         }
     }
 }
@@ -91,6 +96,7 @@ struct SNode {
 }
 
 mod check;
+mod repair;
 
 pub use check::SensorViolation;
 
@@ -426,56 +432,6 @@ impl SensorSim {
         Ok(())
     }
 
-    /// Node `c` exchanges one of the homes it holds and owns (or all of
-    /// them) with its partner; the slices found different.
-    fn exchange(&mut self, c: usize, all: bool) -> usize {
-        let mut homes = self.engine(c).homes();
-        if !all {
-            let Some(h) = self.rng.pick(&homes).cloned() else {
-                return 0;
-            };
-            homes = vec![h];
-        }
-        let mut found = 0;
-        for (db, home) in homes {
-            let to = owners(&self.ring, home, self.cfg.n);
-            let up: Vec<bool> = (0..self.cfg.nodes).map(|x| self.reachable(c, x)).collect();
-            let Some(peer) = partner(&to, &name(c), |o| up[self.index(o)]) else {
-                continue;
-            };
-            let peer = self.index(peer);
-            let engine = self.engine(c).clone();
-            let mut report = ExchangeReport::default();
-            let no_repair = self.cfg.no_repair;
-            let now = self.now();
-            let r = exchange_home(
-                &engine,
-                &db,
-                home,
-                now,
-                7,
-                &mut |req| {
-                    if no_repair && !matches!(req, Request::Digests { .. }) {
-                        return Err("no repair (a deliberate fault)".into());
-                    }
-                    self.call(c, peer, req).ok_or_else(|| "lost".to_string())
-                },
-                &mut report,
-            );
-            found += report.slices_differing;
-            self.log(format!(
-                "{} exchanges home {home} with {}: {} slices differ, {} sent, {} taken{}",
-                name(c),
-                name(peer),
-                report.slices_differing,
-                report.samples_sent,
-                report.samples_taken,
-                r.err().map(|e| format!(" ({e})")).unwrap_or_default()
-            ));
-        }
-        found
-    }
-
     fn stop_or_start(&mut self) {
         let x = self.rng.below(self.cfg.nodes as u64) as usize;
         let up = self.nodes.iter().filter(|n| n.up).count();
@@ -529,8 +485,11 @@ impl SensorSim {
         match self.rng.below(100) {
             0..=54 => self.write(c),
             55..=69 => self.query(c)?,
-            70..=84 => {
+            70..=79 => {
                 self.exchange(c, false);
+            }
+            80..=84 => {
+                self.hand_off(c, false);
             }
             85..=94 => self.stop_or_start(),
             _ => {
@@ -559,10 +518,12 @@ impl SensorSim {
                 self.start(x);
             }
         }
-        self.log("heal; anti-entropy only".into());
+        self.log("heal; handoff and anti-entropy only".into());
         let mut quiet = false;
         for _ in 0..self.cfg.max_settle_loops {
+            let handed: usize = (0..self.cfg.nodes).map(|x| self.hand_off(x, true)).sum();
             let found: usize = (0..self.cfg.nodes).map(|x| self.exchange(x, true)).sum();
+            let found = found + handed;
             if found == 0 {
                 quiet = true;
                 break;
