@@ -93,6 +93,9 @@ pub struct Catalog {
     /// anti-entropy ask for every round, so not a scan of every series).
     by_home: FastMap<String, std::collections::BTreeMap<u32, std::collections::BTreeSet<u64>>>,
     next: u64,
+    /// Counts every series added or removed: what a list of the series
+    /// made before is current with.
+    generation: u64,
 }
 
 impl Catalog {
@@ -262,9 +265,12 @@ impl Catalog {
             }
             if let Some(gk) = self.group_keys.remove(id) {
                 if let Some(m) = self.groups.get_mut(&n.db) {
-                    m.remove(&gk);
+                    if m.get(&gk) == Some(id) {
+                        m.remove(&gk);
+                    }
                 }
             }
+            self.generation += 1;
         }
     }
 
@@ -292,6 +298,12 @@ impl Catalog {
         self.named.len()
     }
 
+    /// Changes with every series added or removed (a count can stay the
+    /// same across a drop and as many new series).
+    pub fn generation(&self) -> u64 {
+        self.generation
+    }
+
     pub fn is_empty(&self) -> bool {
         self.named.is_empty()
     }
@@ -308,6 +320,7 @@ impl Catalog {
         stored: bool,
     ) {
         self.next = self.next.max(id.saturating_add(1));
+        self.generation += 1;
         // Ids only grow (a home dropped raises the floor past its ids), so
         // of two ids for one series or group the larger is the newer, and
         // the one writes and reads use, in whatever order the catalog

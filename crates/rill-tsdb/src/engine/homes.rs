@@ -42,11 +42,11 @@ impl Engine {
             .of_home(db, home)
             .into_iter()
             .filter_map(|id| st.catalog.definition(id))
+            // A series with two ids (see `Catalog`) is its newer one's.
+            .filter(|d| st.catalog.lookup(db, &d.key).map(|(id, _)| id) == Some(d.id))
             .map(|d| (d.key, Some(d.group_key).filter(|g| !g.is_empty())))
             .collect();
-        // A series with two ids (see `Catalog`) once: it is read by key.
         v.sort();
-        v.dedup_by(|a, b| a.0 == b.0);
         v
     }
 

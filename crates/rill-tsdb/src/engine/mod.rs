@@ -248,8 +248,8 @@ pub struct Engine {
     counters: stats::Counters,
     /// The window whose start last closed the shards' files.
     sealed_window: std::sync::atomic::AtomicI64,
-    /// Every series parsed, and the catalog's size it was made at.
-    parsed: Mutex<(usize, series_list::ParsedSeries)>,
+    /// Every series parsed, and the catalog's generation it was made at.
+    parsed: Mutex<(u64, series_list::ParsedSeries)>,
     /// Held by every read's sources (engine/read.rs): a helper thread
     /// may still hold one for the window it is reading after the read
     /// returned, and the engine waits for it before it lets its stores go.
@@ -405,7 +405,7 @@ impl Engine {
             applied: Condvar::new(),
             storing: Mutex::new(()),
             counters: stats::Counters::default(),
-            parsed: Mutex::new((usize::MAX, Arc::new(Vec::new()))),
+            parsed: Mutex::new((u64::MAX, Arc::new(Vec::new()))),
             sealed_window: std::sync::atomic::AtomicI64::new(i64::MIN),
             reads: Arc::new(()),
             digests: Mutex::default(),

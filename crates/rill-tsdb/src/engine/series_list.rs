@@ -1,5 +1,5 @@
 //! The series a query selects: every series of the catalog, parsed
-//! once and kept until the catalog grows, matched against selectors.
+//! once and kept until the catalog changes, matched against selectors.
 
 use super::Engine;
 use rill_sensor::Series;
@@ -24,14 +24,14 @@ impl Engine {
     }
 
     /// Every series, parsed, sorted by database and key: kept until the
-    /// catalog grows (series are never removed from it), so a query does
-    /// not parse every key again.
+    /// catalog changes (a series added, or a home's series removed when
+    /// it left the node), so a query does not parse every key again.
     fn parsed_series(&self) -> ParsedSeries {
-        let (len, keys) = {
+        let (generation, keys) = {
             let st = self.lock();
-            let len = st.catalog.len();
+            let generation = st.catalog.generation();
             let cache = self.parsed.lock().unwrap_or_else(|e| e.into_inner());
-            if cache.0 == len {
+            if cache.0 == generation {
                 return cache.1.clone();
             }
             // Copied under the lock, parsed outside it (writers wait for it).
@@ -44,7 +44,7 @@ impl Engine {
                         .map(move |(k, _)| (db.to_string(), k.to_string()))
                 })
                 .collect();
-            (len, keys)
+            (generation, keys)
         };
         let mut out = Vec::with_capacity(keys.len());
         for (db, key) in keys {
@@ -55,7 +55,7 @@ impl Engine {
         }
         out.sort_by_cached_key(|(db, s)| (db.clone(), s.key()));
         let out = Arc::new(out);
-        *self.parsed.lock().unwrap_or_else(|e| e.into_inner()) = (len, out.clone());
+        *self.parsed.lock().unwrap_or_else(|e| e.into_inner()) = (generation, out.clone());
         out
     }
 }

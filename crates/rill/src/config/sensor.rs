@@ -215,7 +215,7 @@ pub static SETTINGS: &[Setting] = &[
         kind: Kind::Count { min: 1, max: 16 },
         words: &["one", "quorum", "all"],
         default: Initial::Value("quorum"),
-        help: "distinct nodes that must hold a sensor write durably before it is acknowledged (Riak's w; quorum is n_val/2+1; never more than the nodes of a series' preference list)",
+        help: "distinct nodes that must hold a sensor write durably before it is acknowledged (Riak's w; quorum is n_val/2+1; never more than the nodes holding a series: n_val, or the cluster's nodes if fewer)",
         apply: |c, a| {
             c.sensor.w = match a.word() {
                 Some("one") => rill_node::Quorum::One,

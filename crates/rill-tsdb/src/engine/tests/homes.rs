@@ -196,6 +196,34 @@ fn a_series_written_again_after_its_home_left_keeps_its_new_samples_over_a_resta
     assert_eq!((got.get(&t), got.get(&t2)), (Some(&2.0), Some(&3.0)));
 }
 
+// The list of series a query selects from is made again when a home
+// leaves, even if as many new series came since.
+#[test]
+fn a_query_sees_new_series_after_a_home_left_and_as_many_came() {
+    let mut rig = Rig::new(30 * SEC, 8);
+    rig.opts.placer = by_digit();
+    let e = rig.open(T0);
+    write_three(&e);
+    let all = |e: &Engine| -> Vec<String> {
+        e.select_where(|_| true)
+            .into_iter()
+            .map(|(_, s)| s.key())
+            .collect()
+    };
+    assert_eq!(all(&e).len(), 3);
+    let home = u32::from(b'2') % 3;
+    let seen = e.home_writes("db", home);
+    assert!(e.drop_home("db", home, seen).unwrap());
+    let t = T0 + 200 * SEC;
+    e.write("db", &one("b{k=\"4\"}", vec![s(t, 1.0)]), t)
+        .unwrap();
+    assert_eq!(
+        all(&e),
+        ["a{k=\"1\"}", "a{k=\"3\"}", "b{k=\"4\"}"],
+        "the new series, not the one that left"
+    );
+}
+
 #[test]
 fn a_replica_takes_only_the_samples_it_lacks() {
     let rig = Rig::new(30 * SEC, 8);
