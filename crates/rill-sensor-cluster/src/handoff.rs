@@ -86,7 +86,9 @@ impl SensorCluster {
                 let mut learnt = to.clone();
                 if !gained.is_empty() {
                     if gained.iter().all(|o| view.is_up(o)) {
-                        match self.send_home(&db, home, &gained, now) {
+                        let sent =
+                            send_home(&self.engine, &db, home, now, &mut self.sender(&gained));
+                        match sent {
                             Ok(sent) => {
                                 report.shared += 1;
                                 report.samples_sent += sent;
@@ -110,7 +112,8 @@ impl SensorCluster {
                 report.waiting += 1;
                 continue;
             }
-            match self.hand_off_home(&db, home, &to, now) {
+            let handed = hand_off_home(&self.engine, &db, home, now, &mut self.sender(&to));
+            match handed {
                 Ok(Some(sent)) => {
                     report.handed_off += 1;
                     report.samples_sent += sent;
@@ -127,22 +130,10 @@ impl SensorCluster {
         report
     }
 
-    fn hand_off_home(
-        &self,
-        db: &str,
-        home: u32,
-        to: &[String],
-        now: i64,
-    ) -> Result<Option<u64>, String> {
-        hand_off_home(&self.engine, db, home, now, &mut |req| {
-            self.send_to_all(to, msg::encode_request(req))
-        })
-    }
-
-    fn send_home(&self, db: &str, home: u32, to: &[String], now: i64) -> Result<u64, String> {
-        send_home(&self.engine, db, home, now, &mut |req| {
-            self.send_to_all(to, msg::encode_request(req))
-        })
+    /// Sends a request to every node of `to`, returning once each took
+    /// it: how a round's handoff reaches the owners.
+    fn sender<'a>(&'a self, to: &'a [String]) -> impl FnMut(&Request) -> Result<(), String> + 'a {
+        move |req| self.send_to_all(to, msg::encode_request(req))
     }
 
     /// Sends `bytes` to every node of `to` and waits until each has

@@ -9,18 +9,20 @@ use rill_sensor_cluster::handoff::{hand_off_home, owners};
 use rill_sensor_cluster::msg::{Reply, Request};
 
 impl SensorSim {
+    /// Every one of `homes`, or one drawn at random (none if empty).
+    fn one_or_all(&mut self, homes: Vec<(String, u32)>, all: bool) -> Vec<(String, u32)> {
+        if all {
+            return homes;
+        }
+        self.rng.pick(&homes).cloned().into_iter().collect()
+    }
+
     /// Node `c` exchanges one of the homes it holds and owns (or all of
     /// them) with its partner; the slices found different.
     pub(super) fn exchange(&mut self, c: usize, all: bool) -> usize {
-        let mut homes = self.engine(c).homes();
-        if !all {
-            let Some(h) = self.rng.pick(&homes).cloned() else {
-                return 0;
-            };
-            homes = vec![h];
-        }
+        let homes = self.engine(c).homes();
         let mut found = 0;
-        for (db, home) in homes {
+        for (db, home) in self.one_or_all(homes, all) {
             let to = owners(&self.ring, home, self.cfg.n);
             let up: Vec<bool> = (0..self.cfg.nodes).map(|x| self.reachable(c, x)).collect();
             let Some(peer) = partner(&to, &name(c), |o| up[self.index(o)]) else {
@@ -64,20 +66,14 @@ impl SensorSim {
     /// (the service's handoff round, by its rule); the homes handed off.
     pub(super) fn hand_off(&mut self, c: usize, all: bool) -> usize {
         let me = name(c);
-        let mut homes: Vec<(String, u32)> = self
+        let homes: Vec<(String, u32)> = self
             .engine(c)
             .homes()
             .into_iter()
             .filter(|(_, home)| !owners(&self.ring, *home, self.cfg.n).contains(&me))
             .collect();
-        if !all {
-            let Some(h) = self.rng.pick(&homes).cloned() else {
-                return 0;
-            };
-            homes = vec![h];
-        }
         let mut handed = 0;
-        for (db, home) in homes {
+        for (db, home) in self.one_or_all(homes, all) {
             let to: Vec<usize> = owners(&self.ring, home, self.cfg.n)
                 .iter()
                 .map(|o| self.index(o))
